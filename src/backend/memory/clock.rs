@@ -1,0 +1,39 @@
+//! The memory backend's clock: monotonic, and pausable in tests.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::time::Instant;
+
+/// A monotonic clock reported as time since the Unix epoch.
+///
+/// It reads tokio's [`Instant`], so `tokio::time::pause` and `advance` control it in tests,
+/// and anchors it to the wall clock once, at creation: it never goes back when the wall
+/// clock is adjusted.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    origin: Instant,
+    origin_since_epoch: Duration,
+}
+
+impl Clock {
+    pub(crate) fn new() -> Self {
+        Clock {
+            origin: Instant::now(),
+            // A wall clock set before 1970 only shifts the reported origin, never the
+            // decisions, which use `Instant`s.
+            origin_since_epoch: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The instant decisions are taken at.
+    pub(crate) fn instant(&self) -> Instant {
+        Instant::now()
+    }
+
+    /// An instant as time since the Unix epoch.
+    pub(crate) fn since_epoch(&self, instant: Instant) -> Duration {
+        self.origin_since_epoch + instant.saturating_duration_since(self.origin)
+    }
+}

@@ -1,0 +1,200 @@
+//! The in-process backend: the same steps as Redis, for one process.
+//!
+//! Use it when an application runs as a single instance, for local development (the
+//! quickstart runs on it when no Redis URL is given) and in unit tests. Its limits are not
+//! shared between processes.
+//!
+//! Time comes from a monotonic clock built on tokio's `Instant`, so tests can call
+//! `tokio::time::pause()` and `advance()` to move windows and leases forward instantly.
+//! The number of live keys is bounded ([`DEFAULT_MAX_KEYS`]); expired keys are reclaimed as
+//! time passes, and when the bound is reached a step that would create a new key fails with
+//! [`ErrorKind::CapacityExceeded`](crate::ErrorKind::CapacityExceeded) (Redis' `noeviction`
+//! behaviour) instead of forgetting live state.
+
+mod clock;
+mod store;
+
+#[allow(unused_imports)] // the primitives' steps use `Value`
+pub(crate) use store::{Store, Value};
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use self::clock::Clock;
+use crate::backend::KeyPrefix;
+use crate::error::{Error, Result};
+
+/// Default bound on the number of live keys.
+pub const DEFAULT_MAX_KEYS: usize = 100_000;
+
+/// The in-process backend. Cheap to clone; clones share state.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::backend::memory::MemoryBackend;
+///
+/// let backend = MemoryBackend::builder()
+///     .max_keys(10_000)
+///     .key_prefix("myapp:")
+///     .build()?;
+/// assert_eq!(backend.max_keys(), 10_000);
+/// assert_eq!(backend.len(), 0);
+/// # Ok::<(), leasehold::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct MemoryBackend {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    store: Mutex<Store>,
+    clock: Clock,
+    prefix: KeyPrefix,
+}
+
+impl MemoryBackend {
+    /// A backend with default settings: no prefix, at most [`DEFAULT_MAX_KEYS`] keys.
+    pub fn new() -> Self {
+        Self::with_settings(DEFAULT_MAX_KEYS, KeyPrefix::default())
+    }
+
+    /// Starts configuring a backend.
+    pub fn builder() -> MemoryBackendBuilder {
+        MemoryBackendBuilder {
+            max_keys: DEFAULT_MAX_KEYS,
+            prefix: KeyPrefix::default(),
+        }
+    }
+
+    fn with_settings(max_keys: usize, prefix: KeyPrefix) -> Self {
+        MemoryBackend {
+            shared: Arc::new(Shared {
+                store: Mutex::new(Store::new(max_keys)),
+                clock: Clock::new(),
+                prefix,
+            }),
+        }
+    }
+
+    /// The backend's clock as a duration since the Unix epoch. Monotonic: it follows tokio's
+    /// clock from the moment the backend was created.
+    pub fn now(&self) -> Duration {
+        self.shared.clock.since_epoch(self.shared.clock.instant())
+    }
+
+    /// The number of live keys.
+    pub fn len(&self) -> usize {
+        let now = self.shared.clock.instant();
+        self.lock_store().len(now)
+    }
+
+    /// Whether no key is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bound on live keys.
+    pub fn max_keys(&self) -> usize {
+        self.lock_store().max_keys()
+    }
+
+    /// The configured key prefix.
+    pub fn key_prefix(&self) -> &[u8] {
+        self.shared.prefix.as_bytes()
+    }
+
+    /// Runs one atomic step on the store at the current instant with the physical keys.
+    #[allow(dead_code)] // the primitives' steps call it
+    pub(crate) fn step<R>(&self, f: impl FnOnce(&mut Store, Instant) -> R) -> R {
+        let now = self.shared.clock.instant();
+        f(&mut self.lock_store(), now)
+    }
+
+    /// The key stored for a user key: the prefix followed by the key.
+    #[allow(dead_code)] // the primitives' steps call it
+    pub(crate) fn physical_key(&self, key: &[u8]) -> Vec<u8> {
+        self.shared.prefix.apply(key)
+    }
+
+    fn lock_store(&self) -> MutexGuard<'_, Store> {
+        // Steps validate before they write, so a panic cannot leave a half-applied step.
+        self.shared
+            .store
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Default for MemoryBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for MemoryBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryBackend")
+            .field("prefix", &self.shared.prefix)
+            .field("max_keys", &self.max_keys())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`MemoryBackend`].
+///
+/// # Example
+///
+/// ```
+/// use leasehold::backend::memory::MemoryBackend;
+///
+/// let backend = MemoryBackend::builder().max_keys(1_000).build()?;
+/// # Ok::<(), leasehold::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct MemoryBackendBuilder {
+    max_keys: usize,
+    prefix: KeyPrefix,
+}
+
+impl MemoryBackendBuilder {
+    /// The most live keys the backend holds. Must be at least 1.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
+        self
+    }
+
+    /// A binary-safe prefix put in front of every key, as on Redis.
+    pub fn key_prefix(mut self, prefix: impl AsRef<[u8]>) -> Self {
+        self.prefix = KeyPrefix::new(prefix);
+        self
+    }
+
+    /// Builds the backend; fails with
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when `max_keys` is 0.
+    pub fn build(self) -> Result<MemoryBackend> {
+        if self.max_keys == 0 {
+            return Err(Error::invalid_argument(
+                "the memory backend needs room for at least one key",
+            ));
+        }
+        Ok(MemoryBackend::with_settings(self.max_keys, self.prefix))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn clock_follows_paused_time() {
+        let backend = MemoryBackend::new();
+        let before = backend.now();
+        tokio::time::advance(Duration::from_millis(1500)).await;
+        assert_eq!(backend.now() - before, Duration::from_millis(1500));
+    }
+}

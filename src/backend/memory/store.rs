@@ -1,0 +1,249 @@
+//! A bounded map of keys with expiry, reclaimed as time passes.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use tokio::time::Instant;
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// A stored value. Each primitive's step keeps its state in one of these.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(dead_code)] // the primitives' steps construct the variants
+pub(crate) enum Value {
+    /// An integer counter.
+    Int(i64),
+    /// Opaque bytes.
+    Bytes(Vec<u8>),
+}
+
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub(crate) value: Value,
+    expires_at: Option<Instant>,
+    /// Identifies the expiry scheduled for this entry, so a stale schedule is ignored.
+    schedule: u64,
+}
+
+/// Keys with optional expiry, holding at most `max_keys` live keys.
+///
+/// Expired entries are invisible at once and reclaimed through a min-heap of deadlines on
+/// every access, so reclaiming costs O(log n) per expired key and a stream of new,
+/// short-lived keys cannot grow the map past its bound. When the bound is reached and
+/// nothing has expired, a new key is refused with [`ErrorKind::CapacityExceeded`] rather
+/// than evicting a live one: forgetting a lease or a fencing counter would be unsafe.
+#[derive(Debug)]
+pub(crate) struct Store {
+    entries: HashMap<Vec<u8>, Entry>,
+    deadlines: BinaryHeap<Reverse<(Instant, u64, Vec<u8>)>>,
+    max_keys: usize,
+    next_schedule: u64,
+}
+
+#[allow(dead_code)] // the primitives' steps call these
+impl Store {
+    pub(crate) fn new(max_keys: usize) -> Self {
+        Store {
+            entries: HashMap::new(),
+            deadlines: BinaryHeap::new(),
+            max_keys,
+            next_schedule: 0,
+        }
+    }
+
+    /// Live keys (after reclaiming what expired by `now`).
+    pub(crate) fn len(&mut self, now: Instant) -> usize {
+        self.reclaim(now);
+        self.entries.len()
+    }
+
+    pub(crate) fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+
+    /// The live entry for `key`, if any.
+    pub(crate) fn get_mut(&mut self, key: &[u8], now: Instant) -> Option<&mut Entry> {
+        self.reclaim(now);
+        self.entries.get_mut(key)
+    }
+
+    /// Stores `value` under `key`, replacing any previous value and expiry.
+    pub(crate) fn insert(
+        &mut self,
+        key: &[u8],
+        value: Value,
+        expires_at: Option<Instant>,
+        now: Instant,
+    ) -> Result<()> {
+        self.reclaim(now);
+        if !self.entries.contains_key(key) && self.entries.len() >= self.max_keys {
+            return Err(Error::new(
+                ErrorKind::CapacityExceeded,
+                format!(
+                    "the memory backend holds its maximum of {} live keys",
+                    self.max_keys
+                ),
+            ));
+        }
+        let schedule = self.schedule(key, expires_at);
+        self.entries.insert(
+            key.to_vec(),
+            Entry {
+                value,
+                expires_at,
+                schedule,
+            },
+        );
+        Ok(())
+    }
+
+    /// Changes the expiry of a live key; returns whether the key existed.
+    pub(crate) fn set_expiry(
+        &mut self,
+        key: &[u8],
+        expires_at: Option<Instant>,
+        now: Instant,
+    ) -> bool {
+        self.reclaim(now);
+        if !self.entries.contains_key(key) {
+            return false;
+        }
+        let schedule = self.schedule(key, expires_at);
+        if let Some(entry) = self.entries.get_mut(key) {
+            entry.expires_at = expires_at;
+            entry.schedule = schedule;
+        }
+        true
+    }
+
+    /// Removes a key; returns its live value.
+    pub(crate) fn remove(&mut self, key: &[u8], now: Instant) -> Option<Value> {
+        self.reclaim(now);
+        self.entries.remove(key).map(|entry| entry.value)
+    }
+
+    fn schedule(&mut self, key: &[u8], expires_at: Option<Instant>) -> u64 {
+        self.next_schedule += 1;
+        if let Some(deadline) = expires_at {
+            self.deadlines
+                .push(Reverse((deadline, self.next_schedule, key.to_vec())));
+            self.compact_if_sparse();
+        }
+        self.next_schedule
+    }
+
+    /// Removes every entry whose deadline has passed.
+    fn reclaim(&mut self, now: Instant) {
+        while let Some(Reverse((deadline, _, _))) = self.deadlines.peek() {
+            if *deadline > now {
+                break;
+            }
+            let Some(Reverse((_, schedule, key))) = self.deadlines.pop() else {
+                break;
+            };
+            if self
+                .entries
+                .get(&key)
+                .is_some_and(|e| e.schedule == schedule)
+            {
+                self.entries.remove(&key);
+            }
+        }
+    }
+
+    /// Renewals leave superseded deadlines in the heap; rebuild it when they dominate so it
+    /// stays proportional to the live keys.
+    fn compact_if_sparse(&mut self) {
+        if self.deadlines.len() <= 2 * self.entries.len() + 64 {
+            return;
+        }
+        self.deadlines = self
+            .entries
+            .iter()
+            .filter_map(|(key, entry)| {
+                entry
+                    .expires_at
+                    .map(|deadline| Reverse((deadline, entry.schedule, key.clone())))
+            })
+            .collect();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[tokio::test(start_paused = true)]
+    async fn expired_entries_are_invisible_and_reclaimed() {
+        let mut store = Store::new(10);
+        let now = Instant::now();
+        store
+            .insert(b"a", Value::Int(1), Some(now + SECOND), now)
+            .unwrap();
+        store.insert(b"b", Value::Int(2), None, now).unwrap();
+        assert_eq!(store.len(now), 2);
+        tokio::time::advance(SECOND).await;
+        let now = Instant::now();
+        assert!(store.get_mut(b"a", now).is_none());
+        assert_eq!(store.len(now), 1);
+        assert_eq!(
+            store.get_mut(b"b", now).map(|e| e.value.clone()),
+            Some(Value::Int(2))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_flood_of_new_keys_is_bounded() {
+        let mut store = Store::new(100);
+        for i in 0..10_000u32 {
+            let now = Instant::now();
+            let key = i.to_be_bytes();
+            match store.insert(&key, Value::Int(1), Some(now + SECOND), now) {
+                Ok(()) => {}
+                Err(err) => assert_eq!(err.kind(), ErrorKind::CapacityExceeded),
+            }
+            // Keys live 1 s and arrive every 1 ms: once full, the store stays exactly full
+            // (each expiry makes room for the next key), never larger.
+            let expected = (i as usize + 1).min(100);
+            assert_eq!(store.len(now), expected);
+            assert!(store.deadlines.len() <= 2 * 100 + 64 + 1);
+            tokio::time::advance(Duration::from_millis(1)).await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn full_store_refuses_new_keys_but_updates_existing_ones() {
+        let mut store = Store::new(1);
+        let now = Instant::now();
+        store
+            .insert(b"a", Value::Int(1), Some(now + SECOND), now)
+            .unwrap();
+        let err = store.insert(b"b", Value::Int(1), None, now).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
+        store.insert(b"a", Value::Int(2), None, now).unwrap();
+        // Once "a" is gone, there is room again.
+        assert_eq!(store.remove(b"a", now), Some(Value::Int(2)));
+        store.insert(b"b", Value::Int(1), None, now).unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn renewals_do_not_grow_the_deadline_heap() {
+        let mut store = Store::new(10);
+        let now = Instant::now();
+        store
+            .insert(b"a", Value::Int(1), Some(now + SECOND), now)
+            .unwrap();
+        for i in 0..10_000u64 {
+            assert!(store.set_expiry(b"a", Some(now + SECOND + Duration::from_millis(i)), now));
+        }
+        assert!(store.deadlines.len() <= 2 + 64 + 1);
+        // The latest expiry wins; superseded deadlines do not remove the key early.
+        tokio::time::advance(SECOND + Duration::from_millis(5_000)).await;
+        assert!(store.get_mut(b"a", Instant::now()).is_some());
+        tokio::time::advance(Duration::from_millis(5_000)).await;
+        assert!(store.get_mut(b"a", Instant::now()).is_none());
+    }
+}

@@ -1,0 +1,76 @@
+//! Backends: where coordination state lives and where each atomic step runs.
+//!
+//! A backend executes one atomic step and returns its reply; it knows nothing of leases'
+//! lifecycles (renewal loops, cancellation). Two backends exist:
+//!
+//! - [`redis`]: Redis or Valkey, standalone, Cluster or through Sentinel. Each step is one
+//!   Lua script (sent as `EVALSHA`, falling back to `EVAL` on `NOSCRIPT`) or one native
+//!   command, decided on the server with the server's clock.
+//! - [`memory`]: the same steps in-process, on a monotonic clock that tests can pause. It is
+//!   what an application uses without Redis (one process only), and what users' own unit
+//!   tests can run against.
+//!
+//! Both apply a configurable key prefix and reject a multi-key step whose keys would fall in
+//! different cluster slots before anything is sent ([`key_slot`]).
+
+mod key_prefix;
+pub mod memory;
+pub mod redis;
+mod slot;
+
+pub(crate) use key_prefix::KeyPrefix;
+pub(crate) use slot::ensure_same_slot;
+pub use slot::{SLOT_COUNT, key_slot};
+
+use std::time::Duration;
+
+use crate::error::Result;
+
+/// A backend: Redis (any topology) or the in-process memory backend.
+///
+/// Build one from a [`redis::RedisBackend`] or a [`memory::MemoryBackend`] with `From`, or let
+/// [`Coordination`](crate::Coordination) do it.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::backend::{Backend, memory::MemoryBackend};
+///
+/// let backend = Backend::from(MemoryBackend::new());
+/// assert!(matches!(backend, Backend::Memory(_)));
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Backend {
+    /// A Redis or Valkey deployment.
+    Redis(redis::RedisBackend),
+    /// The in-process backend.
+    Memory(memory::MemoryBackend),
+}
+
+impl Backend {
+    /// The backend's current time as a duration since the Unix epoch: Redis `TIME`, or the
+    /// memory backend's pausable monotonic clock.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn server_time(&self) -> Result<Duration> {
+        match self {
+            Backend::Redis(redis) => redis.server_time().await,
+            Backend::Memory(memory) => Ok(memory.now()),
+        }
+    }
+}
+
+impl From<redis::RedisBackend> for Backend {
+    fn from(backend: redis::RedisBackend) -> Self {
+        Backend::Redis(backend)
+    }
+}
+
+impl From<memory::MemoryBackend> for Backend {
+    fn from(backend: memory::MemoryBackend) -> Self {
+        Backend::Memory(backend)
+    }
+}

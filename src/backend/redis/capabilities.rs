@@ -1,0 +1,100 @@
+//! What the connected server can do, learned once and shared by every primitive built from
+//! one [`RedisBackend`](super::RedisBackend).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
+
+use crate::error::UnsupportedFeature;
+
+/// How long after a server rejected `INCREX` the fast path is tried again, so that a server
+/// upgraded in place regains it without restarting the application.
+pub const INCREX_REPROBE_AFTER: Duration = Duration::from_secs(5 * 60);
+
+/// The `INCREX` command (Redis 8.8+, Valkey 9.2+).
+pub const INCREX: UnsupportedFeature = UnsupportedFeature::new("INCREX", "Redis 8.8 or Valkey 9.2");
+
+/// Hash field expiry (`HPEXPIRE`, `HPTTL`, …; Redis 7.4+).
+pub const HASH_FIELD_EXPIRY: UnsupportedFeature =
+    UnsupportedFeature::new("hash field expiry (HPEXPIRE)", "Redis 7.4");
+
+/// Server capability state shared by every primitive built from one backend handle.
+///
+/// - **`INCREX`**: assumed available until a server rejects it; then every user of this
+///   handle takes the Lua path directly and the fast path is probed again only after
+///   [`INCREX_REPROBE_AFTER`]. The clock is tokio's, so tests can pause and advance it.
+/// - **Hash field expiry**: probed once with `COMMAND INFO HPEXPIRE` and cached.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::backend::redis::Capabilities;
+///
+/// let caps = Capabilities::default();
+/// assert!(caps.should_try_increx());
+/// caps.record_increx_rejected();
+/// assert!(!caps.should_try_increx());
+/// ```
+#[derive(Debug, Default)]
+pub struct Capabilities {
+    increx_rejected_at: Mutex<Option<Instant>>,
+    hash_field_expiry: OnceCell<bool>,
+}
+
+impl Capabilities {
+    /// Whether a step should send `INCREX` now: never rejected, or rejected at least
+    /// [`INCREX_REPROBE_AFTER`] ago.
+    pub fn should_try_increx(&self) -> bool {
+        match *self.lock_increx() {
+            None => true,
+            Some(rejected_at) => rejected_at.elapsed() >= INCREX_REPROBE_AFTER,
+        }
+    }
+
+    /// Records that the server answered `INCREX` with "unknown command".
+    pub fn record_increx_rejected(&self) {
+        *self.lock_increx() = Some(Instant::now());
+    }
+
+    /// Records that the server executed `INCREX`.
+    pub fn record_increx_accepted(&self) {
+        *self.lock_increx() = None;
+    }
+
+    /// The cached answer of the hash-field-expiry probe, if it ran.
+    pub fn hash_field_expiry(&self) -> Option<bool> {
+        self.hash_field_expiry.get().copied()
+    }
+
+    pub(crate) fn hash_field_expiry_cell(&self) -> &OnceCell<bool> {
+        &self.hash_field_expiry
+    }
+
+    fn lock_increx(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        // The guarded value is a plain timestamp: a panic elsewhere cannot leave it torn.
+        self.increx_rejected_at
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn increx_is_reprobed_after_five_minutes() {
+        let caps = Capabilities::default();
+        assert!(caps.should_try_increx());
+        caps.record_increx_rejected();
+        assert!(!caps.should_try_increx());
+        tokio::time::advance(INCREX_REPROBE_AFTER - Duration::from_millis(1)).await;
+        assert!(!caps.should_try_increx());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(caps.should_try_increx());
+        caps.record_increx_accepted();
+        assert!(caps.should_try_increx());
+    }
+}

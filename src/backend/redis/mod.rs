@@ -1,0 +1,241 @@
+//! The Redis backend: standalone, Cluster or Sentinel, through redis-rs.
+//!
+//! Every step is one script call (or one native command): decisions are taken on the server
+//! with the server's clock. The backend:
+//!
+//! - reconnects by itself (standalone through redis-rs' `ConnectionManager`; Cluster through
+//!   the cluster client; Sentinel by asking the sentinels again after the connection breaks);
+//! - applies a binary-safe key prefix to every key;
+//! - sends scripts as `EVALSHA` and falls back to `EVAL` once on `NOSCRIPT`;
+//! - rejects a multi-key step whose keys fall in different cluster slots before sending it,
+//!   whatever the topology, so what works on one server also works on a cluster;
+//! - keeps the server's [`Capabilities`] (`INCREX`, hash field expiry) for every primitive
+//!   built from the same handle.
+//!
+//! Connection-level timeouts bound every reply ([`DEFAULT_RESPONSE_TIMEOUT`]). A timed-out
+//! step may still have run on the server: such errors report
+//! [`is_outcome_uncertain`](crate::Error::is_outcome_uncertain).
+
+mod builder;
+mod capabilities;
+mod connection;
+mod error_map;
+mod script;
+
+pub use builder::{DEFAULT_CONNECTION_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, RedisBackendBuilder};
+pub use capabilities::{Capabilities, HASH_FIELD_EXPIRY, INCREX, INCREX_REPROBE_AFTER};
+pub use script::Script;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{Cmd, FromRedisValue, ToRedisArgs, Value};
+
+use self::connection::Connection;
+use crate::backend::{KeyPrefix, ensure_same_slot};
+use crate::error::{Error, Result};
+
+/// A handle to a Redis or Valkey deployment. Cheap to clone; clones share the connection and
+/// the [`Capabilities`].
+///
+/// # Example
+///
+/// ```no_run
+/// use leasehold::backend::redis::RedisBackend;
+///
+/// # async fn example() -> leasehold::Result<()> {
+/// let backend = RedisBackend::standalone("redis://127.0.0.1:6379")
+///     .key_prefix("myapp:")
+///     .connect()
+///     .await?;
+/// let now = backend.server_time().await?;
+/// println!("server clock: {} ms since the epoch", now.as_millis());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedisBackend {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    connection: Connection,
+    prefix: KeyPrefix,
+    capabilities: Capabilities,
+}
+
+impl RedisBackend {
+    /// Configures a backend for one standalone server, for example
+    /// `redis://127.0.0.1:6379/0`, `rediss://…` (with the `tls` feature) or
+    /// `redis+unix:///run/redis.sock`.
+    pub fn standalone(url: impl Into<String>) -> RedisBackendBuilder {
+        RedisBackendBuilder::standalone(url.into())
+    }
+
+    /// Configures a backend for a Redis Cluster, given one or more node URLs.
+    pub fn cluster<I, S>(urls: I) -> RedisBackendBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        RedisBackendBuilder::cluster(urls.into_iter().map(Into::into).collect())
+    }
+
+    /// Configures a backend for the primary that the given sentinels name `service_name`.
+    pub fn sentinel<I, S>(sentinel_urls: I, service_name: impl Into<String>) -> RedisBackendBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        RedisBackendBuilder::sentinel(
+            sentinel_urls.into_iter().map(Into::into).collect(),
+            service_name.into(),
+        )
+    }
+
+    /// Connects to a standalone server with default settings.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn connect(url: impl Into<String>) -> Result<Self> {
+        Self::standalone(url).connect().await
+    }
+
+    /// The server capability state shared by every clone of this handle.
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.shared.capabilities
+    }
+
+    /// The configured key prefix.
+    pub fn key_prefix(&self) -> &[u8] {
+        self.shared.prefix.as_bytes()
+    }
+
+    /// The key Redis stores for a user key: the prefix followed by the key.
+    pub fn physical_key(&self, key: &[u8]) -> Vec<u8> {
+        self.shared.prefix.apply(key)
+    }
+
+    /// The server's clock (`TIME`) as a duration since the Unix epoch.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn server_time(&self) -> Result<Duration> {
+        let (seconds, micros): (u64, u64) = self.query(&redis::cmd("TIME")).await?;
+        Ok(Duration::from_secs(seconds) + Duration::from_micros(micros))
+    }
+
+    /// Runs `script` as one atomic step with the given user keys (the prefix is applied
+    /// here) and arguments, and converts its reply.
+    ///
+    /// The keys must share one cluster slot, or the call fails with
+    /// [`ErrorKind::CrossSlot`](crate::ErrorKind::CrossSlot) before anything is sent. Sends
+    /// `EVALSHA`; on `NOSCRIPT` sends `EVAL` once.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: once the request is written, dropping the future does not stop the
+    /// script, which may run to completion on the server.
+    pub async fn eval<T, K, A>(&self, script: &Script, keys: &[K], args: A) -> Result<T>
+    where
+        T: FromRedisValue,
+        K: AsRef<[u8]>,
+        A: ToRedisArgs,
+    {
+        let keys: Vec<Vec<u8>> = keys.iter().map(|k| self.physical_key(k.as_ref())).collect();
+        ensure_same_slot(&keys)?;
+        let args = args.to_redis_args();
+        let call = |command: &str, body: &str| {
+            let mut cmd = redis::cmd(command);
+            cmd.arg(body).arg(keys.len()).arg(&keys).arg(&args);
+            cmd
+        };
+        let reply = match self
+            .shared
+            .connection
+            .query(&call("EVALSHA", script.sha1()))
+            .await
+        {
+            Err(err) if error_map::is_noscript(&err) => {
+                tracing::debug!(
+                    script = script.name(),
+                    "NOSCRIPT; sending the script with EVAL"
+                );
+                self.shared
+                    .connection
+                    .query(&call("EVAL", script.source()))
+                    .await
+            }
+            reply => reply,
+        }
+        .map_err(error_map::from_redis)?;
+        convert(reply, script.name())
+    }
+
+    /// Whether the server has hash field expiry (`HPEXPIRE`, Redis 7.4+). Probed once with
+    /// `COMMAND INFO`, then cached in [`Capabilities`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn hash_field_expiry(&self) -> Result<bool> {
+        self.shared
+            .capabilities
+            .hash_field_expiry_cell()
+            .get_or_try_init(|| async {
+                let mut cmd = redis::cmd("COMMAND");
+                cmd.arg("INFO").arg("HPEXPIRE");
+                let reply: Value = self.query(&cmd).await?;
+                // One entry per name asked: nil (or an empty entry) for an unknown command.
+                Ok(match reply {
+                    Value::Array(entries) => entries
+                        .first()
+                        .is_some_and(|e| !matches!(e, Value::Nil) && e != &Value::Array(vec![])),
+                    _ => false,
+                })
+            })
+            .await
+            .copied()
+    }
+
+    /// Fails with [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported), naming the
+    /// feature and its minimum version, unless the server has hash field expiry.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn require_hash_field_expiry(&self) -> Result<()> {
+        if self.hash_field_expiry().await? {
+            Ok(())
+        } else {
+            Err(Error::unsupported(HASH_FIELD_EXPIRY))
+        }
+    }
+
+    /// Sends one native command and converts its reply.
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
+        let reply = self
+            .shared
+            .connection
+            .query(cmd)
+            .await
+            .map_err(error_map::from_redis)?;
+        convert(reply, "command")
+    }
+}
+
+fn convert<T: FromRedisValue>(reply: Value, what: &str) -> Result<T> {
+    redis::from_redis_value(reply)
+        .map_err(|err| Error::unexpected_reply(format!("{what}: {err}")).with_source(err))
+}
+
+impl fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("topology", &self.shared.connection.topology())
+            .field("prefix", &self.shared.prefix)
+            .finish_non_exhaustive()
+    }
+}

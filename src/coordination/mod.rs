@@ -1,0 +1,87 @@
+//! Coordination primitives, independent of HTTP.
+//!
+//! Everything starts from a [`Coordination`] handle, which owns a [`Backend`] and is what
+//! an application passes around. Each primitive takes its decisions in one atomic step on
+//! the backend, with the backend's clock.
+
+use std::time::Duration;
+
+use crate::backend::Backend;
+use crate::backend::memory::MemoryBackend;
+use crate::backend::redis::RedisBackend;
+use crate::error::Result;
+
+/// The entry point: a backend shared by every primitive built from it. Cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::Coordination;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// // In-process: one instance only, no server needed.
+/// let coordination = Coordination::memory();
+/// let now = coordination.server_time().await?;
+/// assert!(now.as_secs() > 0);
+///
+/// // Shared by every replica through Redis:
+/// // let coordination = Coordination::connect("redis://127.0.0.1:6379").await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Coordination {
+    backend: Backend,
+}
+
+impl Coordination {
+    /// A handle over any backend.
+    pub fn new(backend: impl Into<Backend>) -> Self {
+        Coordination {
+            backend: backend.into(),
+        }
+    }
+
+    /// A handle over a new in-process [`MemoryBackend`] with default settings.
+    pub fn memory() -> Self {
+        Self::new(MemoryBackend::new())
+    }
+
+    /// Connects to a standalone Redis server with default settings. Use
+    /// [`RedisBackend::standalone`], [`RedisBackend::cluster`] or
+    /// [`RedisBackend::sentinel`] and [`Coordination::new`] for anything else.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn connect(url: impl Into<String>) -> Result<Self> {
+        Ok(Self::new(RedisBackend::connect(url).await?))
+    }
+
+    /// The backend this handle uses.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// The backend's clock as a duration since the Unix epoch (see
+    /// [`Backend::server_time`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn server_time(&self) -> Result<Duration> {
+        self.backend.server_time().await
+    }
+}
+
+impl From<RedisBackend> for Coordination {
+    fn from(backend: RedisBackend) -> Self {
+        Self::new(backend)
+    }
+}
+
+impl From<MemoryBackend> for Coordination {
+    fn from(backend: MemoryBackend) -> Self {
+        Self::new(backend)
+    }
+}
