@@ -1,0 +1,171 @@
+//! A 3-master Redis Cluster (Redis 7.0, no replicas), created without redis-cli: each node
+//! gets a config epoch and a third of the slots, then node 0 meets the others.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::server::{POLL, Server, ServerKind, Spec, get_or_start, launch_all};
+
+/// How long the nodes get to agree on the cluster's shape.
+pub const CONVERGE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A running cluster of 3 masters.
+pub struct Cluster {
+    nodes: Vec<Server>,
+}
+
+impl Cluster {
+    /// Starts a new private cluster of `kind` and waits until every node sees all 3 masters.
+    pub fn start(kind: ServerKind) -> Cluster {
+        let specs = (0..3)
+            .map(|i| {
+                let mut spec = Spec::new(kind, format!("cluster{i}"), &[]);
+                spec.cluster = true;
+                spec
+            })
+            .collect();
+        let nodes = launch_all(specs);
+        const RANGES: [(u16, u16); 3] = [(0, 5460), (5461, 10922), (10923, 16383)];
+        for (i, (node, (first, last))) in nodes.iter().zip(RANGES).enumerate() {
+            let mut con = node.connection();
+            let epoch = (i + 1).to_string();
+            let _: () = redis::cmd("CLUSTER")
+                .arg("SET-CONFIG-EPOCH")
+                .arg(&epoch)
+                .query(&mut con)
+                .unwrap_or_else(|e| panic!("SET-CONFIG-EPOCH on {}: {e}", node.url()));
+            let _: () = redis::cmd("CLUSTER")
+                .arg("ADDSLOTSRANGE")
+                .arg(first)
+                .arg(last)
+                .query(&mut con)
+                .unwrap_or_else(|e| panic!("ADDSLOTSRANGE on {}: {e}", node.url()));
+        }
+        let mut con = nodes[0].connection();
+        for node in &nodes[1..] {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("MEET")
+                .arg("127.0.0.1")
+                .arg(node.port())
+                .arg(node.bus_port().expect("cluster node has a bus port"))
+                .query(&mut con)
+                .unwrap_or_else(|e| panic!("CLUSTER MEET {}: {e}", node.url()));
+        }
+        let cluster = Cluster { nodes };
+        cluster.wait_converged(CONVERGE_TIMEOUT);
+        cluster
+    }
+
+    /// `redis://127.0.0.1:<port>` of every node.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Server::url).collect()
+    }
+
+    /// The nodes (all masters).
+    pub fn nodes(&self) -> &[Server] {
+        &self.nodes
+    }
+
+    /// A sync cluster client over every node.
+    pub fn client(&self) -> redis::cluster::ClusterClient {
+        redis::cluster::ClusterClient::new(self.urls()).expect("valid cluster urls")
+    }
+
+    /// Waits (bounded) until every node reports `cluster_state:ok` and its CLUSTER NODES view
+    /// shows exactly our 3 nodes as connected masters that each own slots.
+    pub fn wait_converged(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let problems: Vec<String> = self
+                .nodes
+                .iter()
+                .filter_map(|node| {
+                    self.node_problem(node)
+                        .map(|p| format!("{}: {p}", node.url()))
+                })
+                .collect();
+            if problems.is_empty() {
+                return;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "cluster did not converge within {timeout:?}: {}\nlog of node 0:\n{}",
+                    problems.join("; "),
+                    self.nodes[0].log_tail(20)
+                );
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// `None` when `node` sees a healthy cluster of our 3 masters, else what is wrong.
+    fn node_problem(&self, node: &Server) -> Option<String> {
+        let mut con = match node.try_connection(Duration::from_secs(1)) {
+            Ok(con) => con,
+            Err(e) => return Some(format!("connect: {e}")),
+        };
+        let info: String = match redis::cmd("CLUSTER").arg("INFO").query(&mut con) {
+            Ok(info) => info,
+            Err(e) => return Some(format!("CLUSTER INFO: {e}")),
+        };
+        for expected in [
+            "cluster_state:ok",
+            "cluster_slots_assigned:16384",
+            "cluster_known_nodes:3",
+        ] {
+            if !info.lines().any(|l| l.trim() == expected) {
+                return Some(format!("no {expected}"));
+            }
+        }
+        let view: String = match redis::cmd("CLUSTER").arg("NODES").query(&mut con) {
+            Ok(view) => view,
+            Err(e) => return Some(format!("CLUSTER NODES: {e}")),
+        };
+        let mut ports: Vec<u16> = Vec::new();
+        for line in view.lines().filter(|l| !l.trim().is_empty()) {
+            // <id> <ip:port@cport> <flags> <master> <ping-sent> <pong-recv> <epoch> <link> <slot>...
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.len() < 9 {
+                return Some(format!("node without slots: {line}"));
+            }
+            let flags = fields[2];
+            if !flags.split(',').any(|f| f == "master")
+                || flags
+                    .split(',')
+                    .any(|f| matches!(f, "fail" | "fail?" | "handshake" | "noaddr"))
+                || fields[7] != "connected"
+            {
+                return Some(format!("node not a healthy master: {line}"));
+            }
+            let port = fields[1]
+                .split('@')
+                .next()
+                .and_then(|addr| addr.rsplit(':').next())
+                .and_then(|p| p.parse().ok());
+            match port {
+                Some(port) => ports.push(port),
+                None => return Some(format!("bad address: {line}")),
+            }
+        }
+        ports.sort_unstable();
+        let mut expected: Vec<u16> = self.nodes.iter().map(Server::port).collect();
+        expected.sort_unstable();
+        if ports != expected {
+            return Some(format!("sees masters on {ports:?}, expected {expected:?}"));
+        }
+        let slots: Vec<redis::Value> = match redis::cmd("CLUSTER").arg("SLOTS").query(&mut con) {
+            Ok(slots) => slots,
+            Err(e) => return Some(format!("CLUSTER SLOTS: {e}")),
+        };
+        if slots.len() != 3 {
+            return Some(format!("CLUSTER SLOTS has {} ranges", slots.len()));
+        }
+        None
+    }
+}
+
+/// The Redis 7.0 cluster shared by every test of this binary.
+pub fn cluster() -> &'static Cluster {
+    static CELL: OnceLock<Result<Cluster, String>> = OnceLock::new();
+    get_or_start(&CELL, "the cluster", || Cluster::start(ServerKind::Redis7))
+}

@@ -1,0 +1,26 @@
+//! The real-server test harness: servers are started lazily, once per test binary, and shared
+//! by its tests; every process dies with the test binary (see [`spawner`]).
+//!
+//! Use it from an integration test with `mod support;`.
+#![allow(dead_code, unused_imports)]
+
+pub mod binaries;
+pub mod cluster;
+pub mod increx_module;
+pub mod sentinel;
+pub mod server;
+pub mod spawner;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use cluster::{Cluster, cluster};
+pub use sentinel::{SentinelSetup, sentinel};
+pub use server::{Server, ServerKind, Spec, increx, independent, shared, wait_until};
+
+/// A key prefix unique to this call, this test binary and this process:
+/// `lh-test:<pid>:<n>:<test_name>:`.
+pub fn unique_prefix(test_name: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("lh-test:{}:{n}:{test_name}:", std::process::id())
+}

@@ -1,0 +1,260 @@
+//! Redis Sentinel: a master, one replica and 3 sentinels (quorum 2), all Redis 7.0.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use super::server::{Server, ServerKind, Spec, get_or_start, info_field, launch_all, wait_until};
+
+/// The service name the sentinels monitor.
+pub const SERVICE_NAME: &str = "leasehold-master";
+/// How long a replica may take to sync, and a failover to complete.
+pub const SENTINEL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A master, a replica and 3 sentinels watching them.
+pub struct SentinelSetup {
+    master: Server,
+    replica: Server,
+    sentinels: Vec<Server>,
+    failover_lock: Mutex<()>,
+}
+
+impl SentinelSetup {
+    /// Starts a new private setup of `kind` (master, replica in sync, 3 sentinels) and waits
+    /// until it is healthy ([`Self::wait_healthy`]).
+    pub fn start(kind: ServerKind) -> SentinelSetup {
+        let sync = ["--repl-diskless-sync-delay", "0"];
+        let master = Server::launch(Spec::new(kind, "sentinel-master", &sync));
+        let master_port = master.port().to_string();
+        let mut replica_args = vec!["--replicaof", "127.0.0.1", &master_port];
+        replica_args.extend(sync);
+        let replica = Server::launch(Spec::new(kind, "sentinel-replica", &replica_args));
+        // Sentinels learn replicas from the master's INFO, which they poll every 10 s: start
+        // them once the replica is online, so their first INFO already lists it.
+        wait_until(SENTINEL_TIMEOUT, "the replica to sync", || {
+            let link = replica.info_field("replication", "master_link_status");
+            (link.as_deref() == Some("up"))
+                .then_some(())
+                .ok_or_else(|| {
+                    format!(
+                        "master_link_status {link:?}; replica log:\n{}",
+                        replica.log_tail(20)
+                    )
+                })
+        });
+        let conf = format!(
+            "sentinel resolve-hostnames no\n\
+             sentinel monitor {SERVICE_NAME} 127.0.0.1 {master_port} 2\n\
+             sentinel down-after-milliseconds {SERVICE_NAME} 1000\n\
+             sentinel failover-timeout {SERVICE_NAME} 5000\n"
+        );
+        let sentinels = launch_all(
+            (0..3)
+                .map(|i| {
+                    let mut spec = Spec::new(kind, format!("sentinel{i}"), &[]);
+                    spec.sentinel_conf = Some(conf.clone());
+                    spec
+                })
+                .collect(),
+        );
+        for sentinel in &sentinels {
+            speed_up(sentinel);
+        }
+        let setup = SentinelSetup {
+            master,
+            replica,
+            sentinels,
+            failover_lock: Mutex::new(()),
+        };
+        setup.wait_healthy();
+        setup
+    }
+
+    /// The monitored service's name: `leasehold-master`.
+    pub fn service_name(&self) -> &str {
+        SERVICE_NAME
+    }
+
+    /// `redis://127.0.0.1:<port>` of every sentinel.
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels.iter().map(Server::url).collect()
+    }
+
+    /// The sentinel processes.
+    pub fn sentinels(&self) -> &[Server] {
+        &self.sentinels
+    }
+
+    /// The two data nodes (initial master first).
+    pub fn data_nodes(&self) -> [&Server; 2] {
+        [&self.master, &self.replica]
+    }
+
+    /// The port of the current master, as a sentinel reports it.
+    pub fn master_port(&self) -> u16 {
+        let mut errors = Vec::new();
+        for sentinel in &self.sentinels {
+            match master_addr(sentinel) {
+                Ok(port) => return port,
+                Err(e) => errors.push(e),
+            }
+        }
+        panic!("no sentinel resolves {SERVICE_NAME}: {errors:?}")
+    }
+
+    /// The data node that is currently master (per the sentinels).
+    pub fn current_master(&self) -> &Server {
+        let port = self.master_port();
+        self.data_nodes()
+            .into_iter()
+            .find(|s| s.port() == port)
+            .unwrap_or_else(|| panic!("sentinels name an unknown master port {port}"))
+    }
+
+    /// A sentinel client for the master, as an application would build it.
+    pub fn client(&self) -> redis::sentinel::SentinelClient {
+        // Without redis-rs' TLS feature the name is taken as a `String`.
+        #[allow(clippy::unnecessary_to_owned)]
+        redis::sentinel::SentinelClient::build(
+            self.sentinel_urls(),
+            SERVICE_NAME.to_string(),
+            None,
+            redis::sentinel::SentinelServerType::Master,
+        )
+        .expect("valid sentinel urls")
+    }
+
+    /// Forces a failover and waits (bounded) until every sentinel names the other node and it
+    /// acts as master, then until the setup is healthy again ([`Self::wait_healthy`]: the old
+    /// master, demoted by the sentinels, replicates from the new one).
+    /// Serialized: concurrent callers fail over one after the other.
+    pub fn failover(&self) {
+        let _serial = self.failover_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let old = self.master_port();
+        let leader = &self.sentinels[0];
+        // A forced failover answers NOGOODSLAVE until the sentinel knows a healthy replica.
+        wait_until(
+            SENTINEL_TIMEOUT,
+            "a sentinel to see a healthy replica",
+            || healthy_replica(leader),
+        );
+        wait_until(SENTINEL_TIMEOUT, "SENTINEL FAILOVER to be accepted", || {
+            sentinel_query::<()>(leader, &["FAILOVER", SERVICE_NAME])
+        });
+        wait_until(
+            SENTINEL_TIMEOUT,
+            "every sentinel to name the new master",
+            || {
+                let ports: Vec<Result<u16, String>> =
+                    self.sentinels.iter().map(master_addr).collect();
+                if ports.iter().all(|p| matches!(p, Ok(p) if *p != old)) {
+                    Ok(())
+                } else {
+                    Err(format!("old master {old}, sentinels say {ports:?}"))
+                }
+            },
+        );
+        let new_master = self.current_master();
+        wait_until(
+            SENTINEL_TIMEOUT,
+            "the new master to take writes",
+            || match role(new_master)?.as_str() {
+                "master" => Ok(()),
+                other => Err(format!("role {other}")),
+            },
+        );
+        self.wait_healthy();
+    }
+
+    /// Waits (bounded) until every sentinel sees the master, a healthy replica and its 2 peers.
+    /// Both data nodes must be running.
+    pub fn wait_healthy(&self) {
+        for sentinel in &self.sentinels {
+            wait_until(SENTINEL_TIMEOUT, "a healthy sentinel setup", || {
+                let master: HashMap<String, String> =
+                    sentinel_query(sentinel, &["MASTER", SERVICE_NAME])?;
+                let field = |name: &str| master.get(name).map(String::as_str).unwrap_or("");
+                if field("flags") != "master" || field("num-other-sentinels") != "2" {
+                    return Err(format!("{}: master {master:?}", sentinel.url()));
+                }
+                healthy_replica(sentinel)
+            });
+        }
+    }
+}
+
+/// Shortens a sentinel's periods (Redis 7.0+ `SENTINEL DEBUG`; lost when it restarts): INFO
+/// every 100 ms instead of 10 s (how soon it sees a replica, or a replica's link come up) and
+/// hello messages every 200 ms instead of 2 s (how soon sentinels find each other, and the
+/// demotion of a returning old master after 4 hello periods instead of 8 s).
+pub fn speed_up(sentinel: &Server) {
+    let _: () = sentinel.cmd(&[
+        "SENTINEL",
+        "DEBUG",
+        "info-period",
+        "100",
+        "publish-period",
+        "200",
+    ]);
+}
+
+/// Runs `SENTINEL <args>` on `sentinel` over a fresh connection.
+fn sentinel_query<T: redis::FromRedisValue>(sentinel: &Server, args: &[&str]) -> Result<T, String> {
+    let mut cmd = redis::cmd("SENTINEL");
+    for arg in args {
+        cmd.arg(*arg);
+    }
+    sentinel
+        .try_connection(Duration::from_secs(1))
+        .and_then(|mut con| cmd.query(&mut con))
+        .map_err(|e| format!("{}: SENTINEL {args:?}: {e}", sentinel.url()))
+}
+
+/// `Ok` when `sentinel` knows a replica that is up and in sync.
+fn healthy_replica(sentinel: &Server) -> Result<(), String> {
+    let replicas: Vec<HashMap<String, String>> =
+        sentinel_query(sentinel, &["REPLICAS", SERVICE_NAME])?;
+    let healthy = replicas.iter().any(|r| {
+        let flags = r.get("flags").map(String::as_str).unwrap_or("");
+        flags.split(',').any(|f| f == "slave")
+            && !flags
+                .split(',')
+                .any(|f| matches!(f, "s_down" | "o_down" | "disconnected"))
+            && r.get("master-link-status").map(String::as_str) == Some("ok")
+    });
+    healthy
+        .then_some(())
+        .ok_or_else(|| format!("{}: replicas {replicas:?}", sentinel.url()))
+}
+
+/// The `role` field of a data node's `INFO replication`.
+fn role(server: &Server) -> Result<String, String> {
+    let info: String = server
+        .try_connection(Duration::from_secs(1))
+        .and_then(|mut con| redis::cmd("INFO").arg("replication").query(&mut con))
+        .map_err(|e| format!("{}: {e}", server.url()))?;
+    info_field(&info, "role").ok_or_else(|| format!("{}: no role in INFO", server.url()))
+}
+
+fn master_addr(sentinel: &Server) -> Result<u16, String> {
+    let addr: Vec<String> = sentinel
+        .try_connection(Duration::from_secs(1))
+        .and_then(|mut con| {
+            redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(SERVICE_NAME)
+                .query(&mut con)
+        })
+        .map_err(|e| format!("{}: {e}", sentinel.url()))?;
+    addr.get(1)
+        .and_then(|p| p.parse().ok())
+        .ok_or_else(|| format!("{}: bad reply {addr:?}", sentinel.url()))
+}
+
+/// The Redis 7.0 sentinel setup shared by every test of this binary.
+pub fn sentinel() -> &'static SentinelSetup {
+    static CELL: OnceLock<Result<SentinelSetup, String>> = OnceLock::new();
+    get_or_start(&CELL, "the sentinel setup", || {
+        SentinelSetup::start(ServerKind::Redis7)
+    })
+}
