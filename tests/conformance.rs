@@ -1,0 +1,454 @@
+//! Backend conformance: the same scenarios against every server kind, the cluster and, where
+//! the step applies, the memory backend.
+
+mod support;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use leasehold::backend::Backend;
+use leasehold::backend::memory::MemoryBackend;
+use leasehold::backend::redis::{RedisBackend, Script};
+use leasehold::{Coordination, ErrorKind};
+use support::{Server, ServerKind, cluster, shared, unique_prefix};
+
+/// Where a scenario runs.
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    Server(ServerKind),
+    Cluster,
+    Memory,
+}
+
+const REDIS7: Target = Target::Server(ServerKind::Redis7);
+const REDIS8: Target = Target::Server(ServerKind::Redis8);
+const VALKEY8: Target = Target::Server(ServerKind::Valkey8);
+const CLUSTER: Target = Target::Cluster;
+const MEMORY: Target = Target::Memory;
+
+/// A binary prefix, to show prefixes are not treated as text.
+fn binary_prefix(test: &str) -> Vec<u8> {
+    let mut prefix = unique_prefix(test).into_bytes();
+    prefix.extend_from_slice(b"\x00\xff:");
+    prefix
+}
+
+async fn redis_backend(target: Target, prefix: &[u8]) -> RedisBackend {
+    let builder = match target {
+        Target::Server(kind) => RedisBackend::standalone(shared(kind).unix_url()),
+        Target::Cluster => RedisBackend::cluster(cluster().urls()),
+        Target::Memory => unreachable!("not a Redis target"),
+    };
+    builder
+        .key_prefix(prefix)
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("connect to {target:?}: {e}"))
+}
+
+async fn backend(target: Target, prefix: &[u8]) -> Backend {
+    match target {
+        Target::Memory => MemoryBackend::builder()
+            .key_prefix(prefix)
+            .build()
+            .expect("valid settings")
+            .into(),
+        _ => redis_backend(target, prefix).await.into(),
+    }
+}
+
+/// A raw GET of a physical key, beside the backend under test.
+fn raw_get(target: Target, key: &[u8]) -> Option<Vec<u8>> {
+    let mut cmd = redis::cmd("GET");
+    cmd.arg(key);
+    match target {
+        Target::Server(kind) => cmd.query(&mut shared(kind).connection()).expect("GET"),
+        Target::Cluster => {
+            let mut conn = cluster()
+                .client()
+                .get_connection()
+                .expect("cluster connection");
+            cmd.query(&mut conn).expect("GET")
+        }
+        Target::Memory => unreachable!("not a Redis target"),
+    }
+}
+
+/// `SCRIPT FLUSH` on every node of the target.
+fn flush_scripts(target: Target) {
+    let nodes: Vec<&Server> = match target {
+        Target::Server(kind) => vec![shared(kind)],
+        Target::Cluster => cluster().nodes().iter().collect(),
+        Target::Memory => unreachable!("not a Redis target"),
+    };
+    for node in nodes {
+        let () = node.cmd(&["SCRIPT", "FLUSH"]);
+    }
+}
+
+/// A script call without arguments.
+const NO_ARGS: &[&str; 0] = &[];
+
+fn unix_now() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+}
+
+/// Generates one `#[tokio::test]` per target for a scenario `async fn(Target)`.
+macro_rules! conformance {
+    ($scenario:ident: $($name:ident => $target:expr),+ $(,)?) => {
+        mod $scenario {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$scenario($target).await
+                }
+            )+
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+conformance!(server_time_is_the_backends_clock:
+    redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
+    cluster => super::CLUSTER, memory => super::MEMORY);
+
+async fn server_time_is_the_backends_clock(target: Target) {
+    let coordination = Coordination::new(backend(target, b"").await);
+    let before = unix_now();
+    let first = coordination.server_time().await.expect("server time");
+    let second = coordination.server_time().await.expect("server time");
+    let after = unix_now();
+    // Same machine: the server's clock agrees with ours to well under a second.
+    assert!(
+        first + Duration::from_secs(1) >= before,
+        "{first:?} vs {before:?}"
+    );
+    assert!(
+        second <= after + Duration::from_secs(1),
+        "{second:?} vs {after:?}"
+    );
+    assert!(
+        second >= first,
+        "the clock went back: {first:?} then {second:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_time_follows_a_paused_clock() {
+    let coordination = Coordination::memory();
+    let start = coordination.server_time().await.expect("time");
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    let later = coordination.server_time().await.expect("time");
+    assert_eq!(later - start, Duration::from_secs(3600));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Writes ARGV[i] to KEYS[i] and returns what the script saw, so the test can check the
+/// physical keys and values byte for byte.
+const ECHO_SOURCE: &str = r#"
+for i, key in ipairs(KEYS) do
+    redis.call('SET', key, ARGV[i], 'PX', 60000)
+end
+return { KEYS[1], KEYS[2], redis.call('GET', KEYS[2]) }
+"#;
+
+conformance!(script_call_with_binary_keys_and_prefix:
+    redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
+    cluster => super::CLUSTER);
+
+async fn script_call_with_binary_keys_and_prefix(target: Target) {
+    let prefix = binary_prefix("binary-keys");
+    let backend = redis_backend(target, &prefix).await;
+    let script = Script::new("echo", ECHO_SOURCE);
+    let keys: [&[u8]; 2] = [b"{tag}\x00\x01\xfe\xff", b"{tag}\r\n\"'"];
+    let values: [&[u8]; 2] = [b"\x00value\xff", b"\xc3\x28 not utf-8"];
+
+    let (seen1, seen2, read): (Vec<u8>, Vec<u8>, Vec<u8>) = backend
+        .eval(&script, &keys, &values)
+        .await
+        .expect("script call");
+
+    let physical = |key: &[u8]| [prefix.as_slice(), key].concat();
+    assert_eq!(seen1, physical(keys[0]));
+    assert_eq!(seen2, physical(keys[1]));
+    assert_eq!(read, values[1]);
+    assert_eq!(backend.physical_key(keys[0]), physical(keys[0]));
+    assert_eq!(
+        raw_get(target, &physical(keys[0])).as_deref(),
+        Some(values[0])
+    );
+    // Nothing was written under the bare key.
+    assert_eq!(raw_get(target, keys[0]), None);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+conformance!(noscript_is_recovered_after_script_flush:
+    redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
+    cluster => super::CLUSTER);
+
+async fn noscript_is_recovered_after_script_flush(target: Target) {
+    let prefix = unique_prefix("noscript");
+    let backend = redis_backend(target, prefix.as_bytes()).await;
+    // A source unique to this test, so no other test caches or flushes it by chance.
+    let script = Script::new(
+        "incr",
+        format!("-- {prefix}\nreturn redis.call('INCR', KEYS[1])"),
+    );
+    let first: i64 = backend
+        .eval(&script, &["{n}"], NO_ARGS)
+        .await
+        .expect("first call");
+    flush_scripts(target);
+    let second: i64 = backend
+        .eval(&script, &["{n}"], NO_ARGS)
+        .await
+        .expect("call after SCRIPT FLUSH");
+    assert_eq!(
+        (first, second),
+        (1, 2),
+        "the script ran exactly once per call"
+    );
+    // EVAL cached the script again: the next call is a plain EVALSHA hit.
+    let third: i64 = backend
+        .eval(&script, &["{n}"], NO_ARGS)
+        .await
+        .expect("third call");
+    assert_eq!(third, 3);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+conformance!(cross_slot_keys_are_rejected_before_sending:
+    redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
+    cluster => super::CLUSTER);
+
+async fn cross_slot_keys_are_rejected_before_sending(target: Target) {
+    let prefix = unique_prefix("cross-slot");
+    let backend = redis_backend(target, prefix.as_bytes()).await;
+    let script = Script::new("echo", ECHO_SOURCE);
+    let keys = ["{a}lease", "{b}fence"];
+    assert_ne!(
+        leasehold::backend::key_slot(&backend.physical_key(keys[0].as_bytes())),
+        leasehold::backend::key_slot(&backend.physical_key(keys[1].as_bytes())),
+    );
+    let err = backend
+        .eval::<redis::Value, _, _>(&script, &keys, ("x", "y"))
+        .await
+        .expect_err("cross-slot keys must be rejected");
+    assert_eq!(err.kind(), ErrorKind::CrossSlot);
+    assert!(!err.is_outcome_uncertain());
+    // Rejected locally: the script never ran, so neither key exists.
+    for key in keys {
+        assert_eq!(raw_get(target, &backend.physical_key(key.as_bytes())), None);
+    }
+    // The same keys under one hash tag go through.
+    let tagged = ["{a}lease", "{a}fence"];
+    let _: redis::Value = backend
+        .eval(&script, &tagged, ("x", "y"))
+        .await
+        .expect("same slot");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+conformance!(reconnects_after_the_server_restarts:
+    redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8);
+
+async fn reconnects_after_the_server_restarts(target: Target) {
+    let Target::Server(kind) = target else {
+        unreachable!("standalone only")
+    };
+    let server = Server::start(kind, &[]);
+    let backend = RedisBackend::standalone(server.url())
+        .key_prefix(unique_prefix("reconnect"))
+        .connect()
+        .await
+        .expect("connect");
+    let script = Script::new("incr", "return redis.call('INCR', KEYS[1])");
+    let before: i64 = backend
+        .eval(&script, &["n"], NO_ARGS)
+        .await
+        .expect("before restart");
+    assert_eq!(before, 1);
+
+    server.restart();
+
+    // The first command may meet the dead connection; the backend reconnects by itself
+    // (no new handle, no restart of the app) within a bounded time.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut failures = Vec::new();
+    let after = loop {
+        match backend.eval::<i64, _, _>(&script, &["n"], NO_ARGS).await {
+            Ok(value) => break value,
+            Err(err) => {
+                assert!(
+                    matches!(err.kind(), ErrorKind::Io | ErrorKind::Timeout),
+                    "unexpected error while reconnecting: {err}"
+                );
+                failures.push(err.to_string());
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "no reconnect within 10 s: {failures:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    // The restarted server lost its data and its script cache: EVAL recovered the script.
+    assert_eq!(after, 1);
+    assert!(
+        failures.len() <= 3,
+        "too many failures before reconnecting: {failures:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+
+conformance!(timeout_is_reported_as_uncertain:
+    redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8);
+
+/// Busy-waits on the server clock for ARGV[1] ms, then writes KEYS[1].
+const SLOW_SOURCE: &str = r#"
+local function now()
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local start = now()
+while now() - start < tonumber(ARGV[1]) do end
+return redis.call('SET', KEYS[1], 'done')
+"#;
+
+async fn timeout_is_reported_as_uncertain(target: Target) {
+    let Target::Server(kind) = target else {
+        unreachable!("standalone only")
+    };
+    // A private server: the slow script blocks it.
+    let server = Server::start(kind, &[]);
+    let backend = RedisBackend::standalone(server.unix_url())
+        .response_timeout(Duration::from_millis(100))
+        .connect()
+        .await
+        .expect("connect");
+    let script = Script::new("slow", SLOW_SOURCE);
+    let err = backend
+        .eval::<redis::Value, _, _>(&script, &["slow"], 400)
+        .await
+        .expect_err("the reply comes after the timeout");
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    assert!(err.is_outcome_uncertain());
+    // The script ran anyway: a timeout is never "nothing happened".
+    let value: Option<String> = server.cmd(&["GET", "slow"]);
+    assert_eq!(value.as_deref(), Some("done"));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+conformance!(hash_field_expiry_is_probed:
+    redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
+    cluster => super::CLUSTER);
+
+async fn hash_field_expiry_is_probed(target: Target) {
+    let backend = redis_backend(target, b"").await;
+    assert_eq!(
+        backend.capabilities().hash_field_expiry(),
+        None,
+        "not probed yet"
+    );
+    let expected = matches!(target, Target::Server(ServerKind::Redis8));
+    assert_eq!(backend.hash_field_expiry().await.expect("probe"), expected);
+    assert_eq!(backend.capabilities().hash_field_expiry(), Some(expected));
+    match backend.require_hash_field_expiry().await {
+        Ok(()) => assert!(expected),
+        Err(err) => {
+            assert!(!expected);
+            assert_eq!(err.kind(), ErrorKind::Unsupported);
+            let feature = err.unsupported_feature().expect("names the feature");
+            assert_eq!(feature.minimum_version(), "Redis 7.4");
+            assert!(err.to_string().contains("HPEXPIRE"), "{err}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn capabilities_are_shared_by_clones_of_one_handle() {
+    let backend = redis_backend(REDIS7, b"").await;
+    let clone = backend.clone();
+    backend.capabilities().record_increx_rejected();
+    assert!(!clone.capabilities().should_try_increx());
+    // A separately connected handle has its own state.
+    let other = redis_backend(REDIS7, b"").await;
+    assert!(other.capabilities().should_try_increx());
+}
+
+#[tokio::test]
+async fn connect_errors_are_clear() {
+    let err = RedisBackend::connect("not a url")
+        .await
+        .expect_err("bad url");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+
+    let err = RedisBackend::cluster(Vec::<String>::new())
+        .connect()
+        .await
+        .expect_err("no nodes");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+
+    // A port nobody listens on: a certain I/O failure, not a hang.
+    let port = support::server::free_port();
+    let err = RedisBackend::connect(format!("redis://127.0.0.1:{port}"))
+        .await
+        .expect_err("nothing listens there");
+    assert_eq!(err.kind(), ErrorKind::Io, "{err}");
+    assert!(!err.is_outcome_uncertain());
+}
+
+#[tokio::test]
+async fn cluster_reconnects_after_a_node_restarts() {
+    // A private cluster: restarting a node of the shared one would disturb other tests.
+    let cluster = support::Cluster::start(ServerKind::Redis7);
+    let backend = RedisBackend::cluster(cluster.urls())
+        .key_prefix(unique_prefix("cluster-reconnect"))
+        .connect()
+        .await
+        .expect("connect");
+    let script = Script::new("incr", "return redis.call('INCR', KEYS[1])");
+    // One key on each node, so the restarted node owns one of them.
+    let keys = ["{a}", "{b}", "{c}"];
+    for key in keys {
+        let n: i64 = backend
+            .eval(&script, &[key], NO_ARGS)
+            .await
+            .expect("before");
+        assert_eq!(n, 1);
+    }
+
+    cluster.nodes()[0].restart();
+    cluster.wait_converged(Duration::from_secs(30));
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    for key in keys {
+        let mut failures = Vec::new();
+        loop {
+            match backend.eval::<i64, _, _>(&script, &[key], NO_ARGS).await {
+                Ok(n) => {
+                    assert!(n >= 1);
+                    break;
+                }
+                Err(err) => {
+                    failures.push(err.to_string());
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "{key}: no reconnect within 15 s: {failures:?}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+}
