@@ -13,6 +13,7 @@
 //! Both apply a configurable key prefix and reject a multi-key step whose keys would fall in
 //! different cluster slots before anything is sent ([`key_slot`]).
 
+pub(crate) mod fixed_window;
 mod key_prefix;
 pub mod memory;
 pub mod redis;

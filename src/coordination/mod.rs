@@ -4,6 +4,8 @@
 //! an application passes around. Each primitive takes its decisions in one atomic step on
 //! the backend, with the backend's clock.
 
+pub mod rate_limit;
+
 use std::time::Duration;
 
 use crate::backend::Backend;

@@ -12,6 +12,7 @@
 //! behaviour) instead of forgetting live state.
 
 mod clock;
+mod fixed_window;
 mod store;
 
 #[allow(unused_imports)] // the primitives' steps use `Value`

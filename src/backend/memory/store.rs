@@ -25,6 +25,13 @@ pub(crate) struct Entry {
     schedule: u64,
 }
 
+impl Entry {
+    /// When the entry expires; `None` when it does not.
+    pub(crate) fn expires_at(&self) -> Option<Instant> {
+        self.expires_at
+    }
+}
+
 /// Keys with optional expiry, holding at most `max_keys` live keys.
 ///
 /// Expired entries are invisible at once and reclaimed through a min-heap of deadlines on

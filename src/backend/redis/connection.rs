@@ -3,10 +3,11 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use redis::aio::ConnectionLike;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::sentinel::SentinelClient;
-use redis::{AsyncConnectionConfig, Cmd, RedisError, Value};
+use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisError, Value};
 
 use super::error_map;
 
@@ -20,13 +21,34 @@ pub(crate) enum Connection {
     Sentinel(Box<SentinelConnection>),
 }
 
-impl Connection {
-    /// Sends one command and returns its raw reply.
-    pub(crate) async fn query(&self, cmd: &Cmd) -> Result<Value, RedisError> {
+/// What one round trip sends.
+#[derive(Clone, Copy)]
+pub(crate) enum Request<'a> {
+    /// One command.
+    Cmd(&'a Cmd),
+    /// Several commands written together; the reply is an array of their replies.
+    Pipeline(&'a Pipeline),
+}
+
+impl Request<'_> {
+    async fn send(self, connection: &mut impl ConnectionLike) -> Result<Value, RedisError> {
         match self {
-            Connection::Standalone(manager) => cmd.query_async(&mut manager.clone()).await,
-            Connection::Cluster(cluster) => cmd.query_async(&mut cluster.clone()).await,
-            Connection::Sentinel(sentinel) => sentinel.query(cmd).await,
+            Request::Cmd(cmd) => cmd.query_async(connection).await,
+            Request::Pipeline(pipe) => pipe
+                .query_async::<Vec<Value>>(connection)
+                .await
+                .map(Value::Array),
+        }
+    }
+}
+
+impl Connection {
+    /// Sends one request and returns its raw reply.
+    pub(crate) async fn query(&self, request: Request<'_>) -> Result<Value, RedisError> {
+        match self {
+            Connection::Standalone(manager) => request.send(&mut manager.clone()).await,
+            Connection::Cluster(cluster) => request.send(&mut cluster.clone()).await,
+            Connection::Sentinel(sentinel) => sentinel.query(request).await,
         }
     }
 
@@ -68,9 +90,9 @@ impl SentinelConnection {
         Ok(connection)
     }
 
-    async fn query(&self, cmd: &Cmd) -> Result<Value, RedisError> {
+    async fn query(&self, request: Request<'_>) -> Result<Value, RedisError> {
         let (generation, mut connection) = self.connection().await?;
-        let result = cmd.query_async(&mut connection).await;
+        let result = request.send(&mut connection).await;
         if let Err(err) = &result
             && error_map::suggests_primary_moved(err)
         {

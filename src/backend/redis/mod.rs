@@ -20,6 +20,7 @@ mod builder;
 mod capabilities;
 mod connection;
 mod error_map;
+mod fixed_window;
 mod script;
 
 pub use builder::{DEFAULT_CONNECTION_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, RedisBackendBuilder};
@@ -30,9 +31,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{Cmd, FromRedisValue, ToRedisArgs, Value};
+use redis::{Cmd, FromRedisValue, Pipeline, ToRedisArgs, Value};
 
-use self::connection::Connection;
+use self::connection::{Connection, Request};
 use crate::backend::{KeyPrefix, ensure_same_slot};
 use crate::error::{Error, Result};
 
@@ -152,21 +153,13 @@ impl RedisBackend {
             cmd.arg(body).arg(keys.len()).arg(&keys).arg(&args);
             cmd
         };
-        let reply = match self
-            .shared
-            .connection
-            .query(&call("EVALSHA", script.sha1()))
-            .await
-        {
+        let reply = match self.query_raw(&call("EVALSHA", script.sha1())).await {
             Err(err) if error_map::is_noscript(&err) => {
                 tracing::debug!(
                     script = script.name(),
                     "NOSCRIPT; sending the script with EVAL"
                 );
-                self.shared
-                    .connection
-                    .query(&call("EVAL", script.source()))
-                    .await
+                self.query_raw(&call("EVAL", script.source())).await
             }
             reply => reply,
         }
@@ -216,13 +209,30 @@ impl RedisBackend {
 
     /// Sends one native command and converts its reply.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
-        let reply = self
+        let reply = self.query_raw(cmd).await.map_err(error_map::from_redis)?;
+        convert(reply, "command")
+    }
+
+    /// Sends one native command and returns the client's error unmapped, for steps that must
+    /// recognise a particular server answer.
+    pub(crate) async fn query_raw(&self, cmd: &Cmd) -> Result<Value, redis::RedisError> {
+        self.shared.connection.query(Request::Cmd(cmd)).await
+    }
+
+    /// Sends a pipeline in one round trip and returns its replies, or the first error.
+    pub(crate) async fn query_pipeline(
+        &self,
+        pipe: &Pipeline,
+    ) -> Result<Vec<Value>, redis::RedisError> {
+        match self
             .shared
             .connection
-            .query(cmd)
-            .await
-            .map_err(error_map::from_redis)?;
-        convert(reply, "command")
+            .query(Request::Pipeline(pipe))
+            .await?
+        {
+            Value::Array(replies) => Ok(replies),
+            other => Ok(vec![other]),
+        }
     }
 }
 

@@ -1,0 +1,39 @@
+//! The fixed-window step, shared by both backends: count permits in a window that the
+//! first request of the window starts.
+
+use crate::backend::Backend;
+use crate::error::Result;
+
+/// One fixed-window acquisition, on a physical key chosen by the limiter.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FixedWindowStep<'a> {
+    /// The user key (the backend applies its prefix).
+    pub(crate) key: &'a [u8],
+    /// Permits asked for; 0 probes without consuming or creating anything.
+    pub(crate) permits: u64,
+    /// Permits per window, at least 1.
+    pub(crate) limit: u64,
+    /// The window in whole milliseconds, at least 1.
+    pub(crate) window_ms: u64,
+}
+
+/// The step's answer, from the backend's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FixedWindowReply {
+    /// Whether the permits were counted.
+    pub(crate) granted: bool,
+    /// The window's count after the step.
+    pub(crate) count: u64,
+    /// Milliseconds until the window ends; `None` when no window is active.
+    pub(crate) ttl_ms: Option<u64>,
+}
+
+impl Backend {
+    /// Runs one fixed-window step atomically.
+    pub(crate) async fn fixed_window(&self, step: FixedWindowStep<'_>) -> Result<FixedWindowReply> {
+        match self {
+            Backend::Redis(redis) => redis.fixed_window(step).await,
+            Backend::Memory(memory) => memory.fixed_window(step),
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! Rate limiters: how many permits a client key may take per unit of time.
+//!
+//! Each limiter decides in one atomic step on the backend, with the backend's clock, and
+//! answers a [`RateLimitDecision`]. Permits are consumptive: nothing is given back.
+
+mod decision;
+mod fixed_window;
+mod key;
+mod policy;
+
+pub use decision::RateLimitDecision;
+pub use fixed_window::FixedWindow;
+pub use policy::{QuotaUnit, RateLimitPolicy};

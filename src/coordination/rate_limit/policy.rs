@@ -1,0 +1,87 @@
+//! A rate limit's public description, as advertised in `RateLimit-Policy`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a quota counts (the `qu` parameter of `RateLimit-Policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum QuotaUnit {
+    /// Requests (the default; not advertised since it is the field's default).
+    #[default]
+    Requests,
+    /// Bytes of content.
+    ContentBytes,
+    /// Requests in flight at once.
+    ConcurrentRequests,
+}
+
+impl QuotaUnit {
+    /// The token used in the `qu` parameter.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            QuotaUnit::Requests => "requests",
+            QuotaUnit::ContentBytes => "content-bytes",
+            QuotaUnit::ConcurrentRequests => "concurrent-requests",
+        }
+    }
+}
+
+/// A named quota: `quota` permits per `window`, counted in `unit`.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::coordination::rate_limit::{QuotaUnit, RateLimitPolicy};
+///
+/// let policy = RateLimitPolicy::new("default", 100, Duration::from_secs(60));
+/// assert_eq!(policy.name(), "default");
+/// assert_eq!(policy.quota(), 100);
+/// assert_eq!(policy.unit(), QuotaUnit::Requests);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RateLimitPolicy {
+    name: Arc<str>,
+    quota: u64,
+    window: Duration,
+    unit: QuotaUnit,
+}
+
+impl RateLimitPolicy {
+    /// A policy counting requests.
+    pub fn new(name: impl Into<Arc<str>>, quota: u64, window: Duration) -> Self {
+        RateLimitPolicy {
+            name: name.into(),
+            quota,
+            window,
+            unit: QuotaUnit::Requests,
+        }
+    }
+
+    /// The same policy counting another unit.
+    pub fn with_unit(mut self, unit: QuotaUnit) -> Self {
+        self.unit = unit;
+        self
+    }
+
+    /// The policy's name, shown to clients in the `RateLimit` fields.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Permits per window.
+    pub fn quota(&self) -> u64 {
+        self.quota
+    }
+
+    /// The window the quota applies to.
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+
+    /// What the quota counts.
+    pub fn unit(&self) -> QuotaUnit {
+        self.unit
+    }
+}
