@@ -44,6 +44,7 @@
 pub mod backend;
 pub mod coordination;
 mod error;
+pub mod layer;
 
 pub use coordination::Coordination;
 pub use error::{Error, ErrorKind, Result, UnsupportedFeature};

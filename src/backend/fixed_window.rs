@@ -32,7 +32,9 @@ impl Backend {
     /// Runs one fixed-window step atomically.
     pub(crate) async fn fixed_window(&self, step: FixedWindowStep<'_>) -> Result<FixedWindowReply> {
         match self {
-            Backend::Redis(redis) => redis.fixed_window(step).await,
+            // Boxed: the redis-rs futures below are deeply nested types, and callers nest
+            // this one further (timeouts, layers, user code).
+            Backend::Redis(redis) => Box::pin(redis.fixed_window(step)).await,
             Backend::Memory(memory) => memory.fixed_window(step),
         }
     }

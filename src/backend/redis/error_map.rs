@@ -34,8 +34,10 @@ fn classify(err: &RedisError) -> (ErrorKind, bool) {
 /// Whether the server rejected a command it does not know (`ERR unknown command ...`).
 /// Inside a pipeline the reply's text is wrapped, so look at the whole message.
 pub(crate) fn is_unknown_command(err: &RedisError) -> bool {
-    matches!(err.kind(), RedisKind::Server(ServerErrorKind::ResponseError))
-        && err.to_string().contains("unknown command")
+    matches!(
+        err.kind(),
+        RedisKind::Server(ServerErrorKind::ResponseError)
+    ) && err.to_string().contains("unknown command")
 }
 
 /// Whether the server answered `NOSCRIPT`: the script cache does not hold this SHA-1.

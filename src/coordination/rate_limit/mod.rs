@@ -6,8 +6,10 @@
 mod decision;
 mod fixed_window;
 mod key;
+mod limiter;
 mod policy;
 
 pub use decision::RateLimitDecision;
 pub use fixed_window::FixedWindow;
+pub use limiter::RateLimiter;
 pub use policy::{QuotaUnit, RateLimitPolicy};

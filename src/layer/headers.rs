@@ -1,0 +1,386 @@
+//! The HTTP fields of a rate-limit answer.
+//!
+//! A client learns the limits it is under from two fields of
+//! [draft-ietf-httpapi-ratelimit-headers-11], both Structured Field Lists with one member
+//! per policy, named by an sf-string:
+//!
+//! - `RateLimit-Policy` describes each policy and rarely changes: its quota `q`, in units
+//!   `qu` (absent for the default, requests), per window `w` seconds;
+//! - `RateLimit` is the live state: `r` units are still available, and within the next `t`
+//!   seconds the client can use no more than those.
+//!
+//! A rejection adds `Retry-After`, in seconds, and an `application/problem+json` body
+//! ([RFC 9457]). Clients that predate the draft read the `X-RateLimit-*` fields instead.
+//!
+//! ```text
+//! RateLimit-Policy: "default";q=100;w=60
+//! RateLimit: "default";r=0;t=17
+//! Retry-After: 17
+//! ```
+//!
+//! [draft-ietf-httpapi-ratelimit-headers-11]: https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/11/
+//! [RFC 9457]: https://www.rfc-editor.org/rfc/rfc9457
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use sfv::{Integer, KeyRef, ListSerializer, StringRef, key_ref};
+
+use crate::coordination::rate_limit::{QuotaUnit, RateLimitDecision, RateLimitPolicy};
+
+/// `RateLimit-Policy`: the policies that apply to the request.
+pub(crate) const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `RateLimit`: what is left of each policy's quota.
+pub(crate) const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+/// `X-RateLimit-Limit`: the quota, for clients that predate the draft.
+pub(crate) const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// `X-RateLimit-Remaining`: what is left of the quota.
+pub(crate) const X_RATELIMIT_REMAINING: HeaderName =
+    HeaderName::from_static("x-ratelimit-remaining");
+/// `X-RateLimit-Reset`: seconds until the quota is fully available again.
+pub(crate) const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+const QUOTA: &KeyRef = key_ref("q");
+const QUOTA_UNIT: &KeyRef = key_ref("qu");
+const WINDOW: &KeyRef = key_ref("w");
+const REMAINING: &KeyRef = key_ref("r");
+const EFFECTIVE_WINDOW: &KeyRef = key_ref("t");
+
+/// The `RateLimit` value: one member per policy, such as `"default";r=50;t=30`.
+///
+/// `t` is the time until the quota is fully available again, in whole seconds rounded up so
+/// that a client waiting it out never comes back early; 0 when the quota is already whole.
+/// `None` for no entries, since an empty List is not sent at all.
+pub(crate) fn rate_limit(
+    entries: &[(&RateLimitPolicy, &RateLimitDecision)],
+) -> Option<HeaderValue> {
+    let mut list = ListSerializer::new();
+    for (policy, decision) in entries {
+        _ = list
+            .bare_item(&*sf_string(policy.name()))
+            .parameter(REMAINING, sf_integer(decision.remaining()))
+            .parameter(
+                EFFECTIVE_WINDOW,
+                sf_integer(seconds_up(decision.reset_after())),
+            );
+    }
+    field_value(list)
+}
+
+/// The `Retry-After` value in delay-seconds (RFC 9110, section 10.2.3).
+///
+/// Rounded up, so that any wait at all is at least `1`: a client told `0` would retry at
+/// once and be rejected again.
+pub(crate) fn retry_after(wait: Duration) -> HeaderValue {
+    HeaderValue::from(seconds_up(wait))
+}
+
+/// Adds `RateLimit-Policy` and `RateLimit` for the given policies.
+///
+/// The values are appended rather than inserted: a List may be split over several field
+/// lines, so stacked rate-limit layers each add their own policies instead of hiding the
+/// others'.
+pub(crate) fn insert_rate_limit_headers(
+    headers: &mut HeaderMap,
+    entries: &[(&RateLimitPolicy, &RateLimitDecision)],
+) {
+    if let Some(value) = rate_limit_policy(entries.iter().map(|(policy, _)| *policy)) {
+        headers.append(RATELIMIT_POLICY, value);
+    }
+    if let Some(value) = rate_limit(entries) {
+        headers.append(RATELIMIT, value);
+    }
+}
+
+/// Sets the `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` fields of
+/// one policy, for clients that predate the draft.
+///
+/// `X-RateLimit-Reset` counts the seconds until the quota is fully available again (rounded
+/// up), as most API gateways do, rather than giving a Unix timestamp as some APIs do: a
+/// delay does not depend on the client's clock agreeing with the server's.
+pub(crate) fn insert_legacy_headers(
+    headers: &mut HeaderMap,
+    policy: &RateLimitPolicy,
+    decision: &RateLimitDecision,
+) {
+    headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(policy.quota()));
+    headers.insert(
+        X_RATELIMIT_REMAINING,
+        HeaderValue::from(decision.remaining()),
+    );
+    headers.insert(
+        X_RATELIMIT_RESET,
+        HeaderValue::from(seconds_up(decision.reset_after())),
+    );
+}
+
+/// An RFC 9457 problem: the `Content-Type` value and the JSON body, such as
+/// `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"..."}`.
+///
+/// `retry_after` adds a `retry_after` member in seconds, rounded up like the field, for
+/// clients that only read the body.
+pub(crate) fn problem_json(
+    status: StatusCode,
+    title: &str,
+    detail: &str,
+    retry_after: Option<Duration>,
+) -> (HeaderValue, String) {
+    let mut body = String::from(r#"{"type":"about:blank","title":"#);
+    push_json_string(&mut body, title);
+    // Writing into a String cannot fail.
+    _ = write!(body, r#","status":{},"detail":"#, status.as_u16());
+    push_json_string(&mut body, detail);
+    if let Some(wait) = retry_after {
+        _ = write!(body, r#","retry_after":{}"#, seconds_up(wait));
+    }
+    body.push('}');
+    (HeaderValue::from_static("application/problem+json"), body)
+}
+
+/// The `RateLimit-Policy` value: one member per policy, such as `"default";q=100;w=60`.
+///
+/// The window is in whole seconds rounded up, and at least 1: the draft allows no zero or
+/// sub-second window, and rounding down would promise the quota over a shorter window than
+/// the one enforced. `None` for no policies, since an empty List is not sent at all.
+fn rate_limit_policy<'a>(
+    policies: impl IntoIterator<Item = &'a RateLimitPolicy>,
+) -> Option<HeaderValue> {
+    let mut list = ListSerializer::new();
+    for policy in policies {
+        let mut member = list
+            .bare_item(&*sf_string(policy.name()))
+            .parameter(QUOTA, sf_integer(policy.quota()));
+        if policy.unit() != QuotaUnit::Requests {
+            member = member.parameter(QUOTA_UNIT, &*sf_string(policy.unit().as_str()));
+        }
+        _ = member.parameter(WINDOW, sf_integer(seconds_up(policy.window()).max(1)));
+    }
+    field_value(list)
+}
+
+/// An sf-string holds printable ASCII only: anything else in a policy name becomes `?`, so
+/// that an odd name still yields a well-formed field rather than none.
+fn sf_string(text: &str) -> Cow<'_, StringRef> {
+    match StringRef::from_str(text) {
+        Ok(valid) => Cow::Borrowed(valid),
+        Err(_) => {
+            let printable = text
+                .chars()
+                .map(|c| if matches!(c, ' '..='~') { c } else { '?' })
+                .collect();
+            // Every character is now printable ASCII, so the empty fallback is never taken.
+            Cow::Owned(sfv::String::from_string(printable).unwrap_or_default())
+        }
+    }
+}
+
+/// Structured Field Integers stop at 15 digits; larger counts are shown as that maximum.
+fn sf_integer(n: u64) -> Integer {
+    Integer::try_from(n).unwrap_or(Integer::MAX)
+}
+
+fn seconds_up(duration: Duration) -> u64 {
+    duration
+        .as_secs()
+        .saturating_add(u64::from(duration.subsec_nanos() > 0))
+}
+
+/// A serialized List is printable ASCII, always a valid field value: the conversion's error
+/// is as unreachable as an empty List, and both mean there is no field to send.
+fn field_value(list: ListSerializer<String>) -> Option<HeaderValue> {
+    HeaderValue::try_from(list.finish()?).ok()
+}
+
+/// A JSON string (RFC 8259): quotes and backslashes escaped, control characters as
+/// `\u00XX`, everything else as is, since the body is UTF-8.
+fn push_json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str(r#"\""#),
+            '\\' => out.push_str(r"\\"),
+            // Writing into a String cannot fail.
+            c if c < ' ' => _ = write!(out, "\\u{:04x}", u32::from(c)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decision(remaining: u64, reset_after: Duration) -> RateLimitDecision {
+        RateLimitDecision::new(true, 100, remaining, reset_after, None)
+    }
+
+    fn text(value: &HeaderValue) -> &str {
+        value.to_str().unwrap()
+    }
+
+    #[test]
+    fn policy_fields() {
+        let default = RateLimitPolicy::new("default", 100, Duration::from_secs(60));
+        let bytes = RateLimitPolicy::new("upload", 65_535, Duration::from_millis(9_001))
+            .with_unit(QuotaUnit::ContentBytes);
+        let burst = RateLimitPolicy::new("burst", 5, Duration::from_millis(1));
+
+        let value = rate_limit_policy([&default, &bytes, &burst]).unwrap();
+
+        assert_eq!(
+            text(&value),
+            r#""default";q=100;w=60, "upload";q=65535;qu="content-bytes";w=10, "burst";q=5;w=1"#
+        );
+    }
+
+    #[test]
+    fn policy_window_is_at_least_one_second() {
+        let instant = RateLimitPolicy::new("instant", 1, Duration::ZERO);
+        let value = rate_limit_policy([&instant]).unwrap();
+        assert_eq!(text(&value), r#""instant";q=1;w=1"#);
+    }
+
+    #[test]
+    fn no_policies_no_field() {
+        assert_eq!(rate_limit_policy([]), None);
+        assert_eq!(rate_limit(&[]), None);
+    }
+
+    #[test]
+    fn names_are_escaped_or_replaced() {
+        let quoted = RateLimitPolicy::new(r#"a "b" \c"#, 1, Duration::from_secs(1));
+        let odd = RateLimitPolicy::new("café\tbar", 1, Duration::from_secs(1));
+
+        let value = rate_limit_policy([&quoted, &odd]).unwrap();
+
+        assert_eq!(text(&value), r#""a \"b\" \\c";q=1;w=1, "caf??bar";q=1;w=1"#);
+    }
+
+    #[test]
+    fn quotas_beyond_sf_integers_are_capped() {
+        let huge = RateLimitPolicy::new("huge", u64::MAX, Duration::MAX);
+        let value = rate_limit_policy([&huge]).unwrap();
+        assert_eq!(
+            text(&value),
+            r#""huge";q=999999999999999;w=999999999999999"#
+        );
+    }
+
+    #[test]
+    fn rate_limit_fields() {
+        let minute = RateLimitPolicy::new("minute", 100, Duration::from_secs(60));
+        let day = RateLimitPolicy::new("day", 1_000, Duration::from_secs(86_400));
+        let now = decision(50, Duration::from_millis(29_001));
+        let today = decision(0, Duration::ZERO);
+
+        let value = rate_limit(&[(&minute, &now), (&day, &today)]).unwrap();
+
+        assert_eq!(text(&value), r#""minute";r=50;t=30, "day";r=0;t=0"#);
+    }
+
+    #[test]
+    fn retry_after_rounds_up() {
+        let cases = [(0, "0"), (1, "1"), (999, "1"), (1_000, "1"), (1_001, "2")];
+        for (millis, expected) in cases {
+            assert_eq!(text(&retry_after(Duration::from_millis(millis))), expected);
+        }
+        assert_eq!(text(&retry_after(Duration::from_nanos(1))), "1");
+    }
+
+    #[test]
+    fn inserts_both_fields() {
+        let policy = RateLimitPolicy::new("default", 100, Duration::from_secs(60));
+        let decision = decision(99, Duration::from_secs(60));
+        let mut headers = HeaderMap::new();
+
+        insert_rate_limit_headers(&mut headers, &[(&policy, &decision)]);
+
+        assert_eq!(headers.len(), 2);
+        assert_eq!(text(&headers[RATELIMIT_POLICY]), r#""default";q=100;w=60"#);
+        assert_eq!(text(&headers[RATELIMIT]), r#""default";r=99;t=60"#);
+    }
+
+    #[test]
+    fn stacked_layers_append() {
+        let outer = RateLimitPolicy::new("outer", 10, Duration::from_secs(1));
+        let inner = RateLimitPolicy::new("inner", 20, Duration::from_secs(2));
+        let decision = decision(5, Duration::from_secs(1));
+        let mut headers = HeaderMap::new();
+
+        insert_rate_limit_headers(&mut headers, &[(&inner, &decision)]);
+        insert_rate_limit_headers(&mut headers, &[(&outer, &decision)]);
+
+        let policies: Vec<_> = headers.get_all(RATELIMIT_POLICY).iter().map(text).collect();
+        assert_eq!(policies, [r#""inner";q=20;w=2"#, r#""outer";q=10;w=1"#]);
+        assert_eq!(headers.get_all(RATELIMIT).iter().count(), 2);
+    }
+
+    #[test]
+    fn nothing_to_insert() {
+        let mut headers = HeaderMap::new();
+        insert_rate_limit_headers(&mut headers, &[]);
+        assert!(headers.is_empty());
+    }
+
+    #[test]
+    fn legacy_fields() {
+        let policy = RateLimitPolicy::new("default", 100, Duration::from_secs(60));
+        let decision = decision(7, Duration::from_millis(12_300));
+        let mut headers = HeaderMap::new();
+
+        insert_legacy_headers(&mut headers, &policy, &decision);
+
+        assert_eq!(text(&headers[X_RATELIMIT_LIMIT]), "100");
+        assert_eq!(text(&headers[X_RATELIMIT_REMAINING]), "7");
+        assert_eq!(text(&headers[X_RATELIMIT_RESET]), "13");
+    }
+
+    #[test]
+    fn problem_body() {
+        let (content_type, body) = problem_json(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too Many Requests",
+            "quota exceeded",
+            None,
+        );
+
+        assert_eq!(text(&content_type), "application/problem+json");
+        assert_eq!(
+            body,
+            r#"{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"quota exceeded"}"#
+        );
+    }
+
+    #[test]
+    fn problem_body_with_retry_after() {
+        let (_, body) = problem_json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Busy",
+            "later",
+            Some(Duration::from_millis(1_500)),
+        );
+
+        assert_eq!(
+            body,
+            r#"{"type":"about:blank","title":"Busy","status":503,"detail":"later","retry_after":2}"#
+        );
+    }
+
+    #[test]
+    fn problem_strings_are_escaped() {
+        let (_, body) = problem_json(
+            StatusCode::TOO_MANY_REQUESTS,
+            "say \"hi\"",
+            "C:\\tmp\n\t\u{0}\u{1f} é",
+            None,
+        );
+
+        assert_eq!(
+            body,
+            r#"{"type":"about:blank","title":"say \"hi\"","status":429,"detail":"C:\\tmp\u000a\u0009\u0000\u001f é"}"#
+        );
+    }
+}

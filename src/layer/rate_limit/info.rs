@@ -1,0 +1,109 @@
+//! The decision a handler can read.
+
+use crate::coordination::rate_limit::{RateLimitDecision, RateLimitPolicy};
+
+/// The rate-limit decision for the current request, put in the request's extensions by
+/// [`RateLimit`](super::RateLimit) before it calls the inner service.
+///
+/// With the `axum` feature it is also an extractor; without it, read it from
+/// `request.extensions()`. When the backend failed and the layer is set to fail open, no
+/// decision exists and the extension is absent.
+///
+/// # Example
+///
+/// ```
+/// # #[cfg(feature = "axum")]
+/// # mod example {
+/// use leasehold::layer::rate_limit::RateLimitInfo;
+///
+/// async fn handler(info: RateLimitInfo) -> String {
+///     format!("{} of {} left", info.decision().remaining(), info.policy().quota())
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RateLimitInfo {
+    policy: RateLimitPolicy,
+    decision: RateLimitDecision,
+}
+
+impl RateLimitInfo {
+    pub(crate) fn new(policy: RateLimitPolicy, decision: RateLimitDecision) -> Self {
+        RateLimitInfo { policy, decision }
+    }
+
+    /// The policy that decided.
+    pub fn policy(&self) -> &RateLimitPolicy {
+        &self.policy
+    }
+
+    /// The decision for this request.
+    pub fn decision(&self) -> &RateLimitDecision {
+        &self.decision
+    }
+}
+
+#[cfg(feature = "axum")]
+mod extract {
+    use axum::extract::FromRequestParts;
+    use axum::response::{IntoResponse, Response};
+    use http::StatusCode;
+    use http::request::Parts;
+
+    use super::RateLimitInfo;
+
+    /// Rejection of the [`RateLimitInfo`] extractor: the route is not behind a rate-limit
+    /// layer (or the layer failed open). Answers `500 Internal Server Error`, since it is a
+    /// server configuration problem, not the client's.
+    #[derive(Debug, Clone, Copy, Default)]
+    #[non_exhaustive]
+    pub struct MissingRateLimitInfo;
+
+    impl std::fmt::Display for MissingRateLimitInfo {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(
+                "no rate-limit decision for this request: is the route behind a RateLimit layer?",
+            )
+        }
+    }
+
+    impl std::error::Error for MissingRateLimitInfo {}
+
+    impl IntoResponse for MissingRateLimitInfo {
+        fn into_response(self) -> Response {
+            tracing::error!("{self}");
+            (StatusCode::INTERNAL_SERVER_ERROR, self.to_string()).into_response()
+        }
+    }
+
+    impl<S: Send + Sync> FromRequestParts<S> for RateLimitInfo {
+        type Rejection = MissingRateLimitInfo;
+
+        async fn from_request_parts(
+            parts: &mut Parts,
+            _state: &S,
+        ) -> Result<Self, Self::Rejection> {
+            parts
+                .extensions
+                .get::<RateLimitInfo>()
+                .cloned()
+                .ok_or(MissingRateLimitInfo)
+        }
+    }
+
+    /// `Option<RateLimitInfo>`: `None` where no decision was made (for example when the layer
+    /// failed open).
+    impl<S: Send + Sync> axum::extract::OptionalFromRequestParts<S> for RateLimitInfo {
+        type Rejection = std::convert::Infallible;
+
+        async fn from_request_parts(
+            parts: &mut Parts,
+            _state: &S,
+        ) -> Result<Option<Self>, Self::Rejection> {
+            Ok(parts.extensions.get::<RateLimitInfo>().cloned())
+        }
+    }
+}
+
+#[cfg(feature = "axum")]
+pub use extract::MissingRateLimitInfo;

@@ -1,0 +1,197 @@
+//! The rate-limit layer and its configuration.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::request::Parts;
+use tower_layer::Layer;
+
+use super::RateLimit;
+use crate::Coordination;
+use crate::coordination::rate_limit::{FixedWindow, RateLimiter};
+use crate::error::Result;
+use crate::layer::FailurePolicy;
+use crate::layer::key::{KeyError, KeyExtractor};
+
+/// Default bound on the wait for a decision.
+pub const DEFAULT_DECISION_TIMEOUT: Duration = Duration::from_millis(500);
+
+type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
+type KeyErrorFn = dyn Fn(&KeyError) -> http::Response<Bytes> + Send + Sync;
+
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) limiter: RateLimiter,
+    pub(crate) key: KeyExtractor,
+    pub(crate) cost: Option<Arc<CostFn>>,
+    pub(crate) failure: FailurePolicy,
+    pub(crate) timeout: Duration,
+    pub(crate) problem_json: bool,
+    pub(crate) legacy_headers: bool,
+    pub(crate) key_error: Option<Arc<KeyErrorFn>>,
+}
+
+/// Applies a rate limit to every request of the wrapped service, deciding in the backend
+/// (Redis, shared by every replica) with one atomic step per request.
+///
+/// - Allowed requests reach the inner service, with the decision in their extensions
+///   ([`RateLimitInfo`](super::RateLimitInfo)); responses carry `RateLimit-Policy` and
+///   `RateLimit` (draft-ietf-httpapi-ratelimit-headers-11).
+/// - Rejected requests get `429 Too Many Requests` with `Retry-After` in whole seconds
+///   rounded up, the same fields and, optionally, an RFC 9457 `application/problem+json`
+///   body. A request for more permits than the limit gets no `Retry-After`: it can never
+///   succeed.
+/// - The layer never holds back `poll_ready` for the limit: each request gets its decision
+///   in `call`.
+/// - When the backend fails or exceeds the [timeout](Self::timeout), the
+///   [`FailurePolicy`] decides (503 with `Retry-After` by default). The backend reconnects
+///   by itself; when Redis is back the layer serves normally again.
+///
+/// Cheap to clone: the configuration is shared behind an `Arc`.
+///
+/// # Example
+///
+/// ```
+/// # #[cfg(feature = "axum")]
+/// # fn main() -> leasehold::Result<()> {
+/// use std::time::Duration;
+/// use axum::{Router, routing::get};
+/// use leasehold::Coordination;
+/// use leasehold::layer::key::KeyExtractor;
+/// use leasehold::layer::rate_limit::RedisRateLimitLayer;
+///
+/// let coordination = Coordination::memory(); // or Coordination::connect(redis_url).await?
+/// let app: Router = Router::new()
+///     .route("/", get(|| async { "hello" }))
+///     .layer(
+///         RedisRateLimitLayer::fixed_window(&coordination, "api", 100, Duration::from_secs(60))?
+///             .key(KeyExtractor::peer_ip()),
+///     );
+/// # Ok(()) }
+/// # #[cfg(not(feature = "axum"))]
+/// # fn main() {}
+/// ```
+#[derive(Clone)]
+pub struct RedisRateLimitLayer {
+    config: Arc<Config>,
+}
+
+impl RedisRateLimitLayer {
+    /// A layer around any limiter. Keys default to the peer IP
+    /// ([`KeyExtractor::peer_ip`]), cost to 1 per request.
+    pub fn new(limiter: impl Into<RateLimiter>) -> Self {
+        RedisRateLimitLayer {
+            config: Arc::new(Config {
+                limiter: limiter.into(),
+                key: KeyExtractor::peer_ip(),
+                cost: None,
+                failure: FailurePolicy::default(),
+                timeout: DEFAULT_DECISION_TIMEOUT,
+                problem_json: false,
+                legacy_headers: false,
+                key_error: None,
+            }),
+        }
+    }
+
+    /// A layer with a [`FixedWindow`] limiter: at most `limit` requests per `window` for
+    /// each client key. Fails on invalid configuration (see [`FixedWindow::new`]).
+    pub fn fixed_window(
+        coordination: &Coordination,
+        name: impl Into<String>,
+        limit: u64,
+        window: Duration,
+    ) -> Result<Self> {
+        Ok(Self::new(FixedWindow::new(
+            coordination,
+            name,
+            limit,
+            window,
+        )?))
+    }
+
+    /// How the client key is derived from each request.
+    pub fn key(mut self, key: KeyExtractor) -> Self {
+        self.config_mut().key = key;
+        self
+    }
+
+    /// The permits a request costs, computed from its parts (1 when not set). A cost above
+    /// the limit is always rejected, without `Retry-After`.
+    pub fn cost<F>(mut self, cost: F) -> Self
+    where
+        F: Fn(&Parts) -> u64 + Send + Sync + 'static,
+    {
+        self.config_mut().cost = Some(Arc::new(cost));
+        self
+    }
+
+    /// What to do when the backend fails or times out. Default: fail closed (503 with
+    /// `Retry-After: 1`).
+    pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
+        self.config_mut().failure = policy;
+        self
+    }
+
+    /// The longest wait for a decision before the [failure policy](Self::failure_policy)
+    /// applies. Default [`DEFAULT_DECISION_TIMEOUT`]. A decision that times out may still
+    /// have consumed permits on the server.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.config_mut().timeout = timeout;
+        self
+    }
+
+    /// Whether 429 and 503 answers carry an RFC 9457 `application/problem+json` body.
+    /// Default: no body.
+    pub fn problem_json(mut self, enabled: bool) -> Self {
+        self.config_mut().problem_json = enabled;
+        self
+    }
+
+    /// Whether responses also carry the legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining`
+    /// and `X-RateLimit-Reset` (seconds until reset) headers. Default: no.
+    pub fn legacy_headers(mut self, enabled: bool) -> Self {
+        self.config_mut().legacy_headers = enabled;
+        self
+    }
+
+    /// The response for a request whose key cannot be extracted. Default: the error's
+    /// [status](KeyError::status) (400 for a missing or invalid header, 500 for a missing
+    /// peer address, which is a server configuration problem) with a plain-text reason.
+    pub fn key_error_response<F>(mut self, respond: F) -> Self
+    where
+        F: Fn(&KeyError) -> http::Response<Bytes> + Send + Sync + 'static,
+    {
+        self.config_mut().key_error = Some(Arc::new(respond));
+        self
+    }
+
+    /// The limiter this layer applies.
+    pub fn limiter(&self) -> &RateLimiter {
+        &self.config.limiter
+    }
+
+    fn config_mut(&mut self) -> &mut Config {
+        Arc::make_mut(&mut self.config)
+    }
+}
+
+impl<S> Layer<S> for RedisRateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimit::new(inner, self.config.clone())
+    }
+}
+
+impl fmt::Debug for RedisRateLimitLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisRateLimitLayer")
+            .field("limiter", &self.config.limiter)
+            .field("failure", &self.config.failure)
+            .field("timeout", &self.config.timeout)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,19 @@
+//! Rate limiting as a tower layer: `429 Too Many Requests` with `Retry-After` and the IETF
+//! `RateLimit` fields, decided in Redis and shared by every replica.
+//!
+//! See [`RedisRateLimitLayer`].
+
+mod answer;
+mod body;
+mod future;
+mod info;
+mod layer;
+mod service;
+
+pub use body::ResponseBody;
+pub use future::ResponseFuture;
+#[cfg(feature = "axum")]
+pub use info::MissingRateLimitInfo;
+pub use info::RateLimitInfo;
+pub use layer::{DEFAULT_DECISION_TIMEOUT, RedisRateLimitLayer};
+pub use service::RateLimit;

@@ -1,0 +1,86 @@
+//! The rate-limited service.
+
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use tower_service::Service;
+
+use super::body::ResponseBody;
+use super::future::ResponseFuture;
+use super::layer::Config;
+
+/// A service that applies a rate limit before calling `S`; built by
+/// [`RedisRateLimitLayer`](super::RedisRateLimitLayer).
+///
+/// `S` must be `Clone`: the decision is awaited before the inner service is called, so the
+/// instance that `poll_ready` prepared moves into the response future and a clone stays
+/// here, as tower's asynchronous middleware do.
+#[derive(Clone)]
+pub struct RateLimit<S> {
+    inner: S,
+    config: Arc<Config>,
+}
+
+impl<S> RateLimit<S> {
+    pub(crate) fn new(inner: S, config: Arc<Config>) -> Self {
+        RateLimit { inner, config }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Consumes `self`, returning the wrapped service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+{
+    type Response = Response<ResponseBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, ReqBody>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // Only the inner service's readiness: the limit is decided per request in `call`.
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let (parts, body) = request.into_parts();
+        let key = match self.config.key.extract(&parts) {
+            Ok(key) => key,
+            Err(err) => return ResponseFuture::key_error(&self.config, &err),
+        };
+        let cost = self.config.cost.as_ref().map_or(1, |cost| cost(&parts));
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        ResponseFuture::decide(
+            self.config.clone(),
+            key,
+            cost,
+            Request::from_parts(parts, body),
+            ready,
+        )
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for RateLimit<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("inner", &self.inner)
+            .field("limiter", &self.config.limiter)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,294 @@
+//! `RedisRateLimitLayer` over real HTTP against real Redis.
+
+#![cfg(feature = "axum")]
+
+mod support;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use leasehold::Coordination;
+use leasehold::backend::redis::RedisBackend;
+use leasehold::layer::FailurePolicy;
+use leasehold::layer::key::KeyExtractor;
+use leasehold::layer::rate_limit::{RateLimitInfo, RedisRateLimitLayer};
+use support::http::{client, get as http_get, serve};
+use support::{Server, ServerKind, shared, unique_prefix};
+
+async fn redis(url: String, prefix: &str) -> Coordination {
+    RedisBackend::standalone(url)
+        .key_prefix(prefix)
+        .connect()
+        .await
+        .expect("connect")
+        .into()
+}
+
+fn app(layer: RedisRateLimitLayer) -> Router {
+    Router::new()
+        .route("/", get(|| async { "ok" }))
+        .route(
+            "/info",
+            get(|info: RateLimitInfo| async move {
+                format!("{} {}", info.decision().remaining(), info.policy().name())
+            }),
+        )
+        .layer(layer)
+}
+
+#[tokio::test]
+async fn two_instances_sharing_redis_admit_exactly_the_limit() {
+    const LIMIT: u64 = 10;
+    let prefix = unique_prefix("two-instances");
+    let url = shared(ServerKind::Redis7).unix_url();
+    // Two app instances, each with its own connection, as two replicas would be.
+    let mut addrs = Vec::new();
+    for _ in 0..2 {
+        let coordination = redis(url.clone(), &prefix).await;
+        let layer =
+            RedisRateLimitLayer::fixed_window(&coordination, "api", LIMIT, Duration::from_secs(60))
+                .expect("valid")
+                .key(KeyExtractor::global());
+        addrs.push(serve(app(layer)).await);
+    }
+    let client = client();
+    let mut granted = 0;
+    for i in 0..30 {
+        let reply = http_get(&client, addrs[i % 2], "/", &[]).await;
+        match reply.status.as_u16() {
+            200 => {
+                granted += 1;
+                assert_eq!(reply.body, "ok");
+                assert!(reply.header("retry-after").is_none());
+            }
+            429 => {
+                let retry: u64 = reply
+                    .header("retry-after")
+                    .expect("a rejection carries Retry-After")
+                    .parse()
+                    .expect("delay-seconds");
+                assert!((1..=60).contains(&retry), "Retry-After {retry}");
+                // Consistent with the RateLimit field's reset, never earlier (draft §6).
+                let ratelimit = reply.header("ratelimit").expect("RateLimit on 429");
+                assert!(ratelimit.starts_with("\"api\";r=0;t="), "{ratelimit}");
+                let t: u64 = ratelimit
+                    .rsplit("t=")
+                    .next()
+                    .and_then(|t| t.parse().ok())
+                    .expect("t");
+                assert!(retry >= t, "Retry-After {retry} before the reset {t}");
+            }
+            other => panic!("unexpected status {other}"),
+        }
+        assert_eq!(
+            reply.header("ratelimit-policy"),
+            Some("\"api\";q=10;w=60"),
+            "every answer advertises the policy"
+        );
+    }
+    assert_eq!(granted, LIMIT);
+}
+
+#[tokio::test]
+async fn allowed_responses_carry_the_fields_and_handlers_see_the_decision() {
+    let coordination = redis(
+        shared(ServerKind::Redis8).unix_url(),
+        &unique_prefix("fields"),
+    )
+    .await;
+    let layer = RedisRateLimitLayer::fixed_window(&coordination, "api", 3, Duration::from_secs(10))
+        .expect("valid")
+        .legacy_headers(true);
+    let addr = serve(app(layer)).await;
+    let client = client();
+    let reply = http_get(&client, addr, "/info", &[]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body, "2 api");
+    assert_eq!(reply.header("ratelimit-policy"), Some("\"api\";q=3;w=10"));
+    let ratelimit = reply.header("ratelimit").expect("RateLimit");
+    assert!(
+        ratelimit == "\"api\";r=2;t=10" || ratelimit == "\"api\";r=2;t=9",
+        "{ratelimit}"
+    );
+    assert_eq!(reply.header("x-ratelimit-limit"), Some("3"));
+    assert_eq!(reply.header("x-ratelimit-remaining"), Some("2"));
+    // Keyed by peer IP by default: the loopback client.
+    let leasehold::backend::Backend::Redis(backend) = coordination.backend() else {
+        unreachable!()
+    };
+    let key = backend.physical_key(b"rl:fw:3:api:ip:127.0.0.1");
+    let count: Option<String> =
+        shared(ServerKind::Redis8).cmd(&["GET", std::str::from_utf8(&key).expect("utf-8")]);
+    assert_eq!(count.as_deref(), Some("1"));
+}
+
+#[tokio::test]
+async fn rejections_with_problem_json_and_costs() {
+    let coordination = redis(
+        shared(ServerKind::Valkey8).unix_url(),
+        &unique_prefix("cost"),
+    )
+    .await;
+    let layer = RedisRateLimitLayer::fixed_window(&coordination, "api", 5, Duration::from_secs(30))
+        .expect("valid")
+        .key(KeyExtractor::header(http::HeaderName::from_static(
+            "x-api-key",
+        )))
+        .cost(|parts| {
+            parts
+                .headers
+                .get("x-cost")
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(1)
+        })
+        .problem_json(true);
+    let addr = serve(app(layer)).await;
+    let client = client();
+
+    // A request that costs more than the limit: 429 without Retry-After.
+    let reply = http_get(&client, addr, "/", &[("x-api-key", "k1"), ("x-cost", "6")]).await;
+    assert_eq!(reply.status, 429);
+    assert!(reply.header("retry-after").is_none());
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/problem+json")
+    );
+    let body = std::str::from_utf8(&reply.body).expect("utf-8");
+    assert!(
+        body.contains("\"status\":429") && body.contains("more than"),
+        "{body}"
+    );
+
+    assert_eq!(
+        http_get(&client, addr, "/", &[("x-api-key", "k1"), ("x-cost", "4")])
+            .await
+            .status,
+        200
+    );
+    let reply = http_get(&client, addr, "/", &[("x-api-key", "k1"), ("x-cost", "2")]).await;
+    assert_eq!(reply.status, 429);
+    let retry: u64 = reply
+        .header("retry-after")
+        .expect("Retry-After")
+        .parse()
+        .expect("seconds");
+    assert!((1..=30).contains(&retry));
+    assert!(
+        std::str::from_utf8(&reply.body)
+            .expect("utf-8")
+            .contains("\"retry_after\":")
+    );
+    // The rejected request consumed nothing: 1 permit is still there.
+    assert_eq!(
+        http_get(&client, addr, "/", &[("x-api-key", "k1")])
+            .await
+            .status,
+        200
+    );
+    // Another key has its own budget; a missing key is a clear 400.
+    assert_eq!(
+        http_get(&client, addr, "/", &[("x-api-key", "k2"), ("x-cost", "5")])
+            .await
+            .status,
+        200
+    );
+    let reply = http_get(&client, addr, "/", &[]).await;
+    assert_eq!(reply.status, 400);
+    assert!(
+        std::str::from_utf8(&reply.body)
+            .expect("utf-8")
+            .contains("x-api-key")
+    );
+}
+
+#[tokio::test]
+async fn backend_failure_follows_the_policy_and_recovers_without_a_restart() {
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let coordination = redis(server.url(), &unique_prefix("outage")).await;
+    let closed =
+        RedisRateLimitLayer::fixed_window(&coordination, "api", 100, Duration::from_secs(60))
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .problem_json(true);
+    let open = closed.clone().failure_policy(FailurePolicy::FailOpen);
+    let closed_addr = serve(app(closed)).await;
+    let open_addr = serve(app(open)).await;
+    let client = client();
+    assert_eq!(http_get(&client, closed_addr, "/", &[]).await.status, 200);
+
+    server.stop();
+    let started = tokio::time::Instant::now();
+    let reply = http_get(&client, closed_addr, "/", &[]).await;
+    assert_eq!(reply.status, 503);
+    assert_eq!(reply.header("retry-after"), Some("1"));
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "a bounded failure"
+    );
+    let reply = http_get(&client, open_addr, "/", &[]).await;
+    assert_eq!(reply.status, 200);
+    assert!(
+        reply.header("ratelimit").is_none(),
+        "no decision, no fields"
+    );
+    // The handler may ask for the decision: it is absent, and says so.
+    assert_eq!(http_get(&client, open_addr, "/info", &[]).await.status, 500);
+
+    server.start_again();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = http_get(&client, closed_addr, "/", &[]).await;
+        if reply.status == 200 {
+            assert!(reply.header("ratelimit").is_some());
+            break;
+        }
+        assert_eq!(reply.status, 503);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the layer did not recover"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_slow_backend_is_bounded_by_the_timeout() {
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let coordination = redis(server.unix_url(), &unique_prefix("slow")).await;
+    let layer =
+        RedisRateLimitLayer::fixed_window(&coordination, "api", 100, Duration::from_secs(60))
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .timeout(Duration::from_millis(150));
+    let addr = serve(app(layer)).await;
+    let client = client();
+    assert_eq!(http_get(&client, addr, "/", &[]).await.status, 200);
+    // Writes (and scripts) wait while the server is paused.
+    let () = server.cmd(&["CLIENT", "PAUSE", "2000", "WRITE"]);
+    let started = tokio::time::Instant::now();
+    let reply = http_get(&client, addr, "/", &[]).await;
+    assert_eq!(reply.status, 503);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(150) && waited < Duration::from_millis(1500),
+        "{waited:?}"
+    );
+    let () = server.cmd(&["CLIENT", "UNPAUSE"]);
+}
+
+#[tokio::test]
+async fn missing_peer_address_is_a_server_error() {
+    let coordination = Coordination::memory();
+    let layer = RedisRateLimitLayer::fixed_window(&coordination, "api", 1, Duration::from_secs(1))
+        .expect("valid");
+    // Served without connect info: the default peer-IP key cannot be derived.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app(layer)).await });
+    let reply = http_get(&client(), addr, "/", &[]).await;
+    assert_eq!(reply.status, 500);
+    assert_eq!(reply.body, "rate limit key unavailable");
+}

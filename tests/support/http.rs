@@ -1,0 +1,74 @@
+//! Real HTTP for layer tests: serve an axum app on a loopback port, and send requests to it.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+/// Serves `app` on a free loopback port, with the peer address available to extractors
+/// (`ConnectInfo<SocketAddr>`). The server runs until the test's runtime ends.
+pub async fn serve(app: axum::Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port");
+    let addr = listener.local_addr().expect("local address");
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .expect("serve");
+    });
+    addr
+}
+
+/// A response, read whole.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Reply {
+    /// A header as text, if present.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// A client for these tests (HTTP/1.1, keep-alive).
+pub fn client() -> Client<HttpConnector, Empty<Bytes>> {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// `GET http://addr/path` with extra headers, bounded by 10 s.
+pub async fn get(
+    client: &Client<HttpConnector, Empty<Bytes>>,
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Reply {
+    let mut request = Request::get(format!("http://{addr}{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request.body(Empty::new()).expect("valid request");
+    let response = tokio::time::timeout(Duration::from_secs(10), client.request(request))
+        .await
+        .expect("a response within 10 s")
+        .expect("a response");
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.expect("body").to_bytes();
+    Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    }
+}
