@@ -14,24 +14,54 @@
 //!   hold a concurrency permit for the life of a streaming response;
 //! - axum extractors that hand a handler a held, self-renewing lease.
 //!
-//! # Example
+//! # Quickstart
+//!
+//! An axum app whose `/hello` route allows each client 5 requests per 10 seconds; the same
+//! code runs as `cargo run --example quickstart`. With `REDIS_URL` set, every replica shares
+//! the limit through Redis; without it, limits live in this process.
 //!
 //! ```
-//! use leasehold::Coordination;
-//! use leasehold::backend::redis::RedisBackend;
-//!
+//! # #[cfg(feature = "axum")]
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> leasehold::Result<()> {
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use axum::{Router, routing::get};
+//! use leasehold::Coordination;
+//! use leasehold::layer::key::KeyExtractor;
+//! use leasehold::layer::rate_limit::RedisRateLimitLayer;
+//!
 //! let coordination = match std::env::var("REDIS_URL") {
-//!     // Every replica shares the same state.
-//!     Ok(url) => Coordination::new(RedisBackend::standalone(url).key_prefix("myapp:").connect().await?),
-//!     // One process on its own: no server needed.
-//!     Err(_) => Coordination::memory(),
+//!     Ok(url) => Coordination::connect(url).await?, // shared by every replica
+//!     Err(_) => Coordination::memory(),             // one process, no server
 //! };
-//! let now = coordination.server_time().await?;
-//! println!("the backend's clock reads {} ms", now.as_millis());
+//! let limit = RedisRateLimitLayer::fixed_window(&coordination, "hello", 5, Duration::from_secs(10))?
+//!     .key(KeyExtractor::peer_ip());
+//! let app: Router = Router::new()
+//!     .route("/hello", get(|| async { "Hello!\n" }).layer(limit))
+//!     .route("/", get(|| async { "Try /hello\n" }));
+//!
+//! // Serve it with the peer address, which `KeyExtractor::peer_ip` keys by:
+//! // let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//! // axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>()).await?;
+//! # use tower::ServiceExt;
+//! # let request = || {
+//! #     http::Request::get("/hello")
+//! #         .extension(axum::extract::ConnectInfo(std::net::SocketAddr::from(([192, 0, 2, 1], 5000))))
+//! #         .body(axum::body::Body::empty())
+//! # };
+//! # for _ in 0..5 {
+//! #     assert_eq!(app.clone().oneshot(request()?).await?.status(), 200);
+//! # }
+//! # let rejected = app.oneshot(request()?).await?;
+//! # assert_eq!(rejected.status(), 429);
+//! # assert!(rejected.headers().contains_key("retry-after"));
 //! # Ok(()) }
+//! # #[cfg(not(feature = "axum"))]
+//! # fn main() {}
 //! ```
+//!
+//! Without HTTP, the same limiter is a [`coordination::rate_limit::FixedWindow`]; every
+//! primitive starts from a [`Coordination`] handle.
 //!
 //! # Feature flags
 //!
@@ -48,3 +78,6 @@ pub mod layer;
 
 pub use coordination::Coordination;
 pub use error::{Error, ErrorKind, Result, UnsupportedFeature};
+/// The redis-rs crate this crate is built on, for [`backend::redis::RedisBackend::eval`]'s
+/// argument and reply types.
+pub use redis;

@@ -22,8 +22,13 @@
 //! - `axum::extract::ConnectInfo<SocketAddr>` (with the `axum` feature), which axum inserts
 //!   when the app is served with `into_make_service_with_connect_info::<SocketAddr>()`:
 //!
-//!   ```ignore
+//!   ```no_run
+//!   # #[cfg(feature = "axum")]
+//!   # async fn serve(app: axum::Router) -> std::io::Result<()> {
+//!   # use std::net::SocketAddr;
+//!   # let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
 //!   axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+//!   # Ok(()) }
 //!   ```
 //!
 //! - a plain [`SocketAddr`], for hyper and tower servers that insert it themselves.
@@ -39,7 +44,9 @@ use std::sync::Arc;
 use http::header::FORWARDED;
 use http::request::Parts;
 use http::{HeaderName, StatusCode};
-use ipnet::IpNet;
+/// A network of trusted proxies, as [`KeyExtractor::client_ip`] takes them (re-exported
+/// from the `ipnet` crate).
+pub use ipnet::IpNet;
 
 /// How many forwarding hops [`KeyExtractor::client_ip`] examines at most, so that a huge
 /// header costs little.
