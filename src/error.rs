@@ -61,6 +61,8 @@ pub enum ErrorKind {
     CapacityExceeded,
     /// The backend's reply did not have the expected shape.
     UnexpectedReply,
+    /// The primitive was shut down locally; nothing was sent.
+    Closed,
 }
 
 impl ErrorKind {
@@ -75,6 +77,7 @@ impl ErrorKind {
             ErrorKind::CorruptState => "corrupt state",
             ErrorKind::CapacityExceeded => "capacity exceeded",
             ErrorKind::UnexpectedReply => "unexpected reply",
+            ErrorKind::Closed => "closed",
         }
     }
 }

@@ -292,3 +292,73 @@ async fn missing_peer_address_is_a_server_error() {
     assert_eq!(reply.status, 500);
     assert_eq!(reply.body, "rate limit key unavailable");
 }
+
+#[tokio::test]
+async fn works_on_a_plain_tower_service() {
+    use tower::{Layer, ServiceExt, service_fn};
+
+    let coordination = redis(
+        shared(ServerKind::Redis7).unix_url(),
+        &unique_prefix("tower"),
+    )
+    .await;
+    let layer = RedisRateLimitLayer::fixed_window(&coordination, "api", 1, Duration::from_secs(60))
+        .expect("valid");
+    let service = layer.layer(service_fn(|_request: http::Request<String>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
+            bytes::Bytes::from_static(b"ok"),
+        )))
+    }));
+    // A hyper or tower server inserts the peer address itself.
+    let request = || {
+        http::Request::builder()
+            .extension(std::net::SocketAddr::from(([198, 51, 100, 7], 4000)))
+            .body(String::new())
+            .expect("request")
+    };
+    let allowed = service
+        .clone()
+        .oneshot(request())
+        .await
+        .expect("infallible");
+    assert_eq!(allowed.status(), 200);
+    assert!(
+        allowed.extensions().get::<RateLimitInfo>().is_none(),
+        "the info is on the request"
+    );
+    let rejected = service.oneshot(request()).await.expect("infallible");
+    assert_eq!(rejected.status(), 429);
+}
+
+#[tokio::test]
+async fn a_request_can_wait_for_permits_instead_of_a_429() {
+    let coordination = redis(
+        shared(ServerKind::Redis7).unix_url(),
+        &unique_prefix("wait"),
+    )
+    .await;
+    let layer =
+        RedisRateLimitLayer::fixed_window(&coordination, "api", 1, Duration::from_millis(400))
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .wait(Duration::from_secs(2), 10);
+    let addr = serve(app(layer)).await;
+    let client = client();
+    assert_eq!(http_get(&client, addr, "/", &[]).await.status, 200);
+    let started = tokio::time::Instant::now();
+    let reply = http_get(&client, addr, "/", &[]).await;
+    assert_eq!(reply.status, 200, "served once the window ended");
+    assert!(started.elapsed() < Duration::from_secs(2));
+
+    // A bound shorter than the server's wait answers 429 at once.
+    let impatient =
+        RedisRateLimitLayer::fixed_window(&coordination, "slow", 1, Duration::from_secs(30))
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .wait(Duration::from_millis(100), 10);
+    let addr = serve(app(impatient)).await;
+    assert_eq!(http_get(&client, addr, "/", &[]).await.status, 200);
+    let started = tokio::time::Instant::now();
+    assert_eq!(http_get(&client, addr, "/", &[]).await.status, 429);
+    assert!(started.elapsed() < Duration::from_secs(1));
+}

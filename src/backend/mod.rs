@@ -14,10 +14,14 @@
 //! different cluster slots before anything is sent ([`key_slot`]).
 
 pub(crate) mod fixed_window;
+pub(crate) mod gcra;
 mod key_prefix;
 pub mod memory;
+pub(crate) mod rate_limit_reply;
 pub mod redis;
+pub(crate) mod sliding_window;
 mod slot;
+pub(crate) mod token_bucket;
 
 pub(crate) use key_prefix::KeyPrefix;
 pub(crate) use slot::ensure_same_slot;

@@ -13,9 +13,11 @@
 
 mod clock;
 mod fixed_window;
+mod gcra;
+mod sliding_window;
 mod store;
+mod token_bucket;
 
-#[allow(unused_imports)] // the primitives' steps use `Value`
 pub(crate) use store::{Store, Value};
 
 use std::fmt;
@@ -109,14 +111,12 @@ impl MemoryBackend {
     }
 
     /// Runs one atomic step on the store at the current instant with the physical keys.
-    #[allow(dead_code)] // the primitives' steps call it
     pub(crate) fn step<R>(&self, f: impl FnOnce(&mut Store, Instant) -> R) -> R {
         let now = self.shared.clock.instant();
         f(&mut self.lock_store(), now)
     }
 
     /// The key stored for a user key: the prefix followed by the key.
-    #[allow(dead_code)] // the primitives' steps call it
     pub(crate) fn physical_key(&self, key: &[u8]) -> Vec<u8> {
         self.shared.prefix.apply(key)
     }

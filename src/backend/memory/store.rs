@@ -9,12 +9,15 @@ use crate::error::{Error, ErrorKind, Result};
 
 /// A stored value. Each primitive's step keeps its state in one of these.
 #[derive(Debug, Clone, PartialEq)]
-#[allow(dead_code)] // the primitives' steps construct the variants
 pub(crate) enum Value {
     /// An integer counter.
     Int(i64),
-    /// Opaque bytes.
-    Bytes(Vec<u8>),
+    /// Sliding-window segments: (segment end, permits counted in it), oldest first.
+    Segments(std::collections::VecDeque<(Instant, u64)>),
+    /// A token bucket: tokens left, and when they were last refilled.
+    Bucket { tokens: u64, refilled_at: Instant },
+    /// GCRA's theoretical arrival time.
+    Tat(Instant),
 }
 
 #[derive(Debug)]
@@ -47,7 +50,6 @@ pub(crate) struct Store {
     next_schedule: u64,
 }
 
-#[allow(dead_code)] // the primitives' steps call these
 impl Store {
     pub(crate) fn new(max_keys: usize) -> Self {
         Store {
@@ -121,12 +123,6 @@ impl Store {
             entry.schedule = schedule;
         }
         true
-    }
-
-    /// Removes a key; returns its live value.
-    pub(crate) fn remove(&mut self, key: &[u8], now: Instant) -> Option<Value> {
-        self.reclaim(now);
-        self.entries.remove(key).map(|entry| entry.value)
     }
 
     fn schedule(&mut self, key: &[u8], expires_at: Option<Instant>) -> u64 {
@@ -230,10 +226,14 @@ mod tests {
             .unwrap();
         let err = store.insert(b"b", Value::Int(1), None, now).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
-        store.insert(b"a", Value::Int(2), None, now).unwrap();
-        // Once "a" is gone, there is room again.
-        assert_eq!(store.remove(b"a", now), Some(Value::Int(2)));
+        store
+            .insert(b"a", Value::Int(2), Some(now + SECOND), now)
+            .unwrap();
+        // Once "a" expires, there is room again.
+        tokio::time::advance(SECOND).await;
+        let now = Instant::now();
         store.insert(b"b", Value::Int(1), None, now).unwrap();
+        assert_eq!(store.len(now), 1);
     }
 
     #[tokio::test(start_paused = true)]

@@ -21,7 +21,10 @@ mod capabilities;
 mod connection;
 mod error_map;
 mod fixed_window;
+mod gcra;
 mod script;
+mod sliding_window;
+mod token_bucket;
 
 pub use builder::{DEFAULT_CONNECTION_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, RedisBackendBuilder};
 pub use capabilities::{Capabilities, HASH_FIELD_EXPIRY, INCREX, INCREX_REPROBE_AFTER};

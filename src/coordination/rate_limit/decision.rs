@@ -75,3 +75,20 @@ impl RateLimitDecision {
         self.retry_after
     }
 }
+
+impl RateLimitDecision {
+    /// The decision for a limiter of `limit` permits from its step's reply.
+    pub(crate) fn from_reply(
+        limit: u64,
+        reply: &crate::backend::rate_limit_reply::RateLimitReply,
+    ) -> Self {
+        use std::time::Duration;
+        RateLimitDecision::new(
+            reply.granted,
+            limit,
+            reply.remaining,
+            Duration::from_millis(reply.reset_after_ms),
+            reply.retry_after_ms.map(Duration::from_millis),
+        )
+    }
+}

@@ -1,55 +1,264 @@
-//! Any rate limiter, behind one type.
+//! Any rate limiter, with what stays local to one instance: a waiting queue, a deny cache
+//! and statistics.
 
-use super::{FixedWindow, RateLimitDecision, RateLimitPolicy};
-use crate::error::Result;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-/// Any of the crate's rate limiters, for code (such as the HTTP layer) that works with
-/// whichever algorithm it is given.
+use tokio::time::Instant;
+
+use super::algorithm::Algorithm;
+use super::deny_cache::DenyCache;
+use super::queue::{QueueOrder, Role, WaitQueue};
+use super::statistics::{Counters, RateLimitStatistics};
+use super::{RateLimitDecision, RateLimitPolicy};
+use crate::error::{Error, ErrorKind, Result};
+
+/// A rate limiter of any algorithm, with optional local features:
+///
+/// - a **waiting queue** ([`with_queue`](Self::with_queue)), so that
+///   [`acquire_wait`](Self::acquire_wait) waits for permits instead of being rejected;
+/// - a **deny cache** ([`with_deny_cache`](Self::with_deny_cache)) that answers requests for
+///   a key rejected moments ago locally, until its retry time, without a round trip;
+/// - [`statistics`](Self::statistics) of this instance.
+///
+/// Build it from any algorithm ([`FixedWindow`](super::FixedWindow),
+/// [`SlidingWindow`](super::SlidingWindow), [`TokenBucket`](super::TokenBucket),
+/// [`Gcra`](super::Gcra)) with `From`. Cheap to clone: clones share the queue, cache and
+/// statistics.
 ///
 /// # Example
 ///
 /// ```
 /// use std::time::Duration;
 /// use leasehold::Coordination;
-/// use leasehold::coordination::rate_limit::{FixedWindow, RateLimiter};
+/// use leasehold::coordination::rate_limit::{FixedWindow, QueueOrder, RateLimiter};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> leasehold::Result<()> {
-/// let limiter: RateLimiter =
-///     FixedWindow::new(&Coordination::memory(), "api", 10, Duration::from_secs(1))?.into();
-/// assert_eq!(limiter.policy().quota(), 10);
-/// assert!(limiter.acquire(b"client", 1).await?.is_granted());
+/// let window = FixedWindow::new(&Coordination::memory(), "jobs", 1, Duration::from_millis(100))?;
+/// let limiter = RateLimiter::from(window).with_queue(10, QueueOrder::OldestFirst);
+///
+/// assert!(limiter.acquire(b"worker", 1).await?.is_granted());
+/// // The window is spent: wait (up to a second) for the next one instead of failing.
+/// let decision = limiter.acquire_wait(b"worker", 1, Duration::from_secs(1)).await?;
+/// assert!(decision.is_granted());
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub enum RateLimiter {
-    /// A [`FixedWindow`] limiter.
-    FixedWindow(FixedWindow),
+#[derive(Clone)]
+pub struct RateLimiter {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    algorithm: Algorithm,
+    settings: Settings,
+    queue: Option<WaitQueue>,
+    deny_cache: Option<DenyCache>,
+    counters: Counters,
+    closed: AtomicBool,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Settings {
+    queue: Option<(u64, QueueOrder)>,
+    deny_cache: Option<usize>,
 }
 
 impl RateLimiter {
-    /// The limiter's policy.
-    pub fn policy(&self) -> &RateLimitPolicy {
-        match self {
-            RateLimiter::FixedWindow(limiter) => limiter.policy(),
+    pub(super) fn new(algorithm: Algorithm) -> Self {
+        Self::build(algorithm, Settings::default())
+    }
+
+    fn build(algorithm: Algorithm, settings: Settings) -> Self {
+        RateLimiter {
+            inner: Arc::new(Inner {
+                queue: settings
+                    .queue
+                    .map(|(limit, order)| WaitQueue::new(limit, order)),
+                deny_cache: settings.deny_cache.map(DenyCache::new),
+                algorithm,
+                settings,
+                counters: Counters::new(),
+                closed: AtomicBool::new(false),
+            }),
         }
     }
 
-    /// Asks for `permits` permits for `key` (see each limiter's `acquire`).
+    /// A new limiter of the same algorithm whose [`acquire_wait`](Self::acquire_wait) queues
+    /// up to `queue_limit` permits in total, served in `order`. (Queues are per client key;
+    /// the limit bounds them all together.) The new limiter has its own statistics.
+    pub fn with_queue(self, queue_limit: u64, order: QueueOrder) -> Self {
+        let mut settings = self.inner.settings;
+        settings.queue = Some((queue_limit, order));
+        Self::build(self.inner.algorithm.clone(), settings)
+    }
+
+    /// A new limiter of the same algorithm that remembers up to `max_keys` recent rejections
+    /// and rejects further requests for those keys locally until their retry time.
+    ///
+    /// It saves a round trip per request under a flood of one hot key, at the price of not
+    /// noticing permits that come back early (a window that another process resets, a
+    /// smaller request that would fit is still sent). The new limiter has its own
+    /// statistics.
+    pub fn with_deny_cache(self, max_keys: usize) -> Self {
+        let mut settings = self.inner.settings;
+        settings.deny_cache = Some(max_keys.max(1));
+        Self::build(self.inner.algorithm.clone(), settings)
+    }
+
+    /// The limiter's policy.
+    pub fn policy(&self) -> &RateLimitPolicy {
+        self.inner.algorithm.policy()
+    }
+
+    /// Asks for `permits` permits for `key` now, without waiting (see each algorithm's
+    /// `acquire` for the decision's meaning).
     ///
     /// # Cancel safety
     ///
     /// Not cancel safe: once sent, the permits may be consumed even if the future is dropped.
     pub async fn acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
-        match self {
-            RateLimiter::FixedWindow(limiter) => limiter.acquire(key, permits).await,
+        let decision = self.decide(key, permits).await?;
+        self.inner.counters.record(decision.is_granted());
+        Ok(decision)
+    }
+
+    /// Asks for `permits` permits for `key`, waiting up to `max_wait` in this instance's
+    /// queue when they are not available now.
+    ///
+    /// A rejected request joins its key's line (unless the queue is full, or the server says
+    /// the wait exceeds `max_wait`, or it can never succeed: then the rejection is returned
+    /// at once). The first in line sleeps until the availability time the server computed,
+    /// then retries once; each retry that fails sets the next wake-up from its own answer.
+    /// There is no polling loop. Without a queue ([`with_queue`](Self::with_queue)) this is
+    /// [`acquire`](Self::acquire).
+    ///
+    /// Fails with [`ErrorKind::Closed`] once the limiter is [shut down](Self::shutdown).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe while waiting: dropping the future leaves the line and wakes the next
+    /// request, and nothing was consumed. If it is dropped during a retry that was already
+    /// sent, the permits may have been consumed.
+    pub async fn acquire_wait(
+        &self,
+        key: &[u8],
+        permits: u64,
+        max_wait: Duration,
+    ) -> Result<RateLimitDecision> {
+        let deadline = Instant::now() + max_wait;
+        let first = self.decide(key, permits).await?;
+        let (Some(queue), Some(wait)) = (&self.inner.queue, first.retry_after()) else {
+            self.inner.counters.record(first.is_granted());
+            return Ok(first);
+        };
+        let Some(ticket) = (Instant::now() + wait <= deadline)
+            .then(|| queue.enqueue(key, permits))
+            .flatten()
+        else {
+            self.inner.counters.record(false);
+            return Ok(first);
+        };
+        self.inner.counters.touch();
+
+        let mut last = first;
+        let mut retry_at = Instant::now() + wait;
+        loop {
+            match ticket.role() {
+                Role::Closed => return Err(closed()),
+                Role::Evicted => break,
+                Role::Behind => {
+                    tokio::select! {
+                        () = ticket.changed() => continue,
+                        () = tokio::time::sleep_until(deadline) => break,
+                    }
+                }
+                Role::Head => {
+                    if retry_at > deadline {
+                        break;
+                    }
+                    if Instant::now() < retry_at {
+                        // Woken either way, check the role again: a newer request may have
+                        // taken the head, or the limiter shut down.
+                        tokio::select! {
+                            () = tokio::time::sleep_until(retry_at) => {}
+                            () = ticket.changed() => {}
+                        }
+                        continue;
+                    }
+                    let decision = self.decide(key, permits).await?;
+                    match decision.retry_after() {
+                        Some(wait) if !decision.is_granted() => {
+                            retry_at = Instant::now() + wait;
+                            last = decision;
+                        }
+                        _ => {
+                            self.inner.counters.record(decision.is_granted());
+                            return Ok(decision);
+                        }
+                    }
+                }
+            }
         }
+        self.inner.counters.record(false);
+        Ok(last)
+    }
+
+    /// Activity of this instance so far.
+    pub fn statistics(&self) -> RateLimitStatistics {
+        let queued = self
+            .inner
+            .queue
+            .as_ref()
+            .map_or(0, WaitQueue::queued_permits);
+        self.inner.counters.snapshot(queued)
+    }
+
+    /// Shuts the limiter down: queued requests fail with [`ErrorKind::Closed`] at once, and so
+    /// do later calls of every clone. The backend's state is untouched.
+    pub fn shutdown(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+        if let Some(queue) = &self.inner.queue {
+            queue.close();
+        }
+    }
+
+    /// One decision: from the deny cache if it knows, else from the backend.
+    async fn decide(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(closed());
+        }
+        if let Some(cached) = self
+            .inner
+            .deny_cache
+            .as_ref()
+            .and_then(|c| c.check(key, permits))
+        {
+            return Ok(cached);
+        }
+        let decision = self.inner.algorithm.acquire(key, permits).await?;
+        self.inner.counters.record_available(decision.remaining());
+        if let Some(cache) = &self.inner.deny_cache
+            && !decision.is_granted()
+        {
+            cache.remember(key, permits, &decision);
+        }
+        Ok(decision)
     }
 }
 
-impl From<FixedWindow> for RateLimiter {
-    fn from(limiter: FixedWindow) -> Self {
-        RateLimiter::FixedWindow(limiter)
+fn closed() -> Error {
+    Error::new(ErrorKind::Closed, "the rate limiter was shut down")
+}
+
+impl fmt::Debug for RateLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimiter")
+            .field("algorithm", &self.inner.algorithm)
+            .field("queue", &self.inner.settings.queue)
+            .field("deny_cache", &self.inner.settings.deny_cache)
+            .finish_non_exhaustive()
     }
 }

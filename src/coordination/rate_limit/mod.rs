@@ -3,13 +3,25 @@
 //! Each limiter decides in one atomic step on the backend, with the backend's clock, and
 //! answers a [`RateLimitDecision`]. Permits are consumptive: nothing is given back.
 
+mod algorithm;
 mod decision;
+mod deny_cache;
 mod fixed_window;
+mod gcra;
 mod key;
 mod limiter;
 mod policy;
+mod queue;
+mod sliding_window;
+mod statistics;
+mod token_bucket;
 
 pub use decision::RateLimitDecision;
 pub use fixed_window::FixedWindow;
+pub use gcra::Gcra;
 pub use limiter::RateLimiter;
 pub use policy::{QuotaUnit, RateLimitPolicy};
+pub use queue::QueueOrder;
+pub use sliding_window::SlidingWindow;
+pub use statistics::RateLimitStatistics;
+pub use token_bucket::TokenBucket;

@@ -73,9 +73,16 @@ where
         service: S,
     ) -> Self {
         let limiter = config.limiter.clone();
-        let timeout = config.timeout;
+        let max_wait = config.max_wait;
+        let timeout = config.timeout + max_wait.unwrap_or_default();
         let decision = Box::pin(async move {
-            match tokio::time::timeout(timeout, limiter.acquire(&key, cost)).await {
+            let decide = async {
+                match max_wait {
+                    Some(max_wait) => limiter.acquire_wait(&key, cost, max_wait).await,
+                    None => limiter.acquire(&key, cost).await,
+                }
+            };
+            match tokio::time::timeout(timeout, decide).await {
                 Ok(Ok(decision)) => Ok(decision),
                 Ok(Err(err)) => Err(DecisionFailure::Backend(err)),
                 Err(_) => Err(DecisionFailure::TimedOut),

@@ -10,7 +10,9 @@ use tower_layer::Layer;
 
 use super::RateLimit;
 use crate::Coordination;
-use crate::coordination::rate_limit::{FixedWindow, RateLimiter};
+use crate::coordination::rate_limit::{
+    FixedWindow, Gcra, QueueOrder, RateLimiter, SlidingWindow, TokenBucket,
+};
 use crate::error::Result;
 use crate::layer::FailurePolicy;
 use crate::layer::key::{KeyError, KeyExtractor};
@@ -31,6 +33,7 @@ pub(crate) struct Config {
     pub(crate) problem_json: bool,
     pub(crate) legacy_headers: bool,
     pub(crate) key_error: Option<Arc<KeyErrorFn>>,
+    pub(crate) max_wait: Option<Duration>,
 }
 
 /// Applies a rate limit to every request of the wrapped service, deciding in the backend
@@ -92,6 +95,7 @@ impl RedisRateLimitLayer {
                 problem_json: false,
                 legacy_headers: false,
                 key_error: None,
+                max_wait: None,
             }),
         }
     }
@@ -109,6 +113,62 @@ impl RedisRateLimitLayer {
             name,
             limit,
             window,
+        )?))
+    }
+
+    /// A layer with a [`SlidingWindow`] limiter: at most `limit` requests in any `window`,
+    /// counted in `segments` segments. Fails on invalid configuration (see
+    /// [`SlidingWindow::new`]).
+    pub fn sliding_window(
+        coordination: &Coordination,
+        name: impl Into<String>,
+        limit: u64,
+        window: Duration,
+        segments: u32,
+    ) -> Result<Self> {
+        Ok(Self::new(SlidingWindow::new(
+            coordination,
+            name,
+            limit,
+            window,
+            segments,
+        )?))
+    }
+
+    /// A layer with a [`TokenBucket`] limiter: bursts of up to `token_limit` requests,
+    /// refilled by `tokens_per_period` every `period`. Fails on invalid configuration (see
+    /// [`TokenBucket::new`]).
+    pub fn token_bucket(
+        coordination: &Coordination,
+        name: impl Into<String>,
+        token_limit: u64,
+        tokens_per_period: u64,
+        period: Duration,
+    ) -> Result<Self> {
+        Ok(Self::new(TokenBucket::new(
+            coordination,
+            name,
+            token_limit,
+            tokens_per_period,
+            period,
+        )?))
+    }
+
+    /// A layer with a [`Gcra`] limiter: `limit` requests per `period`, evenly spaced, with
+    /// bursts of up to `burst`. Fails on invalid configuration (see [`Gcra::new`]).
+    pub fn gcra(
+        coordination: &Coordination,
+        name: impl Into<String>,
+        limit: u64,
+        period: Duration,
+        burst: u64,
+    ) -> Result<Self> {
+        Ok(Self::new(Gcra::new(
+            coordination,
+            name,
+            limit,
+            period,
+            burst,
         )?))
     }
 
@@ -165,6 +225,31 @@ impl RedisRateLimitLayer {
         F: Fn(&KeyError) -> http::Response<Bytes> + Send + Sync + 'static,
     {
         self.config_mut().key_error = Some(Arc::new(respond));
+        self
+    }
+
+    /// Lets a request that would be rejected wait up to `max_wait` for permits, in a local
+    /// queue of at most `queue_limit` permits (oldest first), before answering 429.
+    ///
+    /// The wait follows the availability time the server computes (no polling). Queue order
+    /// is local to this instance. The [decision timeout](Self::timeout) comes on top of
+    /// `max_wait`.
+    pub fn wait(mut self, max_wait: Duration, queue_limit: u64) -> Self {
+        let config = self.config_mut();
+        config.limiter = config
+            .limiter
+            .clone()
+            .with_queue(queue_limit, QueueOrder::OldestFirst);
+        config.max_wait = Some(max_wait);
+        self
+    }
+
+    /// Remembers up to `max_keys` recently rejected keys and rejects their requests locally,
+    /// without a round trip, until the retry time Redis gave (see
+    /// [`RateLimiter::with_deny_cache`]). Worth it when a few hot keys flood the service.
+    pub fn deny_cache(mut self, max_keys: usize) -> Self {
+        let config = self.config_mut();
+        config.limiter = config.limiter.clone().with_deny_cache(max_keys);
         self
     }
 

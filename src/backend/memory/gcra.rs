@@ -1,0 +1,49 @@
+//! The GCRA step in process, with the same arithmetic and answers as the Lua script.
+
+use std::time::Duration;
+
+use super::{MemoryBackend, Value};
+use crate::backend::gcra::{GcraStep, reply_from_micros};
+use crate::backend::rate_limit_reply::RateLimitReply;
+use crate::error::{Error, ErrorKind, Result};
+
+impl MemoryBackend {
+    /// Runs one GCRA step atomically. The TAT is stored as an instant and expires when it
+    /// passes, so a live entry is always ahead of now.
+    pub(crate) fn gcra(&self, step: GcraStep<'_>) -> Result<RateLimitReply> {
+        let key = self.physical_key(step.key);
+        self.step(|store, now| {
+            let ahead = match store.get_mut(&key, now) {
+                None => 0,
+                Some(entry) => match entry.value {
+                    // Redis counts whole microseconds; a partial one counts as whole here,
+                    // which is never in the client's favour.
+                    Value::Tat(tat) => micros_up(tat.saturating_duration_since(now)),
+                    _ => {
+                        return Err(Error::new(
+                            ErrorKind::CorruptState,
+                            "the GCRA key holds another primitive's state",
+                        ));
+                    }
+                },
+            };
+            let tolerance = step.tolerance_us();
+            let new_ahead = ahead.saturating_add(step.permits * step.interval_us);
+            if new_ahead > tolerance {
+                let retry = (step.permits <= step.burst).then(|| new_ahead - tolerance);
+                let remaining = tolerance.saturating_sub(ahead) / step.interval_us;
+                return Ok(reply_from_micros(false, remaining, ahead, retry));
+            }
+            if step.permits > 0 {
+                let tat = now + Duration::from_micros(new_ahead);
+                store.insert(&key, Value::Tat(tat), Some(tat), now)?;
+            }
+            let remaining = (tolerance - new_ahead) / step.interval_us;
+            Ok(reply_from_micros(true, remaining, new_ahead, None))
+        })
+    }
+}
+
+fn micros_up(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos().div_ceil(1000)).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,143 @@
+//! The sliding-window step in process, with the same answers as the Lua script.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{MemoryBackend, Value};
+use crate::backend::rate_limit_reply::RateLimitReply;
+use crate::backend::sliding_window::SlidingWindowStep;
+use crate::error::{Error, ErrorKind, Result};
+
+impl MemoryBackend {
+    /// Runs one sliding-window step atomically.
+    pub(crate) fn sliding_window(&self, step: SlidingWindowStep<'_>) -> Result<RateLimitReply> {
+        let key = self.physical_key(step.key);
+        let clock = self.shared.clock;
+        self.step(|store, now| {
+            let window = Duration::from_millis(step.window_ms);
+            let live = |end: Instant| end + window > now;
+            let segments = match store.get_mut(&key, now) {
+                None => None,
+                Some(entry) => match &mut entry.value {
+                    Value::Segments(segments) => Some(segments),
+                    _ => {
+                        return Err(Error::new(
+                            ErrorKind::CorruptState,
+                            "the sliding-window key holds another primitive's state",
+                        ));
+                    }
+                },
+            };
+            let count = segments
+                .iter()
+                .flat_map(|segments| segments.iter())
+                .filter(|(end, _)| live(*end))
+                .fold(0u64, |sum, (_, counted)| sum.saturating_add(*counted));
+
+            if step.permits > 0 && count.saturating_add(step.permits) <= step.limit {
+                // Segments are aligned on the epoch in whole milliseconds, as on Redis; the
+                // current one ends strictly after now, so no permit is ever freed early.
+                let since_epoch = clock.since_epoch(now);
+                let now_ms = u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX);
+                let end_ms = now_ms - now_ms % step.segment_ms + step.segment_ms;
+                let current = now + (Duration::from_millis(end_ms) - since_epoch);
+                let newest = match segments {
+                    Some(segments) => {
+                        segments.retain(|(end, _)| live(*end));
+                        let at = segments.partition_point(|(end, _)| *end < current);
+                        match segments.get_mut(at) {
+                            Some((end, counted)) if *end == current => *counted += step.permits,
+                            _ => segments.insert(at, (current, step.permits)),
+                        }
+                        let newest = segments.back().map_or(current, |(end, _)| *end);
+                        store.set_expiry(&key, Some(newest + window), now);
+                        newest
+                    }
+                    None => {
+                        let segments = VecDeque::from([(current, step.permits)]);
+                        let value = Value::Segments(segments);
+                        store.insert(&key, value, Some(current + window), now)?;
+                        current
+                    }
+                };
+                return Ok(RateLimitReply {
+                    granted: true,
+                    remaining: step.limit - count - step.permits,
+                    reset_after_ms: ms_until(newest + window, now),
+                    retry_after_ms: None,
+                });
+            }
+
+            // Oldest first, so the newest is last; a live key always has a live newest one.
+            let live_segments = || {
+                segments
+                    .iter()
+                    .flat_map(|segments| segments.iter())
+                    .filter(|(end, _)| live(*end))
+            };
+            let reset_after_ms = live_segments()
+                .next_back()
+                .map_or(0, |(end, _)| ms_until(*end + window, now));
+            let remaining = step.limit.saturating_sub(count);
+            if count.saturating_add(step.permits) <= step.limit {
+                return Ok(RateLimitReply {
+                    granted: true,
+                    remaining,
+                    reset_after_ms,
+                    retry_after_ms: None,
+                });
+            }
+            // Free the oldest segments until the request fits; one above the limit never does.
+            let mut retry_after_ms = None;
+            if step.permits <= step.limit {
+                let mut needed = count + step.permits - step.limit;
+                for (end, counted) in live_segments() {
+                    needed = needed.saturating_sub(*counted);
+                    if needed == 0 {
+                        retry_after_ms = Some(ms_until(*end + window, now));
+                        break;
+                    }
+                }
+            }
+            Ok(RateLimitReply {
+                granted: false,
+                remaining,
+                reset_after_ms,
+                retry_after_ms,
+            })
+        })
+    }
+}
+
+/// Whole milliseconds from `now` until `deadline`, rounded up: waiting that long always
+/// reaches it, as the script's millisecond clock does.
+fn ms_until(deadline: Instant, now: Instant) -> u64 {
+    let left = deadline.saturating_duration_since(now).as_nanos();
+    u64::try_from(left.div_ceil(1_000_000)).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn another_primitives_state_is_corrupt_and_left_alone() {
+        let backend = MemoryBackend::new();
+        backend
+            .step(|store, now| store.insert(b"k", Value::Int(7), None, now))
+            .expect("insert");
+        let step = SlidingWindowStep {
+            key: b"k",
+            permits: 1,
+            limit: 5,
+            window_ms: 1_000,
+            segment_ms: 100,
+        };
+        let err = backend.sliding_window(step).expect_err("corrupt");
+        assert_eq!(err.kind(), ErrorKind::CorruptState);
+        let value = backend.step(|store, now| store.get_mut(b"k", now).map(|e| e.value.clone()));
+        assert_eq!(value, Some(Value::Int(7)));
+    }
+}

@@ -1,0 +1,110 @@
+//! The token-bucket step in process, with the same answers as the Lua script.
+
+use std::time::Duration;
+
+use super::{MemoryBackend, Value};
+use crate::backend::rate_limit_reply::RateLimitReply;
+use crate::backend::token_bucket::TokenBucketStep;
+use crate::error::{Error, ErrorKind, Result};
+
+impl MemoryBackend {
+    /// Runs one token-bucket step atomically.
+    pub(crate) fn token_bucket(&self, step: TokenBucketStep<'_>) -> Result<RateLimitReply> {
+        let key = self.physical_key(step.key);
+        let period = Duration::from_millis(step.period_ms);
+        self.step(|store, now| {
+            let (mut tokens, mut refilled_at) = match store.get_mut(&key, now) {
+                None => (step.limit, now),
+                Some(entry) => match entry.value {
+                    // Capped like the script's: a limiter rebuilt with a smaller limit.
+                    Value::Bucket {
+                        tokens,
+                        refilled_at,
+                    } => (tokens.min(step.limit), refilled_at),
+                    _ => {
+                        return Err(Error::new(
+                            ErrorKind::CorruptState,
+                            "the token-bucket key holds another primitive's state",
+                        ));
+                    }
+                },
+            };
+            let elapsed = now - refilled_at;
+            let periods = u64::try_from(elapsed.as_nanos() / period.as_nanos()).unwrap_or(u64::MAX);
+            if periods >= (step.limit - tokens).div_ceil(step.tokens_per_period) {
+                tokens = step.limit;
+            } else {
+                // Whole periods only: the partial period under way is kept.
+                tokens += periods * step.tokens_per_period;
+                refilled_at += Duration::from_millis(periods * step.period_ms);
+            }
+            if tokens == step.limit {
+                // A full bucket has no period under way, as when its key has expired.
+                refilled_at = now;
+            }
+            let until_holding = |tokens: u64, n: u64| -> Duration {
+                let periods = (n - tokens).div_ceil(step.tokens_per_period);
+                (refilled_at + Duration::from_millis(periods * step.period_ms)) - now
+            };
+            let until_full = |tokens: u64| {
+                if tokens < step.limit {
+                    until_holding(tokens, step.limit)
+                } else {
+                    Duration::ZERO
+                }
+            };
+            if step.permits > tokens {
+                return Ok(RateLimitReply {
+                    granted: false,
+                    remaining: tokens,
+                    reset_after_ms: millis_up(until_full(tokens)),
+                    retry_after_ms: (step.permits <= step.limit)
+                        .then(|| millis_up(until_holding(tokens, step.permits))),
+                });
+            }
+            if step.permits > 0 {
+                tokens -= step.permits;
+                let value = Value::Bucket {
+                    tokens,
+                    refilled_at,
+                };
+                store.insert(&key, value, Some(now + until_full(tokens)), now)?;
+            }
+            Ok(RateLimitReply {
+                granted: true,
+                remaining: tokens,
+                reset_after_ms: millis_up(until_full(tokens)),
+                retry_after_ms: None,
+            })
+        })
+    }
+}
+
+/// Whole milliseconds, rounded up: waiting the reported time must be enough.
+fn millis_up(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn another_primitives_state_is_corrupt_and_left_alone() {
+        let backend = MemoryBackend::new();
+        backend
+            .step(|store, now| store.insert(b"k", Value::Int(7), None, now))
+            .expect("insert");
+        let step = TokenBucketStep {
+            key: b"k",
+            permits: 1,
+            limit: 5,
+            tokens_per_period: 1,
+            period_ms: 1_000,
+        };
+        let err = backend.token_bucket(step).expect_err("corrupt");
+        assert_eq!(err.kind(), ErrorKind::CorruptState);
+        let value = backend.step(|store, now| store.get_mut(b"k", now).map(|e| e.value.clone()));
+        assert_eq!(value, Some(Value::Int(7)));
+    }
+}

@@ -1,0 +1,39 @@
+//! The GCRA step on Redis: one Lua script over one string key.
+
+use std::sync::LazyLock;
+
+use super::{RedisBackend, Script};
+use crate::backend::gcra::{GcraStep, reply_from_micros};
+use crate::backend::rate_limit_reply::RateLimitReply;
+use crate::error::{Error, ErrorKind, Result};
+
+static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new("gcra", include_str!("gcra.lua")));
+
+impl RedisBackend {
+    /// Runs one GCRA step: the script reads `TIME`, decides, and writes the new TAT only
+    /// when it consumes.
+    pub(crate) async fn gcra(&self, step: GcraStep<'_>) -> Result<RateLimitReply> {
+        let (status, remaining, reset_after_us, retry_after_us): (i64, u64, u64, i64) = self
+            .eval(
+                &GCRA,
+                &[step.key],
+                (step.permits, step.interval_us, step.burst),
+            )
+            .await?;
+        if status < 0 {
+            return Err(Error::new(
+                ErrorKind::CorruptState,
+                format!(
+                    "the GCRA key {:?} does not hold an integer timestamp",
+                    String::from_utf8_lossy(step.key)
+                ),
+            ));
+        }
+        Ok(reply_from_micros(
+            status == 1,
+            remaining,
+            reset_after_us,
+            u64::try_from(retry_after_us).ok(),
+        ))
+    }
+}

@@ -1,0 +1,85 @@
+-- Token bucket: at most ARGV[2] tokens; at the end of every whole period of ARGV[4] ms,
+-- counted from the last refill, ARGV[3] tokens come back, capped at the limit. A full bucket
+-- has no period under way: its first period starts when a token is taken from it, so a
+-- missing key (expired once the bucket was full again) and a full bucket behave alike.
+-- A rejected request consumes nothing, and a probe (0 permits) creates and changes nothing.
+--
+-- KEYS[1]  the bucket: the string "<tokens>:<refilled at, server ms>", expiring when the
+--          bucket would be full again; missing means full
+-- ARGV[1]  permits asked for (0 ..= limit + 1)
+-- ARGV[2]  token limit (1 ..= 2^53 - 1)
+-- ARGV[3]  tokens per period (1 ..= limit)
+-- ARGV[4]  period in ms (>= 1)
+-- Lua numbers are doubles: the caller keeps every integer here below 2^53, and the time to
+-- refill an empty bucket (ceil(limit / tokens per period) periods) at most 2^52 ms, so that
+-- every time computed here, server clock included, is an exact integer.
+--
+-- Returns {granted (1/0), tokens left, ms until full, ms until the same request can be
+-- granted (-1: granted, or more than the limit)}, or {-1, 0, 0, -1} when the stored state is
+-- malformed or of another type (corrupt; nothing changed).
+local permits = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local rate = tonumber(ARGV[3])
+local period = tonumber(ARGV[4])
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+local tokens, refilled = limit, now
+-- pcall: a key of another type answers WRONGTYPE, which is corrupt state, not a failure.
+local raw = redis.pcall('GET', KEYS[1])
+if type(raw) == 'table' then
+    return {-1, 0, 0, -1}
+end
+if raw then
+    local t, r = string.match(raw, '^(%d+):(%d+)$')
+    if t == nil then
+        return {-1, 0, 0, -1}
+    end
+    -- The state carries its own refill time, so a key that lost its expiry still refills
+    -- correctly (the next take sets an expiry again): no PTTL needed.
+    -- More tokens than the limit: the limiter was rebuilt with a smaller one. A refill time
+    -- ahead of the clock (a failover to a server whose clock is behind): start the period now
+    -- rather than make clients wait for a time that may be far off.
+    tokens = math.min(tonumber(t), limit)
+    refilled = math.min(tonumber(r), now)
+    local periods = math.floor((now - refilled) / period)
+    if periods >= math.ceil((limit - tokens) / rate) then
+        tokens = limit
+    else
+        -- Whole periods only: the partial period under way is kept.
+        tokens = tokens + periods * rate
+        refilled = refilled + periods * period
+    end
+end
+if tokens == limit then
+    refilled = now
+end
+
+-- ms until the bucket holds n > tokens tokens.
+local function until_holding(n)
+    return math.ceil((n - tokens) / rate) * period - (now - refilled)
+end
+
+local full_in = 0
+if permits > tokens then
+    local retry = -1
+    if permits <= limit then
+        retry = until_holding(permits)
+    end
+    if tokens < limit then
+        full_in = until_holding(limit)
+    end
+    return {0, tokens, full_in, retry}
+end
+if permits > 0 then
+    tokens = tokens - permits
+    full_in = until_holding(limit)
+    -- '%d', not tostring: Lua 5.1 prints numbers with 14 significant digits. PXAT rather
+    -- than PX: the server would rewrite a relative expiry into this for replication.
+    redis.call('SET', KEYS[1], string.format('%d:%d', tokens, refilled),
+        'PXAT', string.format('%d', now + full_in))
+elseif tokens < limit then
+    full_in = until_holding(limit)
+end
+return {1, tokens, full_in, -1}

@@ -1,0 +1,498 @@
+//! The GCRA limiter against every server kind, the cluster and the memory backend.
+
+mod support;
+
+use std::time::Duration;
+
+use leasehold::backend::Backend;
+use leasehold::backend::memory::MemoryBackend;
+use leasehold::backend::redis::RedisBackend;
+use leasehold::coordination::rate_limit::Gcra;
+use leasehold::{Coordination, ErrorKind};
+use support::{ServerKind, cluster, shared, unique_prefix};
+
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    Server(ServerKind),
+    Cluster,
+    Memory,
+}
+
+fn redis_builder(target: Target) -> leasehold::backend::redis::RedisBackendBuilder {
+    match target {
+        Target::Server(kind) => RedisBackend::standalone(shared(kind).unix_url()),
+        Target::Cluster => RedisBackend::cluster(cluster().urls()),
+        Target::Memory => unreachable!("Redis targets only"),
+    }
+}
+
+async fn coordination(target: Target, test: &str) -> Coordination {
+    let prefix = unique_prefix(test);
+    if let Target::Memory = target {
+        return MemoryBackend::builder()
+            .key_prefix(prefix)
+            .build()
+            .expect("valid")
+            .into();
+    }
+    redis_builder(target)
+        .key_prefix(prefix)
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("connect to {target:?}: {e}"))
+        .into()
+}
+
+/// The physical key of a GCRA limiter's client key (see `Gcra` docs).
+fn storage_key(coordination: &Coordination, name: &str, key: &str) -> Vec<u8> {
+    let Backend::Redis(redis) = coordination.backend() else {
+        unreachable!("Redis targets only")
+    };
+    redis.physical_key(format!("rl:gcra:{}:{name}:{key}", name.len()).as_bytes())
+}
+
+fn raw(target: Target, args: &[&[u8]]) -> redis::Value {
+    let mut cmd = redis::cmd(std::str::from_utf8(args[0]).expect("ascii command"));
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    match target {
+        Target::Server(kind) => cmd.query(&mut shared(kind).connection()).expect("raw"),
+        Target::Cluster => cmd
+            .query(&mut cluster().client().get_connection().expect("cluster"))
+            .expect("raw"),
+        Target::Memory => unreachable!("Redis targets only"),
+    }
+}
+
+fn pttl(target: Target, key: &[u8]) -> i64 {
+    let redis::Value::Int(ttl) = raw(target, &[b"PTTL", key]) else {
+        panic!("PTTL is an integer")
+    };
+    ttl
+}
+
+async fn server_micros(coordination: &Coordination) -> u64 {
+    let now = coordination.backend().server_time().await.expect("TIME");
+    u64::try_from(now.as_micros()).expect("µs fit")
+}
+
+macro_rules! scenario {
+    ($scenario:ident: $($name:ident => $target:expr),+ $(,)?) => {
+        mod $scenario {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$scenario($target).await
+                }
+            )+
+        }
+    };
+    ($scenario:ident) => {
+        scenario!($scenario:
+            redis7 => Target::Server(ServerKind::Redis7),
+            redis8 => Target::Server(ServerKind::Redis8),
+            valkey8 => Target::Server(ServerKind::Valkey8),
+            cluster => Target::Cluster,
+            memory => Target::Memory);
+    };
+}
+
+const MS: Duration = Duration::from_millis(1);
+const SECOND: Duration = Duration::from_secs(1);
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// Whether `actual` is `expected` less at most the time a test step may take.
+fn about(actual: Duration, expected: Duration) -> bool {
+    actual <= expected && actual + SECOND > expected
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(admits_the_burst_then_spaces_permits);
+
+async fn admits_the_burst_then_spaces_permits(target: Target) {
+    let coordination = coordination(target, "burst").await;
+    // T = 10 s, bursts of 3.
+    let limiter = Gcra::new(&coordination, "api", 6, MINUTE, 3).expect("valid");
+    assert_eq!(limiter.emission_interval(), 10 * SECOND);
+    for (taken, remaining) in [(1, 2), (2, 1), (3, 0)] {
+        let decision = limiter.acquire(b"client", 1).await.expect("acquire");
+        assert!(decision.is_granted());
+        assert_eq!(decision.remaining(), remaining);
+        assert_eq!(decision.limit(), 6);
+        assert_eq!(decision.retry_after(), None);
+        assert!(
+            about(decision.reset_after(), taken * 10 * SECOND),
+            "{decision:?}"
+        );
+    }
+    for _ in 0..3 {
+        let rejected = limiter.acquire(b"client", 1).await.expect("acquire");
+        assert!(!rejected.is_granted());
+        assert_eq!(rejected.remaining(), 0);
+        let wait = rejected.retry_after().expect("a request that can succeed");
+        assert!(about(wait, 10 * SECOND), "{rejected:?}");
+        assert!(about(rejected.reset_after(), 30 * SECOND), "{rejected:?}");
+    }
+    // Another key is independent.
+    let other = limiter.acquire(b"other", 1).await.expect("acquire");
+    assert!(other.is_granted());
+    assert_eq!(other.remaining(), 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(weighted_permits_and_the_burst_boundaries);
+
+async fn weighted_permits_and_the_burst_boundaries(target: Target) {
+    let coordination = coordination(target, "weights").await;
+    // T = 12 s, bursts of 5.
+    let limiter = Gcra::new(&coordination, "api", 5, MINUTE, 5).expect("valid");
+
+    // More than the burst: rejected, no retry time, nothing consumed.
+    for permits in [6, u64::MAX] {
+        let impossible = limiter.acquire(b"k", permits).await.expect("acquire");
+        assert!(!impossible.is_granted());
+        assert_eq!(impossible.retry_after(), None);
+        assert_eq!(impossible.remaining(), 5);
+        assert_eq!(impossible.reset_after(), Duration::ZERO);
+    }
+    // A probe consumes nothing.
+    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    assert!(probe.is_granted());
+    assert_eq!(
+        (probe.remaining(), probe.reset_after()),
+        (5, Duration::ZERO)
+    );
+
+    // Three permits move the TAT by three intervals.
+    let three = limiter.acquire(b"k", 3).await.expect("acquire");
+    assert_eq!(three.remaining(), 2);
+    assert!(about(three.reset_after(), 36 * SECOND), "{three:?}");
+    // Three more would end 12 s past the burst window: rejected, not counted.
+    let rejected = limiter.acquire(b"k", 3).await.expect("acquire");
+    assert!(!rejected.is_granted());
+    assert_eq!(rejected.remaining(), 2);
+    assert!(about(rejected.retry_after().expect("retry"), 12 * SECOND));
+    // Exactly reaching the burst is allowed.
+    let last = limiter.acquire(b"k", 2).await.expect("acquire");
+    assert!(last.is_granted());
+    assert_eq!(last.remaining(), 0);
+    assert!(about(last.reset_after(), MINUTE), "{last:?}");
+    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    assert!(probe.is_granted(), "a probe always conforms");
+    assert_eq!(probe.remaining(), 0);
+    let impossible = limiter.acquire(b"k", 6).await.expect("acquire");
+    assert_eq!(
+        (impossible.is_granted(), impossible.retry_after()),
+        (false, None)
+    );
+    assert!(about(impossible.reset_after(), MINUTE));
+
+    // permits == burst on a fresh key.
+    let whole = limiter.acquire(b"fresh", 5).await.expect("acquire");
+    assert!(whole.is_granted());
+    assert_eq!(whole.remaining(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(waiting_the_retry_time_is_exactly_enough:
+    redis7 => Target::Server(ServerKind::Redis7),
+    redis8 => Target::Server(ServerKind::Redis8),
+    valkey8 => Target::Server(ServerKind::Valkey8),
+    cluster => Target::Cluster);
+
+async fn waiting_the_retry_time_is_exactly_enough(target: Target) {
+    let coordination = coordination(target, "retry").await;
+    // T = 200 ms, bursts of 2.
+    let limiter = Gcra::new(&coordination, "api", 10, 2 * SECOND, 2).expect("valid");
+    assert!(
+        limiter
+            .acquire(b"k", 2)
+            .await
+            .expect("acquire")
+            .is_granted()
+    );
+    let first = limiter.acquire(b"k", 2).await.expect("acquire");
+    assert!(!first.is_granted());
+    let wait = first.retry_after().expect("retry");
+    assert!(wait > 300 * MS && wait <= 400 * MS, "{first:?}");
+    // Halfway there the server still refuses, and counts down from its own clock.
+    tokio::time::sleep(wait / 2).await;
+    let second = limiter.acquire(b"k", 2).await.expect("acquire");
+    assert!(!second.is_granted(), "{second:?}");
+    let rest = second.retry_after().expect("retry");
+    assert!(rest + wait / 2 <= wait + MS, "{first:?} then {second:?}");
+    tokio::time::sleep(rest + 5 * MS).await;
+    let granted = limiter.acquire(b"k", 2).await.expect("acquire");
+    assert!(granted.is_granted(), "{granted:?}");
+    assert_eq!(granted.remaining(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_retry_times_are_exact_on_the_paused_clock() {
+    let backend = MemoryBackend::new();
+    let coordination: Coordination = backend.clone().into();
+    // T = 1 s, bursts of 2.
+    let limiter = Gcra::new(&coordination, "api", 60, MINUTE, 2).expect("valid");
+    let burst = limiter.acquire(b"k", 2).await.expect("acquire");
+    assert_eq!(burst.reset_after(), 2 * SECOND);
+    tokio::time::advance(300 * MS).await;
+    let one = limiter.acquire(b"k", 1).await.expect("acquire");
+    assert_eq!(one.retry_after(), Some(700 * MS));
+    assert_eq!((one.remaining(), one.reset_after()), (0, 1700 * MS));
+    let two = limiter.acquire(b"k", 2).await.expect("acquire");
+    assert_eq!(two.retry_after(), Some(1700 * MS));
+
+    tokio::time::advance(699 * MS).await;
+    let early = limiter.acquire(b"k", 1).await.expect("acquire");
+    assert_eq!(early.retry_after(), Some(MS));
+    tokio::time::advance(MS).await;
+    let on_time = limiter.acquire(b"k", 1).await.expect("acquire");
+    assert!(on_time.is_granted());
+    assert_eq!(
+        (on_time.remaining(), on_time.reset_after()),
+        (0, 2 * SECOND)
+    );
+
+    // The key expires when the TAT passes: the full burst is back and nothing is stored.
+    tokio::time::advance(2 * SECOND - MS).await;
+    assert_eq!(backend.len(), 1);
+    tokio::time::advance(MS).await;
+    assert_eq!(backend.len(), 0);
+    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    assert_eq!(
+        (probe.remaining(), probe.reset_after()),
+        (2, Duration::ZERO)
+    );
+    assert_eq!(backend.len(), 0, "a probe creates nothing");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fractional_interval_rounds_against_the_client() {
+    let coordination = Coordination::memory();
+    // 10 ms / 3 = 3333.3 µs: T = 3334 µs, so never more than 3 per 10 ms.
+    let limiter = Gcra::new(&coordination, "api", 3, 10 * MS, 1).expect("valid");
+    assert_eq!(limiter.emission_interval(), Duration::from_micros(3334));
+    let granted = limiter.acquire(b"k", 1).await.expect("acquire");
+    assert_eq!(granted.reset_after(), 4 * MS, "3334 µs rounds up");
+    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    assert_eq!(rejected.retry_after(), Some(4 * MS));
+    tokio::time::advance(3 * MS).await;
+    let early = limiter.acquire(b"k", 1).await.expect("acquire");
+    assert_eq!(early.retry_after(), Some(MS), "334 µs left rounds up");
+    tokio::time::advance(MS).await;
+    assert!(
+        limiter
+            .acquire(b"k", 1)
+            .await
+            .expect("acquire")
+            .is_granted()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(storage_is_one_key_holding_the_servers_tat:
+    redis7 => Target::Server(ServerKind::Redis7),
+    cluster => Target::Cluster);
+
+async fn storage_is_one_key_holding_the_servers_tat(target: Target) {
+    let coordination = coordination(target, "storage").await;
+    // T = 100 ms, bursts of 3.
+    let limiter = Gcra::new(&coordination, "api", 10, SECOND, 3).expect("valid");
+    let key = storage_key(&coordination, "api", "\u{0}binary");
+    // A probe or a rejection creates nothing.
+    limiter.acquire(b"\x00binary", 0).await.expect("probe");
+    limiter.acquire(b"\x00binary", 4).await.expect("impossible");
+    assert_eq!(raw(target, &[b"EXISTS", &key]), redis::Value::Int(0));
+
+    let before = server_micros(&coordination).await;
+    limiter.acquire(b"\x00binary", 2).await.expect("acquire");
+    let after = server_micros(&coordination).await;
+    let redis::Value::BulkString(tat) = raw(target, &[b"GET", &key]) else {
+        panic!("a string key")
+    };
+    let tat: u64 = std::str::from_utf8(&tat)
+        .expect("ascii")
+        .parse()
+        .expect("an integer");
+    // The TAT is the server's TIME in µs plus two intervals.
+    assert!(
+        tat >= before + 200_000 && tat <= after + 200_000,
+        "{before} {tat} {after}"
+    );
+    let ttl = pttl(target, &key);
+    assert!(ttl > 100 && ttl <= 200, "{ttl}");
+
+    // Full: a rejection changes neither the TAT nor the expiry.
+    limiter.acquire(b"\x00binary", 1).await.expect("acquire");
+    let stored = raw(target, &[b"GET", &key]);
+    let rejected = limiter.acquire(b"\x00binary", 1).await.expect("acquire");
+    assert!(!rejected.is_granted());
+    assert_eq!(raw(target, &[b"GET", &key]), stored);
+    assert!(pttl(target, &key) <= 300);
+
+    // The key goes when the TAT passes.
+    tokio::time::sleep(rejected.reset_after() + 5 * MS).await;
+    assert_eq!(raw(target, &[b"EXISTS", &key]), redis::Value::Int(0));
+}
+
+scenario!(corrupt_state_fails_without_change:
+    redis7 => Target::Server(ServerKind::Redis7),
+    valkey8 => Target::Server(ServerKind::Valkey8),
+    cluster => Target::Cluster);
+
+async fn corrupt_state_fails_without_change(target: Target) {
+    let coordination = coordination(target, "corrupt").await;
+    let limiter = Gcra::new(&coordination, "api", 10, SECOND, 3).expect("valid");
+    let key = storage_key(&coordination, "api", "k");
+    for bad in [
+        &b"not a number"[..],
+        b"1.5",
+        b"-1",
+        b"1e300",
+        b"9007199254740992",
+        b"nan",
+        b"",
+    ] {
+        raw(target, &[b"SET", &key, bad]);
+        let err = limiter.acquire(b"k", 1).await.expect_err("corrupt");
+        assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
+        assert_eq!(
+            raw(target, &[b"GET", &key]),
+            redis::Value::BulkString(bad.to_vec())
+        );
+        assert_eq!(pttl(target, &key), -1, "nothing changed");
+    }
+    raw(target, &[b"DEL", &key]);
+    raw(target, &[b"HSET", &key, b"field", b"1"]);
+    let err = limiter.acquire(b"k", 0).await.expect_err("wrong type");
+    assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
+    assert_eq!(
+        raw(target, &[b"TYPE", &key]),
+        redis::Value::SimpleString("hash".into())
+    );
+
+    // A TAT that lost its expiry gets one instead of living forever, even on a rejection.
+    raw(target, &[b"DEL", &key]);
+    let an_hour_ahead = server_micros(&coordination).await + 3_600_000_000;
+    raw(
+        target,
+        &[b"SET", &key, an_hour_ahead.to_string().as_bytes()],
+    );
+    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    assert!(!rejected.is_granted());
+    let wait = rejected.retry_after().expect("retry");
+    assert!(wait > 59 * MINUTE && wait < 60 * MINUTE, "{rejected:?}");
+    let ttl = pttl(target, &key);
+    assert!(ttl > 3_500_000 && ttl <= 3_600_000, "{ttl}");
+    // And a past one, even on a probe (it means a full burst, like no key).
+    raw(target, &[b"SET", &key, b"1000"]);
+    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    assert!(probe.is_granted());
+    assert_eq!(
+        (probe.remaining(), probe.reset_after()),
+        (3, Duration::ZERO)
+    );
+    assert_ne!(pttl(target, &key), -1);
+}
+
+#[tokio::test]
+async fn invalid_configuration_is_rejected_at_construction() {
+    let coordination = Coordination::memory();
+    let max = Duration::from_micros(1 << 50);
+    for (limit, period, burst) in [
+        (0, MINUTE, 1),
+        (1, MINUTE, 0),
+        (1, Duration::ZERO, 1),
+        (1, Duration::from_nanos(999), 1),
+        // T = 999 ns
+        (1001, MS, 1),
+        (u64::MAX, MINUTE, 1),
+        (1, max + Duration::from_micros(1), 1),
+        (1, MINUTE, u64::MAX),
+        (1, max, 2),
+    ] {
+        let err = Gcra::new(&coordination, "api", limit, period, burst).expect_err("invalid");
+        assert_eq!(
+            err.kind(),
+            ErrorKind::InvalidArgument,
+            "{limit} {period:?} {burst}"
+        );
+    }
+    for (limit, period, burst, interval) in [
+        (1000, MS, 1, Duration::from_micros(1)),
+        (1, max, 1, max),
+        (1, Duration::from_nanos(1001), 1, Duration::from_micros(2)),
+    ] {
+        let limiter = Gcra::new(&coordination, "api", limit, period, burst).expect("valid");
+        assert_eq!(limiter.emission_interval(), interval);
+        assert_eq!(limiter.policy().quota(), limit);
+        assert_eq!(limiter.policy().window(), period);
+        assert_eq!(limiter.burst(), burst);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(concurrent_callers_never_exceed_the_burst);
+
+async fn concurrent_callers_never_exceed_the_burst(target: Target) {
+    const BURST: u64 = 50;
+    const CALLERS: usize = 8;
+    const ATTEMPTS: usize = 40;
+    let first = coordination(target, "concurrent").await;
+    // Several independent connections (separate handles) sharing one prefix, as replicas do.
+    let handles: Vec<Coordination> = if let Target::Memory = target {
+        vec![first; CALLERS]
+    } else {
+        let Backend::Redis(redis) = first.backend() else {
+            unreachable!("a Redis target")
+        };
+        let mut handles = Vec::new();
+        for _ in 0..CALLERS {
+            let backend = redis_builder(target)
+                .key_prefix(redis.key_prefix())
+                .connect()
+                .await
+                .expect("connect");
+            handles.push(backend.into());
+        }
+        handles
+    };
+    let tasks: Vec<_> = handles
+        .into_iter()
+        .map(|coordination| {
+            tokio::spawn(async move {
+                // T = 72 s: nothing refills while the test runs.
+                let limiter = Gcra::new(&coordination, "api", 50, Duration::from_secs(3600), BURST)
+                    .expect("valid");
+                let mut granted = 0u64;
+                for _ in 0..ATTEMPTS {
+                    if limiter
+                        .acquire(b"hot", 1)
+                        .await
+                        .expect("acquire")
+                        .is_granted()
+                    {
+                        granted += 1;
+                    }
+                }
+                granted
+            })
+        })
+        .collect();
+    let mut granted = 0;
+    for task in tasks {
+        granted += task.await.expect("task");
+    }
+    assert_eq!(
+        granted, BURST,
+        "{CALLERS}×{ATTEMPTS} attempts against a burst of {BURST}"
+    );
+}

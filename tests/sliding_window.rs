@@ -1,0 +1,594 @@
+//! The sliding-window limiter against every server kind, the cluster and the memory backend.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use leasehold::backend::memory::MemoryBackend;
+use leasehold::backend::redis::RedisBackend;
+use leasehold::coordination::rate_limit::SlidingWindow;
+use leasehold::{Coordination, ErrorKind};
+use support::{ServerKind, cluster, shared, unique_prefix};
+
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    Server(ServerKind),
+    Cluster,
+    Memory,
+}
+
+fn redis_builder(target: Target) -> leasehold::backend::redis::RedisBackendBuilder {
+    match target {
+        Target::Server(kind) => RedisBackend::standalone(shared(kind).unix_url()),
+        Target::Cluster => RedisBackend::cluster(cluster().urls()),
+        Target::Memory => unreachable!("Redis targets only"),
+    }
+}
+
+async fn coordination(target: Target, test: &str) -> Coordination {
+    let prefix = unique_prefix(test);
+    if let Target::Memory = target {
+        return MemoryBackend::builder()
+            .key_prefix(prefix)
+            .build()
+            .expect("valid")
+            .into();
+    }
+    redis_builder(target)
+        .key_prefix(prefix)
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("connect to {target:?}: {e}"))
+        .into()
+}
+
+/// The physical key of a sliding-window limiter's client key (see `SlidingWindow` docs).
+fn storage_key(coordination: &Coordination, name: &str, key: &str) -> Vec<u8> {
+    let leasehold::backend::Backend::Redis(redis) = coordination.backend() else {
+        unreachable!("Redis targets only")
+    };
+    redis.physical_key(format!("rl:sw:{}:{name}:{key}", name.len()).as_bytes())
+}
+
+fn raw<T: redis::FromRedisValue>(target: Target, args: &[&[u8]]) -> T {
+    let mut cmd = redis::cmd(std::str::from_utf8(args[0]).expect("ascii command"));
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    match target {
+        Target::Server(kind) => cmd.query(&mut shared(kind).connection()).expect("raw"),
+        Target::Cluster => cmd
+            .query(&mut cluster().client().get_connection().expect("cluster"))
+            .expect("raw"),
+        Target::Memory => unreachable!("Redis targets only"),
+    }
+}
+
+/// The segments of a sliding-window key: segment end (ms since the epoch) → count.
+fn segments(target: Target, key: &[u8]) -> BTreeMap<u64, u64> {
+    raw(target, &[b"HGETALL", key])
+}
+
+/// The server's clock in milliseconds since the epoch.
+async fn server_ms(coordination: &Coordination) -> u64 {
+    let now = coordination.backend().server_time().await.expect("TIME");
+    u64::try_from(now.as_millis()).expect("ms fit")
+}
+
+macro_rules! scenario {
+    ($scenario:ident: $($name:ident => $target:expr),+ $(,)?) => {
+        mod $scenario {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$scenario($target).await
+                }
+            )+
+        }
+    };
+    ($scenario:ident redis) => {
+        scenario!($scenario:
+            redis7 => Target::Server(ServerKind::Redis7),
+            redis8 => Target::Server(ServerKind::Redis8),
+            valkey8 => Target::Server(ServerKind::Valkey8),
+            cluster => Target::Cluster);
+    };
+    ($scenario:ident) => {
+        scenario!($scenario:
+            redis7 => Target::Server(ServerKind::Redis7),
+            redis8 => Target::Server(ServerKind::Redis8),
+            valkey8 => Target::Server(ServerKind::Valkey8),
+            cluster => Target::Cluster,
+            memory => Target::Memory);
+    };
+}
+
+const MINUTE: Duration = Duration::from_secs(60);
+const MS: Duration = Duration::from_millis(1);
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(admits_exactly_the_limit_then_rejects_with_a_retry_time);
+
+async fn admits_exactly_the_limit_then_rejects_with_a_retry_time(target: Target) {
+    let coordination = coordination(target, "exact").await;
+    // Segments of 10 s: a permit stays counted between 60 and 70 s.
+    let limiter = SlidingWindow::new(&coordination, "api", 3, MINUTE, 6).expect("valid");
+    assert_eq!(limiter.policy().quota(), 3);
+    assert_eq!(limiter.policy().window(), MINUTE);
+    let counted = MINUTE / 2..=MINUTE + MINUTE / 6;
+    for remaining in [2, 1, 0] {
+        let decision = limiter.acquire(b"client", 1).await.expect("acquire");
+        assert!(decision.is_granted());
+        assert_eq!(decision.remaining(), remaining);
+        assert_eq!(decision.limit(), 3);
+        assert_eq!(decision.retry_after(), None);
+        assert!(counted.contains(&decision.reset_after()), "{decision:?}");
+    }
+    for _ in 0..3 {
+        let rejected = limiter.acquire(b"client", 1).await.expect("acquire");
+        assert!(!rejected.is_granted());
+        assert_eq!(rejected.remaining(), 0);
+        let wait = rejected
+            .retry_after()
+            .expect("a request that can succeed later");
+        assert!(counted.contains(&wait), "{rejected:?}");
+        assert!(wait <= rejected.reset_after(), "{rejected:?}");
+    }
+    // Another key is independent.
+    assert!(
+        limiter
+            .acquire(b"other", 1)
+            .await
+            .expect("acquire")
+            .is_granted()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(weighted_permits_and_the_limit_boundaries);
+
+async fn weighted_permits_and_the_limit_boundaries(target: Target) {
+    let coordination = coordination(target, "weights").await;
+    let limiter = SlidingWindow::new(&coordination, "api", 5, MINUTE, 6).expect("valid");
+
+    // More than the limit: rejected, no retry time, nothing consumed.
+    for permits in [6, u64::MAX] {
+        let impossible = limiter.acquire(b"k", permits).await.expect("acquire");
+        assert!(!impossible.is_granted());
+        assert_eq!(impossible.retry_after(), None);
+        assert_eq!(impossible.remaining(), 5);
+        assert_eq!(impossible.reset_after(), Duration::ZERO);
+    }
+
+    // A probe consumes nothing.
+    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    assert!(probe.is_granted());
+    assert_eq!(probe.remaining(), 5);
+    assert_eq!(probe.reset_after(), Duration::ZERO);
+
+    assert_eq!(
+        limiter.acquire(b"k", 3).await.expect("acquire").remaining(),
+        2
+    );
+    // 3 more would pass the limit: rejected and not counted.
+    let rejected = limiter.acquire(b"k", 3).await.expect("acquire");
+    assert!(!rejected.is_granted());
+    assert!(rejected.retry_after().is_some());
+    assert_eq!(rejected.remaining(), 2);
+    // Exactly reaching the limit is allowed.
+    let last = limiter.acquire(b"k", 2).await.expect("acquire");
+    assert!(last.is_granted());
+    assert_eq!(last.remaining(), 0);
+    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    assert!(probe.is_granted(), "a probe is never over the limit");
+    assert_eq!(probe.remaining(), 0);
+    assert!(probe.reset_after() > MINUTE / 2);
+    // Still no retry time for the impossible, but the state is reported.
+    let impossible = limiter.acquire(b"k", 6).await.expect("acquire");
+    assert_eq!(impossible.retry_after(), None);
+    assert!(impossible.reset_after() > MINUTE / 2);
+
+    // permits == limit on a fresh key.
+    let whole = limiter.acquire(b"fresh", 5).await.expect("acquire");
+    assert!(whole.is_granted());
+    assert_eq!(whole.remaining(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(retry_after_is_exact_and_frees_the_oldest_segment_first redis);
+
+async fn retry_after_is_exact_and_frees_the_oldest_segment_first(target: Target) {
+    let coordination = coordination(target, "retry").await;
+    let window = Duration::from_millis(300);
+    let limiter = SlidingWindow::new(&coordination, "api", 3, window, 3).expect("valid");
+    let started = Instant::now();
+    assert!(
+        limiter
+            .acquire(b"k", 2)
+            .await
+            .expect("acquire")
+            .is_granted()
+    );
+    // One segment later, the next permit lands in a later segment.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        limiter
+            .acquire(b"k", 1)
+            .await
+            .expect("acquire")
+            .is_granted()
+    );
+
+    let rejected = limiter.acquire(b"k", 2).await.expect("acquire");
+    assert!(!rejected.is_granted(), "{rejected:?}");
+    let wait = rejected.retry_after().expect("retry time");
+    // Only the first segment must leave, before the second one does.
+    assert!(wait < rejected.reset_after(), "{rejected:?}");
+    // Never early: the first permits stay counted a whole window after their grant.
+    assert!(wait + started.elapsed() + MS >= window, "{rejected:?}");
+
+    tokio::time::sleep(wait + Duration::from_millis(5)).await;
+    let granted = limiter.acquire(b"k", 2).await.expect("acquire");
+    assert!(granted.is_granted(), "{granted:?}");
+    assert_eq!(granted.remaining(), 0, "the second segment still counts");
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_frees_the_oldest_segments_first_at_the_exact_time() {
+    let backend = MemoryBackend::new();
+    let limiter =
+        SlidingWindow::new(&backend.clone().into(), "api", 10, SECOND, 10).expect("valid");
+    // At a segment boundary B, so every time below is exact.
+    align_to_segment(&backend, SEGMENT).await;
+    let first = limiter.acquire(b"k", 3).await.expect("acquire");
+    assert_eq!(first.remaining(), 7);
+    // Counted in the segment ending at B + 100 ms, until B + 1100 ms.
+    assert_eq!(first.reset_after(), ms(1100));
+
+    tokio::time::advance(ms(250)).await;
+    let second = limiter.acquire(b"k", 5).await.expect("acquire");
+    assert_eq!(second.remaining(), 2);
+    // The segment ending at B + 300 ms, until B + 1300 ms.
+    assert_eq!(second.reset_after(), ms(1050));
+
+    tokio::time::advance(ms(100)).await;
+    // B + 350 ms: 4 permits need 2 freed, the first segment frees 3 at B + 1100 ms.
+    let rejected = limiter.acquire(b"k", 4).await.expect("acquire");
+    assert!(!rejected.is_granted());
+    assert_eq!(rejected.remaining(), 2);
+    assert_eq!(rejected.retry_after(), Some(ms(750)));
+    assert_eq!(rejected.reset_after(), ms(950));
+    // 6 need both segments freed.
+    let rejected = limiter.acquire(b"k", 6).await.expect("acquire");
+    assert_eq!(rejected.retry_after(), Some(ms(950)));
+
+    tokio::time::advance(ms(749)).await;
+    let early = limiter.acquire(b"k", 4).await.expect("acquire");
+    assert!(!early.is_granted());
+    assert_eq!(early.retry_after(), Some(ms(1)));
+    tokio::time::advance(ms(1)).await;
+    let granted = limiter.acquire(b"k", 4).await.expect("acquire");
+    assert!(granted.is_granted());
+    assert_eq!(granted.remaining(), 1, "the second segment still counts");
+    // Now in the segment ending at B + 1200 ms, until B + 2200 ms.
+    assert_eq!(granted.reset_after(), ms(1100));
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_permits_are_never_freed_early_and_the_key_expires() {
+    let backend = MemoryBackend::new();
+    let limiter = SlidingWindow::new(&backend.clone().into(), "api", 2, SECOND, 10).expect("valid");
+    // A probe or a rejection creates nothing.
+    limiter.acquire(b"k", 0).await.expect("probe");
+    limiter.acquire(b"k", 3).await.expect("impossible");
+    assert_eq!(backend.len(), 0);
+
+    // Just after a boundary: the request is rounded forward to its segment's end.
+    align_to_segment(&backend, SEGMENT).await;
+    tokio::time::advance(ms(1)).await;
+    let granted = limiter.acquire(b"k", 2).await.expect("acquire");
+    assert_eq!(granted.reset_after(), ms(1099));
+    assert_eq!(backend.len(), 1);
+    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    assert_eq!(rejected.retry_after(), Some(ms(1099)));
+    assert_eq!(backend.len(), 1);
+
+    tokio::time::advance(ms(1098)).await;
+    assert!(
+        !limiter
+            .acquire(b"k", 1)
+            .await
+            .expect("acquire")
+            .is_granted()
+    );
+    tokio::time::advance(ms(1)).await;
+    assert_eq!(
+        backend.len(),
+        0,
+        "the key expires when its last segment leaves"
+    );
+    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    assert_eq!(
+        (probe.remaining(), probe.reset_after()),
+        (2, Duration::ZERO)
+    );
+    assert!(
+        limiter
+            .acquire(b"k", 2)
+            .await
+            .expect("acquire")
+            .is_granted()
+    );
+}
+
+const SECOND: Duration = Duration::from_secs(1);
+const SEGMENT: Duration = Duration::from_millis(100);
+
+fn ms(ms: u64) -> Duration {
+    Duration::from_millis(ms)
+}
+
+/// Advances paused time to the next segment boundary of the backend's epoch clock.
+async fn align_to_segment(backend: &MemoryBackend, segment: Duration) {
+    let into = backend.now().as_nanos() % segment.as_nanos();
+    if into != 0 {
+        let left = u64::try_from(segment.as_nanos() - into).expect("fits");
+        tokio::time::advance(Duration::from_nanos(left)).await;
+    }
+    assert_eq!(backend.now().as_nanos() % segment.as_nanos(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(storage_is_one_expiring_hash_on_the_servers_clock redis);
+
+async fn storage_is_one_expiring_hash_on_the_servers_clock(target: Target) {
+    let coordination = coordination(target, "storage").await;
+    let limiter = SlidingWindow::new(&coordination, "api", 5, MINUTE, 6).expect("valid");
+    let key = storage_key(&coordination, "api", "\u{0}binary");
+    // A probe or a rejection creates nothing.
+    limiter.acquire(b"\x00binary", 0).await.expect("probe");
+    limiter.acquire(b"\x00binary", 6).await.expect("impossible");
+    assert_eq!(raw::<i64>(target, &[b"EXISTS", &key]), 0);
+
+    let before = server_ms(&coordination).await;
+    limiter.acquire(b"\x00binary", 2).await.expect("acquire");
+    let after = server_ms(&coordination).await;
+    limiter.acquire(b"\x00binary", 4).await.expect("rejected");
+    assert_eq!(raw::<String>(target, &[b"TYPE", &key]), "hash");
+    // One field: the end of the server's 10 s segment holding the request.
+    let stored = segments(target, &key);
+    let (&end, &count) = stored.iter().next().expect("one segment");
+    assert_eq!((stored.len(), count), (1, 2), "{stored:?}");
+    let segment_end = |t: u64| t - t % 10_000 + 10_000;
+    assert!(
+        end == segment_end(before) || end == segment_end(after),
+        "{end} for server times {before}..={after}"
+    );
+    // It expires when that segment leaves the window.
+    let expires_at: u64 = raw(target, &[b"PEXPIRETIME", &key]);
+    assert_eq!(expires_at, end + 60_000);
+    let ttl: u64 = raw(target, &[b"PTTL", &key]);
+    assert!(ttl > 50_000 && ttl <= 70_000, "{ttl}");
+}
+
+scenario!(a_grant_prunes_the_segments_that_left_the_window redis);
+
+async fn a_grant_prunes_the_segments_that_left_the_window(target: Target) {
+    let coordination = coordination(target, "prune").await;
+    let limiter = SlidingWindow::new(&coordination, "api", 2, ms(200), 2).expect("valid");
+    let key = storage_key(&coordination, "api", "k");
+    assert!(
+        limiter
+            .acquire(b"k", 1)
+            .await
+            .expect("acquire")
+            .is_granted()
+    );
+    tokio::time::sleep(ms(100)).await;
+    assert!(
+        limiter
+            .acquire(b"k", 1)
+            .await
+            .expect("acquire")
+            .is_granted()
+    );
+    let before = segments(target, &key);
+    assert_eq!(before.len(), 2, "{before:?}");
+
+    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    let wait = rejected.retry_after().expect("retry time");
+    tokio::time::sleep(wait + ms(5)).await;
+    assert!(
+        limiter
+            .acquire(b"k", 1)
+            .await
+            .expect("acquire")
+            .is_granted()
+    );
+    let after = segments(target, &key);
+    let (oldest, second) = (before.keys().next(), before.keys().nth(1));
+    assert!(!after.contains_key(oldest.expect("two")), "{after:?}");
+    assert!(after.contains_key(second.expect("two")), "{after:?}");
+    assert_eq!(after.len(), 2, "{after:?}");
+}
+
+scenario!(corrupt_state_fails_without_change redis);
+
+async fn corrupt_state_fails_without_change(target: Target) {
+    let coordination = coordination(target, "corrupt").await;
+    let limiter = SlidingWindow::new(&coordination, "api", 5, MINUTE, 6).expect("valid");
+    let key = storage_key(&coordination, "api", "k");
+
+    let () = raw(target, &[b"SET", &key, b"not a hash"]);
+    let err = limiter.acquire(b"k", 1).await.expect_err("corrupt");
+    assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
+    assert_eq!(raw::<String>(target, &[b"GET", &key]), "not a hash");
+
+    let future = (server_ms(&coordination).await + 1_000).to_string();
+    for (field, value) in [
+        ("abc", "1"),
+        (future.as_str(), "x"),
+        (future.as_str(), "-1"),
+        (future.as_str(), "1.5"),
+        ("1.5", "1"),
+        ("99999999999999999999", "1"),
+    ] {
+        let () = raw(target, &[b"DEL", &key]);
+        let () = raw(target, &[b"HSET", &key, field.as_bytes(), value.as_bytes()]);
+        for permits in [0, 1] {
+            let err = limiter.acquire(b"k", permits).await.expect_err("corrupt");
+            assert_eq!(
+                err.kind(),
+                ErrorKind::CorruptState,
+                "{field}={value}: {err}"
+            );
+        }
+        let stored: BTreeMap<String, String> = raw(target, &[b"HGETALL", &key]);
+        assert_eq!(stored.len(), 1);
+        assert_eq!(stored.get(field).map(String::as_str), Some(value));
+        assert_eq!(raw::<i64>(target, &[b"PTTL", &key]), -1);
+    }
+
+    // A count that reads as a number but is no integer to HINCRBY: a grant fails before any
+    // write (the stale segment is not pruned). Both possible current segments hold one.
+    let big = SlidingWindow::new(&coordination, "big", 1_000_000, MINUTE, 1).expect("valid");
+    let big_key = storage_key(&coordination, "big", "k");
+    let now = server_ms(&coordination).await;
+    let end = now - now % 60_000 + 60_000;
+    let fields = [
+        end.to_string(),
+        (end + 60_000).to_string(),
+        (now - 120_000).to_string(),
+    ];
+    for (field, value) in fields.iter().zip(["1e3", "1e3", "1"]) {
+        let () = raw(
+            target,
+            &[b"HSET", &big_key, field.as_bytes(), value.as_bytes()],
+        );
+    }
+    let err = big.acquire(b"k", 1).await.expect_err("corrupt");
+    assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
+    let stored: BTreeMap<String, String> = raw(target, &[b"HGETALL", &big_key]);
+    assert_eq!(stored.len(), 3, "{stored:?}");
+    assert_eq!(stored.get(&fields[0]).map(String::as_str), Some("1e3"));
+
+    // Segments that lost their expiry are given it back instead of living forever.
+    let () = raw(target, &[b"DEL", &key]);
+    let () = raw(target, &[b"HSET", &key, future.as_bytes(), b"5"]);
+    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    assert!(!rejected.is_granted());
+    assert!(rejected.retry_after().is_some_and(|d| d <= MINUTE + SECOND));
+    let expires_at: u64 = raw(target, &[b"PEXPIRETIME", &key]);
+    assert_eq!(expires_at, future.parse::<u64>().expect("ms") + 60_000);
+    // ... and stale ones are dropped at once, even by a probe.
+    let stale = (server_ms(&coordination).await - 120_000).to_string();
+    let () = raw(target, &[b"DEL", &key]);
+    let () = raw(target, &[b"HSET", &key, stale.as_bytes(), b"5"]);
+    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    assert_eq!(
+        (probe.remaining(), probe.reset_after()),
+        (5, Duration::ZERO)
+    );
+    assert_eq!(raw::<i64>(target, &[b"EXISTS", &key]), 0);
+}
+
+#[tokio::test]
+async fn invalid_configuration_is_rejected_at_construction() {
+    let coordination = Coordination::memory();
+    for (limit, window, segments) in [
+        (0, MINUTE, 6),
+        (1 << 52, MINUTE, 6),
+        (u64::MAX, MINUTE, 6),
+        (1, Duration::ZERO, 1),
+        (1, Duration::from_micros(999), 1),
+        (1, Duration::from_micros(1500), 1),
+        (1, MINUTE, 0),
+        (1, Duration::from_secs(100), 1001),
+        (1, Duration::from_millis(1000), 3),
+        (1, Duration::from_millis(5), 10),
+        (1, Duration::from_millis((1 << 40) + 1), 1),
+    ] {
+        let err =
+            SlidingWindow::new(&coordination, "api", limit, window, segments).expect_err("invalid");
+        assert_eq!(
+            err.kind(),
+            ErrorKind::InvalidArgument,
+            "{limit} {window:?} {segments}"
+        );
+    }
+    for (limit, window, segments) in [
+        ((1 << 52) - 1, Duration::from_millis(1 << 40), 1),
+        (1, MS, 1),
+        (1, SECOND, 1000),
+    ] {
+        SlidingWindow::new(&coordination, "api", limit, window, segments).expect("valid");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(concurrent_callers_never_exceed_the_limit);
+
+async fn concurrent_callers_never_exceed_the_limit(target: Target) {
+    const LIMIT: u64 = 50;
+    const CALLERS: usize = 8;
+    const ATTEMPTS: usize = 40;
+    let first = coordination(target, "concurrent").await;
+    // Several independent connections (separate handles) sharing one prefix, as replicas do.
+    let handles: Vec<Coordination> = match target {
+        Target::Memory => vec![first; CALLERS],
+        _ => {
+            let leasehold::backend::Backend::Redis(redis) = first.backend() else {
+                unreachable!()
+            };
+            let prefix = redis.key_prefix().to_vec();
+            let mut handles = Vec::new();
+            for _ in 0..CALLERS {
+                let backend = redis_builder(target)
+                    .key_prefix(&prefix)
+                    .connect()
+                    .await
+                    .expect("connect");
+                handles.push(backend.into());
+            }
+            handles
+        }
+    };
+    let tasks: Vec<_> = handles
+        .into_iter()
+        .map(|coordination| {
+            tokio::spawn(async move {
+                // Nothing is freed for a minute: every grant counts against the limit.
+                let limiter =
+                    SlidingWindow::new(&coordination, "api", LIMIT, MINUTE, 6).expect("valid");
+                let mut granted = 0u64;
+                for _ in 0..ATTEMPTS {
+                    if limiter
+                        .acquire(b"hot", 1)
+                        .await
+                        .expect("acquire")
+                        .is_granted()
+                    {
+                        granted += 1;
+                    }
+                }
+                granted
+            })
+        })
+        .collect();
+    let mut granted = 0;
+    for task in tasks {
+        granted += task.await.expect("task");
+    }
+    assert_eq!(
+        granted, LIMIT,
+        "{CALLERS}×{ATTEMPTS} attempts against a limit of {LIMIT}"
+    );
+}
