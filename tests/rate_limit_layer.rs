@@ -362,3 +362,84 @@ async fn a_request_can_wait_for_permits_instead_of_a_429() {
     assert_eq!(http_get(&client, addr, "/", &[]).await.status, 429);
     assert!(started.elapsed() < Duration::from_secs(1));
 }
+
+#[tokio::test]
+async fn stacked_policies_are_all_listed_in_the_fields() {
+    use leasehold::coordination::rate_limit::RateLimitPolicy;
+
+    let coordination = redis(
+        shared(ServerKind::Redis7).unix_url(),
+        &unique_prefix("stacked"),
+    )
+    .await;
+    let layer = RedisRateLimitLayer::stacked(
+        &coordination,
+        "api",
+        [
+            RateLimitPolicy::new("second", 10, Duration::from_secs(1)),
+            RateLimitPolicy::new("day", 1000, Duration::from_secs(86_400)),
+        ],
+    )
+    .expect("valid")
+    .key(KeyExtractor::global())
+    .cost(|parts| {
+        parts
+            .headers
+            .get("x-cost")
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+            .unwrap_or(1)
+    })
+    .legacy_headers(true);
+    let app = Router::new()
+        .route(
+            "/",
+            get(|info: RateLimitInfo| async move {
+                let every: Vec<String> = info
+                    .policies()
+                    .iter()
+                    .zip(info.decision().policy_states())
+                    .map(|(policy, state)| format!("{}={}", policy.name(), state.remaining()))
+                    .collect();
+                format!("{} binds; {}", info.policy().name(), every.join(","))
+            }),
+        )
+        .layer(layer);
+    let addr = serve(app).await;
+    let client = client();
+    const POLICY: &str = r#""second";q=10;w=1, "day";q=1000;w=86400"#;
+
+    let reply = http_get(&client, addr, "/", &[]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body, "second binds; second=9,day=999");
+    assert_eq!(reply.header("ratelimit-policy"), Some(POLICY));
+    assert_eq!(
+        reply.header("ratelimit"),
+        Some(r#""second";r=9;t=1, "day";r=999;t=86400"#)
+    );
+    assert_eq!(reply.header("x-ratelimit-limit"), Some("10"));
+    assert_eq!(reply.header("x-ratelimit-remaining"), Some("9"));
+
+    let reply = http_get(&client, addr, "/", &[("x-cost", "9")]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        reply.header("ratelimit"),
+        Some(r#""second";r=0;t=1, "day";r=990;t=86400"#)
+    );
+
+    // The second is spent (within it, as three loopback requests are): 429, and the day
+    // counts nothing more.
+    let reply = http_get(&client, addr, "/", &[]).await;
+    assert_eq!(reply.status, 429);
+    assert_eq!(reply.header("retry-after"), Some("1"));
+    assert_eq!(reply.header("ratelimit-policy"), Some(POLICY));
+    assert_eq!(
+        reply.header("ratelimit"),
+        Some(r#""second";r=0;t=1, "day";r=990;t=86400"#)
+    );
+    assert_eq!(reply.header("x-ratelimit-limit"), Some("10"));
+    assert_eq!(reply.header("x-ratelimit-remaining"), Some("0"));
+    assert_eq!(reply.header("x-ratelimit-reset"), Some("1"));
+    // One field line each: every policy is a member of the same List.
+    assert_eq!(reply.headers.get_all("ratelimit").iter().count(), 1);
+    assert_eq!(reply.headers.get_all("ratelimit-policy").iter().count(), 1);
+}

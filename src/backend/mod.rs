@@ -21,6 +21,7 @@ pub(crate) mod rate_limit_reply;
 pub mod redis;
 pub(crate) mod sliding_window;
 mod slot;
+pub(crate) mod stacked_window;
 pub(crate) mod token_bucket;
 
 pub(crate) use key_prefix::KeyPrefix;

@@ -28,7 +28,7 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use sfv::{Integer, KeyRef, ListSerializer, StringRef, key_ref};
 
-use crate::coordination::rate_limit::{QuotaUnit, RateLimitDecision, RateLimitPolicy};
+use crate::coordination::rate_limit::{PolicyState, QuotaUnit, RateLimitPolicy};
 
 /// `RateLimit-Policy`: the policies that apply to the request.
 pub(crate) const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -53,17 +53,17 @@ const EFFECTIVE_WINDOW: &KeyRef = key_ref("t");
 /// `t` is the time until the quota is fully available again, in whole seconds rounded up so
 /// that a client waiting it out never comes back early; 0 when the quota is already whole.
 /// `None` for no entries, since an empty List is not sent at all.
-pub(crate) fn rate_limit(
-    entries: &[(&RateLimitPolicy, &RateLimitDecision)],
+pub(crate) fn rate_limit<'a>(
+    entries: impl IntoIterator<Item = (&'a RateLimitPolicy, &'a PolicyState)>,
 ) -> Option<HeaderValue> {
     let mut list = ListSerializer::new();
-    for (policy, decision) in entries {
+    for (policy, state) in entries {
         _ = list
             .bare_item(&*sf_string(policy.name()))
-            .parameter(REMAINING, sf_integer(decision.remaining()))
+            .parameter(REMAINING, sf_integer(state.remaining()))
             .parameter(
                 EFFECTIVE_WINDOW,
-                sf_integer(seconds_up(decision.reset_after())),
+                sf_integer(seconds_up(state.reset_after())),
             );
     }
     field_value(list)
@@ -77,16 +77,19 @@ pub(crate) fn retry_after(wait: Duration) -> HeaderValue {
     HeaderValue::from(seconds_up(wait))
 }
 
-/// Adds `RateLimit-Policy` and `RateLimit` for the given policies.
+/// Adds `RateLimit-Policy` and `RateLimit` for the given policies and their states, one
+/// member per policy in the order given.
 ///
 /// The values are appended rather than inserted: a List may be split over several field
 /// lines, so stacked rate-limit layers each add their own policies instead of hiding the
 /// others'.
-pub(crate) fn insert_rate_limit_headers(
-    headers: &mut HeaderMap,
-    entries: &[(&RateLimitPolicy, &RateLimitDecision)],
-) {
-    if let Some(value) = rate_limit_policy(entries.iter().map(|(policy, _)| *policy)) {
+pub(crate) fn insert_rate_limit_headers<'a, I>(headers: &mut HeaderMap, entries: I)
+where
+    I: IntoIterator<Item = (&'a RateLimitPolicy, &'a PolicyState)>,
+    I::IntoIter: Clone,
+{
+    let entries = entries.into_iter();
+    if let Some(value) = rate_limit_policy(entries.clone().map(|(policy, _)| policy)) {
         headers.append(RATELIMIT_POLICY, value);
     }
     if let Some(value) = rate_limit(entries) {
@@ -95,7 +98,7 @@ pub(crate) fn insert_rate_limit_headers(
 }
 
 /// Sets the `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` fields of
-/// one policy, for clients that predate the draft.
+/// one policy (the binding one, when there are several), for clients that predate the draft.
 ///
 /// `X-RateLimit-Reset` counts the seconds until the quota is fully available again (rounded
 /// up), as most API gateways do, rather than giving a Unix timestamp as some APIs do: a
@@ -103,16 +106,13 @@ pub(crate) fn insert_rate_limit_headers(
 pub(crate) fn insert_legacy_headers(
     headers: &mut HeaderMap,
     policy: &RateLimitPolicy,
-    decision: &RateLimitDecision,
+    state: &PolicyState,
 ) {
     headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(policy.quota()));
-    headers.insert(
-        X_RATELIMIT_REMAINING,
-        HeaderValue::from(decision.remaining()),
-    );
+    headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(state.remaining()));
     headers.insert(
         X_RATELIMIT_RESET,
-        HeaderValue::from(seconds_up(decision.reset_after())),
+        HeaderValue::from(seconds_up(state.reset_after())),
     );
 }
 
@@ -213,8 +213,8 @@ fn push_json_string(out: &mut String, s: &str) {
 mod tests {
     use super::*;
 
-    fn decision(remaining: u64, reset_after: Duration) -> RateLimitDecision {
-        RateLimitDecision::new(true, 100, remaining, reset_after, None)
+    fn decision(remaining: u64, reset_after: Duration) -> PolicyState {
+        PolicyState::new(100, remaining, reset_after)
     }
 
     fn text(value: &HeaderValue) -> &str {
@@ -246,7 +246,7 @@ mod tests {
     #[test]
     fn no_policies_no_field() {
         assert_eq!(rate_limit_policy([]), None);
-        assert_eq!(rate_limit(&[]), None);
+        assert_eq!(rate_limit([]), None);
     }
 
     #[test]
@@ -276,7 +276,7 @@ mod tests {
         let now = decision(50, Duration::from_millis(29_001));
         let today = decision(0, Duration::ZERO);
 
-        let value = rate_limit(&[(&minute, &now), (&day, &today)]).unwrap();
+        let value = rate_limit([(&minute, &now), (&day, &today)]).unwrap();
 
         assert_eq!(text(&value), r#""minute";r=50;t=30, "day";r=0;t=0"#);
     }
@@ -296,7 +296,7 @@ mod tests {
         let decision = decision(99, Duration::from_secs(60));
         let mut headers = HeaderMap::new();
 
-        insert_rate_limit_headers(&mut headers, &[(&policy, &decision)]);
+        insert_rate_limit_headers(&mut headers, [(&policy, &decision)]);
 
         assert_eq!(headers.len(), 2);
         assert_eq!(text(&headers[RATELIMIT_POLICY]), r#""default";q=100;w=60"#);
@@ -310,8 +310,8 @@ mod tests {
         let decision = decision(5, Duration::from_secs(1));
         let mut headers = HeaderMap::new();
 
-        insert_rate_limit_headers(&mut headers, &[(&inner, &decision)]);
-        insert_rate_limit_headers(&mut headers, &[(&outer, &decision)]);
+        insert_rate_limit_headers(&mut headers, [(&inner, &decision)]);
+        insert_rate_limit_headers(&mut headers, [(&outer, &decision)]);
 
         let policies: Vec<_> = headers.get_all(RATELIMIT_POLICY).iter().map(text).collect();
         assert_eq!(policies, [r#""inner";q=20;w=2"#, r#""outer";q=10;w=1"#]);
@@ -321,7 +321,7 @@ mod tests {
     #[test]
     fn nothing_to_insert() {
         let mut headers = HeaderMap::new();
-        insert_rate_limit_headers(&mut headers, &[]);
+        insert_rate_limit_headers(&mut headers, []);
         assert!(headers.is_empty());
     }
 

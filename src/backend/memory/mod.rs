@@ -15,6 +15,7 @@ mod clock;
 mod fixed_window;
 mod gcra;
 mod sliding_window;
+mod stacked_window;
 mod store;
 mod token_bucket;
 

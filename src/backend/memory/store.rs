@@ -18,6 +18,9 @@ pub(crate) enum Value {
     Bucket { tokens: u64, refilled_at: Instant },
     /// GCRA's theoretical arrival time.
     Tat(Instant),
+    /// Stacked fixed windows, one per policy in policy order: (count, window end). A window
+    /// whose end has passed counts nothing.
+    Windows(Vec<(u64, Instant)>),
 }
 
 #[derive(Debug)]

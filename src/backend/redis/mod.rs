@@ -24,6 +24,7 @@ mod fixed_window;
 mod gcra;
 mod script;
 mod sliding_window;
+mod stacked_window;
 mod token_bucket;
 
 pub use builder::{DEFAULT_CONNECTION_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, RedisBackendBuilder};

@@ -1,6 +1,9 @@
 //! The algorithms a [`RateLimiter`](super::RateLimiter) can run.
 
-use super::{FixedWindow, Gcra, RateLimitDecision, RateLimitPolicy, SlidingWindow, TokenBucket};
+use super::policy::Policies;
+use super::{
+    FixedWindow, Gcra, RateLimitDecision, RateLimitPolicy, SlidingWindow, Stacked, TokenBucket,
+};
 use crate::error::Result;
 
 /// One of the crate's rate-limit algorithms, each decided by one atomic backend step.
@@ -10,15 +13,34 @@ pub(crate) enum Algorithm {
     SlidingWindow(SlidingWindow),
     TokenBucket(TokenBucket),
     Gcra(Gcra),
+    Stacked(Stacked),
 }
 
 impl Algorithm {
+    /// The policy of a single-policy algorithm, the first one of [`Stacked`].
     pub(crate) fn policy(&self) -> &RateLimitPolicy {
         match self {
             Algorithm::FixedWindow(limiter) => limiter.policy(),
             Algorithm::SlidingWindow(limiter) => limiter.policy(),
             Algorithm::TokenBucket(limiter) => limiter.policy(),
             Algorithm::Gcra(limiter) => limiter.policy(),
+            Algorithm::Stacked(limiter) => limiter.policy(),
+        }
+    }
+
+    /// Every policy, in the order of the decisions' policy states.
+    pub(crate) fn policies(&self) -> &[RateLimitPolicy] {
+        match self {
+            Algorithm::Stacked(limiter) => limiter.policies(),
+            single => std::slice::from_ref(single.policy()),
+        }
+    }
+
+    /// The policies, cheap to clone into each request's information.
+    pub(crate) fn shared_policies(&self) -> Policies {
+        match self {
+            Algorithm::Stacked(limiter) => limiter.shared_policies(),
+            single => Policies::One(single.policy().clone()),
         }
     }
 
@@ -28,6 +50,7 @@ impl Algorithm {
             Algorithm::SlidingWindow(limiter) => limiter.acquire(key, permits).await,
             Algorithm::TokenBucket(limiter) => limiter.acquire(key, permits).await,
             Algorithm::Gcra(limiter) => limiter.acquire(key, permits).await,
+            Algorithm::Stacked(limiter) => limiter.acquire(key, permits).await,
         }
     }
 }
@@ -50,4 +73,4 @@ macro_rules! from_algorithm {
     };
 }
 
-from_algorithm!(FixedWindow, SlidingWindow, TokenBucket, Gcra);
+from_algorithm!(FixedWindow, SlidingWindow, TokenBucket, Gcra, Stacked);

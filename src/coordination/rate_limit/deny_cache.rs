@@ -26,7 +26,7 @@ struct State {
     next_sweep: Option<Instant>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Entry {
     /// The smallest request that was rejected: smaller ones may still fit.
     permits: u64,
@@ -51,7 +51,7 @@ impl DenyCache {
     pub(crate) fn check(&self, key: &[u8], permits: u64) -> Option<RateLimitDecision> {
         let now = Instant::now();
         let mut state = self.lock();
-        let entry = *state.entries.get(key)?;
+        let entry = state.entries.get(key)?;
         if now >= entry.until {
             state.entries.remove(key);
             return None;
@@ -59,15 +59,12 @@ impl DenyCache {
         if permits < entry.permits {
             return None;
         }
-        let elapsed = now - entry.decided_at;
-        let decision = entry.decision;
-        Some(RateLimitDecision::new(
-            false,
-            decision.limit(),
-            decision.remaining(),
-            decision.reset_after().saturating_sub(elapsed),
-            Some(entry.until - now),
-        ))
+        // Every policy's state is brought up to date, not only the binding one.
+        Some(
+            entry
+                .decision
+                .aged_rejection(now - entry.decided_at, entry.until - now),
+        )
     }
 
     /// Remembers a rejection that carries a retry time.
@@ -98,7 +95,7 @@ impl DenyCache {
             Entry {
                 permits,
                 until,
-                decision: *decision,
+                decision: decision.clone(),
                 decided_at: now,
             },
         );

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::algorithm::Algorithm;
 use super::deny_cache::DenyCache;
+use super::policy::Policies;
 use super::queue::{QueueOrder, Role, WaitQueue};
 use super::statistics::{Counters, RateLimitStatistics};
 use super::{RateLimitDecision, RateLimitPolicy};
@@ -25,7 +26,7 @@ use crate::error::{Error, ErrorKind, Result};
 ///
 /// Build it from any algorithm ([`FixedWindow`](super::FixedWindow),
 /// [`SlidingWindow`](super::SlidingWindow), [`TokenBucket`](super::TokenBucket),
-/// [`Gcra`](super::Gcra)) with `From`. Cheap to clone: clones share the queue, cache and
+/// [`Gcra`](super::Gcra), [`Stacked`](super::Stacked)) with `From`. Cheap to clone: clones share the queue, cache and
 /// statistics.
 ///
 /// # Example
@@ -108,9 +109,22 @@ impl RateLimiter {
         Self::build(self.inner.algorithm.clone(), settings)
     }
 
-    /// The limiter's policy.
+    /// The limiter's policy; for a [`Stacked`](super::Stacked) limiter, its first policy
+    /// (see [`policies`](Self::policies)).
     pub fn policy(&self) -> &RateLimitPolicy {
         self.inner.algorithm.policy()
+    }
+
+    /// Every policy of the limiter, in the order of each decision's
+    /// [`policy_states`](RateLimitDecision::policy_states): one, except for a
+    /// [`Stacked`](super::Stacked) limiter.
+    pub fn policies(&self) -> &[RateLimitPolicy] {
+        self.inner.algorithm.policies()
+    }
+
+    /// The policies, cheap to clone into each request's information.
+    pub(crate) fn shared_policies(&self) -> Policies {
+        self.inner.algorithm.shared_policies()
     }
 
     /// Asks for `permits` permits for `key` now, without waiting (see each algorithm's

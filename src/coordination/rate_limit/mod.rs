@@ -2,6 +2,8 @@
 //!
 //! Each limiter decides in one atomic step on the backend, with the backend's clock, and
 //! answers a [`RateLimitDecision`]. Permits are consumptive: nothing is given back.
+//! [`Stacked`] checks several fixed-window policies on one client key at once (for example
+//! 10 per second and 1000 per day), all or nothing.
 
 mod algorithm;
 mod decision;
@@ -13,15 +15,18 @@ mod limiter;
 mod policy;
 mod queue;
 mod sliding_window;
+mod stacked;
 mod statistics;
 mod token_bucket;
 
-pub use decision::RateLimitDecision;
+pub use decision::{PolicyState, RateLimitDecision};
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
 pub use limiter::RateLimiter;
+pub(crate) use policy::Policies;
 pub use policy::{QuotaUnit, RateLimitPolicy};
 pub use queue::QueueOrder;
 pub use sliding_window::SlidingWindow;
+pub use stacked::{MAX_STACKED_POLICIES, Stacked};
 pub use statistics::RateLimitStatistics;
 pub use token_bucket::TokenBucket;

@@ -85,3 +85,22 @@ impl RateLimitPolicy {
         self.unit
     }
 }
+
+/// A limiter's policies, cheap to clone into every request's
+/// [`RateLimitInfo`](crate::layer::rate_limit::RateLimitInfo): one policy is held as is, several
+/// are shared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Policies {
+    One(RateLimitPolicy),
+    Many(Arc<[RateLimitPolicy]>),
+}
+
+impl Policies {
+    /// The policies, in order; never empty.
+    pub(crate) fn as_slice(&self) -> &[RateLimitPolicy] {
+        match self {
+            Policies::One(policy) => std::slice::from_ref(policy),
+            Policies::Many(policies) => policies,
+        }
+    }
+}

@@ -9,7 +9,7 @@ use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use super::body::ResponseBody;
 use super::info::RateLimitInfo;
 use super::layer::Config;
-use crate::coordination::rate_limit::RateLimitDecision;
+use crate::coordination::rate_limit::{RateLimitDecision, RateLimitPolicy};
 use crate::layer::headers;
 use crate::layer::key::KeyError;
 
@@ -37,11 +37,8 @@ impl Answer {
     /// 429 for a rejected request.
     pub(crate) fn rejected(config: &Config, decision: &RateLimitDecision) -> Self {
         let mut answer = Answer::new(StatusCode::TOO_MANY_REQUESTS);
-        let policy = config.limiter.policy();
-        headers::insert_rate_limit_headers(&mut answer.headers, &[(policy, decision)]);
-        if config.legacy_headers {
-            headers::insert_legacy_headers(&mut answer.headers, policy, decision);
-        }
+        let policies = config.limiter.policies();
+        insert_fields(config, policies, decision, &mut answer.headers);
         if let Some(wait) = decision.retry_after() {
             answer
                 .headers
@@ -49,10 +46,20 @@ impl Answer {
         }
         if config.problem_json {
             let detail = match decision.retry_after() {
-                Some(_) => format!("The \"{}\" rate limit is exhausted.", policy.name()),
+                // The binding policy is one that rejected a request of 1 permit or more: it has
+                // fewer permits left than asked for, every policy that admitted it at least as
+                // many.
+                Some(_) => format!(
+                    "The \"{}\" rate limit is exhausted.",
+                    binding(policies, decision).name()
+                ),
+                // The request costs more than the smallest quota.
                 None => format!(
                     "The request costs more than the \"{}\" rate limit allows.",
-                    policy.name()
+                    policies
+                        .iter()
+                        .min_by_key(|policy| policy.quota())
+                        .map_or("", |policy| policy.name())
                 ),
             };
             answer.problem(&detail, decision.retry_after());
@@ -103,10 +110,7 @@ impl Answer {
 
     /// Adds the rate-limit fields to an allowed response.
     pub(crate) fn decorate(config: &Config, info: &RateLimitInfo, headers: &mut HeaderMap) {
-        headers::insert_rate_limit_headers(headers, &[(info.policy(), info.decision())]);
-        if config.legacy_headers {
-            headers::insert_legacy_headers(headers, info.policy(), info.decision());
-        }
+        insert_fields(config, info.policies(), info.decision(), headers);
     }
 
     fn problem(&mut self, detail: &str, retry_after: Option<Duration>) {
@@ -122,4 +126,31 @@ impl Answer {
         *response.headers_mut() = self.headers;
         response
     }
+}
+
+/// `RateLimit-Policy` and `RateLimit` with one member per policy, and the legacy fields of the
+/// binding policy when enabled.
+fn insert_fields(
+    config: &Config,
+    policies: &[RateLimitPolicy],
+    decision: &RateLimitDecision,
+    fields: &mut HeaderMap,
+) {
+    headers::insert_rate_limit_headers(fields, policies.iter().zip(decision.policy_states()));
+    if config.legacy_headers {
+        let index = decision.binding();
+        if let (Some(policy), Some(state)) =
+            (policies.get(index), decision.policy_states().get(index))
+        {
+            headers::insert_legacy_headers(fields, policy, state);
+        }
+    }
+}
+
+/// The policy whose numbers the decision's top-level accessors report.
+fn binding<'a>(
+    policies: &'a [RateLimitPolicy],
+    decision: &RateLimitDecision,
+) -> &'a RateLimitPolicy {
+    policies.get(decision.binding()).unwrap_or(&policies[0])
 }

@@ -132,7 +132,7 @@ where
                     let next = match outcome {
                         Ok(decision) if decision.is_granted() => {
                             let info =
-                                RateLimitInfo::new(config.limiter.policy().clone(), decision);
+                                RateLimitInfo::new(config.limiter.shared_policies(), decision);
                             request.extensions_mut().insert(info.clone());
                             State::Calling {
                                 future: service.call(request),

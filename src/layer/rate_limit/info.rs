@@ -1,9 +1,16 @@
 //! The decision a handler can read.
 
-use crate::coordination::rate_limit::{RateLimitDecision, RateLimitPolicy};
+use crate::coordination::rate_limit::{Policies, RateLimitDecision, RateLimitPolicy};
 
 /// The rate-limit decision for the current request, put in the request's extensions by
 /// [`RateLimit`](super::RateLimit) before it calls the inner service.
+///
+/// A limiter with several policies ([`Stacked`](crate::coordination::rate_limit::Stacked))
+/// shows them all: [`policies`](Self::policies) pairs, in order, with the decision's
+/// [`policy_states`](RateLimitDecision::policy_states). [`policy`](Self::policy) is the
+/// binding one, whose numbers the decision's [`remaining`](RateLimitDecision::remaining),
+/// [`limit`](RateLimitDecision::limit) and [`reset_after`](RateLimitDecision::reset_after)
+/// report.
 ///
 /// With the `axum` feature it is also an extractor; without it, read it from
 /// `request.extensions()`. When the backend failed and the layer is set to fail open, no
@@ -19,22 +26,40 @@ use crate::coordination::rate_limit::{RateLimitDecision, RateLimitPolicy};
 /// async fn handler(info: RateLimitInfo) -> String {
 ///     format!("{} of {} left", info.decision().remaining(), info.policy().quota())
 /// }
+///
+/// async fn every_policy(info: RateLimitInfo) -> String {
+///     info.policies()
+///         .iter()
+///         .zip(info.decision().policy_states())
+///         .map(|(policy, state)| format!("{}: {} left\n", policy.name(), state.remaining()))
+///         .collect()
+/// }
 /// # }
 /// ```
 #[derive(Debug, Clone)]
 pub struct RateLimitInfo {
-    policy: RateLimitPolicy,
+    policies: Policies,
     decision: RateLimitDecision,
 }
 
 impl RateLimitInfo {
-    pub(crate) fn new(policy: RateLimitPolicy, decision: RateLimitDecision) -> Self {
-        RateLimitInfo { policy, decision }
+    pub(crate) fn new(policies: Policies, decision: RateLimitDecision) -> Self {
+        RateLimitInfo { policies, decision }
     }
 
-    /// The policy that decided.
+    /// The binding policy: for a single-policy limiter its policy, for a stacked one the
+    /// policy with the fewest permits left (see [`RateLimitDecision`]).
     pub fn policy(&self) -> &RateLimitPolicy {
-        &self.policy
+        let policies = self.policies.as_slice();
+        policies
+            .get(self.decision.binding())
+            .unwrap_or(&policies[0])
+    }
+
+    /// Every policy of the limiter, in the order of the decision's
+    /// [`policy_states`](RateLimitDecision::policy_states).
+    pub fn policies(&self) -> &[RateLimitPolicy] {
+        self.policies.as_slice()
     }
 
     /// The decision for this request.

@@ -11,7 +11,8 @@ use tower_layer::Layer;
 use super::RateLimit;
 use crate::Coordination;
 use crate::coordination::rate_limit::{
-    FixedWindow, Gcra, QueueOrder, RateLimiter, SlidingWindow, TokenBucket,
+    FixedWindow, Gcra, QueueOrder, RateLimitPolicy, RateLimiter, SlidingWindow, Stacked,
+    TokenBucket,
 };
 use crate::error::Result;
 use crate::layer::FailurePolicy;
@@ -172,6 +173,41 @@ impl RedisRateLimitLayer {
         )?))
     }
 
+    /// A layer with a [`Stacked`] limiter: several fixed-window policies on each client key
+    /// (for example 10 per second and 1000 per day), checked and counted together. Responses
+    /// list every policy in `RateLimit-Policy` and each one's state in `RateLimit`; a 429's
+    /// `Retry-After` is the longest wait among the policies that rejected the request, and
+    /// the legacy `X-RateLimit-*` fields describe the binding policy (the fewest permits
+    /// left). Fails on invalid configuration (see [`Stacked::new`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leasehold::Coordination;
+    /// use leasehold::coordination::rate_limit::RateLimitPolicy;
+    /// use leasehold::layer::rate_limit::RedisRateLimitLayer;
+    ///
+    /// # fn main() -> leasehold::Result<()> {
+    /// let layer = RedisRateLimitLayer::stacked(
+    ///     &Coordination::memory(),
+    ///     "api",
+    ///     [
+    ///         RateLimitPolicy::new("second", 10, Duration::from_secs(1)),
+    ///         RateLimitPolicy::new("day", 1000, Duration::from_secs(86_400)),
+    ///     ],
+    /// )?;
+    /// assert_eq!(layer.limiter().policies().len(), 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn stacked(
+        coordination: &Coordination,
+        name: impl Into<String>,
+        policies: impl IntoIterator<Item = RateLimitPolicy>,
+    ) -> Result<Self> {
+        Ok(Self::new(Stacked::new(coordination, name, policies)?))
+    }
+
     /// How the client key is derived from each request.
     pub fn key(mut self, key: KeyExtractor) -> Self {
         self.config_mut().key = key;
@@ -179,7 +215,8 @@ impl RedisRateLimitLayer {
     }
 
     /// The permits a request costs, computed from its parts (1 when not set). A cost above
-    /// the limit is always rejected, without `Retry-After`.
+    /// the limit (with several policies, the smallest one) is always rejected, without
+    /// `Retry-After`.
     pub fn cost<F>(mut self, cost: F) -> Self
     where
         F: Fn(&Parts) -> u64 + Send + Sync + 'static,

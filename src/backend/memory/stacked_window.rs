@@ -1,0 +1,129 @@
+//! The stacked fixed-window step in process, with the same answers as the Lua script.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{MemoryBackend, Value};
+use crate::backend::stacked_window::{StackedWindowReply, StackedWindowStep, WindowReply};
+use crate::error::{Error, ErrorKind, Result};
+
+impl MemoryBackend {
+    /// Runs one stacked fixed-window step atomically.
+    pub(crate) fn stacked_window(&self, step: StackedWindowStep<'_>) -> Result<StackedWindowReply> {
+        let key = self.physical_key(step.key);
+        self.step(|store, now| {
+            let stored = match store.get_mut(&key, now) {
+                None => None,
+                Some(entry) => match &entry.value {
+                    Value::Windows(windows) => Some(windows),
+                    _ => {
+                        return Err(Error::new(
+                            ErrorKind::CorruptState,
+                            "the stacked-window key holds another primitive's state",
+                        ));
+                    }
+                },
+            };
+            // Each policy's window under way, if any: (count, end).
+            let live: Vec<(u64, Option<Instant>)> = (0..step.windows.len())
+                .map(
+                    |index| match stored.and_then(|windows| windows.get(index)) {
+                        Some(&(count, end)) if end > now => (count, Some(end)),
+                        _ => (0, None),
+                    },
+                )
+                .collect();
+            let fits = live
+                .iter()
+                .zip(step.windows)
+                .all(|((count, _), (limit, _))| count.saturating_add(step.permits) <= *limit);
+
+            if !fits || step.permits == 0 {
+                return Ok(StackedWindowReply {
+                    granted: fits,
+                    windows: live
+                        .iter()
+                        .map(|&(count, end)| WindowReply {
+                            count,
+                            ttl_ms: end.map(|end| ms_until(end, now)),
+                        })
+                        .collect(),
+                });
+            }
+
+            // Windows beyond this step's policies are kept, as the script leaves other
+            // fields of the hash alone.
+            let mut windows = stored.cloned().unwrap_or_default();
+            if windows.len() < live.len() {
+                windows.resize(live.len(), (0, now));
+            }
+            let mut latest = now;
+            let mut replies = Vec::with_capacity(live.len());
+            for (index, ((count, end), (_, window_ms))) in live.iter().zip(step.windows).enumerate()
+            {
+                let end = end.unwrap_or_else(|| now + Duration::from_millis(*window_ms));
+                let count = count + step.permits;
+                windows[index] = (count, end);
+                latest = latest.max(end);
+                replies.push(WindowReply {
+                    count,
+                    ttl_ms: Some(ms_until(end, now)),
+                });
+            }
+            store.insert(&key, Value::Windows(windows), Some(latest), now)?;
+            Ok(StackedWindowReply {
+                granted: true,
+                windows: replies,
+            })
+        })
+    }
+}
+
+/// Whole milliseconds from `now` until `deadline`, rounded up: waiting that long always
+/// reaches it, as the script's millisecond clock does.
+fn ms_until(deadline: Instant, now: Instant) -> u64 {
+    let left = deadline.saturating_duration_since(now).as_nanos();
+    u64::try_from(left.div_ceil(1_000_000)).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn another_primitives_state_is_corrupt_and_left_alone() {
+        let backend = MemoryBackend::new();
+        backend
+            .step(|store, now| store.insert(b"k", Value::Int(7), None, now))
+            .expect("insert");
+        let step = StackedWindowStep {
+            key: b"k",
+            permits: 1,
+            windows: &[(5, 1_000), (50, 60_000)],
+        };
+        let err = backend.stacked_window(step).expect_err("corrupt");
+        assert_eq!(err.kind(), ErrorKind::CorruptState);
+        let value = backend.step(|store, now| store.get_mut(b"k", now).map(|e| e.value.clone()));
+        assert_eq!(value, Some(Value::Int(7)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_key_lives_until_its_last_window_ends() {
+        let backend = MemoryBackend::new();
+        let step = StackedWindowStep {
+            key: b"k",
+            permits: 1,
+            windows: &[(5, 1_000), (50, 60_000)],
+        };
+        let reply = backend.stacked_window(step).expect("step");
+        assert!(reply.granted);
+        let expires =
+            backend.step(|store, now| store.get_mut(b"k", now).and_then(|e| e.expires_at()));
+        assert_eq!(
+            expires,
+            Some(Instant::now() + Duration::from_secs(60)),
+            "the longest window"
+        );
+    }
+}

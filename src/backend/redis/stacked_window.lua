@@ -1,0 +1,91 @@
+-- Stacked fixed windows: one fixed window per policy on one client key, all in one hash,
+-- checked together and counted all or nothing. Each window's first counted request fixes its
+-- end; a window whose end has passed is empty. A rejected request consumes nothing, and a
+-- probe (0 permits) creates nothing; neither writes, except to give back a lost expiry.
+--
+-- KEYS[1]  the windows: a hash, field = policy index ("0", "1", ...), value =
+--          "<count>:<window end, ms since the epoch on the server's clock>"
+-- ARGV[1]  permits asked for (>= 0, at most the smallest limit + 1)
+-- ARGV[2k], ARGV[2k + 1]  policy k - 1's permits per window (1 ..= 2^52 - 1) and window
+--          length in milliseconds (1 ..= 2^40), for k = 1 ..= 16
+--
+-- Every number stays below 2^53, so Lua's doubles hold it exactly.
+-- Returns {granted (1/0), then per policy: its count after the step, ms until its window
+-- ends (-1: no window under way)}, or {-1} when the state is not a hash of such values
+-- (corrupt state; nothing changed).
+local tonumber = tonumber
+local permits = tonumber(ARGV[1])
+local n = (#ARGV - 1) / 2
+local MAX_COUNT = 4503599627370495 -- 2^52 - 1, the largest limit
+local MAX_END = 9007199254740991 -- 2^53 - 1
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+local names = {}
+for i = 1, n do
+    names[i] = tostring(i - 1)
+end
+local raw = redis.pcall('HMGET', KEYS[1], unpack(names))
+if raw.err then
+    return {-1}
+end
+
+-- Validate everything before any write.
+local counts, ends = {}, {}
+local present, newest, fits = false, 0, true
+for i = 1, n do
+    local count, finish = 0, 0
+    if raw[i] then
+        present = true
+        local c, f = string.match(raw[i], '^(%d+):(%d+)$')
+        count, finish = tonumber(c), tonumber(f)
+        if not (count and finish) or count > MAX_COUNT or finish > MAX_END then
+            return {-1}
+        end
+        if finish > newest then
+            newest = finish
+        end
+        if finish <= now then
+            -- The window ended: it counts nothing, and the next grant starts a new one.
+            count, finish = 0, 0
+        end
+    end
+    counts[i], ends[i] = count, finish
+    if count + permits > tonumber(ARGV[2 * i]) then
+        fits = false
+    end
+end
+
+if fits and permits > 0 then
+    local fields, latest = {}, 0
+    for i = 1, n do
+        if ends[i] == 0 then
+            ends[i] = now + tonumber(ARGV[2 * i + 1])
+        end
+        if ends[i] > latest then
+            latest = ends[i]
+        end
+        counts[i] = counts[i] + permits
+        fields[2 * i - 1] = names[i]
+        fields[2 * i] = string.format('%d:%d', counts[i], ends[i])
+    end
+    redis.call('HSET', KEYS[1], unpack(fields))
+    -- The key lives until its last window ends.
+    redis.call('PEXPIREAT', KEYS[1], string.format('%d', latest))
+elseif present and redis.call('PTTL', KEYS[1]) == -1 then
+    -- Windows without expiry would outlive their use: give it back (a time in the past
+    -- deletes a key whose windows all ended).
+    redis.call('PEXPIREAT', KEYS[1], string.format('%d', newest))
+end
+
+local reply = {fits and 1 or 0}
+for i = 1, n do
+    reply[2 * i] = counts[i]
+    if ends[i] > 0 then
+        reply[2 * i + 1] = ends[i] - now
+    else
+        reply[2 * i + 1] = -1
+    end
+end
+return reply

@@ -1,0 +1,50 @@
+//! The stacked fixed-window step, shared by both backends: several fixed windows on one
+//! client key, checked together and counted all or nothing.
+
+use crate::backend::Backend;
+use crate::error::Result;
+
+/// One stacked acquisition, on a physical key chosen by the limiter.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StackedWindowStep<'a> {
+    /// The user key (the backend applies its prefix).
+    pub(crate) key: &'a [u8],
+    /// Permits asked for; 0 probes without consuming or creating anything.
+    pub(crate) permits: u64,
+    /// Per policy, in order: (permits per window, at least 1; window in whole ms, at least
+    /// 1). The policy's index names its window in the stored state.
+    pub(crate) windows: &'a [(u64, u64)],
+}
+
+/// One policy's window after the step, from the backend's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WindowReply {
+    /// The window's count after the step (0 when no window is under way).
+    pub(crate) count: u64,
+    /// Milliseconds until the window ends; `None` when no window is under way.
+    pub(crate) ttl_ms: Option<u64>,
+}
+
+/// The step's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StackedWindowReply {
+    /// Whether the permits were counted, in every window.
+    pub(crate) granted: bool,
+    /// One per policy, in the step's order.
+    pub(crate) windows: Vec<WindowReply>,
+}
+
+impl Backend {
+    /// Runs one stacked fixed-window step atomically.
+    pub(crate) async fn stacked_window(
+        &self,
+        step: StackedWindowStep<'_>,
+    ) -> Result<StackedWindowReply> {
+        match self {
+            // Boxed: the redis-rs futures below are deeply nested types, and callers nest
+            // this one further (timeouts, layers, user code).
+            Backend::Redis(redis) => Box::pin(redis.stacked_window(step)).await,
+            Backend::Memory(memory) => memory.stacked_window(step),
+        }
+    }
+}
