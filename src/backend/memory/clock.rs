@@ -37,3 +37,19 @@ impl Clock {
         self.origin_since_epoch + instant.saturating_duration_since(self.origin)
     }
 }
+
+/// Whole milliseconds in `duration`, rounded up: waiting the reported time always reaches
+/// the moment it stands for, as with the millisecond clock of the Lua scripts.
+pub(crate) fn millis_up(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
+}
+
+/// Whole milliseconds from `now` until `deadline` (0 once it passed), rounded up.
+pub(crate) fn millis_until(deadline: Instant, now: Instant) -> u64 {
+    millis_up(deadline.saturating_duration_since(now))
+}
+
+/// Whole microseconds in `duration`, rounded up.
+pub(crate) fn micros_up(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX)
+}

@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
+use super::clock::millis_until;
 use super::{MemoryBackend, Value};
 use crate::backend::fixed_window::{FixedWindowReply, FixedWindowStep};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 
 impl MemoryBackend {
     /// Runs one fixed-window step atomically.
@@ -16,18 +17,12 @@ impl MemoryBackend {
                 Some(entry) => match entry.value {
                     Value::Int(count) => (u64::try_from(count).unwrap_or(0), entry.expires_at()),
                     _ => {
-                        return Err(Error::new(
-                            ErrorKind::CorruptState,
-                            "the fixed-window key holds another primitive's state",
-                        ));
+                        return Err(super::other_state("fixed-window"));
                     }
                 },
             };
-            let ttl_ms = |deadline: tokio::time::Instant| {
-                let left = deadline.saturating_duration_since(now);
-                // Round up like Redis' PTTL never reports a live key as 0 ms.
-                u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1)
-            };
+            // A live key has time left, so this is never 0 ms, as with Redis' PTTL.
+            let ttl_ms = |deadline| millis_until(deadline, now);
             if count.saturating_add(step.permits) > step.limit || step.permits == 0 {
                 return Ok(FixedWindowReply {
                     granted: step.permits == 0 && count <= step.limit,

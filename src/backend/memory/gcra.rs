@@ -2,10 +2,11 @@
 
 use std::time::Duration;
 
+use super::clock::micros_up;
 use super::{MemoryBackend, Value};
 use crate::backend::gcra::{GcraStep, reply_from_micros};
 use crate::backend::rate_limit_reply::RateLimitReply;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 
 impl MemoryBackend {
     /// Runs one GCRA step atomically. The TAT is stored as an instant and expires when it
@@ -20,10 +21,7 @@ impl MemoryBackend {
                     // which is never in the client's favour.
                     Value::Tat(tat) => micros_up(tat.saturating_duration_since(now)),
                     _ => {
-                        return Err(Error::new(
-                            ErrorKind::CorruptState,
-                            "the GCRA key holds another primitive's state",
-                        ));
+                        return Err(super::other_state("GCRA"));
                     }
                 },
             };
@@ -42,8 +40,4 @@ impl MemoryBackend {
             Ok(reply_from_micros(true, remaining, new_ahead, None))
         })
     }
-}
-
-fn micros_up(duration: Duration) -> u64 {
-    u64::try_from(duration.as_nanos().div_ceil(1000)).unwrap_or(u64::MAX)
 }

@@ -29,7 +29,7 @@ use tokio::time::Instant;
 
 use self::clock::Clock;
 use crate::backend::KeyPrefix;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// Default bound on the number of live keys.
 pub const DEFAULT_MAX_KEYS: usize = 100_000;
@@ -131,6 +131,14 @@ impl MemoryBackend {
     }
 }
 
+/// The error of a step that finds another primitive's state under its key.
+pub(crate) fn other_state(primitive: &str) -> Error {
+    Error::new(
+        ErrorKind::CorruptState,
+        format!("the {primitive} key holds another primitive's state"),
+    )
+}
+
 impl Default for MemoryBackend {
     fn default() -> Self {
         Self::new()
@@ -191,6 +199,82 @@ impl MemoryBackendBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::fixed_window::FixedWindowStep;
+    use crate::backend::gcra::GcraStep;
+    use crate::backend::sliding_window::SlidingWindowStep;
+    use crate::backend::stacked_window::StackedWindowStep;
+    use crate::backend::token_bucket::TokenBucketStep;
+
+    /// Every step finds another primitive's state under its key corrupt, and leaves it.
+    #[tokio::test]
+    async fn steps_refuse_another_primitives_state() {
+        let backend = MemoryBackend::new();
+        let stored = |value: Value| {
+            backend
+                .step(|store, now| store.insert(b"k", value, None, now))
+                .expect("insert");
+        };
+        let unchanged = |value: Value| {
+            let now_value =
+                backend.step(|store, now| store.get_mut(b"k", now).map(|e| e.value.clone()));
+            assert_eq!(now_value, Some(value));
+        };
+        let (key, permits) = (b"k".as_slice(), 1);
+
+        let tat = Value::Tat(Instant::now());
+        stored(tat.clone());
+        let errors = [
+            backend
+                .fixed_window(FixedWindowStep {
+                    key,
+                    permits,
+                    limit: 5,
+                    window_ms: 1_000,
+                })
+                .map(drop),
+            backend
+                .sliding_window(SlidingWindowStep {
+                    key,
+                    permits,
+                    limit: 5,
+                    window_ms: 1_000,
+                    segment_ms: 100,
+                })
+                .map(drop),
+            backend
+                .token_bucket(TokenBucketStep {
+                    key,
+                    permits,
+                    limit: 5,
+                    tokens_per_period: 1,
+                    period_ms: 1_000,
+                })
+                .map(drop),
+            backend
+                .stacked_window(StackedWindowStep {
+                    key,
+                    permits,
+                    windows: &[(5, 1_000), (50, 60_000)],
+                })
+                .map(drop),
+        ];
+        for result in errors {
+            assert_eq!(result.expect_err("corrupt").kind(), ErrorKind::CorruptState);
+        }
+        unchanged(tat);
+
+        stored(Value::Int(7));
+        let err = backend
+            .gcra(GcraStep {
+                key,
+                permits,
+                interval_us: 1_000,
+                burst: 5,
+            })
+            .expect_err("corrupt");
+        assert_eq!(err.kind(), ErrorKind::CorruptState);
+        unchanged(Value::Int(7));
+    }
 
     #[tokio::test(start_paused = true)]
     async fn clock_follows_paused_time() {

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::clock::millis_until;
 use super::{MemoryBackend, Value};
 use crate::backend::rate_limit_reply::RateLimitReply;
 use crate::backend::sliding_window::SlidingWindowStep;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 
 impl MemoryBackend {
     /// Runs one sliding-window step atomically.
@@ -23,10 +24,7 @@ impl MemoryBackend {
                 Some(entry) => match &mut entry.value {
                     Value::Segments(segments) => Some(segments),
                     _ => {
-                        return Err(Error::new(
-                            ErrorKind::CorruptState,
-                            "the sliding-window key holds another primitive's state",
-                        ));
+                        return Err(super::other_state("sliding-window"));
                     }
                 },
             };
@@ -65,7 +63,7 @@ impl MemoryBackend {
                 return Ok(RateLimitReply {
                     granted: true,
                     remaining: step.limit - count - step.permits,
-                    reset_after_ms: ms_until(newest + window, now),
+                    reset_after_ms: millis_until(newest + window, now),
                     retry_after_ms: None,
                 });
             }
@@ -79,7 +77,7 @@ impl MemoryBackend {
             };
             let reset_after_ms = live_segments()
                 .next_back()
-                .map_or(0, |(end, _)| ms_until(*end + window, now));
+                .map_or(0, |(end, _)| millis_until(*end + window, now));
             let remaining = step.limit.saturating_sub(count);
             if count.saturating_add(step.permits) <= step.limit {
                 return Ok(RateLimitReply {
@@ -96,7 +94,7 @@ impl MemoryBackend {
                 for (end, counted) in live_segments() {
                     needed = needed.saturating_sub(*counted);
                     if needed == 0 {
-                        retry_after_ms = Some(ms_until(*end + window, now));
+                        retry_after_ms = Some(millis_until(*end + window, now));
                         break;
                     }
                 }
@@ -108,36 +106,5 @@ impl MemoryBackend {
                 retry_after_ms,
             })
         })
-    }
-}
-
-/// Whole milliseconds from `now` until `deadline`, rounded up: waiting that long always
-/// reaches it, as the script's millisecond clock does.
-fn ms_until(deadline: Instant, now: Instant) -> u64 {
-    let left = deadline.saturating_duration_since(now).as_nanos();
-    u64::try_from(left.div_ceil(1_000_000)).unwrap_or(u64::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn another_primitives_state_is_corrupt_and_left_alone() {
-        let backend = MemoryBackend::new();
-        backend
-            .step(|store, now| store.insert(b"k", Value::Int(7), None, now))
-            .expect("insert");
-        let step = SlidingWindowStep {
-            key: b"k",
-            permits: 1,
-            limit: 5,
-            window_ms: 1_000,
-            segment_ms: 100,
-        };
-        let err = backend.sliding_window(step).expect_err("corrupt");
-        assert_eq!(err.kind(), ErrorKind::CorruptState);
-        let value = backend.step(|store, now| store.get_mut(b"k", now).map(|e| e.value.clone()));
-        assert_eq!(value, Some(Value::Int(7)));
     }
 }

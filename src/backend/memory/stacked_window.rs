@@ -4,9 +4,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::clock::millis_until;
 use super::{MemoryBackend, Value};
 use crate::backend::stacked_window::{StackedWindowReply, StackedWindowStep, WindowReply};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 
 impl MemoryBackend {
     /// Runs one stacked fixed-window step atomically.
@@ -18,10 +19,7 @@ impl MemoryBackend {
                 Some(entry) => match &entry.value {
                     Value::Windows(windows) => Some(windows),
                     _ => {
-                        return Err(Error::new(
-                            ErrorKind::CorruptState,
-                            "the stacked-window key holds another primitive's state",
-                        ));
+                        return Err(super::other_state("stacked-window"));
                     }
                 },
             };
@@ -46,7 +44,7 @@ impl MemoryBackend {
                         .iter()
                         .map(|&(count, end)| WindowReply {
                             count,
-                            ttl_ms: end.map(|end| ms_until(end, now)),
+                            ttl_ms: end.map(|end| millis_until(end, now)),
                         })
                         .collect(),
                 });
@@ -68,7 +66,7 @@ impl MemoryBackend {
                 latest = latest.max(end);
                 replies.push(WindowReply {
                     count,
-                    ttl_ms: Some(ms_until(end, now)),
+                    ttl_ms: Some(millis_until(end, now)),
                 });
             }
             store.insert(&key, Value::Windows(windows), Some(latest), now)?;
@@ -80,33 +78,9 @@ impl MemoryBackend {
     }
 }
 
-/// Whole milliseconds from `now` until `deadline`, rounded up: waiting that long always
-/// reaches it, as the script's millisecond clock does.
-fn ms_until(deadline: Instant, now: Instant) -> u64 {
-    let left = deadline.saturating_duration_since(now).as_nanos();
-    u64::try_from(left.div_ceil(1_000_000)).unwrap_or(u64::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn another_primitives_state_is_corrupt_and_left_alone() {
-        let backend = MemoryBackend::new();
-        backend
-            .step(|store, now| store.insert(b"k", Value::Int(7), None, now))
-            .expect("insert");
-        let step = StackedWindowStep {
-            key: b"k",
-            permits: 1,
-            windows: &[(5, 1_000), (50, 60_000)],
-        };
-        let err = backend.stacked_window(step).expect_err("corrupt");
-        assert_eq!(err.kind(), ErrorKind::CorruptState);
-        let value = backend.step(|store, now| store.get_mut(b"k", now).map(|e| e.value.clone()));
-        assert_eq!(value, Some(Value::Int(7)));
-    }
 
     #[tokio::test(start_paused = true)]
     async fn the_key_lives_until_its_last_window_ends() {

@@ -2,10 +2,11 @@
 
 use std::time::Duration;
 
+use super::clock::millis_up;
 use super::{MemoryBackend, Value};
 use crate::backend::rate_limit_reply::RateLimitReply;
 use crate::backend::token_bucket::TokenBucketStep;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 
 impl MemoryBackend {
     /// Runs one token-bucket step atomically.
@@ -22,10 +23,7 @@ impl MemoryBackend {
                         refilled_at,
                     } => (tokens.min(step.limit), refilled_at),
                     _ => {
-                        return Err(Error::new(
-                            ErrorKind::CorruptState,
-                            "the token-bucket key holds another primitive's state",
-                        ));
+                        return Err(super::other_state("token-bucket"));
                     }
                 },
             };
@@ -77,34 +75,5 @@ impl MemoryBackend {
                 retry_after_ms: None,
             })
         })
-    }
-}
-
-/// Whole milliseconds, rounded up: waiting the reported time must be enough.
-fn millis_up(duration: Duration) -> u64 {
-    u64::try_from(duration.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn another_primitives_state_is_corrupt_and_left_alone() {
-        let backend = MemoryBackend::new();
-        backend
-            .step(|store, now| store.insert(b"k", Value::Int(7), None, now))
-            .expect("insert");
-        let step = TokenBucketStep {
-            key: b"k",
-            permits: 1,
-            limit: 5,
-            tokens_per_period: 1,
-            period_ms: 1_000,
-        };
-        let err = backend.token_bucket(step).expect_err("corrupt");
-        assert_eq!(err.kind(), ErrorKind::CorruptState);
-        let value = backend.step(|store, now| store.get_mut(b"k", now).map(|e| e.value.clone()));
-        assert_eq!(value, Some(Value::Int(7)));
     }
 }
