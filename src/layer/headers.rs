@@ -77,20 +77,20 @@ pub(crate) fn retry_after(wait: Duration) -> HeaderValue {
     HeaderValue::from(seconds_up(wait))
 }
 
-/// Adds `RateLimit-Policy` and `RateLimit` for the given policies and their states, one
+/// Adds `RateLimit-Policy` (its value made once per layer by [`rate_limit_policy`], since
+/// the policies never change) and `RateLimit` for the given policies and their states, one
 /// member per policy in the order given.
 ///
 /// The values are appended rather than inserted: a List may be split over several field
 /// lines, so stacked rate-limit layers each add their own policies instead of hiding the
 /// others'.
-pub(crate) fn insert_rate_limit_headers<'a, I>(headers: &mut HeaderMap, entries: I)
-where
-    I: IntoIterator<Item = (&'a RateLimitPolicy, &'a PolicyState)>,
-    I::IntoIter: Clone,
-{
-    let entries = entries.into_iter();
-    if let Some(value) = rate_limit_policy(entries.clone().map(|(policy, _)| policy)) {
-        headers.append(RATELIMIT_POLICY, value);
+pub(crate) fn insert_rate_limit_headers<'a>(
+    headers: &mut HeaderMap,
+    policy_field: Option<&HeaderValue>,
+    entries: impl IntoIterator<Item = (&'a RateLimitPolicy, &'a PolicyState)>,
+) {
+    if let Some(value) = policy_field {
+        headers.append(RATELIMIT_POLICY, value.clone());
     }
     if let Some(value) = rate_limit(entries) {
         headers.append(RATELIMIT, value);
@@ -144,7 +144,7 @@ pub(crate) fn problem_json(
 /// The window is in whole seconds rounded up, and at least 1: the draft allows no zero or
 /// sub-second window, and rounding down would promise the quota over a shorter window than
 /// the one enforced. `None` for no policies, since an empty List is not sent at all.
-fn rate_limit_policy<'a>(
+pub(crate) fn rate_limit_policy<'a>(
     policies: impl IntoIterator<Item = &'a RateLimitPolicy>,
 ) -> Option<HeaderValue> {
     let mut list = ListSerializer::new();
@@ -296,7 +296,11 @@ mod tests {
         let decision = decision(99, Duration::from_secs(60));
         let mut headers = HeaderMap::new();
 
-        insert_rate_limit_headers(&mut headers, [(&policy, &decision)]);
+        insert_rate_limit_headers(
+            &mut headers,
+            rate_limit_policy([&policy]).as_ref(),
+            [(&policy, &decision)],
+        );
 
         assert_eq!(headers.len(), 2);
         assert_eq!(text(&headers[RATELIMIT_POLICY]), r#""default";q=100;w=60"#);
@@ -310,8 +314,16 @@ mod tests {
         let decision = decision(5, Duration::from_secs(1));
         let mut headers = HeaderMap::new();
 
-        insert_rate_limit_headers(&mut headers, [(&inner, &decision)]);
-        insert_rate_limit_headers(&mut headers, [(&outer, &decision)]);
+        insert_rate_limit_headers(
+            &mut headers,
+            rate_limit_policy([&inner]).as_ref(),
+            [(&inner, &decision)],
+        );
+        insert_rate_limit_headers(
+            &mut headers,
+            rate_limit_policy([&outer]).as_ref(),
+            [(&outer, &decision)],
+        );
 
         let policies: Vec<_> = headers.get_all(RATELIMIT_POLICY).iter().map(text).collect();
         assert_eq!(policies, [r#""inner";q=20;w=2"#, r#""outer";q=10;w=1"#]);
@@ -321,7 +333,7 @@ mod tests {
     #[test]
     fn nothing_to_insert() {
         let mut headers = HeaderMap::new();
-        insert_rate_limit_headers(&mut headers, []);
+        insert_rate_limit_headers(&mut headers, rate_limit_policy([]).as_ref(), []);
         assert!(headers.is_empty());
     }
 

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::key::limiter_key;
+use super::key::LimiterKeys;
 use super::{RateLimitDecision, RateLimitPolicy};
 use crate::Coordination;
 use crate::backend::fixed_window::FixedWindowStep;
@@ -56,7 +56,7 @@ use crate::error::{Error, Result};
 #[derive(Clone)]
 pub struct FixedWindow {
     coordination: Coordination,
-    name: Box<[u8]>,
+    keys: LimiterKeys,
     policy: RateLimitPolicy,
     window_ms: u64,
 }
@@ -90,7 +90,7 @@ impl FixedWindow {
         }
         Ok(FixedWindow {
             coordination: coordination.clone(),
-            name: name.as_bytes().into(),
+            keys: LimiterKeys::new(b"fw", name.as_bytes()),
             policy: RateLimitPolicy::new(name, limit, Duration::from_millis(window_ms)),
             window_ms,
         })
@@ -117,7 +117,7 @@ impl FixedWindow {
         // An impossible request still reads the state (for the response fields) but must
         // never be counted; limit + 1 keeps it impossible and within Redis integers.
         let asked = permits.min(limit + 1);
-        let storage_key = limiter_key(b"fw", &self.name, key);
+        let storage_key = self.keys.for_client(key);
         let reply = self
             .coordination
             .backend()

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::key::limiter_key;
+use super::key::LimiterKeys;
 use super::{RateLimitDecision, RateLimitPolicy};
 use crate::Coordination;
 use crate::backend::gcra::{GcraStep, MAX_TOLERANCE_US};
@@ -74,7 +74,7 @@ use crate::error::{Error, Result};
 #[derive(Clone)]
 pub struct Gcra {
     coordination: Coordination,
-    name: Box<[u8]>,
+    keys: LimiterKeys,
     policy: RateLimitPolicy,
     interval_us: u64,
     burst: u64,
@@ -121,7 +121,7 @@ impl Gcra {
             })?;
         Ok(Gcra {
             coordination: coordination.clone(),
-            name: name.as_bytes().into(),
+            keys: LimiterKeys::new(b"gcra", name.as_bytes()),
             policy: RateLimitPolicy::new(name, limit, period),
             interval_us,
             burst,
@@ -159,7 +159,7 @@ impl Gcra {
         // An impossible request still reads the state (for the response fields) but must
         // never be counted; burst + 1 keeps it impossible and the script's numbers exact.
         let asked = permits.min(self.burst + 1);
-        let storage_key = limiter_key(b"gcra", &self.name, key);
+        let storage_key = self.keys.for_client(key);
         let reply = self
             .coordination
             .backend()

@@ -1,24 +1,39 @@
 //! Storage keys of rate limiters.
 
-/// `rl:<algorithm>:<name length>:<name>:<client key>`.
+/// Builds a limiter's storage keys: `rl:<algorithm>:<name length>:<name>:<client key>`.
 ///
 /// The length keeps any two (name, client key) pairs apart even when names contain `:`,
 /// and the client key stays last and raw, so keys remain readable in `redis-cli`. No hash
 /// tag: each client key's state lives in its own slot, spreading clients over a cluster.
-pub(crate) fn limiter_key(algorithm: &[u8], name: &[u8], client_key: &[u8]) -> Vec<u8> {
-    let length = name.len().to_string();
-    let mut key = Vec::with_capacity(
-        3 + algorithm.len() + 1 + length.len() + 1 + name.len() + 1 + client_key.len(),
-    );
-    key.extend_from_slice(b"rl:");
-    key.extend_from_slice(algorithm);
-    key.push(b':');
-    key.extend_from_slice(length.as_bytes());
-    key.push(b':');
-    key.extend_from_slice(name);
-    key.push(b':');
-    key.extend_from_slice(client_key);
-    key
+/// Everything before the client key is fixed per limiter, so it is built once: a request
+/// only copies it.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct LimiterKeys {
+    prefix: Box<[u8]>,
+}
+
+impl LimiterKeys {
+    pub(crate) fn new(algorithm: &[u8], name: &[u8]) -> Self {
+        let mut prefix = Vec::with_capacity(3 + algorithm.len() + 24 + name.len());
+        prefix.extend_from_slice(b"rl:");
+        prefix.extend_from_slice(algorithm);
+        prefix.push(b':');
+        prefix.extend_from_slice(name.len().to_string().as_bytes());
+        prefix.push(b':');
+        prefix.extend_from_slice(name);
+        prefix.push(b':');
+        LimiterKeys {
+            prefix: prefix.into(),
+        }
+    }
+
+    /// The storage key of one client key.
+    pub(crate) fn for_client(&self, client_key: &[u8]) -> Vec<u8> {
+        let mut key = Vec::with_capacity(self.prefix.len() + client_key.len());
+        key.extend_from_slice(&self.prefix);
+        key.extend_from_slice(client_key);
+        key
+    }
 }
 
 #[cfg(test)]
@@ -28,12 +43,12 @@ mod tests {
     #[test]
     fn names_with_separators_do_not_collide() {
         assert_eq!(
-            limiter_key(b"fw", b"api", b"1.2.3.4"),
+            LimiterKeys::new(b"fw", b"api").for_client(b"1.2.3.4"),
             b"rl:fw:3:api:1.2.3.4"
         );
         assert_ne!(
-            limiter_key(b"fw", b"a:b", b"c"),
-            limiter_key(b"fw", b"a", b"b:c")
+            LimiterKeys::new(b"fw", b"a:b").for_client(b"c"),
+            LimiterKeys::new(b"fw", b"a").for_client(b"b:c")
         );
     }
 }

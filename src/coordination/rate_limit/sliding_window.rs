@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::key::limiter_key;
+use super::key::LimiterKeys;
 use super::{RateLimitDecision, RateLimitPolicy};
 use crate::Coordination;
 use crate::backend::sliding_window::SlidingWindowStep;
@@ -84,7 +84,7 @@ const MAX_WINDOW_MS: u64 = 1 << 40;
 #[derive(Clone)]
 pub struct SlidingWindow {
     coordination: Coordination,
-    name: Box<[u8]>,
+    keys: LimiterKeys,
     policy: RateLimitPolicy,
     window_ms: u64,
     segment_ms: u64,
@@ -134,7 +134,7 @@ impl SlidingWindow {
         }
         Ok(SlidingWindow {
             coordination: coordination.clone(),
-            name: name.as_bytes().into(),
+            keys: LimiterKeys::new(b"sw", name.as_bytes()),
             policy: RateLimitPolicy::new(name, limit, window),
             window_ms,
             segment_ms: window_ms / u64::from(segments),
@@ -162,7 +162,7 @@ impl SlidingWindow {
         // An impossible request still reads the state (for the response fields) but must
         // never be counted; limit + 1 keeps it impossible and exact in Lua.
         let asked = permits.min(limit + 1);
-        let storage_key = limiter_key(b"sw", &self.name, key);
+        let storage_key = self.keys.for_client(key);
         let reply = self
             .coordination
             .backend()

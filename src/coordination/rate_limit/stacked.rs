@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::decision::PolicyState;
-use super::key::limiter_key;
+use super::key::LimiterKeys;
 use super::policy::Policies;
 use super::{RateLimitDecision, RateLimitPolicy};
 use crate::Coordination;
@@ -100,7 +100,7 @@ const MAX_WINDOW_MS: u64 = 1 << 40;
 #[derive(Clone)]
 pub struct Stacked {
     coordination: Coordination,
-    name: Box<[u8]>,
+    keys: LimiterKeys,
     policies: Arc<[RateLimitPolicy]>,
     /// Per policy: (limit, window in ms), as the step takes them.
     windows: Box<[(u64, u64)]>,
@@ -179,7 +179,7 @@ impl Stacked {
         let smallest_limit = windows.iter().map(|&(limit, _)| limit).min().unwrap_or(1);
         Ok(Stacked {
             coordination: coordination.clone(),
-            name: name.as_bytes().into(),
+            keys: LimiterKeys::new(b"st", name.as_bytes()),
             policies: policies.into(),
             windows: windows.into(),
             smallest_limit,
@@ -223,7 +223,7 @@ impl Stacked {
         // An impossible request still reads the state (for the response fields) but must
         // never be counted; the smallest limit + 1 keeps it impossible and exact in Lua.
         let asked = permits.min(self.smallest_limit + 1);
-        let storage_key = limiter_key(b"st", &self.name, key);
+        let storage_key = self.keys.for_client(key);
         let reply = self
             .coordination
             .backend()

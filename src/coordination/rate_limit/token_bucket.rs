@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::key::limiter_key;
+use super::key::LimiterKeys;
 use super::{RateLimitDecision, RateLimitPolicy};
 use crate::Coordination;
 use crate::backend::token_bucket::TokenBucketStep;
@@ -76,7 +76,7 @@ const MAX_REFILL_MS: u64 = 1 << 52;
 #[derive(Clone)]
 pub struct TokenBucket {
     coordination: Coordination,
-    name: Box<[u8]>,
+    keys: LimiterKeys,
     policy: RateLimitPolicy,
     /// Capped at the token limit: a refill never exceeds the bucket anyway.
     tokens_per_period: u64,
@@ -131,7 +131,7 @@ impl TokenBucket {
         };
         Ok(TokenBucket {
             coordination: coordination.clone(),
-            name: name.as_bytes().into(),
+            keys: LimiterKeys::new(b"tb", name.as_bytes()),
             policy: RateLimitPolicy::new(name, token_limit, Duration::from_millis(refill_ms)),
             tokens_per_period,
             period_ms,
@@ -160,7 +160,7 @@ impl TokenBucket {
         // An impossible request still reads the state (for the response fields) but must
         // never be granted; limit + 1 keeps it impossible and exact in a Lua double.
         let asked = permits.min(limit + 1);
-        let storage_key = limiter_key(b"tb", &self.name, key);
+        let storage_key = self.keys.for_client(key);
         let reply = self
             .coordination
             .backend()

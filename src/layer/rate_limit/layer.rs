@@ -35,6 +35,8 @@ pub(crate) struct Config {
     pub(crate) legacy_headers: bool,
     pub(crate) key_error: Option<Arc<KeyErrorFn>>,
     pub(crate) max_wait: Option<Duration>,
+    /// The `RateLimit-Policy` value, made once: the policies never change.
+    pub(crate) policy_field: Option<http::HeaderValue>,
 }
 
 /// Applies a rate limit to every request of the wrapped service, deciding in the backend
@@ -86,9 +88,11 @@ impl RedisRateLimitLayer {
     /// A layer around any limiter. Keys default to the peer IP
     /// ([`KeyExtractor::peer_ip`]), cost to 1 per request.
     pub fn new(limiter: impl Into<RateLimiter>) -> Self {
+        let limiter = limiter.into();
         RedisRateLimitLayer {
             config: Arc::new(Config {
-                limiter: limiter.into(),
+                policy_field: crate::layer::headers::rate_limit_policy(limiter.policies()),
+                limiter,
                 key: KeyExtractor::peer_ip(),
                 cost: None,
                 failure: FailurePolicy::default(),
