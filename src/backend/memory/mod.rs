@@ -8,7 +8,7 @@
 //! `tokio::time::pause()` and `advance()` to move windows and leases forward instantly.
 //! The number of live keys is bounded ([`DEFAULT_MAX_KEYS`]); expired keys are reclaimed as
 //! time passes, and when the bound is reached a step that would create a new key fails with
-//! [`ErrorKind::CapacityExceeded`](crate::ErrorKind::CapacityExceeded) (Redis' `noeviction`
+//! [`ErrorKind::CapacityExceeded`] (Redis' `noeviction`
 //! behaviour) instead of forgetting live state.
 
 mod clock;
@@ -185,7 +185,7 @@ impl MemoryBackendBuilder {
     }
 
     /// Builds the backend; fails with
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when `max_keys` is 0.
+    /// [`ErrorKind::InvalidArgument`] when `max_keys` is 0.
     pub fn build(self) -> Result<MemoryBackend> {
         if self.max_keys == 0 {
             return Err(Error::invalid_argument(
