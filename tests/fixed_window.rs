@@ -5,79 +5,16 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold::backend::memory::MemoryBackend;
 use leasehold::backend::redis::{INCREX_REPROBE_AFTER, RedisBackend};
 use leasehold::coordination::rate_limit::FixedWindow;
 use leasehold::{Coordination, ErrorKind};
-use support::{Server, ServerKind, cluster, shared, unique_prefix};
+use support::target::{
+    Target, command_calls, concurrent_grants, is_granted, scenario, storage_key,
+};
+use support::{Server, ServerKind};
 
-#[derive(Clone, Copy, Debug)]
-enum Target {
-    Server(ServerKind),
-    /// Redis 7.0 with the INCREX test module: the fast path.
-    Increx,
-    Cluster,
-    Memory,
-}
-
-async fn coordination(target: Target, test: &str) -> Coordination {
-    let prefix = unique_prefix(test);
-    let builder = match target {
-        Target::Server(kind) => RedisBackend::standalone(shared(kind).unix_url()),
-        Target::Increx => RedisBackend::standalone(support::increx().unix_url()),
-        Target::Cluster => RedisBackend::cluster(cluster().urls()),
-        Target::Memory => {
-            return MemoryBackend::builder()
-                .key_prefix(prefix)
-                .build()
-                .expect("valid")
-                .into();
-        }
-    };
-    builder
-        .key_prefix(prefix)
-        .connect()
-        .await
-        .unwrap_or_else(|e| panic!("connect to {target:?}: {e}"))
-        .into()
-}
-
-/// The physical key of a fixed-window limiter's client key (see `FixedWindow` docs).
-fn storage_key(coordination: &Coordination, name: &str, key: &str) -> Vec<u8> {
-    let leasehold::backend::Backend::Redis(redis) = coordination.backend() else {
-        unreachable!("Redis targets only")
-    };
-    redis.physical_key(format!("rl:fw:{}:{name}:{key}", name.len()).as_bytes())
-}
-
-fn raw(target: Target, args: &[&[u8]]) -> redis::Value {
-    let mut cmd = redis::cmd(std::str::from_utf8(args[0]).expect("ascii command"));
-    for arg in &args[1..] {
-        cmd.arg(*arg);
-    }
-    match target {
-        Target::Server(kind) => cmd.query(&mut shared(kind).connection()).expect("raw"),
-        Target::Increx => cmd.query(&mut support::increx().connection()).expect("raw"),
-        Target::Cluster => cmd
-            .query(&mut cluster().client().get_connection().expect("cluster"))
-            .expect("raw"),
-        Target::Memory => unreachable!("Redis targets only"),
-    }
-}
-
-macro_rules! scenario {
-    ($scenario:ident: $($name:ident => $target:expr),+ $(,)?) => {
-        mod $scenario {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::$scenario($target).await
-                }
-            )+
-        }
-    };
+/// Every target, the INCREX fast path included (`scenario!` alone leaves it out).
+macro_rules! every_target {
     ($scenario:ident) => {
         scenario!($scenario:
             redis7 => Target::Server(ServerKind::Redis7),
@@ -93,10 +30,10 @@ const MINUTE: Duration = Duration::from_secs(60);
 
 // ---------------------------------------------------------------------------------------------
 
-scenario!(admits_exactly_the_limit_then_rejects_with_a_retry_time);
+every_target!(admits_exactly_the_limit_then_rejects_with_a_retry_time);
 
 async fn admits_exactly_the_limit_then_rejects_with_a_retry_time(target: Target) {
-    let coordination = coordination(target, "exact").await;
+    let coordination = target.coordination("exact").await;
     let limiter = FixedWindow::new(&coordination, "api", 3, MINUTE).expect("valid");
     for remaining in [2, 1, 0] {
         let decision = limiter.acquire(b"client", 1).await.expect("acquire");
@@ -117,21 +54,15 @@ async fn admits_exactly_the_limit_then_rejects_with_a_retry_time(target: Target)
         assert_eq!(wait, rejected.reset_after());
     }
     // Another key is independent.
-    assert!(
-        limiter
-            .acquire(b"other", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"other", 1).await);
 }
 
 // ---------------------------------------------------------------------------------------------
 
-scenario!(weighted_permits_and_the_limit_boundaries);
+every_target!(weighted_permits_and_the_limit_boundaries);
 
 async fn weighted_permits_and_the_limit_boundaries(target: Target) {
-    let coordination = coordination(target, "weights").await;
+    let coordination = target.coordination("weights").await;
     let limiter = FixedWindow::new(&coordination, "api", 5, MINUTE).expect("valid");
 
     // More than the limit: rejected, no retry time, nothing consumed, nothing created.
@@ -166,13 +97,7 @@ async fn weighted_permits_and_the_limit_boundaries(target: Target) {
     assert_eq!(probe.remaining(), 0);
 
     // permits == limit on a fresh key.
-    assert!(
-        limiter
-            .acquire(b"fresh", 5)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"fresh", 5).await);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -185,7 +110,7 @@ scenario!(the_first_request_fixes_the_windows_end:
     cluster => Target::Cluster);
 
 async fn the_first_request_fixes_the_windows_end(target: Target) {
-    let coordination = coordination(target, "window-end").await;
+    let coordination = target.coordination("window-end").await;
     let limiter =
         FixedWindow::new(&coordination, "api", 10, Duration::from_millis(300)).expect("valid");
     let first = limiter.acquire(b"k", 1).await.expect("acquire");
@@ -211,24 +136,12 @@ async fn the_first_request_fixes_the_windows_end(target: Target) {
 async fn memory_windows_follow_the_paused_clock() {
     let coordination = Coordination::memory();
     let limiter = FixedWindow::new(&coordination, "api", 2, MINUTE).expect("valid");
-    assert!(
-        limiter
-            .acquire(b"k", 2)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 2).await);
     tokio::time::advance(Duration::from_secs(20)).await;
     let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
     assert_eq!(rejected.retry_after(), Some(Duration::from_secs(40)));
     tokio::time::advance(Duration::from_secs(40) - Duration::from_millis(1)).await;
-    assert!(
-        !limiter
-            .acquire(b"k", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(!is_granted(&limiter, b"k", 1).await);
     tokio::time::advance(Duration::from_millis(1)).await;
     let fresh = limiter.acquire(b"k", 1).await.expect("acquire");
     assert!(fresh.is_granted());
@@ -243,21 +156,19 @@ scenario!(storage_is_one_expiring_key_per_client_key:
     cluster => Target::Cluster);
 
 async fn storage_is_one_expiring_key_per_client_key(target: Target) {
-    let coordination = coordination(target, "storage").await;
+    let coordination = target.coordination("storage").await;
     let limiter = FixedWindow::new(&coordination, "api", 5, MINUTE).expect("valid");
-    let key = storage_key(&coordination, "api", "\u{0}binary");
+    let key = storage_key(&coordination, "fw", "api", "\u{0}binary");
     // A probe or a rejection creates nothing.
     limiter.acquire(b"\x00binary", 0).await.expect("probe");
     limiter.acquire(b"\x00binary", 6).await.expect("impossible");
-    assert_eq!(raw(target, &[b"EXISTS", &key]), redis::Value::Int(0));
+    assert_eq!(target.raw(&[b"EXISTS", &key]), redis::Value::Int(0));
     limiter.acquire(b"\x00binary", 2).await.expect("acquire");
     assert_eq!(
-        raw(target, &[b"GET", &key]),
+        target.raw(&[b"GET", &key]),
         redis::Value::BulkString(b"2".to_vec())
     );
-    let redis::Value::Int(ttl) = raw(target, &[b"PTTL", &key]) else {
-        panic!("PTTL is an integer")
-    };
+    let ttl = target.pttl(&key);
     assert!(ttl > 50_000 && ttl <= 60_000, "{ttl}");
 }
 
@@ -267,24 +178,22 @@ scenario!(a_corrupt_counter_fails_without_change:
     cluster => Target::Cluster);
 
 async fn a_corrupt_counter_fails_without_change(target: Target) {
-    let coordination = coordination(target, "corrupt").await;
+    let coordination = target.coordination("corrupt").await;
     let limiter = FixedWindow::new(&coordination, "api", 5, MINUTE).expect("valid");
-    let key = storage_key(&coordination, "api", "k");
-    raw(target, &[b"SET", &key, b"not a number"]);
+    let key = storage_key(&coordination, "fw", "api", "k");
+    target.raw(&[b"SET", &key, b"not a number"]);
     let err = limiter.acquire(b"k", 1).await.expect_err("corrupt");
     assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
     assert_eq!(
-        raw(target, &[b"GET", &key]),
+        target.raw(&[b"GET", &key]),
         redis::Value::BulkString(b"not a number".to_vec())
     );
     // A counter that lost its expiry is given its window back instead of blocking forever.
-    raw(target, &[b"SET", &key, b"5"]);
+    target.raw(&[b"SET", &key, b"5"]);
     let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
     assert!(!rejected.is_granted());
     assert!(rejected.retry_after().is_some_and(|d| d <= MINUTE));
-    let redis::Value::Int(ttl) = raw(target, &[b"PTTL", &key]) else {
-        panic!("PTTL is an integer")
-    };
+    let ttl = target.pttl(&key);
     assert!(ttl > 0, "{ttl}");
 }
 
@@ -303,16 +212,6 @@ async fn invalid_configuration_is_rejected_at_construction() {
 }
 
 // ---------------------------------------------------------------------------------------------
-
-fn command_calls(server: &Server, command: &str) -> u64 {
-    let stats: String = server.cmd(&["INFO", "commandstats"]);
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|calls| calls.parse().ok())
-        .unwrap_or(0)
-}
 
 #[tokio::test]
 async fn the_fast_path_uses_increx_where_the_server_has_it() {
@@ -383,65 +282,19 @@ async fn every_limiter_of_a_handle_falls_back_to_lua_then_reprobes_after_five_mi
 
 // ---------------------------------------------------------------------------------------------
 
-scenario!(concurrent_callers_never_exceed_the_limit);
+every_target!(concurrent_callers_never_exceed_the_limit);
 
 async fn concurrent_callers_never_exceed_the_limit(target: Target) {
     const LIMIT: u64 = 50;
     const CALLERS: usize = 8;
     const ATTEMPTS: usize = 40;
-    let prefix_coordination = coordination(target, "concurrent").await;
+    let first = target.coordination("concurrent").await;
     // Several independent connections (separate handles) sharing one prefix, as replicas do.
-    let handles: Vec<Coordination> = match target {
-        Target::Memory => vec![prefix_coordination; CALLERS],
-        _ => {
-            let leasehold::backend::Backend::Redis(redis) = prefix_coordination.backend() else {
-                unreachable!()
-            };
-            let prefix = redis.key_prefix().to_vec();
-            let mut handles = Vec::new();
-            for _ in 0..CALLERS {
-                let builder = match target {
-                    Target::Server(kind) => RedisBackend::standalone(shared(kind).unix_url()),
-                    Target::Increx => RedisBackend::standalone(support::increx().unix_url()),
-                    Target::Cluster => RedisBackend::cluster(cluster().urls()),
-                    Target::Memory => unreachable!(),
-                };
-                handles.push(
-                    builder
-                        .key_prefix(&prefix)
-                        .connect()
-                        .await
-                        .expect("connect")
-                        .into(),
-                );
-            }
-            handles
-        }
-    };
-    let tasks: Vec<_> = handles
-        .into_iter()
-        .map(|coordination| {
-            tokio::spawn(async move {
-                let limiter = FixedWindow::new(&coordination, "api", LIMIT, MINUTE).expect("valid");
-                let mut granted = 0u64;
-                for _ in 0..ATTEMPTS {
-                    if limiter
-                        .acquire(b"hot", 1)
-                        .await
-                        .expect("acquire")
-                        .is_granted()
-                    {
-                        granted += 1;
-                    }
-                }
-                granted
-            })
-        })
-        .collect();
-    let mut granted = 0;
-    for task in tasks {
-        granted += task.await.expect("task");
-    }
+    let handles = target.handles(&first, CALLERS).await;
+    let granted = concurrent_grants(handles, ATTEMPTS, |coordination| {
+        FixedWindow::new(coordination, "api", LIMIT, MINUTE).expect("valid")
+    })
+    .await;
     assert_eq!(
         granted, LIMIT,
         "{CALLERS}×{ATTEMPTS} attempts against a limit of {LIMIT}"

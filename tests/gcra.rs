@@ -4,100 +4,15 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold::backend::Backend;
 use leasehold::backend::memory::MemoryBackend;
-use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::rate_limit::Gcra;
 use leasehold::{Coordination, ErrorKind};
-use support::{ServerKind, cluster, shared, unique_prefix};
-
-#[derive(Clone, Copy, Debug)]
-enum Target {
-    Server(ServerKind),
-    Cluster,
-    Memory,
-}
-
-fn redis_builder(target: Target) -> leasehold::backend::redis::RedisBackendBuilder {
-    match target {
-        Target::Server(kind) => RedisBackend::standalone(shared(kind).unix_url()),
-        Target::Cluster => RedisBackend::cluster(cluster().urls()),
-        Target::Memory => unreachable!("Redis targets only"),
-    }
-}
-
-async fn coordination(target: Target, test: &str) -> Coordination {
-    let prefix = unique_prefix(test);
-    if let Target::Memory = target {
-        return MemoryBackend::builder()
-            .key_prefix(prefix)
-            .build()
-            .expect("valid")
-            .into();
-    }
-    redis_builder(target)
-        .key_prefix(prefix)
-        .connect()
-        .await
-        .unwrap_or_else(|e| panic!("connect to {target:?}: {e}"))
-        .into()
-}
-
-/// The physical key of a GCRA limiter's client key (see `Gcra` docs).
-fn storage_key(coordination: &Coordination, name: &str, key: &str) -> Vec<u8> {
-    let Backend::Redis(redis) = coordination.backend() else {
-        unreachable!("Redis targets only")
-    };
-    redis.physical_key(format!("rl:gcra:{}:{name}:{key}", name.len()).as_bytes())
-}
-
-fn raw(target: Target, args: &[&[u8]]) -> redis::Value {
-    let mut cmd = redis::cmd(std::str::from_utf8(args[0]).expect("ascii command"));
-    for arg in &args[1..] {
-        cmd.arg(*arg);
-    }
-    match target {
-        Target::Server(kind) => cmd.query(&mut shared(kind).connection()).expect("raw"),
-        Target::Cluster => cmd
-            .query(&mut cluster().client().get_connection().expect("cluster"))
-            .expect("raw"),
-        Target::Memory => unreachable!("Redis targets only"),
-    }
-}
-
-fn pttl(target: Target, key: &[u8]) -> i64 {
-    let redis::Value::Int(ttl) = raw(target, &[b"PTTL", key]) else {
-        panic!("PTTL is an integer")
-    };
-    ttl
-}
+use support::ServerKind;
+use support::target::{Target, concurrent_grants, is_granted, scenario, storage_key};
 
 async fn server_micros(coordination: &Coordination) -> u64 {
     let now = coordination.backend().server_time().await.expect("TIME");
     u64::try_from(now.as_micros()).expect("µs fit")
-}
-
-macro_rules! scenario {
-    ($scenario:ident: $($name:ident => $target:expr),+ $(,)?) => {
-        mod $scenario {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::$scenario($target).await
-                }
-            )+
-        }
-    };
-    ($scenario:ident) => {
-        scenario!($scenario:
-            redis7 => Target::Server(ServerKind::Redis7),
-            redis8 => Target::Server(ServerKind::Redis8),
-            valkey8 => Target::Server(ServerKind::Valkey8),
-            cluster => Target::Cluster,
-            memory => Target::Memory);
-    };
 }
 
 const MS: Duration = Duration::from_millis(1);
@@ -114,7 +29,7 @@ fn about(actual: Duration, expected: Duration) -> bool {
 scenario!(admits_the_burst_then_spaces_permits);
 
 async fn admits_the_burst_then_spaces_permits(target: Target) {
-    let coordination = coordination(target, "burst").await;
+    let coordination = target.coordination("burst").await;
     // T = 10 s, bursts of 3.
     let limiter = Gcra::new(&coordination, "api", 6, MINUTE, 3).expect("valid");
     assert_eq!(limiter.emission_interval(), 10 * SECOND);
@@ -148,7 +63,7 @@ async fn admits_the_burst_then_spaces_permits(target: Target) {
 scenario!(weighted_permits_and_the_burst_boundaries);
 
 async fn weighted_permits_and_the_burst_boundaries(target: Target) {
-    let coordination = coordination(target, "weights").await;
+    let coordination = target.coordination("weights").await;
     // T = 12 s, bursts of 5.
     let limiter = Gcra::new(&coordination, "api", 5, MINUTE, 5).expect("valid");
 
@@ -200,23 +115,13 @@ async fn weighted_permits_and_the_burst_boundaries(target: Target) {
 
 // ---------------------------------------------------------------------------------------------
 
-scenario!(waiting_the_retry_time_is_exactly_enough:
-    redis7 => Target::Server(ServerKind::Redis7),
-    redis8 => Target::Server(ServerKind::Redis8),
-    valkey8 => Target::Server(ServerKind::Valkey8),
-    cluster => Target::Cluster);
+scenario!(waiting_the_retry_time_is_exactly_enough redis);
 
 async fn waiting_the_retry_time_is_exactly_enough(target: Target) {
-    let coordination = coordination(target, "retry").await;
+    let coordination = target.coordination("retry").await;
     // T = 200 ms, bursts of 2.
     let limiter = Gcra::new(&coordination, "api", 10, 2 * SECOND, 2).expect("valid");
-    assert!(
-        limiter
-            .acquire(b"k", 2)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 2).await);
     let first = limiter.acquire(b"k", 2).await.expect("acquire");
     assert!(!first.is_granted());
     let wait = first.retry_after().expect("retry");
@@ -286,13 +191,7 @@ async fn a_fractional_interval_rounds_against_the_client() {
     let early = limiter.acquire(b"k", 1).await.expect("acquire");
     assert_eq!(early.retry_after(), Some(MS), "334 µs left rounds up");
     tokio::time::advance(MS).await;
-    assert!(
-        limiter
-            .acquire(b"k", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 1).await);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -302,19 +201,19 @@ scenario!(storage_is_one_key_holding_the_servers_tat:
     cluster => Target::Cluster);
 
 async fn storage_is_one_key_holding_the_servers_tat(target: Target) {
-    let coordination = coordination(target, "storage").await;
+    let coordination = target.coordination("storage").await;
     // T = 100 ms, bursts of 3.
     let limiter = Gcra::new(&coordination, "api", 10, SECOND, 3).expect("valid");
-    let key = storage_key(&coordination, "api", "\u{0}binary");
+    let key = storage_key(&coordination, "gcra", "api", "\u{0}binary");
     // A probe or a rejection creates nothing.
     limiter.acquire(b"\x00binary", 0).await.expect("probe");
     limiter.acquire(b"\x00binary", 4).await.expect("impossible");
-    assert_eq!(raw(target, &[b"EXISTS", &key]), redis::Value::Int(0));
+    assert_eq!(target.raw(&[b"EXISTS", &key]), redis::Value::Int(0));
 
     let before = server_micros(&coordination).await;
     limiter.acquire(b"\x00binary", 2).await.expect("acquire");
     let after = server_micros(&coordination).await;
-    let redis::Value::BulkString(tat) = raw(target, &[b"GET", &key]) else {
+    let redis::Value::BulkString(tat) = target.raw(&[b"GET", &key]) else {
         panic!("a string key")
     };
     let tat: u64 = std::str::from_utf8(&tat)
@@ -326,20 +225,20 @@ async fn storage_is_one_key_holding_the_servers_tat(target: Target) {
         tat >= before + 200_000 && tat <= after + 200_000,
         "{before} {tat} {after}"
     );
-    let ttl = pttl(target, &key);
+    let ttl = target.pttl(&key);
     assert!(ttl > 100 && ttl <= 200, "{ttl}");
 
     // Full: a rejection changes neither the TAT nor the expiry.
     limiter.acquire(b"\x00binary", 1).await.expect("acquire");
-    let stored = raw(target, &[b"GET", &key]);
+    let stored = target.raw(&[b"GET", &key]);
     let rejected = limiter.acquire(b"\x00binary", 1).await.expect("acquire");
     assert!(!rejected.is_granted());
-    assert_eq!(raw(target, &[b"GET", &key]), stored);
-    assert!(pttl(target, &key) <= 300);
+    assert_eq!(target.raw(&[b"GET", &key]), stored);
+    assert!(target.pttl(&key) <= 300);
 
     // The key goes when the TAT passes.
     tokio::time::sleep(rejected.reset_after() + 5 * MS).await;
-    assert_eq!(raw(target, &[b"EXISTS", &key]), redis::Value::Int(0));
+    assert_eq!(target.raw(&[b"EXISTS", &key]), redis::Value::Int(0));
 }
 
 scenario!(corrupt_state_fails_without_change:
@@ -348,9 +247,9 @@ scenario!(corrupt_state_fails_without_change:
     cluster => Target::Cluster);
 
 async fn corrupt_state_fails_without_change(target: Target) {
-    let coordination = coordination(target, "corrupt").await;
+    let coordination = target.coordination("corrupt").await;
     let limiter = Gcra::new(&coordination, "api", 10, SECOND, 3).expect("valid");
-    let key = storage_key(&coordination, "api", "k");
+    let key = storage_key(&coordination, "gcra", "api", "k");
     for bad in [
         &b"not a number"[..],
         b"1.5",
@@ -360,46 +259,43 @@ async fn corrupt_state_fails_without_change(target: Target) {
         b"nan",
         b"",
     ] {
-        raw(target, &[b"SET", &key, bad]);
+        target.raw(&[b"SET", &key, bad]);
         let err = limiter.acquire(b"k", 1).await.expect_err("corrupt");
         assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
         assert_eq!(
-            raw(target, &[b"GET", &key]),
+            target.raw(&[b"GET", &key]),
             redis::Value::BulkString(bad.to_vec())
         );
-        assert_eq!(pttl(target, &key), -1, "nothing changed");
+        assert_eq!(target.pttl(&key), -1, "nothing changed");
     }
-    raw(target, &[b"DEL", &key]);
-    raw(target, &[b"HSET", &key, b"field", b"1"]);
+    target.raw(&[b"DEL", &key]);
+    target.raw(&[b"HSET", &key, b"field", b"1"]);
     let err = limiter.acquire(b"k", 0).await.expect_err("wrong type");
     assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
     assert_eq!(
-        raw(target, &[b"TYPE", &key]),
+        target.raw(&[b"TYPE", &key]),
         redis::Value::SimpleString("hash".into())
     );
 
     // A TAT that lost its expiry gets one instead of living forever, even on a rejection.
-    raw(target, &[b"DEL", &key]);
+    target.raw(&[b"DEL", &key]);
     let an_hour_ahead = server_micros(&coordination).await + 3_600_000_000;
-    raw(
-        target,
-        &[b"SET", &key, an_hour_ahead.to_string().as_bytes()],
-    );
+    target.raw(&[b"SET", &key, an_hour_ahead.to_string().as_bytes()]);
     let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
     assert!(!rejected.is_granted());
     let wait = rejected.retry_after().expect("retry");
     assert!(wait > 59 * MINUTE && wait < 60 * MINUTE, "{rejected:?}");
-    let ttl = pttl(target, &key);
+    let ttl = target.pttl(&key);
     assert!(ttl > 3_500_000 && ttl <= 3_600_000, "{ttl}");
     // And a past one, even on a probe (it means a full burst, like no key).
-    raw(target, &[b"SET", &key, b"1000"]);
+    target.raw(&[b"SET", &key, b"1000"]);
     let probe = limiter.acquire(b"k", 0).await.expect("probe");
     assert!(probe.is_granted());
     assert_eq!(
         (probe.remaining(), probe.reset_after()),
         (3, Duration::ZERO)
     );
-    assert_ne!(pttl(target, &key), -1);
+    assert_ne!(target.pttl(&key), -1);
 }
 
 #[tokio::test]
@@ -446,51 +342,14 @@ async fn concurrent_callers_never_exceed_the_burst(target: Target) {
     const BURST: u64 = 50;
     const CALLERS: usize = 8;
     const ATTEMPTS: usize = 40;
-    let first = coordination(target, "concurrent").await;
+    let first = target.coordination("concurrent").await;
     // Several independent connections (separate handles) sharing one prefix, as replicas do.
-    let handles: Vec<Coordination> = if let Target::Memory = target {
-        vec![first; CALLERS]
-    } else {
-        let Backend::Redis(redis) = first.backend() else {
-            unreachable!("a Redis target")
-        };
-        let mut handles = Vec::new();
-        for _ in 0..CALLERS {
-            let backend = redis_builder(target)
-                .key_prefix(redis.key_prefix())
-                .connect()
-                .await
-                .expect("connect");
-            handles.push(backend.into());
-        }
-        handles
-    };
-    let tasks: Vec<_> = handles
-        .into_iter()
-        .map(|coordination| {
-            tokio::spawn(async move {
-                // T = 72 s: nothing refills while the test runs.
-                let limiter = Gcra::new(&coordination, "api", 50, Duration::from_secs(3600), BURST)
-                    .expect("valid");
-                let mut granted = 0u64;
-                for _ in 0..ATTEMPTS {
-                    if limiter
-                        .acquire(b"hot", 1)
-                        .await
-                        .expect("acquire")
-                        .is_granted()
-                    {
-                        granted += 1;
-                    }
-                }
-                granted
-            })
-        })
-        .collect();
-    let mut granted = 0;
-    for task in tasks {
-        granted += task.await.expect("task");
-    }
+    let handles = target.handles(&first, CALLERS).await;
+    // T = 72 s: nothing refills while the test runs.
+    let granted = concurrent_grants(handles, ATTEMPTS, |coordination| {
+        Gcra::new(coordination, "api", 50, Duration::from_secs(3600), BURST).expect("valid")
+    })
+    .await;
     assert_eq!(
         granted, BURST,
         "{CALLERS}×{ATTEMPTS} attempts against a burst of {BURST}"

@@ -85,11 +85,7 @@ async fn five_then_429(addr: std::net::SocketAddr) {
     }
     let reply = get(&client, addr, "/hello", &[]).await;
     assert_eq!(reply.status, 429);
-    let retry: u64 = reply
-        .header("retry-after")
-        .expect("Retry-After")
-        .parse()
-        .expect("seconds");
+    let retry = reply.retry_after_secs();
     assert!((1..=10).contains(&retry));
     assert_eq!(reply.header("ratelimit-policy"), Some("\"hello\";q=5;w=10"));
 }

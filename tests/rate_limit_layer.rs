@@ -14,6 +14,7 @@ use leasehold::layer::FailurePolicy;
 use leasehold::layer::key::KeyExtractor;
 use leasehold::layer::rate_limit::{RateLimitInfo, RedisRateLimitLayer};
 use support::http::{client, get as http_get, serve};
+use support::target::Target;
 use support::{Server, ServerKind, shared, unique_prefix};
 
 async fn redis(url: String, prefix: &str) -> Coordination {
@@ -63,11 +64,7 @@ async fn two_instances_sharing_redis_admit_exactly_the_limit() {
                 assert!(reply.header("retry-after").is_none());
             }
             429 => {
-                let retry: u64 = reply
-                    .header("retry-after")
-                    .expect("a rejection carries Retry-After")
-                    .parse()
-                    .expect("delay-seconds");
+                let retry = reply.retry_after_secs();
                 assert!((1..=60).contains(&retry), "Retry-After {retry}");
                 // Consistent with the RateLimit field's reset, never earlier (draft §6).
                 let ratelimit = reply.header("ratelimit").expect("RateLimit on 429");
@@ -92,11 +89,9 @@ async fn two_instances_sharing_redis_admit_exactly_the_limit() {
 
 #[tokio::test]
 async fn allowed_responses_carry_the_fields_and_handlers_see_the_decision() {
-    let coordination = redis(
-        shared(ServerKind::Redis8).unix_url(),
-        &unique_prefix("fields"),
-    )
-    .await;
+    let coordination = Target::Server(ServerKind::Redis8)
+        .coordination("fields")
+        .await;
     let layer = RedisRateLimitLayer::fixed_window(&coordination, "api", 3, Duration::from_secs(10))
         .expect("valid")
         .legacy_headers(true);
@@ -125,11 +120,9 @@ async fn allowed_responses_carry_the_fields_and_handlers_see_the_decision() {
 
 #[tokio::test]
 async fn rejections_with_problem_json_and_costs() {
-    let coordination = redis(
-        shared(ServerKind::Valkey8).unix_url(),
-        &unique_prefix("cost"),
-    )
-    .await;
+    let coordination = Target::Server(ServerKind::Valkey8)
+        .coordination("cost")
+        .await;
     let layer = RedisRateLimitLayer::fixed_window(&coordination, "api", 5, Duration::from_secs(30))
         .expect("valid")
         .key(KeyExtractor::header(http::HeaderName::from_static(
@@ -168,11 +161,7 @@ async fn rejections_with_problem_json_and_costs() {
     );
     let reply = http_get(&client, addr, "/", &[("x-api-key", "k1"), ("x-cost", "2")]).await;
     assert_eq!(reply.status, 429);
-    let retry: u64 = reply
-        .header("retry-after")
-        .expect("Retry-After")
-        .parse()
-        .expect("seconds");
+    let retry = reply.retry_after_secs();
     assert!((1..=30).contains(&retry));
     assert!(
         std::str::from_utf8(&reply.body)
@@ -297,11 +286,9 @@ async fn missing_peer_address_is_a_server_error() {
 async fn works_on_a_plain_tower_service() {
     use tower::{Layer, ServiceExt, service_fn};
 
-    let coordination = redis(
-        shared(ServerKind::Redis7).unix_url(),
-        &unique_prefix("tower"),
-    )
-    .await;
+    let coordination = Target::Server(ServerKind::Redis7)
+        .coordination("tower")
+        .await;
     let layer = RedisRateLimitLayer::fixed_window(&coordination, "api", 1, Duration::from_secs(60))
         .expect("valid");
     let service = layer.layer(service_fn(|_request: http::Request<String>| async {
@@ -332,11 +319,9 @@ async fn works_on_a_plain_tower_service() {
 
 #[tokio::test]
 async fn a_request_can_wait_for_permits_instead_of_a_429() {
-    let coordination = redis(
-        shared(ServerKind::Redis7).unix_url(),
-        &unique_prefix("wait"),
-    )
-    .await;
+    let coordination = Target::Server(ServerKind::Redis7)
+        .coordination("wait")
+        .await;
     let layer =
         RedisRateLimitLayer::fixed_window(&coordination, "api", 1, Duration::from_millis(400))
             .expect("valid")
@@ -367,11 +352,9 @@ async fn a_request_can_wait_for_permits_instead_of_a_429() {
 async fn stacked_policies_are_all_listed_in_the_fields() {
     use leasehold::coordination::rate_limit::RateLimitPolicy;
 
-    let coordination = redis(
-        shared(ServerKind::Redis7).unix_url(),
-        &unique_prefix("stacked"),
-    )
-    .await;
+    let coordination = Target::Server(ServerKind::Redis7)
+        .coordination("stacked")
+        .await;
     let layer = RedisRateLimitLayer::stacked(
         &coordination,
         "api",

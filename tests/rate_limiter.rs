@@ -8,6 +8,7 @@ use std::time::Duration;
 use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::rate_limit::{FixedWindow, QueueOrder, RateLimiter};
 use leasehold::{Coordination, ErrorKind};
+use support::target::{command_calls, is_granted};
 use support::{Server, ServerKind, unique_prefix};
 use tokio::time::Instant;
 
@@ -22,13 +23,7 @@ fn memory_limiter(limit: u64, window: Duration) -> RateLimiter {
 #[tokio::test(start_paused = true)]
 async fn a_queued_request_waits_exactly_until_the_server_time() {
     let limiter = memory_limiter(1, 10 * SECOND).with_queue(5, QueueOrder::OldestFirst);
-    assert!(
-        limiter
-            .acquire(b"k", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 1).await);
     let start = Instant::now();
     let decision = limiter
         .acquire_wait(b"k", 1, 20 * SECOND)
@@ -204,17 +199,7 @@ async fn statistics_report_counts_availability_and_idleness() {
 // Against Redis: what reaches the server.
 
 fn script_calls(server: &Server) -> u64 {
-    let stats: String = server.cmd(&["INFO", "commandstats"]);
-    ["evalsha", "eval"]
-        .iter()
-        .filter_map(|command| {
-            stats
-                .lines()
-                .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-                .and_then(|rest| rest.split(',').next())
-                .and_then(|calls| calls.parse::<u64>().ok())
-        })
-        .sum()
+    command_calls(server, "evalsha") + command_calls(server, "eval")
 }
 
 async fn redis_limiter(server: &Server, limit: u64, window: Duration) -> RateLimiter {
@@ -240,13 +225,7 @@ async fn a_waiter_retries_once_per_server_computed_wake_up() {
         .await
         .with_queue(10, QueueOrder::OldestFirst);
     let before = script_calls(&server);
-    assert!(
-        limiter
-            .acquire(b"k", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 1).await);
     let start = Instant::now();
     let decision = limiter
         .acquire_wait(b"k", 1, 5 * SECOND)
@@ -280,13 +259,7 @@ async fn the_deny_cache_answers_a_flood_of_a_rejected_key_locally() {
     assert_eq!(script_calls(&server) - before, 3);
     assert_eq!(limiter.statistics().rejected(), 198);
     // Another key still asks Redis.
-    assert!(
-        limiter
-            .acquire(b"cold", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"cold", 1).await);
     assert_eq!(script_calls(&server) - before, 4);
 }
 

@@ -6,104 +6,13 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use leasehold::backend::memory::MemoryBackend;
-use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::rate_limit::SlidingWindow;
 use leasehold::{Coordination, ErrorKind};
-use support::{ServerKind, cluster, shared, unique_prefix};
-
-#[derive(Clone, Copy, Debug)]
-enum Target {
-    Server(ServerKind),
-    Cluster,
-    Memory,
-}
-
-fn redis_builder(target: Target) -> leasehold::backend::redis::RedisBackendBuilder {
-    match target {
-        Target::Server(kind) => RedisBackend::standalone(shared(kind).unix_url()),
-        Target::Cluster => RedisBackend::cluster(cluster().urls()),
-        Target::Memory => unreachable!("Redis targets only"),
-    }
-}
-
-async fn coordination(target: Target, test: &str) -> Coordination {
-    let prefix = unique_prefix(test);
-    if let Target::Memory = target {
-        return MemoryBackend::builder()
-            .key_prefix(prefix)
-            .build()
-            .expect("valid")
-            .into();
-    }
-    redis_builder(target)
-        .key_prefix(prefix)
-        .connect()
-        .await
-        .unwrap_or_else(|e| panic!("connect to {target:?}: {e}"))
-        .into()
-}
-
-/// The physical key of a sliding-window limiter's client key (see `SlidingWindow` docs).
-fn storage_key(coordination: &Coordination, name: &str, key: &str) -> Vec<u8> {
-    let leasehold::backend::Backend::Redis(redis) = coordination.backend() else {
-        unreachable!("Redis targets only")
-    };
-    redis.physical_key(format!("rl:sw:{}:{name}:{key}", name.len()).as_bytes())
-}
-
-fn raw<T: redis::FromRedisValue>(target: Target, args: &[&[u8]]) -> T {
-    let mut cmd = redis::cmd(std::str::from_utf8(args[0]).expect("ascii command"));
-    for arg in &args[1..] {
-        cmd.arg(*arg);
-    }
-    match target {
-        Target::Server(kind) => cmd.query(&mut shared(kind).connection()).expect("raw"),
-        Target::Cluster => cmd
-            .query(&mut cluster().client().get_connection().expect("cluster"))
-            .expect("raw"),
-        Target::Memory => unreachable!("Redis targets only"),
-    }
-}
+use support::target::{Target, concurrent_grants, is_granted, scenario, server_ms, storage_key};
 
 /// The segments of a sliding-window key: segment end (ms since the epoch) → count.
 fn segments(target: Target, key: &[u8]) -> BTreeMap<u64, u64> {
-    raw(target, &[b"HGETALL", key])
-}
-
-/// The server's clock in milliseconds since the epoch.
-async fn server_ms(coordination: &Coordination) -> u64 {
-    let now = coordination.backend().server_time().await.expect("TIME");
-    u64::try_from(now.as_millis()).expect("ms fit")
-}
-
-macro_rules! scenario {
-    ($scenario:ident: $($name:ident => $target:expr),+ $(,)?) => {
-        mod $scenario {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::$scenario($target).await
-                }
-            )+
-        }
-    };
-    ($scenario:ident redis) => {
-        scenario!($scenario:
-            redis7 => Target::Server(ServerKind::Redis7),
-            redis8 => Target::Server(ServerKind::Redis8),
-            valkey8 => Target::Server(ServerKind::Valkey8),
-            cluster => Target::Cluster);
-    };
-    ($scenario:ident) => {
-        scenario!($scenario:
-            redis7 => Target::Server(ServerKind::Redis7),
-            redis8 => Target::Server(ServerKind::Redis8),
-            valkey8 => Target::Server(ServerKind::Valkey8),
-            cluster => Target::Cluster,
-            memory => Target::Memory);
-    };
+    target.query(&[b"HGETALL", key])
 }
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -114,7 +23,7 @@ const MS: Duration = Duration::from_millis(1);
 scenario!(admits_exactly_the_limit_then_rejects_with_a_retry_time);
 
 async fn admits_exactly_the_limit_then_rejects_with_a_retry_time(target: Target) {
-    let coordination = coordination(target, "exact").await;
+    let coordination = target.coordination("exact").await;
     // Segments of 10 s: a permit stays counted between 60 and 70 s.
     let limiter = SlidingWindow::new(&coordination, "api", 3, MINUTE, 6).expect("valid");
     assert_eq!(limiter.policy().quota(), 3);
@@ -139,13 +48,7 @@ async fn admits_exactly_the_limit_then_rejects_with_a_retry_time(target: Target)
         assert!(wait <= rejected.reset_after(), "{rejected:?}");
     }
     // Another key is independent.
-    assert!(
-        limiter
-            .acquire(b"other", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"other", 1).await);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -153,7 +56,7 @@ async fn admits_exactly_the_limit_then_rejects_with_a_retry_time(target: Target)
 scenario!(weighted_permits_and_the_limit_boundaries);
 
 async fn weighted_permits_and_the_limit_boundaries(target: Target) {
-    let coordination = coordination(target, "weights").await;
+    let coordination = target.coordination("weights").await;
     let limiter = SlidingWindow::new(&coordination, "api", 5, MINUTE, 6).expect("valid");
 
     // More than the limit: rejected, no retry time, nothing consumed.
@@ -204,26 +107,14 @@ async fn weighted_permits_and_the_limit_boundaries(target: Target) {
 scenario!(retry_after_is_exact_and_frees_the_oldest_segment_first redis);
 
 async fn retry_after_is_exact_and_frees_the_oldest_segment_first(target: Target) {
-    let coordination = coordination(target, "retry").await;
+    let coordination = target.coordination("retry").await;
     let window = Duration::from_millis(300);
     let limiter = SlidingWindow::new(&coordination, "api", 3, window, 3).expect("valid");
     let started = Instant::now();
-    assert!(
-        limiter
-            .acquire(b"k", 2)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 2).await);
     // One segment later, the next permit lands in a later segment.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(
-        limiter
-            .acquire(b"k", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 1).await);
 
     let rejected = limiter.acquire(b"k", 2).await.expect("acquire");
     assert!(!rejected.is_granted(), "{rejected:?}");
@@ -300,13 +191,7 @@ async fn memory_permits_are_never_freed_early_and_the_key_expires() {
     assert_eq!(backend.len(), 1);
 
     tokio::time::advance(ms(1098)).await;
-    assert!(
-        !limiter
-            .acquire(b"k", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(!is_granted(&limiter, b"k", 1).await);
     tokio::time::advance(ms(1)).await;
     assert_eq!(
         backend.len(),
@@ -318,13 +203,7 @@ async fn memory_permits_are_never_freed_early_and_the_key_expires() {
         (probe.remaining(), probe.reset_after()),
         (2, Duration::ZERO)
     );
-    assert!(
-        limiter
-            .acquire(b"k", 2)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 2).await);
 }
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -349,19 +228,19 @@ async fn align_to_segment(backend: &MemoryBackend, segment: Duration) {
 scenario!(storage_is_one_expiring_hash_on_the_servers_clock redis);
 
 async fn storage_is_one_expiring_hash_on_the_servers_clock(target: Target) {
-    let coordination = coordination(target, "storage").await;
+    let coordination = target.coordination("storage").await;
     let limiter = SlidingWindow::new(&coordination, "api", 5, MINUTE, 6).expect("valid");
-    let key = storage_key(&coordination, "api", "\u{0}binary");
+    let key = storage_key(&coordination, "sw", "api", "\u{0}binary");
     // A probe or a rejection creates nothing.
     limiter.acquire(b"\x00binary", 0).await.expect("probe");
     limiter.acquire(b"\x00binary", 6).await.expect("impossible");
-    assert_eq!(raw::<i64>(target, &[b"EXISTS", &key]), 0);
+    assert_eq!(target.query::<i64>(&[b"EXISTS", &key]), 0);
 
     let before = server_ms(&coordination).await;
     limiter.acquire(b"\x00binary", 2).await.expect("acquire");
     let after = server_ms(&coordination).await;
     limiter.acquire(b"\x00binary", 4).await.expect("rejected");
-    assert_eq!(raw::<String>(target, &[b"TYPE", &key]), "hash");
+    assert_eq!(target.query::<String>(&[b"TYPE", &key]), "hash");
     // One field: the end of the server's 10 s segment holding the request.
     let stored = segments(target, &key);
     let (&end, &count) = stored.iter().next().expect("one segment");
@@ -372,46 +251,28 @@ async fn storage_is_one_expiring_hash_on_the_servers_clock(target: Target) {
         "{end} for server times {before}..={after}"
     );
     // It expires when that segment leaves the window.
-    let expires_at: u64 = raw(target, &[b"PEXPIRETIME", &key]);
+    let expires_at: u64 = target.query(&[b"PEXPIRETIME", &key]);
     assert_eq!(expires_at, end + 60_000);
-    let ttl: u64 = raw(target, &[b"PTTL", &key]);
+    let ttl = target.pttl(&key);
     assert!(ttl > 50_000 && ttl <= 70_000, "{ttl}");
 }
 
 scenario!(a_grant_prunes_the_segments_that_left_the_window redis);
 
 async fn a_grant_prunes_the_segments_that_left_the_window(target: Target) {
-    let coordination = coordination(target, "prune").await;
+    let coordination = target.coordination("prune").await;
     let limiter = SlidingWindow::new(&coordination, "api", 2, ms(200), 2).expect("valid");
-    let key = storage_key(&coordination, "api", "k");
-    assert!(
-        limiter
-            .acquire(b"k", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    let key = storage_key(&coordination, "sw", "api", "k");
+    assert!(is_granted(&limiter, b"k", 1).await);
     tokio::time::sleep(ms(100)).await;
-    assert!(
-        limiter
-            .acquire(b"k", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 1).await);
     let before = segments(target, &key);
     assert_eq!(before.len(), 2, "{before:?}");
 
     let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
     let wait = rejected.retry_after().expect("retry time");
     tokio::time::sleep(wait + ms(5)).await;
-    assert!(
-        limiter
-            .acquire(b"k", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 1).await);
     let after = segments(target, &key);
     let (oldest, second) = (before.keys().next(), before.keys().nth(1));
     assert!(!after.contains_key(oldest.expect("two")), "{after:?}");
@@ -422,14 +283,14 @@ async fn a_grant_prunes_the_segments_that_left_the_window(target: Target) {
 scenario!(corrupt_state_fails_without_change redis);
 
 async fn corrupt_state_fails_without_change(target: Target) {
-    let coordination = coordination(target, "corrupt").await;
+    let coordination = target.coordination("corrupt").await;
     let limiter = SlidingWindow::new(&coordination, "api", 5, MINUTE, 6).expect("valid");
-    let key = storage_key(&coordination, "api", "k");
+    let key = storage_key(&coordination, "sw", "api", "k");
 
-    let () = raw(target, &[b"SET", &key, b"not a hash"]);
+    let () = target.query(&[b"SET", &key, b"not a hash"]);
     let err = limiter.acquire(b"k", 1).await.expect_err("corrupt");
     assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
-    assert_eq!(raw::<String>(target, &[b"GET", &key]), "not a hash");
+    assert_eq!(target.query::<String>(&[b"GET", &key]), "not a hash");
 
     let future = (server_ms(&coordination).await + 1_000).to_string();
     for (field, value) in [
@@ -440,8 +301,8 @@ async fn corrupt_state_fails_without_change(target: Target) {
         ("1.5", "1"),
         ("99999999999999999999", "1"),
     ] {
-        let () = raw(target, &[b"DEL", &key]);
-        let () = raw(target, &[b"HSET", &key, field.as_bytes(), value.as_bytes()]);
+        let () = target.query(&[b"DEL", &key]);
+        let () = target.query(&[b"HSET", &key, field.as_bytes(), value.as_bytes()]);
         for permits in [0, 1] {
             let err = limiter.acquire(b"k", permits).await.expect_err("corrupt");
             assert_eq!(
@@ -450,16 +311,16 @@ async fn corrupt_state_fails_without_change(target: Target) {
                 "{field}={value}: {err}"
             );
         }
-        let stored: BTreeMap<String, String> = raw(target, &[b"HGETALL", &key]);
+        let stored: BTreeMap<String, String> = target.query(&[b"HGETALL", &key]);
         assert_eq!(stored.len(), 1);
         assert_eq!(stored.get(field).map(String::as_str), Some(value));
-        assert_eq!(raw::<i64>(target, &[b"PTTL", &key]), -1);
+        assert_eq!(target.pttl(&key), -1);
     }
 
     // A count that reads as a number but is no integer to HINCRBY: a grant fails before any
     // write (the stale segment is not pruned). Both possible current segments hold one.
     let big = SlidingWindow::new(&coordination, "big", 1_000_000, MINUTE, 1).expect("valid");
-    let big_key = storage_key(&coordination, "big", "k");
+    let big_key = storage_key(&coordination, "sw", "big", "k");
     let now = server_ms(&coordination).await;
     let end = now - now % 60_000 + 60_000;
     let fields = [
@@ -468,35 +329,32 @@ async fn corrupt_state_fails_without_change(target: Target) {
         (now - 120_000).to_string(),
     ];
     for (field, value) in fields.iter().zip(["1e3", "1e3", "1"]) {
-        let () = raw(
-            target,
-            &[b"HSET", &big_key, field.as_bytes(), value.as_bytes()],
-        );
+        let () = target.query(&[b"HSET", &big_key, field.as_bytes(), value.as_bytes()]);
     }
     let err = big.acquire(b"k", 1).await.expect_err("corrupt");
     assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
-    let stored: BTreeMap<String, String> = raw(target, &[b"HGETALL", &big_key]);
+    let stored: BTreeMap<String, String> = target.query(&[b"HGETALL", &big_key]);
     assert_eq!(stored.len(), 3, "{stored:?}");
     assert_eq!(stored.get(&fields[0]).map(String::as_str), Some("1e3"));
 
     // Segments that lost their expiry are given it back instead of living forever.
-    let () = raw(target, &[b"DEL", &key]);
-    let () = raw(target, &[b"HSET", &key, future.as_bytes(), b"5"]);
+    let () = target.query(&[b"DEL", &key]);
+    let () = target.query(&[b"HSET", &key, future.as_bytes(), b"5"]);
     let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
     assert!(!rejected.is_granted());
     assert!(rejected.retry_after().is_some_and(|d| d <= MINUTE + SECOND));
-    let expires_at: u64 = raw(target, &[b"PEXPIRETIME", &key]);
+    let expires_at: u64 = target.query(&[b"PEXPIRETIME", &key]);
     assert_eq!(expires_at, future.parse::<u64>().expect("ms") + 60_000);
     // ... and stale ones are dropped at once, even by a probe.
     let stale = (server_ms(&coordination).await - 120_000).to_string();
-    let () = raw(target, &[b"DEL", &key]);
-    let () = raw(target, &[b"HSET", &key, stale.as_bytes(), b"5"]);
+    let () = target.query(&[b"DEL", &key]);
+    let () = target.query(&[b"HSET", &key, stale.as_bytes(), b"5"]);
     let probe = limiter.acquire(b"k", 0).await.expect("probe");
     assert_eq!(
         (probe.remaining(), probe.reset_after()),
         (5, Duration::ZERO)
     );
-    assert_eq!(raw::<i64>(target, &[b"EXISTS", &key]), 0);
+    assert_eq!(target.query::<i64>(&[b"EXISTS", &key]), 0);
 }
 
 #[tokio::test]
@@ -540,53 +398,14 @@ async fn concurrent_callers_never_exceed_the_limit(target: Target) {
     const LIMIT: u64 = 50;
     const CALLERS: usize = 8;
     const ATTEMPTS: usize = 40;
-    let first = coordination(target, "concurrent").await;
+    let first = target.coordination("concurrent").await;
     // Several independent connections (separate handles) sharing one prefix, as replicas do.
-    let handles: Vec<Coordination> = match target {
-        Target::Memory => vec![first; CALLERS],
-        _ => {
-            let leasehold::backend::Backend::Redis(redis) = first.backend() else {
-                unreachable!()
-            };
-            let prefix = redis.key_prefix().to_vec();
-            let mut handles = Vec::new();
-            for _ in 0..CALLERS {
-                let backend = redis_builder(target)
-                    .key_prefix(&prefix)
-                    .connect()
-                    .await
-                    .expect("connect");
-                handles.push(backend.into());
-            }
-            handles
-        }
-    };
-    let tasks: Vec<_> = handles
-        .into_iter()
-        .map(|coordination| {
-            tokio::spawn(async move {
-                // Nothing is freed for a minute: every grant counts against the limit.
-                let limiter =
-                    SlidingWindow::new(&coordination, "api", LIMIT, MINUTE, 6).expect("valid");
-                let mut granted = 0u64;
-                for _ in 0..ATTEMPTS {
-                    if limiter
-                        .acquire(b"hot", 1)
-                        .await
-                        .expect("acquire")
-                        .is_granted()
-                    {
-                        granted += 1;
-                    }
-                }
-                granted
-            })
-        })
-        .collect();
-    let mut granted = 0;
-    for task in tasks {
-        granted += task.await.expect("task");
-    }
+    let handles = target.handles(&first, CALLERS).await;
+    // Nothing is freed for a minute: every grant counts against the limit.
+    let granted = concurrent_grants(handles, ATTEMPTS, |coordination| {
+        SlidingWindow::new(coordination, "api", LIMIT, MINUTE, 6).expect("valid")
+    })
+    .await;
     assert_eq!(
         granted, LIMIT,
         "{CALLERS}×{ATTEMPTS} attempts against a limit of {LIMIT}"

@@ -7,72 +7,16 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use leasehold::backend::Backend;
-use leasehold::backend::memory::MemoryBackend;
-use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::rate_limit::{
     MAX_STACKED_POLICIES, QueueOrder, QuotaUnit, RateLimitDecision, RateLimitPolicy, RateLimiter,
     Stacked,
 };
 use leasehold::{Coordination, ErrorKind};
-use support::{ServerKind, cluster, shared, unique_prefix};
-
-#[derive(Clone, Copy, Debug)]
-enum Target {
-    Server(ServerKind),
-    Cluster,
-    Memory,
-}
-
-fn redis_builder(target: Target) -> leasehold::backend::redis::RedisBackendBuilder {
-    match target {
-        Target::Server(kind) => RedisBackend::standalone(shared(kind).unix_url()),
-        Target::Cluster => RedisBackend::cluster(cluster().urls()),
-        Target::Memory => unreachable!("Redis targets only"),
-    }
-}
-
-async fn coordination(target: Target, test: &str) -> Coordination {
-    let prefix = unique_prefix(test);
-    if let Target::Memory = target {
-        return MemoryBackend::builder()
-            .key_prefix(prefix)
-            .build()
-            .expect("valid")
-            .into();
-    }
-    redis_builder(target)
-        .key_prefix(prefix)
-        .connect()
-        .await
-        .unwrap_or_else(|e| panic!("connect to {target:?}: {e}"))
-        .into()
-}
-
-/// The physical key of a stacked limiter's client key (see `Stacked` docs).
-fn storage_key(coordination: &Coordination, name: &str, key: &str) -> Vec<u8> {
-    let Backend::Redis(redis) = coordination.backend() else {
-        unreachable!("Redis targets only")
-    };
-    redis.physical_key(format!("rl:st:{}:{name}:{key}", name.len()).as_bytes())
-}
-
-fn raw<T: redis::FromRedisValue>(target: Target, args: &[&[u8]]) -> T {
-    let mut cmd = redis::cmd(std::str::from_utf8(args[0]).expect("ascii command"));
-    for arg in &args[1..] {
-        cmd.arg(*arg);
-    }
-    match target {
-        Target::Server(kind) => cmd.query(&mut shared(kind).connection()).expect("raw"),
-        Target::Cluster => cmd
-            .query(&mut cluster().client().get_connection().expect("cluster"))
-            .expect("raw"),
-        Target::Memory => unreachable!("Redis targets only"),
-    }
-}
+use support::target::{Target, concurrent_grants, is_granted, scenario, server_ms, storage_key};
 
 /// The windows of a stacked key: policy index → (count, window end in ms since the epoch).
 fn windows(target: Target, key: &[u8]) -> BTreeMap<String, (u64, u64)> {
-    let fields: BTreeMap<String, String> = raw(target, &[b"HGETALL", key]);
+    let fields: BTreeMap<String, String> = target.query(&[b"HGETALL", key]);
     fields
         .into_iter()
         .map(|(field, value)| {
@@ -88,17 +32,11 @@ fn windows(target: Target, key: &[u8]) -> BTreeMap<String, (u64, u64)> {
         .collect()
 }
 
-/// The server's clock in milliseconds since the epoch.
-async fn server_ms(coordination: &Coordination) -> u64 {
-    let now = coordination.backend().server_time().await.expect("TIME");
-    u64::try_from(now.as_millis()).expect("ms fit")
-}
-
 /// Whether the backend holds no key for the limiter's client key.
 fn nothing_stored(target: Target, coordination: &Coordination, key: &[u8]) -> bool {
     match coordination.backend() {
         Backend::Memory(memory) => memory.is_empty(),
-        Backend::Redis(_) => raw::<i64>(target, &[b"EXISTS", key]) == 0,
+        Backend::Redis(_) => target.query::<i64>(&[b"EXISTS", key]) == 0,
         _ => unreachable!(),
     }
 }
@@ -116,36 +54,6 @@ fn policy(name: &str, quota: u64, window: Duration) -> RateLimitPolicy {
     RateLimitPolicy::new(name, quota, window)
 }
 
-macro_rules! scenario {
-    ($scenario:ident: $($name:ident => $target:expr),+ $(,)?) => {
-        mod $scenario {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::$scenario($target).await
-                }
-            )+
-        }
-    };
-    ($scenario:ident redis) => {
-        scenario!($scenario:
-            redis7 => Target::Server(ServerKind::Redis7),
-            redis8 => Target::Server(ServerKind::Redis8),
-            valkey8 => Target::Server(ServerKind::Valkey8),
-            cluster => Target::Cluster);
-    };
-    ($scenario:ident) => {
-        scenario!($scenario:
-            redis7 => Target::Server(ServerKind::Redis7),
-            redis8 => Target::Server(ServerKind::Redis8),
-            valkey8 => Target::Server(ServerKind::Valkey8),
-            cluster => Target::Cluster,
-            memory => Target::Memory);
-    };
-}
-
 const SECOND: Duration = Duration::from_secs(1);
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
@@ -156,7 +64,7 @@ const DAY: Duration = Duration::from_secs(86_400);
 scenario!(all_or_nothing);
 
 async fn all_or_nothing(target: Target) {
-    let coordination = coordination(target, "all-or-nothing").await;
+    let coordination = target.coordination("all-or-nothing").await;
     let limiter = Stacked::new(
         &coordination,
         "api",
@@ -185,7 +93,7 @@ async fn all_or_nothing(target: Target) {
     assert!(probe.is_granted());
     assert_eq!(remaining(&probe), [8, 1], "the minute's count is unchanged");
     if !matches!(target, Target::Memory) {
-        let stored = windows(target, &storage_key(&coordination, "api", "k"));
+        let stored = windows(target, &storage_key(&coordination, "st", "api", "k"));
         assert_eq!(stored.len(), 2, "{stored:?}");
         assert_eq!(
             stored["0"].0, 2,
@@ -212,7 +120,7 @@ async fn all_or_nothing(target: Target) {
 scenario!(the_longest_wait_among_the_rejecting_policies_is_reported);
 
 async fn the_longest_wait_among_the_rejecting_policies_is_reported(target: Target) {
-    let coordination = coordination(target, "longest-wait").await;
+    let coordination = target.coordination("longest-wait").await;
     let limiter = Stacked::new(
         &coordination,
         "api",
@@ -223,13 +131,7 @@ async fn the_longest_wait_among_the_rejecting_policies_is_reported(target: Targe
         ],
     )
     .expect("valid");
-    assert!(
-        limiter
-            .acquire(b"k", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 1).await);
     let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
     assert!(!rejected.is_granted());
     assert_eq!(remaining(&rejected), [0, 0, 4]);
@@ -250,13 +152,7 @@ async fn the_longest_wait_among_the_rejecting_policies_is_reported(target: Targe
         [policy("minute", 1, MINUTE), policy("hour", 5, HOUR)],
     )
     .expect("valid");
-    assert!(
-        limiter
-            .acquire(b"k", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 1).await);
     let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
     assert!(!rejected.is_granted());
     let wait = rejected.retry_after().expect("retry time");
@@ -270,7 +166,7 @@ async fn the_longest_wait_among_the_rejecting_policies_is_reported(target: Targe
 scenario!(permits_above_the_smallest_limit_never_succeed);
 
 async fn permits_above_the_smallest_limit_never_succeed(target: Target) {
-    let coordination = coordination(target, "impossible").await;
+    let coordination = target.coordination("impossible").await;
     let limiter = Stacked::new(
         &coordination,
         "api",
@@ -279,7 +175,7 @@ async fn permits_above_the_smallest_limit_never_succeed(target: Target) {
     .expect("valid");
     let key = match target {
         Target::Memory => Vec::new(),
-        _ => storage_key(&coordination, "api", "k"),
+        _ => storage_key(&coordination, "st", "api", "k"),
     };
     for permits in [11, 1000, u64::MAX] {
         let impossible = limiter.acquire(b"k", permits).await.expect("acquire");
@@ -289,24 +185,12 @@ async fn permits_above_the_smallest_limit_never_succeed(target: Target) {
     }
     assert!(nothing_stored(target, &coordination, &key));
     // The same with a window under way: still no retry time, still nothing counted.
-    assert!(
-        limiter
-            .acquire(b"k", 4)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 4).await);
     let impossible = limiter.acquire(b"k", 11).await.expect("acquire");
     assert_eq!(impossible.retry_after(), None);
     assert_eq!(remaining(&impossible), [6, 996]);
     // Exactly the smallest limit fits a fresh key.
-    assert!(
-        limiter
-            .acquire(b"fresh", 10)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"fresh", 10).await);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -314,7 +198,7 @@ async fn permits_above_the_smallest_limit_never_succeed(target: Target) {
 scenario!(probes_create_and_change_nothing);
 
 async fn probes_create_and_change_nothing(target: Target) {
-    let coordination = coordination(target, "probe").await;
+    let coordination = target.coordination("probe").await;
     let limiter = Stacked::new(
         &coordination,
         "api",
@@ -323,7 +207,7 @@ async fn probes_create_and_change_nothing(target: Target) {
     .expect("valid");
     let key = match target {
         Target::Memory => Vec::new(),
-        _ => storage_key(&coordination, "api", "k"),
+        _ => storage_key(&coordination, "st", "api", "k"),
     };
     let probe = limiter.acquire(b"k", 0).await.expect("probe");
     assert!(probe.is_granted());
@@ -355,7 +239,7 @@ async fn probes_create_and_change_nothing(target: Target) {
 scenario!(a_window_that_ends_frees_only_its_policy redis);
 
 async fn a_window_that_ends_frees_only_its_policy(target: Target) {
-    let coordination = coordination(target, "window-end").await;
+    let coordination = target.coordination("window-end").await;
     let limiter = Stacked::new(
         &coordination,
         "api",
@@ -365,14 +249,8 @@ async fn a_window_that_ends_frees_only_its_policy(target: Target) {
         ],
     )
     .expect("valid");
-    let key = storage_key(&coordination, "api", "k");
-    assert!(
-        limiter
-            .acquire(b"k", 2)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    let key = storage_key(&coordination, "st", "api", "k");
+    assert!(is_granted(&limiter, b"k", 2).await);
     let before = windows(target, &key);
     let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
     assert!(!rejected.is_granted());
@@ -411,13 +289,7 @@ async fn memory_windows_follow_the_paused_clock() {
         [policy("second", 2, SECOND), policy("minute", 3, MINUTE)],
     )
     .expect("valid");
-    assert!(
-        limiter
-            .acquire(b"k", 2)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 2).await);
     tokio::time::advance(Duration::from_millis(400)).await;
     let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
     assert_eq!(rejected.retry_after(), Some(Duration::from_millis(600)));
@@ -440,13 +312,7 @@ async fn memory_windows_follow_the_paused_clock() {
     assert_eq!((rejected.limit(), rejected.remaining()), (3, 0));
 
     tokio::time::advance(MINUTE - SECOND - Duration::from_millis(1)).await;
-    assert!(
-        !limiter
-            .acquire(b"k", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(!is_granted(&limiter, b"k", 1).await);
     tokio::time::advance(Duration::from_millis(1)).await;
     let fresh = limiter.acquire(b"k", 2).await.expect("acquire");
     assert!(fresh.is_granted());
@@ -464,19 +330,19 @@ async fn memory_windows_follow_the_paused_clock() {
 scenario!(storage_is_one_hash_expiring_with_its_last_window redis);
 
 async fn storage_is_one_hash_expiring_with_its_last_window(target: Target) {
-    let coordination = coordination(target, "storage").await;
+    let coordination = target.coordination("storage").await;
     let limiter = Stacked::new(
         &coordination,
         "api",
         [policy("minute", 5, MINUTE), policy("hour", 10, HOUR)],
     )
     .expect("valid");
-    let key = storage_key(&coordination, "api", "\u{0}binary");
+    let key = storage_key(&coordination, "st", "api", "\u{0}binary");
     let before = server_ms(&coordination).await;
     limiter.acquire(b"\x00binary", 2).await.expect("acquire");
     let after = server_ms(&coordination).await;
     assert_eq!(
-        raw::<String>(target, &[b"TYPE", &key]),
+        target.query::<String>(&[b"TYPE", &key]),
         "hash",
         "one hash per client key"
     );
@@ -490,29 +356,29 @@ async fn storage_is_one_hash_expiring_with_its_last_window(target: Target) {
             "{field}: {end} not within [{before}, {after}] + {window}"
         );
     }
-    let ttl: i64 = raw(target, &[b"PTTL", &key]);
+    let ttl = target.pttl(&key);
     assert!(ttl > 3_590_000 && ttl <= 3_600_000, "{ttl}");
 }
 
 scenario!(corrupt_state_fails_without_change redis);
 
 async fn corrupt_state_fails_without_change(target: Target) {
-    let coordination = coordination(target, "corrupt").await;
+    let coordination = target.coordination("corrupt").await;
     let limiter = Stacked::new(
         &coordination,
         "api",
         [policy("minute", 5, MINUTE), policy("hour", 10, HOUR)],
     )
     .expect("valid");
-    let key = storage_key(&coordination, "api", "k");
+    let key = storage_key(&coordination, "st", "api", "k");
 
-    raw::<()>(target, &[b"SET", &key, b"not a hash"]);
+    target.query::<()>(&[b"SET", &key, b"not a hash"]);
     for permits in [0, 1] {
         let err = limiter.acquire(b"k", permits).await.expect_err("corrupt");
         assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
     }
-    assert_eq!(raw::<String>(target, &[b"GET", &key]), "not a hash");
-    raw::<()>(target, &[b"DEL", &key]);
+    assert_eq!(target.query::<String>(&[b"GET", &key]), "not a hash");
+    target.query::<()>(&[b"DEL", &key]);
 
     let future = (server_ms(&coordination).await + 60_000).to_string();
     let valid = format!("1:{future}");
@@ -529,32 +395,29 @@ async fn corrupt_state_fails_without_change(target: Target) {
         "1:9007199254740992",
         "99999999999999999999999:5",
     ] {
-        raw::<()>(
-            target,
-            &[b"HSET", &key, b"1", valid.as_bytes(), b"0", bad.as_bytes()],
-        );
+        target.query::<()>(&[b"HSET", &key, b"1", valid.as_bytes(), b"0", bad.as_bytes()]);
         let err = limiter.acquire(b"k", 1).await.expect_err(bad);
         assert_eq!(err.kind(), ErrorKind::CorruptState, "{bad}: {err}");
-        let fields: BTreeMap<String, String> = raw(target, &[b"HGETALL", &key]);
+        let fields: BTreeMap<String, String> = target.query(&[b"HGETALL", &key]);
         assert_eq!(fields.len(), 2, "{bad}");
         assert_eq!(fields["0"], bad, "nothing written");
         assert_eq!(fields["1"], valid, "nothing written");
     }
-    raw::<()>(target, &[b"DEL", &key]);
+    target.query::<()>(&[b"DEL", &key]);
 
     // Windows that lost their expiry get it back, even from a probe.
-    raw::<()>(target, &[b"HSET", &key, b"0", valid.as_bytes()]);
-    assert_eq!(raw::<i64>(target, &[b"PTTL", &key]), -1);
+    target.query::<()>(&[b"HSET", &key, b"0", valid.as_bytes()]);
+    assert_eq!(target.pttl(&key), -1);
     let probe = limiter.acquire(b"k", 0).await.expect("probe");
     assert_eq!(remaining(&probe), [4, 10]);
-    let ttl: i64 = raw(target, &[b"PTTL", &key]);
+    let ttl = target.pttl(&key);
     assert!(ttl > 0 && ttl <= 60_000, "{ttl}");
     // Windows that all ended and lost their expiry are deleted.
-    raw::<()>(target, &[b"HSET", &key, b"0", b"3:1000", b"1", b"3:2000"]);
-    raw::<()>(target, &[b"PERSIST", &key]);
+    target.query::<()>(&[b"HSET", &key, b"0", b"3:1000", b"1", b"3:2000"]);
+    target.query::<()>(&[b"PERSIST", &key]);
     let probe = limiter.acquire(b"k", 0).await.expect("probe");
     assert_eq!(remaining(&probe), [5, 10], "ended windows count nothing");
-    assert_eq!(raw::<i64>(target, &[b"EXISTS", &key]), 0);
+    assert_eq!(target.query::<i64>(&[b"EXISTS", &key]), 0);
 }
 
 #[tokio::test]
@@ -620,53 +483,14 @@ scenario!(concurrent_callers_count_grants_exactly);
 async fn concurrent_callers_count_grants_exactly(target: Target) {
     const CALLERS: usize = 8;
     const ATTEMPTS: usize = 10;
-    let first = coordination(target, "concurrent").await;
+    let first = target.coordination("concurrent").await;
     // Several independent connections (separate handles) sharing one prefix, as replicas do.
-    let handles: Vec<Coordination> = match first.backend() {
-        Backend::Memory(_) => vec![first.clone(); CALLERS],
-        Backend::Redis(redis) => {
-            let prefix = redis.key_prefix().to_vec();
-            let mut handles = Vec::new();
-            for _ in 0..CALLERS {
-                handles.push(
-                    redis_builder(target)
-                        .key_prefix(&prefix)
-                        .connect()
-                        .await
-                        .expect("connect")
-                        .into(),
-                );
-            }
-            handles
-        }
-        _ => unreachable!(),
-    };
+    let handles = target.handles(&first, CALLERS).await;
     let policies = [policy("minute", 50, MINUTE), policy("hour", 30, HOUR)];
-    let tasks: Vec<_> = handles
-        .into_iter()
-        .map(|coordination| {
-            let policies = policies.clone();
-            tokio::spawn(async move {
-                let limiter = Stacked::new(&coordination, "api", policies).expect("valid");
-                let mut granted = 0u64;
-                for _ in 0..ATTEMPTS {
-                    if limiter
-                        .acquire(b"hot", 1)
-                        .await
-                        .expect("acquire")
-                        .is_granted()
-                    {
-                        granted += 1;
-                    }
-                }
-                granted
-            })
-        })
-        .collect();
-    let mut granted = 0;
-    for task in tasks {
-        granted += task.await.expect("task");
-    }
+    let granted = concurrent_grants(handles, ATTEMPTS, |coordination| {
+        Stacked::new(coordination, "api", policies.clone()).expect("valid")
+    })
+    .await;
     assert_eq!(
         granted, 30,
         "{CALLERS}×{ATTEMPTS} attempts against 30 per hour"
@@ -690,13 +514,7 @@ async fn a_queued_request_waits_for_the_longest_window() {
     let limiter = RateLimiter::from(stacked).with_queue(5, QueueOrder::OldestFirst);
     assert_eq!(limiter.policies().len(), 2);
     assert_eq!(limiter.policy().name(), "second", "the first policy");
-    assert!(
-        limiter
-            .acquire(b"k", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 1).await);
     let start = tokio::time::Instant::now();
     let decision = limiter.acquire_wait(b"k", 1, MINUTE).await.expect("wait");
     assert!(decision.is_granted());
@@ -717,13 +535,7 @@ async fn the_deny_cache_keeps_every_policy_state() {
     )
     .expect("valid");
     let limiter = RateLimiter::from(stacked).with_deny_cache(10);
-    assert!(
-        limiter
-            .acquire(b"k", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 1).await);
     let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
     assert_eq!(rejected.retry_after(), Some(SECOND));
     tokio::time::advance(Duration::from_millis(400)).await;
@@ -744,13 +556,7 @@ async fn the_deny_cache_keeps_every_policy_state() {
         ]
     );
     tokio::time::advance(Duration::from_millis(600)).await;
-    assert!(
-        limiter
-            .acquire(b"k", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 1).await);
     let stats = limiter.statistics();
     assert_eq!((stats.granted(), stats.rejected()), (2, 2));
 }

@@ -6,75 +6,13 @@ use std::time::Duration;
 
 use leasehold::backend::Backend;
 use leasehold::backend::memory::MemoryBackend;
-use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::rate_limit::TokenBucket;
 use leasehold::{Coordination, ErrorKind};
-use support::{ServerKind, cluster, shared, unique_prefix};
-
-#[derive(Clone, Copy, Debug)]
-enum Target {
-    Server(ServerKind),
-    Cluster,
-    Memory,
-}
-
-fn builder(target: Target) -> leasehold::backend::redis::RedisBackendBuilder {
-    match target {
-        Target::Server(kind) => RedisBackend::standalone(shared(kind).unix_url()),
-        Target::Cluster => RedisBackend::cluster(cluster().urls()),
-        Target::Memory => unreachable!("Redis targets only"),
-    }
-}
-
-async fn coordination(target: Target, test: &str) -> Coordination {
-    let prefix = unique_prefix(test);
-    if let Target::Memory = target {
-        return MemoryBackend::builder()
-            .key_prefix(prefix)
-            .build()
-            .expect("valid")
-            .into();
-    }
-    builder(target)
-        .key_prefix(prefix)
-        .connect()
-        .await
-        .unwrap_or_else(|e| panic!("connect to {target:?}: {e}"))
-        .into()
-}
-
-/// The physical key of a token-bucket limiter's client key (see `TokenBucket` docs).
-fn storage_key(coordination: &Coordination, name: &str, key: &str) -> Vec<u8> {
-    let Backend::Redis(redis) = coordination.backend() else {
-        unreachable!("Redis targets only")
-    };
-    redis.physical_key(format!("rl:tb:{}:{name}:{key}", name.len()).as_bytes())
-}
-
-fn raw(target: Target, args: &[&[u8]]) -> redis::Value {
-    let mut cmd = redis::cmd(std::str::from_utf8(args[0]).expect("ascii command"));
-    for arg in &args[1..] {
-        cmd.arg(*arg);
-    }
-    match target {
-        Target::Server(kind) => cmd.query(&mut shared(kind).connection()).expect("raw"),
-        Target::Cluster => cmd
-            .query(&mut cluster().client().get_connection().expect("cluster"))
-            .expect("raw"),
-        Target::Memory => unreachable!("Redis targets only"),
-    }
-}
-
-fn pttl(target: Target, key: &[u8]) -> i64 {
-    match raw(target, &[b"PTTL", key]) {
-        redis::Value::Int(ttl) => ttl,
-        other => panic!("PTTL answered {other:?}"),
-    }
-}
+use support::target::{Target, concurrent_grants, is_granted, scenario, server_ms, storage_key};
 
 /// The stored "<tokens>:<refilled at ms>".
 fn stored(target: Target, key: &[u8]) -> (u64, u64) {
-    let redis::Value::BulkString(value) = raw(target, &[b"GET", key]) else {
+    let redis::Value::BulkString(value) = target.raw(&[b"GET", key]) else {
         panic!("the bucket is a string")
     };
     let value = String::from_utf8(value).expect("utf-8");
@@ -83,41 +21,6 @@ fn stored(target: Target, key: &[u8]) -> (u64, u64) {
         tokens.parse().expect("tokens"),
         at.parse().expect("refill time"),
     )
-}
-
-async fn server_ms(coordination: &Coordination) -> u64 {
-    let now = coordination.server_time().await.expect("server time");
-    u64::try_from(now.as_millis()).expect("ms")
-}
-
-macro_rules! scenario {
-    ($scenario:ident: $($name:ident => $target:expr),+ $(,)?) => {
-        mod $scenario {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::$scenario($target).await
-                }
-            )+
-        }
-    };
-    ($scenario:ident) => {
-        scenario!($scenario:
-            redis7 => Target::Server(ServerKind::Redis7),
-            redis8 => Target::Server(ServerKind::Redis8),
-            valkey8 => Target::Server(ServerKind::Valkey8),
-            cluster => Target::Cluster,
-            memory => Target::Memory);
-    };
-    (redis: $scenario:ident) => {
-        scenario!($scenario:
-            redis7 => Target::Server(ServerKind::Redis7),
-            redis8 => Target::Server(ServerKind::Redis8),
-            valkey8 => Target::Server(ServerKind::Valkey8),
-            cluster => Target::Cluster);
-    };
 }
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -138,7 +41,7 @@ fn assert_just_under(d: Duration, high: Duration) {
 scenario!(a_new_key_starts_full_then_rejects_with_a_retry_time);
 
 async fn a_new_key_starts_full_then_rejects_with_a_retry_time(target: Target) {
-    let coordination = coordination(target, "burst").await;
+    let coordination = target.coordination("burst").await;
     let limiter = TokenBucket::new(&coordination, "api", 3, 1, MINUTE).expect("valid");
 
     let probe = limiter.acquire(b"client", 0).await.expect("probe");
@@ -178,7 +81,7 @@ async fn a_new_key_starts_full_then_rejects_with_a_retry_time(target: Target) {
 scenario!(weighted_permits_and_the_limit_boundaries);
 
 async fn weighted_permits_and_the_limit_boundaries(target: Target) {
-    let coordination = coordination(target, "weights").await;
+    let coordination = target.coordination("weights").await;
     let limiter = TokenBucket::new(&coordination, "api", 5, 1, MINUTE).expect("valid");
 
     // More than the limit: rejected, no retry time, nothing consumed.
@@ -226,7 +129,7 @@ async fn weighted_permits_and_the_limit_boundaries(target: Target) {
 scenario!(large_numbers_stay_exact);
 
 async fn large_numbers_stay_exact(target: Target) {
-    let coordination = coordination(target, "large").await;
+    let coordination = target.coordination("large").await;
     let max_exact = (1u64 << 53) - 1;
     let hour = 60 * MINUTE;
     let limiter = TokenBucket::new(&coordination, "big", max_exact, 1 << 40, hour).expect("valid");
@@ -241,7 +144,7 @@ async fn large_numbers_stay_exact(target: Target) {
         max_exact - 1
     );
     if let Backend::Redis(_) = coordination.backend() {
-        let key = storage_key(&coordination, "big", "k");
+        let key = storage_key(&coordination, "tb", "big", "k");
         assert_eq!(stored(target, &key).0, max_exact - 1);
     }
 
@@ -259,31 +162,25 @@ async fn large_numbers_stay_exact(target: Target) {
     let full_in = Duration::from_millis(100 << 44);
     assert_eq!(taken.reset_after(), full_in);
     if let Backend::Redis(_) = coordination.backend() {
-        let key = storage_key(&coordination, "slow", "k");
-        let ttl = Duration::from_millis(u64::try_from(pttl(target, &key)).expect("expiring"));
+        let key = storage_key(&coordination, "tb", "slow", "k");
+        let ttl = Duration::from_millis(u64::try_from(target.pttl(&key)).expect("expiring"));
         assert_just_under(ttl, full_in);
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 
-scenario!(redis: retry_after_is_exact_on_the_servers_clock);
+scenario!(retry_after_is_exact_on_the_servers_clock redis);
 
 async fn retry_after_is_exact_on_the_servers_clock(target: Target) {
     const PERIOD: Duration = Duration::from_millis(300);
-    let coordination = coordination(target, "retry").await;
+    let coordination = target.coordination("retry").await;
     let limiter = TokenBucket::new(&coordination, "api", 10, 2, PERIOD).expect("valid");
-    let key = storage_key(&coordination, "api", "k");
+    let key = storage_key(&coordination, "tb", "api", "k");
 
     // The refill time stored is the server's clock at the step.
     let before = server_ms(&coordination).await;
-    assert!(
-        limiter
-            .acquire(b"k", 10)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 10).await);
     let after = server_ms(&coordination).await;
     let (tokens, refilled_at) = stored(target, &key);
     assert_eq!(tokens, 0);
@@ -321,13 +218,7 @@ async fn retry_after_is_exact_on_the_servers_clock(target: Target) {
 async fn memory_retry_after_is_exact_to_the_millisecond() {
     let coordination = Coordination::memory();
     let limiter = TokenBucket::new(&coordination, "api", 10, 2, SECOND).expect("valid");
-    assert!(
-        limiter
-            .acquire(b"k", 10)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 10).await);
     tokio::time::advance(Duration::from_millis(700)).await;
 
     let rejected = limiter.acquire(b"k", 3).await.expect("acquire");
@@ -360,13 +251,7 @@ async fn memory_refills_are_discrete_and_keep_the_partial_period() {
     let backend = MemoryBackend::new();
     let coordination = Coordination::new(backend.clone());
     let limiter = TokenBucket::new(&coordination, "api", 10, 1, SECOND).expect("valid");
-    assert!(
-        limiter
-            .acquire(b"k", 10)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 10).await);
 
     tokio::time::advance(Duration::from_millis(999)).await;
     assert_eq!(
@@ -406,13 +291,7 @@ async fn memory_refills_are_discrete_and_keep_the_partial_period() {
 async fn memory_a_full_bucket_starts_its_period_at_the_first_take() {
     let coordination = Coordination::memory();
     let limiter = TokenBucket::new(&coordination, "api", 2, 1, SECOND).expect("valid");
-    assert!(
-        limiter
-            .acquire(b"k", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 1).await);
     tokio::time::advance(Duration::from_millis(1500)).await;
     // Full again; the next period starts now, as it would after the key expired.
     let taken = limiter.acquire(b"k", 1).await.expect("acquire");
@@ -425,125 +304,107 @@ async fn memory_tokens_per_period_above_the_limit_only_fill_the_bucket() {
     let coordination = Coordination::memory();
     let limiter = TokenBucket::new(&coordination, "api", 3, 10, SECOND).expect("valid");
     assert_eq!(limiter.policy().window(), SECOND);
-    assert!(
-        limiter
-            .acquire(b"k", 3)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(is_granted(&limiter, b"k", 3).await);
     let rejected = limiter.acquire(b"k", 3).await.expect("acquire");
     assert_eq!(rejected.retry_after(), Some(SECOND));
     assert_eq!(rejected.reset_after(), SECOND);
     tokio::time::advance(SECOND).await;
     let probe = limiter.acquire(b"k", 0).await.expect("probe");
     assert_eq!(probe.remaining(), 3);
-    assert!(
-        !limiter
-            .acquire(b"k", 4)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(!is_granted(&limiter, b"k", 4).await);
 }
 
 // ---------------------------------------------------------------------------------------------
 
-scenario!(redis: storage_is_one_string_expiring_when_the_bucket_is_full);
+scenario!(storage_is_one_string_expiring_when_the_bucket_is_full redis);
 
 async fn storage_is_one_string_expiring_when_the_bucket_is_full(target: Target) {
-    let coordination = coordination(target, "storage").await;
+    let coordination = target.coordination("storage").await;
     let limiter = TokenBucket::new(&coordination, "api", 5, 1, MINUTE).expect("valid");
-    let key = storage_key(&coordination, "api", "\u{0}binary");
+    let key = storage_key(&coordination, "tb", "api", "\u{0}binary");
 
     // A probe or a rejection creates nothing.
     limiter.acquire(b"\x00binary", 0).await.expect("probe");
     limiter.acquire(b"\x00binary", 6).await.expect("impossible");
-    assert_eq!(raw(target, &[b"EXISTS", &key]), redis::Value::Int(0));
+    assert_eq!(target.raw(&[b"EXISTS", &key]), redis::Value::Int(0));
 
     limiter.acquire(b"\x00binary", 2).await.expect("acquire");
     assert_eq!(
-        raw(target, &[b"TYPE", &key]),
+        target.raw(&[b"TYPE", &key]),
         redis::Value::SimpleString("string".into())
     );
     let (tokens, refilled_at) = stored(target, &key);
     assert_eq!(tokens, 3);
     // Expires when the 2 missing tokens are back: two periods.
-    let ttl = pttl(target, &key);
+    let ttl = target.pttl(&key);
     assert!(ttl > 115_000 && ttl <= 120_000, "{ttl}");
 
     // A rejection changes nothing, neither the state nor its expiry.
     limiter.acquire(b"\x00binary", 3).await.expect("acquire");
-    let ttl = pttl(target, &key);
+    let ttl = target.pttl(&key);
     assert!(ttl > 295_000 && ttl <= 300_000, "{ttl}");
-    assert!(
-        !limiter
-            .acquire(b"\x00binary", 1)
-            .await
-            .expect("acquire")
-            .is_granted()
-    );
+    assert!(!is_granted(&limiter, b"\x00binary", 1).await);
     assert_eq!(stored(target, &key), (0, refilled_at));
-    assert!(pttl(target, &key) <= ttl);
+    assert!(target.pttl(&key) <= ttl);
 
     // An idle key disappears when its bucket would be full: a missing key is a full bucket.
     let quick =
         TokenBucket::new(&coordination, "quick", 2, 2, Duration::from_millis(150)).expect("valid");
-    let quick_key = storage_key(&coordination, "quick", "k");
+    let quick_key = storage_key(&coordination, "tb", "quick", "k");
     let taken = quick.acquire(b"k", 1).await.expect("acquire");
-    let ttl = pttl(target, &quick_key);
+    let ttl = target.pttl(&quick_key);
     assert!(ttl > 0 && ttl <= 150, "{ttl}");
     tokio::time::sleep(taken.reset_after() + Duration::from_millis(10)).await;
-    assert_eq!(raw(target, &[b"EXISTS", &quick_key]), redis::Value::Int(0));
+    assert_eq!(target.raw(&[b"EXISTS", &quick_key]), redis::Value::Int(0));
     assert_eq!(quick.acquire(b"k", 0).await.expect("probe").remaining(), 2);
 }
 
-scenario!(redis: corrupt_or_odd_state_is_handled_without_change);
+scenario!(corrupt_or_odd_state_is_handled_without_change redis);
 
 async fn corrupt_or_odd_state_is_handled_without_change(target: Target) {
-    let coordination = coordination(target, "corrupt").await;
+    let coordination = target.coordination("corrupt").await;
     let limiter = TokenBucket::new(&coordination, "api", 5, 1, MINUTE).expect("valid");
-    let key = storage_key(&coordination, "api", "k");
+    let key = storage_key(&coordination, "tb", "api", "k");
 
     for garbage in [&b"not a number"[..], b"5:abc", b"-1:5", b"1.5:1000", b"3"] {
-        raw(target, &[b"SET", &key, garbage]);
+        target.raw(&[b"SET", &key, garbage]);
         let err = limiter.acquire(b"k", 1).await.expect_err("corrupt");
         assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
         assert_eq!(
-            raw(target, &[b"GET", &key]),
+            target.raw(&[b"GET", &key]),
             redis::Value::BulkString(garbage.to_vec())
         );
     }
-    raw(target, &[b"DEL", &key]);
-    raw(target, &[b"HSET", &key, b"tokens", b"1"]);
+    target.raw(&[b"DEL", &key]);
+    target.raw(&[b"HSET", &key, b"tokens", b"1"]);
     let err = limiter.acquire(b"k", 0).await.expect_err("wrong type");
     assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
     assert_eq!(
-        raw(target, &[b"TYPE", &key]),
+        target.raw(&[b"TYPE", &key]),
         redis::Value::SimpleString("hash".into())
     );
-    raw(target, &[b"DEL", &key]);
+    target.raw(&[b"DEL", &key]);
 
     let now = server_ms(&coordination).await;
     // More tokens than the limit (a limiter rebuilt smaller) are capped.
-    raw(target, &[b"SET", &key, format!("99:{now}").as_bytes()]);
+    target.raw(&[b"SET", &key, format!("99:{now}").as_bytes()]);
     assert_eq!(
         limiter.acquire(b"k", 0).await.expect("probe").remaining(),
         5
     );
     // A refill time ahead of the server's clock restarts the period now.
     let later = now + 3_600_000;
-    raw(target, &[b"SET", &key, format!("0:{later}").as_bytes()]);
+    target.raw(&[b"SET", &key, format!("0:{later}").as_bytes()]);
     let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
     assert_just_under(rejected.retry_after().expect("retry time"), MINUTE);
     // A bucket that lost its expiry still refills from its stored time, and the next take
     // gives it an expiry again.
     let earlier = now - 2 * 60_000;
-    raw(target, &[b"SET", &key, format!("0:{earlier}").as_bytes()]);
+    target.raw(&[b"SET", &key, format!("0:{earlier}").as_bytes()]);
     let taken = limiter.acquire(b"k", 2).await.expect("acquire");
     assert!(taken.is_granted());
     assert_eq!(taken.remaining(), 0);
-    let ttl = pttl(target, &key);
+    let ttl = target.pttl(&key);
     assert!(ttl > 0 && ttl <= 300_000, "{ttl}");
 }
 
@@ -616,51 +477,14 @@ async fn concurrent_callers_never_exceed_the_bucket(target: Target) {
     const LIMIT: u64 = 50;
     const CALLERS: usize = 8;
     const ATTEMPTS: usize = 40;
-    let first = coordination(target, "concurrent").await;
+    let first = target.coordination("concurrent").await;
     // Several independent connections (separate handles) sharing one prefix, as replicas do.
-    let handles: Vec<Coordination> = match first.backend() {
-        Backend::Memory(_) => vec![first.clone(); CALLERS],
-        Backend::Redis(redis) => {
-            let prefix = redis.key_prefix().to_vec();
-            let mut handles = Vec::new();
-            for _ in 0..CALLERS {
-                let backend = builder(target)
-                    .key_prefix(&prefix)
-                    .connect()
-                    .await
-                    .expect("connect");
-                handles.push(backend.into());
-            }
-            handles
-        }
-        _ => unreachable!(),
-    };
+    let handles = target.handles(&first, CALLERS).await;
     // One token an hour: nothing refills during the test.
-    let tasks: Vec<_> = handles
-        .into_iter()
-        .map(|coordination| {
-            tokio::spawn(async move {
-                let limiter =
-                    TokenBucket::new(&coordination, "api", LIMIT, 1, 60 * MINUTE).expect("valid");
-                let mut granted = 0u64;
-                for _ in 0..ATTEMPTS {
-                    if limiter
-                        .acquire(b"hot", 1)
-                        .await
-                        .expect("acquire")
-                        .is_granted()
-                    {
-                        granted += 1;
-                    }
-                }
-                granted
-            })
-        })
-        .collect();
-    let mut granted = 0;
-    for task in tasks {
-        granted += task.await.expect("task");
-    }
+    let granted = concurrent_grants(handles, ATTEMPTS, |coordination| {
+        TokenBucket::new(coordination, "api", LIMIT, 1, 60 * MINUTE).expect("valid")
+    })
+    .await;
     assert_eq!(
         granted, LIMIT,
         "{CALLERS}×{ATTEMPTS} attempts against a bucket of {LIMIT}"

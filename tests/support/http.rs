@@ -41,6 +41,14 @@ impl Reply {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
+
+    /// The Retry-After header's delay-seconds; the header must be there.
+    pub fn retry_after_secs(&self) -> u64 {
+        self.header("retry-after")
+            .expect("a Retry-After header")
+            .parse()
+            .expect("delay-seconds")
+    }
 }
 
 /// A client for these tests (HTTP/1.1, keep-alive).

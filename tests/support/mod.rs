@@ -11,6 +11,7 @@ pub mod increx_module;
 pub mod sentinel;
 pub mod server;
 pub mod spawner;
+pub mod target;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -1,0 +1,250 @@
+//! What a limiter test runs against: one [`Target`] per server kind, the INCREX test module,
+//! the cluster and the memory backend, with [`scenario!`] to make one `#[tokio::test]` per
+//! target of an `async fn(Target)`.
+
+use std::future::Future;
+
+use leasehold::Coordination;
+use leasehold::backend::Backend;
+use leasehold::backend::memory::MemoryBackend;
+use leasehold::backend::redis::{RedisBackend, RedisBackendBuilder};
+use leasehold::coordination::rate_limit::{
+    FixedWindow, Gcra, RateLimitDecision, RateLimiter, SlidingWindow, Stacked, TokenBucket,
+};
+
+use super::{Server, ServerKind, cluster, increx, shared, unique_prefix};
+
+/// Where a limiter test runs.
+#[derive(Clone, Copy, Debug)]
+pub enum Target {
+    /// The shared server of this kind.
+    Server(ServerKind),
+    /// Redis 7.0 with the INCREX test module: the fixed window's fast path.
+    Increx,
+    /// The shared cluster.
+    Cluster,
+    /// The in-process memory backend.
+    Memory,
+}
+
+impl Target {
+    /// A builder for the target's server; Redis targets only.
+    pub fn redis_builder(self) -> RedisBackendBuilder {
+        match self {
+            Target::Server(kind) => RedisBackend::standalone(shared(kind).unix_url()),
+            Target::Increx => RedisBackend::standalone(increx().unix_url()),
+            Target::Cluster => RedisBackend::cluster(cluster().urls()),
+            Target::Memory => unreachable!("Redis targets only"),
+        }
+    }
+
+    /// A handle with a key prefix of its own (see [`unique_prefix`]).
+    pub async fn coordination(self, test: &str) -> Coordination {
+        let prefix = unique_prefix(test);
+        if let Target::Memory = self {
+            return MemoryBackend::builder()
+                .key_prefix(prefix)
+                .build()
+                .expect("valid")
+                .into();
+        }
+        self.redis_builder()
+            .key_prefix(prefix)
+            .connect()
+            .await
+            .unwrap_or_else(|e| panic!("connect to {self:?}: {e}"))
+            .into()
+    }
+
+    /// `n` independent handles (separate connections) sharing `first`'s key prefix, as
+    /// replicas do; for the memory backend, `n` clones of `first` (its state is in-process).
+    pub async fn handles(self, first: &Coordination, n: usize) -> Vec<Coordination> {
+        let redis = match first.backend() {
+            Backend::Memory(_) => return vec![first.clone(); n],
+            Backend::Redis(redis) => redis,
+            _ => unreachable!(),
+        };
+        let mut handles = Vec::new();
+        for _ in 0..n {
+            let backend = self
+                .redis_builder()
+                .key_prefix(redis.key_prefix())
+                .connect()
+                .await
+                .expect("connect");
+            handles.push(backend.into());
+        }
+        handles
+    }
+
+    /// Runs a raw command (`args[0]` is its name) on the target's server; Redis targets only.
+    pub fn query<T: redis::FromRedisValue>(self, args: &[&[u8]]) -> T {
+        let mut cmd = redis::cmd(std::str::from_utf8(args[0]).expect("ascii command"));
+        for arg in &args[1..] {
+            cmd.arg(*arg);
+        }
+        match self {
+            Target::Server(kind) => cmd.query(&mut shared(kind).connection()).expect("raw"),
+            Target::Increx => cmd.query(&mut increx().connection()).expect("raw"),
+            Target::Cluster => cmd
+                .query(&mut cluster().client().get_connection().expect("cluster"))
+                .expect("raw"),
+            Target::Memory => unreachable!("Redis targets only"),
+        }
+    }
+
+    /// [`query`](Self::query) for the answer as the server gave it.
+    pub fn raw(self, args: &[&[u8]]) -> redis::Value {
+        self.query(args)
+    }
+
+    /// The key's PTTL in ms: -1 without an expiry, -2 without the key.
+    pub fn pttl(self, key: &[u8]) -> i64 {
+        match self.raw(&[b"PTTL", key]) {
+            redis::Value::Int(ttl) => ttl,
+            other => panic!("PTTL answered {other:?}"),
+        }
+    }
+}
+
+/// Generates a module named after the `async fn $scenario(Target)` beside it, with one
+/// `#[tokio::test]` per target:
+///
+/// - `scenario!(name: redis7 => Target::Server(ServerKind::Redis7), ...)`: the targets given;
+/// - `scenario!(name)`: every server kind, the cluster and the memory backend;
+/// - `scenario!(name redis)`: every server kind and the cluster.
+///
+/// The INCREX target is never implied: a test file that wants it lists it.
+#[allow(unused_macros)] // by the test binaries that have no scenarios
+macro_rules! scenario {
+    ($scenario:ident: $($name:ident => $target:expr),+ $(,)?) => {
+        mod $scenario {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$scenario($target).await
+                }
+            )+
+        }
+    };
+    ($scenario:ident redis) => {
+        $crate::support::target::scenario!($scenario:
+            redis7 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis7),
+            redis8 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis8),
+            valkey8 => $crate::support::target::Target::Server($crate::support::ServerKind::Valkey8),
+            cluster => $crate::support::target::Target::Cluster);
+    };
+    ($scenario:ident) => {
+        $crate::support::target::scenario!($scenario:
+            redis7 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis7),
+            redis8 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis8),
+            valkey8 => $crate::support::target::Target::Server($crate::support::ServerKind::Valkey8),
+            cluster => $crate::support::target::Target::Cluster,
+            memory => $crate::support::target::Target::Memory);
+    };
+}
+pub(crate) use scenario;
+
+/// The physical key of a limiter's client key: `rl:<algorithm_tag>:<len>:<name>:<key>` under
+/// the handle's prefix (see each limiter's docs); Redis handles only.
+pub fn storage_key(
+    coordination: &Coordination,
+    algorithm_tag: &str,
+    name: &str,
+    key: &str,
+) -> Vec<u8> {
+    let Backend::Redis(redis) = coordination.backend() else {
+        unreachable!("Redis targets only")
+    };
+    redis.physical_key(format!("rl:{algorithm_tag}:{}:{name}:{key}", name.len()).as_bytes())
+}
+
+/// The backend's clock in milliseconds since the epoch.
+pub async fn server_ms(coordination: &Coordination) -> u64 {
+    let now = coordination.server_time().await.expect("server time");
+    u64::try_from(now.as_millis()).expect("ms fit")
+}
+
+/// How many times the server ran `command` (lower case), from `INFO commandstats`.
+pub fn command_calls(server: &Server, command: &str) -> u64 {
+    let stats: String = server.cmd(&["INFO", "commandstats"]);
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Any algorithm's limiter, for helpers that serve them all: its inherent `acquire`.
+pub trait Acquire: Send + Sync + 'static {
+    fn acquire(
+        &self,
+        key: &[u8],
+        permits: u64,
+    ) -> impl Future<Output = leasehold::Result<RateLimitDecision>> + Send;
+}
+
+macro_rules! acquire_is_the_inherent_method {
+    ($($limiter:ty),+) => {
+        $(
+            impl Acquire for $limiter {
+                fn acquire(
+                    &self,
+                    key: &[u8],
+                    permits: u64,
+                ) -> impl Future<Output = leasehold::Result<RateLimitDecision>> + Send {
+                    <$limiter>::acquire(self, key, permits)
+                }
+            }
+        )+
+    };
+}
+acquire_is_the_inherent_method!(
+    FixedWindow,
+    SlidingWindow,
+    TokenBucket,
+    Gcra,
+    Stacked,
+    RateLimiter
+);
+
+/// Whether `limiter` grants `permits` of `key` now; the request itself must not fail.
+pub async fn is_granted(limiter: &impl Acquire, key: &[u8], permits: u64) -> bool {
+    limiter
+        .acquire(key, permits)
+        .await
+        .expect("acquire")
+        .is_granted()
+}
+
+/// One caller per handle, all at once, each with its own limiter (from `limiter`) asking
+/// `attempts` times for one permit of the key `hot`: the permits granted in total.
+pub async fn concurrent_grants<L: Acquire>(
+    handles: Vec<Coordination>,
+    attempts: usize,
+    limiter: impl Fn(&Coordination) -> L,
+) -> u64 {
+    let tasks: Vec<_> = handles
+        .into_iter()
+        .map(|coordination| {
+            let limiter = limiter(&coordination);
+            tokio::spawn(async move {
+                let mut granted = 0u64;
+                for _ in 0..attempts {
+                    if is_granted(&limiter, b"hot", 1).await {
+                        granted += 1;
+                    }
+                }
+                granted
+            })
+        })
+        .collect();
+    let mut granted = 0;
+    for task in tasks {
+        granted += task.await.expect("task");
+    }
+    granted
+}
