@@ -151,10 +151,15 @@ impl RedisBackend {
     {
         let keys: Vec<Vec<u8>> = keys.iter().map(|k| self.physical_key(k.as_ref())).collect();
         ensure_same_slot(&keys)?;
-        let args = args.to_redis_args();
+        // Sized once and written in place: this runs for every decision.
+        let size = 64 + keys.iter().map(Vec::len).sum::<usize>();
         let call = |command: &str, body: &str| {
-            let mut cmd = redis::cmd(command);
-            cmd.arg(body).arg(keys.len()).arg(&keys).arg(&args);
+            let mut cmd = Cmd::with_capacity(8 + keys.len(), size + body.len());
+            cmd.arg(command).arg(body).arg(keys.len());
+            for key in &keys {
+                cmd.arg(key);
+            }
+            args.write_redis_args(&mut cmd);
             cmd
         };
         let reply = match self.query_raw(&call("EVALSHA", script.sha1())).await {
