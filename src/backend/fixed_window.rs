@@ -26,6 +26,10 @@ pub(crate) struct FixedWindowReply {
     pub(crate) count: u64,
     /// Milliseconds until the window ends; `None` when no window is active.
     pub(crate) ttl_ms: Option<u64>,
+    /// Milliseconds until the window's permits are free again; `None` when no window is
+    /// active. Redis keeps a key until strictly after its expiry time, one millisecond past
+    /// its TTL; the memory backend frees it at the deadline itself.
+    pub(crate) free_in_ms: Option<u64>,
 }
 
 impl Backend {

@@ -28,6 +28,7 @@ impl MemoryBackend {
                     granted: step.permits == 0 && count <= step.limit,
                     count,
                     ttl_ms: expires_at.map(ttl_ms),
+                    free_in_ms: expires_at.map(ttl_ms),
                 });
             }
             let count = count + step.permits;
@@ -39,6 +40,7 @@ impl MemoryBackend {
                 granted: true,
                 count,
                 ttl_ms: Some(ttl_ms(deadline)),
+                free_in_ms: Some(ttl_ms(deadline)),
             })
         })
     }

@@ -54,6 +54,7 @@ impl RedisBackend {
             granted: status == 1,
             count,
             ttl_ms: u64::try_from(ttl).ok(),
+            free_in_ms: u64::try_from(ttl).ok().map(|ttl| ttl + 1),
         })
     }
 
@@ -88,6 +89,7 @@ impl RedisBackend {
             granted: applied != 0,
             count: u64::try_from(count).unwrap_or(0),
             ttl_ms: u64::try_from(ttl).ok(),
+            free_in_ms: u64::try_from(ttl).ok().map(|ttl| ttl + 1),
         })
     }
 }

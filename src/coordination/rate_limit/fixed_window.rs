@@ -129,7 +129,10 @@ impl FixedWindow {
             })
             .await?;
         let reset_after = Duration::from_millis(reply.ttl_ms.unwrap_or(self.window_ms));
-        let retry_after = (!reply.granted && permits <= limit).then_some(reset_after);
+        // Not the reset time itself: Redis frees the window a millisecond after its TTL, and
+        // a client (or a queued waiter) that comes back exactly at the TTL is rejected again.
+        let free_in = Duration::from_millis(reply.free_in_ms.unwrap_or(self.window_ms));
+        let retry_after = (!reply.granted && permits <= limit).then_some(free_in);
         Ok(RateLimitDecision::new(
             reply.granted,
             limit,
