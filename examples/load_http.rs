@@ -95,8 +95,30 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             layer.limiter().acquire(b"warm", 1).await?;
             route.route("/", get(|| async { "ok" })).layer(layer)
         }
+        "deny" => {
+            // A flood of one hot, exhausted key: with the deny cache, rejections are answered
+            // locally until the retry time instead of costing a round trip each.
+            let coordination: Coordination = RedisBackend::standalone(url.as_str())
+                .key_prefix("http-deny:")
+                .connect()
+                .await?
+                .into();
+            let layer = RedisRateLimitLayer::fixed_window(
+                &coordination,
+                "hot",
+                1,
+                Duration::from_secs(3600),
+            )?
+            .key(KeyExtractor::global())
+            .deny_cache(1024);
+            layer.limiter().acquire(b"global", 1).await?;
+            layer.limiter().acquire(b"global", 1).await?;
+            route.route("/", get(|| async { "ok" })).layer(layer)
+        }
         other => {
-            return Err(format!("unknown MODE {other:?}: bare, floor, script or layer").into());
+            return Err(
+                format!("unknown MODE {other:?}: bare, floor, script, layer or deny").into(),
+            );
         }
     };
 

@@ -117,7 +117,8 @@ rb_incr="$(rb -t incr)"
 ticks() { awk -v c="${2:-}" '{print c ? $16 + $17 : $14 + $15}' "/proc/$1/stat"; }
 tck="$(getconf CLK_TCK)"
 
-# mode -> "req/s cpu-us-per-request" (checked: every answer a 200). The CPU is that of the
+# mode -> "req/s cpu-us-per-request" (checked: every answer a 200, or for `deny` every answer
+# a 429 from the deny cache). The CPU is that of the
 # HTTP server, Redis and wrk during the run: what one request costs the machine.
 run_http() {
     local mode="$1" port pid out rps bad n app0 redis0 wrk0 cpu
@@ -127,20 +128,24 @@ run_http() {
     pid=$!
     # This runs in a subshell, which has none of the parent's traps: stop the server here.
     trap "kill $pid 2>/dev/null || true" EXIT
-    wait_for curl -sf "http://127.0.0.1:$port/"
+    if [[ "$mode" == deny ]]; then
+        wait_for curl -s -o /dev/null "http://127.0.0.1:$port/"
+    else
+        wait_for curl -sf "http://127.0.0.1:$port/"
+    fi
     app0="$(ticks "$pid")" redis0="$(ticks "$redis_pid")" wrk0="$(ticks "$BASHPID" children)"
     out="$(wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" "http://127.0.0.1:$port/")"
     cpu=$(($(ticks "$pid") - app0 + $(ticks "$redis_pid") - redis0 + $(ticks "$BASHPID" children) - wrk0))
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
     bad="$(awk '/Non-2xx or 3xx responses:/ {print $5}' <<<"$out")"
-    if [[ -n "$bad" ]]; then
-        echo "bench.sh: $mode answered $bad non-2xx responses" >&2
+    n="$(awk '/requests in/ {print $1}' <<<"$out")"
+    if [[ "$mode" == deny && "${bad:-0}" != "$n" ]] || [[ "$mode" != deny && -n "$bad" ]]; then
+        echo "bench.sh: $mode answered $n requests, ${bad:-0} of them non-2xx" >&2
         echo "$out" >&2
         exit 1
     fi
     rps="$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' <<<"$out")"
-    n="$(awk '/requests in/ {print $1}' <<<"$out")"
     cpu="$(awk -v c="$cpu" -v t="$tck" -v n="$n" 'BEGIN {printf "%.1f", c * 1e6 / t / n}')"
     echo "    $mode: $rps req/s, $cpu us CPU per request" >&2
     echo "$rps $cpu"
@@ -152,7 +157,7 @@ echo "==> HTTP: wrk -t$WRK_THREADS -c$CONNECTIONS -d${DURATION}s, $ROUNDS rounds
 declare -A rps=() cpu=()
 for round in $(seq 1 "$ROUNDS"); do
     echo "  round $round" >&2
-    for mode in bare floor script layer; do
+    for mode in bare floor script layer deny; do
         read -r r c < <(run_http "$mode") || true
         if [[ -z "${r:-}" || -z "${c:-}" ]]; then
             echo "bench.sh: the $mode run failed" >&2
@@ -197,10 +202,12 @@ http_row "bare axum route" bare
 http_row "floor: one EVALSHA (INCR+PEXPIRE) per request" floor
 http_row "floor, with the limiter's fixed_window.lua" script
 http_row "RedisRateLimitLayer::fixed_window" layer
+http_row "flood of one exhausted key, deny cache on (429s)" deny
 cat <<EOF
 
 limiter at 64 callers >= redis-benchmark -c 50 EVALSHA: $(verdict "$(ratio "$lim64" "$rb_eval")" 1) ($(ratio "$lim64" "$rb_eval")x)
 layer >= 0.95x floor: $(verdict "$(ratio "${rps[layer]}" "${rps[floor]}")" 0.95) ($(ratio "${rps[layer]}" "${rps[floor]}")x in req/s, $(ratio "${cpu[floor]}" "${cpu[layer]}")x in CPU per request)
+deny-cache flood >= 0.9x bare: $(verdict "$(ratio "${rps[deny]}" "${rps[bare]}")" 0.9) ($(ratio "${rps[deny]}" "${rps[bare]}")x in req/s, $(ratio "${cpu[bare]}" "${cpu[deny]}")x in CPU per request)
 CPU us/req: server + Redis + wrk per request; floor/CPU: the floor's cost over the mode's,
 the throughput ratio the machine would show with nothing else running.
 EOF
