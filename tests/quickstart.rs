@@ -86,7 +86,8 @@ async fn five_then_429(addr: std::net::SocketAddr) {
     let reply = get(&client, addr, "/hello", &[]).await;
     assert_eq!(reply.status, 429);
     let retry = reply.retry_after_secs();
-    assert!((1..=10).contains(&retry));
+    // Up to one second more than the window: Redis frees it a millisecond after its TTL.
+    assert!((1..=11).contains(&retry), "Retry-After {retry}");
     assert_eq!(reply.header("ratelimit-policy"), Some("\"hello\";q=5;w=10"));
 }
 

@@ -65,7 +65,9 @@ async fn two_instances_sharing_redis_admit_exactly_the_limit() {
             }
             429 => {
                 let retry = reply.retry_after_secs();
-                assert!((1..=60).contains(&retry), "Retry-After {retry}");
+                // Up to one second more than the window: Redis frees it a millisecond after its
+                // TTL, which rounds up to 61 for a rejection in the window's first millisecond.
+                assert!((1..=61).contains(&retry), "Retry-After {retry}");
                 // Consistent with the RateLimit field's reset, never earlier (draft §6).
                 let ratelimit = reply.header("ratelimit").expect("RateLimit on 429");
                 assert!(ratelimit.starts_with("\"api\";r=0;t="), "{ratelimit}");
@@ -162,7 +164,8 @@ async fn rejections_with_problem_json_and_costs() {
     let reply = http_get(&client, addr, "/", &[("x-api-key", "k1"), ("x-cost", "2")]).await;
     assert_eq!(reply.status, 429);
     let retry = reply.retry_after_secs();
-    assert!((1..=30).contains(&retry));
+    // Up to one second more than the window (see two_instances_sharing_redis...).
+    assert!((1..=31).contains(&retry), "Retry-After {retry}");
     assert!(
         std::str::from_utf8(&reply.body)
             .expect("utf-8")
