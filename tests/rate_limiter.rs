@@ -251,7 +251,8 @@ async fn the_deny_cache_answers_a_flood_of_a_rejected_key_locally() {
             granted += 1;
         } else {
             let wait = decision.retry_after().expect("retry time");
-            assert!(wait > Duration::ZERO && wait <= 60 * SECOND);
+            // Redis frees the window a millisecond after its TTL.
+            assert!(wait > Duration::ZERO && wait <= 60 * SECOND + Duration::from_millis(1));
         }
     }
     assert_eq!(granted, 2);
