@@ -182,6 +182,20 @@ async fn storage_is_one_expiring_key_per_client_key(target: Target) {
     );
     let ttl = target.pttl(&key);
     assert!(ttl > 50_000 && ttl <= 60_000, "{ttl}");
+
+    // A zero counter left by someone else: one with an end keeps it, one without gets one.
+    target.raw(&[b"SET", &key, b"0", b"PX", b"30000"]);
+    assert!(is_granted(&limiter, b"\x00binary", 1).await);
+    let ttl = target.pttl(&key);
+    assert!(ttl > 20_000 && ttl <= 30_000, "{ttl}");
+    target.raw(&[b"SET", &key, b"0"]);
+    assert!(is_granted(&limiter, b"\x00binary", 1).await);
+    let ttl = target.pttl(&key);
+    assert!(ttl > 50_000 && ttl <= 60_000, "{ttl}");
+    // An impossible request on a bare zero leaves no counter that would never expire.
+    target.raw(&[b"SET", &key, b"0"]);
+    limiter.acquire(b"\x00binary", 6).await.expect("impossible");
+    assert!(target.pttl(&key) != -1, "a counter without expiry was left behind");
 }
 
 scenario!(a_corrupt_counter_fails_without_change:

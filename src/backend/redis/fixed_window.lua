@@ -8,34 +8,63 @@
 --
 -- Returns {granted (1/0), count after the step, ms until the window ends (-2: no window)},
 -- or {-1, 0, 0} when the counter is not an integer (corrupt state; nothing changed).
+--
+-- The grant path is the hot one, so it counts first and asks questions after: two calls
+-- (INCRBY, then PTTL or the window's first PEXPIRE). A step that overshoots takes its permits
+-- back before it returns, so no other client ever sees the overshoot.
 local permits = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local window = tonumber(ARGV[3])
+local key = KEYS[1]
 
-local count = 0
-local raw = redis.call('GET', KEYS[1])
-if raw then
-    count = tonumber(raw)
+if permits == 0 then
+    local raw = redis.call('GET', key)
+    if not raw then
+        return {1, 0, -2}
+    end
+    local count = tonumber(raw)
     if count == nil or count ~= math.floor(count) then
         return {-1, 0, 0}
     end
-end
-
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl == -1 then
-    -- A counter without expiry would never reset: give it the window it lost.
-    redis.call('PEXPIRE', KEYS[1], window)
-    ttl = window
-end
-
-if count + permits > limit then
-    return {0, count, ttl}
-end
-if permits > 0 then
-    count = redis.call('INCRBY', KEYS[1], permits)
-    if ttl < 0 then
-        redis.call('PEXPIRE', KEYS[1], window)
+    local ttl = redis.call('PTTL', key)
+    if ttl == -1 then
+        -- A counter without expiry would never reset: give it the window it lost.
+        redis.call('PEXPIRE', key, window)
         ttl = window
     end
+    return {1, count, ttl}
+end
+
+-- INCRBY refuses a non-integer or wrongly typed value without changing it.
+local count = redis.pcall('INCRBY', key, permits)
+if type(count) ~= 'number' then
+    return {-1, 0, 0}
+end
+
+if count > limit then
+    local before = redis.call('DECRBY', key, permits)
+    local ttl = redis.call('PTTL', key)
+    if ttl == -1 then
+        if before == 0 then
+            -- This step created the counter (or found a bare 0): leave nothing behind.
+            redis.call('DEL', key)
+            ttl = -2
+        else
+            -- A counter without expiry would never reset: give it the window it lost.
+            redis.call('PEXPIRE', key, window)
+            ttl = window
+        end
+    end
+    return {0, before, ttl}
+end
+
+-- NX sets the end only on a counter that has none: the window's first request.
+if count == permits and redis.call('PEXPIRE', key, window, 'NX') == 1 then
+    return {1, count, window}
+end
+local ttl = redis.call('PTTL', key)
+if ttl == -1 then
+    redis.call('PEXPIRE', key, window)
+    ttl = window
 end
 return {1, count, ttl}
