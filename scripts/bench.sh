@@ -42,7 +42,7 @@ done
 
 echo "==> cargo build --release (load_limiter, load_http)" >&2
 cargo build --release --quiet --example load_limiter --example load_http
-bin="$root/target/release/examples"
+bin="${CARGO_TARGET_DIR:-$root/target}/release/examples"
 
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
 work="$(mktemp -d /tmp/leasehold-bench.XXXXXX)"
