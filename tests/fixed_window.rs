@@ -110,6 +110,18 @@ async fn weighted_permits_and_the_limit_boundaries(target: Target) {
 
     // permits == limit on a fresh key.
     assert!(is_granted(&limiter, b"fresh", 5).await);
+
+    // Counts past 2^20 and 2^32 (the script packs small grants into one integer).
+    let large = FixedWindow::new(&coordination, "large", 1 << 40, MINUTE).expect("valid");
+    for (permits, remaining) in [
+        (1 << 19, (1 << 40) - (1 << 19)),
+        (1 << 33, (1 << 40) - (1 << 19) - (1 << 33)),
+    ] {
+        let decision = large.acquire(b"k", permits).await.expect("acquire");
+        assert!(decision.is_granted());
+        assert_eq!(decision.remaining(), remaining);
+        assert!(decision.reset_after() <= MINUTE && decision.reset_after() > MINUTE / 2);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -195,7 +207,10 @@ async fn storage_is_one_expiring_key_per_client_key(target: Target) {
     // An impossible request on a bare zero leaves no counter that would never expire.
     target.raw(&[b"SET", &key, b"0"]);
     limiter.acquire(b"\x00binary", 6).await.expect("impossible");
-    assert!(target.pttl(&key) != -1, "a counter without expiry was left behind");
+    assert!(
+        target.pttl(&key) != -1,
+        "a counter without expiry was left behind"
+    );
 }
 
 scenario!(a_corrupt_counter_fails_without_change:

@@ -40,13 +40,22 @@ impl RedisBackend {
     }
 
     async fn fixed_window_lua(&self, step: FixedWindowStep<'_>) -> Result<FixedWindowReply> {
-        let (status, count, ttl): (i64, u64, i64) = self
+        let reply: Value = self
             .eval(
                 &FIXED_WINDOW,
                 &[step.key],
                 (step.permits, step.limit, step.window_ms),
             )
             .await?;
+        let (status, count, ttl): (i64, u64, i64) = match reply {
+            // A grant packed as count * 2^32 + ms until the window ends (see the script).
+            Value::Int(packed) if packed >= 0 => {
+                (1, (packed >> 32).cast_unsigned(), packed & 0xffff_ffff)
+            }
+            other => {
+                redis::from_redis_value(other).map_err(|err| error_map::from_redis(err.into()))?
+            }
+        };
         if status < 0 {
             return Err(corrupt(step.key));
         }
