@@ -239,6 +239,18 @@ impl RateLimiter {
         }
     }
 
+    /// A rejection the deny cache can give for `key` right now, without a round trip and
+    /// without awaiting anything; `None` when the backend must decide (no cache, nothing
+    /// cached, or the limiter is shut down, which `acquire` reports). Counted as a rejection.
+    pub(crate) fn cached_rejection(&self, key: &[u8], permits: u64) -> Option<RateLimitDecision> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return None;
+        }
+        let cached = self.inner.deny_cache.as_ref()?.check(key, permits)?;
+        self.inner.counters.record(false);
+        Some(cached)
+    }
+
     /// One decision: from the deny cache if it knows, else from the backend.
     async fn decide(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
         if self.inner.closed.load(Ordering::Acquire) {

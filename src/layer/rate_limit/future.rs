@@ -98,6 +98,16 @@ where
         }
     }
 
+    /// A rejection known before anything is sent (the deny cache's).
+    pub(crate) fn rejected(config: &Config, decision: &RateLimitDecision) -> Self {
+        ResponseFuture {
+            config: None,
+            state: State::Answered {
+                answer: Some(Answer::rejected(config, decision)),
+            },
+        }
+    }
+
     pub(crate) fn key_error(config: &Config, err: &KeyError) -> Self {
         ResponseFuture {
             config: None,

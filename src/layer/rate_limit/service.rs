@@ -64,6 +64,13 @@ where
             Err(err) => return ResponseFuture::key_error(&self.config, &err),
         };
         let cost = self.config.cost.as_ref().map_or(1, |cost| cost(&parts));
+        // A key the deny cache knows is answered here: no boxed decision, no timer, no clone
+        // of the inner service. A layer that waits lets the limiter queue the request instead.
+        if self.config.max_wait.is_none()
+            && let Some(decision) = self.config.limiter.cached_rejection(&key, cost)
+        {
+            return ResponseFuture::rejected(&self.config, &decision);
+        }
         let clone = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, clone);
         ResponseFuture::decide(
