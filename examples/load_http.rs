@@ -6,7 +6,7 @@
 //!   for the peer IP through a redis-rs `ConnectionManager`: the least any Redis-backed rate
 //!   limiter pays per request.
 //! - `script`: like `floor`, but the script is the limiter's own (`fixed_window.lua`, which
-//!   reads the counter and its expiry before counting): the floor for that script.
+//!   also checks the limit and reads the window's expiry): the floor for that script.
 //! - `layer`: the route behind `RedisRateLimitLayer::fixed_window` keyed by peer IP, with a
 //!   limit so large that every request is granted.
 //!

@@ -47,9 +47,14 @@ impl Step {
                 .arg(1)
                 .arg(LIMIT)
                 .arg(WINDOW_MS)
-                .query_async::<(i64, i64, i64)>(&mut manager.clone())
+                .query_async::<redis::Value>(&mut manager.clone())
                 .await
-                .is_ok_and(|(granted, _, _)| granted == 1),
+                .is_ok_and(|reply| match reply {
+                    // A grant is packed into one integer when small, else {1, count, ttl}.
+                    redis::Value::Int(packed) => packed >= 0,
+                    redis::Value::Array(fields) => fields.first() == Some(&redis::Value::Int(1)),
+                    _ => false,
+                }),
             Step::Incr(manager) => redis::cmd("INCR")
                 .arg("load:raw:incr")
                 .query_async::<i64>(&mut manager.clone())
