@@ -219,7 +219,28 @@ impl fmt::Debug for KeyExtractor {
 }
 
 fn ip_key(ip: IpAddr) -> Vec<u8> {
-    format!("ip:{ip}").into_bytes()
+    match ip {
+        // The common case, written by hand: formatting through `Display` cost more than the
+        // rest of the key's work. The text is the same.
+        IpAddr::V4(v4) => {
+            let mut key = Vec::with_capacity(18);
+            key.extend_from_slice(b"ip:");
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    key.push(b'.');
+                }
+                if octet >= 100 {
+                    key.push(b'0' + octet / 100);
+                }
+                if octet >= 10 {
+                    key.push(b'0' + octet / 10 % 10);
+                }
+                key.push(b'0' + octet % 10);
+            }
+            key
+        }
+        IpAddr::V6(v6) => format!("ip:{v6}").into_bytes(),
+    }
 }
 
 fn peer_ip(parts: &Parts) -> Result<IpAddr, KeyError> {
@@ -394,6 +415,26 @@ mod tests {
             builder = builder.extension(peer.parse::<SocketAddr>().unwrap());
         }
         builder.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn ip_keys_read_as_display_writes_them() {
+        let ips = [
+            "0.0.0.0",
+            "1.2.3.4",
+            "10.99.100.255",
+            "255.255.255.255",
+            "::1",
+            "2001:db8::7",
+        ];
+        for ip in ips {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert_eq!(ip_key(ip), format!("ip:{ip}").into_bytes());
+        }
+        for octet in 0..=255u8 {
+            let ip = IpAddr::from([octet, 0, octet, 9]);
+            assert_eq!(ip_key(ip), format!("ip:{ip}").into_bytes());
+        }
     }
 
     fn key(extractor: &KeyExtractor, parts: &Parts) -> String {
