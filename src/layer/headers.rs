@@ -45,14 +45,14 @@ pub(crate) const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-rate
 const QUOTA: &KeyRef = key_ref("q");
 const QUOTA_UNIT: &KeyRef = key_ref("qu");
 const WINDOW: &KeyRef = key_ref("w");
+#[cfg(test)]
 const REMAINING: &KeyRef = key_ref("r");
+#[cfg(test)]
 const EFFECTIVE_WINDOW: &KeyRef = key_ref("t");
 
-/// The `RateLimit` value: one member per policy, such as `"default";r=50;t=30`.
-///
-/// `t` is the time until the quota is fully available again, in whole seconds rounded up so
-/// that a client waiting it out never comes back early; 0 when the quota is already whole.
-/// `None` for no entries, since an empty List is not sent at all.
+/// The `RateLimit` value through the structured-fields serializer: the reference that
+/// [`RateLimitFields`] is checked against.
+#[cfg(test)]
 pub(crate) fn rate_limit<'a>(
     entries: impl IntoIterator<Item = (&'a RateLimitPolicy, &'a PolicyState)>,
 ) -> Option<HeaderValue> {
@@ -77,24 +77,95 @@ pub(crate) fn retry_after(wait: Duration) -> HeaderValue {
     HeaderValue::from(seconds_up(wait))
 }
 
-/// Adds `RateLimit-Policy` (its value made once per layer by [`rate_limit_policy`], since
-/// the policies never change) and `RateLimit` for the given policies and their states, one
-/// member per policy in the order given.
+/// The `RateLimit-Policy` and `RateLimit` fields of one layer's policies.
 ///
-/// The values are appended rather than inserted: a List may be split over several field
-/// lines, so stacked rate-limit layers each add their own policies instead of hiding the
-/// others'.
-pub(crate) fn insert_rate_limit_headers<'a>(
-    headers: &mut HeaderMap,
-    policy_field: Option<&HeaderValue>,
-    entries: impl IntoIterator<Item = (&'a RateLimitPolicy, &'a PolicyState)>,
-) {
-    if let Some(value) = policy_field {
-        headers.append(RATELIMIT_POLICY, value.clone());
+/// Everything that never changes is serialized once, with the structured-fields library:
+/// the whole `RateLimit-Policy` value and each policy's name. Each response then only writes
+/// two integers per policy into a `RateLimit` value such as `"default";r=50;t=30`, where `t`
+/// is the time until the quota is fully available again, in whole seconds rounded up so that
+/// a client waiting it out never comes back early (0 when the quota is already whole).
+/// Serializing the whole List per response cost more than the rest of the layer's work.
+#[derive(Debug, Clone)]
+pub(crate) struct RateLimitFields {
+    policy: Option<HeaderValue>,
+    /// Each policy's name as a serialized sf-string, quotes included.
+    names: Vec<Box<[u8]>>,
+}
+
+impl RateLimitFields {
+    pub(crate) fn new<'a>(policies: impl IntoIterator<Item = &'a RateLimitPolicy> + Clone) -> Self {
+        let names = policies
+            .clone()
+            .into_iter()
+            .map(|policy| {
+                let mut list = ListSerializer::new();
+                _ = list.bare_item(&*sf_string(policy.name()));
+                list.finish()
+                    .unwrap_or_default()
+                    .into_bytes()
+                    .into_boxed_slice()
+            })
+            .collect();
+        RateLimitFields {
+            policy: rate_limit_policy(policies),
+            names,
+        }
     }
-    if let Some(value) = rate_limit(entries) {
-        headers.append(RATELIMIT, value);
+
+    /// The `RateLimit` value for the policies' states, in policy order; `None` for no
+    /// policies, since an empty List is not sent at all.
+    pub(crate) fn rate_limit(&self, states: &[PolicyState]) -> Option<HeaderValue> {
+        let mut value = Vec::with_capacity(self.names.iter().map(|n| n.len() + 24).sum());
+        for (name, state) in self.names.iter().zip(states) {
+            if !value.is_empty() {
+                value.extend_from_slice(b", ");
+            }
+            value.extend_from_slice(name);
+            value.extend_from_slice(b";r=");
+            push_sf_integer(&mut value, state.remaining());
+            value.extend_from_slice(b";t=");
+            push_sf_integer(&mut value, seconds_up(state.reset_after()));
+        }
+        if value.is_empty() {
+            return None;
+        }
+        // Serialized names, digits and separators: always a valid field value.
+        HeaderValue::from_maybe_shared(bytes::Bytes::from(value)).ok()
     }
+
+    /// Adds `RateLimit-Policy` and `RateLimit`.
+    ///
+    /// The values are appended rather than inserted: a List may be split over several field
+    /// lines, so stacked rate-limit layers each add their own policies instead of hiding the
+    /// others'.
+    pub(crate) fn insert(&self, headers: &mut HeaderMap, states: &[PolicyState]) {
+        if let Some(value) = &self.policy {
+            headers.append(RATELIMIT_POLICY, value.clone());
+        }
+        if let Some(value) = self.rate_limit(states) {
+            headers.append(RATELIMIT, value);
+        }
+    }
+}
+
+/// The largest sf-integer (15 digits).
+const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
+
+/// Appends an sf-integer in decimal, capped as [`sf_integer`] caps it.
+fn push_sf_integer(out: &mut Vec<u8>, n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n.min(SF_INTEGER_MAX);
+    loop {
+        at -= 1;
+        // A digit is below 10: the cast keeps it exactly.
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// Sets the `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` fields of
@@ -296,15 +367,35 @@ mod tests {
         let decision = decision(99, Duration::from_secs(60));
         let mut headers = HeaderMap::new();
 
-        insert_rate_limit_headers(
-            &mut headers,
-            rate_limit_policy([&policy]).as_ref(),
-            [(&policy, &decision)],
-        );
+        RateLimitFields::new([&policy]).insert(&mut headers, &[decision]);
 
         assert_eq!(headers.len(), 2);
         assert_eq!(text(&headers[RATELIMIT_POLICY]), r#""default";q=100;w=60"#);
         assert_eq!(text(&headers[RATELIMIT]), r#""default";r=99;t=60"#);
+    }
+
+    #[test]
+    fn rate_limit_values_match_the_serializer() {
+        let policies = [
+            RateLimitPolicy::new("minute", 100, Duration::from_secs(60)),
+            RateLimitPolicy::new(r#"a "b" \c"#, 1, Duration::from_secs(1)),
+            RateLimitPolicy::new("café\tbar", u64::MAX, Duration::MAX),
+        ];
+        let states = [
+            decision(50, Duration::from_millis(29_001)),
+            decision(0, Duration::ZERO),
+            PolicyState::new(u64::MAX, u64::MAX, Duration::MAX),
+        ];
+        let fields = RateLimitFields::new(&policies);
+        for n in 0..=policies.len() {
+            let fast = fields.rate_limit(&states[..n]);
+            let reference = rate_limit(policies[..n].iter().zip(&states[..n]));
+            assert_eq!(fast, reference, "{n} policies");
+        }
+        assert_eq!(
+            text(&fields.rate_limit(&states).unwrap()),
+            r#""minute";r=50;t=30, "a \"b\" \\c";r=0;t=0, "caf??bar";r=999999999999999;t=999999999999999"#
+        );
     }
 
     #[test]
@@ -314,16 +405,8 @@ mod tests {
         let decision = decision(5, Duration::from_secs(1));
         let mut headers = HeaderMap::new();
 
-        insert_rate_limit_headers(
-            &mut headers,
-            rate_limit_policy([&inner]).as_ref(),
-            [(&inner, &decision)],
-        );
-        insert_rate_limit_headers(
-            &mut headers,
-            rate_limit_policy([&outer]).as_ref(),
-            [(&outer, &decision)],
-        );
+        RateLimitFields::new([&inner]).insert(&mut headers, &[decision]);
+        RateLimitFields::new([&outer]).insert(&mut headers, &[decision]);
 
         let policies: Vec<_> = headers.get_all(RATELIMIT_POLICY).iter().map(text).collect();
         assert_eq!(policies, [r#""inner";q=20;w=2"#, r#""outer";q=10;w=1"#]);
@@ -333,7 +416,7 @@ mod tests {
     #[test]
     fn nothing_to_insert() {
         let mut headers = HeaderMap::new();
-        insert_rate_limit_headers(&mut headers, rate_limit_policy([]).as_ref(), []);
+        RateLimitFields::new([]).insert(&mut headers, &[]);
         assert!(headers.is_empty());
     }
 

@@ -136,11 +136,7 @@ fn insert_fields(
     decision: &RateLimitDecision,
     fields: &mut HeaderMap,
 ) {
-    headers::insert_rate_limit_headers(
-        fields,
-        config.policy_field.as_ref(),
-        policies.iter().zip(decision.policy_states()),
-    );
+    config.fields.insert(fields, decision.policy_states());
     if config.legacy_headers {
         let index = decision.binding();
         if let (Some(policy), Some(state)) =

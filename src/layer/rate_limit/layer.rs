@@ -35,8 +35,8 @@ pub(crate) struct Config {
     pub(crate) legacy_headers: bool,
     pub(crate) key_error: Option<Arc<KeyErrorFn>>,
     pub(crate) max_wait: Option<Duration>,
-    /// The `RateLimit-Policy` value, made once: the policies never change.
-    pub(crate) policy_field: Option<http::HeaderValue>,
+    /// The rate-limit fields' fixed parts, serialized once: the policies never change.
+    pub(crate) fields: crate::layer::headers::RateLimitFields,
 }
 
 /// Applies a rate limit to every request of the wrapped service, deciding in the backend
@@ -91,7 +91,7 @@ impl RedisRateLimitLayer {
         let limiter = limiter.into();
         RedisRateLimitLayer {
             config: Arc::new(Config {
-                policy_field: crate::layer::headers::rate_limit_policy(limiter.policies()),
+                fields: crate::layer::headers::RateLimitFields::new(limiter.policies()),
                 limiter,
                 key: KeyExtractor::peer_ip(),
                 cost: None,
