@@ -63,6 +63,10 @@ pub enum ErrorKind {
     UnexpectedReply,
     /// The primitive was shut down locally; nothing was sent.
     Closed,
+    /// A semaphore was asked for with a capacity different from the one its active permits
+    /// use. Nothing was acquired; once every permit is released or expired, a new capacity
+    /// is accepted.
+    CapacityMismatch,
 }
 
 impl ErrorKind {
@@ -78,6 +82,7 @@ impl ErrorKind {
             ErrorKind::CapacityExceeded => "capacity exceeded",
             ErrorKind::UnexpectedReply => "unexpected reply",
             ErrorKind::Closed => "closed",
+            ErrorKind::CapacityMismatch => "semaphore capacity mismatch",
         }
     }
 }

@@ -19,6 +19,7 @@ mod key_prefix;
 pub mod memory;
 pub(crate) mod rate_limit_reply;
 pub mod redis;
+pub(crate) mod semaphore;
 pub(crate) mod sliding_window;
 mod slot;
 pub(crate) mod stacked_window;

@@ -248,3 +248,40 @@ pub async fn concurrent_grants<L: Acquire>(
     }
     granted
 }
+
+impl Target {
+    /// How many keys exist now under `coordination`'s key prefix: on the target's server (every
+    /// node of the cluster), or in the memory backend (whose keys all carry its prefix).
+    pub fn count_keys(self, coordination: &Coordination) -> usize {
+        let backend = match coordination.backend() {
+            Backend::Memory(memory) => return memory.len(),
+            Backend::Redis(backend) => backend,
+            _ => unreachable!(),
+        };
+        let mut pattern = Vec::new();
+        for &byte in backend.key_prefix() {
+            if matches!(byte, b'*' | b'?' | b'[' | b']' | b'\\') {
+                pattern.push(b'\\');
+            }
+            pattern.push(byte);
+        }
+        pattern.push(b'*');
+        let count = |mut con: redis::Connection| {
+            let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
+                .arg(&pattern)
+                .query(&mut con)
+                .expect("KEYS");
+            keys.len()
+        };
+        match self {
+            Target::Server(kind) => count(shared(kind).connection()),
+            Target::Increx => count(increx().connection()),
+            Target::Cluster => cluster()
+                .nodes()
+                .iter()
+                .map(|node| count(node.connection()))
+                .sum(),
+            Target::Memory => unreachable!("a memory target has a memory backend"),
+        }
+    }
+}

@@ -14,6 +14,7 @@
 mod clock;
 mod fixed_window;
 mod gcra;
+mod semaphore;
 mod sliding_window;
 mod stacked_window;
 mod store;

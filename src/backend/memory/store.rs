@@ -21,6 +21,12 @@ pub(crate) enum Value {
     /// Stacked fixed windows, one per policy in policy order: (count, window end). A window
     /// whose end has passed counts nothing.
     Windows(Vec<(u64, Instant)>),
+    /// A semaphore: the capacity its permits were taken under, and each permit's owner token
+    /// with its deadline (`None`: no expiry).
+    Permits {
+        capacity: u32,
+        holders: std::collections::HashMap<String, Option<Instant>>,
+    },
 }
 
 #[derive(Debug)]
@@ -107,6 +113,17 @@ impl Store {
             },
         );
         Ok(())
+    }
+
+    /// Whether `new_keys` keys that do not exist yet could be stored now.
+    pub(crate) fn has_room_for(&mut self, new_keys: usize, now: Instant) -> bool {
+        self.reclaim(now);
+        self.entries.len().saturating_add(new_keys) <= self.max_keys
+    }
+
+    /// Deletes a key; its scheduled expiry is then ignored.
+    pub(crate) fn remove(&mut self, key: &[u8]) {
+        self.entries.remove(key);
     }
 
     /// Changes the expiry of a live key; returns whether the key existed.

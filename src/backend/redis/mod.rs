@@ -23,6 +23,7 @@ mod error_map;
 mod fixed_window;
 mod gcra;
 mod script;
+mod semaphore;
 mod sliding_window;
 mod stacked_window;
 mod token_bucket;

@@ -1,0 +1,327 @@
+//! The semaphore steps in process, with the same answers as the Lua scripts: one
+//! [`Value::Permits`] per set, whose key lives exactly as long as its permits.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::clock::millis_until;
+use super::{MemoryBackend, Store, Value};
+use crate::backend::ensure_same_slot;
+use crate::backend::semaphore::{PermitStep, SemaphoreAcquireReply, SemaphoreAcquireStep};
+use crate::error::{Error, ErrorKind, Result};
+
+type Holders = HashMap<String, Option<Instant>>;
+
+impl MemoryBackend {
+    /// Acquires a permit in every set of the step, or in none.
+    pub(crate) fn semaphore_acquire(
+        &self,
+        step: SemaphoreAcquireStep<'_>,
+    ) -> Result<SemaphoreAcquireReply> {
+        let keys = self.semaphore_keys(step.keys)?;
+        self.step(|store, now| {
+            check_all(store, &keys, now)?;
+            let deadline = deadline(now, step.expiry_ms)?;
+            // (stored capacity, live permits, ms until expiries free a slot if full)
+            let sets: Vec<(u32, usize, Option<u64>)> = keys
+                .iter()
+                .zip(step.capacities)
+                .map(|(key, &asked)| {
+                    update(store, key, now, |stored, holders| {
+                        (*stored, holders.len(), frees_in(holders, asked, now))
+                    })
+                    .unwrap_or((0, 0, None))
+                })
+                .collect();
+
+            for (key, (&(stored, live, _), &asked)) in sets.iter().zip(step.capacities).enumerate()
+            {
+                if live > 0 && stored != asked {
+                    return Ok(SemaphoreAcquireReply::CapacityMismatch { key, stored });
+                }
+            }
+            let full: Vec<Option<u64>> = sets
+                .iter()
+                .zip(step.capacities)
+                .filter(|&(&(_, live, _), &asked)| live >= asked as usize)
+                .map(|(&(_, _, frees_in), _)| frees_in)
+                .collect();
+            if !full.is_empty() {
+                // Every full set must free a slot; one that never does decides.
+                let retry_after_ms = full
+                    .iter()
+                    .try_fold(0, |latest, frees_in| frees_in.map(|ms| ms.max(latest)));
+                return Ok(SemaphoreAcquireReply::Full { retry_after_ms });
+            }
+
+            let new_keys = sets.iter().filter(|&&(_, live, _)| live == 0).count();
+            if !store.has_room_for(new_keys, now) {
+                return Err(Error::new(
+                    ErrorKind::CapacityExceeded,
+                    format!(
+                        "the memory backend holds its maximum of {} live keys",
+                        store.max_keys()
+                    ),
+                ));
+            }
+            for (key, &capacity) in keys.iter().zip(step.capacities) {
+                let granted = update(store, key, now, |stored, holders| {
+                    *stored = capacity;
+                    holders.insert(step.token.to_owned(), deadline);
+                });
+                if granted.is_none() {
+                    let holders = Holders::from([(step.token.to_owned(), deadline)]);
+                    store.insert(key, Value::Permits { capacity, holders }, deadline, now)?;
+                }
+            }
+            Ok(SemaphoreAcquireReply::Granted)
+        })
+    }
+
+    /// Removes the permit from its sets: `true` when it was still held.
+    pub(crate) fn semaphore_release(&self, step: PermitStep<'_>) -> Result<bool> {
+        let keys = self.semaphore_keys(step.keys)?;
+        self.step(|store, now| {
+            check_all(store, &keys, now)?;
+            let mut released = false;
+            for key in &keys {
+                let removed = update(store, key, now, |_, holders| {
+                    holders.remove(step.token).is_some()
+                });
+                released |= removed == Some(true);
+            }
+            Ok(released)
+        })
+    }
+
+    /// Gives a held permit a new expiry: `true` when renewed, `false` when it was lost (it
+    /// is then removed from every set).
+    pub(crate) fn semaphore_renew(
+        &self,
+        step: PermitStep<'_>,
+        expiry_ms: Option<u64>,
+    ) -> Result<bool> {
+        let keys = self.semaphore_keys(step.keys)?;
+        self.step(|store, now| {
+            check_all(store, &keys, now)?;
+            let deadline = deadline(now, expiry_ms)?;
+            let held = keys.iter().all(|key| {
+                update(store, key, now, |_, holders| {
+                    holders.contains_key(step.token)
+                }) == Some(true)
+            });
+            for key in &keys {
+                update(store, key, now, |_, holders| {
+                    if held {
+                        holders.insert(step.token.to_owned(), deadline);
+                    } else {
+                        holders.remove(step.token);
+                    }
+                });
+            }
+            Ok(held)
+        })
+    }
+
+    /// Whether the permit is held in every set, after pruning.
+    pub(crate) fn semaphore_verify(&self, step: PermitStep<'_>) -> Result<bool> {
+        let keys = self.semaphore_keys(step.keys)?;
+        self.step(|store, now| {
+            check_all(store, &keys, now)?;
+            Ok(keys.iter().all(|key| {
+                update(store, key, now, |_, holders| {
+                    holders.contains_key(step.token)
+                }) == Some(true)
+            }))
+        })
+    }
+
+    /// The live permits of each set; changes nothing.
+    pub(crate) fn semaphore_held(&self, keys: &[Vec<u8>]) -> Result<Vec<u32>> {
+        let keys = self.semaphore_keys(keys)?;
+        self.step(|store, now| {
+            check_all(store, &keys, now)?;
+            Ok(keys
+                .iter()
+                .map(
+                    |key| match store.get_mut(key, now).map(|entry| &entry.value) {
+                        Some(Value::Permits { holders, .. }) => {
+                            let live = holders.values().filter(|d| is_live(**d, now)).count();
+                            u32::try_from(live).unwrap_or(u32::MAX)
+                        }
+                        _ => 0,
+                    },
+                )
+                .collect())
+        })
+    }
+
+    /// The physical keys, which must share one cluster slot as on Redis.
+    fn semaphore_keys(&self, keys: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
+        let keys: Vec<Vec<u8>> = keys.iter().map(|key| self.physical_key(key)).collect();
+        ensure_same_slot(&keys)?;
+        Ok(keys)
+    }
+}
+
+/// When a permit given `expiry_ms` now expires; `None` for no expiry.
+fn deadline(now: Instant, expiry_ms: Option<u64>) -> Result<Option<Instant>> {
+    let Some(ms) = expiry_ms else {
+        return Ok(None);
+    };
+    now.checked_add(Duration::from_millis(ms))
+        .map(Some)
+        .ok_or_else(|| Error::invalid_argument(format!("a permit expiry of {ms} ms is too long")))
+}
+
+fn is_live(deadline: Option<Instant>, now: Instant) -> bool {
+    deadline.is_none_or(|deadline| deadline > now)
+}
+
+/// Fails, before anything changes, when a key holds anything but a semaphore.
+fn check_all(store: &mut Store, keys: &[Vec<u8>], now: Instant) -> Result<()> {
+    for key in keys {
+        match store.get_mut(key, now).map(|entry| &entry.value) {
+            None | Some(Value::Permits { .. }) => {}
+            Some(_) => return Err(super::other_state("semaphore")),
+        }
+    }
+    Ok(())
+}
+
+/// Runs `f` on the set at `key` (capacity and holders) once its expired permits are pruned,
+/// then makes the key's life follow its permits: deleted without any, kept while one has no
+/// expiry, else expiring with the latest. `None` when the key holds no set.
+fn update<R>(
+    store: &mut Store,
+    key: &[u8],
+    now: Instant,
+    f: impl FnOnce(&mut u32, &mut Holders) -> R,
+) -> Option<R> {
+    let entry = store.get_mut(key, now)?;
+    let Value::Permits { capacity, holders } = &mut entry.value else {
+        return None;
+    };
+    holders.retain(|_, deadline| is_live(*deadline, now));
+    let result = f(capacity, holders);
+    if holders.is_empty() {
+        store.remove(key);
+    } else {
+        let latest = holders
+            .values()
+            .try_fold(now, |latest, deadline| deadline.map(|d| d.max(latest)));
+        store.set_expiry(key, latest, now);
+    }
+    Some(result)
+}
+
+/// For a set that `capacity` leaves full: ms until expiries alone free a slot, `None` when
+/// that takes a permit that never expires. `None` too for a set with room.
+fn frees_in(holders: &Holders, capacity: u32, now: Instant) -> Option<u64> {
+    let capacity = capacity as usize;
+    if holders.len() < capacity {
+        return None;
+    }
+    let mut deadlines: Vec<Instant> = holders.values().filter_map(|d| *d).collect();
+    deadlines.sort_unstable();
+    // The (live - capacity + 1)-th earliest expiry frees the first slot.
+    deadlines
+        .get(holders.len() - capacity)
+        .map(|&deadline| millis_until(deadline, now))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acquire<'a>(
+        keys: &'a [Vec<u8>],
+        capacities: &'a [u32],
+        token: &'a str,
+    ) -> SemaphoreAcquireStep<'a> {
+        SemaphoreAcquireStep {
+            keys,
+            capacities,
+            token,
+            expiry_ms: Some(1_000),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn another_primitives_state_is_corrupt_and_left_alone() {
+        let backend = MemoryBackend::new();
+        backend
+            .step(|store, now| store.insert(b"{s}:b", Value::Int(7), None, now))
+            .expect("insert");
+        let keys = [b"{s}:a".to_vec(), b"{s}:b".to_vec()];
+        let step = PermitStep {
+            keys: &keys,
+            token: "t",
+        };
+        let errors = [
+            backend
+                .semaphore_acquire(acquire(&keys, &[1, 1], "t"))
+                .map(drop),
+            backend.semaphore_release(step).map(drop),
+            backend.semaphore_renew(step, None).map(drop),
+            backend.semaphore_verify(step).map(drop),
+            backend.semaphore_held(&keys).map(drop),
+        ];
+        for result in errors {
+            assert_eq!(result.expect_err("corrupt").kind(), ErrorKind::CorruptState);
+        }
+        // Nothing was created beside it, and it is unchanged.
+        assert_eq!(backend.len(), 1);
+        let value =
+            backend.step(|store, now| store.get_mut(b"{s}:b", now).map(|e| e.value.clone()));
+        assert_eq!(value, Some(Value::Int(7)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_key_lives_as_long_as_its_permits() {
+        let backend = MemoryBackend::new();
+        let keys = [b"s".to_vec()];
+        let expires = |backend: &MemoryBackend| {
+            backend.step(|store, now| store.get_mut(b"s", now).map(|e| e.expires_at()))
+        };
+        let granted = backend.semaphore_acquire(acquire(&keys, &[2], "a"));
+        assert_eq!(granted.expect("acquire"), SemaphoreAcquireReply::Granted);
+        let first = expires(&backend).flatten().expect("an expiry");
+        let step = PermitStep {
+            keys: &keys,
+            token: "b",
+        };
+        backend
+            .semaphore_acquire(SemaphoreAcquireStep {
+                expiry_ms: None,
+                ..acquire(&keys, &[2], "b")
+            })
+            .expect("acquire");
+        assert_eq!(
+            expires(&backend),
+            Some(None),
+            "persistent with a permit without expiry"
+        );
+        assert!(backend.semaphore_release(step).expect("release"));
+        assert_eq!(expires(&backend), Some(Some(first)));
+        tokio::time::advance(Duration::from_millis(1_000)).await;
+        assert_eq!(expires(&backend), None, "gone with its last permit");
+        assert!(backend.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_store_refuses_both_keys_or_neither() {
+        let backend = MemoryBackend::builder().max_keys(2).build().expect("valid");
+        backend
+            .step(|store, now| store.insert(b"other", Value::Int(1), None, now))
+            .expect("insert");
+        let keys = [b"{s}:a".to_vec(), b"{s}:b".to_vec()];
+        let err = backend
+            .semaphore_acquire(acquire(&keys, &[1, 1], "t"))
+            .expect_err("no room for two keys");
+        assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
+        assert_eq!(backend.len(), 1);
+    }
+}

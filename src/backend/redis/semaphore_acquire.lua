@@ -1,0 +1,74 @@
+-- Semaphore acquire: one permit in every set of KEYS, or in none (see semaphore.lua for the
+-- sets). Expired permits are pruned first; with no live permit left, a set takes the new
+-- capacity. A refused acquisition takes nothing.
+--
+-- KEYS[1..n]  the sets (n = 1 or 2, one slot)
+-- ARGV[1]     owner token of the new permit
+-- ARGV[2]     its expiry in milliseconds (0: none; at most 2^40)
+-- ARGV[3..]   the capacity asked for each key, in the order of KEYS (1 ..= 2^32 - 1)
+--
+-- Returns {1} when granted;
+--         {0, ms} when a set is full, ms = how long until expiries alone leave a free slot
+--                 in every full set (-1: a full set's permits never expire);
+--         {-1, i, stored} when KEYS[i] has live permits under another capacity, stored;
+--         {-2, i} when KEYS[i] is not a semaphore set (corrupt state; nothing changed).
+local member = 'p:' .. ARGV[1]
+local expiry = tonumber(ARGV[2])
+local n = #KEYS
+
+local stored, sizes = inspect_all()
+if not stored then
+    return {CORRUPT, sizes}
+end
+
+local now = now_ms()
+local live = {}
+for i = 1, n do
+    live[i] = sizes[i]
+    if sizes[i] > 0 then
+        live[i] = sizes[i] - prune(KEYS[i], now)
+        -- A set left with its capacity alone goes now, whatever the reply. One with live
+        -- permits keeps its expiry: its latest permit is one of them.
+        if live[i] == 0 then
+            redis.call('DEL', KEYS[i])
+        end
+    end
+end
+
+for i = 1, n do
+    if live[i] > 0 and stored[i] ~= tonumber(ARGV[2 + i]) then
+        return {-1, i, stored[i]}
+    end
+end
+
+local full, wait = false, 0
+for i = 1, n do
+    local capacity = tonumber(ARGV[2 + i])
+    if live[i] >= capacity then
+        full = true
+        if wait >= 0 then
+            -- Permits rank by expiry after the capacity (rank 0): a slot frees when the
+            -- (live - capacity + 1)-th earliest expires.
+            local rank = 1 + live[i] - capacity
+            local entry = redis.call('ZRANGE', KEYS[i], rank, rank, 'WITHSCORES')
+            if #entry == 0 or is_inf(entry[2]) then
+                wait = -1
+            else
+                wait = math.max(wait, tonumber(entry[2]) - now)
+            end
+        end
+    end
+end
+if full then
+    return {0, wait}
+end
+
+local score = 'inf'
+if expiry > 0 then
+    score = digits(now + expiry)
+end
+for i = 1, n do
+    redis.call('ZADD', KEYS[i], digits(-tonumber(ARGV[2 + i])), 'c', score, member)
+    settle(KEYS[i])
+end
+return {1}

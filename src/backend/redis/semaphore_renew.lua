@@ -1,0 +1,45 @@
+-- Semaphore renew: gives a held permit a new expiry in every set of KEYS (see semaphore.lua
+-- for the sets), counted from now on the server clock. Expired permits are pruned first; a
+-- permit missing from any set is lost and is removed from all of them.
+--
+-- KEYS[1..n]  the permit's sets
+-- ARGV[1]     its owner token
+-- ARGV[2]     the new expiry in milliseconds (0: none; at most 2^40)
+--
+-- Returns {1} when renewed, {0} when the permit was lost, or {-2, i} when KEYS[i] is not a
+-- semaphore set (corrupt state; nothing changed).
+local member = 'p:' .. ARGV[1]
+local expiry = tonumber(ARGV[2])
+local n = #KEYS
+
+local valid, corrupt = inspect_all()
+if not valid then
+    return {CORRUPT, corrupt}
+end
+
+local now = now_ms()
+local held = true
+for i = 1, n do
+    prune(KEYS[i], now)
+    if not redis.call('ZSCORE', KEYS[i], member) then
+        held = false
+    end
+end
+
+if not held then
+    for i = 1, n do
+        redis.call('ZREM', KEYS[i], member)
+        settle(KEYS[i])
+    end
+    return {0}
+end
+
+local score = 'inf'
+if expiry > 0 then
+    score = digits(now + expiry)
+end
+for i = 1, n do
+    redis.call('ZADD', KEYS[i], 'XX', score, member)
+    settle(KEYS[i])
+end
+return {1}

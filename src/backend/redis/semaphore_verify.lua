@@ -1,0 +1,26 @@
+-- Semaphore verify: whether a permit is held in every set of KEYS (see semaphore.lua for the
+-- sets), after pruning expired permits. A point-in-time answer; it writes only to prune.
+--
+-- KEYS[1..n]  the permit's sets
+-- ARGV[1]     its owner token
+--
+-- Returns {1} when held, {0} when not, or {-2, i} when KEYS[i] is not a semaphore set
+-- (corrupt state; nothing changed).
+local member = 'p:' .. ARGV[1]
+
+local valid, corrupt = inspect_all()
+if not valid then
+    return {CORRUPT, corrupt}
+end
+
+local now = now_ms()
+local held = 1
+for i = 1, #KEYS do
+    if prune(KEYS[i], now) > 0 then
+        settle(KEYS[i])
+    end
+    if not redis.call('ZSCORE', KEYS[i], member) then
+        held = 0
+    end
+end
+return {held}

@@ -1,0 +1,77 @@
+//! The acquisition both semaphores share: one atomic step over their sets, and cleanup of a
+//! permit that may have been granted without an answer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::cleanup::{ReleaseOnDrop, Why};
+use super::expiry::expiry_ms;
+use super::sets::PermitSets;
+use super::token::new_token;
+use super::{Attempt, SemaphorePermit};
+use crate::backend::semaphore::SemaphoreAcquireReply;
+use crate::error::{Error, ErrorKind, Result};
+
+/// Takes a permit in every set of `sets` (with `capacities` in the order of its keys), or
+/// in none.
+///
+/// When the outcome is unknown (a timeout or a connection lost after sending, a server error
+/// that may follow writes, or the future dropped mid-flight), a release of the token that
+/// was sent is spawned before the error is returned, so a lost answer cannot leave a permit
+/// that nobody holds; the permit's expiry is the fallback if that release fails too.
+pub(super) async fn try_acquire(
+    sets: Arc<PermitSets>,
+    capacities: &[u32],
+    expiry: Option<Duration>,
+) -> Result<Attempt> {
+    let expiry_ms = expiry_ms(expiry)?;
+    let token = new_token()?;
+    let in_flight = ReleaseOnDrop::arm(&sets, &token, Why::UncertainAcquire);
+    let sent_at = Instant::now();
+    let reply = match sets.acquire(&token, capacities, expiry_ms).await {
+        Ok(reply) => reply,
+        Err(err) => {
+            if err.is_outcome_uncertain() || err.kind() == ErrorKind::Server {
+                tracing::debug!(keys = %sets, error = %err, "semaphore acquisition uncertain; releasing its token");
+                drop(in_flight);
+            } else {
+                in_flight.disarm();
+            }
+            return Err(err);
+        }
+    };
+    in_flight.disarm();
+    match reply {
+        SemaphoreAcquireReply::Granted => {
+            tracing::debug!(keys = %sets, expiry_ms, "semaphore permit acquired");
+            let expiry = expiry_ms.map(Duration::from_millis);
+            Ok(Attempt::Acquired(SemaphorePermit::new(
+                sets, token, expiry, sent_at,
+            )))
+        }
+        SemaphoreAcquireReply::Full { retry_after_ms } => {
+            tracing::debug!(keys = %sets, retry_after_ms, "semaphore full");
+            Ok(Attempt::Full {
+                retry_after: retry_after_ms.map(Duration::from_millis),
+            })
+        }
+        SemaphoreAcquireReply::CapacityMismatch { key, stored } => {
+            let asked = capacities.get(key).copied().unwrap_or_default();
+            let name = sets
+                .keys()
+                .get(key)
+                .map(|key| String::from_utf8_lossy(key).into_owned())
+                .unwrap_or_default();
+            tracing::debug!(keys = %sets, stored, asked, "semaphore capacity mismatch");
+            Err(Error::new(
+                ErrorKind::CapacityMismatch,
+                format!(
+                    "the semaphore {name:?} has permits held under a capacity of {stored}, \
+                     not {asked}; a new capacity applies once every permit is released or expired"
+                ),
+            ))
+        }
+    }
+}

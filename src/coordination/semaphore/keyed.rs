@@ -1,0 +1,177 @@
+//! A semaphore per client key, under an optional global one, acquired together.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Attempt;
+use super::acquire::try_acquire;
+use super::sets::PermitSets;
+use crate::Coordination;
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+
+/// Per-client-key and/or global capacity, acquired in one atomic step on one slot: a permit
+/// is taken in the client key's semaphore and in the global one, or in neither. A client
+/// whose own semaphore is full takes nothing from the global one.
+///
+/// Everything [`Semaphore`](super::Semaphore) says of permits, capacities, expiries and
+/// failures holds for each of the two sets; a permit's steps (release, renew, verify) act
+/// on both at once.
+///
+/// Cheap to clone: clones share the same semaphores.
+///
+/// # Storage
+///
+/// Up to two Redis keys per client key, both in the slot of the hash tag
+/// `{<name length>:<name>}`:
+///
+/// - `<prefix>sem:{<name length>:<name>}:key:<client key>` with `per_key`;
+/// - `<prefix>sem:{<name length>:<name>}:global` with `global`, shared by every client key.
+///
+/// Each is a sorted set laid out, and expiring, as a [`Semaphore`](super::Semaphore)'s key
+/// is: it goes with its last permit, so idle client keys leave nothing behind. All of one
+/// name's keys live in one cluster slot (that is what lets one step take both), so one
+/// name's load is not spread over a cluster.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::semaphore::KeyedSemaphore;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// // At most 1 report per client, and 2 in all.
+/// let reports = KeyedSemaphore::new(&Coordination::memory(), "reports", Some(1), Some(2))?;
+/// let expiry = Some(Duration::from_secs(60));
+///
+/// let alice = reports.try_acquire(b"alice", expiry).await?;
+/// assert!(alice.is_acquired());
+/// assert!(!reports.try_acquire(b"alice", expiry).await?.is_acquired()); // alice is full
+/// let bob = reports.try_acquire(b"bob", expiry).await?;
+/// assert!(bob.is_acquired());
+/// assert!(!reports.try_acquire(b"carol", expiry).await?.is_acquired()); // all are taken
+///
+/// assert_eq!(reports.held(b"alice").await?, (Some(1), Some(2)));
+/// drop(bob); // released in the background
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct KeyedSemaphore {
+    backend: Backend,
+    /// `sem:{<name length>:<name>}`, which every key starts with.
+    tagged: Arc<[u8]>,
+    per_key: Option<u32>,
+    global: Option<u32>,
+}
+
+impl KeyedSemaphore {
+    /// Semaphores named `name`: `per_key` permits for each client key, and `global` permits
+    /// in all; `None` leaves that side unlimited.
+    ///
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when both
+    /// are `None` or either is 0. Nothing is sent.
+    pub fn new(
+        coordination: &Coordination,
+        name: impl AsRef<[u8]>,
+        per_key: Option<u32>,
+        global: Option<u32>,
+    ) -> Result<Self> {
+        if per_key.is_none() && global.is_none() {
+            return Err(Error::invalid_argument(
+                "a keyed semaphore needs a per-key or a global capacity",
+            ));
+        }
+        if per_key == Some(0) || global == Some(0) {
+            return Err(Error::invalid_argument(
+                "a keyed semaphore's capacities must be at least 1",
+            ));
+        }
+        let name = name.as_ref();
+        let mut tagged = b"sem:{".to_vec();
+        tagged.extend_from_slice(name.len().to_string().as_bytes());
+        tagged.push(b':');
+        tagged.extend_from_slice(name);
+        tagged.push(b'}');
+        Ok(KeyedSemaphore {
+            backend: coordination.backend().clone(),
+            tagged: tagged.into(),
+            per_key,
+            global,
+        })
+    }
+
+    /// The permits of each client key; `None` when unlimited.
+    pub fn per_key(&self) -> Option<u32> {
+        self.per_key
+    }
+
+    /// The permits of all client keys together; `None` when unlimited.
+    pub fn global(&self) -> Option<u32> {
+        self.global
+    }
+
+    /// Takes a permit for the client key `key` now, in its own semaphore and in the global
+    /// one at once, or in neither; never waits or queues. When either is full,
+    /// [`Attempt::Full`] says how long until expiries free a slot in every full one.
+    ///
+    /// `expiry` and the errors are as for
+    /// [`Semaphore::try_acquire`](super::Semaphore::try_acquire); a capacity mismatch names
+    /// the key whose held permits use another capacity.
+    ///
+    /// # Cancel safety
+    ///
+    /// As for [`Semaphore::try_acquire`](super::Semaphore::try_acquire): a permit whose
+    /// answer was lost or whose future was dropped mid-flight is released in the background.
+    pub async fn try_acquire(&self, key: &[u8], expiry: Option<Duration>) -> Result<Attempt> {
+        let (sets, capacities) = self.sets(key);
+        try_acquire(Arc::new(sets), &capacities, expiry).await
+    }
+
+    /// The permits held now by the client key `key` and by all keys together (expired ones
+    /// are not counted); `None` for a side without a limit. Changes nothing.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn held(&self, key: &[u8]) -> Result<(Option<u32>, Option<u32>)> {
+        let (sets, _) = self.sets(key);
+        let mut counts = sets.held().await?.into_iter();
+        let per_key = self.per_key.and_then(|_| counts.next());
+        let global = self.global.and_then(|_| counts.next());
+        Ok((per_key, global))
+    }
+
+    /// The sets a permit of `key` lives in, per-key first, with their capacities.
+    fn sets(&self, key: &[u8]) -> (PermitSets, Vec<u32>) {
+        let mut keys = Vec::with_capacity(2);
+        let mut capacities = Vec::with_capacity(2);
+        if let Some(capacity) = self.per_key {
+            let mut per_key = Vec::with_capacity(self.tagged.len() + 5 + key.len());
+            per_key.extend_from_slice(&self.tagged);
+            per_key.extend_from_slice(b":key:");
+            per_key.extend_from_slice(key);
+            keys.push(per_key);
+            capacities.push(capacity);
+        }
+        if let Some(capacity) = self.global {
+            let mut global = self.tagged.to_vec();
+            global.extend_from_slice(b":global");
+            keys.push(global);
+            capacities.push(capacity);
+        }
+        (PermitSets::new(self.backend.clone(), keys), capacities)
+    }
+}
+
+impl fmt::Debug for KeyedSemaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedSemaphore")
+            .field("name", &String::from_utf8_lossy(&self.tagged))
+            .field("per_key", &self.per_key)
+            .field("global", &self.global)
+            .finish_non_exhaustive()
+    }
+}

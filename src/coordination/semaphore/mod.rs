@@ -1,0 +1,30 @@
+//! Distributed counting semaphores: at most N permits held at once across every process
+//! that shares the backend.
+//!
+//! - [`Semaphore`]: one capacity under one name.
+//! - [`KeyedSemaphore`]: a capacity per client key and/or a global one, both taken in one
+//!   atomic step (for example at most 2 concurrent exports per user and 20 in all).
+//!
+//! Acquisition is immediate ([`Attempt`]): it never waits, queues or promises fairness.
+//! Each permit ([`SemaphorePermit`]) is held under its own owner token, expires at a time on
+//! the backend's clock (or never), and is pruned by the next step once expired, so capacity
+//! abandoned by a crashed holder comes back without a cleanup worker. A permit that its
+//! holder drops, surrenders or may have been granted without an answer is released in the
+//! background; [`abandoned_releases`] counts the releases that had to be given up.
+
+mod acquire;
+mod attempt;
+mod cleanup;
+mod expiry;
+mod keyed;
+mod permit;
+#[allow(clippy::module_inception)] // the type the module is named after
+mod semaphore;
+mod sets;
+mod token;
+
+pub use attempt::Attempt;
+pub use cleanup::abandoned_releases;
+pub use keyed::KeyedSemaphore;
+pub use permit::SemaphorePermit;
+pub use semaphore::Semaphore;

@@ -1,0 +1,290 @@
+//! One held permit: its owner token, its expiry, and what each step on it does when it fails.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::cleanup::{self, ReleaseOnDrop, Why};
+use super::expiry::expiry_ms;
+use super::sets::PermitSets;
+use crate::error::{ErrorKind, Result};
+
+/// One permit of a [`Semaphore`](super::Semaphore) or a
+/// [`KeyedSemaphore`](super::KeyedSemaphore), held under a unique owner token (128 random
+/// bits, in hex) that only this handle knows.
+///
+/// Release it with [`release`](Self::release), or drop it: dropping an unreleased permit
+/// releases it in the background (see [Dropping](#dropping)). Check it with
+/// [`verify_still_held`](Self::verify_still_held), and renew or change its expiry with
+/// [`renew`](Self::renew).
+///
+/// # Failures
+///
+/// - A failed or cancelled [`verify_still_held`](Self::verify_still_held) leaves the permit
+///   as it was: retry it.
+/// - A [`renew`](Self::renew) refused before anything was sent (an I/O error that is not
+///   [uncertain](crate::Error::is_outcome_uncertain), such as a refused connection) leaves
+///   the permit held: retry it while [`remaining_estimate`](Self::remaining_estimate) lasts.
+/// - Once a renewal is sent, a failed or cancelled [`renew`](Self::renew) **surrenders** the
+///   permit: the renewal may still run on the server, so its lifetime there is unknown. The
+///   handle becomes released ([`is_released`](Self::is_released) is true,
+///   [`remaining_estimate`](Self::remaining_estimate) is zero, and later renewals answer
+///   `false` without contacting the backend), and one owner-token release is tried, bounded
+///   by about a second (in the background when the renewal was cancelled), then retried in
+///   the background as on drop. Acquire a new permit to go on.
+/// - A failed [`release`](Self::release) is retried once (bounded by about a second) before
+///   the error is returned. If the retry confirms the release, the handle is released;
+///   otherwise its state is **uncertain**: [`is_released`](Self::is_released) stays false,
+///   the handle must not guard protected work any more
+///   ([`verify_still_held`](Self::verify_still_held) and [`renew`](Self::renew) answer
+///   `false` without contacting the backend), and only [`release`](Self::release) may be
+///   retried, to confirm the cleanup. Dropping it releases it in the background.
+///
+/// # Dropping
+///
+/// Dropping an unreleased (or uncertain) permit never blocks: it spawns a task on the
+/// current tokio runtime that releases the permit, retrying with capped, jittered backoff
+/// (50 ms doubling to 2 s) for up to a minute. A release given up then, or that finds no
+/// runtime, is counted by [`abandoned_releases`](super::abandoned_releases) and logged as a
+/// warning; the permit is then held until it expires, or until removed by hand when it has
+/// no expiry. Prefer a finite expiry.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::semaphore::Semaphore;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let semaphore = Semaphore::new(&Coordination::memory(), "exports", 1)?;
+/// let Some(mut permit) = semaphore.try_acquire(Some(Duration::from_secs(30))).await?.into_permit()
+/// else {
+///     return Ok(()); // someone else is exporting
+/// };
+/// assert_eq!(permit.token().len(), 32);
+/// assert!(permit.remaining_estimate() <= Some(Duration::from_secs(30)));
+///
+/// // Long work: check in, and extend the expiry.
+/// assert!(permit.verify_still_held().await?);
+/// assert!(permit.renew(Some(Duration::from_secs(30))).await?);
+///
+/// assert!(permit.release().await?);
+/// assert!(permit.is_released());
+/// assert_eq!(permit.remaining_estimate(), Some(Duration::ZERO));
+/// # Ok(()) }
+/// ```
+pub struct SemaphorePermit {
+    sets: Arc<PermitSets>,
+    token: String,
+    expiry: Option<Duration>,
+    /// When the request that set the current expiry was sent (before it was), for the local
+    /// estimate: the server counted from a later moment.
+    sent_at: Instant,
+    state: State,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Held,
+    /// Released, found lost, or surrendered: nothing left to do for this handle.
+    Released,
+    /// A release failed and its retry did not confirm it.
+    Uncertain,
+}
+
+impl SemaphorePermit {
+    pub(super) fn new(
+        sets: Arc<PermitSets>,
+        token: String,
+        expiry: Option<Duration>,
+        sent_at: Instant,
+    ) -> Self {
+        SemaphorePermit {
+            sets,
+            token,
+            expiry,
+            sent_at,
+            state: State::Held,
+        }
+    }
+
+    /// The permit's owner token: 32 lower-case hex digits, unique to this permit.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Whether this handle no longer holds its permit: it was released, found lost (expired
+    /// or removed) by [`renew`](Self::renew), or surrendered by a failed renewal. False for a
+    /// permit whose release failed without confirmation (see [Failures](#failures)).
+    pub fn is_released(&self) -> bool {
+        self.state == State::Released
+    }
+
+    /// A conservative local estimate of the time the permit has left: measured from
+    /// **before** the request that set its expiry was sent, since the server counted from
+    /// a later moment. `None` when the permit has no expiry (it is held until released);
+    /// `Some(Duration::ZERO)` once released, uncertain, or past its expiry.
+    ///
+    /// An estimate only: the server's clock decides, and the permit may have been removed
+    /// meanwhile; [`verify_still_held`](Self::verify_still_held) asks the server.
+    pub fn remaining_estimate(&self) -> Option<Duration> {
+        if self.state != State::Held {
+            return Some(Duration::ZERO);
+        }
+        self.expiry
+            .map(|expiry| expiry.saturating_sub(self.sent_at.elapsed()))
+    }
+
+    /// The expiry asked for at acquisition or at the last successful renewal, in whole
+    /// milliseconds; `None` for no expiry.
+    pub fn expiry(&self) -> Option<Duration> {
+        self.expiry
+    }
+
+    /// Releases the permit by its owner token: `Ok(true)` when it was still held and is now
+    /// released, `Ok(false)` when it no longer was (it expired or was removed), or when this
+    /// handle had already released it (then nothing is sent).
+    ///
+    /// On failure, one more owner-token release is tried, bounded by about a second, before
+    /// the first error is returned; if that does not confirm the release, the permit is
+    /// uncertain (see [Failures](#failures)) and `release` may be called again.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: if the future is dropped after the request was sent, the
+    /// release goes on in a background task (retried as on drop) and the handle counts as
+    /// released.
+    pub async fn release(&mut self) -> Result<bool> {
+        if self.state == State::Released {
+            return Ok(false);
+        }
+        self.state = State::Released;
+        let in_flight = ReleaseOnDrop::arm(&self.sets, &self.token, Why::CancelledRelease);
+        let err = match self.sets.release(&self.token).await {
+            Ok(was_held) => {
+                in_flight.disarm();
+                tracing::debug!(keys = %self.sets, was_held, "semaphore permit released");
+                return Ok(was_held);
+            }
+            Err(err) => err,
+        };
+        match cleanup::release_bounded(&self.sets, &self.token).await {
+            Ok(was_held) => {
+                tracing::debug!(keys = %self.sets, was_held, error = %err, "semaphore permit released on the retry");
+            }
+            Err(retry_err) => {
+                self.state = State::Uncertain;
+                tracing::debug!(keys = %self.sets, error = %err, retry_error = %retry_err, "semaphore permit release unconfirmed");
+            }
+        }
+        in_flight.disarm();
+        Err(err)
+    }
+
+    /// Whether the permit is still held, asked of the server: a point-in-time answer, since
+    /// the permit may expire right after. The step prunes expired permits, so on Redis it
+    /// runs on the primary and needs write permission for the key. `Ok(false)` without
+    /// contacting the backend once this handle is released or uncertain.
+    ///
+    /// A failure leaves the permit as it was.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future leaves the permit as it was (the step, if it ran,
+    /// only pruned expired permits).
+    pub async fn verify_still_held(&self) -> Result<bool> {
+        if self.state != State::Held {
+            return Ok(false);
+        }
+        let held = self.sets.verify(&self.token).await?;
+        tracing::debug!(keys = %self.sets, held, "semaphore permit verified");
+        Ok(held)
+    }
+
+    /// Gives the permit a new expiry, counted from now on the server's clock (`None`: no
+    /// expiry): `Ok(true)` when renewed; `Ok(false)` when the permit was lost (expired or
+    /// removed) and is now released on this handle, or when this handle was already released
+    /// or uncertain (then nothing is sent).
+    ///
+    /// An expiry under a millisecond or over about 34 years fails with
+    /// [`ErrorKind::InvalidArgument`] before anything is
+    /// sent, leaving the permit as it was; so does a connection refused before sending. Any
+    /// other failure surrenders the permit (see [Failures](#failures)) and returns the error
+    /// once the bounded cleanup attempt is over.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropping the future after the renewal was sent surrenders the permit,
+    /// as a failure does; the cleanup then runs in the background.
+    pub async fn renew(&mut self, expiry: Option<Duration>) -> Result<bool> {
+        let expiry_ms = expiry_ms(expiry)?;
+        if self.state != State::Held {
+            return Ok(false);
+        }
+        // Released until the answer says otherwise: a cancelled renewal leaves it so.
+        self.state = State::Released;
+        let in_flight = ReleaseOnDrop::arm(&self.sets, &self.token, Why::SurrenderedRenewal);
+        let sent_at = Instant::now();
+        match self.sets.renew(&self.token, expiry_ms).await {
+            Ok(true) => {
+                in_flight.disarm();
+                self.state = State::Held;
+                self.expiry = expiry_ms.map(Duration::from_millis);
+                self.sent_at = sent_at;
+                tracing::debug!(keys = %self.sets, expiry_ms, "semaphore permit renewed");
+                Ok(true)
+            }
+            Ok(false) => {
+                in_flight.disarm();
+                tracing::debug!(keys = %self.sets, "semaphore permit lost before its renewal");
+                Ok(false)
+            }
+            // Refused before anything was sent (the server is unreachable): the permit is
+            // exactly as it was, so it stays held and the renewal may be retried while its
+            // estimate lasts.
+            Err(err) if err.kind() == ErrorKind::Io && !err.is_outcome_uncertain() => {
+                in_flight.disarm();
+                self.state = State::Held;
+                tracing::debug!(keys = %self.sets, error = %err, "semaphore permit renewal not sent");
+                Err(err)
+            }
+            Err(err) => {
+                tracing::debug!(keys = %self.sets, error = %err, "semaphore permit renewal failed; surrendering it");
+                // Still armed: a cancellation during this cleanup hands it to the background.
+                match cleanup::release_bounded(&self.sets, &self.token).await {
+                    Ok(_) => in_flight.disarm(),
+                    // Dropping the armed guard retries in the background.
+                    Err(_) => drop(in_flight),
+                }
+                Err(err)
+            }
+        }
+    }
+}
+
+impl Drop for SemaphorePermit {
+    fn drop(&mut self) {
+        if self.state != State::Released {
+            cleanup::release_in_background(
+                Arc::clone(&self.sets),
+                std::mem::take(&mut self.token),
+                Why::Dropped,
+            );
+        }
+    }
+}
+
+impl fmt::Debug for SemaphorePermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SemaphorePermit")
+            .field("keys", &format_args!("{}", self.sets))
+            .field("token", &self.token)
+            .field("expiry", &self.expiry)
+            .field("state", &self.state)
+            .finish()
+    }
+}

@@ -1,0 +1,146 @@
+//! A counting semaphore on one set.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Attempt;
+use super::acquire::try_acquire;
+use super::sets::PermitSets;
+use crate::Coordination;
+use crate::error::{Error, Result};
+
+/// A counting semaphore shared through the backend: at most `capacity` permits held at once,
+/// by any number of processes.
+///
+/// Acquisition is immediate: [`try_acquire`](Self::try_acquire) never waits or queues, and
+/// promises no fairness; a caller that finds it full decides whether and when to retry (its
+/// [`retry_after`](Attempt::retry_after) says when expiries free a slot). Each permit has its
+/// own owner token; see [`SemaphorePermit`](super::SemaphorePermit) for releasing, renewing
+/// and what failures do.
+///
+/// Every user of a name must give the same capacity. While any permit is held, an
+/// acquisition with another capacity fails with
+/// [`ErrorKind::CapacityMismatch`](crate::ErrorKind::CapacityMismatch); once every permit is
+/// released or expired, a new capacity is accepted. A lower capacity never revokes permits
+/// already held.
+///
+/// Cheap to clone: clones share the same semaphore.
+///
+/// # Storage
+///
+/// One Redis key, `<prefix>sem:<name>`: a sorted set of the permits (member `p:<token>`,
+/// score = expiry in server milliseconds, or `+inf`) and of the capacity (member `c`,
+/// score = -capacity). It expires 1 ms after its latest permit (never while a permit has no
+/// expiry) and is deleted with its last permit. Expired permits are pruned by the next step
+/// on the key, so abandoned capacity comes back without a cleanup worker. The name is binary
+/// safe; give it a hash tag (`{...}`) to choose its cluster slot. Use a name no other
+/// primitive uses.
+///
+/// # Servers
+///
+/// The scripts read the server clock (`TIME`) before writing, which needs effects
+/// replication of scripts: Redis 7+ and Valkey 7.2+ always use it. Expiries are absolute
+/// server timestamps: after a failover to a replica whose clock differs, permits expire
+/// early or late, and an asynchronous failover can lose recent grants and releases.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::semaphore::Semaphore;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let coordination = Coordination::memory();
+/// let semaphore = Semaphore::new(&coordination, "{batch:42}:workers", 2)?;
+///
+/// let a = semaphore.try_acquire(Some(Duration::from_secs(30))).await?;
+/// let b = semaphore.try_acquire(None).await?; // held until released
+/// assert!(a.is_acquired() && b.is_acquired());
+/// assert!(!semaphore.try_acquire(None).await?.is_acquired());
+/// assert_eq!(semaphore.held().await?, 2);
+///
+/// let mut a = a.into_permit().expect("acquired");
+/// assert!(a.release().await?);
+/// assert_eq!(semaphore.held().await?, 1);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Semaphore {
+    sets: Arc<PermitSets>,
+    capacity: u32,
+}
+
+impl Semaphore {
+    /// A semaphore of `capacity` permits named `name`, stored at `<prefix>sem:<name>`.
+    ///
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when
+    /// `capacity` is 0. Nothing is sent.
+    pub fn new(coordination: &Coordination, name: impl AsRef<[u8]>, capacity: u32) -> Result<Self> {
+        if capacity == 0 {
+            return Err(Error::invalid_argument(
+                "a semaphore needs a capacity of at least 1",
+            ));
+        }
+        let mut key = b"sem:".to_vec();
+        key.extend_from_slice(name.as_ref());
+        Ok(Semaphore {
+            sets: Arc::new(PermitSets::new(coordination.backend().clone(), vec![key])),
+            capacity,
+        })
+    }
+
+    /// The number of permits.
+    pub fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    /// Takes a permit now if one is free, in one atomic step; never waits or queues.
+    ///
+    /// `expiry` is how long the permit lasts unless renewed, in whole milliseconds of the
+    /// backend's clock (sub-millisecond parts are dropped); `None` for a permit held until
+    /// released. Prefer a finite expiry: a permit without one that is never released (its
+    /// process crashed, or its background release failed for a minute) takes a slot, and
+    /// blocks capacity changes, until it is removed by hand.
+    ///
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for an
+    /// expiry under 1 ms or over about 34 years (nothing is sent),
+    /// [`ErrorKind::CapacityMismatch`](crate::ErrorKind::CapacityMismatch) when the held
+    /// permits were taken under another capacity, and
+    /// [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState) when the key holds
+    /// something else (nothing is changed).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: if the future is dropped after the request was sent, or the
+    /// outcome is unknown ([`is_outcome_uncertain`](crate::Error::is_outcome_uncertain), or
+    /// a server error reply, which may follow writes), a background release of the permit's
+    /// token is spawned before the error is returned, so a permit granted without an answer
+    /// does not stay taken; its expiry is the fallback if that release fails too. (A request
+    /// delayed past its release could still take a permit then.)
+    pub async fn try_acquire(&self, expiry: Option<Duration>) -> Result<Attempt> {
+        try_acquire(Arc::clone(&self.sets), &[self.capacity], expiry).await
+    }
+
+    /// The permits held now (expired ones are not counted), whatever capacity they were
+    /// taken under; useful for tests and metrics. Changes nothing.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn held(&self) -> Result<u32> {
+        let counts = self.sets.held().await?;
+        Ok(counts.first().copied().unwrap_or_default())
+    }
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("key", &format_args!("{}", self.sets))
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,81 @@
+//! Where a permit lives: its sets (one, or a client key's and the global one) on a backend.
+
+use std::fmt;
+
+use crate::backend::Backend;
+use crate::backend::semaphore::{PermitStep, SemaphoreAcquireReply, SemaphoreAcquireStep};
+use crate::error::Result;
+
+/// The storage keys of a semaphore's sets (one or two, in one slot) on their backend; every
+/// step on a permit runs over all of them at once.
+pub(super) struct PermitSets {
+    backend: Backend,
+    keys: Vec<Vec<u8>>,
+}
+
+impl PermitSets {
+    pub(super) fn new(backend: Backend, keys: Vec<Vec<u8>>) -> Self {
+        PermitSets { backend, keys }
+    }
+
+    pub(super) fn keys(&self) -> &[Vec<u8>] {
+        &self.keys
+    }
+
+    /// Takes a permit for `token` in every set (capacities in the order of the keys), or in
+    /// none.
+    pub(super) async fn acquire(
+        &self,
+        token: &str,
+        capacities: &[u32],
+        expiry_ms: Option<u64>,
+    ) -> Result<SemaphoreAcquireReply> {
+        self.backend
+            .semaphore_acquire(SemaphoreAcquireStep {
+                keys: &self.keys,
+                capacities,
+                token,
+                expiry_ms,
+            })
+            .await
+    }
+
+    pub(super) async fn release(&self, token: &str) -> Result<bool> {
+        self.backend.semaphore_release(self.step(token)).await
+    }
+
+    pub(super) async fn renew(&self, token: &str, expiry_ms: Option<u64>) -> Result<bool> {
+        self.backend
+            .semaphore_renew(self.step(token), expiry_ms)
+            .await
+    }
+
+    pub(super) async fn verify(&self, token: &str) -> Result<bool> {
+        self.backend.semaphore_verify(self.step(token)).await
+    }
+
+    /// The live permits of each set, in the order of the keys.
+    pub(super) async fn held(&self) -> Result<Vec<u32>> {
+        self.backend.semaphore_held(&self.keys).await
+    }
+
+    fn step<'a>(&'a self, token: &'a str) -> PermitStep<'a> {
+        PermitStep {
+            keys: &self.keys,
+            token,
+        }
+    }
+}
+
+/// The keys, as text (lossy), for logs and messages.
+impl fmt::Display for PermitSets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, key) in self.keys.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" + ")?;
+            }
+            write!(f, "{:?}", String::from_utf8_lossy(key))?;
+        }
+        Ok(())
+    }
+}

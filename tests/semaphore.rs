@@ -1,0 +1,964 @@
+//! Semaphores against every server kind, the cluster and the memory backend, and their
+//! failure rules against a private server that is made to stall (`CLIENT PAUSE`).
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use leasehold::backend::key_slot;
+use leasehold::backend::redis::RedisBackend;
+use leasehold::coordination::semaphore::{
+    Attempt, KeyedSemaphore, Semaphore, SemaphorePermit, abandoned_releases,
+};
+use leasehold::{Coordination, ErrorKind};
+use support::target::{Target, scenario, server_ms};
+use support::{Server, ServerKind};
+
+const MINUTE: Duration = Duration::from_secs(60);
+/// How long a test waits for something that must happen soon (a background release, a
+/// server-side expiry) before failing.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// Polls `check` every 10 ms until it holds; panics after [`PATIENCE`].
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {PATIENCE:?} waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits until the backend's clock reaches `at_ms` (ms since the epoch).
+async fn wait_for_server_time(coordination: &Coordination, at_ms: u64) {
+    eventually("the server clock moves on", async || {
+        server_ms(coordination).await >= at_ms
+    })
+    .await;
+}
+
+async fn acquired(semaphore: &Semaphore, expiry: Option<Duration>) -> SemaphorePermit {
+    semaphore
+        .try_acquire(expiry)
+        .await
+        .expect("try_acquire")
+        .into_permit()
+        .expect("a free slot")
+}
+
+async fn is_full(semaphore: &Semaphore) -> bool {
+    !semaphore
+        .try_acquire(Some(MINUTE))
+        .await
+        .expect("try_acquire")
+        .is_acquired()
+}
+
+/// The physical key of a user key under the handle's prefix; Redis only.
+fn physical(coordination: &Coordination, user_key: &[u8]) -> Vec<u8> {
+    match coordination.backend() {
+        leasehold::backend::Backend::Redis(redis) => redis.physical_key(user_key),
+        _ => unreachable!("Redis targets only"),
+    }
+}
+
+fn semaphore_key(name: &[u8]) -> Vec<u8> {
+    [b"sem:".as_slice(), name].concat()
+}
+
+fn keyed_keys(name: &[u8], client: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let tagged = [
+        b"sem:{",
+        name.len().to_string().as_bytes(),
+        b":",
+        name,
+        b"}",
+    ]
+    .concat();
+    (
+        [tagged.as_slice(), b":key:", client].concat(),
+        [tagged.as_slice(), b":global"].concat(),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(capacity_is_respected_and_full_says_when_a_slot_frees);
+
+async fn capacity_is_respected_and_full_says_when_a_slot_frees(target: Target) {
+    let coordination = target.coordination("capacity").await;
+    let semaphore = Semaphore::new(&coordination, "jobs", 3).expect("valid");
+    assert_eq!(semaphore.capacity(), 3);
+    assert_eq!(semaphore.held().await.expect("held"), 0);
+    let _long = acquired(&semaphore, Some(MINUTE)).await;
+    let mut short = acquired(&semaphore, Some(Duration::from_secs(30))).await;
+    let _forever = acquired(&semaphore, None).await;
+    assert_eq!(semaphore.held().await.expect("held"), 3);
+
+    for _ in 0..2 {
+        let full = semaphore.try_acquire(Some(MINUTE)).await.expect("try");
+        assert!(!full.is_acquired());
+        // The earliest expiry frees the first slot.
+        let wait = full.retry_after().expect("a finite expiry frees a slot");
+        assert!(
+            wait <= Duration::from_secs(30) && wait > Duration::from_secs(25),
+            "{wait:?}"
+        );
+        assert!(full.into_permit().is_none());
+    }
+    assert_eq!(
+        semaphore.held().await.expect("held"),
+        3,
+        "a refusal takes nothing"
+    );
+
+    // Without the short one, the next slot frees when the minute is up.
+    assert!(short.release().await.expect("release"));
+    let third = acquired(&semaphore, None).await;
+    let wait = semaphore
+        .try_acquire(None)
+        .await
+        .expect("try")
+        .retry_after()
+        .expect("a finite expiry");
+    assert!(
+        wait <= MINUTE && wait > MINUTE - Duration::from_secs(5),
+        "{wait:?}"
+    );
+    drop(third);
+
+    // Permits that never expire: no retry time.
+    let single = Semaphore::new(&coordination, "single", 1).expect("valid");
+    let _held = acquired(&single, None).await;
+    match single.try_acquire(Some(MINUTE)).await.expect("try") {
+        Attempt::Full { retry_after } => assert_eq!(retry_after, None),
+        Attempt::Acquired(permit) => panic!("over capacity: {permit:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(release_frees_a_slot_once);
+
+async fn release_frees_a_slot_once(target: Target) {
+    let coordination = target.coordination("release").await;
+    let semaphore = Semaphore::new(&coordination, "jobs", 1).expect("valid");
+    let mut permit = acquired(&semaphore, Some(MINUTE)).await;
+    assert!(!permit.is_released());
+    assert_eq!(permit.expiry(), Some(MINUTE));
+    assert!(
+        permit
+            .remaining_estimate()
+            .is_some_and(|left| left <= MINUTE)
+    );
+    assert!(is_full(&semaphore).await);
+
+    assert!(permit.release().await.expect("release"));
+    assert!(permit.is_released());
+    assert_eq!(permit.remaining_estimate(), Some(Duration::ZERO));
+    assert!(!permit.release().await.expect("again"), "released twice");
+    assert!(!permit.verify_still_held().await.expect("verify"));
+    assert!(!permit.renew(Some(MINUTE)).await.expect("renew"));
+
+    let mut next = acquired(&semaphore, None).await;
+    assert_ne!(next.token(), permit.token());
+    assert_eq!(next.remaining_estimate(), None, "no expiry");
+    assert!(next.release().await.expect("release"));
+    assert_eq!(semaphore.held().await.expect("held"), 0);
+    assert_eq!(target.count_keys(&coordination), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(capacities_must_agree_while_permits_are_held);
+
+async fn capacities_must_agree_while_permits_are_held(target: Target) {
+    let coordination = target.coordination("mismatch").await;
+    let three = Semaphore::new(&coordination, "jobs", 3).expect("valid");
+    let mut first = acquired(&three, Some(MINUTE)).await;
+    let mut second = acquired(&three, None).await;
+
+    for other in [1, 2, 4] {
+        let lower = Semaphore::new(&coordination, "jobs", other).expect("valid");
+        let err = lower.try_acquire(Some(MINUTE)).await.expect_err("mismatch");
+        assert_eq!(err.kind(), ErrorKind::CapacityMismatch, "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("capacity of 3") && text.contains(&format!("not {other}")),
+            "{text}"
+        );
+    }
+    // Asking with a lower capacity revoked nothing.
+    assert_eq!(three.held().await.expect("held"), 2);
+    assert!(first.verify_still_held().await.expect("verify"));
+    assert!(second.verify_still_held().await.expect("verify"));
+    assert!(three.try_acquire(None).await.expect("try").is_acquired());
+
+    // Once every permit is gone, a new capacity applies.
+    assert!(first.release().await.expect("release"));
+    assert!(second.release().await.expect("release"));
+    eventually("the dropped permit is released", async || {
+        three.held().await.expect("held") == 0
+    })
+    .await;
+    let one = Semaphore::new(&coordination, "jobs", 1).expect("valid");
+    let _only = acquired(&one, Some(MINUTE)).await;
+    assert!(is_full(&one).await);
+    let err = three.try_acquire(None).await.expect_err("now 1");
+    assert_eq!(err.kind(), ErrorKind::CapacityMismatch);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(expired_permits_are_pruned_by_the_next_step);
+
+async fn expired_permits_are_pruned_by_the_next_step(target: Target) {
+    const EXPIRY: Duration = Duration::from_millis(150);
+    let coordination = target.coordination("expiry").await;
+    let semaphore = Semaphore::new(&coordination, "jobs", 1).expect("valid");
+    let mut first = acquired(&semaphore, Some(EXPIRY)).await;
+    let granted_by = server_ms(&coordination).await;
+    let wait = semaphore
+        .try_acquire(None)
+        .await
+        .expect("try")
+        .retry_after()
+        .expect("it expires");
+    assert!(wait <= EXPIRY && !wait.is_zero(), "{wait:?}");
+
+    // Past the expiry on the server's clock, whatever happened to the local one.
+    wait_for_server_time(&coordination, granted_by + 151).await;
+    assert_eq!(semaphore.held().await.expect("held"), 0);
+    assert!(!first.verify_still_held().await.expect("verify"));
+    let mut second = acquired(&semaphore, Some(MINUTE)).await;
+    // The lost permit cannot come back, and its release says it was no longer held.
+    assert!(!first.renew(Some(MINUTE)).await.expect("renew"));
+    assert!(first.is_released());
+    assert_eq!(first.remaining_estimate(), Some(Duration::ZERO));
+    assert!(!first.release().await.expect("release"));
+    assert!(second.verify_still_held().await.expect("verify"));
+    assert!(second.release().await.expect("release"));
+
+    // A permit that expired with nobody stepping on it leaves no key behind.
+    let forgotten = acquired(&semaphore, Some(EXPIRY)).await;
+    let granted_by = server_ms(&coordination).await;
+    std::mem::forget(forgotten); // no background release: expiry alone must clean up
+    wait_for_server_time(&coordination, granted_by + 152).await;
+    eventually("the expired key is gone", async || {
+        target.count_keys(&coordination) == 0
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_permits_follow_the_paused_clock() {
+    let coordination = Coordination::memory();
+    let semaphore = Semaphore::new(&coordination, "jobs", 1).expect("valid");
+    let first = acquired(&semaphore, Some(Duration::from_secs(10))).await;
+    tokio::time::advance(Duration::from_secs(4)).await;
+    assert_eq!(
+        first.remaining_estimate(),
+        Some(Duration::from_secs(6)),
+        "measured from the request"
+    );
+    let full = semaphore.try_acquire(None).await.expect("try");
+    assert_eq!(full.retry_after(), Some(Duration::from_secs(6)));
+    tokio::time::advance(Duration::from_secs(6) - Duration::from_millis(1)).await;
+    assert!(is_full(&semaphore).await);
+    assert_eq!(semaphore.held().await.expect("held"), 1);
+    tokio::time::advance(Duration::from_millis(1)).await;
+    assert_eq!(semaphore.held().await.expect("held"), 0);
+    assert_eq!(first.remaining_estimate(), Some(Duration::ZERO));
+    assert!(!first.verify_still_held().await.expect("verify"));
+    let mut second = acquired(&semaphore, Some(Duration::from_secs(10))).await;
+
+    // Renewal counts from the renewal.
+    tokio::time::advance(Duration::from_secs(8)).await;
+    assert!(
+        second
+            .renew(Some(Duration::from_secs(5)))
+            .await
+            .expect("renew")
+    );
+    assert_eq!(second.expiry(), Some(Duration::from_secs(5)));
+    assert_eq!(second.remaining_estimate(), Some(Duration::from_secs(5)));
+    tokio::time::advance(Duration::from_secs(4)).await;
+    assert!(second.verify_still_held().await.expect("verify"));
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert!(!second.verify_still_held().await.expect("verify"));
+    assert!(!second.renew(Some(MINUTE)).await.expect("lost"));
+    assert!(second.is_released());
+    drop(first);
+    assert!(coordination_is_empty(&coordination));
+}
+
+fn coordination_is_empty(coordination: &Coordination) -> bool {
+    match coordination.backend() {
+        leasehold::backend::Backend::Memory(memory) => memory.is_empty(),
+        _ => unreachable!("memory only"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(renewal_extends_or_finds_the_permit_lost);
+
+async fn renewal_extends_or_finds_the_permit_lost(target: Target) {
+    let coordination = target.coordination("renew").await;
+    let semaphore = Semaphore::new(&coordination, "jobs", 2).expect("valid");
+    let mut permit = acquired(&semaphore, Some(Duration::from_secs(30))).await;
+    assert!(permit.renew(Some(2 * MINUTE)).await.expect("renew"));
+    assert_eq!(permit.expiry(), Some(2 * MINUTE));
+    let left = permit.remaining_estimate().expect("an expiry");
+    assert!(left <= 2 * MINUTE && left > MINUTE, "{left:?}");
+    let wait = semaphore_full_wait(&semaphore).await;
+    assert!(wait > MINUTE && wait <= 2 * MINUTE, "{wait:?}");
+
+    assert!(permit.renew(None).await.expect("renew"));
+    assert_eq!(permit.expiry(), None);
+    assert_eq!(permit.remaining_estimate(), None);
+    assert!(permit.verify_still_held().await.expect("verify"));
+
+    // An invalid expiry is refused before anything is sent: the permit is still held.
+    for invalid in [Duration::ZERO, Duration::from_micros(999), Duration::MAX] {
+        let err = permit.renew(Some(invalid)).await.expect_err("invalid");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(!permit.is_released());
+    }
+
+    // Lost: expired on the server before the renewal came.
+    assert!(
+        permit
+            .renew(Some(Duration::from_millis(1)))
+            .await
+            .expect("renew")
+    );
+    let renewed_by = server_ms(&coordination).await;
+    wait_for_server_time(&coordination, renewed_by + 2).await;
+    assert!(!permit.renew(Some(MINUTE)).await.expect("lost"));
+    assert!(permit.is_released());
+    assert_eq!(permit.remaining_estimate(), Some(Duration::ZERO));
+    assert_eq!(semaphore.held().await.expect("held"), 0);
+    assert_eq!(target.count_keys(&coordination), 0);
+}
+
+/// Fills the semaphore's last slot with a permit that never expires, reads the retry time
+/// of the next acquisition, and gives the slot back.
+async fn semaphore_full_wait(semaphore: &Semaphore) -> Duration {
+    let mut filler = acquired(semaphore, None).await;
+    let wait = semaphore
+        .try_acquire(None)
+        .await
+        .expect("try")
+        .retry_after()
+        .expect("a finite expiry");
+    assert!(filler.release().await.expect("release"));
+    wait
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(storage_follows_the_permits redis);
+
+async fn storage_follows_the_permits(target: Target) {
+    let coordination = target.coordination("storage").await;
+    let semaphore = Semaphore::new(&coordination, "jobs", 3).expect("valid");
+    let key = physical(&coordination, &semaphore_key(b"jobs"));
+
+    let mut forever = acquired(&semaphore, None).await;
+    assert_eq!(
+        target.pttl(&key),
+        -1,
+        "a permit without expiry persists the key"
+    );
+    let mut minute = acquired(&semaphore, Some(MINUTE)).await;
+    assert_eq!(target.pttl(&key), -1);
+    assert!(forever.release().await.expect("release"));
+    let ttl = target.pttl(&key);
+    assert!(ttl > 55_000 && ttl <= 60_001, "{ttl}");
+
+    // The latest expiry decides, renewals included.
+    let mut short = acquired(&semaphore, Some(Duration::from_secs(5))).await;
+    let ttl = target.pttl(&key);
+    assert!(ttl > 55_000 && ttl <= 60_001, "{ttl}");
+    assert!(short.renew(Some(2 * MINUTE)).await.expect("renew"));
+    let ttl = target.pttl(&key);
+    assert!(ttl > 115_000 && ttl <= 120_001, "{ttl}");
+    assert!(short.renew(None).await.expect("renew"));
+    assert_eq!(target.pttl(&key), -1);
+
+    // Members: the capacity (negative score) and one per permit.
+    let members: Vec<(Vec<u8>, String)> =
+        target.query(&[b"ZRANGE", &key, b"0", b"-1", b"WITHSCORES"]);
+    assert_eq!(members.len(), 3, "{members:?}");
+    assert_eq!(members[0], (b"c".to_vec(), "-3".to_owned()));
+    assert_eq!(members[1].0, format!("p:{}", minute.token()).into_bytes());
+    assert_eq!(
+        members[2],
+        (
+            format!("p:{}", short.token()).into_bytes(),
+            "inf".to_owned()
+        )
+    );
+
+    assert!(minute.release().await.expect("release"));
+    assert!(short.release().await.expect("release"));
+    assert_eq!(target.raw(&[b"EXISTS", &key]), redis::Value::Int(0));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(nothing_is_left_behind);
+
+async fn nothing_is_left_behind(target: Target) {
+    let coordination = target.coordination("leaks").await;
+    let semaphore = Semaphore::new(&coordination, "jobs", 4).expect("valid");
+    let keyed = KeyedSemaphore::new(&coordination, "api", Some(2), Some(4)).expect("valid");
+
+    let mut released = acquired(&semaphore, None).await;
+    let dropped = acquired(&semaphore, None).await;
+    let expiring = acquired(&semaphore, Some(Duration::from_millis(100))).await;
+    let mut keyed_released = keyed
+        .try_acquire(b"a", Some(MINUTE))
+        .await
+        .expect("try")
+        .into_permit()
+        .expect("free");
+    let keyed_dropped = keyed.try_acquire(b"b", None).await.expect("try");
+    let keyed_expiring = keyed
+        .try_acquire(b"c", Some(Duration::from_millis(100)))
+        .await
+        .expect("try")
+        .into_permit()
+        .expect("free");
+    let granted_by = server_ms(&coordination).await;
+    assert!(keyed_dropped.is_acquired());
+    assert_eq!(keyed.held(b"b").await.expect("held"), (Some(1), Some(3)));
+    assert!(target.count_keys(&coordination) > 0);
+
+    assert!(released.release().await.expect("release"));
+    assert!(keyed_released.release().await.expect("release"));
+    drop(dropped);
+    drop(keyed_dropped);
+    // Expiry alone must take these away.
+    std::mem::forget(expiring);
+    std::mem::forget(keyed_expiring);
+    wait_for_server_time(&coordination, granted_by + 102).await;
+    eventually("every key is gone", async || {
+        target.count_keys(&coordination) == 0
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(keyed_capacity_is_per_key_and_global_all_or_nothing);
+
+async fn keyed_capacity_is_per_key_and_global_all_or_nothing(target: Target) {
+    let coordination = target.coordination("keyed").await;
+    let keyed = KeyedSemaphore::new(&coordination, "exports", Some(1), Some(2)).expect("valid");
+    assert_eq!((keyed.per_key(), keyed.global()), (Some(1), Some(2)));
+
+    let alice = keyed
+        .try_acquire(b"alice", Some(Duration::from_secs(30)))
+        .await
+        .expect("try");
+    assert!(alice.is_acquired());
+    // Alice's own semaphore is full: nothing is taken from the global one.
+    for _ in 0..3 {
+        let full = keyed
+            .try_acquire(b"alice", Some(MINUTE))
+            .await
+            .expect("try");
+        let wait = full.retry_after().expect("alice's permit expires");
+        assert!(wait <= Duration::from_secs(30) && wait > Duration::from_secs(25));
+    }
+    assert_eq!(
+        keyed.held(b"alice").await.expect("held"),
+        (Some(1), Some(1))
+    );
+
+    let bob = keyed.try_acquire(b"bob", Some(MINUTE)).await.expect("try");
+    assert!(bob.is_acquired());
+    // The global semaphore is full: carol's own one stays empty. Its slot frees when the
+    // earliest global permit (alice's) expires.
+    let full = keyed.try_acquire(b"carol", None).await.expect("try");
+    let wait = full.retry_after().expect("global permits expire");
+    assert!(
+        wait <= Duration::from_secs(30) && wait > Duration::from_secs(25),
+        "{wait:?}"
+    );
+    assert_eq!(
+        keyed.held(b"carol").await.expect("held"),
+        (Some(0), Some(2))
+    );
+
+    // Both full: the later of the two frees decides.
+    let wait = keyed
+        .try_acquire(b"bob", None)
+        .await
+        .expect("try")
+        .retry_after()
+        .expect("expiring");
+    assert!(
+        wait <= MINUTE && wait > MINUTE - Duration::from_secs(5),
+        "{wait:?}"
+    );
+
+    // Releasing alice's permit frees both of its slots.
+    let mut alice = alice.into_permit().expect("acquired");
+    assert!(alice.release().await.expect("release"));
+    assert_eq!(
+        keyed.held(b"alice").await.expect("held"),
+        (Some(0), Some(1))
+    );
+    let carol = keyed.try_acquire(b"carol", None).await.expect("try");
+    assert!(carol.is_acquired());
+
+    // A mismatch on either side takes nothing from the other.
+    let other = KeyedSemaphore::new(&coordination, "exports", Some(1), Some(5)).expect("valid");
+    let err = other
+        .try_acquire(b"dave", None)
+        .await
+        .expect_err("global mismatch");
+    assert_eq!(err.kind(), ErrorKind::CapacityMismatch);
+    assert!(err.to_string().contains(":global"), "{err}");
+    assert_eq!(keyed.held(b"dave").await.expect("held"), (Some(0), Some(2)));
+
+    // One side only.
+    let per_key = KeyedSemaphore::new(&coordination, "per-key", Some(1), None).expect("valid");
+    let _p = per_key.try_acquire(b"k", None).await.expect("try");
+    assert_eq!(per_key.held(b"k").await.expect("held"), (Some(1), None));
+    assert!(
+        per_key
+            .try_acquire(b"other", None)
+            .await
+            .expect("try")
+            .is_acquired()
+    );
+    let global = KeyedSemaphore::new(&coordination, "global", None, Some(1)).expect("valid");
+    let _g = global.try_acquire(b"k", None).await.expect("try");
+    assert_eq!(global.held(b"other").await.expect("held"), (None, Some(1)));
+    assert!(
+        !global
+            .try_acquire(b"other", None)
+            .await
+            .expect("try")
+            .is_acquired()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(keyed_keys_share_a_slot redis);
+
+async fn keyed_keys_share_a_slot(target: Target) {
+    let coordination = target.coordination("slot").await;
+    // A name with braces of its own cannot split the pair.
+    for name in [b"api".as_slice(), b"a}b{c", b"{x}"] {
+        let keyed = KeyedSemaphore::new(&coordination, name, Some(1), Some(3)).expect("valid");
+        let (per_key, global) = keyed_keys(name, b"client}{");
+        let (per_key, global) = (
+            physical(&coordination, &per_key),
+            physical(&coordination, &global),
+        );
+        assert_eq!(key_slot(&per_key), key_slot(&global));
+        let mut permit = keyed
+            .try_acquire(b"client}{", Some(MINUTE))
+            .await
+            .expect("one slot")
+            .into_permit()
+            .expect("free");
+        assert_eq!(target.raw(&[b"EXISTS", &per_key]), redis::Value::Int(1));
+        assert_eq!(target.raw(&[b"EXISTS", &global]), redis::Value::Int(1));
+        if matches!(target, Target::Cluster) {
+            let per_key_slot: i64 = target.query(&[b"CLUSTER", b"KEYSLOT", &per_key]);
+            let global_slot: i64 = target.query(&[b"CLUSTER", b"KEYSLOT", &global]);
+            assert_eq!(per_key_slot, global_slot);
+            assert_eq!(per_key_slot, i64::from(key_slot(&per_key)));
+        }
+        assert!(permit.release().await.expect("release"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(binary_names_and_keys);
+
+async fn binary_names_and_keys(target: Target) {
+    let coordination = target.coordination("binary").await;
+    let name = b"\x00\xff{bin}\n".as_slice();
+    let semaphore = Semaphore::new(&coordination, name, 1).expect("valid");
+    let mut permit = acquired(&semaphore, Some(MINUTE)).await;
+    assert!(is_full(&semaphore).await);
+    if !matches!(target, Target::Memory) {
+        let key = physical(&coordination, &semaphore_key(name));
+        assert_eq!(target.raw(&[b"EXISTS", &key]), redis::Value::Int(1));
+    }
+    assert!(permit.verify_still_held().await.expect("verify"));
+    assert!(permit.release().await.expect("release"));
+
+    let keyed = KeyedSemaphore::new(&coordination, b"n\x00}{", Some(1), Some(2)).expect("valid");
+    let client = b"\xfe\x00:key".as_slice();
+    let mut permit = keyed
+        .try_acquire(client, None)
+        .await
+        .expect("try")
+        .into_permit()
+        .expect("free");
+    assert_eq!(keyed.held(client).await.expect("held"), (Some(1), Some(1)));
+    assert_eq!(
+        keyed.held(b"\xfe\x00").await.expect("held"),
+        (Some(0), Some(1))
+    );
+    if !matches!(target, Target::Memory) {
+        let (per_key, _) = keyed_keys(b"n\x00}{", client);
+        let per_key = physical(&coordination, &per_key);
+        assert_eq!(target.raw(&[b"EXISTS", &per_key]), redis::Value::Int(1));
+    }
+    assert!(permit.release().await.expect("release"));
+    assert_eq!(target.count_keys(&coordination), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(corrupt_state_fails_without_change redis);
+
+async fn corrupt_state_fails_without_change(target: Target) {
+    let coordination = target.coordination("corrupt").await;
+    let semaphore = Semaphore::new(&coordination, "jobs", 2).expect("valid");
+    let key = physical(&coordination, &semaphore_key(b"jobs"));
+    let text = redis::Value::BulkString(b"not a set".to_vec());
+
+    target.raw(&[b"SET", &key, b"not a set"]);
+    let err = semaphore.try_acquire(None).await.expect_err("corrupt");
+    assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
+    let err = semaphore.held().await.expect_err("corrupt");
+    assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
+    assert_eq!(target.raw(&[b"GET", &key]), text);
+    assert_eq!(target.pttl(&key), -1);
+
+    // Sorted sets that are not a semaphore's: no capacity, a negative permit score, a
+    // capacity that is not a positive whole number.
+    for members in [
+        vec![b"5".as_slice(), b"p:x"],
+        vec![b"-2", b"c", b"-1", b"p:x"],
+        vec![b"-1.5", b"c", b"5", b"p:x"],
+        vec![b"0", b"c", b"5", b"p:x"],
+    ] {
+        target.raw(&[b"DEL", &key]);
+        let mut zadd = vec![b"ZADD".as_slice(), &key];
+        zadd.extend(members.iter().copied());
+        target.raw(&zadd);
+        let before = target.raw(&[b"ZRANGE", &key, b"0", b"-1", b"WITHSCORES"]);
+        let err = semaphore.try_acquire(None).await.expect_err("corrupt");
+        assert_eq!(err.kind(), ErrorKind::CorruptState, "{members:?}: {err}");
+        assert_eq!(
+            target.raw(&[b"ZRANGE", &key, b"0", b"-1", b"WITHSCORES"]),
+            before
+        );
+    }
+
+    // Keyed: a corrupt global key stops the client key's acquisition before it writes.
+    let keyed = KeyedSemaphore::new(&coordination, "api", Some(1), Some(2)).expect("valid");
+    let (per_key, global) = keyed_keys(b"api", b"k");
+    let (per_key, global) = (
+        physical(&coordination, &per_key),
+        physical(&coordination, &global),
+    );
+    target.raw(&[b"SET", &global, b"not a set"]);
+    let err = keyed.try_acquire(b"k", None).await.expect_err("corrupt");
+    assert_eq!(err.kind(), ErrorKind::CorruptState);
+    assert!(err.to_string().contains(":global"), "{err}");
+    assert_eq!(target.raw(&[b"EXISTS", &per_key]), redis::Value::Int(0));
+    assert_eq!(target.raw(&[b"GET", &global]), text);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(concurrent_holders_never_exceed_the_capacity);
+
+async fn concurrent_holders_never_exceed_the_capacity(target: Target) {
+    const CAPACITY: u32 = 3;
+    const TASKS: usize = 8;
+    const ATTEMPTS: usize = 25;
+    let first = target.coordination("concurrent").await;
+    let handles = target.handles(&first, TASKS).await;
+    let holding = Arc::new(AtomicU32::new(0));
+    let most = Arc::new(AtomicU32::new(0));
+    let tasks: Vec<_> = handles
+        .into_iter()
+        .map(|coordination| {
+            let (holding, most) = (Arc::clone(&holding), Arc::clone(&most));
+            tokio::spawn(async move {
+                let semaphore = Semaphore::new(&coordination, "hot", CAPACITY).expect("valid");
+                let mut granted = 0u32;
+                for _ in 0..ATTEMPTS {
+                    let attempt = semaphore.try_acquire(Some(MINUTE)).await.expect("try");
+                    let Some(mut permit) = attempt.into_permit() else {
+                        tokio::task::yield_now().await;
+                        continue;
+                    };
+                    granted += 1;
+                    // Counted from the grant's answer until before the release is sent: within
+                    // the time the server counts the permit.
+                    let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    holding.fetch_sub(1, Ordering::SeqCst);
+                    assert!(permit.release().await.expect("release"));
+                }
+                granted
+            })
+        })
+        .collect();
+    let mut granted = 0;
+    for task in tasks {
+        granted += task.await.expect("task");
+    }
+    let most = most.load(Ordering::SeqCst);
+    assert!(most <= CAPACITY, "{most} held at once");
+    assert!(granted >= CAPACITY, "only {granted} grants");
+    let semaphore = Semaphore::new(&first, "hot", CAPACITY).expect("valid");
+    assert_eq!(semaphore.held().await.expect("held"), 0);
+    assert_eq!(target.count_keys(&first), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(a_dropped_permit_is_released_in_the_background);
+
+async fn a_dropped_permit_is_released_in_the_background(target: Target) {
+    let coordination = target.coordination("drop").await;
+    let semaphore = Semaphore::new(&coordination, "jobs", 1).expect("valid");
+    let abandoned = abandoned_releases();
+    drop(acquired(&semaphore, None).await);
+    eventually("the dropped permit is released", async || {
+        semaphore.held().await.expect("held") == 0
+    })
+    .await;
+    let _next = acquired(&semaphore, None).await;
+    assert_eq!(abandoned_releases(), abandoned);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(a_cancelled_renewal_surrenders_the_permit redis);
+
+async fn a_cancelled_renewal_surrenders_the_permit(target: Target) {
+    let coordination = target.coordination("cancel").await;
+    let semaphore = Semaphore::new(&coordination, "jobs", 1).expect("valid");
+    let mut permit = acquired(&semaphore, None).await;
+    {
+        // Poll the renewal once (its request is on its way), then drop it.
+        let renewal = permit.renew(Some(MINUTE));
+        tokio::select! {
+            biased;
+            result = renewal => panic!("a round trip finished in one poll: {result:?}"),
+            () = std::future::ready(()) => {}
+        }
+    }
+    assert!(permit.is_released());
+    assert_eq!(permit.remaining_estimate(), Some(Duration::ZERO));
+    assert!(!permit.renew(Some(MINUTE)).await.expect("surrendered"));
+    assert!(!permit.verify_still_held().await.expect("surrendered"));
+    // The permit had no expiry: only the background release can free its slot.
+    eventually("the surrendered permit is released", async || {
+        semaphore.held().await.expect("held") == 0
+    })
+    .await;
+    drop(permit);
+    assert_eq!(target.count_keys(&coordination), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn invalid_arguments_are_refused_before_anything_is_sent() {
+    let coordination = Coordination::memory();
+    let err = Semaphore::new(&coordination, "s", 0).expect_err("zero");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    for (per_key, global) in [
+        (None, None),
+        (Some(0), None),
+        (None, Some(0)),
+        (Some(1), Some(0)),
+    ] {
+        let err = KeyedSemaphore::new(&coordination, "k", per_key, global).expect_err("invalid");
+        assert_eq!(
+            err.kind(),
+            ErrorKind::InvalidArgument,
+            "{per_key:?} {global:?}"
+        );
+    }
+    let semaphore = Semaphore::new(&coordination, "s", 1).expect("valid");
+    for invalid in [
+        Duration::ZERO,
+        Duration::from_micros(999),
+        Duration::from_secs(40 * 365 * 24 * 3600),
+    ] {
+        let err = semaphore
+            .try_acquire(Some(invalid))
+            .await
+            .expect_err("invalid");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{invalid:?}");
+    }
+    assert!(coordination_is_empty(&coordination));
+    // Sub-millisecond parts are dropped.
+    let permit = acquired(&semaphore, Some(Duration::from_micros(1_500))).await;
+    assert_eq!(permit.expiry(), Some(Duration::from_millis(1)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failure rules, on a private server that stalls every client with `CLIENT PAUSE`: a reply
+// that cannot come within the response timeout makes the step fail with an uncertain outcome,
+// and the stalled request runs once the pause ends.
+
+const RESPONSE_TIMEOUT: Duration = Duration::from_millis(50);
+
+struct Stalling {
+    server: Server,
+    coordination: Coordination,
+    semaphore: Semaphore,
+}
+
+impl Stalling {
+    /// A private server, a handle with a short response timeout, and a semaphore of one
+    /// permit whose scripts the server has already cached (a NOSCRIPT answer during a pause
+    /// would time out before the script itself is sent).
+    async fn start() -> Stalling {
+        let server = Server::start(ServerKind::Redis7, &[]);
+        let backend = RedisBackend::standalone(server.unix_url())
+            .response_timeout(RESPONSE_TIMEOUT)
+            .connect()
+            .await
+            .expect("connect");
+        let coordination = Coordination::from(backend);
+        let semaphore = Semaphore::new(&coordination, "jobs", 1).expect("valid");
+        let mut warm = acquired(&semaphore, None).await;
+        assert!(warm.verify_still_held().await.expect("verify"));
+        assert!(warm.renew(None).await.expect("renew"));
+        assert!(warm.release().await.expect("release"));
+        assert_eq!(semaphore.held().await.expect("held"), 0);
+        Stalling {
+            server,
+            coordination,
+            semaphore,
+        }
+    }
+
+    /// Every client's commands wait for `ms` milliseconds.
+    fn pause(&self, ms: u64) {
+        let () = self
+            .server
+            .cmd(&["CLIENT", "PAUSE", &ms.to_string(), "ALL"]);
+    }
+
+    /// How many times the server ran `command` (lower case), scripts' own calls included.
+    fn calls(&self, command: &str) -> u64 {
+        support::target::command_calls(&self.server, command)
+    }
+
+    /// Waits for the pause to end and for the semaphore to be empty.
+    async fn wait_until_empty(&self) {
+        eventually("the semaphore is empty", async || {
+            self.semaphore.held().await.is_ok_and(|held| held == 0)
+        })
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn an_acquisition_without_an_answer_is_released() {
+    let stalling = Stalling::start().await;
+    let (zadd, zrem) = (stalling.calls("zadd"), stalling.calls("zrem"));
+    stalling.pause(400);
+    let err = stalling
+        .semaphore
+        .try_acquire(None)
+        .await
+        .expect_err("no answer in time");
+    assert!(err.is_outcome_uncertain(), "{err}");
+    // Once the pause ends, the acquisition runs (and grants a permit that never expires),
+    // then the release of its token that the failure spawned.
+    stalling.wait_until_empty().await;
+    assert_eq!(
+        stalling.calls("zadd"),
+        zadd + 1,
+        "the stalled acquisition ran"
+    );
+    // Every attempt of the background release that timed out during the pause ran too.
+    assert!(stalling.calls("zrem") > zrem, "its token was released");
+    assert!(stalling.coordination.server_time().await.is_ok());
+}
+
+#[tokio::test]
+async fn a_failed_renewal_surrenders_the_permit_and_releases_it() {
+    let stalling = Stalling::start().await;
+    let mut permit = acquired(&stalling.semaphore, None).await;
+    stalling.pause(400);
+    let err = permit
+        .renew(Some(MINUTE))
+        .await
+        .expect_err("no answer in time");
+    assert!(err.is_outcome_uncertain(), "{err}");
+    assert!(permit.is_released());
+    assert_eq!(permit.remaining_estimate(), Some(Duration::ZERO));
+    let renewals = stalling.calls("evalsha");
+    assert!(!permit.renew(Some(MINUTE)).await.expect("surrendered"));
+    assert_eq!(stalling.calls("evalsha"), renewals, "nothing was sent");
+    // The permit never expires: only the surrender's release frees the slot.
+    stalling.wait_until_empty().await;
+    drop(permit);
+}
+
+#[tokio::test]
+async fn a_failed_release_is_retried_once_then_uncertain() {
+    let stalling = Stalling::start().await;
+    let mut permit = acquired(&stalling.semaphore, None).await;
+    stalling.pause(600);
+    let err = permit.release().await.expect_err("no answer in time");
+    assert!(err.is_outcome_uncertain(), "{err}");
+    // The retry (bounded) could not confirm it either: uncertain, unusable for work.
+    assert!(!permit.is_released());
+    assert_eq!(permit.remaining_estimate(), Some(Duration::ZERO));
+    assert!(!permit.verify_still_held().await.expect("uncertain"));
+    assert!(!permit.renew(Some(MINUTE)).await.expect("uncertain"));
+    // Only release may be retried; once the server answers, the cleanup is confirmed (the
+    // stalled releases ran first, so the permit is no longer held).
+    let mut answer = None;
+    eventually("a release is confirmed", async || {
+        answer = permit.release().await.ok();
+        answer.is_some()
+    })
+    .await;
+    assert_eq!(answer, Some(false));
+    assert!(permit.is_released());
+    assert_eq!(stalling.semaphore.held().await.expect("held"), 0);
+}
+
+#[tokio::test]
+async fn a_failed_verification_leaves_the_permit_held() {
+    let stalling = Stalling::start().await;
+    let permit = acquired(&stalling.semaphore, None).await;
+    stalling.pause(300);
+    let err = permit
+        .verify_still_held()
+        .await
+        .expect_err("no answer in time");
+    assert!(err.is_outcome_uncertain(), "{err}");
+    assert!(!permit.is_released());
+    assert_eq!(permit.remaining_estimate(), None);
+    let mut answer = None;
+    eventually("a verification answers", async || {
+        answer = permit.verify_still_held().await.ok();
+        answer.is_some()
+    })
+    .await;
+    assert_eq!(answer, Some(true));
+    assert_eq!(stalling.semaphore.held().await.expect("held"), 1);
+}
