@@ -231,6 +231,25 @@ pub(crate) fn rate_limit_policy<'a>(
     field_value(list)
 }
 
+/// The `RateLimit-Policy` value of concurrency limits: one member per semaphore, such as
+/// `"downloads";q=2;qu="concurrent-requests"`. No window: the quota holds at every instant.
+/// `None` for no members.
+pub(crate) fn concurrency_policy(
+    members: impl IntoIterator<Item = (String, u32)>,
+) -> Option<HeaderValue> {
+    let mut list = ListSerializer::new();
+    for (name, quota) in members {
+        _ = list
+            .bare_item(&*sf_string(&name))
+            .parameter(QUOTA, Integer::from(quota))
+            .parameter(
+                QUOTA_UNIT,
+                &*sf_string(QuotaUnit::ConcurrentRequests.as_str()),
+            );
+    }
+    field_value(list)
+}
+
 /// An sf-string holds printable ASCII only: anything else in a policy name becomes `?`, so
 /// that an odd name still yields a well-formed field rather than none.
 fn sf_string(text: &str) -> Cow<'_, StringRef> {
@@ -411,6 +430,20 @@ mod tests {
         let policies: Vec<_> = headers.get_all(RATELIMIT_POLICY).iter().map(text).collect();
         assert_eq!(policies, [r#""inner";q=20;w=2"#, r#""outer";q=10;w=1"#]);
         assert_eq!(headers.get_all(RATELIMIT).iter().count(), 2);
+    }
+
+    #[test]
+    fn concurrency_policy_fields() {
+        let value = concurrency_policy([
+            ("downloads".to_owned(), 2),
+            ("downloads-global".to_owned(), 100),
+        ])
+        .unwrap();
+        assert_eq!(
+            text(&value),
+            r#""downloads";q=2;qu="concurrent-requests", "downloads-global";q=100;qu="concurrent-requests""#
+        );
+        assert_eq!(concurrency_policy([]), None);
     }
 
     #[test]

@@ -1,0 +1,297 @@
+//! A worker-local circuit breaker for acquisitions, so a dead backend is not hammered.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Settings of a circuit breaker that stops new acquisitions from reaching a backend that
+/// keeps failing.
+///
+/// - **Closed**: acquisitions go to the backend; `failure_threshold` consecutive
+///   availability failures (I/O errors, timeouts) open the circuit.
+/// - **Open**: acquisitions fail at once, with no network I/O, for `open_for` (plus or minus
+///   up to a fifth, at random, so that replicas do not probe in step).
+/// - **Half-open**: at most `half_open_probes` acquisitions at a time test the backend; one
+///   success closes the circuit, one failure opens it again with fresh jitter.
+///
+/// The breaker is local to one process and guards acquisitions only: renewals of permits
+/// already held always go to the backend, so streams in flight survive a short outage.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::layer::CircuitBreaker;
+///
+/// let breaker = CircuitBreaker::new()
+///     .failure_threshold(3)
+///     .open_for(Duration::from_secs(2))
+///     .half_open_probes(1);
+/// # let _ = breaker;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CircuitBreaker {
+    failure_threshold: u32,
+    open_for: Duration,
+    half_open_probes: u32,
+}
+
+impl CircuitBreaker {
+    /// Five consecutive failures open the circuit for five seconds; one probe at a time.
+    pub fn new() -> Self {
+        CircuitBreaker {
+            failure_threshold: 5,
+            open_for: Duration::from_secs(5),
+            half_open_probes: 1,
+        }
+    }
+
+    /// Consecutive availability failures that open the circuit (at least 1).
+    pub fn failure_threshold(mut self, failures: u32) -> Self {
+        self.failure_threshold = failures.max(1);
+        self
+    }
+
+    /// How long the circuit stays open before probing, before jitter.
+    pub fn open_for(mut self, duration: Duration) -> Self {
+        self.open_for = duration;
+        self
+    }
+
+    /// Acquisitions allowed at once while half-open (at least 1).
+    pub fn half_open_probes(mut self, probes: u32) -> Self {
+        self.half_open_probes = probes.max(1);
+        self
+    }
+}
+
+impl Default for CircuitBreaker {
+    fn default() -> Self {
+        CircuitBreaker::new()
+    }
+}
+
+/// The state of a circuit breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CircuitState {
+    /// Acquisitions go to the backend.
+    Closed,
+    /// Acquisitions fail at once, without network I/O.
+    Open,
+    /// A bounded number of acquisitions test whether the backend is back.
+    HalfOpen,
+}
+
+/// A breaker's live state, shared by every clone of one layer.
+#[derive(Debug)]
+pub(crate) struct Breaker {
+    settings: CircuitBreaker,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+enum State {
+    Closed { failures: u32 },
+    Open { until: Instant },
+    HalfOpen { probes: u32 },
+}
+
+/// Permission to send one acquisition; report how it went with [`Admission::succeeded`] or
+/// [`Admission::failed`]. Dropped without a verdict (the request was cancelled, or the
+/// failure said nothing about availability), it frees its probe slot and changes nothing
+/// else.
+#[derive(Debug)]
+pub(crate) struct Admission {
+    breaker: Arc<Breaker>,
+    probe: bool,
+    settled: bool,
+}
+
+impl Breaker {
+    pub(crate) fn new(settings: CircuitBreaker) -> Arc<Self> {
+        Arc::new(Breaker {
+            settings,
+            state: Mutex::new(State::Closed { failures: 0 }),
+        })
+    }
+
+    pub(crate) fn state(&self) -> CircuitState {
+        match &*self.lock() {
+            State::Closed { .. } => CircuitState::Closed,
+            State::Open { until } if Instant::now() < *until => CircuitState::Open,
+            // Past its end, an open circuit admits probes on the next acquisition.
+            State::Open { .. } | State::HalfOpen { .. } => CircuitState::HalfOpen,
+        }
+    }
+
+    /// Admits one acquisition, or `None` while the circuit is open (or half-open with every
+    /// probe slot taken).
+    pub(crate) fn admit(self: &Arc<Self>) -> Option<Admission> {
+        let mut state = self.lock();
+        let probe = match &mut *state {
+            State::Closed { .. } => false,
+            State::Open { until } => {
+                if Instant::now() < *until {
+                    return None;
+                }
+                *state = State::HalfOpen { probes: 1 };
+                true
+            }
+            State::HalfOpen { probes } => {
+                if *probes >= self.settings.half_open_probes {
+                    return None;
+                }
+                *probes += 1;
+                true
+            }
+        };
+        Some(Admission {
+            breaker: self.clone(),
+            probe,
+            settled: false,
+        })
+    }
+
+    fn open(&self, state: &mut State) {
+        let until = Instant::now() + jittered(self.settings.open_for);
+        *state = State::Open { until };
+        tracing::warn!(
+            open_for = ?self.settings.open_for,
+            "the backend keeps failing: circuit open, acquisitions fail fast"
+        );
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state is a plain value: a panic cannot leave it half-written.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Admission {
+    /// The backend answered: the circuit closes (or stays closed).
+    pub(crate) fn succeeded(mut self) {
+        self.settled = true;
+        let mut state = self.breaker.lock();
+        if self.probe {
+            tracing::info!("the backend answered a probe: circuit closed");
+        }
+        *state = State::Closed { failures: 0 };
+    }
+
+    /// The backend was unavailable (I/O error or timeout).
+    pub(crate) fn failed(mut self) {
+        self.settled = true;
+        let breaker = self.breaker.clone();
+        let mut state = breaker.lock();
+        match &mut *state {
+            State::Closed { failures } => {
+                *failures += 1;
+                if *failures >= breaker.settings.failure_threshold {
+                    breaker.open(&mut state);
+                }
+            }
+            State::HalfOpen { .. } if self.probe => breaker.open(&mut state),
+            // A late failure from before the circuit opened, or while another probe runs.
+            State::HalfOpen { .. } | State::Open { .. } => {}
+        }
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        if self.settled || !self.probe {
+            return;
+        }
+        if let State::HalfOpen { probes } = &mut *self.breaker.lock() {
+            *probes = probes.saturating_sub(1);
+        }
+    }
+}
+
+/// `base` plus or minus up to a fifth, at random.
+fn jittered(base: Duration) -> Duration {
+    let fifth = base / 5;
+    let span = u64::try_from(fifth.as_micros())
+        .unwrap_or(u64::MAX)
+        .saturating_mul(2);
+    if span == 0 {
+        return base;
+    }
+    // Jitter needs no strong randomness; a zero on failure only drops it once.
+    let offset = getrandom::u64().unwrap_or(0) % span;
+    (base - fifth) + Duration::from_micros(offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn breaker(threshold: u32, probes: u32) -> Arc<Breaker> {
+        Breaker::new(
+            CircuitBreaker::new()
+                .failure_threshold(threshold)
+                .open_for(Duration::from_secs(10))
+                .half_open_probes(probes),
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn opens_after_consecutive_failures_and_fails_fast() {
+        let breaker = breaker(3, 1);
+        for _ in 0..2 {
+            breaker.admit().expect("closed").failed();
+        }
+        // A success resets the count.
+        breaker.admit().expect("closed").succeeded();
+        for _ in 0..2 {
+            breaker.admit().expect("closed").failed();
+        }
+        assert_eq!(breaker.state(), CircuitState::Closed);
+        breaker.admit().expect("closed").failed();
+        assert_eq!(breaker.state(), CircuitState::Open);
+        assert!(breaker.admit().is_none());
+        // Jitter keeps the open time within a fifth of ten seconds.
+        tokio::time::advance(Duration::from_secs(7)).await;
+        assert!(breaker.admit().is_none());
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert_eq!(breaker.state(), CircuitState::HalfOpen);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn half_open_admits_bounded_probes() {
+        let breaker = breaker(1, 2);
+        breaker.admit().expect("closed").failed();
+        tokio::time::advance(Duration::from_secs(13)).await;
+        let first = breaker.admit().expect("probe");
+        let second = breaker.admit().expect("probe");
+        assert!(breaker.admit().is_none(), "two probes at most");
+        // A probe dropped without a verdict frees its slot.
+        drop(second);
+        let third = breaker.admit().expect("probe");
+        // One failed probe opens the circuit again.
+        first.failed();
+        assert_eq!(breaker.state(), CircuitState::Open);
+        assert!(breaker.admit().is_none());
+        drop(third);
+        tokio::time::advance(Duration::from_secs(13)).await;
+        breaker.admit().expect("probe").succeeded();
+        assert_eq!(breaker.state(), CircuitState::Closed);
+        assert!(breaker.admit().is_some());
+    }
+
+    #[test]
+    fn jitter_stays_within_a_fifth() {
+        for _ in 0..100 {
+            let d = jittered(Duration::from_secs(5));
+            assert!(
+                d >= Duration::from_secs(4) && d < Duration::from_secs(6),
+                "{d:?}"
+            );
+        }
+        assert_eq!(jittered(Duration::ZERO), Duration::ZERO);
+    }
+}

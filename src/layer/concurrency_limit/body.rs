@@ -1,0 +1,178 @@
+//! The response body of a concurrency-limited service: it holds the permit until it ends.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+use tokio::sync::oneshot;
+
+use super::guard::StreamGuard;
+
+/// The error type of a [`GuardedBody`]: the inner body's error, or [`PermitLost`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+pin_project! {
+    /// The body of a [`ConcurrencyLimit`](super::ConcurrencyLimit) response.
+    ///
+    /// For a response of the inner service, it holds the request's permit until the body
+    /// ends, fails or is dropped (a client disconnect drops it), and the permit is renewed
+    /// meanwhile. If the permit is lost (a renewal finds it gone, or cannot reach the backend
+    /// before it would expire), the body ends with a [`PermitLost`] error instead of streaming
+    /// on unaccounted for. A response the layer wrote itself (a 429 or a 503) holds nothing.
+    #[derive(Debug)]
+    pub struct GuardedBody<B> {
+        #[pin]
+        kind: Kind<B>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    #[derive(Debug)]
+    enum Kind<B> {
+        Inner {
+            #[pin]
+            body: B,
+            guard: Option<StreamGuard>,
+            // The inner body ended; its end is held back until the permit is released.
+            releasing: Option<oneshot::Receiver<()>>,
+            // Nothing more to send: the body ended, failed or was cut.
+            done: bool,
+        },
+        Full { bytes: Option<Bytes> },
+    }
+}
+
+impl<B> GuardedBody<B> {
+    pub(crate) fn inner(body: B, guard: Option<StreamGuard>) -> Self {
+        GuardedBody {
+            kind: Kind::Inner {
+                body,
+                guard,
+                releasing: None,
+                done: false,
+            },
+        }
+    }
+
+    pub(crate) fn full(bytes: Bytes) -> Self {
+        GuardedBody {
+            kind: Kind::Full {
+                bytes: (!bytes.is_empty()).then_some(bytes),
+            },
+        }
+    }
+}
+
+impl<B> Body for GuardedBody<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        match self.project().kind.project() {
+            KindProj::Inner {
+                body,
+                guard,
+                releasing,
+                done,
+            } => {
+                if *done {
+                    return Poll::Ready(None);
+                }
+                if releasing.is_some() {
+                    return poll_release(releasing, done, cx);
+                }
+                if guard.as_ref().is_some_and(|guard| guard.poll_lost(cx)) {
+                    *guard = None;
+                    *done = true;
+                    return Poll::Ready(Some(Err(Box::new(PermitLost))));
+                }
+                match ready!(body.poll_frame(cx)) {
+                    Some(Ok(frame)) => Poll::Ready(Some(Ok(frame))),
+                    Some(Err(err)) => {
+                        // Failed: the permit is released in the background at once.
+                        *guard = None;
+                        *done = true;
+                        Poll::Ready(Some(Err(err.into())))
+                    }
+                    None => match guard.take().and_then(StreamGuard::finish) {
+                        Some(released) => {
+                            *releasing = Some(released);
+                            poll_release(releasing, done, cx)
+                        }
+                        None => {
+                            *done = true;
+                            Poll::Ready(None)
+                        }
+                    },
+                }
+            }
+            KindProj::Full { bytes } => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            // While a permit is held, the end is reported by `poll_frame` only, after its
+            // release: a connection that trusted the inner body's hint would finish the
+            // response first.
+            Kind::Inner {
+                body,
+                guard,
+                releasing,
+                done,
+            } => *done || (guard.is_none() && releasing.is_none() && body.is_end_stream()),
+            Kind::Full { bytes } => bytes.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Inner { body, .. } => body.size_hint(),
+            Kind::Full { bytes } => {
+                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
+        }
+    }
+}
+
+/// Holds the body's end back until the keeper has released the permit (or given up,
+/// within its bound): a client that sees the end can take the slot again at once.
+fn poll_release<T>(
+    releasing: &mut Option<oneshot::Receiver<()>>,
+    done: &mut bool,
+    cx: &mut Context<'_>,
+) -> Poll<Option<T>> {
+    if let Some(released) = releasing {
+        _ = ready!(Pin::new(released).poll(cx));
+    }
+    *releasing = None;
+    *done = true;
+    Poll::Ready(None)
+}
+
+/// A streaming response was cut because its concurrency permit was lost: renewing it found
+/// it gone (it expired, for example after a long pause, or Redis lost it), or the backend
+/// could not be reached before it would have expired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PermitLost;
+
+impl fmt::Display for PermitLost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the response's concurrency permit was lost; the stream was cut")
+    }
+}
+
+impl std::error::Error for PermitLost {}

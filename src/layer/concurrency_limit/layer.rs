@@ -1,0 +1,218 @@
+//! The concurrency-limit layer and its configuration.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::HeaderValue;
+use tower_layer::Layer;
+
+use super::service::ConcurrencyLimit;
+use crate::Coordination;
+use crate::coordination::semaphore::KeyedSemaphore;
+use crate::error::Result;
+use crate::layer::circuit_breaker::{Breaker, CircuitBreaker, CircuitState};
+use crate::layer::key::KeyExtractor;
+use crate::layer::{FailurePolicy, headers};
+
+/// The lease of a response's permit unless [`lease`](RedisConcurrencyLimitLayer::lease)
+/// says otherwise: renewed every half of it while the body streams, and the time a crashed
+/// worker's slots take to come back.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// The shortest lease; shorter ones are raised to it (renewals would outnumber requests).
+pub const MIN_LEASE: Duration = Duration::from_millis(100);
+
+/// The longest wait for a permit unless [`timeout`](RedisConcurrencyLimitLayer::timeout)
+/// says otherwise.
+pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_millis(500);
+
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) name: String,
+    pub(crate) semaphore: KeyedSemaphore,
+    /// `None` without a per-key capacity: every request then shares the global semaphore.
+    pub(crate) key: Option<KeyExtractor>,
+    pub(crate) lease: Duration,
+    pub(crate) timeout: Duration,
+    pub(crate) failure: FailurePolicy,
+    pub(crate) breaker: Option<Arc<Breaker>>,
+    /// The worker-local permits handed out while failing open.
+    pub(crate) local: Arc<tokio::sync::Semaphore>,
+    /// The `RateLimit-Policy` value, made once.
+    pub(crate) policy_field: Option<HeaderValue>,
+}
+
+/// Limits how many requests are in flight at once, per client key and/or in all, across
+/// every replica sharing the backend; a request holds its slot until its response **body**
+/// ends.
+///
+/// Each request takes a permit of a [`KeyedSemaphore`] before the inner service is called.
+/// The permit lives as long as the response body: it is released when the body ends, fails
+/// or is dropped (a client that disconnects mid-stream frees its slot at once). While the
+/// body streams, the permit is renewed every half [lease](Self::lease); a worker that dies
+/// mid-stream stops renewing, and its slots come back within one lease. If a renewal finds
+/// the permit lost, the body ends with a [`PermitLost`](super::PermitLost) error rather
+/// than streaming on unaccounted for.
+///
+/// - Over capacity: `429 Too Many Requests` with `Retry-After` (when the earliest permit
+///   would expire, rounded up to whole seconds) and `RateLimit-Policy` with
+///   `qu="concurrent-requests"`.
+/// - Backend failure or [timeout](Self::timeout): the [`FailurePolicy`]. Failing closed
+///   (the default) answers 503 with `Retry-After`. Failing open grants a **worker-local**
+///   permit, counted against the global capacity (or, without one, the per-key capacity)
+///   within this process only: limits are not coordinated across replicas while the backend
+///   is down, and local permits are not registered with it when it comes back. Only
+///   availability failures (I/O errors, timeouts) fail open; any other error answers 503.
+/// - An optional [`CircuitBreaker`] stops acquisitions from reaching a backend that keeps
+///   failing, while renewals of streams in flight go on.
+///
+/// Cheap to clone: the configuration is shared behind an `Arc`.
+///
+/// # Example
+///
+/// ```
+/// # #[cfg(feature = "axum")]
+/// # fn main() -> leasehold::Result<()> {
+/// use std::time::Duration;
+/// use axum::{Router, routing::get};
+/// use leasehold::Coordination;
+/// use leasehold::layer::CircuitBreaker;
+/// use leasehold::layer::concurrency_limit::RedisConcurrencyLimitLayer;
+/// use leasehold::layer::key::KeyExtractor;
+///
+/// let coordination = Coordination::memory(); // or Coordination::connect(redis_url).await?
+/// // At most 2 downloads per client IP and 100 in all, across every replica.
+/// let app: Router = Router::new()
+///     .route("/download", get(|| async { "a large body" }))
+///     .layer(
+///         RedisConcurrencyLimitLayer::new(&coordination, "downloads", Some(2), Some(100))?
+///             .key(KeyExtractor::peer_ip())
+///             .lease(Duration::from_secs(20))
+///             .circuit_breaker(CircuitBreaker::new()),
+///     );
+/// # Ok(()) }
+/// # #[cfg(not(feature = "axum"))]
+/// # fn main() {}
+/// ```
+#[derive(Clone)]
+pub struct RedisConcurrencyLimitLayer {
+    config: Arc<Config>,
+}
+
+impl RedisConcurrencyLimitLayer {
+    /// At most `per_key` requests in flight per client key and `global` in all (`None`:
+    /// unlimited on that side), in the semaphores named `name` (see [`KeyedSemaphore`] for
+    /// the storage). Client keys default to the peer IP ([`KeyExtractor::peer_ip`]); without
+    /// a per-key capacity no key is extracted.
+    ///
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when both
+    /// capacities are `None` or either is 0.
+    pub fn new(
+        coordination: &Coordination,
+        name: impl Into<String>,
+        per_key: Option<u32>,
+        global: Option<u32>,
+    ) -> Result<Self> {
+        let name = name.into();
+        let semaphore = KeyedSemaphore::new(coordination, &name, per_key, global)?;
+        let local = global.or(per_key).unwrap_or(1);
+        let policy_field = headers::concurrency_policy(
+            per_key
+                .map(|capacity| (name.clone(), capacity))
+                .into_iter()
+                .chain(global.map(|capacity| (format!("{name}-global"), capacity))),
+        );
+        Ok(RedisConcurrencyLimitLayer {
+            config: Arc::new(Config {
+                name,
+                key: per_key.map(|_| KeyExtractor::peer_ip()),
+                semaphore,
+                lease: DEFAULT_LEASE,
+                timeout: DEFAULT_ACQUIRE_TIMEOUT,
+                failure: FailurePolicy::default(),
+                breaker: None,
+                local: Arc::new(tokio::sync::Semaphore::new(
+                    usize::try_from(local).unwrap_or(usize::MAX),
+                )),
+                policy_field,
+            }),
+        })
+    }
+
+    /// How the client key is derived from each request (used only with a per-key capacity).
+    pub fn key(mut self, key: KeyExtractor) -> Self {
+        let config = self.config_mut();
+        if config.key.is_some() {
+            config.key = Some(key);
+        }
+        self
+    }
+
+    /// The lease of each response's permit (default [`DEFAULT_LEASE`], at least
+    /// [`MIN_LEASE`]): renewed every half of it while the body streams, and the longest a
+    /// crashed worker's slot stays taken.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.config_mut().lease = lease.max(MIN_LEASE);
+        self
+    }
+
+    /// The longest wait for a permit before the [failure policy](Self::failure_policy)
+    /// applies (default [`DEFAULT_ACQUIRE_TIMEOUT`]). A permit granted after the wait was
+    /// given up is released in the background.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.config_mut().timeout = timeout;
+        self
+    }
+
+    /// What to do when the backend fails or times out. Default: fail closed (503 with
+    /// `Retry-After: 1`).
+    pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
+        self.config_mut().failure = policy;
+        self
+    }
+
+    /// Puts acquisitions behind a worker-local circuit breaker: after repeated availability
+    /// failures they fail at once (by the [failure policy](Self::failure_policy)) without
+    /// contacting the backend, until a probe finds it back. Renewals are never blocked.
+    pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
+        self.config_mut().breaker = Some(Breaker::new(breaker));
+        self
+    }
+
+    /// The circuit breaker's state; `None` without one.
+    pub fn circuit_state(&self) -> Option<CircuitState> {
+        self.config.breaker.as_ref().map(|breaker| breaker.state())
+    }
+
+    /// The semaphores this layer takes permits from.
+    pub fn semaphore(&self) -> &KeyedSemaphore {
+        &self.config.semaphore
+    }
+
+    fn config_mut(&mut self) -> &mut Config {
+        Arc::make_mut(&mut self.config)
+    }
+}
+
+impl<S> Layer<S> for RedisConcurrencyLimitLayer {
+    type Service = ConcurrencyLimit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ConcurrencyLimit::new(inner, self.config.clone())
+    }
+}
+
+impl fmt::Debug for RedisConcurrencyLimitLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisConcurrencyLimitLayer")
+            .field("name", &self.config.name)
+            .field("per_key", &self.config.semaphore.per_key())
+            .field("global", &self.config.semaphore.global())
+            .field("lease", &self.config.lease)
+            .field("timeout", &self.config.timeout)
+            .field("failure", &self.config.failure)
+            .field("circuit_state", &self.circuit_state())
+            .finish_non_exhaustive()
+    }
+}

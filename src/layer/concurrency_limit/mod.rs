@@ -1,0 +1,16 @@
+//! Concurrency limiting as a tower layer: a request holds a slot of a semaphore shared
+//! through Redis until its response body ends, renewed while it streams.
+//!
+//! See [`RedisConcurrencyLimitLayer`].
+
+mod answer;
+mod body;
+mod future;
+mod guard;
+mod layer;
+mod service;
+
+pub use body::{BoxError, GuardedBody, PermitLost};
+pub use future::ResponseFuture;
+pub use layer::{DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_LEASE, MIN_LEASE, RedisConcurrencyLimitLayer};
+pub use service::ConcurrencyLimit;

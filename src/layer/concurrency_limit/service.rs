@@ -1,0 +1,110 @@
+//! The concurrency-limited service.
+
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use tower_service::Service;
+
+use super::body::GuardedBody;
+use super::future::ResponseFuture;
+use super::layer::Config;
+
+/// A service that holds a permit of a shared semaphore for each request, from before `S`
+/// is called to the end of the response body; built by
+/// [`RedisConcurrencyLimitLayer`](super::RedisConcurrencyLimitLayer).
+///
+/// `S` must be `Clone`: the permit is awaited before the inner service is called, so the
+/// instance that `poll_ready` prepared moves into the response future and a clone stays
+/// here, as tower's asynchronous middleware do.
+#[derive(Clone)]
+pub struct ConcurrencyLimit<S> {
+    inner: S,
+    config: Arc<Config>,
+}
+
+impl<S> ConcurrencyLimit<S> {
+    pub(crate) fn new(inner: S, config: Arc<Config>) -> Self {
+        ConcurrencyLimit { inner, config }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Consumes `self`, returning the wrapped service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for ConcurrencyLimit<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+{
+    type Response = Response<GuardedBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, ReqBody>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // Only the inner service's readiness: the permit is taken per request in `call`.
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let config = self.config.clone();
+        let key = match &config.key {
+            None => Vec::new(),
+            Some(extractor) => {
+                let (parts, body) = request.into_parts();
+                match extractor.extract(&parts) {
+                    Ok(key) => {
+                        let request = Request::from_parts(parts, body);
+                        return self.acquire(config, key, request);
+                    }
+                    Err(err) => return ResponseFuture::key_error(config, &err),
+                }
+            }
+        };
+        self.acquire(config, key, request)
+    }
+}
+
+impl<S> ConcurrencyLimit<S> {
+    fn acquire<ReqBody, ResBody>(
+        &mut self,
+        config: Arc<Config>,
+        key: Vec<u8>,
+        request: Request<ReqBody>,
+    ) -> ResponseFuture<S, ReqBody>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    {
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        let admission = match &config.breaker {
+            None => None,
+            Some(breaker) => match breaker.admit() {
+                Some(admission) => Some(admission),
+                None => return ResponseFuture::circuit_open(config, request, ready),
+            },
+        };
+        ResponseFuture::acquire(config, key, admission, request, ready)
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for ConcurrencyLimit<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConcurrencyLimit")
+            .field("inner", &self.inner)
+            .field("name", &self.config.name)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,508 @@
+//! `RedisConcurrencyLimitLayer` over real HTTP against real Redis: streams hold their slot
+//! for the life of the body, and give it back on completion, disconnect, crash or loss.
+
+#![cfg(feature = "axum")]
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::process::{Child, Command, Stdio};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body as AxumBody;
+use axum::routing::get;
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body::{Body, Frame};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
+use leasehold::Coordination;
+use leasehold::backend::redis::RedisBackend;
+use leasehold::coordination::semaphore::KeyedSemaphore;
+use leasehold::layer::concurrency_limit::RedisConcurrencyLimitLayer;
+use leasehold::layer::key::KeyExtractor;
+use leasehold::layer::{CircuitBreaker, CircuitState, FailurePolicy};
+use support::http::{client, get as http_get, serve};
+use support::{Server, ServerKind, shared, unique_prefix};
+
+/// Waits for slots to be freed or taken: far below any lease used here.
+const PROMPTLY: Duration = Duration::from_secs(2);
+
+async fn redis(url: String, prefix: &str) -> Coordination {
+    RedisBackend::standalone(url)
+        .key_prefix(prefix)
+        .connect()
+        .await
+        .expect("connect")
+        .into()
+}
+
+/// A body that sends `tick\n` every 20 ms, `ticks` times (forever without a count).
+struct Ticks {
+    interval: tokio::time::Interval,
+    left: Option<u32>,
+}
+
+impl Body for Ticks {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if self.left == Some(0) {
+            return Poll::Ready(None);
+        }
+        std::task::ready!(self.interval.poll_tick(cx));
+        if let Some(left) = &mut self.left {
+            *left -= 1;
+        }
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"tick\n")))))
+    }
+}
+
+fn app(layer: RedisConcurrencyLimitLayer) -> Router {
+    Router::new()
+        .route(
+            "/stream",
+            get(|uri: http::Uri| async move {
+                // `?ticks=N` for a finite stream.
+                let left = uri
+                    .query()
+                    .and_then(|query| query.strip_prefix("ticks="))
+                    .and_then(|n| n.parse().ok());
+                AxumBody::new(Ticks {
+                    interval: tokio::time::interval(Duration::from_millis(20)),
+                    left,
+                })
+            }),
+        )
+        .route("/", get(|| async { "ok" }))
+        .layer(layer)
+}
+
+type HttpClient = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    Empty<Bytes>,
+>;
+
+/// Opens `GET /stream` and waits for its status and, when 200, its first chunk.
+async fn open_stream(
+    client: &HttpClient,
+    addr: SocketAddr,
+) -> (StatusCode, Incoming, http::HeaderMap) {
+    let request = Request::get(format!("http://{addr}/stream"))
+        .body(Empty::new())
+        .expect("valid request");
+    let response = tokio::time::timeout(PROMPTLY, client.request(request))
+        .await
+        .expect("a response in time")
+        .expect("a response");
+    let (parts, mut body) = response.into_parts();
+    if parts.status == StatusCode::OK {
+        let frame = tokio::time::timeout(PROMPTLY, body.frame())
+            .await
+            .expect("a first chunk in time");
+        assert!(frame.is_some_and(|f| f.is_ok()), "a first chunk");
+    }
+    (parts.status, body, parts.headers)
+}
+
+/// Polls `held` until it equals `expected`, for at most `within`; returns how long it took.
+async fn held_becomes(
+    semaphore: &KeyedSemaphore,
+    expected: (Option<u32>, Option<u32>),
+    within: Duration,
+) -> Duration {
+    let start = Instant::now();
+    loop {
+        let held = semaphore.held(b"ip:127.0.0.1").await.expect("held");
+        if held == expected {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < within,
+            "held {held:?}, expected {expected:?} within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn one_stream_over_capacity_gets_a_429_and_a_disconnect_frees_its_slot() {
+    let coordination = redis(shared(ServerKind::Redis7).url(), &unique_prefix("cl-cap")).await;
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "streams", Some(3), None)
+        .expect("valid")
+        .key(KeyExtractor::peer_ip());
+    let semaphore = layer.semaphore().clone();
+    let addr = serve(app(layer)).await;
+    let client = client();
+
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        let (status, body, _) = open_stream(&client, addr).await;
+        assert_eq!(status, StatusCode::OK);
+        open.push(body);
+    }
+    assert_eq!(
+        semaphore.held(b"ip:127.0.0.1").await.expect("held"),
+        (Some(3), None)
+    );
+
+    let (status, _, headers) = open_stream(&client, addr).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    let retry_after: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=30).contains(&retry_after), "{retry_after}");
+    assert_eq!(
+        headers["ratelimit-policy"].to_str().unwrap(),
+        r#""streams";q=3;qu="concurrent-requests""#
+    );
+
+    // A client that goes away mid-stream frees its slot at once, not after its lease (30 s).
+    drop(open.pop());
+    held_becomes(&semaphore, (Some(2), None), PROMPTLY).await;
+    let (status, body, _) = open_stream(&client, addr).await;
+    assert_eq!(status, StatusCode::OK);
+    open.push(body);
+
+    drop(open);
+    held_becomes(&semaphore, (Some(0), None), PROMPTLY).await;
+}
+
+#[tokio::test]
+async fn a_finished_stream_frees_its_slot_and_nothing_is_left() {
+    let prefix = unique_prefix("cl-done");
+    let server = shared(ServerKind::Redis7);
+    let coordination = redis(server.url(), &prefix).await;
+    let layer =
+        RedisConcurrencyLimitLayer::new(&coordination, "done", Some(1), Some(5)).expect("valid");
+    let addr = serve(app(layer)).await;
+    let client = client();
+
+    for _ in 0..3 {
+        let reply = http_get(&client, addr, "/stream?ticks=3", &[]).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.body, "tick\n".repeat(3));
+    }
+    // Released as each body ended, so one per-key slot was enough, and no key remains.
+    assert_eq!(keys(server, &prefix), 0);
+}
+
+#[tokio::test]
+async fn a_stream_whose_permit_is_lost_is_cut() {
+    let prefix = unique_prefix("cl-lost");
+    let server = shared(ServerKind::Redis7);
+    let coordination = redis(server.url(), &prefix).await;
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "lost", None, Some(5))
+        .expect("valid")
+        .lease(Duration::from_millis(400));
+    let addr = serve(app(layer)).await;
+    let client = client();
+
+    let (status, mut body, _) = open_stream(&client, addr).await;
+    assert_eq!(status, StatusCode::OK);
+    // The permit disappears (as after a failover that lost it): the next renewal, due
+    // within half a lease, finds it gone and the stream ends in an error.
+    let global: Vec<u8> = [prefix.as_bytes(), b"sem:{4:lost}:global"].concat();
+    let deleted: i64 = redis::cmd("DEL")
+        .arg(&global)
+        .query(&mut server.connection())
+        .expect("DEL");
+    assert_eq!(deleted, 1);
+    let cut = tokio::time::timeout(PROMPTLY, async {
+        loop {
+            match body.frame().await {
+                Some(Ok(_)) => continue,
+                Some(Err(_)) => return true,
+                None => return false,
+            }
+        }
+    })
+    .await
+    .expect("the stream ends within the renewal period");
+    assert!(cut, "the stream is cut with an error, not completed");
+    assert_eq!(keys(server, &prefix), 0);
+}
+
+#[tokio::test]
+async fn a_crashed_worker_frees_its_slot_within_one_lease() {
+    let prefix = unique_prefix("cl-crash");
+    let server = shared(ServerKind::Redis7);
+    let lease = Duration::from_millis(1500);
+    let mut worker = Worker::spawn(&server.url(), &prefix, lease);
+    let client = client();
+    let (status, _stream, _) = open_stream(&client, worker.addr).await;
+    assert_eq!(status, StatusCode::OK);
+
+    let coordination = redis(server.url(), &prefix).await;
+    let semaphore = KeyedSemaphore::new(&coordination, "crash", None, Some(2)).expect("valid");
+    assert_eq!(semaphore.held(b"").await.expect("held"), (None, Some(1)));
+
+    // Killed mid-stream: no release is sent, renewals stop, the lease runs out.
+    worker.kill();
+    let killed = Instant::now();
+    loop {
+        let (_, global) = semaphore.held(b"").await.expect("held");
+        if global == Some(0) {
+            break;
+        }
+        assert!(
+            killed.elapsed() < lease + PROMPTLY,
+            "the slot is still taken"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Freed by expiry (the last renewal was at most half a lease before the kill), not
+    // by a release.
+    assert!(
+        killed.elapsed() >= lease / 2 - Duration::from_millis(100),
+        "{:?}",
+        killed.elapsed()
+    );
+    assert!(
+        semaphore
+            .try_acquire(b"", None)
+            .await
+            .expect("acquire")
+            .is_acquired()
+    );
+}
+
+#[tokio::test]
+async fn redis_restarted_mid_stream_fails_closed_then_recovers_with_nothing_leaked() {
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let prefix = unique_prefix("cl-restart");
+    let coordination = redis(server.url(), &prefix).await;
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "restart", None, Some(2))
+        .expect("valid")
+        .lease(Duration::from_millis(600))
+        .timeout(Duration::from_millis(300));
+    let addr = serve(app(layer)).await;
+    let client = client();
+
+    let (status, mut stream, _) = open_stream(&client, addr).await;
+    assert_eq!(status, StatusCode::OK);
+    server.stop();
+    // New requests fail closed.
+    let reply = http_get(&client, addr, "/", &[]).await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(reply.retry_after_secs(), 1);
+    // The stream in flight cannot renew: it is cut once its permit would have expired.
+    let ended = tokio::time::timeout(PROMPTLY, async {
+        while let Some(Ok(_)) = stream.frame().await {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream is cut within about one lease");
+
+    server.start_again();
+    let recovered = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if http_get(&client, addr, "/", &[]).await.status == StatusCode::OK {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(recovered.is_ok(), "serves again once Redis is back");
+    assert_eq!(keys(&server, &prefix), 0, "nothing leaked");
+}
+
+#[tokio::test]
+async fn failing_open_grants_local_permits_up_to_the_capacity() {
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let coordination = redis(server.url(), &unique_prefix("cl-open")).await;
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "open", None, Some(2))
+        .expect("valid")
+        .failure_policy(FailurePolicy::FailOpen)
+        .timeout(Duration::from_millis(300));
+    let addr = serve(app(layer)).await;
+    let client = client();
+    server.stop();
+
+    let (first, _a, _) = open_stream(&client, addr).await;
+    let (second, _b, _) = open_stream(&client, addr).await;
+    let (third, _, _) = open_stream(&client, addr).await;
+    assert_eq!(
+        (first, second, third),
+        (
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS
+        )
+    );
+}
+
+#[tokio::test]
+async fn the_circuit_breaker_fails_fast_then_heals_after_a_probe() {
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let coordination = redis(server.url(), &unique_prefix("cl-breaker")).await;
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "breaker", None, Some(2))
+        .expect("valid")
+        .timeout(Duration::from_millis(300))
+        .circuit_breaker(
+            CircuitBreaker::new()
+                .failure_threshold(2)
+                .open_for(Duration::from_millis(300)),
+        );
+    let addr = serve(app(layer.clone())).await;
+    let client = client();
+    assert_eq!(
+        http_get(&client, addr, "/", &[]).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(layer.circuit_state(), Some(CircuitState::Closed));
+
+    server.stop();
+    for _ in 0..2 {
+        assert_eq!(
+            http_get(&client, addr, "/", &[]).await.status,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+    }
+    assert_eq!(layer.circuit_state(), Some(CircuitState::Open));
+    // Open: answered without waiting for the backend.
+    let start = Instant::now();
+    assert_eq!(
+        http_get(&client, addr, "/", &[]).await.status,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    assert!(
+        start.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        start.elapsed()
+    );
+
+    server.start_again();
+    let healed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if http_get(&client, addr, "/", &[]).await.status == StatusCode::OK {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(
+        healed.is_ok(),
+        "a probe closes the circuit once Redis is back"
+    );
+    assert_eq!(layer.circuit_state(), Some(CircuitState::Closed));
+}
+
+#[tokio::test]
+async fn a_missing_key_header_is_a_client_error() {
+    let coordination = Coordination::memory();
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "keyed", Some(1), None)
+        .expect("valid")
+        .key(KeyExtractor::header(http::HeaderName::from_static(
+            "x-api-key",
+        )));
+    let addr = serve(app(layer)).await;
+    let client = client();
+    let reply = http_get(&client, addr, "/", &[]).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    let reply = http_get(&client, addr, "/", &[("x-api-key", "k")]).await;
+    assert_eq!(reply.status, StatusCode::OK);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn keys(server: &Server, prefix: &str) -> usize {
+    let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query(&mut server.connection())
+        .expect("KEYS");
+    keys.len()
+}
+
+/// This test binary run again as a separate worker process, serving the app until killed.
+struct Worker {
+    child: Child,
+    addr: SocketAddr,
+}
+
+const WORKER_ENV: &str = "LEASEHOLD_TEST_WORKER";
+
+impl Worker {
+    fn spawn(redis_url: &str, prefix: &str, lease: Duration) -> Worker {
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let mut command = Command::new(exe);
+        command
+            .args(["worker_process", "--exact", "--ignored", "--nocapture"])
+            .env(
+                WORKER_ENV,
+                format!("{redis_url} {prefix} {}", lease.as_millis()),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        // The worker dies with this process even if a test panics before killing it.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().expect("spawn the worker");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(addr) = line.strip_prefix("worker listening on ") {
+                    let _ = tx.send(addr.to_owned());
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the worker reports its address")
+            .parse()
+            .expect("an address");
+        Worker { child, addr }
+    }
+
+    fn kill(&mut self) {
+        self.child.kill().expect("kill the worker");
+        self.child.wait().expect("reap the worker");
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The worker's entry point: run only by [`Worker::spawn`], as its own process.
+#[tokio::test]
+#[ignore = "a worker process for a_crashed_worker_frees_its_slot_within_one_lease"]
+async fn worker_process() {
+    let Ok(setting) = std::env::var(WORKER_ENV) else {
+        return;
+    };
+    let mut fields = setting.split(' ');
+    let (Some(url), Some(prefix), Some(lease)) = (fields.next(), fields.next(), fields.next())
+    else {
+        panic!("{WORKER_ENV} holds `<redis url> <prefix> <lease ms>`");
+    };
+    let lease = Duration::from_millis(lease.parse().expect("lease in ms"));
+    let coordination = redis(url.to_owned(), prefix).await;
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "crash", None, Some(2))
+        .expect("valid")
+        .lease(lease);
+    let addr = serve(app(layer)).await;
+    println!("worker listening on {addr}");
+    // Killed by the test long before this.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+}
