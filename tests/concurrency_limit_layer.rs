@@ -196,6 +196,48 @@ async fn a_finished_stream_frees_its_slot_and_nothing_is_left() {
 }
 
 #[tokio::test]
+async fn a_stream_longer_than_its_lease_keeps_its_slot() {
+    let prefix = unique_prefix("cl-renew");
+    let server = shared(ServerKind::Redis7);
+    let coordination = redis(server.url(), &prefix).await;
+    let lease = Duration::from_millis(300);
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "renew", None, Some(1))
+        .expect("valid")
+        .lease(lease);
+    let semaphore = layer.semaphore().clone();
+    let addr = serve(app(layer)).await;
+    let client = client();
+
+    // 50 ticks of 20 ms: a second, over three leases.
+    let reply = tokio::spawn({
+        let client = client.clone();
+        async move { http_get(&client, addr, "/stream?ticks=50", &[]).await }
+    });
+    held_becomes(&semaphore, (None, Some(1)), PROMPTLY).await;
+    let global: Vec<u8> = [prefix.as_bytes(), b"sem:{5:renew}:global"].concat();
+    let mut checks = 0;
+    while !reply.is_finished() {
+        // Renewed every half lease: the key's expiry never runs out while the body streams.
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg(&global)
+            .query(&mut server.connection())
+            .expect("PTTL");
+        if reply.is_finished() {
+            break;
+        }
+        assert!(pttl > 0, "the permit lapsed mid-stream ({pttl})");
+        checks += 1;
+        assert_eq!(semaphore.held(b"").await.expect("held"), (None, Some(1)));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let reply = reply.await.expect("the stream");
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.body, "tick\n".repeat(50), "streamed whole, not cut");
+    assert!(checks >= 10, "checked throughout the second ({checks} times)");
+    assert_eq!(keys(server, &prefix), 0);
+}
+
+#[tokio::test]
 async fn a_stream_whose_permit_is_lost_is_cut() {
     let prefix = unique_prefix("cl-lost");
     let server = shared(ServerKind::Redis7);
