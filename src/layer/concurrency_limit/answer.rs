@@ -21,7 +21,7 @@ pub(crate) struct Answer {
 impl Answer {
     /// 429: every slot is taken. `retry_after` is when the earliest permit would expire.
     pub(crate) fn full(config: &Config, retry_after: Option<Duration>) -> Self {
-        let mut answer = Answer::text(StatusCode::TOO_MANY_REQUESTS, "too many requests in flight");
+        let mut answer = Answer::text(StatusCode::TOO_MANY_REQUESTS, "too many requests in flight\n");
         if let Some(policy) = &config.policy_field {
             answer.headers.insert(RATELIMIT_POLICY, policy.clone());
         }
@@ -39,7 +39,7 @@ impl Answer {
     pub(crate) fn unavailable(retry_after: Duration) -> Self {
         let mut answer = Answer::text(
             StatusCode::SERVICE_UNAVAILABLE,
-            "the concurrency limit cannot be checked right now",
+            "the concurrency limit cannot be checked right now\n",
         );
         answer
             .headers
@@ -53,7 +53,7 @@ impl Answer {
         if status.is_server_error() {
             // The client cannot fix a server's configuration: log it, say little.
             tracing::error!(error = %err, "cannot derive the concurrency-limit key");
-            Answer::text(status, "concurrency limit key unavailable")
+            Answer::text(status, "concurrency limit key unavailable\n")
         } else {
             Answer::text(status, err.to_string())
         }
