@@ -233,7 +233,10 @@ async fn a_stream_longer_than_its_lease_keeps_its_slot() {
     let reply = reply.await.expect("the stream");
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(reply.body, "tick\n".repeat(50), "streamed whole, not cut");
-    assert!(checks >= 10, "checked throughout the second ({checks} times)");
+    assert!(
+        checks >= 10,
+        "checked throughout the second ({checks} times)"
+    );
     assert_eq!(keys(server, &prefix), 0);
 }
 

@@ -21,7 +21,10 @@ pub(crate) struct Answer {
 impl Answer {
     /// 429: every slot is taken. `retry_after` is when the earliest permit would expire.
     pub(crate) fn full(config: &Config, retry_after: Option<Duration>) -> Self {
-        let mut answer = Answer::text(StatusCode::TOO_MANY_REQUESTS, "too many requests in flight\n");
+        let mut answer = Answer::text(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many requests in flight\n",
+        );
         if let Some(policy) = &config.policy_field {
             answer.headers.insert(RATELIMIT_POLICY, policy.clone());
         }
