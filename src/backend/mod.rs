@@ -13,6 +13,7 @@
 //! Both apply a configurable key prefix and reject a multi-key step whose keys would fall in
 //! different cluster slots before anything is sent ([`key_slot`]).
 
+pub(crate) mod fenced_lock;
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;
 mod key_prefix;

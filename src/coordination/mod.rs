@@ -4,6 +4,7 @@
 //! an application passes around. Each primitive takes its decisions in one atomic step on
 //! the backend, with the backend's clock.
 
+pub mod lock;
 pub mod rate_limit;
 pub mod semaphore;
 

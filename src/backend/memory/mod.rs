@@ -12,6 +12,7 @@
 //! behaviour) instead of forgetting live state.
 
 mod clock;
+mod fenced_lock;
 mod fixed_window;
 mod gcra;
 mod semaphore;

@@ -27,6 +27,8 @@ pub(crate) enum Value {
         capacity: u32,
         holders: std::collections::HashMap<String, Option<Instant>>,
     },
+    /// A fenced lock's lease: its owner token (the entry's expiry is the lease's).
+    LeaseOwner(String),
 }
 
 #[derive(Debug)]

@@ -20,6 +20,7 @@ mod builder;
 mod capabilities;
 mod connection;
 mod error_map;
+mod fenced_lock;
 mod fixed_window;
 mod gcra;
 mod script;

@@ -1,0 +1,93 @@
+//! The fenced lock steps, shared by both backends: an expiring lease key that holds its
+//! owner's token, and a persistent counter key, in one slot, whose every increment is a
+//! fencing token.
+//!
+//! The counter is validated before anything is written: it must be absent, or a decimal
+//! integer from 0 to `i64::MAX - 1` with no expiry. Anything else is corrupt state, reported
+//! without creating a lease or touching the counter, because a fencing counter that went back
+//! (or could) would hand out a token a protected resource has already seen.
+
+use crate::backend::Backend;
+use crate::error::Result;
+
+/// One immediate acquisition: a lease for `token` and the next fencing token, or nothing.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FencedAcquireStep<'a> {
+    /// The user key of the lease (the backend applies its prefix).
+    pub(crate) lease_key: &'a [u8],
+    /// The user key of the counter, in the lease key's slot.
+    pub(crate) counter_key: &'a [u8],
+    /// The new lease's owner token.
+    pub(crate) token: &'a str,
+    /// Whole milliseconds until the lease expires, from 1 to 2^40.
+    pub(crate) lease_ms: u64,
+}
+
+/// The acquisition's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FencedAcquireReply {
+    /// The lease is held under the step's token; `fencing_token` is the counter's new value,
+    /// from 1 to `i64::MAX`.
+    Acquired { fencing_token: u64 },
+    /// Another lease exists; nothing changed. `retry_after_ms` is its remaining time on the
+    /// backend's clock, `None` when it has no expiry (set by something else than this lock).
+    Held { retry_after_ms: Option<u64> },
+}
+
+/// A step on an existing lease: its key and its owner token.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeaseStep<'a> {
+    /// The user key of the lease.
+    pub(crate) lease_key: &'a [u8],
+    /// The lease's owner token.
+    pub(crate) token: &'a str,
+}
+
+/// What an owner-checked release found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeaseReleaseReply {
+    /// The lease was held under the token and is now deleted.
+    Released,
+    /// No lease exists (it expired, or was released before).
+    NoLease,
+    /// A lease exists under another token; it was left alone.
+    OtherOwner,
+}
+
+impl Backend {
+    /// Takes the lease and the next fencing token if no lease exists, in one atomic step.
+    pub(crate) async fn fenced_acquire(
+        &self,
+        step: FencedAcquireStep<'_>,
+    ) -> Result<FencedAcquireReply> {
+        match self {
+            // Boxed: the redis-rs futures are deeply nested types (see `fixed_window`).
+            Backend::Redis(redis) => Box::pin(redis.fenced_acquire(step)).await,
+            Backend::Memory(memory) => memory.fenced_acquire(step),
+        }
+    }
+
+    /// Gives the lease a new expiry if it is still held under the token: `true` when renewed.
+    pub(crate) async fn fenced_renew(&self, step: LeaseStep<'_>, lease_ms: u64) -> Result<bool> {
+        match self {
+            Backend::Redis(redis) => Box::pin(redis.fenced_renew(step, lease_ms)).await,
+            Backend::Memory(memory) => memory.fenced_renew(step, lease_ms),
+        }
+    }
+
+    /// Whether the lease is held under the token; changes nothing.
+    pub(crate) async fn fenced_verify(&self, step: LeaseStep<'_>) -> Result<bool> {
+        match self {
+            Backend::Redis(redis) => Box::pin(redis.fenced_verify(step)).await,
+            Backend::Memory(memory) => memory.fenced_verify(step),
+        }
+    }
+
+    /// Deletes the lease if it is held under the token.
+    pub(crate) async fn fenced_release(&self, step: LeaseStep<'_>) -> Result<LeaseReleaseReply> {
+        match self {
+            Backend::Redis(redis) => Box::pin(redis.fenced_release(step)).await,
+            Backend::Memory(memory) => memory.fenced_release(step),
+        }
+    }
+}

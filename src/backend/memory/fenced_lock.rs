@@ -1,0 +1,322 @@
+//! The fenced lock steps in process, with the same answers and the same validation as the Lua
+//! scripts: a [`Value::LeaseOwner`] entry whose expiry is the lease's, and a [`Value::Int`]
+//! counter without expiry.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::clock::millis_until;
+use super::{MemoryBackend, Store, Value};
+use crate::backend::ensure_same_slot;
+use crate::backend::fenced_lock::{
+    FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseStep,
+};
+use crate::error::{Error, ErrorKind, Result};
+
+/// What a lease key holds.
+enum Lease<'a> {
+    None,
+    Owner(&'a str, Option<Instant>),
+}
+
+impl MemoryBackend {
+    /// Takes the lease and the next fencing token if no lease exists.
+    pub(crate) fn fenced_acquire(&self, step: FencedAcquireStep<'_>) -> Result<FencedAcquireReply> {
+        let lease_key = self.physical_key(step.lease_key);
+        let counter_key = self.physical_key(step.counter_key);
+        ensure_same_slot(&[&lease_key, &counter_key])?;
+        let keys = [step.lease_key, step.counter_key];
+        self.step(|store, now| {
+            if let Lease::Owner(_, expires_at) = lease(store, &lease_key, now, &keys)? {
+                return Ok(FencedAcquireReply::Held {
+                    retry_after_ms: expires_at.map(|deadline| millis_until(deadline, now)),
+                });
+            }
+            let counter = counter(store, &counter_key, now, &keys)?;
+            let deadline = now
+                .checked_add(Duration::from_millis(step.lease_ms))
+                .ok_or_else(|| {
+                    Error::invalid_argument(format!("a lease of {} ms is too long", step.lease_ms))
+                })?;
+            // Both keys, or neither: a counter stored without its lease would be a gap, but a
+            // lease refused after its counter moved must not be reported as granted.
+            let new_keys = 1 + usize::from(counter.is_none());
+            if !store.has_room_for(new_keys, now) {
+                return Err(Error::new(
+                    ErrorKind::CapacityExceeded,
+                    format!(
+                        "the memory backend holds its maximum of {} live keys",
+                        store.max_keys()
+                    ),
+                ));
+            }
+            // Below i64::MAX, checked by `counter`.
+            let next = counter.unwrap_or(0) + 1;
+            store.insert(&counter_key, Value::Int(next), None, now)?;
+            store.insert(
+                &lease_key,
+                Value::LeaseOwner(step.token.to_owned()),
+                Some(deadline),
+                now,
+            )?;
+            Ok(FencedAcquireReply::Acquired {
+                fencing_token: next.unsigned_abs(),
+            })
+        })
+    }
+
+    /// Gives the lease a new expiry if it is still held under the token.
+    pub(crate) fn fenced_renew(&self, step: LeaseStep<'_>, lease_ms: u64) -> Result<bool> {
+        let lease_key = self.physical_key(step.lease_key);
+        self.step(|store, now| {
+            if !is_owner(store, &lease_key, now, step)? {
+                return Ok(false);
+            }
+            let deadline = now
+                .checked_add(Duration::from_millis(lease_ms))
+                .ok_or_else(|| {
+                    Error::invalid_argument(format!("a lease of {lease_ms} ms is too long"))
+                })?;
+            Ok(store.set_expiry(&lease_key, Some(deadline), now))
+        })
+    }
+
+    /// Whether the lease is held under the token.
+    pub(crate) fn fenced_verify(&self, step: LeaseStep<'_>) -> Result<bool> {
+        let lease_key = self.physical_key(step.lease_key);
+        self.step(|store, now| is_owner(store, &lease_key, now, step))
+    }
+
+    /// Deletes the lease if it is held under the token.
+    pub(crate) fn fenced_release(&self, step: LeaseStep<'_>) -> Result<LeaseReleaseReply> {
+        let lease_key = self.physical_key(step.lease_key);
+        self.step(|store, now| {
+            let reply = match lease(store, &lease_key, now, &[step.lease_key])? {
+                Lease::None => LeaseReleaseReply::NoLease,
+                Lease::Owner(owner, _) if owner == step.token => LeaseReleaseReply::Released,
+                Lease::Owner(..) => LeaseReleaseReply::OtherOwner,
+            };
+            if reply == LeaseReleaseReply::Released {
+                store.remove(&lease_key);
+            }
+            Ok(reply)
+        })
+    }
+}
+
+/// The lease stored at `key`; corrupt state when the key holds something else.
+fn lease<'a>(
+    store: &'a mut Store,
+    key: &[u8],
+    now: Instant,
+    user_keys: &[&[u8]],
+) -> Result<Lease<'a>> {
+    match store.get_mut(key, now) {
+        None => Ok(Lease::None),
+        Some(entry) => {
+            let expires_at = entry.expires_at();
+            match &entry.value {
+                Value::LeaseOwner(owner) => Ok(Lease::Owner(owner, expires_at)),
+                _ => Err(corrupt(
+                    user_keys,
+                    "the lease key holds another primitive's state",
+                )),
+            }
+        }
+    }
+}
+
+fn is_owner(store: &mut Store, key: &[u8], now: Instant, step: LeaseStep<'_>) -> Result<bool> {
+    Ok(matches!(
+        lease(store, key, now, &[step.lease_key])?,
+        Lease::Owner(owner, _) if owner == step.token
+    ))
+}
+
+/// The counter's value, `None` when absent; corrupt state unless it is an integer from 0 to
+/// `i64::MAX - 1` without expiry, as the Lua script requires.
+fn counter(
+    store: &mut Store,
+    key: &[u8],
+    now: Instant,
+    user_keys: &[&[u8]],
+) -> Result<Option<i64>> {
+    let Some(entry) = store.get_mut(key, now) else {
+        return Ok(None);
+    };
+    let reason = match entry.value {
+        Value::Int(value) if value < 0 => "the counter is negative",
+        Value::Int(i64::MAX) => "the counter has reached the largest fencing token",
+        Value::Int(_) if entry.expires_at().is_some() => {
+            "the counter has an expiry, so its history could be lost"
+        }
+        Value::Int(value) => return Ok(Some(value)),
+        _ => "the counter key holds another primitive's state",
+    };
+    Err(corrupt(user_keys, reason))
+}
+
+fn corrupt(user_keys: &[&[u8]], reason: &str) -> Error {
+    let keys: Vec<_> = user_keys
+        .iter()
+        .map(|key| String::from_utf8_lossy(key))
+        .collect();
+    Error::new(
+        ErrorKind::CorruptState,
+        format!("fenced lock {keys:?}: {reason}; nothing was changed"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEASE: &[u8] = b"{l}:lease";
+    const COUNTER: &[u8] = b"{l}:fence";
+
+    fn acquire(backend: &MemoryBackend, token: &str) -> Result<FencedAcquireReply> {
+        backend.fenced_acquire(FencedAcquireStep {
+            lease_key: LEASE,
+            counter_key: COUNTER,
+            token,
+            lease_ms: 1_000,
+        })
+    }
+
+    fn stored(backend: &MemoryBackend, key: &[u8]) -> Option<(Value, Option<Instant>)> {
+        backend.step(|store, now| {
+            store
+                .get_mut(key, now)
+                .map(|entry| (entry.value.clone(), entry.expires_at()))
+        })
+    }
+
+    fn put(backend: &MemoryBackend, key: &[u8], value: Value, expires_in: Option<Duration>) {
+        backend
+            .step(|store, now| store.insert(key, value, expires_in.map(|d| now + d), now))
+            .expect("insert");
+    }
+
+    fn release(backend: &MemoryBackend, token: &str) -> LeaseReleaseReply {
+        backend
+            .fenced_release(LeaseStep {
+                lease_key: LEASE,
+                token,
+            })
+            .expect("release")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tokens_up_to_the_largest_then_corrupt() {
+        let backend = MemoryBackend::new();
+        put(&backend, COUNTER, Value::Int(i64::MAX - 2), None);
+        assert_eq!(
+            acquire(&backend, "a").expect("acquire"),
+            FencedAcquireReply::Acquired {
+                fencing_token: (i64::MAX - 1).unsigned_abs()
+            }
+        );
+        assert_eq!(release(&backend, "a"), LeaseReleaseReply::Released);
+        assert_eq!(
+            acquire(&backend, "b").expect("acquire"),
+            FencedAcquireReply::Acquired {
+                fencing_token: i64::MAX.unsigned_abs()
+            }
+        );
+        assert_eq!(release(&backend, "b"), LeaseReleaseReply::Released);
+        let err = acquire(&backend, "c").expect_err("overflow");
+        assert_eq!(err.kind(), ErrorKind::CorruptState);
+        assert!(err.to_string().contains("largest"), "{err}");
+        assert_eq!(stored(&backend, LEASE), None);
+        assert_eq!(
+            stored(&backend, COUNTER),
+            Some((Value::Int(i64::MAX), None))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn corrupt_counters_and_leases_fail_without_change() {
+        let backend = MemoryBackend::new();
+        let minute = Some(Duration::from_secs(60));
+        for (value, expiry, reason) in [
+            (Value::Int(-1), None, "negative"),
+            (Value::Int(5), minute, "expiry"),
+            (Value::Tat(Instant::now()), None, "another primitive"),
+        ] {
+            put(&backend, COUNTER, value.clone(), expiry);
+            let before = stored(&backend, COUNTER);
+            let err = acquire(&backend, "t").expect_err("corrupt");
+            assert_eq!(err.kind(), ErrorKind::CorruptState);
+            assert!(err.to_string().contains(reason), "{err}");
+            assert_eq!(stored(&backend, COUNTER), before);
+            assert_eq!(stored(&backend, LEASE), None);
+        }
+
+        backend.step(|store, _| store.remove(COUNTER));
+        put(&backend, LEASE, Value::Int(7), None);
+        let step = LeaseStep {
+            lease_key: LEASE,
+            token: "t",
+        };
+        let errors = [
+            acquire(&backend, "t").map(drop),
+            backend.fenced_renew(step, 1_000).map(drop),
+            backend.fenced_verify(step).map(drop),
+            backend.fenced_release(step).map(drop),
+        ];
+        for result in errors {
+            assert_eq!(result.expect_err("corrupt").kind(), ErrorKind::CorruptState);
+        }
+        assert_eq!(stored(&backend, LEASE), Some((Value::Int(7), None)));
+        assert_eq!(stored(&backend, COUNTER), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_the_owner_renews_verifies_and_releases() {
+        let backend = MemoryBackend::new();
+        assert_eq!(
+            acquire(&backend, "a").expect("acquire"),
+            FencedAcquireReply::Acquired { fencing_token: 1 }
+        );
+        assert_eq!(
+            acquire(&backend, "b").expect("acquire"),
+            FencedAcquireReply::Held {
+                retry_after_ms: Some(1_000)
+            }
+        );
+        let owner = LeaseStep {
+            lease_key: LEASE,
+            token: "a",
+        };
+        let other = LeaseStep {
+            token: "b",
+            ..owner
+        };
+        assert!(!backend.fenced_renew(other, 60_000).expect("renew"));
+        assert!(!backend.fenced_verify(other).expect("verify"));
+        assert_eq!(release(&backend, "b"), LeaseReleaseReply::OtherOwner);
+
+        tokio::time::advance(Duration::from_millis(400)).await;
+        assert!(backend.fenced_renew(owner, 5_000).expect("renew"));
+        let expires_at = stored(&backend, LEASE).and_then(|(_, at)| at);
+        assert_eq!(expires_at, Some(Instant::now() + Duration::from_secs(5)));
+        assert!(backend.fenced_verify(owner).expect("verify"));
+
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert!(!backend.fenced_verify(owner).expect("verify"));
+        assert!(!backend.fenced_renew(owner, 5_000).expect("renew"));
+        assert_eq!(release(&backend, "a"), LeaseReleaseReply::NoLease);
+        // The counter outlives its leases.
+        assert_eq!(stored(&backend, COUNTER), Some((Value::Int(1), None)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_store_takes_both_keys_or_neither() {
+        let backend = MemoryBackend::builder().max_keys(2).build().expect("valid");
+        put(&backend, b"other", Value::Int(1), None);
+        let err = acquire(&backend, "a").expect_err("no room for two keys");
+        assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
+        assert_eq!(backend.len(), 1);
+    }
+}

@@ -1,0 +1,23 @@
+-- Fenced lock: helpers shared by its scripts, which are appended to this file.
+--
+-- The lease key is a string holding its owner's token, with a PX expiry; the counter key is
+-- a string of decimal digits without expiry. Every script replies with a table whose first
+-- element names the outcome; {'corrupt', reason} means a key holds something else, and the
+-- script changed nothing.
+
+-- The owner token stored in the lease key: false when there is no lease; nil and the key's
+-- type when the key holds something other than a string.
+local function lease_owner(key)
+    local kind = redis.call('TYPE', key)['ok']
+    if kind == 'none' then
+        return false
+    end
+    if kind ~= 'string' then
+        return nil, kind
+    end
+    return redis.call('GET', key)
+end
+
+local function corrupt_lease(kind)
+    return {'corrupt', 'the lease key holds a ' .. kind .. ', not a lease'}
+end

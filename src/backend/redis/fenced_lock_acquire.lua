@@ -1,0 +1,64 @@
+-- Fenced lock acquire: if no lease exists, take the next fencing token from the counter and
+-- create the lease; otherwise change nothing. The counter is validated before any write.
+--
+-- KEYS[1]  the lease key (string: owner token, PX expiry)
+-- KEYS[2]  the counter key (string of decimal digits, no expiry), in the lease key's slot
+-- ARGV[1]  owner token of the new lease
+-- ARGV[2]  lease in milliseconds (1 ..= 2^40)
+--
+-- Returns {'acquired', token}  token = the counter's new value as a decimal string
+--         {'held', pttl}       pttl = the existing lease's PTTL in ms (-1: no expiry)
+--         {'corrupt', reason}  a key holds something else; nothing changed
+--
+-- The token is read back with GET, never taken from INCR's reply: a Lua number is a double,
+-- which loses digits above 2^53. For the same reason the counter is compared with i64::MAX
+-- as a string, by length and then digit by digit.
+local I64_MAX = '9223372036854775807'
+
+local owner, kind = lease_owner(KEYS[1])
+if owner == nil then
+    return corrupt_lease(kind)
+end
+if owner then
+    return {'held', redis.call('PTTL', KEYS[1])}
+end
+
+-- Whether the digit string `value` (no leading zero) is below the digit string `limit`.
+local function below(value, limit)
+    if #value ~= #limit then
+        return #value < #limit
+    end
+    for i = 1, #value do
+        local a, b = string.byte(value, i), string.byte(limit, i)
+        if a ~= b then
+            return a < b
+        end
+    end
+    return false
+end
+
+local counter_kind = redis.call('TYPE', KEYS[2])['ok']
+if counter_kind ~= 'none' then
+    if counter_kind ~= 'string' then
+        return {'corrupt', 'the counter key holds a ' .. counter_kind .. ', not a counter'}
+    end
+    local value = redis.call('GET', KEYS[2])
+    if string.sub(value, 1, 1) == '-' then
+        return {'corrupt', 'the counter is negative'}
+    end
+    -- Digits only, as INCR reads them: no sign, space, point or leading zero.
+    if value ~= '0' and not string.find(value, '^[1-9][0-9]*$') then
+        return {'corrupt', 'the counter is not a decimal integer'}
+    end
+    if not below(value, I64_MAX) then
+        return {'corrupt', 'the counter has reached the largest fencing token'}
+    end
+    if redis.call('PTTL', KEYS[2]) ~= -1 then
+        return {'corrupt', 'the counter has an expiry, so its history could be lost'}
+    end
+end
+
+redis.call('INCR', KEYS[2])
+local token = redis.call('GET', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {'acquired', token}

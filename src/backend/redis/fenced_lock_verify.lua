@@ -1,0 +1,14 @@
+-- Fenced lock verify: whether the lease is held under the owner token now. Reads only.
+--
+-- KEYS[1]  the lease key
+-- ARGV[1]  the lease's owner token
+--
+-- Returns {'held'}, {'not_held'}, or {'corrupt', reason} when the key is not a lease.
+local owner, kind = lease_owner(KEYS[1])
+if owner == nil then
+    return corrupt_lease(kind)
+end
+if owner == ARGV[1] then
+    return {'held'}
+end
+return {'not_held'}

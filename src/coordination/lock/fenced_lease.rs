@@ -1,0 +1,344 @@
+//! One held lease: its fencing token, its owner token, its local estimate, and what each step
+//! on it does when it fails.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Release;
+use super::cleanup::{self, ReleaseOnDrop, Why};
+use super::duration::lease_ms;
+use super::keys::LockKeys;
+use super::outcome::had_no_effect;
+use crate::backend::fenced_lock::LeaseReleaseReply;
+use crate::error::Result;
+
+/// A lease on a [`FencedLock`](super::FencedLock): the lock is held under a random owner
+/// token that only this handle knows, and with a fencing token that orders it after every
+/// earlier holder.
+///
+/// Send [`fencing_token`](Self::fencing_token) with every write to the protected resource,
+/// and have the resource refuse a token lower than the highest it has accepted: a holder
+/// that was paused past its lease (and replaced) is then refused, whatever it believes. The
+/// lease itself only says who may try.
+///
+/// Renew it with [`renew`](Self::renew) before it runs out, check it with
+/// [`verify_still_held`](Self::verify_still_held), and release it with
+/// [`release`](Self::release) or by dropping it (see [Dropping](#dropping)). Every one of
+/// these compares the owner token on the backend, so a stale handle can never renew or
+/// delete a later holder's lease.
+///
+/// # Failures
+///
+/// The handle **fails closed**: whenever it cannot be sure the lease is still its own, it
+/// says it is not, and only [`release`](Self::release) can settle the question.
+///
+/// - [`remaining_estimate`](Self::remaining_estimate) is measured from before the request
+///   that set the expiry was sent, so it ends no later than the lease on the backend. Once
+///   it is zero, [`renew`](Self::renew) and [`verify_still_held`](Self::verify_still_held)
+///   answer `false` without contacting the backend: stop protected work then.
+/// - A [`renew`](Self::renew) refused before anything was sent (an invalid lease, a refused
+///   connection) leaves the handle as it was: retry it while the estimate lasts.
+/// - A renewal whose outcome is unknown (a timeout, a connection lost after sending, a
+///   server error, or the future dropped mid-flight) makes the handle **uncertain**: the
+///   renewal may still run later and change the expiry. [`renew`](Self::renew) and
+///   [`verify_still_held`](Self::verify_still_held) then answer `false` without sending, and
+///   the estimate is zero. [`release`](Self::release) (or dropping the handle) settles it.
+/// - A renewal that finds the lease gone or owned by another holder marks the handle lost
+///   ([`is_released`](Self::is_released) is then true).
+/// - A failed [`release`](Self::release) is retried once, bounded by about a second. If
+///   neither attempt answers, a release that may have run leaves the handle uncertain, and
+///   `release` may be called again.
+/// - A failed or cancelled [`verify_still_held`](Self::verify_still_held) leaves the handle
+///   as it was.
+///
+/// # Dropping
+///
+/// Dropping a lease that is held or uncertain never blocks: it spawns a task on the current
+/// tokio runtime that releases it by owner token, retrying with capped, jittered backoff
+/// (50 ms doubling to 2 s) for up to a minute. A release given up then, or that finds no
+/// runtime, is counted by [`abandoned_releases`](super::abandoned_releases) and logged as a
+/// warning; the lock is then blocked until the lease expires.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::lock::{FencedLock, Release};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let lock = FencedLock::named(&Coordination::memory(), "invoice:42");
+/// let Some(mut lease) = lock.try_acquire(Duration::from_secs(30)).await?.into_lease() else {
+///     return Ok(()); // someone else holds it
+/// };
+/// let token = lease.fencing_token();
+/// assert!(token > 0);
+/// assert_eq!(lease.owner_token().len(), 32);
+/// assert_eq!(lease.lease(), Duration::from_secs(30));
+/// assert!(lease.remaining_estimate() <= Duration::from_secs(30));
+///
+/// // Long work: check in, and extend the lease; the fencing token stays.
+/// assert!(lease.verify_still_held().await?);
+/// assert!(lease.renew(Duration::from_secs(60)).await?);
+/// assert_eq!(lease.fencing_token(), token);
+///
+/// assert_eq!(lease.release().await?, Release::Released);
+/// assert!(lease.is_released());
+/// assert_eq!(lease.remaining_estimate(), Duration::ZERO);
+/// # Ok(()) }
+/// ```
+pub struct FencedLease {
+    keys: Arc<LockKeys>,
+    owner_token: String,
+    fencing_token: u64,
+    lease: Duration,
+    /// When the request that set the current expiry was sent (before it was), for the local
+    /// estimate: the backend counted from a later moment.
+    sent_at: Instant,
+    state: State,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Held,
+    /// A renewal or a release may have run without an answer: only a release may settle it.
+    Uncertain,
+    /// A renewal found the lease gone or another holder's.
+    Lost,
+    /// Released by this handle (or handed to a background release).
+    Released,
+}
+
+impl FencedLease {
+    pub(super) fn new(
+        keys: Arc<LockKeys>,
+        owner_token: String,
+        fencing_token: u64,
+        lease: Duration,
+        sent_at: Instant,
+    ) -> Self {
+        FencedLease {
+            keys,
+            owner_token,
+            fencing_token,
+            lease,
+            sent_at,
+            state: State::Held,
+        }
+    }
+
+    /// The fencing token: the lock's counter after this acquisition, greater than every
+    /// token granted before it on the same counter, from 1 to `i64::MAX`, exact over that
+    /// whole range. A renewal keeps it. Tokens can skip values (an acquisition whose answer
+    /// was lost still counted).
+    pub fn fencing_token(&self) -> u64 {
+        self.fencing_token
+    }
+
+    /// The owner token: 32 lower-case hex digits (128 random bits), unique to this lease.
+    pub fn owner_token(&self) -> &str {
+        &self.owner_token
+    }
+
+    /// The lease asked for at acquisition or at the last successful renewal, in whole
+    /// milliseconds.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// A conservative local estimate of the time the lease has left: measured from
+    /// **before** the request that set its expiry was sent, since the backend counted from a
+    /// later moment. Zero once released, lost, uncertain, or past the lease.
+    ///
+    /// An estimate only: the backend's clock decides, and it says nothing of a lease taken
+    /// away by hand; [`verify_still_held`](Self::verify_still_held) asks the backend.
+    pub fn remaining_estimate(&self) -> Duration {
+        if self.state != State::Held {
+            return Duration::ZERO;
+        }
+        self.lease.saturating_sub(self.sent_at.elapsed())
+    }
+
+    /// Whether this handle no longer holds its lease: released by it, or found gone or
+    /// another holder's by [`renew`](Self::renew). False for an uncertain handle (see
+    /// [Failures](#failures)), which still needs a release.
+    pub fn is_released(&self) -> bool {
+        matches!(self.state, State::Released | State::Lost)
+    }
+
+    /// Gives the lease a new expiry of `lease`, counted from now on the backend's clock, if
+    /// it is still held under this handle's owner token; the fencing token does not change.
+    ///
+    /// `Ok(true)`: renewed, and the estimate starts again from this request. `Ok(false)`:
+    /// the lease is gone or another holder's (the handle is then lost), or nothing was sent
+    /// because the handle is released, lost or uncertain, or its
+    /// [`remaining_estimate`](Self::remaining_estimate) has run out. A renewal sent within
+    /// the estimate may still answer `true` after it ran out: the new lease counts from the
+    /// renewal.
+    ///
+    /// A lease under a millisecond or over about 34 years fails with
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) before anything is
+    /// sent. A failure that certainly changed nothing (a refused connection) leaves the
+    /// handle as it was; any other failure makes it uncertain (see [Failures](#failures)).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropping the future after the renewal was sent leaves the handle
+    /// uncertain, as an unanswered renewal does.
+    pub async fn renew(&mut self, lease: Duration) -> Result<bool> {
+        let lease_ms = lease_ms(lease)?;
+        if self.state != State::Held {
+            return Ok(false);
+        }
+        if self.remaining_estimate().is_zero() {
+            tracing::debug!(lease = %self.keys, "fenced lease not renewed: its estimate ran out");
+            return Ok(false);
+        }
+        // Uncertain until the answer says otherwise: a cancelled renewal leaves it so.
+        self.state = State::Uncertain;
+        let sent_at = Instant::now();
+        match self.keys.renew(&self.owner_token, lease_ms).await {
+            Ok(true) => {
+                self.state = State::Held;
+                self.lease = Duration::from_millis(lease_ms);
+                self.sent_at = sent_at;
+                tracing::debug!(lease = %self.keys, lease_ms, "fenced lease renewed");
+                Ok(true)
+            }
+            Ok(false) => {
+                self.state = State::Lost;
+                tracing::debug!(lease = %self.keys, "fenced lease lost before its renewal");
+                Ok(false)
+            }
+            Err(err) if had_no_effect(&err) => {
+                self.state = State::Held;
+                tracing::debug!(lease = %self.keys, error = %err, "fenced lease renewal failed; nothing changed");
+                Err(err)
+            }
+            Err(err) => {
+                tracing::debug!(lease = %self.keys, error = %err, "fenced lease renewal uncertain");
+                Err(err)
+            }
+        }
+    }
+
+    /// Whether the lease is still held under this handle's owner token, asked of the
+    /// backend: a point-in-time answer, which cannot promise anything of a later write (the
+    /// fencing token does that).
+    ///
+    /// `Ok(false)` without contacting the backend when the handle is released, lost or
+    /// uncertain, or its [`remaining_estimate`](Self::remaining_estimate) has run out; and
+    /// `Ok(false)` when the estimate ran out while the question was in flight, whatever the
+    /// answer. A failure leaves the handle as it was.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the step only reads, and the handle is unchanged.
+    pub async fn verify_still_held(&self) -> Result<bool> {
+        if self.remaining_estimate().is_zero() {
+            return Ok(false);
+        }
+        let held = self.keys.verify(&self.owner_token).await?;
+        let held = held && !self.remaining_estimate().is_zero();
+        tracing::debug!(lease = %self.keys, held, "fenced lease verified");
+        Ok(held)
+    }
+
+    /// Deletes the lease if it is still held under this handle's owner token; never
+    /// another holder's. The counter is left as it is.
+    ///
+    /// [`Release::Released`] when it was held and is now deleted;
+    /// [`Release::AlreadyReleased`] when no lease existed (it expired), or when this handle
+    /// had already released it (then nothing is sent); [`Release::NotOwned`] when another
+    /// holder's lease exists. A lost or uncertain handle sends the release too, which settles
+    /// it.
+    ///
+    /// On failure, one more release is tried, bounded by about a second, and its answer is
+    /// returned if it gets one (after a first attempt that ran without answering, that is
+    /// [`Release::AlreadyReleased`]). If neither answers, the first error is returned, and a
+    /// release that may have run leaves the handle uncertain (see [Failures](#failures)):
+    /// call `release` again, or drop the handle to release it in the background.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: if the future is dropped after the request was sent, the
+    /// release goes on in a background task (retried as on drop) and the handle counts as
+    /// released.
+    pub async fn release(&mut self) -> Result<Release> {
+        if self.state == State::Released {
+            return Ok(Release::AlreadyReleased);
+        }
+        let before = self.state;
+        self.state = State::Released;
+        let in_flight = ReleaseOnDrop::arm(&self.keys, &self.owner_token, Why::CancelledRelease);
+        let err = match self.keys.release(&self.owner_token).await {
+            Ok(reply) => {
+                in_flight.disarm();
+                let release = answer(reply);
+                tracing::debug!(lease = %self.keys, ?release, "fenced lease released");
+                return Ok(release);
+            }
+            Err(err) => err,
+        };
+        if !cleanup::worth_retrying(&err) {
+            in_flight.disarm();
+            self.state = before;
+            tracing::debug!(lease = %self.keys, error = %err, "fenced lease release refused");
+            return Err(err);
+        }
+        match cleanup::release_bounded(&self.keys, &self.owner_token).await {
+            Ok(reply) => {
+                in_flight.disarm();
+                let release = answer(reply);
+                tracing::debug!(lease = %self.keys, ?release, error = %err, "fenced lease released on the retry");
+                Ok(release)
+            }
+            Err(retry_err) => {
+                in_flight.disarm();
+                self.state = if had_no_effect(&err) && had_no_effect(&retry_err) {
+                    before
+                } else {
+                    State::Uncertain
+                };
+                tracing::debug!(lease = %self.keys, error = %err, retry_error = %retry_err, "fenced lease release unconfirmed");
+                Err(err)
+            }
+        }
+    }
+}
+
+fn answer(reply: LeaseReleaseReply) -> Release {
+    match reply {
+        LeaseReleaseReply::Released => Release::Released,
+        LeaseReleaseReply::NoLease => Release::AlreadyReleased,
+        LeaseReleaseReply::OtherOwner => Release::NotOwned,
+    }
+}
+
+impl Drop for FencedLease {
+    fn drop(&mut self) {
+        if matches!(self.state, State::Held | State::Uncertain) {
+            cleanup::release_in_background(
+                Arc::clone(&self.keys),
+                std::mem::take(&mut self.owner_token),
+                Why::Dropped,
+            );
+        }
+    }
+}
+
+impl fmt::Debug for FencedLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FencedLease")
+            .field("lease_key", &format_args!("{}", self.keys))
+            .field("fencing_token", &self.fencing_token)
+            .field("owner_token", &self.owner_token)
+            .field("lease", &self.lease)
+            .field("state", &self.state)
+            .finish()
+    }
+}

@@ -1,0 +1,241 @@
+//! A lock whose every acquisition carries a fencing token.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::cleanup::{ReleaseOnDrop, Why};
+use super::duration::lease_ms;
+use super::keys::LockKeys;
+use super::outcome::had_no_effect;
+use super::token::new_token;
+use super::{FencedLease, LockAttempt};
+use crate::Coordination;
+use crate::backend::ensure_same_slot;
+use crate::backend::fenced_lock::FencedAcquireReply;
+use crate::error::{Error, Result};
+
+/// A mutual-exclusion lock shared through the backend, held under an expiring lease, whose
+/// every acquisition also takes the next value of a persistent counter: the **fencing
+/// token**.
+///
+/// A lease alone cannot stop a holder that was paused (a long GC, a stalled VM, a slow
+/// network) past its lease and woke up believing it still holds the lock. The fencing token
+/// can, with the protected resource's help: send it with every write, and have the resource
+/// refuse a token lower than the highest it has accepted (equal ones are the same holder).
+/// See the [module documentation](super) for the pattern.
+///
+/// Acquisition is immediate: [`try_acquire`](Self::try_acquire) never waits, queues or
+/// polls, and promises no fairness; a caller that finds the lock held decides whether and
+/// when to retry (its [`retry_after`](LockAttempt::retry_after) says when the lease runs
+/// out). See [`FencedLease`] for renewing, releasing and what failures do.
+///
+/// Cheap to clone: clones share the same keys.
+///
+/// # Storage
+///
+/// Two Redis keys, which must be in one cluster slot, both under the backend's prefix:
+///
+/// - the **lease key**: a string holding the holder's owner token, with a `PX` expiry of
+///   the lease; deleted on release, gone when the lease runs out;
+/// - the **counter key**: a string of decimal digits, the last fencing token granted. It
+///   never expires and is never deleted by this crate: it must outlive every lease, or
+///   tokens would start again from 1.
+///
+/// [`named`](Self::named) builds both from one name: `lock:{<name length>:<name>}:lease` and
+/// `lock:{<name length>:<name>}:fence`, whose common hash tag puts them in one slot. Every
+/// contender for one resource must use the same two keys, and nothing else may use them.
+///
+/// Acquisition validates the counter before it writes: an expiring, negative, non-numeric,
+/// wrongly typed or exhausted (`i64::MAX`) counter, or a lease key that is not a string,
+/// fails with [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState) and creates
+/// nothing.
+///
+/// # Limits of the guarantee
+///
+/// Tokens increase only as long as the counter's history is kept. Never delete, expire or
+/// reset the counter; run Redis without eviction of these keys (`noeviction`, or a policy
+/// that spares keys without expiry) and with the durability the protected resource needs.
+/// Asynchronous replication can lose an acknowledged increment in a failover, and a restored
+/// backup can bring back an older counter: then tokens can repeat. Where that matters, use a
+/// consensus-backed source of fencing tokens. The memory backend's counter lives as long as
+/// its process (each counter takes one of its bounded keys).
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::lock::FencedLock;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let coordination = Coordination::memory();
+/// // Two keys of one's own, in one slot:
+/// let lock = FencedLock::new(&coordination, "{invoice:42}:lease", "{invoice:42}:fence")?;
+/// assert_eq!(lock.counter_key(), b"{invoice:42}:fence");
+///
+/// let mut first = lock.try_acquire(Duration::from_secs(30)).await?.into_lease().expect("free");
+/// assert!(!lock.try_acquire(Duration::from_secs(30)).await?.is_acquired());
+/// first.release().await?;
+///
+/// let second = lock.try_acquire(Duration::from_secs(30)).await?.into_lease().expect("free");
+/// assert!(second.fencing_token() > first.fencing_token());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct FencedLock {
+    keys: Arc<LockKeys>,
+}
+
+impl FencedLock {
+    /// A lock over a lease key and a counter key of one's own choosing (see
+    /// [Storage](#storage)), as given: the backend applies its prefix.
+    ///
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when the
+    /// two keys are the same, and [`ErrorKind::CrossSlot`](crate::ErrorKind::CrossSlot) when
+    /// they (with the prefix) fall in different cluster slots, whatever the backend's
+    /// topology; give them a common hash tag (`{...}`). Nothing is sent.
+    pub fn new(
+        coordination: &Coordination,
+        lease_key: impl AsRef<[u8]>,
+        counter_key: impl AsRef<[u8]>,
+    ) -> Result<Self> {
+        let (lease, counter) = (lease_key.as_ref(), counter_key.as_ref());
+        if lease == counter {
+            return Err(Error::invalid_argument(format!(
+                "a fenced lock needs two different keys, not {:?} twice",
+                String::from_utf8_lossy(lease)
+            )));
+        }
+        let backend = coordination.backend();
+        ensure_same_slot(&[
+            LockKeys::physical(backend, lease),
+            LockKeys::physical(backend, counter),
+        ])?;
+        Ok(FencedLock {
+            keys: Arc::new(LockKeys::new(
+                backend.clone(),
+                lease.to_vec(),
+                counter.to_vec(),
+            )),
+        })
+    }
+
+    /// A lock over the pair `lock:{<name length>:<name>}:lease` and
+    /// `lock:{<name length>:<name>}:fence`, which share a hash tag and so a cluster slot,
+    /// whatever bytes the name holds. Nothing is sent.
+    ///
+    /// A key prefix that itself starts an empty hash tag (`{}`) would split the pair; the
+    /// first acquisition then fails with
+    /// [`ErrorKind::CrossSlot`](crate::ErrorKind::CrossSlot) before anything is sent.
+    pub fn named(coordination: &Coordination, name: impl AsRef<[u8]>) -> Self {
+        let name = name.as_ref();
+        let mut tagged = format!("lock:{{{}:", name.len()).into_bytes();
+        tagged.extend_from_slice(name);
+        tagged.push(b'}');
+        let lease = [tagged.as_slice(), b":lease"].concat();
+        let counter = [tagged.as_slice(), b":fence"].concat();
+        FencedLock {
+            keys: Arc::new(LockKeys::new(
+                coordination.backend().clone(),
+                lease,
+                counter,
+            )),
+        }
+    }
+
+    /// The lease key, without the backend's prefix.
+    pub fn lease_key(&self) -> &[u8] {
+        self.keys.lease_key()
+    }
+
+    /// The counter key, without the backend's prefix.
+    pub fn counter_key(&self) -> &[u8] {
+        self.keys.counter_key()
+    }
+
+    /// Takes the lock now if no lease holds it, in one atomic step; never waits, queues or
+    /// polls. The new lease lasts `lease` (whole milliseconds of the backend's clock;
+    /// sub-millisecond parts are dropped) unless renewed or released.
+    ///
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a
+    /// lease under 1 ms or over about 34 years (nothing is sent), and
+    /// [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState) when a key holds
+    /// something else (see [Storage](#storage); nothing is changed).
+    ///
+    /// A grant whose answer arrives after `lease` has already run out by the local clock
+    /// (measured from before the request was sent) is not handed out: its lease is released
+    /// by owner token in the background, and the answer is
+    /// [`LockAttempt::Held`] with no `retry_after`. The counter has then moved on, as it
+    /// does for any grant whose answer is lost: fencing tokens can skip values.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: if the future is dropped after the request was sent, or the
+    /// outcome is unknown ([`is_outcome_uncertain`](crate::Error::is_outcome_uncertain), a
+    /// server error reply, or a reply of an unexpected shape), the request is not replayed:
+    /// a background release of the lease's owner token is spawned (before the error is
+    /// returned), so a lease granted without an answer does not block the lock; its expiry
+    /// is the fallback if that release fails too. (A request delayed past its release could
+    /// still take the lock then, until the lease expires.)
+    pub async fn try_acquire(&self, lease: Duration) -> Result<LockAttempt> {
+        let lease_ms = lease_ms(lease)?;
+        let token = new_token()?;
+        let in_flight = ReleaseOnDrop::arm(&self.keys, &token, Why::UncertainAcquire);
+        let sent_at = Instant::now();
+        let reply = match self.keys.acquire(&token, lease_ms).await {
+            Ok(reply) => reply,
+            Err(err) if had_no_effect(&err) => {
+                in_flight.disarm();
+                tracing::debug!(lease = %self.keys, error = %err, "fenced lock acquisition failed; nothing changed");
+                return Err(err);
+            }
+            Err(err) => {
+                tracing::debug!(lease = %self.keys, error = %err, "fenced lock acquisition uncertain; releasing its token");
+                drop(in_flight);
+                return Err(err);
+            }
+        };
+        match reply {
+            FencedAcquireReply::Acquired { fencing_token } => {
+                let lease = Duration::from_millis(lease_ms);
+                if sent_at.elapsed() >= lease {
+                    tracing::debug!(lease = %self.keys, fencing_token, "fenced lock granted after its lease ran out; releasing it");
+                    in_flight.release_now(Why::LateGrant);
+                    return Ok(LockAttempt::Held { retry_after: None });
+                }
+                in_flight.disarm();
+                tracing::debug!(lease = %self.keys, fencing_token, lease_ms, "fenced lock acquired");
+                Ok(LockAttempt::Acquired(FencedLease::new(
+                    Arc::clone(&self.keys),
+                    token,
+                    fencing_token,
+                    lease,
+                    sent_at,
+                )))
+            }
+            FencedAcquireReply::Held { retry_after_ms } => {
+                in_flight.disarm();
+                tracing::debug!(lease = %self.keys, retry_after_ms, "fenced lock held");
+                Ok(LockAttempt::Held {
+                    retry_after: retry_after_ms.map(Duration::from_millis),
+                })
+            }
+        }
+    }
+}
+
+impl fmt::Debug for FencedLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FencedLock")
+            .field("lease_key", &String::from_utf8_lossy(self.keys.lease_key()))
+            .field(
+                "counter_key",
+                &String::from_utf8_lossy(self.keys.counter_key()),
+            )
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,80 @@
+//! Where a lock lives: its lease key and counter key (one slot) on a backend.
+
+use std::fmt;
+
+use crate::backend::Backend;
+use crate::backend::fenced_lock::{
+    FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseStep,
+};
+use crate::error::Result;
+
+/// The user keys of a lock (the backend applies its prefix) on their backend. Acquisition
+/// runs over both keys; every step on a held lease touches the lease key alone.
+pub(super) struct LockKeys {
+    backend: Backend,
+    lease: Vec<u8>,
+    counter: Vec<u8>,
+}
+
+impl LockKeys {
+    pub(super) fn new(backend: Backend, lease: Vec<u8>, counter: Vec<u8>) -> Self {
+        LockKeys {
+            backend,
+            lease,
+            counter,
+        }
+    }
+
+    pub(super) fn lease_key(&self) -> &[u8] {
+        &self.lease
+    }
+
+    pub(super) fn counter_key(&self) -> &[u8] {
+        &self.counter
+    }
+
+    /// The key the backend stores for a user key: its prefix followed by the key.
+    pub(super) fn physical(backend: &Backend, key: &[u8]) -> Vec<u8> {
+        match backend {
+            Backend::Redis(redis) => redis.physical_key(key),
+            Backend::Memory(memory) => memory.physical_key(key),
+        }
+    }
+
+    pub(super) async fn acquire(&self, token: &str, lease_ms: u64) -> Result<FencedAcquireReply> {
+        self.backend
+            .fenced_acquire(FencedAcquireStep {
+                lease_key: &self.lease,
+                counter_key: &self.counter,
+                token,
+                lease_ms,
+            })
+            .await
+    }
+
+    pub(super) async fn renew(&self, token: &str, lease_ms: u64) -> Result<bool> {
+        self.backend.fenced_renew(self.step(token), lease_ms).await
+    }
+
+    pub(super) async fn verify(&self, token: &str) -> Result<bool> {
+        self.backend.fenced_verify(self.step(token)).await
+    }
+
+    pub(super) async fn release(&self, token: &str) -> Result<LeaseReleaseReply> {
+        self.backend.fenced_release(self.step(token)).await
+    }
+
+    fn step<'a>(&'a self, token: &'a str) -> LeaseStep<'a> {
+        LeaseStep {
+            lease_key: &self.lease,
+            token,
+        }
+    }
+}
+
+/// The lease key, as text (lossy), for logs and messages: what a holder contends for.
+impl fmt::Display for LockKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(&self.lease))
+    }
+}

@@ -1,0 +1,42 @@
+//! Which failures leave the backend untouched, and which may have run anyway.
+
+use crate::error::{Error, ErrorKind};
+
+/// Whether a failed step certainly changed nothing on the backend: refused before it was
+/// sent (arguments, slots, a refused connection), or answered by a step that validates
+/// before it writes (corrupt state, a full memory backend).
+///
+/// Anything else may have run: a timeout or a connection lost after sending, a server error
+/// reply (a script can fail after a write), or a reply of an unexpected shape.
+pub(super) fn had_no_effect(err: &Error) -> bool {
+    !err.is_outcome_uncertain()
+        && matches!(
+            err.kind(),
+            ErrorKind::Io
+                | ErrorKind::InvalidArgument
+                | ErrorKind::CrossSlot
+                | ErrorKind::CorruptState
+                | ErrorKind::CapacityExceeded
+                | ErrorKind::Closed
+                | ErrorKind::Unsupported
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_certain_refusals_had_no_effect() {
+        assert!(had_no_effect(&Error::new(ErrorKind::Io, "refused")));
+        assert!(had_no_effect(&Error::invalid_argument("lease")));
+        assert!(!had_no_effect(
+            &Error::new(ErrorKind::Io, "dropped").uncertain(true)
+        ));
+        assert!(!had_no_effect(
+            &Error::new(ErrorKind::Timeout, "slow").uncertain(true)
+        ));
+        assert!(!had_no_effect(&Error::new(ErrorKind::Server, "OOM")));
+        assert!(!had_no_effect(&Error::unexpected_reply("odd")));
+    }
+}

@@ -1,0 +1,909 @@
+//! Fenced locks against every server kind, the cluster and the memory backend, and their
+//! failure rules against a private server that is made to stall (`CLIENT PAUSE`).
+
+mod support;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leasehold::backend::Backend;
+use leasehold::backend::key_slot;
+use leasehold::backend::memory::MemoryBackend;
+use leasehold::backend::redis::RedisBackend;
+use leasehold::coordination::lock::{
+    FencedLease, FencedLock, LockAttempt, Release, abandoned_releases,
+};
+use leasehold::{Coordination, ErrorKind};
+use support::target::{Target, scenario, server_ms};
+use support::{Server, ServerKind, unique_prefix};
+
+const MINUTE: Duration = Duration::from_secs(60);
+/// How long a test waits for something that must happen soon (a background release, a
+/// server-side expiry) before failing.
+const PATIENCE: Duration = Duration::from_secs(10);
+/// 2^53: the first integer after it is the first a double cannot hold.
+const TWO_POW_53: u64 = 1 << 53;
+
+/// Polls `check` every 10 ms until it holds; panics after [`PATIENCE`].
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {PATIENCE:?} waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn acquired(lock: &FencedLock, lease: Duration) -> FencedLease {
+    lock.try_acquire(lease)
+        .await
+        .expect("try_acquire")
+        .into_lease()
+        .expect("the lock is free")
+}
+
+/// How long the holder's lease has left, as a contender sees it; the lock must be held.
+async fn contender_wait(lock: &FencedLock) -> Option<Duration> {
+    match lock.try_acquire(MINUTE).await.expect("try_acquire") {
+        LockAttempt::Held { retry_after } => retry_after,
+        LockAttempt::Acquired(lease) => panic!("acquired a held lock: {lease:?}"),
+    }
+}
+
+/// The key a backend stores for a user key.
+fn physical(coordination: &Coordination, key: &[u8]) -> Vec<u8> {
+    match coordination.backend() {
+        Backend::Redis(redis) => redis.physical_key(key),
+        Backend::Memory(memory) => [memory.key_prefix(), key].concat(),
+        _ => unreachable!(),
+    }
+}
+
+fn named_keys(name: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let tagged = [
+        b"lock:{",
+        name.len().to_string().as_bytes(),
+        b":",
+        name,
+        b"}",
+    ]
+    .concat();
+    (
+        [tagged.as_slice(), b":lease"].concat(),
+        [tagged.as_slice(), b":fence"].concat(),
+    )
+}
+
+fn is_memory(target: Target) -> bool {
+    matches!(target, Target::Memory)
+}
+
+fn bulk(text: &str) -> redis::Value {
+    redis::Value::BulkString(text.as_bytes().to_vec())
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(acquire_contend_and_release);
+
+async fn acquire_contend_and_release(target: Target) {
+    let coordination = target.coordination("contend").await;
+    let lock = FencedLock::named(&coordination, "invoice:42");
+    let mut lease = acquired(&lock, MINUTE).await;
+    assert_eq!(lease.fencing_token(), 1, "a new counter starts at 1");
+    assert_eq!(lease.owner_token().len(), 32);
+    assert_eq!(lease.lease(), MINUTE);
+    let left = lease.remaining_estimate();
+    assert!(
+        left <= MINUTE && left > MINUTE - Duration::from_secs(5),
+        "{left:?}"
+    );
+    assert!(!lease.is_released());
+
+    for _ in 0..2 {
+        let held = lock.try_acquire(MINUTE).await.expect("try");
+        assert!(!held.is_acquired());
+        let wait = held.retry_after().expect("the lease expires");
+        assert!(
+            wait <= MINUTE && wait > MINUTE - Duration::from_secs(5),
+            "{wait:?}"
+        );
+        assert!(held.into_lease().is_none());
+    }
+    // Another replica, over its own connection, contends for the same keys.
+    let replica = target.handles(&coordination, 1).await.remove(0);
+    let elsewhere = FencedLock::named(&replica, "invoice:42");
+    assert!(contender_wait(&elsewhere).await.is_some());
+    assert!(lease.verify_still_held().await.expect("verify"));
+
+    assert_eq!(lease.release().await.expect("release"), Release::Released);
+    assert!(lease.is_released());
+    assert_eq!(lease.remaining_estimate(), Duration::ZERO);
+    assert_eq!(
+        lease.release().await.expect("again"),
+        Release::AlreadyReleased
+    );
+    assert!(!lease.verify_still_held().await.expect("verify"));
+    assert!(!lease.renew(MINUTE).await.expect("renew"));
+
+    let mut next = acquired(&elsewhere, MINUTE).await;
+    assert_eq!(next.fencing_token(), 2);
+    assert_ne!(next.owner_token(), lease.owner_token());
+    assert_eq!(next.release().await.expect("release"), Release::Released);
+    // The counter outlives its leases: one key is left.
+    assert_eq!(target.count_keys(&coordination), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(fencing_tokens_strictly_increase);
+
+async fn fencing_tokens_strictly_increase(target: Target) {
+    let coordination = target.coordination("tokens").await;
+    let named = FencedLock::named(&coordination, "tokens");
+    // The same two keys given by hand are the same lock.
+    let by_hand =
+        FencedLock::new(&coordination, named.lease_key(), named.counter_key()).expect("one slot");
+    assert_eq!(by_hand.lease_key(), named.lease_key());
+    assert_eq!(by_hand.counter_key(), named.counter_key());
+
+    let mut tokens = Vec::new();
+    for round in 0..6 {
+        let lock = if round % 2 == 0 { &named } else { &by_hand };
+        let mut lease = acquired(lock, MINUTE).await;
+        assert!(!named.try_acquire(MINUTE).await.expect("try").is_acquired());
+        tokens.push(lease.fencing_token());
+        assert_eq!(lease.release().await.expect("release"), Release::Released);
+    }
+    assert_eq!(tokens, (1..=6).collect::<Vec<u64>>());
+
+    if !is_memory(target) {
+        let counter = physical(&coordination, named.counter_key());
+        let lease = physical(&coordination, named.lease_key());
+        assert_eq!(target.raw(&[b"GET", &counter]), bulk("6"));
+        assert_eq!(target.pttl(&counter), -1, "the counter never expires");
+        assert_eq!(target.raw(&[b"EXISTS", &lease]), redis::Value::Int(0));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(renewal_keeps_the_token_and_extends_the_lease);
+
+async fn renewal_keeps_the_token_and_extends_the_lease(target: Target) {
+    let coordination = target.coordination("renew").await;
+    let lock = FencedLock::named(&coordination, "renew");
+    let mut lease = acquired(&lock, Duration::from_secs(10)).await;
+    let token = lease.fencing_token();
+    let wait = contender_wait(&lock).await.expect("expiring");
+    assert!(wait <= Duration::from_secs(10), "{wait:?}");
+
+    assert!(lease.renew(2 * MINUTE).await.expect("renew"));
+    assert_eq!(lease.fencing_token(), token);
+    assert_eq!(lease.lease(), 2 * MINUTE);
+    let left = lease.remaining_estimate();
+    assert!(left <= 2 * MINUTE && left > MINUTE, "{left:?}");
+    let wait = contender_wait(&lock).await.expect("expiring");
+    assert!(wait <= 2 * MINUTE && wait > MINUTE, "{wait:?}");
+    if !is_memory(target) {
+        let ttl = target.pttl(&physical(&coordination, lock.lease_key()));
+        assert!(ttl > 115_000 && ttl <= 120_000, "{ttl}");
+    }
+
+    // An invalid lease is refused before anything is sent: the lease is still held.
+    for invalid in [
+        Duration::ZERO,
+        Duration::from_micros(999),
+        Duration::from_millis((1 << 40) + 1),
+        Duration::MAX,
+    ] {
+        let err = lease.renew(invalid).await.expect_err("invalid");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(lease.verify_still_held().await.expect("verify"));
+    }
+    assert_eq!(lease.lease(), 2 * MINUTE);
+    assert_eq!(lease.release().await.expect("release"), Release::Released);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(a_stale_holder_cannot_touch_the_new_lease);
+
+async fn a_stale_holder_cannot_touch_the_new_lease(target: Target) {
+    let coordination = target.coordination("stale").await;
+    let lock = FencedLock::named(&coordination, "stale");
+    let mut stale = acquired(&lock, Duration::from_millis(100)).await;
+    let mut fresh = None;
+    eventually(
+        "the stale lease expires and the lock is taken again",
+        async || {
+            fresh = lock.try_acquire(MINUTE).await.expect("try").into_lease();
+            fresh.is_some()
+        },
+    )
+    .await;
+    let Some(mut fresh) = fresh else {
+        unreachable!("eventually returned")
+    };
+    assert!(fresh.fencing_token() > stale.fencing_token());
+
+    // The stale handle's estimate ran out before the server's lease did: it answers alone.
+    assert_eq!(stale.remaining_estimate(), Duration::ZERO);
+    assert!(!stale.verify_still_held().await.expect("verify"));
+    assert!(!stale.renew(MINUTE).await.expect("renew"));
+    assert_eq!(stale.release().await.expect("release"), Release::NotOwned);
+    assert!(stale.is_released());
+    drop(stale);
+    assert!(fresh.verify_still_held().await.expect("verify"));
+    assert!(contender_wait(&lock).await.is_some(), "still held");
+
+    if is_memory(target) {
+        assert_eq!(fresh.release().await.expect("release"), Release::Released);
+        return;
+    }
+    // A lease taken away by hand while its estimate lasts: the backend answers. The owner
+    // check refuses the renewal, and the release leaves the newer lease alone.
+    let lease_key = physical(&coordination, lock.lease_key());
+    target.raw(&[b"DEL", &lease_key]);
+    let mut newest = acquired(&lock, MINUTE).await;
+    assert!(fresh.remaining_estimate() > Duration::ZERO);
+    assert!(!fresh.verify_still_held().await.expect("verify"));
+    assert!(!fresh.renew(MINUTE).await.expect("renew"));
+    assert!(fresh.is_released(), "found lost");
+    assert_eq!(fresh.release().await.expect("release"), Release::NotOwned);
+    assert_eq!(
+        target.raw(&[b"GET", &lease_key]),
+        bulk(newest.owner_token())
+    );
+    assert!(newest.verify_still_held().await.expect("verify"));
+    assert_eq!(newest.release().await.expect("release"), Release::Released);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(the_holder_detects_expiry redis);
+
+async fn the_holder_detects_expiry(target: Target) {
+    let coordination = target.coordination("expiry").await;
+    let lock = FencedLock::named(&coordination, "expiry");
+    let mut lease = acquired(&lock, Duration::from_millis(300)).await;
+    let key = physical(&coordination, lock.lease_key());
+    assert!(lease.verify_still_held().await.expect("verify"));
+    eventually("the lease expires on the server", async || {
+        target.pttl(&key) == -2
+    })
+    .await;
+    assert!(!lease.verify_still_held().await.expect("verify"));
+    assert_eq!(lease.remaining_estimate(), Duration::ZERO);
+    assert!(!lease.renew(MINUTE).await.expect("renew"));
+    assert!(!lease.is_released(), "not known to be released");
+    assert_eq!(
+        lease.release().await.expect("release"),
+        Release::AlreadyReleased
+    );
+    assert!(lease.is_released());
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_leases_follow_the_paused_clock() {
+    let coordination = Coordination::memory();
+    let lock = FencedLock::named(&coordination, "paused");
+    let mut first = acquired(&lock, Duration::from_secs(10)).await;
+    tokio::time::advance(Duration::from_secs(4)).await;
+    assert_eq!(first.remaining_estimate(), Duration::from_secs(6));
+    assert_eq!(contender_wait(&lock).await, Some(Duration::from_secs(6)));
+
+    // Renewal counts from the renewal.
+    assert!(first.renew(Duration::from_secs(5)).await.expect("renew"));
+    assert_eq!(first.lease(), Duration::from_secs(5));
+    assert_eq!(first.remaining_estimate(), Duration::from_secs(5));
+    tokio::time::advance(Duration::from_secs(5) - Duration::from_millis(1)).await;
+    assert!(first.verify_still_held().await.expect("verify"));
+    assert_eq!(contender_wait(&lock).await, Some(Duration::from_millis(1)));
+
+    tokio::time::advance(Duration::from_millis(1)).await;
+    assert_eq!(first.remaining_estimate(), Duration::ZERO);
+    assert!(!first.verify_still_held().await.expect("verify"));
+    assert!(!first.renew(MINUTE).await.expect("renew"));
+    let mut second = acquired(&lock, Duration::from_secs(10)).await;
+    assert_eq!(second.fencing_token(), 2);
+    assert_eq!(first.release().await.expect("release"), Release::NotOwned);
+    assert!(second.verify_still_held().await.expect("verify"));
+    assert_eq!(second.release().await.expect("release"), Release::Released);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(tokens_above_two_pow_53_are_exact redis);
+
+async fn tokens_above_two_pow_53_are_exact(target: Target) {
+    let coordination = target.coordination("big").await;
+    let lock = FencedLock::named(&coordination, "big");
+    let counter = physical(&coordination, lock.counter_key());
+    let lease_key = physical(&coordination, lock.lease_key());
+
+    target.raw(&[b"SET", &counter, TWO_POW_53.to_string().as_bytes()]);
+    let mut lease = acquired(&lock, MINUTE).await;
+    // A double would have rounded 2^53 + 1 to 2^53.
+    assert_eq!(lease.fencing_token(), TWO_POW_53 + 1);
+    assert_eq!(target.raw(&[b"GET", &counter]), bulk("9007199254740993"));
+    assert_eq!(lease.release().await.expect("release"), Release::Released);
+
+    let max = i64::MAX.unsigned_abs();
+    target.raw(&[b"SET", &counter, (max - 2).to_string().as_bytes()]);
+    let mut lease = acquired(&lock, MINUTE).await;
+    assert_eq!(lease.fencing_token(), max - 1);
+    assert_eq!(lease.release().await.expect("release"), Release::Released);
+    let mut lease = acquired(&lock, MINUTE).await;
+    assert_eq!(
+        lease.fencing_token(),
+        max,
+        "the largest token is granted once"
+    );
+    assert_eq!(lease.release().await.expect("release"), Release::Released);
+
+    let err = lock.try_acquire(MINUTE).await.expect_err("exhausted");
+    assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
+    assert!(err.to_string().contains("largest fencing token"), "{err}");
+    assert_eq!(target.raw(&[b"EXISTS", &lease_key]), redis::Value::Int(0));
+    assert_eq!(target.raw(&[b"GET", &counter]), bulk(&max.to_string()));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(corrupt_state_fails_without_a_lease redis);
+
+async fn corrupt_state_fails_without_a_lease(target: Target) {
+    let coordination = target.coordination("corrupt").await;
+    let lock = FencedLock::named(&coordination, "corrupt");
+    let counter = physical(&coordination, lock.counter_key());
+    let lease_key = physical(&coordination, lock.lease_key());
+    let dump = |key: &[u8]| target.raw(&[b"DUMP", key]);
+
+    let mut cases: Vec<(Vec<&[u8]>, &str)> = vec![
+        (vec![b"SET", &counter, b"5", b"PX", b"60000"], "expiry"),
+        (vec![b"SET", &counter, b"-1"], "negative"),
+        (vec![b"HSET", &counter, b"f", b"1"], "hash"),
+        (vec![b"SET", &counter, b"9223372036854775807"], "largest"),
+        (vec![b"SET", &counter, b"9223372036854775808"], "largest"),
+        (vec![b"SET", &counter, b"99999999999999999999"], "largest"),
+    ];
+    for malformed in [
+        b"abc".as_slice(),
+        b"1.5",
+        b" 5",
+        b"5 ",
+        b"+5",
+        b"",
+        b"05",
+        b"1e3",
+    ] {
+        cases.push((vec![b"SET", &counter, malformed], "not a decimal integer"));
+    }
+    for (setup, reason) in cases {
+        target.raw(&[b"DEL", &counter]);
+        target.raw(&setup);
+        let before = (dump(&counter), target.pttl(&counter) > 0);
+        let err = lock.try_acquire(MINUTE).await.expect_err("corrupt");
+        let shown = String::from_utf8_lossy(setup[2]);
+        assert_eq!(err.kind(), ErrorKind::CorruptState, "{shown:?}: {err}");
+        assert!(err.to_string().contains(reason), "{shown:?}: {err}");
+        assert_eq!(
+            target.raw(&[b"EXISTS", &lease_key]),
+            redis::Value::Int(0),
+            "{shown:?}: no lease"
+        );
+        assert_eq!(
+            (dump(&counter), target.pttl(&counter) > 0),
+            before,
+            "{shown:?}: the counter is unchanged"
+        );
+    }
+
+    // A counter at 0 is valid: the next token is 1.
+    target.raw(&[b"SET", &counter, b"0"]);
+    let mut lease = acquired(&lock, MINUTE).await;
+    assert_eq!(lease.fencing_token(), 1);
+    assert_eq!(lease.release().await.expect("release"), Release::Released);
+
+    // A lease key that is not a string: nothing is created beside it.
+    target.raw(&[b"DEL", &counter]);
+    target.raw(&[b"HSET", &lease_key, b"f", b"1"]);
+    let err = lock.try_acquire(MINUTE).await.expect_err("corrupt");
+    assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
+    assert!(err.to_string().contains("lease key holds a hash"), "{err}");
+    assert_eq!(target.raw(&[b"EXISTS", &counter]), redis::Value::Int(0));
+    assert_eq!(target.raw(&[b"HGET", &lease_key, b"f"]), bulk("1"));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(cross_slot_pairs_are_refused_before_anything_is_sent);
+
+async fn cross_slot_pairs_are_refused_before_anything_is_sent(target: Target) {
+    let coordination = target.coordination("slots").await;
+    let lease = b"lease".as_slice();
+    let slot = key_slot(&physical(&coordination, lease));
+    let counter = (0..)
+        .map(|i| format!("fence-{i}").into_bytes())
+        .find(|key| key_slot(&physical(&coordination, key)) != slot)
+        .expect("another slot");
+    let err = FencedLock::new(&coordination, lease, &counter).expect_err("cross slot");
+    assert_eq!(err.kind(), ErrorKind::CrossSlot, "{err}");
+    let err = FencedLock::new(&coordination, lease, lease).expect_err("same key");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+
+    // A prefix that starts with an empty hash tag hashes whole keys, splitting the named
+    // pair: the first step refuses it before sending.
+    let prefix = format!("{{}}{}", unique_prefix("split"));
+    let split: Coordination = if is_memory(target) {
+        MemoryBackend::builder()
+            .key_prefix(&prefix)
+            .build()
+            .expect("valid")
+            .into()
+    } else {
+        target
+            .redis_builder()
+            .key_prefix(&prefix)
+            .connect()
+            .await
+            .expect("connect")
+            .into()
+    };
+    let name = (0..)
+        .map(|i| format!("split-{i}"))
+        .find(|name| {
+            let (lease, counter) = named_keys(name.as_bytes());
+            key_slot(&physical(&split, &lease)) != key_slot(&physical(&split, &counter))
+        })
+        .expect("a split pair");
+    let lock = FencedLock::named(&split, &name);
+    let err = lock.try_acquire(MINUTE).await.expect_err("cross slot");
+    assert_eq!(err.kind(), ErrorKind::CrossSlot, "{err}");
+    let err =
+        FencedLock::new(&split, lock.lease_key(), lock.counter_key()).expect_err("cross slot");
+    assert_eq!(err.kind(), ErrorKind::CrossSlot, "{err}");
+
+    assert_eq!(target.count_keys(&coordination), 0);
+    assert_eq!(target.count_keys(&split), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(binary_keys);
+
+async fn binary_keys(target: Target) {
+    let coordination = target.coordination("binary").await;
+    let (lease_key, counter_key) = (
+        b"\x00\xff{bin}\nlease".as_slice(),
+        b"{bin}\xfe\x00".as_slice(),
+    );
+    let lock = FencedLock::new(&coordination, lease_key, counter_key).expect("one slot");
+    assert_eq!(lock.lease_key(), lease_key);
+    let mut lease = acquired(&lock, MINUTE).await;
+    assert!(contender_wait(&lock).await.is_some());
+    assert!(lease.verify_still_held().await.expect("verify"));
+    if !is_memory(target) {
+        let stored = target.raw(&[b"GET", &physical(&coordination, lease_key)]);
+        assert_eq!(stored, bulk(lease.owner_token()));
+        let counter = target.raw(&[b"GET", &physical(&coordination, counter_key)]);
+        assert_eq!(counter, bulk("1"));
+    }
+    assert_eq!(lease.release().await.expect("release"), Release::Released);
+
+    let named = FencedLock::named(&coordination, b"\xff\x00}{");
+    assert_eq!(named.lease_key(), named_keys(b"\xff\x00}{").0);
+    let mut lease = acquired(&named, MINUTE).await;
+    assert!(lease.verify_still_held().await.expect("verify"));
+    assert_eq!(lease.release().await.expect("release"), Release::Released);
+    assert_eq!(target.count_keys(&coordination), 2, "the two counters");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(named_pairs_share_a_slot);
+
+async fn named_pairs_share_a_slot(target: Target) {
+    let coordination = target.coordination("named").await;
+    // Names with braces of their own cannot split the pair.
+    for name in [b"invoice:42".as_slice(), b"a}b{c", b"{x}", b"}", b""] {
+        let lock = FencedLock::named(&coordination, name);
+        let (lease_key, counter_key) = named_keys(name);
+        assert_eq!(lock.lease_key(), lease_key);
+        assert_eq!(lock.counter_key(), counter_key);
+        let (lease_key, counter_key) = (
+            physical(&coordination, &lease_key),
+            physical(&coordination, &counter_key),
+        );
+        assert_eq!(key_slot(&lease_key), key_slot(&counter_key));
+        if matches!(target, Target::Cluster) {
+            let lease_slot: i64 = target.query(&[b"CLUSTER", b"KEYSLOT", &lease_key]);
+            let counter_slot: i64 = target.query(&[b"CLUSTER", b"KEYSLOT", &counter_key]);
+            assert_eq!(lease_slot, counter_slot);
+            assert_eq!(lease_slot, i64::from(key_slot(&lease_key)));
+        }
+        // A cluster refuses a script over two slots: this succeeding says they are one.
+        let mut lease = acquired(&lock, MINUTE).await;
+        if !is_memory(target) {
+            assert_eq!(target.raw(&[b"EXISTS", &lease_key]), redis::Value::Int(1));
+            assert_eq!(target.raw(&[b"EXISTS", &counter_key]), redis::Value::Int(1));
+        }
+        assert_eq!(lease.release().await.expect("release"), Release::Released);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(concurrent_holders_never_overlap);
+
+async fn concurrent_holders_never_overlap(target: Target) {
+    const TASKS: usize = 8;
+    const ATTEMPTS: usize = 20;
+    let first = target.coordination("concurrent").await;
+    let handles = target.handles(&first, TASKS).await;
+    let holding = Arc::new(AtomicU32::new(0));
+    let most = Arc::new(AtomicU32::new(0));
+    // Pushed while the lock is held, so in grant order.
+    let granted = Arc::new(Mutex::new(Vec::new()));
+    let tasks: Vec<_> = handles
+        .into_iter()
+        .map(|coordination| {
+            let (holding, most, granted) = (
+                Arc::clone(&holding),
+                Arc::clone(&most),
+                Arc::clone(&granted),
+            );
+            tokio::spawn(async move {
+                let lock = FencedLock::named(&coordination, "hot");
+                for _ in 0..ATTEMPTS {
+                    let attempt = lock.try_acquire(MINUTE).await.expect("try");
+                    let Some(mut lease) = attempt.into_lease() else {
+                        tokio::task::yield_now().await;
+                        continue;
+                    };
+                    // Counted from the grant's answer until before the release is sent:
+                    // within the time the backend holds the lease.
+                    let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    granted
+                        .lock()
+                        .expect("not poisoned")
+                        .push(lease.fencing_token());
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    holding.fetch_sub(1, Ordering::SeqCst);
+                    assert_eq!(lease.release().await.expect("release"), Release::Released);
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task");
+    }
+    assert_eq!(most.load(Ordering::SeqCst), 1, "held by two at once");
+    let granted = granted.lock().expect("not poisoned").clone();
+    assert!(granted.len() >= 2, "only {} grants", granted.len());
+    // Unique and increasing in grant order; with every answer received, without gaps.
+    assert_eq!(granted, (1..=granted.len() as u64).collect::<Vec<_>>());
+    assert_eq!(target.count_keys(&first), 1, "the counter alone");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(a_dropped_lease_is_released_in_the_background);
+
+async fn a_dropped_lease_is_released_in_the_background(target: Target) {
+    let coordination = target.coordination("drop").await;
+    let lock = FencedLock::named(&coordination, "drop");
+    let abandoned = abandoned_releases();
+    for round in 1..=2u64 {
+        if round == 1 {
+            drop(acquired(&lock, MINUTE).await);
+        } else {
+            let attempt = lock.try_acquire(MINUTE).await.expect("try");
+            assert!(attempt.is_acquired());
+            drop(attempt);
+        }
+        // A minute's lease: only the background release can free the lock this soon.
+        let mut next = None;
+        eventually("the dropped lease is released", async || {
+            next = lock.try_acquire(MINUTE).await.expect("try").into_lease();
+            next.is_some()
+        })
+        .await;
+        let Some(mut next) = next else {
+            unreachable!("eventually returned")
+        };
+        assert_eq!(next.fencing_token(), 2 * round);
+        assert_eq!(next.release().await.expect("release"), Release::Released);
+    }
+    assert_eq!(abandoned_releases(), abandoned);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(a_cancelled_acquisition_is_released redis);
+
+async fn a_cancelled_acquisition_is_released(target: Target) {
+    let coordination = target.coordination("cancel").await;
+    let lock = FencedLock::named(&coordination, "cancel");
+    {
+        // Poll the acquisition once (its request is on its way), then drop it.
+        let attempt = lock.try_acquire(MINUTE);
+        tokio::select! {
+            biased;
+            result = attempt => panic!("a round trip finished in one poll: {result:?}"),
+            () = std::future::ready(()) => {}
+        }
+    }
+    // Whether or not the request ran, the lock is free well before the minute is up.
+    let mut lease = None;
+    eventually("the cancelled acquisition is released", async || {
+        lease = lock.try_acquire(MINUTE).await.expect("try").into_lease();
+        lease.is_some()
+    })
+    .await;
+    let Some(mut lease) = lease else {
+        unreachable!("eventually returned")
+    };
+    assert!((1..=2).contains(&lease.fencing_token()));
+    assert_eq!(lease.release().await.expect("release"), Release::Released);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn invalid_arguments_are_refused_before_anything_is_sent() {
+    let backend = MemoryBackend::new();
+    let coordination = Coordination::from(backend.clone());
+    let lock = FencedLock::named(&coordination, "invalid");
+    for invalid in [
+        Duration::ZERO,
+        Duration::from_micros(999),
+        Duration::from_millis((1 << 40) + 1),
+        Duration::MAX,
+    ] {
+        let err = lock.try_acquire(invalid).await.expect_err("invalid");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{invalid:?}");
+    }
+    assert!(backend.is_empty());
+    // Sub-millisecond parts are dropped; the longest lease is accepted.
+    let mut lease = acquired(&lock, Duration::from_micros(1_500)).await;
+    assert_eq!(lease.lease(), Duration::from_millis(1));
+    assert!(
+        lease
+            .renew(Duration::from_millis(1 << 40))
+            .await
+            .expect("renew")
+    );
+    assert_eq!(lease.release().await.expect("release"), Release::Released);
+    let debug = format!("{lock:?} {lease:?}");
+    assert!(debug.contains("lock:{7:invalid}:lease"), "{debug}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failure rules, on a private server that stalls every client with `CLIENT PAUSE`: a reply
+// that cannot come within the response timeout makes the step fail with an uncertain outcome,
+// and the stalled request runs once the pause ends.
+
+const RESPONSE_TIMEOUT: Duration = Duration::from_millis(50);
+
+struct Stalling {
+    server: Server,
+    coordination: Coordination,
+    lock: FencedLock,
+    /// The same lock through a handle whose response timeout outlasts the pauses.
+    patient: FencedLock,
+    /// The fencing token of the warm-up acquisition.
+    warm_token: u64,
+}
+
+impl Stalling {
+    /// A private server, a handle with a short response timeout, and a lock whose scripts
+    /// the server has already cached (a NOSCRIPT answer during a pause would time out before
+    /// the script itself is sent).
+    async fn start() -> Stalling {
+        let server = Server::start(ServerKind::Redis7, &[]);
+        let backend = RedisBackend::standalone(server.unix_url())
+            .response_timeout(RESPONSE_TIMEOUT)
+            .connect()
+            .await
+            .expect("connect");
+        let coordination = Coordination::from(backend);
+        let lock = FencedLock::named(&coordination, "jobs");
+        let mut warm = acquired(&lock, MINUTE).await;
+        assert!(warm.verify_still_held().await.expect("verify"));
+        assert!(warm.renew(MINUTE).await.expect("renew"));
+        assert_eq!(warm.release().await.expect("release"), Release::Released);
+        let patient = RedisBackend::standalone(server.unix_url())
+            .response_timeout(Duration::from_secs(5))
+            .connect()
+            .await
+            .expect("connect");
+        Stalling {
+            server,
+            lock,
+            patient: FencedLock::named(&Coordination::from(patient), "jobs"),
+            warm_token: warm.fencing_token(),
+            coordination,
+        }
+    }
+
+    /// Every client's commands wait for `ms` milliseconds.
+    fn pause(&self, ms: u64) {
+        let () = self
+            .server
+            .cmd(&["CLIENT", "PAUSE", &ms.to_string(), "ALL"]);
+    }
+
+    /// How many times the server ran `command` (lower case), scripts' own calls included.
+    /// Waits for a pause to end.
+    fn calls(&self, command: &str) -> u64 {
+        support::target::command_calls(&self.server, command)
+    }
+
+    /// Waits until the handle's connection answers again: every request it sent before has
+    /// then run.
+    async fn settle(&self) {
+        eventually("the server answers", async || {
+            self.coordination.server_time().await.is_ok()
+        })
+        .await;
+    }
+
+    /// Whether the lease key exists; waits for a pause to end.
+    fn lease_exists(&self) -> bool {
+        let key = String::from_utf8_lossy(self.lock.lease_key()).into_owned();
+        self.server.cmd::<i64>(&["EXISTS", &key]) == 1
+    }
+}
+
+#[tokio::test]
+async fn an_acquisition_without_an_answer_is_released_not_replayed() {
+    let stalling = Stalling::start().await;
+    let abandoned = abandoned_releases();
+    let (incr, del) = (stalling.calls("incr"), stalling.calls("del"));
+    stalling.pause(400);
+    let err = stalling
+        .lock
+        .try_acquire(MINUTE)
+        .await
+        .expect_err("no answer in time");
+    assert!(err.is_outcome_uncertain(), "{err}");
+    // Once the pause ends, the acquisition runs (and grants a minute's lease), then the
+    // release of its token that the failure spawned.
+    eventually("the stalled grant is released", async || {
+        !stalling.lease_exists()
+    })
+    .await;
+    assert_eq!(stalling.calls("incr"), incr + 1, "it ran once: no replay");
+    assert!(stalling.calls("del") > del, "its token was released");
+    // The unanswered grant took a token: the next one skips it.
+    let mut next = acquired(&stalling.lock, MINUTE).await;
+    assert_eq!(next.fencing_token(), stalling.warm_token + 2);
+    assert_eq!(next.release().await.expect("release"), Release::Released);
+    assert_eq!(abandoned_releases(), abandoned);
+}
+
+#[tokio::test]
+async fn a_grant_after_its_lease_ran_out_is_not_returned() {
+    let stalling = Stalling::start().await;
+    let (incr, del) = (stalling.calls("incr"), stalling.calls("del"));
+    stalling.pause(400);
+    // The answer comes after the pause, later than the lease asked for.
+    let attempt = stalling
+        .patient
+        .try_acquire(Duration::from_millis(250))
+        .await
+        .expect("answered");
+    assert!(
+        matches!(attempt, LockAttempt::Held { retry_after: None }),
+        "{attempt:?}"
+    );
+    assert_eq!(stalling.calls("incr"), incr + 1, "the grant ran");
+    eventually("the late grant is released", async || {
+        stalling.calls("del") > del
+    })
+    .await;
+    assert!(!stalling.lease_exists());
+    let mut next = acquired(&stalling.lock, MINUTE).await;
+    assert_eq!(next.fencing_token(), stalling.warm_token + 2);
+    assert_eq!(next.release().await.expect("release"), Release::Released);
+}
+
+#[tokio::test]
+async fn an_unanswered_renewal_leaves_the_lease_uncertain() {
+    let stalling = Stalling::start().await;
+    let mut lease = acquired(&stalling.lock, MINUTE).await;
+    stalling.pause(400);
+    let err = lease.renew(MINUTE).await.expect_err("no answer in time");
+    assert!(err.is_outcome_uncertain(), "{err}");
+    assert!(!lease.is_released());
+    assert_eq!(lease.remaining_estimate(), Duration::ZERO);
+    // Counted once the stalled renewal has run.
+    stalling.settle().await;
+    let sent = stalling.calls("evalsha");
+    assert!(!lease.renew(MINUTE).await.expect("uncertain"));
+    assert!(!lease.verify_still_held().await.expect("uncertain"));
+    assert_eq!(stalling.calls("evalsha"), sent, "nothing was sent");
+    // Only a release settles it; the renewal ran, so the lease was still this one.
+    assert_eq!(lease.release().await.expect("release"), Release::Released);
+    assert!(lease.is_released());
+    let mut next = acquired(&stalling.lock, MINUTE).await;
+    assert_eq!(next.release().await.expect("release"), Release::Released);
+    assert!(stalling.coordination.server_time().await.is_ok());
+}
+
+#[tokio::test]
+async fn renewal_after_the_estimate_ran_out_sends_nothing() {
+    let stalling = Stalling::start().await;
+    let mut lease = acquired(&stalling.lock, Duration::from_millis(50)).await;
+    eventually("the estimate runs out", async || {
+        lease.remaining_estimate().is_zero()
+    })
+    .await;
+    let sent = stalling.calls("evalsha");
+    assert!(!lease.renew(MINUTE).await.expect("renew"));
+    assert!(!lease.verify_still_held().await.expect("verify"));
+    assert_eq!(stalling.calls("evalsha"), sent, "nothing was sent");
+    assert!(!lease.is_released());
+    let granted_by = server_ms(&stalling.coordination).await;
+    eventually("the lease expires on the server", async || {
+        server_ms(&stalling.coordination).await > granted_by + 50 && !stalling.lease_exists()
+    })
+    .await;
+    assert_eq!(
+        lease.release().await.expect("release"),
+        Release::AlreadyReleased
+    );
+}
+
+#[tokio::test]
+async fn an_unanswered_release_is_retried_once_then_uncertain() {
+    let stalling = Stalling::start().await;
+    let mut lease = acquired(&stalling.lock, MINUTE).await;
+    stalling.pause(600);
+    let err = lease.release().await.expect_err("no answer in time");
+    assert!(err.is_outcome_uncertain(), "{err}");
+    // The retry (bounded) could not confirm it either: uncertain, unusable for work.
+    assert!(!lease.is_released());
+    assert_eq!(lease.remaining_estimate(), Duration::ZERO);
+    assert!(!lease.verify_still_held().await.expect("uncertain"));
+    assert!(!lease.renew(MINUTE).await.expect("uncertain"));
+    // Only release may be retried; once the server answers, the cleanup is confirmed (the
+    // stalled releases ran first, so the lease is gone).
+    let mut answer = None;
+    eventually("a release is confirmed", async || {
+        answer = lease.release().await.ok();
+        answer.is_some()
+    })
+    .await;
+    assert_eq!(answer, Some(Release::AlreadyReleased));
+    assert!(lease.is_released());
+    assert!(!stalling.lease_exists());
+}
+
+#[tokio::test]
+async fn an_unanswered_verification_leaves_the_lease_held() {
+    let stalling = Stalling::start().await;
+    let mut lease = acquired(&stalling.lock, MINUTE).await;
+    stalling.pause(300);
+    let err = lease
+        .verify_still_held()
+        .await
+        .expect_err("no answer in time");
+    assert!(err.is_outcome_uncertain(), "{err}");
+    assert!(!lease.is_released());
+    assert!(lease.remaining_estimate() > Duration::ZERO);
+    let mut answer = None;
+    eventually("a verification answers", async || {
+        answer = lease.verify_still_held().await.ok();
+        answer.is_some()
+    })
+    .await;
+    assert_eq!(answer, Some(true));
+    assert_eq!(lease.release().await.expect("release"), Release::Released);
+}
