@@ -8,6 +8,7 @@ use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{AsyncConnectionConfig, Client};
 
 use super::connection::{Connection, SentinelConnection};
+use super::watch::Watcher;
 use super::{Capabilities, RedisBackend, Shared, error_map};
 use crate::backend::KeyPrefix;
 use crate::error::{Error, Result};
@@ -18,7 +19,7 @@ pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
 pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
-enum Target {
+pub(super) enum Target {
     Standalone(String),
     Cluster(Vec<String>),
     Sentinel {
@@ -136,6 +137,7 @@ impl RedisBackendBuilder {
                 connection,
                 prefix: self.prefix,
                 capabilities: Capabilities::default(),
+                watcher: Watcher::new(self.target, self.response_timeout, self.connection_timeout),
             }),
         })
     }

@@ -28,10 +28,12 @@ mod semaphore;
 mod sliding_window;
 mod stacked_window;
 mod token_bucket;
+mod watch;
 
 pub use builder::{DEFAULT_CONNECTION_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, RedisBackendBuilder};
 pub use capabilities::{Capabilities, HASH_FIELD_EXPIRY, INCREX, INCREX_REPROBE_AFTER};
 pub use script::Script;
+pub use watch::{CLIENT_TRACKING, KeyTtl, KeyWatch};
 
 use std::fmt;
 use std::sync::Arc;
@@ -69,6 +71,7 @@ struct Shared {
     connection: Connection,
     prefix: KeyPrefix,
     capabilities: Capabilities,
+    watcher: watch::Watcher,
 }
 
 impl RedisBackend {
