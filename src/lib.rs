@@ -74,6 +74,8 @@
 pub mod backend;
 pub mod coordination;
 mod error;
+#[cfg(feature = "axum")]
+pub mod extract;
 pub mod layer;
 
 pub use coordination::Coordination;

@@ -147,6 +147,10 @@ impl FencedLock {
         }
     }
 
+    pub(super) fn backend(&self) -> &crate::backend::Backend {
+        self.keys.backend()
+    }
+
     /// The lease key, without the backend's prefix.
     pub fn lease_key(&self) -> &[u8] {
         self.keys.lease_key()

@@ -25,6 +25,10 @@ impl LockKeys {
         }
     }
 
+    pub(super) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
     pub(super) fn lease_key(&self) -> &[u8] {
         &self.lease
     }

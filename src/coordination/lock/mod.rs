@@ -63,12 +63,18 @@ mod duration;
 mod fenced_lease;
 mod fenced_lock;
 mod keys;
+mod managed;
 mod outcome;
 mod release;
 mod token;
+mod wait;
 
 pub use attempt::LockAttempt;
 pub use cleanup::abandoned_releases;
 pub use fenced_lease::FencedLease;
 pub use fenced_lock::FencedLock;
+pub use managed::{
+    LossReason, MAX_MANAGED_LEASE, MIN_MANAGED_LEASE, ManagedLease, ManagedLeaseOptions,
+    OwnershipLost,
+};
 pub use release::Release;

@@ -1,0 +1,229 @@
+//! The `Lease` extractor over real HTTP against real Redis: handlers for one name never run
+//! at once across app instances, and rejections are HTTP answers.
+
+#![cfg(feature = "axum")]
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use http::StatusCode;
+use http::request::Parts;
+use leasehold::Coordination;
+use leasehold::backend::redis::RedisBackend;
+use leasehold::coordination::lock::FencedLock;
+use leasehold::extract::{Lease, LeaseSpec};
+use support::http::{client, get as http_get, serve};
+use support::{Server, ServerKind, shared, unique_prefix};
+
+async fn redis(url: String, prefix: &str) -> Coordination {
+    RedisBackend::standalone(url)
+        .key_prefix(prefix)
+        .connect()
+        .await
+        .expect("connect")
+        .into()
+}
+
+/// The lease named by the path's segment after `/jobs/`.
+struct JobName;
+
+impl LeaseSpec for JobName {
+    async fn name(parts: &mut Parts) -> Result<Vec<u8>, String> {
+        parts
+            .uri
+            .path()
+            .rsplit_once("/jobs/")
+            .map(|(_, name)| name)
+            .filter(|name| !name.is_empty())
+            .map(|name| name.as_bytes().to_vec())
+            .ok_or_else(|| "a job name is needed: /jobs/{name}".to_owned())
+    }
+}
+
+/// The same lease, waiting up to 5 s for it.
+struct WaitForJob;
+
+impl LeaseSpec for WaitForJob {
+    async fn name(parts: &mut Parts) -> Result<Vec<u8>, String> {
+        JobName::name(parts).await
+    }
+
+    fn max_wait() -> Duration {
+        Duration::from_secs(5)
+    }
+}
+
+/// What the protected handler saw: when it ran, and with which token.
+type RunLog = Arc<Mutex<Vec<(Instant, Instant, u64)>>>;
+
+#[derive(Clone)]
+struct AppState {
+    coordination: Coordination,
+    log: RunLog,
+}
+
+impl axum::extract::FromRef<AppState> for Coordination {
+    fn from_ref(state: &AppState) -> Coordination {
+        state.coordination.clone()
+    }
+}
+
+async fn run_job(State(state): State<AppState>, lease: Lease<WaitForJob>) -> String {
+    let start = Instant::now();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let end = Instant::now();
+    state
+        .log
+        .lock()
+        .unwrap()
+        .push((start, end, lease.fencing_token()));
+    lease.fencing_token().to_string()
+}
+
+fn app(coordination: Coordination, log: RunLog) -> Router {
+    Router::new()
+        .route("/jobs/{name}", get(run_job))
+        .route(
+            "/try/jobs/{name}",
+            get(|lease: Lease<JobName>| async move { lease.fencing_token().to_string() }),
+        )
+        .route(
+            "/hold/jobs/{name}",
+            get(|lease: Lease<JobName>| async move {
+                tokio::time::sleep(Duration::from_millis(600)).await;
+                lease.fencing_token().to_string()
+            }),
+        )
+        .with_state(AppState { coordination, log })
+}
+
+async fn two_instances(url: &str, prefix: &str) -> (SocketAddr, SocketAddr, RunLog) {
+    let log = RunLog::default();
+    let first = serve(app(redis(url.to_owned(), prefix).await, log.clone())).await;
+    let second = serve(app(redis(url.to_owned(), prefix).await, log.clone())).await;
+    (first, second, log)
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn two_instances_never_run_one_job_at_once_and_tokens_increase() {
+    let prefix = unique_prefix("lease-two");
+    let (first, second, log) = two_instances(&shared(ServerKind::Redis7).url(), &prefix).await;
+    let client = client();
+
+    let mut requests = Vec::new();
+    for i in 0..16 {
+        let client = client.clone();
+        let addr = if i % 2 == 0 { first } else { second };
+        requests.push(tokio::spawn(async move {
+            http_get(&client, addr, "/jobs/nightly", &[]).await
+        }));
+    }
+    for request in requests {
+        let reply = request.await.expect("request");
+        assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
+    }
+
+    let mut runs = log.lock().unwrap().clone();
+    assert_eq!(runs.len(), 16);
+    runs.sort_by_key(|(start, _, _)| *start);
+    for pair in runs.windows(2) {
+        assert!(
+            pair[1].0 >= pair[0].1,
+            "two handlers ran the same job at once"
+        );
+        assert!(
+            pair[1].2 > pair[0].2,
+            "tokens increase from one run to the next"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_held_lease_is_a_409_with_retry_after_and_is_free_once_the_handler_is_done() {
+    let prefix = unique_prefix("lease-409");
+    let (first, second, _) = two_instances(&shared(ServerKind::Redis7).url(), &prefix).await;
+    let client = client();
+
+    let holder = tokio::spawn({
+        let client = client.clone();
+        async move { http_get(&client, first, "/hold/jobs/report", &[]).await }
+    });
+    // Wait (bounded) until the holder's handler runs, by the lease it holds.
+    let coordination = redis(shared(ServerKind::Redis7).url(), &prefix).await;
+    let lock = FencedLock::named(&coordination, "report");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match lock
+            .try_acquire(Duration::from_secs(30))
+            .await
+            .expect("try")
+        {
+            leasehold::coordination::lock::LockAttempt::Held { .. } => break,
+            leasehold::coordination::lock::LockAttempt::Acquired(mut lease) => {
+                lease.release().await.expect("release");
+                assert!(Instant::now() < deadline, "the holder never took the lease");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+
+    let reply = http_get(&client, second, "/try/jobs/report", &[]).await;
+    assert_eq!(reply.status, StatusCode::CONFLICT);
+    // The holder's 30 s lease (the default), rounded up.
+    let retry_after = reply.retry_after_secs();
+    assert!((1..=30).contains(&retry_after), "{retry_after}");
+
+    let held = holder.await.expect("holder");
+    assert_eq!(held.status, StatusCode::OK);
+    // Released as the handler's response was produced: free at once, not in 30 s.
+    let reply = http_get(&client, second, "/try/jobs/report", &[]).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let token: u64 = std::str::from_utf8(&reply.body).unwrap().parse().unwrap();
+    let held_token: u64 = std::str::from_utf8(&held.body).unwrap().parse().unwrap();
+    assert!(token > held_token);
+}
+
+#[tokio::test]
+async fn no_name_is_a_400_and_a_dead_backend_a_503() {
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let coordination = redis(server.url(), &unique_prefix("lease-errors")).await;
+    let addr = serve(app(coordination, RunLog::default())).await;
+    let client = client();
+
+    let reply = http_get(&client, addr, "/try/jobs/", &[]).await;
+    assert!(
+        reply.status == StatusCode::BAD_REQUEST || reply.status == StatusCode::NOT_FOUND,
+        "{}",
+        reply.status
+    );
+
+    server.stop();
+    let reply = http_get(&client, addr, "/try/jobs/x", &[]).await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(reply.retry_after_secs(), 1);
+}
+
+#[tokio::test]
+async fn a_name_the_spec_refuses_is_a_400() {
+    struct Refuses;
+    impl LeaseSpec for Refuses {
+        async fn name(_parts: &mut Parts) -> Result<Vec<u8>, String> {
+            Err("no lease for you".to_owned())
+        }
+    }
+    let router = Router::new()
+        .route("/", get(|_lease: Lease<Refuses>| async { "never" }))
+        .with_state(Coordination::memory());
+    let addr = serve(router).await;
+    let reply = http_get(&client(), addr, "/", &[]).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.body, "no lease for you\n");
+}
