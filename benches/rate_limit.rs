@@ -1,38 +1,46 @@
-//! Fixed-window decisions per second against a private Redis 7.0 (unix socket), next to the
-//! raw ceiling of the same client library in the same run: a bare `INCR` and an `EVALSHA` of
-//! the limiter's own Lua script, both through a redis-rs `ConnectionManager` (the connection
-//! type the Redis backend uses).
+//! Decisions per second of every rate-limit algorithm against a private Redis 7.0 (unix
+//! socket), each next to the raw ceiling of the same client library in the same run: an
+//! `EVALSHA` of that limiter's own Lua script, with the same KEYS and ARGV, through a bare
+//! redis-rs `ConnectionManager` (the connection type the Redis backend uses).
 //!
-//! Each case runs with 1 caller and with 64 concurrent callers (tokio tasks sharing one
-//! multiplexed connection); criterion reports decisions (elements) per second.
+//! One group per algorithm (fixed window, sliding window with 10 segments, token bucket,
+//! GCRA, stacked fixed windows with 2 policies); in each, `limiter/N` and `evalsha/N` run
+//! with N = 1 and N = 64 concurrent callers (tokio tasks sharing one multiplexed
+//! connection). Criterion reports decisions (elements) per second; `limiter/64` over
+//! `evalsha/64` is what the limiter keeps of its ceiling. The settings of each limiter, and
+//! the exact command it sends, are in `benches/algorithms/mod.rs`: every call is granted.
 //!
 //! ```sh
-//! cargo bench --bench rate_limit
+//! cargo bench --bench rate_limit                   # about 2 minutes
+//! cargo bench --bench rate_limit -- --quick        # a rough pass, under a minute
+//! cargo bench --bench rate_limit -- gcra/          # one algorithm
 //! ```
 //!
-//! Redis 7.0 has no `INCREX`, so after the first call the limiter takes its Lua path: the
-//! `evalsha` case is the ceiling it can reach, `incr` the ceiling of any one-command step.
+//! Redis 7.0 has no `INCREX`, so after its first call the fixed window takes its Lua path,
+//! like the other four: in every group, `evalsha` is the ceiling the limiter can reach.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
+
+mod algorithms;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion, Throughput};
+use algorithms::Algorithm;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput, measurement::WallTime};
 use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
-use leasehold::coordination::rate_limit::FixedWindow;
 use support::{Server, ServerKind};
 use tokio::runtime::Runtime;
 
-/// The limiter's Lua script, byte for byte.
-const FIXED_WINDOW_LUA: &str = include_str!("../src/backend/redis/fixed_window.lua");
-/// So large that every call in a bench is granted.
-const LIMIT: u64 = 1_000_000_000_000;
-const WINDOW: Duration = Duration::from_secs(60);
-const CONCURRENCY: [usize; 2] = [1, 64];
+const PREFIX: &str = "bench:";
+const CALLERS: [usize; 2] = [1, 64];
+/// The client keys of the two sides: apart, so neither changes the state the other sees,
+/// and of one length, so both send commands of one size.
+const LIMITER_KEY: &str = "limiter";
+const EVALSHA_KEY: &str = "evalsha";
 
 fn main() {
     let server = Server::start(ServerKind::Redis7, &[]);
@@ -45,12 +53,11 @@ fn main() {
     let coordination: Coordination = runtime
         .block_on(
             RedisBackend::standalone(url.as_str())
-                .key_prefix("bench:")
+                .key_prefix(PREFIX)
                 .connect(),
         )
         .expect("connect the backend")
         .into();
-    let limiter = FixedWindow::new(&coordination, "api", LIMIT, WINDOW).expect("valid limiter");
     let manager = runtime
         .block_on(async {
             redis::Client::open(url.as_str())?
@@ -58,62 +65,54 @@ fn main() {
                 .await
         })
         .expect("connect redis-rs");
-    let sha: String = runtime
-        .block_on(
-            redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(FIXED_WINDOW_LUA)
-                .query_async(&mut manager.clone()),
-        )
-        .expect("SCRIPT LOAD");
-    // First call: Redis 7.0 rejects INCREX once, and the limiter settles on Lua.
-    runtime
-        .block_on(limiter.acquire(b"warm", 1))
-        .expect("first decision");
 
     let mut criterion = Criterion::default()
-        .warm_up_time(Duration::from_millis(700))
+        .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3))
         .sample_size(20)
         .configure_from_args();
-    {
-        let mut group = criterion.benchmark_group("fixed_window");
+    for algorithm in Algorithm::ALL {
+        let limiter = algorithm
+            .limiter(&coordination)
+            .expect("valid limiter settings");
+        let evalsha = runtime.block_on(async {
+            // The first call loads the script (NOSCRIPT, then EVAL) and, for the fixed
+            // window, settles the INCREX probe (Redis 7.0 rejects it once).
+            assert!(
+                limiter
+                    .acquire(LIMITER_KEY.as_bytes())
+                    .await
+                    .expect("first call")
+            );
+            algorithms::check_key(&mut manager.clone(), algorithm, PREFIX, LIMITER_KEY)
+                .await
+                .expect("the raw EVALSHA's key");
+            let sha = redis::Script::new(algorithm.lua()).get_hash().to_owned();
+            Arc::new(algorithm.evalsha(&sha, PREFIX, EVALSHA_KEY))
+        });
+
+        let mut group = criterion.benchmark_group(algorithm.name());
         group.throughput(Throughput::Elements(1));
-        for callers in CONCURRENCY {
+        for callers in CALLERS {
             let limiter = limiter.clone();
-            bench(&mut group, &runtime, "acquire", callers, move || {
+            bench(&mut group, &runtime, "limiter", callers, move || {
                 let limiter = limiter.clone();
                 async move {
-                    let decision = limiter.acquire(b"client", 1).await.expect("acquire");
-                    assert!(decision.is_granted());
+                    let granted = limiter.acquire(LIMITER_KEY.as_bytes()).await;
+                    assert!(granted.expect("acquire"), "{} denied", algorithm.name());
                 }
             });
-            let m = manager.clone();
-            bench(&mut group, &runtime, "raw_incr", callers, move || {
-                let mut m = m.clone();
+            let (manager, evalsha) = (manager.clone(), evalsha.clone());
+            bench(&mut group, &runtime, "evalsha", callers, move || {
+                let (mut manager, evalsha) = (manager.clone(), evalsha.clone());
                 async move {
-                    let _: i64 = redis::cmd("INCR")
-                        .arg("bench:raw:incr")
-                        .query_async(&mut m)
-                        .await
-                        .expect("INCR");
-                }
-            });
-            let (m, sha) = (manager.clone(), Arc::<str>::from(sha.as_str()));
-            bench(&mut group, &runtime, "raw_evalsha", callers, move || {
-                let (mut m, sha) = (m.clone(), sha.clone());
-                async move {
-                    let (granted, _, _): (i64, i64, i64) = redis::cmd("EVALSHA")
-                        .arg(&*sha)
-                        .arg(1)
-                        .arg("bench:rl:fw:3:api:raw")
-                        .arg(1)
-                        .arg(LIMIT)
-                        .arg(WINDOW.as_millis() as u64)
-                        .query_async(&mut m)
-                        .await
-                        .expect("EVALSHA");
-                    assert_eq!(granted, 1);
+                    let reply: redis::Value =
+                        evalsha.query_async(&mut manager).await.expect("EVALSHA");
+                    assert!(
+                        algorithm.is_grant(&reply),
+                        "{}: {reply:?}",
+                        algorithm.name()
+                    );
                 }
             });
         }
@@ -126,7 +125,7 @@ fn main() {
 /// Measures `step` as `callers` tasks that each run their share of the iterations back to
 /// back, all at once: the time per iteration is the wall time over all of them.
 fn bench<F, Fut>(
-    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    group: &mut BenchmarkGroup<'_, WallTime>,
     runtime: &Runtime,
     name: &str,
     callers: usize,

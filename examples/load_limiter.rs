@@ -1,34 +1,47 @@
-//! Load generator for the fixed-window limiter: `CONCURRENCY` tokio tasks share one
-//! `Coordination` (one multiplexed connection) and call `FixedWindow::acquire` back to back
-//! for `SECONDS` seconds; prints the decisions per second.
+//! Load generator for the rate limiters: `CONCURRENCY` tokio tasks share one `Coordination`
+//! (one multiplexed connection) and call one limiter's `acquire` back to back for `SECONDS`
+//! seconds; prints the decisions per second.
 //!
 //! ```sh
 //! REDIS_URL=redis+unix:///tmp/redis.sock \
-//!     cargo run --release --example load_limiter -- 64 5
+//!     cargo run --release --example load_limiter -- 64 5 limiter sliding_window
 //! ```
 //!
-//! Arguments: `[CONCURRENCY=64] [SECONDS=5] [MODE=limiter]`. MODE `evalsha` sends the
-//! limiter's Lua script with `EVALSHA` through a bare redis-rs `ConnectionManager` instead,
-//! and `incr` a bare `INCR`: the same client's ceiling, for comparison. The limit is so large
-//! that every call is granted. The output is one line, `decisions/s <n>`, preceded by details
-//! on stderr. `scripts/bench.sh` runs it next to `redis-benchmark`.
+//! Arguments: `[CONCURRENCY=64] [SECONDS=5] [MODE=limiter] [ALGO=fixed_window]`. ALGO is one
+//! of `fixed_window`, `sliding_window` (10 segments), `token_bucket`, `gcra`, `stacked`
+//! (2 policies); their settings are in `benches/algorithms/mod.rs`, and every call is
+//! granted. MODE:
+//!
+//! - `limiter`: the limiter's `acquire`;
+//! - `evalsha`: the limiter's Lua script with `EVALSHA` through a bare redis-rs
+//!   `ConnectionManager`, with the same KEYS and ARGV as the limiter (the same key, too: run
+//!   one mode at a time, or the two share state): the same client's ceiling, for comparison;
+//! - `incr`: a bare `INCR` (ALGO is ignored);
+//! - `command`: loads the script and prints, on one line, the `EVALSHA` the `evalsha` mode
+//!   sends, for `redis-benchmark` (no load).
+//!
+//! The output is one line, `decisions/s <n>`, preceded by details on stderr.
+//! `scripts/bench.sh` runs every algorithm next to `redis-benchmark`.
+
+#[path = "../benches/algorithms/mod.rs"]
+mod algorithms;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use algorithms::{Algorithm, Limiter};
 use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
-use leasehold::coordination::rate_limit::FixedWindow;
 
-const FIXED_WINDOW_LUA: &str = include_str!("../src/backend/redis/fixed_window.lua");
-const LIMIT: u64 = 1_000_000_000_000;
-const WINDOW_MS: u64 = 60_000;
+const PREFIX: &str = "load:";
+/// The client key of both the limiter and its raw `EVALSHA`.
+const CLIENT_KEY: &str = "load";
 
 #[derive(Clone)]
 enum Step {
-    Limiter(FixedWindow),
-    EvalSha(redis::aio::ConnectionManager, Arc<str>),
+    Limiter(Limiter),
+    EvalSha(redis::aio::ConnectionManager, Arc<redis::Cmd>, Algorithm),
     Incr(redis::aio::ConnectionManager),
 }
 
@@ -36,25 +49,13 @@ impl Step {
     async fn run(&self) -> bool {
         match self {
             Step::Limiter(limiter) => limiter
-                .acquire(b"load", 1)
+                .acquire(CLIENT_KEY.as_bytes())
                 .await
-                .map(|d| d.is_granted())
                 .unwrap_or(false),
-            Step::EvalSha(manager, sha) => redis::cmd("EVALSHA")
-                .arg(&**sha)
-                .arg(1)
-                .arg("load:rl:fw:4:load:raw")
-                .arg(1)
-                .arg(LIMIT)
-                .arg(WINDOW_MS)
+            Step::EvalSha(manager, evalsha, algorithm) => evalsha
                 .query_async::<redis::Value>(&mut manager.clone())
                 .await
-                .is_ok_and(|reply| match reply {
-                    // A grant is packed into one integer when small, else {1, count, ttl}.
-                    redis::Value::Int(packed) => packed >= 0,
-                    redis::Value::Array(fields) => fields.first() == Some(&redis::Value::Int(1)),
-                    _ => false,
-                }),
+                .is_ok_and(|reply| algorithm.is_grant(&reply)),
             Step::Incr(manager) => redis::cmd("INCR")
                 .arg("load:raw:incr")
                 .query_async::<i64>(&mut manager.clone())
@@ -71,28 +72,36 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let concurrency: usize = args.next().map_or(Ok(64), |a| a.parse())?;
     let seconds: f64 = args.next().map_or(Ok(5.0), |a| a.parse())?;
     let mode = args.next().unwrap_or_else(|| "limiter".into());
+    let algo = args.next().unwrap_or_else(|| "fixed_window".into());
     if concurrency == 0 || !(seconds > 0.0 && seconds <= 600.0) {
         return Err("CONCURRENCY must be at least 1 and SECONDS in (0, 600]".into());
     }
+    let algorithm = Algorithm::parse(&algo).ok_or_else(|| {
+        let names: Vec<_> = Algorithm::ALL.iter().map(|a| a.name()).collect();
+        format!("unknown ALGO {algo:?}: {}", names.join(", "))
+    })?;
 
     let step = match mode.as_str() {
         "limiter" => {
             let coordination: Coordination = RedisBackend::standalone(url.as_str())
-                .key_prefix("load:")
+                .key_prefix(PREFIX)
                 .connect()
                 .await?
                 .into();
-            let limiter = FixedWindow::new(
-                &coordination,
-                "load",
-                LIMIT,
-                Duration::from_millis(WINDOW_MS),
-            )?;
-            // Settle the INCREX probe before measuring (an older server rejects it once).
-            limiter.acquire(b"warm", 1).await?;
+            let limiter = algorithm.limiter(&coordination)?;
+            // Before measuring: load the script, and settle the fixed window's INCREX probe
+            // (an older server rejects it once).
+            if !limiter.acquire(CLIENT_KEY.as_bytes()).await? {
+                return Err(format!("the {algo} limiter denied its first call").into());
+            }
+            // The `evalsha` mode must hit the key this limiter writes.
+            let mut manager = redis::Client::open(url.as_str())?
+                .get_connection_manager()
+                .await?;
+            algorithms::check_key(&mut manager, algorithm, PREFIX, CLIENT_KEY).await?;
             Step::Limiter(limiter)
         }
-        "evalsha" | "incr" => {
+        "evalsha" | "incr" | "command" => {
             let mut manager = redis::Client::open(url.as_str())?
                 .get_connection_manager()
                 .await?;
@@ -101,13 +110,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             } else {
                 let sha: String = redis::cmd("SCRIPT")
                     .arg("LOAD")
-                    .arg(FIXED_WINDOW_LUA)
+                    .arg(algorithm.lua())
                     .query_async(&mut manager)
                     .await?;
-                Step::EvalSha(manager, sha.into())
+                if mode == "command" {
+                    // Keys and arguments hold no spaces: the line splits on whitespace.
+                    let args = algorithm.evalsha_args(PREFIX, CLIENT_KEY);
+                    println!("EVALSHA {sha} {}", args.join(" "));
+                    return Ok(());
+                }
+                Step::EvalSha(
+                    manager,
+                    Arc::new(algorithm.evalsha(&sha, PREFIX, CLIENT_KEY)),
+                    algorithm,
+                )
             }
         }
-        other => return Err(format!("unknown MODE {other:?}: limiter, evalsha or incr").into()),
+        other => {
+            return Err(
+                format!("unknown MODE {other:?}: limiter, evalsha, incr or command").into(),
+            );
+        }
     };
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -140,7 +163,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let elapsed = start.elapsed().as_secs_f64();
     let (ok, bad) = (done.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
     eprintln!(
-        "mode={mode} concurrency={concurrency} elapsed={elapsed:.2}s granted={ok} failed={bad}"
+        "mode={mode} algo={algo} concurrency={concurrency} elapsed={elapsed:.2}s granted={ok} \
+         failed={bad}"
     );
     if bad > 0 {
         return Err(format!("{bad} calls failed or were not granted").into());

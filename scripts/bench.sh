@@ -1,33 +1,46 @@
 #!/usr/bin/env bash
-# Load figures for the fixed-window limiter and the rate-limit layer, measured in one run
-# against a private Redis 7.0 and printed as a table of ratios to a baseline measured in the
-# same run:
+# Load figures for the rate limiters and the rate-limit layer, measured in one run against a
+# private Redis 7.0 and printed as tables of ratios to baselines measured in the same run:
 #
-#   1. limiter decisions/s (examples/load_limiter.rs) at 1 and 64 concurrent callers, and
-#      redis-rs' own EVALSHA of the same script, next to `redis-benchmark -c 50` running
-#      EVALSHA of that script and INCR (all over the unix socket);
-#   2. HTTP req/s under wrk (64 connections) of examples/load_http.rs in four modes: a bare
+#   1. for each algorithm (fixed window, sliding window with 10 segments, token bucket, GCRA,
+#      stacked fixed windows with 2 policies; settings in benches/algorithms/mod.rs, every
+#      call granted): limiter decisions/s (examples/load_limiter.rs) at 1 and 64 concurrent
+#      callers, and redis-rs' own EVALSHA of the same script at 1 and 64, next to
+#      `redis-benchmark -c 50` running EVALSHA of that script with the same key and
+#      arguments (all over the unix socket, each run on an emptied server);
+#   2. what each script costs inside Redis: usec_per_call of EVALSHA in INFO commandstats
+#      (reset before each run) over the redis-benchmark run above, one hot key on the grant
+#      path, next to a no-op script (`return 1`), the minimal INCR+PEXPIRE script of the HTTP
+#      floor below, and a bare INCR, measured the same way;
+#   3. HTTP req/s under wrk (64 connections) of examples/load_http.rs in five modes: a bare
 #      axum route; the same route with one minimal EVALSHA (INCR+PEXPIRE) per request, the
-#      floor any Redis-backed limiter pays; the same with the limiter's own script instead,
-#      which splits the layer's cost into the script's and the client side's; and the route
-#      behind RedisRateLimitLayer (Redis on TCP loopback). Modes are interleaved for ROUNDS
-#      rounds; the best round of each counts.
+#      floor any Redis-backed limiter pays; the same with the fixed window's own script
+#      instead, which splits the layer's cost into the script's and the client side's; the
+#      route behind RedisRateLimitLayer::fixed_window; and a flood of one exhausted key with
+#      the deny cache on (Redis on TCP loopback). Modes are interleaved for ROUNDS rounds;
+#      the best round of each counts.
 #
 # The load generators, the servers and Redis all share this machine's cores: ratios within a
-# run mean more than the absolute figures. Everything runs on loopback and stops by itself;
-# the Redis server and HTTP servers started here are killed on exit.
+# run mean more than the absolute figures, which move by up to about 20% between runs here.
+# scripts/bench-instructions.sh counts instructions instead, which repeat. Everything runs on
+# loopback and stops by itself; the Redis server and HTTP servers started here are killed on
+# exit.
 #
-# Environment: DURATION (s per wrk run, 10), LIMITER_SECONDS (s per limiter run, 4),
-# ROUNDS (HTTP rounds, 2), WRK_THREADS (2), CONNECTIONS (64), LEASEHOLD_REDIS7_SERVER
-# (redis-server binary, /usr/bin/redis-server). Needs redis-server, redis-cli,
-# redis-benchmark (apt-get install redis-server redis-tools), wrk and curl.
+# Environment: DURATION (s per wrk run, 10), LIMITER_SECONDS (s per limiter run, 3),
+# RB_REQUESTS (calls per redis-benchmark run, 100000), ROUNDS (HTTP rounds, 2), WRK_THREADS
+# (2), CONNECTIONS (64), LEASEHOLD_REDIS7_SERVER (redis-server binary, /usr/bin/redis-server).
+# Needs redis-server, redis-cli, redis-benchmark (apt-get install redis-server redis-tools),
+# wrk and curl. Takes about 4 minutes.
 set -euo pipefail
+# A measurement that fails inside $(...) must stop the script, not print an empty figure.
+shopt -s inherit_errexit
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
 DURATION="${DURATION:-10}"
-LIMITER_SECONDS="${LIMITER_SECONDS:-4}"
+LIMITER_SECONDS="${LIMITER_SECONDS:-3}"
+RB_REQUESTS="${RB_REQUESTS:-100000}"
 ROUNDS="${ROUNDS:-2}"
 WRK_THREADS="${WRK_THREADS:-2}"
 CONNECTIONS="${CONNECTIONS:-64}"
@@ -57,11 +70,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A loopback port nothing listens on (bounded tries).
+# A loopback port nothing listens on (bounded tries), below the ephemeral range: client
+# sockets (curl, wrk, redis clients) take their local ports there, and one still holding the
+# port, even in TIME-WAIT, would keep a server from binding it.
 free_port() {
-    local port
+    local port low
+    low="$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)"
+    if ((low < 12000)); then low=32768; fi
     for _ in $(seq 1 100); do
-        port=$((20000 + RANDOM % 40000))
+        port=$((10000 + RANDOM % (low - 10000)))
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
             echo "$port"
             return
@@ -91,28 +108,81 @@ redis_pid=$!
 pids+=("$redis_pid")
 wait_for redis-cli -s "$sock" ping
 redis_version="$(redis-cli -s "$sock" info server | tr -d '\r' | sed -n 's/^redis_version://p')"
-sha="$(redis-cli -s "$sock" script load "$(cat src/backend/redis/fixed_window.lua)")"
 
-# --- 1. decisions per second --------------------------------------------------------------
-limiter() { # concurrency mode -> decisions/s
-    REDIS_URL="redis+unix://$sock" "$bin/load_limiter" "$1" "$LIMITER_SECONDS" "$2" 2>/dev/null |
-        awk '/^decisions\/s/ {print $2}'
+# --- 1. decisions per second, and 2. cost inside Redis ----------------------------------
+algorithms=(fixed_window sliding_window token_bucket gcra stacked)
+
+# Every measured run starts on an empty server with zeroed command statistics, so that each
+# one sees the same state (a fresh key) and INFO commandstats counts that run alone.
+fresh() {
+    redis-cli -s "$sock" flushall >/dev/null
+    redis-cli -s "$sock" config resetstat >/dev/null
 }
-# redis-benchmark --csv prints: "test","rps",...; the rps of the one test run.
+# Fails the script when a measurement came back empty (a run that failed prints nothing).
+need() {
+    if [[ -z "$2" ]]; then
+        echo "bench.sh: no figure for $1" >&2
+        exit 1
+    fi
+    echo "$2"
+}
+limiter() { # concurrency mode algorithm -> decisions/s
+    local out
+    fresh
+    if ! out="$(REDIS_URL="redis+unix://$sock" \
+        "$bin/load_limiter" "$1" "$LIMITER_SECONDS" "$2" "$3" 2>"$work/load_limiter.log")"; then
+        cat "$work/load_limiter.log" >&2
+    fi
+    need "load_limiter $*" "$(awk '/^decisions\/s/ {print $2}' <<<"$out")"
+}
+# stat command... -> "req/s usec-per-call": redis-benchmark -c 50 of one command (its --csv
+# prints "test","rps",...), then cmdstat_<stat>'s usec_per_call, the time Redis spent
+# running the command, Lua included.
 rb() {
-    redis-benchmark -s "$sock" -c 50 -n 200000 --csv "$@" 2>/dev/null |
-        awk -F'"' 'NR > 1 && $4 != "" {printf "%.0f\n", $4; exit}'
+    local stat="$1" rps usec
+    shift
+    fresh
+    rps="$(redis-benchmark -s "$sock" -c 50 -n "$RB_REQUESTS" --csv "$@" 2>/dev/null |
+        awk -F'"' 'NR > 1 && $4 != "" && !seen++ {printf "%.0f\n", $4}')"
+    usec="$(redis-cli -s "$sock" info commandstats | tr -d '\r' |
+        sed -n "s/^cmdstat_$stat:.*usec_per_call=\([0-9.]*\).*/\1/p")"
+    rps="$(need "redis-benchmark $*" "$rps")"
+    usec="$(need "cmdstat_$stat" "$usec")"
+    echo "$rps $usec"
 }
 
-echo "==> decisions/s over the unix socket (${LIMITER_SECONDS}s per limiter run)" >&2
-lim1="$(limiter 1 limiter)"
-lim64="$(limiter 64 limiter)"
-rs1="$(limiter 1 evalsha)"
-rs64="$(limiter 64 evalsha)"
-rb_eval="$(rb EVALSHA "$sha" 1 key 1 1000000000 60000)"
-rb_incr="$(rb -t incr)"
+echo "==> decisions/s over the unix socket (${LIMITER_SECONDS}s per limiter run," \
+    "$RB_REQUESTS calls per redis-benchmark run)" >&2
+declare -A lim1=() lim64=() rs1=() rs64=() rb_rps=() rb_usec=()
+for algo in "${algorithms[@]}"; do
+    echo "  $algo" >&2
+    # The EVALSHA the limiter sends (script loaded, same key and arguments), on one line.
+    read -ra evalsha < <(REDIS_URL="redis+unix://$sock" "$bin/load_limiter" 1 1 command "$algo") ||
+        true
+    if [[ "${evalsha[0]:-}" != EVALSHA ]]; then
+        echo "bench.sh: load_limiter printed no EVALSHA for $algo" >&2
+        exit 1
+    fi
+    lim1[$algo]="$(limiter 1 limiter "$algo")"
+    lim64[$algo]="$(limiter 64 limiter "$algo")"
+    rs1[$algo]="$(limiter 1 evalsha "$algo")"
+    rs64[$algo]="$(limiter 64 evalsha "$algo")"
+    out="$(rb evalsha "${evalsha[@]}")"
+    read -r "rb_rps[$algo]" "rb_usec[$algo]" <<<"$out"
+done
+# The references of the cost table: a bare command, a script that does nothing, and the
+# HTTP floor's script (examples/load_http.rs), each on one hot key.
+noop_sha="$(redis-cli -s "$sock" script load 'return 1')"
+floor_sha="$(redis-cli -s "$sock" script load "local n = redis.call('INCR', KEYS[1]) \
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end return n")"
+out="$(rb incr -t incr)"
+read -r incr_rps incr_usec <<<"$out"
+out="$(rb evalsha EVALSHA "$noop_sha" 1 key)"
+read -r noop_rps noop_usec <<<"$out"
+out="$(rb evalsha EVALSHA "$floor_sha" 1 key 60000)"
+read -r floor_rps floor_usec <<<"$out"
 
-# --- 2. HTTP ------------------------------------------------------------------------------
+# --- 3. HTTP ------------------------------------------------------------------------------
 # CPU time of a process (utime + stime, or with "children" cutime + cstime), in clock ticks.
 ticks() { awk -v c="${2:-}" '{print c ? $16 + $17 : $14 + $15}' "/proc/$1/stat"; }
 tck="$(getconf CLK_TCK)"
@@ -172,7 +242,7 @@ done
 
 # --- report -------------------------------------------------------------------------------
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
-row() { printf '| %-50s | %9s | %s |\n' "$1" "$2" "$3"; }
+row() { printf '| %-54s | %10s | %s |\n' "$1" "$2" "$3"; }
 verdict() { awk -v r="$1" -v t="$2" 'BEGIN {print (r >= t) ? "met" : "MISSED"}'; }
 
 cat <<EOF
@@ -184,12 +254,26 @@ Load average before the run: $load (anything else running skews the figures).
 EOF
 row "decisions (Redis unix socket)" "per second" "ratio to redis-benchmark EVALSHA -c 50"
 row "---" "---:" "---:"
-row "limiter, 1 caller" "$lim1" "$(ratio "$lim1" "$rb_eval")"
-row "limiter, 64 callers" "$lim64" "$(ratio "$lim64" "$rb_eval")"
-row "redis-rs EVALSHA, 1 caller" "$rs1" "$(ratio "$rs1" "$rb_eval")"
-row "redis-rs EVALSHA, 64 callers" "$rs64" "$(ratio "$rs64" "$rb_eval")"
-row "redis-benchmark -c 50 EVALSHA (same script)" "$rb_eval" "1.00"
-row "redis-benchmark -c 50 INCR" "$rb_incr" "$(ratio "$rb_incr" "$rb_eval")"
+for algo in "${algorithms[@]}"; do
+    rbe="${rb_rps[$algo]}"
+    row "$algo: limiter, 1 caller" "${lim1[$algo]}" "$(ratio "${lim1[$algo]}" "$rbe")"
+    row "$algo: limiter, 64 callers" "${lim64[$algo]}" "$(ratio "${lim64[$algo]}" "$rbe")"
+    row "$algo: redis-rs EVALSHA, 1 caller" "${rs1[$algo]}" "$(ratio "${rs1[$algo]}" "$rbe")"
+    row "$algo: redis-rs EVALSHA, 64 callers" "${rs64[$algo]}" "$(ratio "${rs64[$algo]}" "$rbe")"
+    row "$algo: redis-benchmark -c 50 EVALSHA (same)" "$rbe" "1.00"
+done
+echo
+crow() { printf '| %-44s | %9s | %7s | %26s |\n' "$@"; }
+crow "cost inside Redis (INFO commandstats)" "usec/call" "x no-op" "redis-benchmark -c 50 req/s"
+crow "---" "---:" "---:" "---:"
+crow "INCR, no script" "$incr_usec" "$(ratio "$incr_usec" "$noop_usec")" "$incr_rps"
+crow "no-op script (return 1)" "$noop_usec" "1.00" "$noop_rps"
+crow "INCR+PEXPIRE script (the HTTP floor)" "$floor_usec" "$(ratio "$floor_usec" "$noop_usec")" "$floor_rps"
+for algo in "${algorithms[@]}"; do
+    script="$algo"
+    if [[ "$algo" == stacked ]]; then script=stacked_window; fi
+    crow "$script.lua" "${rb_usec[$algo]}" "$(ratio "${rb_usec[$algo]}" "$noop_usec")" "${rb_rps[$algo]}"
+done
 echo
 hrow() { printf '| %-50s | %7s | %7s | %8s | %11s | %9s |\n' "$@"; }
 hrow "HTTP, wrk -t$WRK_THREADS -c$CONNECTIONS, Redis on TCP" "req/s" "x bare" "x floor" "CPU us/req" "floor/CPU"
@@ -203,9 +287,15 @@ http_row "floor: one EVALSHA (INCR+PEXPIRE) per request" floor
 http_row "floor, with the limiter's fixed_window.lua" script
 http_row "RedisRateLimitLayer::fixed_window" layer
 http_row "flood of one exhausted key, deny cache on (429s)" deny
+echo
+for algo in "${algorithms[@]}"; do
+    r="$(ratio "${lim64[$algo]}" "${rb_rps[$algo]}")"
+    usec="${rb_usec[$algo]}"
+    # verdict compares ratios to a target: "usec <= 3" is "3 / usec >= 1".
+    echo "$algo: limiter at 64 callers >= 1.0x redis-benchmark: $(verdict "$r" 1) (${r}x);" \
+        "script <= 3 us inside Redis: $(verdict "$(ratio 3 "$usec")" 1) ($usec us)"
+done
 cat <<EOF
-
-limiter at 64 callers >= redis-benchmark -c 50 EVALSHA: $(verdict "$(ratio "$lim64" "$rb_eval")" 1) ($(ratio "$lim64" "$rb_eval")x)
 layer >= 0.95x floor: $(verdict "$(ratio "${rps[layer]}" "${rps[floor]}")" 0.95) ($(ratio "${rps[layer]}" "${rps[floor]}")x in req/s, $(ratio "${cpu[floor]}" "${cpu[layer]}")x in CPU per request)
 deny-cache flood >= 0.9x bare: $(verdict "$(ratio "${rps[deny]}" "${rps[bare]}")" 0.9) ($(ratio "${rps[deny]}" "${rps[bare]}")x in req/s, $(ratio "${cpu[bare]}" "${cpu[deny]}")x in CPU per request)
 CPU us/req: server + Redis + wrk per request; floor/CPU: the floor's cost over the mode's,

@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# Instructions per HTTP request of examples/load_http.rs, counted by valgrind's callgrind:
+# the deterministic companion of the HTTP section of scripts/bench.sh. Wall-clock figures
+# here move by up to about 20% between runs; instruction counts repeat, so a change in the
+# client-side cost of the layer shows here even when req/s cannot tell it from noise.
+#
+# For each mode of load_http (bare, floor, script, layer, deny; see its header) this starts
+# a private redis-server on a free TCP port and the server under
+# `valgrind --tool=callgrind`, waits until it answers, drives it with
+# `wrk -t1 -c8 -d${DURATION}s`, stops it with SIGTERM (a background job of a script starts
+# with SIGINT ignored; callgrind still writes its counts on SIGTERM), and reads the total
+# instructions (Ir, PROGRAM TOTALS of callgrind_annotate). The same run with no load
+# (startup, the readiness probe, shutdown) is subtracted, and the rest divided by the
+# requests wrk counted.
+#
+# Only the HTTP server process is counted: not Redis, not wrk. The figures are the work the
+# application does per request (routing, the layer, redis-rs), which is what the layer adds
+# to a bare route; what Redis spends per script is in scripts/bench.sh.
+#
+# Environment: DURATION (s per wrk run, 8), LEASEHOLD_REDIS7_SERVER (redis-server binary,
+# /usr/bin/redis-server). Needs valgrind (callgrind_annotate comes with it), redis-server,
+# redis-cli, wrk, curl and cargo. Takes about 2 minutes.
+set -euo pipefail
+shopt -s inherit_errexit
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+DURATION="${DURATION:-8}"
+REDIS_SERVER="${LEASEHOLD_REDIS7_SERVER:-/usr/bin/redis-server}"
+MODES=(bare floor script layer deny)
+
+for tool in valgrind callgrind_annotate "$REDIS_SERVER" redis-cli wrk curl cargo; do
+    if ! command -v "$tool" >/dev/null; then
+        echo "bench-instructions.sh: $tool not found" \
+            "(apt-get install -y valgrind redis-server redis-tools wrk curl)" >&2
+        exit 1
+    fi
+done
+
+echo "==> cargo build --release (load_http)" >&2
+cargo build --release --quiet --example load_http
+bin="${CARGO_TARGET_DIR:-$root/target}/release/examples/load_http"
+
+load="$(cut -d' ' -f1-3 /proc/loadavg)"
+work="$(mktemp -d /tmp/leasehold-instructions.XXXXXX)"
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A loopback port nothing listens on (bounded tries), below the ephemeral range: client
+# sockets (curl, wrk, redis clients) take their local ports there, and one still holding the
+# port, even in TIME-WAIT, would keep a server from binding it.
+free_port() {
+    local port low
+    low="$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)"
+    if ((low < 12000)); then low=32768; fi
+    for _ in $(seq 1 100); do
+        port=$((10000 + RANDOM % (low - 10000)))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "$port"
+            return
+        fi
+    done
+    echo "bench-instructions.sh: no free port found" >&2
+    exit 1
+}
+
+# Waits up to `tries` tenths of a second for a command to succeed while the process `pid`
+# runs; when it dies first (a port it could not bind, say), shows its `log` and fails.
+wait_for() { # pid log tries command...
+    local pid="$1" log="$2" tries="$3"
+    shift 3
+    for _ in $(seq 1 "$tries"); do
+        if "$@" >/dev/null 2>&1; then return 0; fi
+        if ! kill -0 "$pid" 2>/dev/null; then
+            echo "bench-instructions.sh: the process behind \"$*\" exited:" >&2
+            cat "$log" >&2
+            exit 1
+        fi
+        sleep 0.1
+    done
+    echo "bench-instructions.sh: timed out waiting for: $*" >&2
+    exit 1
+}
+
+# Stops a process this script started, and takes it off the list the exit trap kills.
+stop() { # pid signal
+    kill -"$2" "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+    local kept=() pid
+    for pid in "${pids[@]}"; do
+        if [[ "$pid" != "$1" ]]; then kept+=("$pid"); fi
+    done
+    pids=("${kept[@]}")
+}
+
+# mode load(yes|no) -> sets ir (instructions of the whole run) and requests (wrk's count,
+# 0 without load). Runs in this shell, not in $(...), so that the exit trap sees its pids.
+run() {
+    local mode="$1" loaded="$2" redis_port port redis_pid app_pid out bad errors
+    local tag="$mode-$loaded"
+    redis_port="$(free_port)"
+    "$REDIS_SERVER" --bind 127.0.0.1 --port "$redis_port" --save '' --appendonly no \
+        --protected-mode no --dir "$work" >"$work/redis-$tag.log" 2>&1 &
+    redis_pid=$!
+    pids+=("$redis_pid")
+    wait_for "$redis_pid" "$work/redis-$tag.log" 100 redis-cli -p "$redis_port" ping
+
+    port="$(free_port)"
+    REDIS_URL="redis://127.0.0.1:$redis_port" valgrind --tool=callgrind \
+        --callgrind-out-file="$work/callgrind-$tag.out" "$bin" "$mode" "$port" \
+        >"$work/valgrind-$tag.log" 2>&1 &
+    app_pid=$!
+    pids+=("$app_pid")
+    # Under valgrind the server takes seconds to start: wait up to a minute. One probe
+    # reaches it (the earlier ones find no listener), in the loaded run and the idle one alike.
+    local probe=(curl -sf "http://127.0.0.1:$port/")
+    if [[ "$mode" == deny ]]; then probe=(curl -s -o /dev/null "http://127.0.0.1:$port/"); fi
+    wait_for "$app_pid" "$work/valgrind-$tag.log" 600 "${probe[@]}"
+
+    requests=0
+    if [[ "$loaded" == yes ]]; then
+        out="$(wrk -t1 -c8 -d"${DURATION}s" "http://127.0.0.1:$port/")"
+        requests="$(awk '/requests in/ {print $1}' <<<"$out")"
+        bad="$(awk '/Non-2xx or 3xx responses:/ {print $5}' <<<"$out")"
+        errors="$(awk '/Socket errors:/' <<<"$out")"
+        # Every answer a 200, or for `deny` a 429; and no timeouts, whose requests the
+        # server would serve without wrk counting them.
+        if [[ -z "$requests" || "$requests" == 0 || -n "$errors" ]] ||
+            [[ "$mode" == deny && "${bad:-0}" != "$requests" ]] ||
+            [[ "$mode" != deny && -n "$bad" ]]; then
+            echo "bench-instructions.sh: $mode answered ${requests:-no} requests," \
+                "${bad:-0} non-2xx" >&2
+            echo "$out" >&2
+            exit 1
+        fi
+    fi
+    stop "$app_pid" TERM
+    stop "$redis_pid" TERM
+
+    ir="$(callgrind_annotate "$work/callgrind-$tag.out" 2>/dev/null |
+        awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')"
+    if [[ -z "$ir" ]]; then
+        echo "bench-instructions.sh: no callgrind totals for $tag" >&2
+        cat "$work/valgrind-$tag.log" >&2
+        exit 1
+    fi
+}
+
+declare -A total=() idle=() reqs=() per=()
+for mode in "${MODES[@]}"; do
+    echo "==> $mode: idle run, then wrk -t1 -c8 -d${DURATION}s under callgrind" >&2
+    run "$mode" no
+    idle[$mode]="$ir"
+    run "$mode" yes
+    total[$mode]="$ir"
+    reqs[$mode]="$requests"
+    per[$mode]="$(awk -v t="$ir" -v i="${idle[$mode]}" -v n="$requests" \
+        'BEGIN {printf "%.0f", (t - i) / n}')"
+    echo "    $requests requests, ${per[$mode]} instructions per request" >&2
+done
+
+# --- report -------------------------------------------------------------------------------
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+row() { printf '| %-48s | %8s | %14s | %14s | %9s | %6s | %7s |\n' "$@"; }
+
+valgrind_version="$(valgrind --version | sed 's/^valgrind-//')"
+redis_version="$("$REDIS_SERVER" --version | sed -n 's/.* v=\([^ ]*\).*/\1/p')"
+cat <<EOF
+
+Instructions of the load_http process per request, callgrind (valgrind $valgrind_version);
+Redis $redis_version on TCP loopback, wrk -t1 -c8 -d${DURATION}s.
+Load average before the run: $load (it does not change instruction counts).
+
+EOF
+row "mode" "requests" "Ir, loaded run" "Ir, idle run" "Ir/request" "x bare" "x floor"
+row "---" "---:" "---:" "---:" "---:" "---:" "---:"
+label() {
+    case "$1" in
+        bare) echo "bare axum route" ;;
+        floor) echo "floor: one EVALSHA (INCR+PEXPIRE) per request" ;;
+        script) echo "floor, with the limiter's fixed_window.lua" ;;
+        layer) echo "RedisRateLimitLayer::fixed_window" ;;
+        deny) echo "flood of one exhausted key, deny cache on (429s)" ;;
+    esac
+}
+for mode in "${MODES[@]}"; do
+    row "$(label "$mode")" "${reqs[$mode]}" "${total[$mode]}" "${idle[$mode]}" "${per[$mode]}" \
+        "$(ratio "${per[$mode]}" "${per[bare]}")" "$(ratio "${per[$mode]}" "${per[floor]}")"
+done
+cat <<EOF
+
+layer vs floor: $(ratio "${per[layer]}" "${per[floor]}")x the instructions per request,
+    $((per[layer] - per[floor])) more (floor/layer: $(ratio "${per[floor]}" "${per[layer]}")x)
+deny vs bare: $(ratio "${per[deny]}" "${per[bare]}")x the instructions per request,
+    $((per[deny] - per[bare])) more (bare/deny: $(ratio "${per[bare]}" "${per[deny]}")x)
+Ir/request: (loaded run - idle run) / requests; the idle run starts the server, answers the
+readiness probe and stops, like the loaded one without wrk.
+EOF
