@@ -5,6 +5,7 @@
 //! the backend, with the backend's clock.
 
 pub mod lock;
+mod owner;
 pub mod rate_limit;
 pub mod semaphore;
 

@@ -8,11 +8,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Release;
-use super::cleanup::{self, ReleaseOnDrop, Why};
 use super::duration::lease_ms;
 use super::keys::LockKeys;
 use super::outcome::had_no_effect;
 use crate::backend::fenced_lock::LeaseReleaseReply;
+use crate::coordination::owner::{self, ReleaseOnDrop, Why};
 use crate::error::Result;
 
 /// A lease on a [`FencedLock`](super::FencedLock): the lock is held under a random owner
@@ -284,13 +284,13 @@ impl FencedLease {
             }
             Err(err) => err,
         };
-        if !cleanup::worth_retrying(&err) {
+        if !owner::worth_retrying(&err) {
             in_flight.disarm();
             self.state = before;
             tracing::debug!(lease = %self.keys, error = %err, "fenced lease release refused");
             return Err(err);
         }
-        match cleanup::release_bounded(&self.keys, &self.owner_token).await {
+        match owner::release_bounded(&self.keys, &self.owner_token).await {
             Ok(reply) => {
                 in_flight.disarm();
                 let release = answer(reply);
@@ -322,7 +322,7 @@ fn answer(reply: LeaseReleaseReply) -> Release {
 impl Drop for FencedLease {
     fn drop(&mut self) {
         if matches!(self.state, State::Held | State::Uncertain) {
-            cleanup::release_in_background(
+            owner::release_in_background(
                 Arc::clone(&self.keys),
                 std::mem::take(&mut self.owner_token),
                 Why::Dropped,

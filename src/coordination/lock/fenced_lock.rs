@@ -6,15 +6,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::cleanup::{ReleaseOnDrop, Why};
 use super::duration::lease_ms;
 use super::keys::LockKeys;
 use super::outcome::had_no_effect;
-use super::token::new_token;
 use super::{FencedLease, LockAttempt};
 use crate::Coordination;
 use crate::backend::ensure_same_slot;
 use crate::backend::fenced_lock::FencedAcquireReply;
+use crate::coordination::owner::{ReleaseOnDrop, Why, new_token};
 use crate::error::{Error, Result};
 
 /// A mutual-exclusion lock shared through the backend, held under an expiring lease, whose

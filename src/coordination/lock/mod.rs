@@ -57,6 +57,7 @@
 //! Tokens only increase while the counter keeps its history: see
 //! [`FencedLock`'s limits](FencedLock#limits-of-the-guarantee).
 
+mod abandoned;
 mod attempt;
 mod cleanup;
 mod duration;
@@ -66,11 +67,10 @@ mod keys;
 mod managed;
 mod outcome;
 mod release;
-mod token;
 mod wait;
 
+pub use abandoned::abandoned_releases;
 pub use attempt::LockAttempt;
-pub use cleanup::abandoned_releases;
 pub use fenced_lease::FencedLease;
 pub use fenced_lock::FencedLock;
 pub use managed::{

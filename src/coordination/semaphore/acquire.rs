@@ -6,12 +6,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::cleanup::{ReleaseOnDrop, Why};
 use super::expiry::expiry_ms;
 use super::sets::PermitSets;
-use super::token::new_token;
 use super::{Attempt, SemaphorePermit};
 use crate::backend::semaphore::SemaphoreAcquireReply;
+use crate::coordination::owner::{ReleaseOnDrop, Why, new_token};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Takes a permit in every set of `sets` (with `capacities` in the order of its keys), or

@@ -1,208 +1,25 @@
-//! Releasing permits that their holder can no longer wait for: bounded attempts, background
-//! retries, and the count of releases given up.
+//! What the shared release of owner tokens needs from a semaphore: how it releases a permit,
+//! and the words and the counter for the releases it gives up.
 
-use std::fmt;
-use std::hash::BuildHasher;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::AtomicU64;
 
-use tokio::runtime::Handle;
-use tokio::time::Instant;
-
+use super::abandoned::ABANDONED;
 use super::sets::PermitSets;
-use crate::error::{Error, ErrorKind, Result};
+use crate::coordination::owner::OwnerRelease;
+use crate::error::Result;
 
-/// The bound of one release attempt: a failed renewal or release waits this long at most for
-/// its cleanup, and each background attempt is cut off after it.
-pub(super) const RELEASE_BOUND: Duration = Duration::from_secs(1);
-/// How long background retries go on before the release is given up.
-const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
-const FIRST_BACKOFF: Duration = Duration::from_millis(50);
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
+impl OwnerRelease for PermitSets {
+    /// Whether the permit was still held.
+    type Reply = bool;
+    const WHAT: &'static str = "semaphore permit";
+    const LEFT_HELD: &'static str =
+        "it stays held until it expires (or until removed by hand if it has no expiry)";
 
-static ABANDONED: AtomicU64 = AtomicU64::new(0);
-
-/// How many permit releases this process has given up since it started: background releases
-/// (of dropped permits, surrendered renewals and uncertain acquisitions) that found no tokio
-/// runtime, or that failed for a whole minute. A metric to export: each one is a permit
-/// that stays held on the backend until it expires, or until it is removed by hand when it
-/// has no expiry. A warning is also logged through `tracing` for each.
-///
-/// # Example
-///
-/// ```
-/// use leasehold::coordination::semaphore::abandoned_releases;
-///
-/// let before = abandoned_releases();
-/// // ... export `abandoned_releases() - before` as a counter ...
-/// assert!(abandoned_releases() >= before);
-/// ```
-pub fn abandoned_releases() -> u64 {
-    ABANDONED.load(Ordering::Relaxed)
-}
-
-/// Why a release runs without its holder, for logs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Why {
-    /// The permit was dropped unreleased.
-    Dropped,
-    /// A release was cancelled mid-flight.
-    CancelledRelease,
-    /// A renewal failed or was cancelled after it was sent.
-    SurrenderedRenewal,
-    /// An acquisition may have been granted although no answer arrived.
-    UncertainAcquire,
-}
-
-impl fmt::Display for Why {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Why::Dropped => "permit dropped",
-            Why::CancelledRelease => "release cancelled",
-            Why::SurrenderedRenewal => "renewal surrendered",
-            Why::UncertainAcquire => "acquisition uncertain",
-        })
-    }
-}
-
-/// One owner-token release, cut off after [`RELEASE_BOUND`] (then a timeout whose outcome
-/// is uncertain).
-pub(super) async fn release_bounded(sets: &PermitSets, token: &str) -> Result<bool> {
-    match tokio::time::timeout(RELEASE_BOUND, sets.release(token)).await {
-        Ok(result) => result,
-        Err(_) => Err(Error::new(
-            ErrorKind::Timeout,
-            format!("releasing a permit took more than {RELEASE_BOUND:?}"),
-        )
-        .uncertain(true)),
-    }
-}
-
-/// Releases `token` from `sets` in a task of the current tokio runtime, retrying with capped,
-/// jittered backoff for up to a minute. Never blocks. Without a runtime, the release is
-/// given up at once.
-pub(super) fn release_in_background(sets: Arc<PermitSets>, token: String, why: Why) {
-    match Handle::try_current() {
-        Ok(runtime) => {
-            runtime.spawn(release_with_backoff(sets, token, why));
-        }
-        Err(_) => abandon(&sets, &token, why, "no tokio runtime to release it on"),
-    }
-}
-
-async fn release_with_backoff(sets: Arc<PermitSets>, token: String, why: Why) {
-    let give_up_at = Instant::now() + GIVE_UP_AFTER;
-    let mut backoff = FIRST_BACKOFF;
-    let mut attempt = 0u32;
-    loop {
-        let err = match release_bounded(&sets, &token).await {
-            Ok(was_held) => {
-                tracing::debug!(keys = %sets, %why, was_held, attempt, "semaphore permit released in the background");
-                return;
-            }
-            Err(err) => err,
-        };
-        let pause = jittered(backoff, &token, attempt);
-        if !worth_retrying(&err) || Instant::now() + pause >= give_up_at {
-            abandon(&sets, &token, why, &err);
-            return;
-        }
-        tracing::debug!(keys = %sets, %why, attempt, error = %err, "background permit release failed; retrying");
-        tokio::time::sleep(pause).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
-        attempt += 1;
-    }
-}
-
-/// Whether another attempt could succeed: not for state or arguments that will not change.
-fn worth_retrying(err: &Error) -> bool {
-    !matches!(
-        err.kind(),
-        ErrorKind::CorruptState | ErrorKind::CrossSlot | ErrorKind::InvalidArgument
-    )
-}
-
-/// Between half of `backoff` and all of it, so that many releases failing together do not
-/// retry together. The spread comes from std's randomly keyed hasher: no extra dependency.
-fn jittered(backoff: Duration, token: &str, attempt: u32) -> Duration {
-    let half = backoff / 2;
-    let spread = u64::try_from(half.as_millis()).unwrap_or(u64::MAX).max(1);
-    let random = std::collections::hash_map::RandomState::new().hash_one((token, attempt));
-    half + Duration::from_millis(random % spread)
-}
-
-fn abandon(sets: &PermitSets, token: &str, why: Why, reason: impl fmt::Display) {
-    ABANDONED.fetch_add(1, Ordering::Relaxed);
-    tracing::warn!(
-        keys = %sets,
-        token,
-        %why,
-        %reason,
-        "gave up releasing a semaphore permit: it stays held until it expires \
-         (or until removed by hand if it has no expiry)"
-    );
-}
-
-/// Releases a permit in the background if dropped while armed: for a request whose
-/// future may be dropped after it was sent, leaving the permit's fate unknown.
-pub(super) struct ReleaseOnDrop {
-    sets: Arc<PermitSets>,
-    token: String,
-    why: Why,
-    armed: bool,
-}
-
-impl ReleaseOnDrop {
-    pub(super) fn arm(sets: &Arc<PermitSets>, token: &str, why: Why) -> Self {
-        ReleaseOnDrop {
-            sets: Arc::clone(sets),
-            token: token.to_owned(),
-            why,
-            armed: true,
-        }
+    fn abandoned(&self) -> &'static AtomicU64 {
+        &ABANDONED
     }
 
-    /// The outcome is settled: nothing to release.
-    pub(super) fn disarm(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for ReleaseOnDrop {
-    fn drop(&mut self) {
-        if self.armed {
-            release_in_background(
-                Arc::clone(&self.sets),
-                std::mem::take(&mut self.token),
-                self.why,
-            );
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn jitter_stays_between_half_and_whole() {
-        for attempt in 0..200 {
-            for backoff in [FIRST_BACKOFF, MAX_BACKOFF, Duration::from_millis(1)] {
-                let pause = jittered(backoff, "token", attempt);
-                assert!(pause >= backoff / 2 && pause <= backoff, "{pause:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn without_a_runtime_the_release_is_given_up_and_counted() {
-        let before = abandoned_releases();
-        let sets = Arc::new(PermitSets::new(
-            crate::backend::memory::MemoryBackend::new().into(),
-            vec![b"s".to_vec()],
-        ));
-        release_in_background(sets, "t".to_owned(), Why::Dropped);
-        assert!(abandoned_releases() > before);
+    fn release_owned(&self, token: &str) -> impl Future<Output = Result<bool>> + Send {
+        self.release(token)
     }
 }

@@ -12,6 +12,7 @@
 //! holder drops, surrenders or may have been granted without an answer is released in the
 //! background; [`abandoned_releases`] counts the releases that had to be given up.
 
+mod abandoned;
 mod acquire;
 mod attempt;
 mod cleanup;
@@ -21,10 +22,9 @@ mod permit;
 #[allow(clippy::module_inception)] // the type the module is named after
 mod semaphore;
 mod sets;
-mod token;
 
+pub use abandoned::abandoned_releases;
 pub use attempt::Attempt;
-pub use cleanup::abandoned_releases;
 pub use keyed::KeyedSemaphore;
 pub use permit::SemaphorePermit;
 pub use semaphore::Semaphore;

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::cleanup::{self, ReleaseOnDrop, Why};
 use super::expiry::expiry_ms;
 use super::sets::PermitSets;
+use crate::coordination::owner::{self, ReleaseOnDrop, Why};
 use crate::error::{ErrorKind, Result};
 
 /// One permit of a [`Semaphore`](super::Semaphore) or a
@@ -172,7 +172,7 @@ impl SemaphorePermit {
             }
             Err(err) => err,
         };
-        match cleanup::release_bounded(&self.sets, &self.token).await {
+        match owner::release_bounded(&self.sets, &self.token).await {
             Ok(was_held) => {
                 tracing::debug!(keys = %self.sets, was_held, error = %err, "semaphore permit released on the retry");
             }
@@ -255,7 +255,7 @@ impl SemaphorePermit {
             Err(err) => {
                 tracing::debug!(keys = %self.sets, error = %err, "semaphore permit renewal failed; surrendering it");
                 // Still armed: a cancellation during this cleanup hands it to the background.
-                match cleanup::release_bounded(&self.sets, &self.token).await {
+                match owner::release_bounded(&self.sets, &self.token).await {
                     Ok(_) => in_flight.disarm(),
                     // Dropping the armed guard retries in the background.
                     Err(_) => drop(in_flight),
@@ -269,7 +269,7 @@ impl SemaphorePermit {
 impl Drop for SemaphorePermit {
     fn drop(&mut self) {
         if self.state != State::Released {
-            cleanup::release_in_background(
+            owner::release_in_background(
                 Arc::clone(&self.sets),
                 std::mem::take(&mut self.token),
                 Why::Dropped,

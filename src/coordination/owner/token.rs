@@ -1,4 +1,4 @@
-//! Owner tokens: what makes each permit distinguishable from every other.
+//! Owner tokens: what tells one holder from every other.
 
 use std::fmt::Write as _;
 
@@ -6,10 +6,10 @@ use crate::error::{Error, ErrorKind, Result};
 
 /// A new owner token: 128 bits from the operating system's random source, in lower-case hex.
 ///
-/// Only the holder of a permit knows its token, so only it can renew or release that
-/// permit; 128 random bits make a collision between any two permits, in any number of
-/// processes, negligible.
-pub(super) fn new_token() -> Result<String> {
+/// Only the holder of a lease or permit knows its token, so only it can renew or release what
+/// it holds (a stale holder's token no longer matches); 128 random bits make a collision
+/// between any two holders, in any number of processes, negligible.
+pub(crate) fn new_token() -> Result<String> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|err| {
         Error::new(

@@ -1,0 +1,186 @@
+//! Releasing what a token holds when its holder can no longer wait: one bounded attempt, or
+//! retries in the background until they succeed or are given up.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use tokio::time::Instant;
+
+use super::{OwnerRelease, Why, backoff};
+use crate::error::{Error, ErrorKind, Result};
+
+/// The bound of one release attempt: a failed renewal or release waits this long at most for
+/// its cleanup, and each background attempt is cut off after it.
+const RELEASE_BOUND: Duration = Duration::from_secs(1);
+/// How long background retries go on before the release is given up.
+const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
+
+/// One owner-checked release, cut off after [`RELEASE_BOUND`] (then a timeout whose outcome
+/// is uncertain).
+pub(crate) async fn release_bounded<T: OwnerRelease>(
+    keys: &Arc<T>,
+    token: &str,
+) -> Result<T::Reply> {
+    match tokio::time::timeout(RELEASE_BOUND, keys.release_owned(token)).await {
+        Ok(result) => result,
+        Err(_) => Err(Error::new(
+            ErrorKind::Timeout,
+            format!("releasing a {} took more than {RELEASE_BOUND:?}", T::WHAT),
+        )
+        .uncertain(true)),
+    }
+}
+
+/// Releases what `token` holds in a task of the current tokio runtime, retrying with capped,
+/// jittered backoff for up to a minute. Never blocks. Without a runtime, the release is
+/// given up at once.
+pub(crate) fn release_in_background<T: OwnerRelease>(keys: Arc<T>, token: String, why: Why) {
+    match Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(release_with_backoff(keys, token, why));
+        }
+        Err(_) => abandon(&*keys, &token, why, "no tokio runtime to release it on"),
+    }
+}
+
+async fn release_with_backoff<T: OwnerRelease>(keys: Arc<T>, token: String, why: Why) {
+    let give_up_at = Instant::now() + GIVE_UP_AFTER;
+    let mut backoff = backoff::FIRST_BACKOFF;
+    let mut attempt = 0u32;
+    loop {
+        let err = match release_bounded(&keys, &token).await {
+            Ok(reply) => {
+                tracing::debug!(keys = %keys, %why, ?reply, attempt, "{} released in the background", T::WHAT);
+                return;
+            }
+            Err(err) => err,
+        };
+        let pause = backoff::jittered(backoff, &token, attempt);
+        if !worth_retrying(&err) || Instant::now() + pause >= give_up_at {
+            abandon(&*keys, &token, why, &err);
+            return;
+        }
+        tracing::debug!(keys = %keys, %why, attempt, error = %err, "background {} release failed; retrying", T::WHAT);
+        tokio::time::sleep(pause).await;
+        backoff = backoff::next(backoff);
+        attempt += 1;
+    }
+}
+
+/// Whether another attempt could succeed: not for state or arguments that will not change.
+pub(crate) fn worth_retrying(err: &Error) -> bool {
+    !matches!(
+        err.kind(),
+        ErrorKind::CorruptState | ErrorKind::CrossSlot | ErrorKind::InvalidArgument
+    )
+}
+
+fn abandon<T: OwnerRelease>(keys: &T, token: &str, why: Why, reason: impl fmt::Display) {
+    keys.abandoned().fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(
+        keys = %keys,
+        token,
+        %why,
+        %reason,
+        "gave up releasing a {}: {}",
+        T::WHAT,
+        T::LEFT_HELD
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, AtomicU64};
+
+    use super::*;
+
+    /// Fails `failures` attempts with an error of `kind`, then releases; counts its attempts
+    /// and its give-ups apart from every other test's.
+    struct Fake {
+        failures: u32,
+        kind: ErrorKind,
+        attempts: AtomicU32,
+        abandoned: &'static AtomicU64,
+    }
+
+    impl Fake {
+        fn new(failures: u32, kind: ErrorKind) -> Arc<Self> {
+            Arc::new(Fake {
+                failures,
+                kind,
+                attempts: AtomicU32::new(0),
+                abandoned: Box::leak(Box::new(AtomicU64::new(0))),
+            })
+        }
+
+        fn attempts(&self) -> u32 {
+            self.attempts.load(Ordering::Relaxed)
+        }
+
+        fn given_up(&self) -> u64 {
+            self.abandoned.load(Ordering::Relaxed)
+        }
+    }
+
+    impl fmt::Display for Fake {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("fake")
+        }
+    }
+
+    impl OwnerRelease for Fake {
+        type Reply = ();
+        const WHAT: &'static str = "fake holding";
+        const LEFT_HELD: &'static str = "nothing";
+
+        fn abandoned(&self) -> &'static AtomicU64 {
+            self.abandoned
+        }
+
+        async fn release_owned(&self, _token: &str) -> Result<()> {
+            if self.attempts.fetch_add(1, Ordering::Relaxed) < self.failures {
+                Err(Error::new(self.kind, "fake failure"))
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    /// What a background release of `keys` did once `waited` has passed: (attempts, give-ups).
+    async fn after(keys: Arc<Fake>, waited: Duration) -> (u32, u64) {
+        release_in_background(Arc::clone(&keys), "t".to_owned(), Why::Dropped);
+        tokio::time::sleep(waited).await;
+        (keys.attempts(), keys.given_up())
+    }
+
+    #[test]
+    fn without_a_runtime_the_release_is_given_up_and_counted() {
+        let keys = Fake::new(0, ErrorKind::Io);
+        release_in_background(Arc::clone(&keys), "t".to_owned(), Why::Dropped);
+        assert_eq!((keys.attempts(), keys.given_up()), (0, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_attempts_are_retried_until_one_succeeds() {
+        let keys = Fake::new(3, ErrorKind::Io);
+        assert_eq!(after(keys, Duration::from_secs(10)).await, (4, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_error_that_cannot_change_is_given_up_at_once() {
+        let keys = Fake::new(u32::MAX, ErrorKind::CorruptState);
+        assert_eq!(after(keys, Duration::from_secs(10)).await, (1, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_are_given_up_after_a_minute() {
+        let keys = Fake::new(u32::MAX, ErrorKind::Io);
+        let almost = GIVE_UP_AFTER - 2 * backoff::MAX_BACKOFF;
+        assert_eq!(after(Arc::clone(&keys), almost).await.1, 0);
+        tokio::time::sleep(GIVE_UP_AFTER - almost).await;
+        assert_eq!(keys.given_up(), 1);
+    }
+}
