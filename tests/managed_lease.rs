@@ -294,3 +294,42 @@ fn target_prefix(coordination: &leasehold::Coordination) -> Vec<u8> {
         _ => Vec::new(),
     }
 }
+
+#[tokio::test]
+async fn renewals_without_answers_end_ownership_at_the_estimate() {
+    let server = support::Server::start(support::ServerKind::Redis7, &[]);
+    let coordination: leasehold::Coordination =
+        leasehold::backend::redis::RedisBackend::standalone(server.unix_url())
+            .response_timeout(Duration::from_millis(100))
+            .connect()
+            .await
+            .expect("connect")
+            .into();
+    let lock = FencedLock::named(&coordination, "stalled");
+    // Warm the scripts up: a NOSCRIPT answer during the stall would only add noise.
+    let options = ManagedLeaseOptions::new().lease(Duration::from_secs(1));
+    ManagedLease::acquire(&lock, &options)
+        .await
+        .expect("acquire")
+        .release()
+        .await
+        .expect("release");
+    let lease = ManagedLease::acquire(&lock, &options)
+        .await
+        .expect("acquire");
+    let acquired = Instant::now();
+    let mut ownership = lease.ownership();
+
+    // The server stops answering: the renewal at half the lease gets no answer, so the
+    // lease may or may not have been extended. Ownership ends when the estimate does.
+    let _: () = server.cmd(&["CLIENT", "PAUSE", "2500", "ALL"]);
+    let reason = tokio::time::timeout(Duration::from_secs(3), ownership.lost())
+        .await
+        .expect("ownership ends within the lease");
+    assert_eq!(reason, LossReason::Uncertain);
+    let at = acquired.elapsed();
+    assert!(
+        at >= Duration::from_millis(900) && at < Duration::from_millis(1600),
+        "lost {at:?} after acquisition, expected at the 1 s estimate"
+    );
+}

@@ -399,6 +399,18 @@ async fn keeper(
             // Not renewable without being lost: an earlier renewal's fate is unknown, or the
             // estimate ran out. Ownership lasts at most until the estimate ends.
             Ok(false) | Err(_) if estimate_end <= Instant::now() || !lease_is_renewable(&lease) => {
+                // A release asked for meanwhile is not kept waiting for the estimate.
+                let asked = tokio::select! {
+                    biased;
+                    command = &mut commands, if !detached => command.ok(),
+                    () = tokio::time::sleep_until(estimate_end) => None,
+                };
+                if let Some(Command::Release(reply)) = asked {
+                    let outcome = release(&mut lease).await;
+                    lost.send_replace(Some(LossReason::Released));
+                    let _ = reply.send(outcome);
+                    return;
+                }
                 tokio::time::sleep_until(estimate_end).await;
                 tracing::warn!(
                     fencing_token = lease.fencing_token(),
