@@ -65,7 +65,8 @@ impl Backend {
     /// Cancel safe: it only reads.
     pub async fn server_time(&self) -> Result<Duration> {
         match self {
-            Backend::Redis(redis) => redis.server_time().await,
+            // Boxed: the redis-rs future is a deeply nested type (see the step dispatchers).
+            Backend::Redis(redis) => Box::pin(redis.server_time()).await,
             Backend::Memory(memory) => Ok(memory.now()),
         }
     }

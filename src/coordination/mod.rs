@@ -20,7 +20,10 @@ use crate::error::Result;
 ///
 /// # Example
 ///
-/// ```
+/// Compiled as a crate of its own, as an application is: the public futures must fit the
+/// default recursion limit there too.
+///
+/// ```standalone_crate
 /// use leasehold::Coordination;
 ///
 /// # #[tokio::main(flavor = "current_thread")]

@@ -46,7 +46,9 @@ impl FencedLock {
         loop {
             // Registered before the attempt: a change during it is not missed.
             let mut watch = match self.backend() {
-                Backend::Redis(redis) => match redis.watch_key(self.lease_key()).await {
+                // Boxed, as every Redis step is: its future is a deeply nested type, and
+                // callers nest this one further (timeouts, extractors, user code).
+                Backend::Redis(redis) => match Box::pin(redis.watch_key(self.lease_key())).await {
                     Ok(watch) => Some(watch),
                     Err(err) => {
                         tracing::debug!(error = %err, "cannot watch the lease key; polling instead");
