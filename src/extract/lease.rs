@@ -196,6 +196,20 @@ where
 }
 
 /// Why a [`Lease`] could not be taken for a request; answers as an HTTP response.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use axum::response::IntoResponse;
+/// use http::StatusCode;
+/// use leasehold::extract::LeaseRejection;
+///
+/// let response = LeaseRejection::Held { retry_after: Some(Duration::from_millis(2500)) }
+///     .into_response();
+/// assert_eq!(response.status(), StatusCode::CONFLICT);
+/// assert_eq!(response.headers()["retry-after"], "3");
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum LeaseRejection {

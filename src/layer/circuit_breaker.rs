@@ -73,6 +73,21 @@ impl Default for CircuitBreaker {
 }
 
 /// The state of a circuit breaker.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::Coordination;
+/// use leasehold::layer::{CircuitBreaker, CircuitState};
+/// use leasehold::layer::concurrency_limit::RedisConcurrencyLimitLayer;
+///
+/// # fn main() -> leasehold::Result<()> {
+/// let layer = RedisConcurrencyLimitLayer::new(&Coordination::memory(), "jobs", None, Some(8))?
+///     .circuit_breaker(CircuitBreaker::new());
+/// // Export it as a gauge, for example.
+/// assert_eq!(layer.circuit_state(), Some(CircuitState::Closed));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CircuitState {

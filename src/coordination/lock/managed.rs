@@ -124,6 +124,18 @@ impl Default for ManagedLeaseOptions {
 }
 
 /// Why a [`ManagedLease`] stopped holding its lease.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::coordination::lock::LossReason;
+///
+/// // Only a release was asked for; anything else means the work may overlap another holder's.
+/// fn should_alert(reason: LossReason) -> bool {
+///     reason != LossReason::Released
+/// }
+/// assert!(should_alert(LossReason::NotRenewed));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LossReason {
@@ -152,6 +164,27 @@ impl fmt::Display for LossReason {
 
 /// Fires when a [`ManagedLease`] no longer holds its lease: a cancellation signal for the
 /// protected work. Cheap to clone; every clone sees the same event.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::lock::{FencedLock, LossReason, ManagedLease, ManagedLeaseOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let lock = FencedLock::named(&Coordination::memory(), "compaction");
+/// let lease = ManagedLease::acquire(&lock, &ManagedLeaseOptions::new()).await?;
+/// let mut ownership = lease.ownership();
+/// assert!(!ownership.is_lost());
+///
+/// // A task doing the protected work stops when ownership ends.
+/// let worker = tokio::spawn(async move { ownership.lost().await });
+/// lease.release().await?;
+/// assert_eq!(worker.await.expect("worker"), LossReason::Released);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct OwnershipLost {
     reason: watch::Receiver<Option<LossReason>>,

@@ -165,6 +165,18 @@ fn poll_release<T>(
 /// A streaming response was cut because its concurrency permit was lost: renewing it found
 /// it gone (it expired, for example after a long pause, or Redis lost it), or the backend
 /// could not be reached before it would have expired.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::layer::concurrency_limit::{BoxError, PermitLost};
+///
+/// // Tell a cut stream from other body errors, for example when logging.
+/// fn was_cut(error: &BoxError) -> bool {
+///     error.is::<PermitLost>()
+/// }
+/// assert!(!was_cut(&BoxError::from("some other failure")));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PermitLost;

@@ -18,6 +18,26 @@ use super::layer::Config;
 /// `S` must be `Clone`: the permit is awaited before the inner service is called, so the
 /// instance that `poll_ready` prepared moves into the response future and a clone stays
 /// here, as tower's asynchronous middleware do.
+///
+/// # Example
+///
+/// ```
+/// use std::convert::Infallible;
+/// use http::{Request, Response};
+/// use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
+/// use leasehold::Coordination;
+/// use leasehold::layer::concurrency_limit::RedisConcurrencyLimitLayer;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let layer = RedisConcurrencyLimitLayer::new(&Coordination::memory(), "plain", None, Some(1))?;
+/// let mut service = ServiceBuilder::new().layer(layer).service(service_fn(|_: Request<()>| async {
+///     Ok::<_, Infallible>(Response::new(http_body_util::Full::new(bytes::Bytes::from("hi"))))
+/// }));
+/// let response = service.ready().await.unwrap().call(Request::new(())).await.unwrap();
+/// assert_eq!(response.status(), 200);
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct ConcurrencyLimit<S> {
     inner: S,

@@ -46,6 +46,22 @@ pub const CLIENT_TRACKING: UnsupportedFeature = UnsupportedFeature::new(
 const ROUTE_ATTEMPTS: usize = 3;
 
 /// A key's time to live, as `PTTL` reported it when a [`KeyWatch`] was set.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::backend::redis::KeyTtl;
+///
+/// // How long a waiter may sleep before the key's expiry frees it.
+/// fn longest_sleep(ttl: KeyTtl) -> Option<Duration> {
+///     match ttl {
+///         KeyTtl::ExpiresIn(left) => Some(left),
+///         _ => None,
+///     }
+/// }
+/// assert_eq!(longest_sleep(KeyTtl::Missing), None);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KeyTtl {
     /// The key did not exist.
