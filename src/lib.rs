@@ -76,6 +76,7 @@ pub mod coordination;
 mod error;
 #[cfg(feature = "axum")]
 pub mod extract;
+mod jitter;
 pub mod layer;
 
 pub use coordination::Coordination;

@@ -230,15 +230,7 @@ impl Drop for Admission {
 /// `base` plus or minus up to a fifth, at random.
 fn jittered(base: Duration) -> Duration {
     let fifth = base / 5;
-    let span = u64::try_from(fifth.as_micros())
-        .unwrap_or(u64::MAX)
-        .saturating_mul(2);
-    if span == 0 {
-        return base;
-    }
-    // Jitter needs no strong randomness; a zero on failure only drops it once.
-    let offset = getrandom::u64().unwrap_or(0) % span;
-    (base - fifth) + Duration::from_micros(offset)
+    crate::jitter::between(base - fifth, base + fifth)
 }
 
 #[cfg(test)]

@@ -77,13 +77,5 @@ impl FencedLock {
 /// `interval` plus or minus up to a tenth, at random, at least a millisecond.
 fn jittered(interval: Duration) -> Duration {
     let tenth = interval / 10;
-    let span = u64::try_from(tenth.as_micros())
-        .unwrap_or(u64::MAX)
-        .saturating_mul(2);
-    let offset = match span {
-        0 => 0,
-        // Jitter needs no strong randomness; a zero on failure only drops it once.
-        span => getrandom::u64().unwrap_or(0) % span,
-    };
-    ((interval - tenth) + Duration::from_micros(offset)).max(Duration::from_millis(1))
+    crate::jitter::between(interval - tenth, interval + tenth).max(Duration::from_millis(1))
 }

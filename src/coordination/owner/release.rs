@@ -58,7 +58,7 @@ async fn release_with_backoff<T: OwnerRelease>(keys: Arc<T>, token: String, why:
             }
             Err(err) => err,
         };
-        let pause = backoff::jittered(backoff, &token, attempt);
+        let pause = backoff::jittered(backoff);
         if !worth_retrying(&err) || Instant::now() + pause >= give_up_at {
             abandon(&*keys, &token, why, &err);
             return;

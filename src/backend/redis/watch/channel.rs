@@ -377,10 +377,7 @@ impl Backoff {
         let delay = self.next;
         self.next = (delay * 2).min(MAX_RETRY_DELAY);
         // Between half the delay and the whole of it, never under the minimum.
-        let half = delay / 2;
-        let span = u64::try_from(half.as_micros()).unwrap_or(u64::MAX).max(1);
-        let jitter = Duration::from_micros(getrandom::u64().unwrap_or(0) % span);
-        (half + jitter).max(MIN_RETRY_DELAY)
+        crate::jitter::between(delay / 2, delay).max(MIN_RETRY_DELAY)
     }
 }
 

@@ -1,0 +1,30 @@
+//! Random spreads for retry and wake-up times, so that many clients failing or waiting
+//! together do not act together.
+
+use std::time::Duration;
+
+/// A random duration from `low` up to (not including) `high`; `low` when the range is empty.
+pub(crate) fn between(low: Duration, high: Duration) -> Duration {
+    let span = u64::try_from(high.saturating_sub(low).as_micros()).unwrap_or(u64::MAX);
+    if span == 0 {
+        return low;
+    }
+    // Jitter needs no strong randomness; a zero on failure only drops it once.
+    low + Duration::from_micros(getrandom::u64().unwrap_or(0) % span)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stays_within_its_range() {
+        let (low, high) = (Duration::from_millis(40), Duration::from_millis(60));
+        for _ in 0..200 {
+            let pause = between(low, high);
+            assert!(pause >= low && pause < high, "{pause:?}");
+        }
+        assert_eq!(between(high, low), high);
+        assert_eq!(between(low, low), low);
+    }
+}
