@@ -192,7 +192,7 @@ async fn a_finished_stream_frees_its_slot_and_nothing_is_left() {
         assert_eq!(reply.body, "tick\n".repeat(3));
     }
     // Released as each body ended, so one per-key slot was enough, and no key remains.
-    assert_eq!(keys(server, &prefix), 0);
+    assert_eq!(server.count_keys(prefix.as_bytes()), 0);
 }
 
 #[tokio::test]
@@ -237,7 +237,7 @@ async fn a_stream_longer_than_its_lease_keeps_its_slot() {
         checks >= 10,
         "checked throughout the second ({checks} times)"
     );
-    assert_eq!(keys(server, &prefix), 0);
+    assert_eq!(server.count_keys(prefix.as_bytes()), 0);
 }
 
 #[tokio::test]
@@ -273,7 +273,7 @@ async fn a_stream_whose_permit_is_lost_is_cut() {
     .await
     .expect("the stream ends within the renewal period");
     assert!(cut, "the stream is cut with an error, not completed");
-    assert_eq!(keys(server, &prefix), 0);
+    assert_eq!(server.count_keys(prefix.as_bytes()), 0);
 }
 
 #[tokio::test]
@@ -357,7 +357,7 @@ async fn redis_restarted_mid_stream_fails_closed_then_recovers_with_nothing_leak
     })
     .await;
     assert!(recovered.is_ok(), "serves again once Redis is back");
-    assert_eq!(keys(&server, &prefix), 0, "nothing leaked");
+    assert_eq!(server.count_keys(prefix.as_bytes()), 0, "nothing leaked");
 }
 
 #[tokio::test]
@@ -459,14 +459,6 @@ async fn a_missing_key_header_is_a_client_error() {
 }
 
 // ---------------------------------------------------------------------------------------------
-
-fn keys(server: &Server, prefix: &str) -> usize {
-    let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
-        .arg(format!("{prefix}*"))
-        .query(&mut server.connection())
-        .expect("KEYS");
-    keys.len()
-}
 
 /// This test binary run again as a separate worker process, serving the app until killed.
 struct Worker {

@@ -16,26 +16,11 @@ use leasehold::coordination::lock::{
 };
 use leasehold::{Coordination, ErrorKind};
 use support::target::{Target, scenario, server_ms};
-use support::{Server, ServerKind, unique_prefix};
+use support::{Server, ServerKind, eventually, unique_prefix};
 
 const MINUTE: Duration = Duration::from_secs(60);
-/// How long a test waits for something that must happen soon (a background release, a
-/// server-side expiry) before failing.
-const PATIENCE: Duration = Duration::from_secs(10);
 /// 2^53: the first integer after it is the first a double cannot hold.
 const TWO_POW_53: u64 = 1 << 53;
-
-/// Polls `check` every 10 ms until it holds; panics after [`PATIENCE`].
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {PATIENCE:?} waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
 
 async fn acquired(lock: &FencedLock, lease: Duration) -> FencedLease {
     lock.try_acquire(lease)
@@ -732,13 +717,6 @@ impl Stalling {
         }
     }
 
-    /// Every client's commands wait for `ms` milliseconds.
-    fn pause(&self, ms: u64) {
-        let () = self
-            .server
-            .cmd(&["CLIENT", "PAUSE", &ms.to_string(), "ALL"]);
-    }
-
     /// How many times the server ran `command` (lower case), scripts' own calls included.
     /// Waits for a pause to end.
     fn calls(&self, command: &str) -> u64 {
@@ -766,7 +744,7 @@ async fn an_acquisition_without_an_answer_is_released_not_replayed() {
     let stalling = Stalling::start().await;
     let abandoned = abandoned_releases();
     let (incr, del) = (stalling.calls("incr"), stalling.calls("del"));
-    stalling.pause(400);
+    stalling.server.pause_clients(400);
     let err = stalling
         .lock
         .try_acquire(MINUTE)
@@ -792,7 +770,7 @@ async fn an_acquisition_without_an_answer_is_released_not_replayed() {
 async fn a_grant_after_its_lease_ran_out_is_not_returned() {
     let stalling = Stalling::start().await;
     let (incr, del) = (stalling.calls("incr"), stalling.calls("del"));
-    stalling.pause(400);
+    stalling.server.pause_clients(400);
     // The answer comes after the pause, later than the lease asked for.
     let attempt = stalling
         .patient
@@ -818,7 +796,7 @@ async fn a_grant_after_its_lease_ran_out_is_not_returned() {
 async fn an_unanswered_renewal_leaves_the_lease_uncertain() {
     let stalling = Stalling::start().await;
     let mut lease = acquired(&stalling.lock, MINUTE).await;
-    stalling.pause(400);
+    stalling.server.pause_clients(400);
     let err = lease.renew(MINUTE).await.expect_err("no answer in time");
     assert!(err.is_outcome_uncertain(), "{err}");
     assert!(!lease.is_released());
@@ -865,7 +843,7 @@ async fn renewal_after_the_estimate_ran_out_sends_nothing() {
 async fn an_unanswered_release_is_retried_once_then_uncertain() {
     let stalling = Stalling::start().await;
     let mut lease = acquired(&stalling.lock, MINUTE).await;
-    stalling.pause(600);
+    stalling.server.pause_clients(600);
     let err = lease.release().await.expect_err("no answer in time");
     assert!(err.is_outcome_uncertain(), "{err}");
     // The retry (bounded) could not confirm it either: uncertain, unusable for work.
@@ -890,7 +868,7 @@ async fn an_unanswered_release_is_retried_once_then_uncertain() {
 async fn an_unanswered_verification_leaves_the_lease_held() {
     let stalling = Stalling::start().await;
     let mut lease = acquired(&stalling.lock, MINUTE).await;
-    stalling.pause(300);
+    stalling.server.pause_clients(300);
     let err = lease
         .verify_still_held()
         .await

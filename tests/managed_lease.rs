@@ -322,7 +322,7 @@ async fn renewals_without_answers_end_ownership_at_the_estimate() {
 
     // The server stops answering: the renewal at half the lease gets no answer, so the
     // lease may or may not have been extended. Ownership ends when the estimate does.
-    let _: () = server.cmd(&["CLIENT", "PAUSE", "2500", "ALL"]);
+    server.pause_clients(2500);
     let reason = tokio::time::timeout(Duration::from_secs(3), ownership.lost())
         .await
         .expect("ownership ends within the lease");

@@ -14,24 +14,9 @@ use leasehold::coordination::semaphore::{
 };
 use leasehold::{Coordination, ErrorKind};
 use support::target::{Target, scenario, server_ms};
-use support::{Server, ServerKind};
+use support::{Server, ServerKind, eventually};
 
 const MINUTE: Duration = Duration::from_secs(60);
-/// How long a test waits for something that must happen soon (a background release, a
-/// server-side expiry) before failing.
-const PATIENCE: Duration = Duration::from_secs(10);
-
-/// Polls `check` every 10 ms until it holds; panics after [`PATIENCE`].
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {PATIENCE:?} waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
 
 /// Waits until the backend's clock reaches `at_ms` (ms since the epoch).
 async fn wait_for_server_time(coordination: &Coordination, at_ms: u64) {
@@ -851,13 +836,6 @@ impl Stalling {
         }
     }
 
-    /// Every client's commands wait for `ms` milliseconds.
-    fn pause(&self, ms: u64) {
-        let () = self
-            .server
-            .cmd(&["CLIENT", "PAUSE", &ms.to_string(), "ALL"]);
-    }
-
     /// How many times the server ran `command` (lower case), scripts' own calls included.
     fn calls(&self, command: &str) -> u64 {
         support::target::command_calls(&self.server, command)
@@ -876,7 +854,7 @@ impl Stalling {
 async fn an_acquisition_without_an_answer_is_released() {
     let stalling = Stalling::start().await;
     let (zadd, zrem) = (stalling.calls("zadd"), stalling.calls("zrem"));
-    stalling.pause(400);
+    stalling.server.pause_clients(400);
     let err = stalling
         .semaphore
         .try_acquire(None)
@@ -900,7 +878,7 @@ async fn an_acquisition_without_an_answer_is_released() {
 async fn a_failed_renewal_surrenders_the_permit_and_releases_it() {
     let stalling = Stalling::start().await;
     let mut permit = acquired(&stalling.semaphore, None).await;
-    stalling.pause(400);
+    stalling.server.pause_clients(400);
     let err = permit
         .renew(Some(MINUTE))
         .await
@@ -920,7 +898,7 @@ async fn a_failed_renewal_surrenders_the_permit_and_releases_it() {
 async fn a_failed_release_is_retried_once_then_uncertain() {
     let stalling = Stalling::start().await;
     let mut permit = acquired(&stalling.semaphore, None).await;
-    stalling.pause(600);
+    stalling.server.pause_clients(600);
     let err = permit.release().await.expect_err("no answer in time");
     assert!(err.is_outcome_uncertain(), "{err}");
     // The retry (bounded) could not confirm it either: uncertain, unusable for work.
@@ -945,7 +923,7 @@ async fn a_failed_release_is_retried_once_then_uncertain() {
 async fn a_failed_verification_leaves_the_permit_held() {
     let stalling = Stalling::start().await;
     let permit = acquired(&stalling.semaphore, None).await;
-    stalling.pause(300);
+    stalling.server.pause_clients(300);
     let err = permit
         .verify_still_held()
         .await

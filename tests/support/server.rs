@@ -320,6 +320,30 @@ impl Server {
         running(&mut self.lock())
     }
 
+    /// Makes every client's commands wait `ms` milliseconds (`CLIENT PAUSE ms ALL`): replies
+    /// stop coming while the commands stay queued, as on a stalled server.
+    pub fn pause_clients(&self, ms: u64) {
+        let () = self.cmd(&["CLIENT", "PAUSE", &ms.to_string(), "ALL"]);
+    }
+
+    /// How many keys start with `prefix` on this server (`KEYS`, with the prefix's glob
+    /// characters escaped).
+    pub fn count_keys(&self, prefix: &[u8]) -> usize {
+        let mut pattern = Vec::new();
+        for &byte in prefix {
+            if matches!(byte, b'*' | b'?' | b'[' | b']' | b'\\') {
+                pattern.push(b'\\');
+            }
+            pattern.push(byte);
+        }
+        pattern.push(b'*');
+        let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
+            .arg(&pattern)
+            .query(&mut self.connection())
+            .expect("KEYS");
+        keys.len()
+    }
+
     /// Whether the server answers PING over TCP right now (500 ms timeouts).
     pub fn answers_ping(&self) -> bool {
         self.try_connection(Duration::from_millis(500))

@@ -258,28 +258,14 @@ impl Target {
             Backend::Redis(backend) => backend,
             _ => unreachable!(),
         };
-        let mut pattern = Vec::new();
-        for &byte in backend.key_prefix() {
-            if matches!(byte, b'*' | b'?' | b'[' | b']' | b'\\') {
-                pattern.push(b'\\');
-            }
-            pattern.push(byte);
-        }
-        pattern.push(b'*');
-        let count = |mut con: redis::Connection| {
-            let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
-                .arg(&pattern)
-                .query(&mut con)
-                .expect("KEYS");
-            keys.len()
-        };
+        let prefix = backend.key_prefix();
         match self {
-            Target::Server(kind) => count(shared(kind).connection()),
-            Target::Increx => count(increx().connection()),
+            Target::Server(kind) => shared(kind).count_keys(prefix),
+            Target::Increx => increx().count_keys(prefix),
             Target::Cluster => cluster()
                 .nodes()
                 .iter()
-                .map(|node| count(node.connection()))
+                .map(|node| node.count_keys(prefix))
                 .sum(),
             Target::Memory => unreachable!("a memory target has a memory backend"),
         }
