@@ -59,34 +59,9 @@ bin="${CARGO_TARGET_DIR:-$root/target}/release/examples"
 
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
 work="$(mktemp -d /tmp/leasehold-bench.XXXXXX)"
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# A loopback port nothing listens on (bounded tries), below the ephemeral range: client
-# sockets (curl, wrk, redis clients) take their local ports there, and one still holding the
-# port, even in TIME-WAIT, would keep a server from binding it.
-free_port() {
-    local port low
-    low="$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)"
-    if ((low < 12000)); then low=32768; fi
-    for _ in $(seq 1 100); do
-        port=$((10000 + RANDOM % (low - 10000)))
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            echo "$port"
-            return
-        fi
-    done
-    echo "bench.sh: no free port found" >&2
-    exit 1
-}
+# Process cleanup on exit and free_port, shared with the other bench script.
+# shellcheck source=scripts/bench-lib.sh
+source "$root/scripts/bench-lib.sh"
 
 # Waits up to 10 s for a command to succeed.
 wait_for() {
