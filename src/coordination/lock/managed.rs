@@ -395,12 +395,7 @@ async fn keeper(
         tokio::select! {
             biased;
             command = &mut commands, if !detached => match command {
-                Ok(Command::Release(reply)) => {
-                    let outcome = release(&mut lease).await;
-                    lost.send_replace(Some(LossReason::Released));
-                    let _ = reply.send(outcome);
-                    return;
-                }
+                Ok(Command::Release(reply)) => return release_on_request(lease, &lost, reply).await,
                 Err(_) => detached = true,
             },
             () = tokio::time::sleep_until(wake) => {}
@@ -439,10 +434,7 @@ async fn keeper(
                     () = tokio::time::sleep_until(estimate_end) => None,
                 };
                 if let Some(Command::Release(reply)) = asked {
-                    let outcome = release(&mut lease).await;
-                    lost.send_replace(Some(LossReason::Released));
-                    let _ = reply.send(outcome);
-                    return;
+                    return release_on_request(lease, &lost, reply).await;
                 }
                 tokio::time::sleep_until(estimate_end).await;
                 tracing::warn!(
@@ -463,6 +455,17 @@ async fn keeper(
             }
         }
     }
+}
+
+/// Releases `lease` as its holder asked, and answers with the outcome.
+async fn release_on_request(
+    mut lease: FencedLease,
+    lost: &watch::Sender<Option<LossReason>>,
+    reply: oneshot::Sender<Result<Release>>,
+) {
+    let outcome = release(&mut lease).await;
+    lost.send_replace(Some(LossReason::Released));
+    let _ = reply.send(outcome);
 }
 
 /// Whether a renewal can still be sent: a refused connection left the handle as it was.
