@@ -53,6 +53,28 @@ async fn admits_exactly_the_limit_then_rejects_with_a_retry_time(target: Target)
 
 // ---------------------------------------------------------------------------------------------
 
+scenario!(grants_too_large_to_pack_arrive_whole);
+
+/// The script packs a small grant into one integer (fewer than 2^20 permits remaining, the
+/// quota whole again within 2^32 ms); a larger one comes as a table and must read the same.
+async fn grants_too_large_to_pack_arrive_whole(target: Target) {
+    let coordination = target.coordination("unpacked").await;
+    let wide = SlidingWindow::new(&coordination, "wide", 1 << 21, MINUTE, 6).expect("valid");
+    let decision = wide.acquire(b"k", 1).await.expect("acquire");
+    assert!(decision.is_granted());
+    assert_eq!(decision.remaining(), (1 << 21) - 1);
+    // A window of 60 days: more than 2^32 ms (49.7 days).
+    let days = MINUTE * 60 * 24 * 60;
+    let long = SlidingWindow::new(&coordination, "long", 3, days, 1).expect("valid");
+    let decision = long.acquire(b"k", 1).await.expect("acquire");
+    assert!(decision.is_granted());
+    assert_eq!(decision.remaining(), 2);
+    assert!(decision.reset_after() > days - MINUTE, "{decision:?}");
+    assert!(decision.reset_after() <= days * 2, "{decision:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+
 scenario!(weighted_permits_and_the_limit_boundaries);
 
 async fn weighted_permits_and_the_limit_boundaries(target: Target) {

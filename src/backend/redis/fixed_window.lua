@@ -7,17 +7,21 @@
 -- ARGV[3]  window length in milliseconds (>= 1)
 --
 -- Returns {granted (1/0), count after the step, ms until the window ends (-2: no window)},
--- or {-1, 0, 0} when the counter is not an integer (corrupt state; nothing changed).
+-- or {-1, 0, 0} when a probe finds a counter that is not an integer (corrupt state).
 -- A grant whose count is below 2^20 and whose window ends within 2^32 ms is returned as the
 -- single integer count * 2^32 + ms instead (exact: below 2^52, which a Lua number holds).
+-- A counting step on such a counter fails with INCRBY's error (nothing changed).
 --
--- The grant path is the hot one, so it counts first and asks questions after: two calls
--- (INCRBY, then PTTL or the window's first PEXPIRE). A step that overshoots takes its permits
--- back before it returns, so no other client ever sees the overshoot. Every Lua operation
--- costs Redis thousands of instructions (a reply table more than either call), hence the
--- packed integer, and arguments handed to commands as the strings they arrived as.
-local key = KEYS[1]
-if ARGV[1] == '0' then
+-- The grant path is the hot one, so it counts first and asks questions after: INCRBY, then
+-- PTTL (and the window's first PEXPIRE). A step that overshoots takes its permits back before
+-- it returns, so no other client ever sees the overshoot. In Redis's Lua every operation
+-- costs hundreds to thousands of instructions: a reply table about as much as a call, a
+-- string read as a number or a global looked up hundreds. Hence the packed integer, the
+-- globals read once into locals, arguments handed to commands as the strings they arrived
+-- as, and INCRBY's own error instead of a pcall and a type check.
+local call, key, argv = redis.call, KEYS[1], ARGV
+local permits = argv[1]
+if permits == '0' then
     -- A probe: read only.
     local raw = redis.call('GET', key)
     if not raw then
@@ -35,39 +39,31 @@ if ARGV[1] == '0' then
     end
     return {1, count, ttl}
 end
--- INCRBY refuses a non-integer or wrongly typed value without changing it.
-local count = redis.pcall('INCRBY', key, ARGV[1])
-if type(count) ~= 'number' then
-    return {-1, 0, 0}
-end
-local permits = tonumber(ARGV[1])
-if count > tonumber(ARGV[2]) then
-    local before = redis.call('DECRBY', key, ARGV[1])
-    local ttl = redis.call('PTTL', key)
+-- INCRBY refuses a non-integer, wrongly typed or overflowing value without changing it: the
+-- error ends the script, and the caller reads it as corrupt state.
+local count = call('INCRBY', key, permits)
+if count > argv[2] + 0 then
+    local before = call('DECRBY', key, permits)
+    local ttl = call('PTTL', key)
     if ttl == -1 then
         if before == 0 then
             -- This step created the counter (or found a bare 0): leave nothing behind.
-            redis.call('DEL', key)
+            call('DEL', key)
             ttl = -2
         else
-            redis.call('PEXPIRE', key, ARGV[3])
-            ttl = tonumber(ARGV[3])
+            call('PEXPIRE', key, argv[3])
+            ttl = argv[3] + 0
         end
     end
     return {0, before, ttl}
 end
--- NX sets the end only on a counter that has none: the window's first request.
-local ttl
-if count == permits and redis.call('PEXPIRE', key, ARGV[3], 'NX') == 1 then
-    ttl = tonumber(ARGV[3])
-else
-    ttl = redis.call('PTTL', key)
-    if ttl == -1 then
-        redis.call('PEXPIRE', key, ARGV[3])
-        ttl = tonumber(ARGV[3])
-    end
+local ttl = call('PTTL', key)
+if ttl == -1 then
+    -- The window's first request (or a counter that lost its expiry): the window starts now.
+    call('PEXPIRE', key, argv[3])
+    ttl = argv[3] + 0
 end
-if count < 1048576 and ttl >= 0 and ttl < 4294967296 then
+if count < 1048576 and ttl < 4294967296 then
     return count * 4294967296 + ttl
 end
 return {1, count, ttl}

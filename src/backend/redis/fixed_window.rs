@@ -4,7 +4,7 @@ use std::sync::LazyLock;
 
 use redis::Value;
 
-use super::{RedisBackend, Script, error_map};
+use super::{RedisBackend, Script, error_map, packed_grant};
 use crate::backend::fixed_window::{FixedWindowReply, FixedWindowStep};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -46,14 +46,13 @@ impl RedisBackend {
                 &[step.key],
                 (step.permits, step.limit, step.window_ms),
             )
-            .await?;
-        let (status, count, ttl): (i64, u64, i64) = match reply {
-            // A grant packed as count * 2^32 + ms until the window ends (see the script).
-            Value::Int(packed) if packed >= 0 => {
-                (1, (packed >> 32).cast_unsigned(), packed & 0xffff_ffff)
-            }
-            other => {
-                redis::from_redis_value(other).map_err(|err| error_map::from_redis(err.into()))?
+            .await
+            .map_err(|err| counting_error(err, step.key))?;
+        let (status, count, ttl): (i64, u64, i64) = match packed_grant::unpack(&reply) {
+            // count * 2^32 + ms until the window ends.
+            Some((count, ttl)) => (1, count, ttl.cast_signed()),
+            None => {
+                redis::from_redis_value(reply).map_err(|err| error_map::from_redis(err.into()))?
             }
         };
         if status < 0 {
@@ -113,11 +112,24 @@ fn corrupt(key: &[u8]) -> Error {
     )
 }
 
+/// The script lets INCRBY's own error end a step on a counter that is not an integer (see
+/// the script): that is corrupt state, not a server failure.
+fn counting_error(err: Error, key: &[u8]) -> Error {
+    if err.kind() == ErrorKind::Server && refuses_counter(&err.to_string()) {
+        corrupt(key)
+    } else {
+        err
+    }
+}
+
+fn refuses_counter(text: &str) -> bool {
+    text.contains("not an integer") || text.contains("WRONGTYPE") || text.contains("overflow")
+}
+
 fn increx_error(err: redis::RedisError) -> Error {
     // INCREX refuses a non-integer or wrongly typed counter without changing it. Inside a
     // pipeline the reply's text is wrapped, so look at the whole message.
-    let text = err.to_string();
-    let corrupt_value = text.contains("not an integer") || text.contains("WRONGTYPE");
+    let corrupt_value = refuses_counter(&err.to_string());
     let mapped = error_map::from_redis(err);
     if corrupt_value {
         Error::new(ErrorKind::CorruptState, mapped.to_string())

@@ -13,21 +13,27 @@
 --
 -- Returns {granted (1/0), remaining permits, us until the TAT passes, us until the same
 -- request conforms (-1: granted, or never)}, or {-1, 0, 0, 0} when the key holds anything
--- but an integer timestamp (corrupt state; nothing changed).
-local permits = tonumber(ARGV[1])
-local interval = tonumber(ARGV[2])
-local burst = tonumber(ARGV[3])
+-- but an integer timestamp (corrupt state; nothing changed). A grant with fewer than 2^20
+-- permits remaining and its TAT less than 2^32 us ahead is the single integer
+-- remaining * 2^32 + us instead: Redis spends about as much on a reply table as on a call.
+-- Globals are read once into locals, and arguments read as numbers with `+ 0`, for the same
+-- reason (each global lookup and each library call costs hundreds of instructions).
+local call, argv, tonumber = redis.call, ARGV, tonumber
+local permits = argv[1] + 0
+local interval = argv[2] + 0
+local burst = argv[3] + 0
 local tolerance = burst * interval
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local time = call('TIME')
+local now = time[1] * 1000000 + time[2]
 
 local ahead = 0
+local key = KEYS[1]
 -- pcall: another type under the key answers WRONGTYPE as a table instead of aborting.
-local raw = redis.pcall('GET', KEYS[1])
+local raw = redis.pcall('GET', key)
 if raw then
     local tat = type(raw) == 'string' and tonumber(raw)
-    if not tat or tat ~= math.floor(tat) or tat < 0 or tat >= 9007199254740992 then
+    if not tat or tat % 1 ~= 0 or tat < 0 or tat >= 9007199254740992 then
         return {-1, 0, 0, 0}
     end
     if tat > now then
@@ -38,15 +44,20 @@ end
 local new_ahead = ahead + permits * interval
 local granted = new_ahead <= tolerance
 if granted and permits > 0 then
-    -- Redis passes a number argument with 17 significant digits: exact below 2^53.
-    redis.call('SET', KEYS[1], now + new_ahead, 'PX', math.ceil(new_ahead / 1000))
-elseif raw and redis.call('PTTL', KEYS[1]) == -1 then
+    -- '%d': exact below 2^53, and cheaper for Redis than a number argument (printed '%.17g').
+    local format = string.format
+    call('SET', key, format('%d', now + new_ahead), 'PX', format('%d', math.ceil(new_ahead / 1000)))
+elseif raw and call('PTTL', key) == -1 then
     -- A TAT without expiry would outlive its use: let it go when it passes.
-    redis.call('PEXPIRE', KEYS[1], math.max(1, math.ceil(ahead / 1000)))
+    call('PEXPIRE', key, math.max(1, math.ceil(ahead / 1000)))
 end
 
 if granted then
-    return {1, math.floor((tolerance - new_ahead) / interval), new_ahead, -1}
+    local remaining = math.floor((tolerance - new_ahead) / interval)
+    if remaining < 1048576 and new_ahead < 4294967296 then
+        return remaining * 4294967296 + new_ahead
+    end
+    return {1, remaining, new_ahead, -1}
 end
 local retry = -1
 if permits <= burst then

@@ -2,7 +2,9 @@
 
 use std::sync::LazyLock;
 
-use super::{RedisBackend, Script};
+use redis::Value;
+
+use super::{RedisBackend, Script, packed_grant};
 use crate::backend::gcra::{GcraStep, reply_from_micros};
 use crate::backend::rate_limit_reply::RateLimitReply;
 use crate::error::{Error, ErrorKind, Result};
@@ -13,13 +15,15 @@ impl RedisBackend {
     /// Runs one GCRA step: the script reads `TIME`, decides, and writes the new TAT only
     /// when it consumes.
     pub(crate) async fn gcra(&self, step: GcraStep<'_>) -> Result<RateLimitReply> {
-        let (status, remaining, reset_after_us, retry_after_us): (i64, u64, u64, i64) = self
+        let reply: Value = self
             .eval(
                 &GCRA,
                 &[step.key],
                 (step.permits, step.interval_us, step.burst),
             )
             .await?;
+        let (status, remaining, reset_after_us, retry_after_us): (i64, u64, u64, i64) =
+            packed_grant::four_values(reply, "gcra")?;
         if status < 0 {
             return Err(Error::new(
                 ErrorKind::CorruptState,

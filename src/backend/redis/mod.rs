@@ -23,6 +23,7 @@ mod error_map;
 mod fenced_lock;
 mod fixed_window;
 mod gcra;
+mod packed_grant;
 mod script;
 mod semaphore;
 mod sliding_window;

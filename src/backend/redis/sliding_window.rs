@@ -2,7 +2,9 @@
 
 use std::sync::LazyLock;
 
-use super::{RedisBackend, Script};
+use redis::Value;
+
+use super::{RedisBackend, Script, packed_grant};
 use crate::backend::rate_limit_reply::RateLimitReply;
 use crate::backend::sliding_window::SlidingWindowStep;
 use crate::error::{Error, ErrorKind, Result};
@@ -16,13 +18,15 @@ impl RedisBackend {
         &self,
         step: SlidingWindowStep<'_>,
     ) -> Result<RateLimitReply> {
-        let (status, remaining, reset_after_ms, retry_after_ms): (i64, u64, u64, i64) = self
+        let reply: Value = self
             .eval(
                 &SLIDING_WINDOW,
                 &[step.key],
                 (step.permits, step.limit, step.window_ms, step.segment_ms),
             )
             .await?;
+        let (status, remaining, reset_after_ms, retry_after_ms): (i64, u64, u64, i64) =
+            packed_grant::four_values(reply, "sliding_window")?;
         if status < 0 {
             return Err(Error::new(
                 ErrorKind::CorruptState,

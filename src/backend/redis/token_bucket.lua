@@ -16,14 +16,18 @@
 --
 -- Returns {granted (1/0), tokens left, ms until full, ms until the same request can be
 -- granted (-1: granted, or more than the limit)}, or {-1, 0, 0, -1} when the stored state is
--- malformed or of another type (corrupt; nothing changed).
-local permits = tonumber(ARGV[1])
-local limit = tonumber(ARGV[2])
-local rate = tonumber(ARGV[3])
-local period = tonumber(ARGV[4])
+-- malformed or of another type (corrupt; nothing changed). A grant leaving fewer than 2^20
+-- tokens and full again within 2^32 ms is the single integer tokens * 2^32 + ms instead:
+-- Redis spends about as much on a reply table as on a call. Globals are read once into
+-- locals, and arguments read as numbers with `+ 0`, for the same reason.
+local call, argv, tonumber = redis.call, ARGV, tonumber
+local permits = argv[1] + 0
+local limit = argv[2] + 0
+local rate = argv[3] + 0
+local period = argv[4] + 0
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local time = call('TIME')
+local now = time[1] * 1000 + math.floor(time[2] / 1000)
 
 local tokens, refilled = limit, now
 -- pcall: a key of another type answers WRONGTYPE, which is corrupt state, not a failure.
@@ -77,9 +81,12 @@ if permits > 0 then
     full_in = until_holding(limit)
     -- '%d', not tostring: Lua 5.1 prints numbers with 14 significant digits. PXAT rather
     -- than PX: the server would rewrite a relative expiry into this for replication.
-    redis.call('SET', KEYS[1], string.format('%d:%d', tokens, refilled),
-        'PXAT', string.format('%d', now + full_in))
+    local format = string.format
+    call('SET', KEYS[1], format('%d:%d', tokens, refilled), 'PXAT', format('%d', now + full_in))
 elseif tokens < limit then
     full_in = until_holding(limit)
+end
+if tokens < 1048576 and full_in < 4294967296 then
+    return tokens * 4294967296 + full_in
 end
 return {1, tokens, full_in, -1}

@@ -2,7 +2,9 @@
 
 use std::sync::LazyLock;
 
-use super::{RedisBackend, Script};
+use redis::Value;
+
+use super::{RedisBackend, Script, packed_grant};
 use crate::backend::rate_limit_reply::RateLimitReply;
 use crate::backend::token_bucket::TokenBucketStep;
 use crate::error::{Error, ErrorKind, Result};
@@ -13,7 +15,7 @@ static TOKEN_BUCKET: LazyLock<Script> =
 impl RedisBackend {
     /// Runs one token-bucket step.
     pub(crate) async fn token_bucket(&self, step: TokenBucketStep<'_>) -> Result<RateLimitReply> {
-        let (status, tokens, full_in, retry): (i64, u64, u64, i64) = self
+        let reply: Value = self
             .eval(
                 &TOKEN_BUCKET,
                 &[step.key],
@@ -25,6 +27,8 @@ impl RedisBackend {
                 ),
             )
             .await?;
+        let (status, tokens, full_in, retry): (i64, u64, u64, i64) =
+            packed_grant::four_values(reply, "token_bucket")?;
         if status < 0 {
             return Err(Error::new(
                 ErrorKind::CorruptState,
