@@ -79,10 +79,9 @@ fn main() {
             // The first call loads the script (NOSCRIPT, then EVAL) and, for the fixed
             // window, settles the INCREX probe (Redis 7.0 rejects it once).
             assert!(
-                limiter
-                    .acquire(LIMITER_KEY.as_bytes())
+                algorithms::warm_up(&limiter, LIMITER_KEY.as_bytes())
                     .await
-                    .expect("first call")
+                    .expect("warm-up calls")
             );
             algorithms::check_key(&mut manager.clone(), algorithm, PREFIX, LIMITER_KEY)
                 .await

@@ -91,8 +91,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let limiter = algorithm.limiter(&coordination)?;
             // Before measuring: load the script, and settle the fixed window's INCREX probe
             // (an older server rejects it once).
-            if !limiter.acquire(CLIENT_KEY.as_bytes()).await? {
-                return Err(format!("the {algo} limiter denied its first call").into());
+            if !algorithms::warm_up(&limiter, CLIENT_KEY.as_bytes()).await? {
+                return Err(format!("the {algo} limiter denied a warm-up call").into());
             }
             // The `evalsha` mode must hit the key this limiter writes.
             let mut manager = redis::Client::open(url.as_str())?

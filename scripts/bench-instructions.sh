@@ -13,13 +13,23 @@
 # (startup, the readiness probe, shutdown) is subtracted, and the rest divided by the
 # requests wrk counted.
 #
-# Only the HTTP server process is counted: not Redis, not wrk. The figures are the work the
-# application does per request (routing, the layer, redis-rs), which is what the layer adds
-# to a bare route; what Redis spends per script is in scripts/bench.sh.
+# Only the HTTP server process is counted there: not Redis, not wrk. The figures are the work
+# the application does per request (routing, the layer, redis-rs), which is what the layer
+# adds to a bare route.
 #
-# Environment: DURATION (s per wrk run, 8), LEASEHOLD_REDIS7_SERVER (redis-server binary,
-# /usr/bin/redis-server). Needs valgrind (callgrind_annotate comes with it), redis-server,
-# redis-cli, wrk, curl and cargo. Takes about 2 minutes.
+# A second table counts what each rate-limit script costs inside Redis: redis-server runs
+# under callgrind, and for each script (each algorithm's, with the arguments the limiter
+# sends, as examples/load_limiter.rs prints them; a no-op script; the HTTP floor's
+# INCR+PEXPIRE) SCRIPTS_CALLS EVALSHA calls from `redis-benchmark -c 1` on one hot key are
+# counted between `callgrind_control --zero` and `--dump`, after 50 warm-up calls. Every
+# call also pays for its request and reply (the no-op row), so the differences between rows
+# are what the scripts cost; scripts/bench.sh gives the same in microseconds, which move
+# with the machine's load.
+#
+# Environment: DURATION (s per wrk run, 8), SCRIPT_CALLS (2000), LEASEHOLD_REDIS7_SERVER
+# (redis-server binary, /usr/bin/redis-server). Needs valgrind (callgrind_annotate and
+# callgrind_control come with it), redis-server, redis-cli, redis-benchmark, wrk, curl and
+# cargo. Takes about 3 minutes.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -27,10 +37,12 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
 DURATION="${DURATION:-8}"
+SCRIPT_CALLS="${SCRIPT_CALLS:-2000}"
 REDIS_SERVER="${LEASEHOLD_REDIS7_SERVER:-/usr/bin/redis-server}"
 MODES=(bare floor script layer deny)
 
-for tool in valgrind callgrind_annotate "$REDIS_SERVER" redis-cli wrk curl cargo; do
+for tool in valgrind callgrind_annotate callgrind_control "$REDIS_SERVER" redis-cli redis-benchmark \
+    wrk curl cargo; do
     if ! command -v "$tool" >/dev/null; then
         echo "bench-instructions.sh: $tool not found" \
             "(apt-get install -y valgrind redis-server redis-tools wrk curl)" >&2
@@ -38,9 +50,10 @@ for tool in valgrind callgrind_annotate "$REDIS_SERVER" redis-cli wrk curl cargo
     fi
 done
 
-echo "==> cargo build --release (load_http)" >&2
-cargo build --release --quiet --example load_http
+echo "==> cargo build --release (load_http, load_limiter)" >&2
+cargo build --release --quiet --example load_http --example load_limiter
 bin="${CARGO_TARGET_DIR:-$root/target}/release/examples/load_http"
+limiter_bin="${CARGO_TARGET_DIR:-$root/target}/release/examples/load_limiter"
 
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
 work="$(mktemp -d /tmp/leasehold-instructions.XXXXXX)"
@@ -143,6 +156,65 @@ for mode in "${MODES[@]}"; do
     echo "    $requests requests, ${per[$mode]} instructions per request" >&2
 done
 
+# --- inside Redis -----------------------------------------------------------------------
+echo "==> scripts inside redis-server under callgrind, $SCRIPT_CALLS calls each" >&2
+sock="$work/redis-scripts.sock"
+valgrind --tool=callgrind --callgrind-out-file="$work/redis-scripts.out" \
+    "$REDIS_SERVER" --port 0 --unixsocket "$sock" --unixsocketperm 700 --save '' \
+    --appendonly no --dir "$work" >"$work/redis-scripts.log" 2>&1 &
+scripts_pid=$!
+pids+=("$scripts_pid")
+wait_for "$scripts_pid" "$work/redis-scripts.log" 600 redis-cli -s "$sock" ping
+
+# sha numkeys key args... -> sets script_ir, the instructions per call of SCRIPT_CALLS calls.
+script_cost() {
+    local sha="$1" reply dump
+    shift
+    redis-cli -s "$sock" flushall >/dev/null
+    # A call that fails (NOSCRIPT, a Lua error) would be counted as cheap: check one first.
+    reply="$(redis-cli -s "$sock" evalsha "$sha" "$@" 2>&1)"
+    if [[ "$reply" == *ERR* || "$reply" == *NOSCRIPT* ]]; then
+        echo "bench-instructions.sh: EVALSHA $sha $* answered: $reply" >&2
+        exit 1
+    fi
+    redis-benchmark -s "$sock" -c 1 -n 50 EVALSHA "$sha" "$@" >/dev/null
+    callgrind_control --zero "$scripts_pid" >/dev/null
+    redis-benchmark -s "$sock" -c 1 -n "$SCRIPT_CALLS" EVALSHA "$sha" "$@" >/dev/null
+    callgrind_control --dump "$scripts_pid" >/dev/null
+    # Each dump is a file of its own, named after the output file and numbered.
+    dump="$(find "$work" -maxdepth 1 -name 'redis-scripts.out.*' -newer "$work/redis-scripts.log" \
+        -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2-)"
+    script_ir="$(awk '/^(summary|totals):/ {print $2; exit}' "${dump:-/dev/null}")"
+    if [[ -z "$script_ir" ]]; then
+        echo "bench-instructions.sh: no callgrind dump for EVALSHA $sha" >&2
+        exit 1
+    fi
+    rm -f "$dump"
+    script_ir=$((script_ir / SCRIPT_CALLS))
+}
+
+script_rows=(noop floor fixed_window sliding_window token_bucket gcra stacked)
+declare -A script_per=()
+sha="$(redis-cli -s "$sock" script load 'return 1')"
+script_cost "$sha" 1 key
+script_per[noop]="$script_ir"
+sha="$(redis-cli -s "$sock" script load "local n = redis.call('INCR', KEYS[1]) \
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end return n")"
+script_cost "$sha" 1 key 1000
+script_per[floor]="$script_ir"
+for algo in "${script_rows[@]:2}"; do
+    # The EVALSHA the limiter sends (the script loaded here, same key and arguments).
+    read -ra evalsha < <(REDIS_URL="redis+unix://$sock" "$limiter_bin" 1 1 command "$algo") ||
+        true
+    if [[ "${evalsha[0]:-}" != EVALSHA ]]; then
+        echo "bench-instructions.sh: load_limiter printed no EVALSHA for $algo" >&2
+        exit 1
+    fi
+    script_cost "${evalsha[@]:1}"
+    script_per[$algo]="$script_ir"
+done
+stop "$scripts_pid" TERM
+
 # --- report -------------------------------------------------------------------------------
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 row() { printf '| %-48s | %8s | %14s | %14s | %9s | %6s | %7s |\n' "$@"; }
@@ -180,3 +252,27 @@ deny vs bare: $(ratio "${per[deny]}" "${per[bare]}")x the instructions per reque
 Ir/request: (loaded run - idle run) / requests; the idle run starts the server, answers the
 readiness probe and stops, like the loaded one without wrk.
 EOF
+cat <<EOF
+
+Instructions of redis-server per EVALSHA (callgrind, redis-benchmark -c 1, one hot key, the
+limiters' own arguments, every call granted). "over no-op" is what a script adds to a call of
+\`return 1\`, which pays for the request and the reply alone.
+
+EOF
+srow() { printf '| %-40s | %10s | %10s | %13s |\n' "$@"; }
+srow "script" "Ir/call" "over no-op" "x the floor's"
+srow "---" "---:" "---:" "---:"
+slabel() {
+    case "$1" in
+        noop) echo "no-op (return 1)" ;;
+        floor) echo "INCR+PEXPIRE (the HTTP floor)" ;;
+        stacked) echo "stacked_window.lua (2 policies)" ;;
+        sliding_window) echo "sliding_window.lua (10 segments)" ;;
+        *) echo "$1.lua" ;;
+    esac
+}
+floor_over=$((script_per[floor] - script_per[noop]))
+for row in "${script_rows[@]}"; do
+    over=$((script_per[$row] - script_per[noop]))
+    srow "$(slabel "$row")" "${script_per[$row]}" "$over" "$(ratio "$over" "$floor_over")"
+done

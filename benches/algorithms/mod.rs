@@ -29,12 +29,16 @@ const WINDOW_MS: u64 = 1_000;
 const SEGMENTS: u32 = 10;
 /// Refill of the token bucket, per `WINDOW_MS`.
 const TOKENS_PER_PERIOD: u64 = 1_000_000;
-/// GCRA: 10,000 permits a second (the emission interval, in µs) with a burst of 10^6, a
-/// tolerance of 100 s that no run uses up. Each grant moves the TAT 100 µs ahead, faster than
-/// a run's clock moves, so the key outlives the gap between two calls, as it does for any
-/// client that uses its burst.
-const GCRA_INTERVAL_US: u64 = 100;
+/// GCRA: 100 permits a second (an emission interval of 10 ms) with a burst of 10^6, a
+/// tolerance of 10,000 s that no run uses up, and a TAT that stays less than 2^32 µs ahead
+/// through a run (fewer than 400,000 calls), so that grants take the packed reply. Each
+/// grant moves the TAT 10 ms ahead, faster than a run's clock moves, so the key outlives the
+/// gap between two calls, as it does for any client that uses its burst.
+const GCRA_INTERVAL_US: u64 = 10_000;
 const GCRA_BURST: u64 = 1_000_000;
+/// Calls a limiter takes before its key is checked and a run starts: enough for the GCRA's
+/// key to live half a second, so that the check cannot race its expiry.
+pub const WARM_UP_CALLS: usize = 50;
 /// The stacked limiter's second policy: a minute, next to the first one's second.
 const STACKED_LONG_WINDOW_MS: u64 = 60_000;
 
@@ -204,7 +208,18 @@ impl Limiter {
     }
 }
 
-/// Checks, after a limiter's first step for `client_key`, that [`Algorithm::key`] names the
+/// Takes [`WARM_UP_CALLS`] steps for `client_key`, which loads the script and settles the
+/// fixed window's `INCREX` probe (Redis 7.0 rejects it once); false if one was denied.
+pub async fn warm_up(limiter: &Limiter, client_key: &[u8]) -> Result<bool> {
+    for _ in 0..WARM_UP_CALLS {
+        if !limiter.acquire(client_key).await? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Checks, after a limiter's [warm-up](warm_up) for `client_key`, that [`Algorithm::key`] names the
 /// key it wrote: the raw `EVALSHA` then works on the same kind of key as the limiter.
 pub async fn check_key(
     connection: &mut redis::aio::ConnectionManager,
