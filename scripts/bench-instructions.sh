@@ -178,9 +178,9 @@ script_cost() {
         exit 1
     fi
     redis-benchmark -s "$sock" -c 1 -n 50 EVALSHA "$sha" "$@" >/dev/null
-    callgrind_control --zero "$scripts_pid" >/dev/null
+    callgrind_control --zero "$scripts_pid" >/dev/null 2>&1
     redis-benchmark -s "$sock" -c 1 -n "$SCRIPT_CALLS" EVALSHA "$sha" "$@" >/dev/null
-    callgrind_control --dump "$scripts_pid" >/dev/null
+    callgrind_control --dump "$scripts_pid" >/dev/null 2>&1
     # Each dump is a file of its own, named after the output file and numbered.
     dump="$(find "$work" -maxdepth 1 -name 'redis-scripts.out.*' -newer "$work/redis-scripts.log" \
         -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2-)"

@@ -13,18 +13,25 @@
 -- Returns {granted (1/0), then per policy: its count after the step, ms until its window
 -- ends (-1: no window under way)}, or {-1} when the state is not a hash of such values
 -- (corrupt state; nothing changed).
-local tonumber = tonumber
-local permits = tonumber(ARGV[1])
-local n = (#ARGV - 1) / 2
+--
+-- Every global lookup, library call and number printed or parsed costs Redis hundreds of
+-- instructions: globals are read once into locals, arguments read as numbers with `+ 0`,
+-- and the field names come from a table rather than being printed.
+local call, argv, tonumber, format = redis.call, ARGV, tonumber, string.format
+local permits = argv[1] + 0
+local n = (#argv - 1) / 2
 local MAX_COUNT = 4503599627370495 -- 2^52 - 1, the largest limit
 local MAX_END = 9007199254740991 -- 2^53 - 1
+local NAMES = {'0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12', '13',
+    '14', '15'}
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local time = call('TIME')
+local now = time[1] * 1000 + math.floor(time[2] / 1000)
 
-local names = {}
+local names, limits = {}, {}
 for i = 1, n do
-    names[i] = tostring(i - 1)
+    names[i] = NAMES[i]
+    limits[i] = argv[2 * i] + 0
 end
 local raw = redis.pcall('HMGET', KEYS[1], unpack(names))
 if raw.err then
@@ -52,7 +59,7 @@ for i = 1, n do
         end
     end
     counts[i], ends[i] = count, finish
-    if count + permits > tonumber(ARGV[2 * i]) then
+    if count + permits > limits[i] then
         fits = false
     end
 end
@@ -61,22 +68,22 @@ if fits and permits > 0 then
     local fields, latest = {}, 0
     for i = 1, n do
         if ends[i] == 0 then
-            ends[i] = now + tonumber(ARGV[2 * i + 1])
+            ends[i] = now + argv[2 * i + 1]
         end
         if ends[i] > latest then
             latest = ends[i]
         end
         counts[i] = counts[i] + permits
         fields[2 * i - 1] = names[i]
-        fields[2 * i] = string.format('%d:%d', counts[i], ends[i])
+        fields[2 * i] = format('%d:%d', counts[i], ends[i])
     end
-    redis.call('HSET', KEYS[1], unpack(fields))
+    call('HSET', KEYS[1], unpack(fields))
     -- The key lives until its last window ends.
-    redis.call('PEXPIREAT', KEYS[1], string.format('%d', latest))
-elseif present and redis.call('PTTL', KEYS[1]) == -1 then
+    call('PEXPIREAT', KEYS[1], format('%d', latest))
+elseif present and call('PTTL', KEYS[1]) == -1 then
     -- Windows without expiry would outlive their use: give it back (a time in the past
     -- deletes a key whose windows all ended).
-    redis.call('PEXPIREAT', KEYS[1], string.format('%d', newest))
+    call('PEXPIREAT', KEYS[1], format('%d', newest))
 end
 
 local reply = {fits and 1 or 0}
