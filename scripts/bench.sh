@@ -7,7 +7,8 @@
 #      call granted): limiter decisions/s (examples/load_limiter.rs) at 1 and 64 concurrent
 #      callers, and redis-rs' own EVALSHA of the same script at 1 and 64, next to
 #      `redis-benchmark -c 50` running EVALSHA of that script with the same key and
-#      arguments (all over the unix socket, each run on an emptied server);
+#      arguments (all over the unix socket, each run on an emptied server), the algorithms
+#      interleaved for ROUNDS rounds, the best round of each figure counting;
 #   2. what each script costs inside Redis: usec_per_call of EVALSHA in INFO commandstats
 #      (reset before each run) over the redis-benchmark run above, one hot key on the grant
 #      path, next to a no-op script (`return 1`), the minimal INCR+PEXPIRE script of the HTTP
@@ -27,10 +28,11 @@
 # exit.
 #
 # Environment: DURATION (s per wrk run, 10), LIMITER_SECONDS (s per limiter run, 3),
-# RB_REQUESTS (calls per redis-benchmark run, 100000), ROUNDS (HTTP rounds, 2), WRK_THREADS
+# RB_REQUESTS (calls per redis-benchmark run, 100000), ROUNDS (rounds of parts 1-2 and of
+# part 3, 2), WRK_THREADS
 # (2), CONNECTIONS (64), LEASEHOLD_REDIS7_SERVER (redis-server binary, /usr/bin/redis-server).
 # Needs redis-server, redis-cli, redis-benchmark (apt-get install redis-server redis-tools),
-# wrk and curl. Takes about 4 minutes.
+# wrk and curl. Takes about 6 minutes.
 set -euo pipefail
 # A measurement that fails inside $(...) must stop the script, not print an empty figure.
 shopt -s inherit_errexit
@@ -126,11 +128,24 @@ rb() {
     echo "$rps $usec"
 }
 
+# Keeps the larger (keep_max) or smaller (keep_min) of a table's entry and a new figure.
+keep_max() { # table key value
+    local -n table="$1"
+    if [[ -z "${table[$2]:-}" ]] || awk -v a="$3" -v b="${table[$2]}" 'BEGIN {exit !(a > b)}'; then
+        table[$2]="$3"
+    fi
+}
+keep_min() { # table key value
+    local -n table="$1"
+    if [[ -z "${table[$2]:-}" ]] || awk -v a="$3" -v b="${table[$2]}" 'BEGIN {exit !(a < b)}'; then
+        table[$2]="$3"
+    fi
+}
+
 echo "==> decisions/s over the unix socket (${LIMITER_SECONDS}s per limiter run," \
-    "$RB_REQUESTS calls per redis-benchmark run)" >&2
-declare -A lim1=() lim64=() rs1=() rs64=() rb_rps=() rb_usec=()
+    "$RB_REQUESTS calls per redis-benchmark run), $ROUNDS rounds" >&2
+declare -A lim1=() lim64=() rs1=() rs64=() rb_rps=() rb_usec=() evalsha_of=()
 for algo in "${algorithms[@]}"; do
-    echo "  $algo" >&2
     # The EVALSHA the limiter sends (script loaded, same key and arguments), on one line.
     read -ra evalsha < <(REDIS_URL="redis+unix://$sock" "$bin/load_limiter" 1 1 command "$algo") ||
         true
@@ -138,24 +153,43 @@ for algo in "${algorithms[@]}"; do
         echo "bench.sh: load_limiter printed no EVALSHA for $algo" >&2
         exit 1
     fi
-    lim1[$algo]="$(limiter 1 limiter "$algo")"
-    lim64[$algo]="$(limiter 64 limiter "$algo")"
-    rs1[$algo]="$(limiter 1 evalsha "$algo")"
-    rs64[$algo]="$(limiter 64 evalsha "$algo")"
-    out="$(rb evalsha "${evalsha[@]}")"
-    read -r "rb_rps[$algo]" "rb_usec[$algo]" <<<"$out"
+    evalsha_of[$algo]="${evalsha[*]}"
 done
 # The references of the cost table: a bare command, a script that does nothing, and the
 # HTTP floor's script (examples/load_http.rs), each on one hot key.
 noop_sha="$(redis-cli -s "$sock" script load 'return 1')"
 floor_sha="$(redis-cli -s "$sock" script load "local n = redis.call('INCR', KEYS[1]) \
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end return n")"
-out="$(rb incr -t incr)"
-read -r incr_rps incr_usec <<<"$out"
-out="$(rb evalsha EVALSHA "$noop_sha" 1 key)"
-read -r noop_rps noop_usec <<<"$out"
-out="$(rb evalsha EVALSHA "$floor_sha" 1 key 60000)"
-read -r floor_rps floor_usec <<<"$out"
+declare -A ref_rps=() ref_usec=()
+# Rounds interleave the algorithms, and each figure is the best of its rounds (the most
+# decisions, the fewest microseconds): the least disturbed by whatever else the machine runs.
+for round in $(seq 1 "$ROUNDS"); do
+    echo "  round $round" >&2
+    for algo in "${algorithms[@]}"; do
+        echo "    $algo" >&2
+        keep_max lim1 "$algo" "$(limiter 1 limiter "$algo")"
+        keep_max lim64 "$algo" "$(limiter 64 limiter "$algo")"
+        keep_max rs1 "$algo" "$(limiter 1 evalsha "$algo")"
+        keep_max rs64 "$algo" "$(limiter 64 evalsha "$algo")"
+        read -ra evalsha <<<"${evalsha_of[$algo]}"
+        read -r r u <<<"$(rb evalsha "${evalsha[@]}")"
+        keep_max rb_rps "$algo" "$r"
+        keep_min rb_usec "$algo" "$u"
+    done
+    for ref in incr noop floor; do
+        case "$ref" in
+            incr) out="$(rb incr -t incr)" ;;
+            noop) out="$(rb evalsha EVALSHA "$noop_sha" 1 key)" ;;
+            floor) out="$(rb evalsha EVALSHA "$floor_sha" 1 key 60000)" ;;
+        esac
+        read -r r u <<<"$out"
+        keep_max ref_rps "$ref" "$r"
+        keep_min ref_usec "$ref" "$u"
+    done
+done
+incr_rps="${ref_rps[incr]}" incr_usec="${ref_usec[incr]}"
+noop_rps="${ref_rps[noop]}" noop_usec="${ref_usec[noop]}"
+floor_rps="${ref_rps[floor]}" floor_usec="${ref_usec[floor]}"
 
 # --- 3. HTTP ------------------------------------------------------------------------------
 # CPU time of a process (utime + stime, or with "children" cutime + cstime), in clock ticks.
