@@ -10,9 +10,26 @@ use leasehold::coordination::rate_limit::SlidingWindow;
 use leasehold::{Coordination, ErrorKind};
 use support::target::{Target, concurrent_grants, is_granted, scenario, server_ms, storage_key};
 
-/// The segments of a sliding-window key: segment end (ms since the epoch) → count.
+/// The segments of a sliding-window key: segment end (ms since the epoch) → count, without
+/// the summary fields.
 fn segments(target: Target, key: &[u8]) -> BTreeMap<u64, u64> {
-    target.query(&[b"HGETALL", key])
+    let fields: BTreeMap<String, String> = target.query(&[b"HGETALL", key]);
+    fields
+        .iter()
+        .filter(|(name, _)| !matches!(name.as_str(), "n" | "o"))
+        .map(|(end, count)| {
+            (
+                end.parse().expect("a segment end"),
+                count.parse().expect("a count"),
+            )
+        })
+        .collect()
+}
+
+/// The summary fields of a sliding-window key: the sum of its counts (`n`) and its oldest
+/// segment's end (`o`).
+fn summary(target: Target, key: &[u8]) -> (Option<u64>, Option<u64>) {
+    target.query(&[b"HMGET", key, b"n", b"o"])
 }
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -263,10 +280,13 @@ async fn storage_is_one_expiring_hash_on_the_servers_clock(target: Target) {
     let after = server_ms(&coordination).await;
     limiter.acquire(b"\x00binary", 4).await.expect("rejected");
     assert_eq!(target.query::<String>(&[b"TYPE", &key]), "hash");
-    // One field: the end of the server's 10 s segment holding the request.
+    // One segment: the end of the server's 10 s segment holding the request; and the
+    // summary: its count, and it as the oldest segment.
     let stored = segments(target, &key);
     let (&end, &count) = stored.iter().next().expect("one segment");
     assert_eq!((stored.len(), count), (1, 2), "{stored:?}");
+    assert_eq!(summary(target, &key), (Some(2), Some(end)));
+    assert_eq!(target.query::<i64>(&[b"HLEN", &key]), 3);
     let segment_end = |t: u64| t - t % 10_000 + 10_000;
     assert!(
         end == segment_end(before) || end == segment_end(after),
@@ -300,6 +320,60 @@ async fn a_grant_prunes_the_segments_that_left_the_window(target: Target) {
     assert!(!after.contains_key(oldest.expect("two")), "{after:?}");
     assert!(after.contains_key(second.expect("two")), "{after:?}");
     assert_eq!(after.len(), 2, "{after:?}");
+    // The summary was rebuilt from the segments left.
+    assert_eq!(
+        summary(target, &key),
+        (Some(after.values().sum()), after.keys().next().copied())
+    );
+}
+
+scenario!(the_summary_follows_the_segments_and_heals redis);
+
+/// Grants and probes read the summary (`n`, `o`) while the oldest segment is in the window;
+/// it must always match the segments, and a summary that does not read as numbers, or a
+/// hash without one, must be rebuilt rather than trusted.
+async fn the_summary_follows_the_segments_and_heals(target: Target) {
+    let coordination = target.coordination("summary").await;
+    // Segments of 100 ms in a window of 2 s: the steps below take a few segments each, and
+    // none leaves the window before the test ends.
+    let limiter = SlidingWindow::new(&coordination, "api", 10, ms(2000), 20).expect("valid");
+    let key = storage_key(&coordination, "sw", "api", "k");
+    let check = || {
+        let stored = segments(target, &key);
+        assert_eq!(
+            summary(target, &key),
+            (Some(stored.values().sum()), stored.keys().next().copied()),
+            "{stored:?}"
+        );
+    };
+    for permits in [1, 2, 3] {
+        assert!(is_granted(&limiter, b"k", permits).await);
+        check();
+        tokio::time::sleep(ms(100)).await;
+    }
+    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    assert_eq!(probe.remaining(), 4);
+    assert!(
+        probe.reset_after() > ms(1500) && probe.reset_after() <= ms(2100),
+        "{probe:?}"
+    );
+
+    // A summary that does not read as numbers is rebuilt by the next grant.
+    let () = target.query(&[b"HSET", &key, b"n", b"lots"]);
+    assert!(is_granted(&limiter, b"k", 1).await);
+    check();
+    // So is a hash without one (as an older version of the script left it).
+    let () = target.query(&[b"HDEL", &key, b"n", b"o"]);
+    let decision = limiter.acquire(b"k", 1).await.expect("acquire");
+    assert!(decision.is_granted());
+    check();
+    // Whatever the summary said, the segments decide: 8 of 10 are taken, not fewer.
+    assert_eq!(
+        decision.remaining(),
+        10 - segments(target, &key).values().sum::<u64>()
+    );
+    let rejected = limiter.acquire(b"k", 3).await.expect("acquire");
+    assert!(!rejected.is_granted(), "{rejected:?}");
 }
 
 scenario!(corrupt_state_fails_without_change redis);

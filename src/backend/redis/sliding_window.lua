@@ -3,8 +3,11 @@
 -- window in the past. A rejected request consumes nothing, and a probe (0 permits) creates
 -- nothing; neither writes, except to give back a lost expiry.
 --
--- KEYS[1]  the window's segments: a hash, field = segment end (ms since the epoch, server
---          clock), value = permits counted in that segment
+-- KEYS[1]  the window: a hash with one field per segment, field = segment end (ms since the
+--          epoch, server clock), value = permits counted in that segment; and, once a grant
+--          has written them, two summary fields: 'n', the sum of the segments' counts, and
+--          'o', the oldest segment's end. The key expires when its newest segment leaves the
+--          window.
 -- ARGV[1]  permits asked for (>= 0, at most limit + 1)
 -- ARGV[2]  permits per window (1 ..= 2^52 - 1)
 -- ARGV[3]  window length in milliseconds (a multiple of ARGV[4], at most 2^40)
@@ -15,8 +18,16 @@
 -- can be granted (-1: granted, or never)}, or {-1, 0, 0, -1} when the state is not a hash
 -- of such integers (corrupt state; nothing changed). A grant leaving fewer than 2^20 permits
 -- with its quota whole again within 2^32 ms is the single integer remaining * 2^32 + ms
--- instead: Redis spends about as much on a reply table as on a call. Globals are read once
--- into locals, and arguments read as numbers with `+ 0`, for the same reason.
+-- instead.
+--
+-- Cost: Redis charges every Lua step (a call thousands of instructions, a reply table as
+-- much, a string read as a number or a global looked up hundreds), so the common steps are
+-- kept short. While the oldest segment is still in the window, every segment is live and
+-- the summary holds their sum: a grant or a probe reads the two summary fields, not every
+-- segment. Any other step (a rejection, which needs the segments for its retry time; a
+-- segment leaving the window; no summary, or one that does not read as numbers) reads and
+-- checks the whole hash, and a grant there writes the summary anew. Globals are read once
+-- into locals, and arguments read as numbers with `+ 0`.
 local call, key, tonumber, format = redis.call, KEYS[1], tonumber, string.format
 local permits = ARGV[1] + 0
 local limit = ARGV[2] + 0
@@ -24,6 +35,7 @@ local window = ARGV[3] + 0
 local segment = ARGV[4] + 0
 local MAX_COUNT = 4503599627370495 -- 2^52 - 1, the largest limit
 local MAX_END = 9007199254740991 -- 2^53 - 1
+local CORRUPT = {-1, 0, 0, -1}
 
 local function granted(remaining, reset)
     if remaining < 1048576 and reset < 4294967296 then
@@ -34,46 +46,88 @@ end
 
 local time = call('TIME')
 local now = time[1] * 1000 + math.floor(time[2] / 1000)
+-- The end of the segment holding now: strictly after now, so never early.
+local current = now - now % segment + segment
+
+-- The common steps, on the summary alone.
+local summary = redis.pcall('HMGET', key, 'n', 'o')
+if summary.err then
+    return CORRUPT
+end
+local total, oldest = tonumber(summary[1]), tonumber(summary[2])
+if total and oldest and oldest + window > now and total % 1 == 0 and oldest % 1 == 0
+    and total >= 0 and total <= MAX_COUNT then
+    if permits > 0 and total + permits <= limit then
+        -- Counted first: a count HINCRBY refuses fails the step before anything changed.
+        local added = redis.pcall('HINCRBY', key, format('%d', current), ARGV[1])
+        if type(added) == 'table' then
+            return CORRUPT
+        end
+        call('HINCRBY', key, 'n', ARGV[1])
+        if added == permits then
+            -- A new segment: the key lives until it leaves the window (GT: never sooner
+            -- than a newer segment already asked for, after a server clock stepped back).
+            call('PEXPIREAT', key, format('%d', current + window), 'GT')
+        end
+        return granted(limit - total - permits, current + window - now)
+    end
+    if permits == 0 then
+        local ttl = call('PTTL', key)
+        if ttl >= 0 then
+            return granted(math.max(limit - total, 0), ttl)
+        end
+        -- No expiry: the whole-hash step below gives it back.
+    end
+end
 
 local flat = redis.pcall('HGETALL', key)
 if flat.err then
-    return {-1, 0, 0, -1}
+    return CORRUPT
 end
 
--- One pass, with no tables: most steps only need the live count and the newest end.
-local count, newest, live, stale = 0, 0, 0, 0
+-- One pass, with no tables: most steps only need the live count and the ends.
+local count, newest, first, live, stale = 0, 0, nil, 0, 0
 for i = 1, #flat, 2 do
-    local finish, counted = tonumber(flat[i]), tonumber(flat[i + 1])
-    if not (finish and counted) or finish % 1 ~= 0 or counted % 1 ~= 0 or counted < 0
-        or finish > MAX_END or counted > MAX_COUNT then
-        return {-1, 0, 0, -1}
-    end
-    if finish > newest then
-        newest = finish
-    end
-    if finish + window > now then
-        live = live + 1
-        count = count + counted
-    else
-        stale = stale + 1
+    local name = flat[i]
+    if name ~= 'n' and name ~= 'o' then
+        local finish, counted = tonumber(name), tonumber(flat[i + 1])
+        if not (finish and counted) or finish % 1 ~= 0 or counted % 1 ~= 0 or counted < 0
+            or finish > MAX_END or counted > MAX_COUNT then
+            return CORRUPT
+        end
+        if finish > newest then
+            newest = finish
+        end
+        if finish + window > now then
+            live = live + 1
+            count = count + counted
+            if not first or finish < first then
+                first = finish
+            end
+        else
+            stale = stale + 1
+        end
     end
 end
 
 if permits > 0 and count + permits <= limit then
-    -- The end of the segment holding now: strictly after now, so never early. Counted
-    -- first: a count HINCRBY refuses fails the step before anything changed.
-    local current = now - now % segment + segment
+    -- Counted first: a count HINCRBY refuses fails the step before anything changed.
     local added = redis.pcall('HINCRBY', key, format('%d', current), ARGV[1])
     if type(added) == 'table' then
-        return {-1, 0, 0, -1}
+        return CORRUPT
     end
     if stale > 0 then
         for i = 1, #flat, 2 do
-            if tonumber(flat[i]) + window <= now then
-                call('HDEL', key, flat[i])
+            local name = flat[i]
+            if name ~= 'n' and name ~= 'o' and tonumber(name) + window <= now then
+                call('HDEL', key, name)
             end
         end
     end
+    if not first or current < first then
+        first = current
+    end
+    call('HSET', key, 'n', format('%d', count + permits), 'o', format('%d', first))
     -- The key lives until its newest segment leaves the window.
     if current > newest then
         newest = current
@@ -103,7 +157,7 @@ if permits <= limit then
     local ends, counts = {}, {}
     for i = 1, #flat, 2 do
         local finish = tonumber(flat[i])
-        if finish + window > now then
+        if finish and finish + window > now then
             ends[#ends + 1] = finish
             counts[finish] = tonumber(flat[i + 1])
         end

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 /// The largest limit: counts and requests (at most the limit + 1) then add up below 2^53,
 /// which the script's Lua numbers (doubles) hold exactly.
 const MAX_LIMIT: u64 = (1 << 52) - 1;
-/// The most segments a window may have: each is one hash field, read on every step.
+/// The most segments a window may have: each is one hash field, read by every rejection.
 const MAX_SEGMENTS: u32 = 1000;
 /// The longest window, 2^40 ms (about 34 years): every timestamp the step computes stays
 /// far below 2^53 ms.
@@ -44,16 +44,20 @@ const MAX_WINDOW_MS: u64 = 1 << 40;
 ///
 /// One Redis key per (limiter, client key): `<prefix>rl:sw:<name length>:<name>:<client key>`,
 /// a hash whose fields are segment ends (milliseconds since the Unix epoch on the server's
-/// clock, as decimal integers) and whose values are the permits counted in each segment. A
-/// hash because each grant adds to one segment with `HINCRBY`, and the whole state is one
-/// `HGETALL` of at most `segments + 1` small fields (a compact listpack for up to 127
-/// segments with default server settings). A grant removes the segments that have left the
-/// window, so the hash never holds more than one window's permits. The key is created by the
-/// first granted request and expires when its newest segment leaves the window (`PEXPIREAT`
-/// newest end + `window`): nothing outlives its use. Probes and rejections create and change
-/// nothing, except to give back an expiry removed from outside (`PERSIST`). Every step reads
-/// the whole hash, so its cost grows with the number of segments; a few dozen at most are
-/// usually plenty.
+/// clock, as decimal integers) and whose values are the permits counted in each segment,
+/// plus two summary fields that the first grant writes: `n`, the sum of the counts, and `o`,
+/// the oldest segment's end. A hash because each grant adds to one segment with `HINCRBY`,
+/// and the whole state is a few small fields (a compact listpack for up to 125 segments with
+/// default server settings). While the oldest segment is still in the window, a grant or a
+/// probe reads the summary alone; a step that finds a segment leaving the window, a
+/// rejection (whose retry time needs the segments) or a summary that does not read as
+/// numbers reads and checks the whole hash, and a grant there removes the segments that have
+/// left the window and writes the summary anew, so the hash never holds more than one
+/// window's permits. The key is created by the first granted request and expires when its
+/// newest segment leaves the window (`PEXPIREAT` newest end + `window`): nothing outlives its
+/// use. Probes and rejections create and change nothing, except to give back an expiry
+/// removed from outside (`PERSIST`). Those whole-hash steps cost more with every segment; a
+/// few dozen segments at most are usually plenty.
 ///
 /// # Example
 ///
