@@ -37,6 +37,7 @@ pub use script::Script;
 pub use watch::{CLIENT_TRACKING, KeyTtl, KeyWatch};
 
 use std::fmt;
+use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -155,15 +156,25 @@ impl RedisBackend {
         K: AsRef<[u8]>,
         A: ToRedisArgs,
     {
-        let keys: Vec<Vec<u8>> = keys.iter().map(|k| self.physical_key(k.as_ref())).collect();
-        ensure_same_slot(&keys)?;
-        // Sized once and written in place: this runs for every decision.
-        let size = 64 + keys.iter().map(Vec::len).sum::<usize>();
+        let prefix = self.shared.prefix.as_bytes();
+        // One key is always in one slot; several are checked with their prefix.
+        if keys.len() > 1 {
+            let physical: Vec<Vec<u8>> =
+                keys.iter().map(|k| self.physical_key(k.as_ref())).collect();
+            ensure_same_slot(&physical)?;
+        }
+        // Sized once and written in place, prefixed keys included: this runs for every
+        // decision.
+        let size = 64
+            + keys
+                .iter()
+                .map(|k| prefix.len() + k.as_ref().len())
+                .sum::<usize>();
         let call = |command: &str, body: &str| {
             let mut cmd = Cmd::with_capacity(8 + keys.len(), size + body.len());
             cmd.arg(command).arg(body).arg(keys.len());
-            for key in &keys {
-                cmd.arg(key);
+            for key in keys {
+                cmd.arg(PrefixedKey(prefix, key.as_ref()));
             }
             args.write_redis_args(&mut cmd);
             cmd
@@ -248,6 +259,22 @@ impl RedisBackend {
             Value::Array(replies) => Ok(replies),
             other => Ok(vec![other]),
         }
+    }
+}
+
+/// A user key with the backend's prefix, written into a command as one argument without
+/// being joined into a buffer of its own first.
+struct PrefixedKey<'a>(&'a [u8], &'a [u8]);
+
+impl ToRedisArgs for PrefixedKey<'_> {
+    fn write_redis_args<W>(&self, out: &mut W)
+    where
+        W: ?Sized + redis::RedisWrite,
+    {
+        let mut arg = out.writer_for_next_arg();
+        // Writing into a command's buffer cannot fail.
+        _ = arg.write_all(self.0);
+        _ = arg.write_all(self.1);
     }
 }
 
