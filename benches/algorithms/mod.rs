@@ -219,8 +219,9 @@ pub async fn warm_up(limiter: &Limiter, client_key: &[u8]) -> Result<bool> {
     Ok(true)
 }
 
-/// Checks, after a limiter's [warm-up](warm_up) for `client_key`, that [`Algorithm::key`] names the
-/// key it wrote: the raw `EVALSHA` then works on the same kind of key as the limiter.
+/// Checks, after a limiter's [warm-up](warm_up) for `client_key`, that [`Algorithm::key`]
+/// names the key it wrote: the raw `EVALSHA` then works on the same kind of key as the
+/// limiter.
 pub async fn check_key(
     connection: &mut redis::aio::ConnectionManager,
     algorithm: Algorithm,

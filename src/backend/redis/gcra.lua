@@ -46,7 +46,8 @@ local granted = new_ahead <= tolerance
 if granted and permits > 0 then
     -- '%d': exact below 2^53, and cheaper for Redis than a number argument (printed '%.17g').
     local format = string.format
-    call('SET', key, format('%d', now + new_ahead), 'PX', format('%d', math.ceil(new_ahead / 1000)))
+    call('SET', key, format('%d', now + new_ahead),
+        'PX', format('%d', math.ceil(new_ahead / 1000)))
 elseif raw and call('PTTL', key) == -1 then
     -- A TAT without expiry would outlive its use: let it go when it passes.
     call('PEXPIRE', key, math.max(1, math.ceil(ahead / 1000)))
