@@ -358,22 +358,39 @@ async fn the_summary_follows_the_segments_and_heals(target: Target) {
         "{probe:?}"
     );
 
-    // A summary that does not read as numbers is rebuilt by the next grant.
-    let () = target.query(&[b"HSET", &key, b"n", b"lots"]);
-    assert!(is_granted(&limiter, b"k", 1).await);
-    check();
+    // A summary that does not read as numbers is rebuilt by the next grant; so is one that
+    // reads as a number but is no integer to HINCRBY.
+    for garbled in ["lots", "1e3"] {
+        let () = target.query(&[b"HSET", &key, b"n", garbled.as_bytes()]);
+        assert!(is_granted(&limiter, b"k", 1).await, "{garbled}");
+        check();
+    }
     // So is a hash without one (as an older version of the script left it).
     let () = target.query(&[b"HDEL", &key, b"n", b"o"]);
     let decision = limiter.acquire(b"k", 1).await.expect("acquire");
     assert!(decision.is_granted());
     check();
-    // Whatever the summary said, the segments decide: 8 of 10 are taken, not fewer.
+    // Whatever the summary said, the segments decide: 9 of 10 are taken, not fewer.
     assert_eq!(
         decision.remaining(),
         10 - segments(target, &key).values().sum::<u64>()
     );
     let rejected = limiter.acquire(b"k", 3).await.expect("acquire");
     assert!(!rejected.is_granted(), "{rejected:?}");
+
+    // A segment count that HINCRBY refuses fails the step with nothing changed, the
+    // summary's count included. Both possible current segments (of a minute) hold one.
+    let minute = SlidingWindow::new(&coordination, "minute", 10, MINUTE, 1).expect("valid");
+    let minute_key = storage_key(&coordination, "sw", "minute", "k");
+    assert!(is_granted(&minute, b"k", 1).await);
+    let now = server_ms(&coordination).await;
+    let end = now - now % 60_000 + 60_000;
+    for field in [end.to_string(), (end + 60_000).to_string()] {
+        let () = target.query(&[b"HSET", &minute_key, field.as_bytes(), b"1e3"]);
+    }
+    let err = minute.acquire(b"k", 1).await.expect_err("corrupt");
+    assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
+    assert_eq!(summary(target, &minute_key).0, Some(1));
 }
 
 scenario!(corrupt_state_fails_without_change redis);

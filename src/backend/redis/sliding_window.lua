@@ -28,7 +28,7 @@
 -- segment leaving the window; no summary, or one that does not read as numbers) reads and
 -- checks the whole hash, and a grant there writes the summary anew. Globals are read once
 -- into locals, and arguments read as numbers with `+ 0`.
-local call, key, tonumber, format = redis.call, KEYS[1], tonumber, string.format
+local call, key, tonumber, format, type = redis.call, KEYS[1], tonumber, string.format, type
 local permits = ARGV[1] + 0
 local limit = ARGV[2] + 0
 local window = ARGV[3] + 0
@@ -57,13 +57,17 @@ end
 local total, oldest = tonumber(summary[1]), tonumber(summary[2])
 if total and oldest and oldest + window > now and total % 1 == 0 and oldest % 1 == 0
     and total >= 0 and total <= MAX_COUNT then
-    if permits > 0 and total + permits <= limit then
-        -- Counted first: a count HINCRBY refuses fails the step before anything changed.
+    -- The summary is counted first: HINCRBY refuses a value that only reads as a number
+    -- (such as '1e3') without changing it, and the whole-hash step below then writes the
+    -- summary anew.
+    if permits > 0 and total + permits <= limit
+        and type(redis.pcall('HINCRBY', key, 'n', ARGV[1])) ~= 'table' then
         local added = redis.pcall('HINCRBY', key, format('%d', current), ARGV[1])
         if type(added) == 'table' then
+            -- A segment count HINCRBY refuses: take the summary's share back, change nothing.
+            call('HINCRBY', key, 'n', -permits)
             return CORRUPT
         end
-        call('HINCRBY', key, 'n', ARGV[1])
         if added == permits then
             -- A new segment: the key lives until it leaves the window (GT: never sooner
             -- than a newer segment already asked for, after a server clock stepped back).
