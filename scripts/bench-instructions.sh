@@ -198,18 +198,11 @@ declare -A script_per=()
 sha="$(redis-cli -s "$sock" script load 'return 1')"
 script_cost "$sha" 1 key
 script_per[noop]="$script_ir"
-sha="$(redis-cli -s "$sock" script load "local n = redis.call('INCR', KEYS[1]) \
-if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end return n")"
+sha="$(redis-cli -s "$sock" script load "$FLOOR_LUA")"
 script_cost "$sha" 1 key 1000
 script_per[floor]="$script_ir"
 for algo in "${script_rows[@]:2}"; do
-    # The EVALSHA the limiter sends (the script loaded here, same key and arguments).
-    read -ra evalsha < <(REDIS_URL="redis+unix://$sock" "$limiter_bin" 1 1 command "$algo") ||
-        true
-    if [[ "${evalsha[0]:-}" != EVALSHA ]]; then
-        echo "bench-instructions.sh: load_limiter printed no EVALSHA for $algo" >&2
-        exit 1
-    fi
+    limiter_evalsha "$limiter_bin" "$sock" "$algo"
     script_cost "${evalsha[@]:1}"
     script_per[$algo]="$script_ir"
 done

@@ -31,3 +31,18 @@ free_port() {
     echo "${0##*/}: no free port found" >&2
     exit 1
 }
+
+# The HTTP floor's script, as examples/load_http.rs sends it: INCR, and PEXPIRE on the
+# window's first request.
+FLOOR_LUA="local n = redis.call('INCR', KEYS[1]) \
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end return n"
+
+# Sets `evalsha` to the words of the EVALSHA a limiter sends for one permit (its script
+# loaded into the server at `sock`, same key and arguments), from examples/load_limiter.rs.
+limiter_evalsha() { # load_limiter-binary sock algorithm
+    read -ra evalsha < <(REDIS_URL="redis+unix://$2" "$1" 1 1 command "$3") || true
+    if [[ "${evalsha[0]:-}" != EVALSHA ]]; then
+        echo "${0##*/}: load_limiter printed no EVALSHA for $3" >&2
+        exit 1
+    fi
+}

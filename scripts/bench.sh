@@ -146,20 +146,13 @@ echo "==> decisions/s over the unix socket (${LIMITER_SECONDS}s per limiter run,
     "$RB_REQUESTS calls per redis-benchmark run), $ROUNDS rounds" >&2
 declare -A lim1=() lim64=() rs1=() rs64=() rb_rps=() rb_usec=() evalsha_of=()
 for algo in "${algorithms[@]}"; do
-    # The EVALSHA the limiter sends (script loaded, same key and arguments), on one line.
-    read -ra evalsha < <(REDIS_URL="redis+unix://$sock" "$bin/load_limiter" 1 1 command "$algo") ||
-        true
-    if [[ "${evalsha[0]:-}" != EVALSHA ]]; then
-        echo "bench.sh: load_limiter printed no EVALSHA for $algo" >&2
-        exit 1
-    fi
+    limiter_evalsha "$bin/load_limiter" "$sock" "$algo"
     evalsha_of[$algo]="${evalsha[*]}"
 done
 # The references of the cost table: a bare command, a script that does nothing, and the
 # HTTP floor's script (examples/load_http.rs), each on one hot key.
 noop_sha="$(redis-cli -s "$sock" script load 'return 1')"
-floor_sha="$(redis-cli -s "$sock" script load "local n = redis.call('INCR', KEYS[1]) \
-if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end return n")"
+floor_sha="$(redis-cli -s "$sock" script load "$FLOOR_LUA")"
 declare -A ref_rps=() ref_usec=()
 # Rounds interleave the algorithms, and each figure is the best of its rounds (the most
 # decisions, the fewest microseconds): the least disturbed by whatever else the machine runs.
@@ -242,10 +235,8 @@ for round in $(seq 1 "$ROUNDS"); do
             echo "bench.sh: the $mode run failed" >&2
             exit 1
         fi
-        if ((r > ${rps[$mode]:-0})); then rps[$mode]=$r; fi
-        if [[ -z "${cpu[$mode]:-}" ]] || awk -v a="$c" -v b="${cpu[$mode]}" 'BEGIN {exit !(a < b)}'; then
-            cpu[$mode]=$c
-        fi
+        keep_max rps "$mode" "$r"
+        keep_min cpu "$mode" "$c"
     done
 done
 
