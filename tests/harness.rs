@@ -335,3 +335,207 @@ fn servers_die_with_the_test_binary() {
         });
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The fault proxy
+
+mod fault_proxy {
+    use std::io::{ErrorKind, Read, Write};
+    use std::net::TcpStream;
+    use std::time::{Duration, Instant};
+
+    use super::support::proxy::{Direction, Proxy};
+    use super::support::{ServerKind, shared};
+
+    fn proxy() -> Proxy {
+        Proxy::to_port(shared(ServerKind::Redis7).port())
+    }
+
+    fn connect(proxy: &Proxy) -> TcpStream {
+        let stream = TcpStream::connect(proxy.addr()).expect("connect to the proxy");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        stream
+    }
+
+    /// Sends `PING` and reads `+PONG\r\n`.
+    fn ping(stream: &mut TcpStream) -> std::io::Result<()> {
+        stream.write_all(b"PING\r\n")?;
+        let mut reply = [0u8; 7];
+        stream.read_exact(&mut reply)?;
+        assert_eq!(&reply, b"+PONG\r\n");
+        Ok(())
+    }
+
+    #[test]
+    fn passes_and_counts() {
+        let proxy = proxy();
+        let mut stream = connect(&proxy);
+        ping(&mut stream).expect("a pong through the proxy");
+        ping(&mut stream).expect("a second pong");
+        assert_eq!(proxy.connections_accepted(), 1);
+        assert_eq!(proxy.bytes(Direction::ToServer), 12);
+        assert_eq!(proxy.bytes(Direction::ToClient), 14);
+        super::wait_until(Duration::from_secs(5), "one open connection", || {
+            (proxy.connections_open() == 1)
+                .then_some(())
+                .ok_or_else(|| format!("{} open", proxy.connections_open()))
+        });
+        drop(stream);
+        super::wait_until(Duration::from_secs(5), "no open connection", || {
+            (proxy.connections_open() == 0)
+                .then_some(())
+                .ok_or_else(|| format!("{} open", proxy.connections_open()))
+        });
+    }
+
+    #[test]
+    fn latency_delays_each_direction() {
+        let proxy = proxy();
+        let mut stream = connect(&proxy);
+        proxy.latency(Direction::ToServer, Duration::from_millis(150));
+        proxy.latency(Direction::ToClient, Duration::from_millis(100));
+        let started = Instant::now();
+        ping(&mut stream).expect("a late pong");
+        assert!(
+            started.elapsed() >= Duration::from_millis(250),
+            "{:?}",
+            started.elapsed()
+        );
+        proxy.pass();
+        let started = Instant::now();
+        ping(&mut stream).expect("a pong");
+        assert!(
+            started.elapsed() < Duration::from_millis(250),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_stall_holds_the_bytes_and_delivers_them_later() {
+        let proxy = proxy();
+        let mut stream = connect(&proxy);
+        ping(&mut stream).expect("a pong");
+        proxy.stall_direction(Direction::ToServer);
+        stream.write_all(b"PING\r\n").expect("write");
+        stream
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .expect("timeout");
+        let mut reply = [0u8; 7];
+        let err = stream
+            .read_exact(&mut reply)
+            .expect_err("no reply while stalled");
+        assert!(
+            matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+            "{err}"
+        );
+        assert_eq!(proxy.bytes(Direction::ToServer), 6, "the command is held");
+        proxy.pass();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        stream
+            .read_exact(&mut reply)
+            .expect("the held command was delivered");
+        assert_eq!(&reply, b"+PONG\r\n");
+    }
+
+    #[test]
+    fn a_command_held_past_the_clients_close_still_arrives() {
+        let server = shared(ServerKind::Redis7);
+        let proxy = proxy();
+        let key = format!("{}held", super::support::unique_prefix("proxy"));
+        let mut stream = connect(&proxy);
+        proxy.stall();
+        let command = format!("SET {key} late\r\n");
+        stream.write_all(command.as_bytes()).expect("write");
+        drop(stream);
+        std::thread::sleep(Duration::from_millis(100));
+        let value: Option<String> = server.cmd(&["GET", &key]);
+        assert_eq!(value, None, "held");
+        proxy.pass();
+        super::wait_until(Duration::from_secs(5), "the late SET lands", || {
+            let value: Option<String> = server.cmd(&["GET", &key]);
+            (value.as_deref() == Some("late"))
+                .then_some(())
+                .ok_or_else(|| format!("{value:?}"))
+        });
+    }
+
+    #[test]
+    fn a_blackhole_accepts_and_never_answers() {
+        let proxy = proxy();
+        proxy.blackhole();
+        let mut stream = connect(&proxy);
+        stream
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .expect("timeout");
+        let err = ping(&mut stream).expect_err("no answer");
+        assert!(
+            matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+            "{err}"
+        );
+        assert_eq!(proxy.connections_accepted(), 1);
+        assert_eq!(proxy.bytes(Direction::ToServer), 0, "dropped, not held");
+        proxy.pass();
+        let mut stream = connect(&proxy);
+        ping(&mut stream).expect("answers again");
+    }
+
+    #[test]
+    fn a_cut_resets_open_connections_and_accepts_new_ones() {
+        let proxy = proxy();
+        let mut stream = connect(&proxy);
+        ping(&mut stream).expect("a pong");
+        proxy.cut();
+        let mut reply = [0u8; 1];
+        // The reset arrives as an error or the end of the stream.
+        match stream.read(&mut reply) {
+            Ok(0) => {}
+            Err(err) => assert_eq!(err.kind(), ErrorKind::ConnectionReset, "{err}"),
+            Ok(n) => panic!("read {n} bytes after a cut"),
+        }
+        let mut fresh = connect(&proxy);
+        ping(&mut fresh).expect("a new connection is served");
+    }
+
+    #[test]
+    fn refusing_closes_the_port_until_pass() {
+        let proxy = proxy();
+        let mut open = connect(&proxy);
+        // Served once, so it is accepted (not waiting in the backlog, which a close resets).
+        ping(&mut open).expect("a pong");
+        proxy.refuse();
+        super::wait_until(Duration::from_secs(5), "connections are refused", || {
+            match TcpStream::connect(proxy.addr()) {
+                Err(err) if err.kind() == ErrorKind::ConnectionRefused => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        });
+        ping(&mut open).expect("an open connection goes on");
+        proxy.pass();
+        super::wait_until(Duration::from_secs(5), "the port reopens", || {
+            TcpStream::connect(proxy.addr())
+                .map(drop)
+                .map_err(|e| e.to_string())
+        });
+    }
+
+    #[test]
+    fn nothing_is_left_running_after_drop() {
+        let proxy = proxy();
+        let addr = proxy.addr();
+        let mut stream = connect(&proxy);
+        ping(&mut stream).expect("a pong");
+        drop(proxy);
+        let err = TcpStream::connect(addr).expect_err("the port is closed");
+        assert_eq!(err.kind(), ErrorKind::ConnectionRefused);
+        let mut byte = [0u8; 1];
+        match stream.read(&mut byte) {
+            Ok(0) | Err(_) => {}
+            Ok(n) => panic!("read {n} bytes from a dropped proxy"),
+        }
+    }
+}

@@ -8,6 +8,7 @@ pub mod binaries;
 pub mod cluster;
 pub mod http;
 pub mod increx_module;
+pub mod proxy;
 pub mod sentinel;
 pub mod server;
 pub mod spawner;

@@ -1,0 +1,411 @@
+//! A fault-injecting TCP proxy between the crate and a server, controlled from a test while it
+//! runs.
+//!
+//! The proxy listens on a free loopback port and forwards each accepted connection to the
+//! server's address. Faults apply per direction ([`Direction::ToServer`] carries commands,
+//! [`Direction::ToClient`] carries replies) and take effect at once, on open connections too:
+//!
+//! | fault | what the client sees |
+//! |---|---|
+//! | [`latency`](Proxy::latency) | every byte arrives that much later, in order |
+//! | [`stall`](Proxy::stall) | nothing arrives; the bytes are **held** and delivered, in order, by [`pass`](Proxy::pass) (the "delayed command") |
+//! | [`blackhole`](Proxy::blackhole) | connections are accepted and never answered; what is sent meanwhile is dropped |
+//! | [`cut`](Proxy::cut) | every open connection is reset (RST); new ones are accepted |
+//! | [`refuse`](Proxy::refuse) | the port is closed: connecting fails with "connection refused" |
+//!
+//! Bytes the client sent before it closed its side are still delivered to the server when a
+//! stall ends, as a delayed packet would be. The proxy runs on a thread and runtime of its
+//! own, so a test's paused clock or busy runtime does not change it; dropping the [`Proxy`]
+//! closes its port and every connection, and ends the thread.
+
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+/// Which way bytes flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// From the client to the server: commands.
+    ToServer,
+    /// From the server to the client: replies.
+    ToClient,
+}
+
+impl Direction {
+    fn index(self) -> usize {
+        match self {
+            Direction::ToServer => 0,
+            Direction::ToClient => 1,
+        }
+    }
+}
+
+/// The faults in force; every connection watches them.
+#[derive(Clone, Debug, Default)]
+struct Faults {
+    latency: [Duration; 2],
+    stalled: [bool; 2],
+    blackhole: bool,
+    refuse: bool,
+    /// Bumped by every cut: connections opened before it reset themselves.
+    cuts: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    accepted: AtomicU64,
+    open: AtomicU64,
+    bytes: [AtomicU64; 2],
+}
+
+/// A running proxy; see the [module docs](self).
+pub struct Proxy {
+    addr: SocketAddr,
+    upstream: SocketAddr,
+    faults: watch::Sender<Faults>,
+    counters: Arc<Counters>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Proxy {
+    /// Starts a proxy to `upstream` (a loopback address) on a free loopback port, passing
+    /// everything through.
+    pub fn start(upstream: SocketAddr) -> Proxy {
+        assert!(
+            upstream.ip().is_loopback(),
+            "the fault proxy forwards to loopback addresses only, not {upstream}"
+        );
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a proxy port");
+        let addr = std_listener.local_addr().expect("proxy address");
+        std_listener.set_nonblocking(true).expect("nonblocking");
+        let (faults, watcher) = watch::channel(Faults::default());
+        let counters = Arc::new(Counters::default());
+        let (shutdown, stop) = tokio::sync::oneshot::channel();
+        let thread_counters = counters.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("fault-proxy-{}", addr.port()))
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("proxy runtime");
+                runtime.block_on(async move {
+                    let listener = TcpListener::from_std(std_listener).expect("proxy listener");
+                    tokio::select! {
+                        () = serve(listener, addr, upstream, watcher, thread_counters) => {}
+                        _ = stop => {}
+                    }
+                });
+                // Dropping the runtime cancels every connection task: sockets close.
+            })
+            .expect("start the proxy thread");
+        Proxy {
+            addr,
+            upstream,
+            faults,
+            counters,
+            thread: Some(thread),
+            shutdown: Some(shutdown),
+        }
+    }
+
+    /// Starts a proxy to `127.0.0.1:port`.
+    pub fn to_port(port: u16) -> Proxy {
+        Proxy::start(SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    /// The proxy's own address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The address it forwards to.
+    pub fn upstream(&self) -> SocketAddr {
+        self.upstream
+    }
+
+    /// `redis://127.0.0.1:<proxy port>`.
+    pub fn url(&self) -> String {
+        format!("redis://{}", self.addr)
+    }
+
+    /// Clears every fault: no latency, held bytes delivered, answers again, the port open.
+    pub fn pass(&self) {
+        self.faults.send_modify(|f| {
+            let cuts = f.cuts;
+            *f = Faults {
+                cuts,
+                ..Faults::default()
+            };
+        });
+    }
+
+    /// Delays every byte flowing `direction` by `delay` (zero removes the latency).
+    pub fn latency(&self, direction: Direction, delay: Duration) {
+        self.faults
+            .send_modify(|f| f.latency[direction.index()] = delay);
+    }
+
+    /// Holds every byte in both directions until [`pass`](Self::pass).
+    pub fn stall(&self) {
+        self.faults.send_modify(|f| f.stalled = [true, true]);
+    }
+
+    /// Holds the bytes flowing `direction` until [`pass`](Self::pass).
+    pub fn stall_direction(&self, direction: Direction) {
+        self.faults
+            .send_modify(|f| f.stalled[direction.index()] = true);
+    }
+
+    /// Accepts connections and never answers; bytes sent meanwhile are dropped.
+    pub fn blackhole(&self) {
+        self.faults.send_modify(|f| f.blackhole = true);
+    }
+
+    /// Resets every open connection; later connections are accepted as usual.
+    pub fn cut(&self) {
+        self.faults.send_modify(|f| f.cuts += 1);
+    }
+
+    /// Closes the port, so that new connections are refused; open ones go on.
+    pub fn refuse(&self) {
+        self.faults.send_modify(|f| f.refuse = true);
+    }
+
+    /// Connections accepted so far.
+    pub fn connections_accepted(&self) -> u64 {
+        self.counters.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Connections open now.
+    pub fn connections_open(&self) -> u64 {
+        self.counters.open.load(Ordering::SeqCst)
+    }
+
+    /// Bytes delivered so far in `direction`.
+    pub fn bytes(&self, direction: Direction) -> u64 {
+        self.counters.bytes[direction.index()].load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("addr", &self.addr)
+            .field("upstream", &self.upstream)
+            .field("faults", &*self.faults.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Accepts connections while the port is open; closes and reopens it as `refuse` says.
+async fn serve(
+    listener: TcpListener,
+    addr: SocketAddr,
+    upstream: SocketAddr,
+    mut faults: watch::Receiver<Faults>,
+    counters: Arc<Counters>,
+) {
+    let mut listener = Some(listener);
+    loop {
+        let refuse = faults.borrow_and_update().refuse;
+        if refuse {
+            listener = None;
+        } else if listener.is_none() {
+            // The port was ours a moment ago; SO_REUSEADDR lets it be bound again at once.
+            match TcpListener::bind(addr).await {
+                Ok(l) => listener = Some(l),
+                Err(e) => panic!("the fault proxy cannot reopen {addr}: {e}"),
+            }
+        }
+        match &listener {
+            None => {
+                if faults.changed().await.is_err() {
+                    return;
+                }
+            }
+            Some(open) => {
+                tokio::select! {
+                    changed = faults.changed() => if changed.is_err() { return },
+                    accepted = open.accept() => {
+                        let Ok((client, _)) = accepted else { continue };
+                        counters.accepted.fetch_add(1, Ordering::SeqCst);
+                        tokio::spawn(connection(client, upstream, faults.clone(), counters.clone()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One proxied connection: two pumps, until both sides closed or a cut resets them.
+async fn connection(
+    client: TcpStream,
+    upstream: SocketAddr,
+    mut faults: watch::Receiver<Faults>,
+    counters: Arc<Counters>,
+) {
+    let cuts = faults.borrow_and_update().cuts;
+    let Ok(server) = TcpStream::connect(upstream).await else {
+        // Nothing to forward to: the client sees a reset, as from a dead server.
+        set_reset_on_close(client.as_raw_fd());
+        return;
+    };
+    counters.open.fetch_add(1, Ordering::SeqCst);
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    // The sockets stay open while the pumps hold their halves, so the fds stay valid.
+    let fds = [client.as_raw_fd(), server.as_raw_fd()];
+    let (client_read, client_write) = client.into_split();
+    let (server_read, server_write) = server.into_split();
+    let mut pumps = tokio::task::JoinSet::new();
+    pumps.spawn(pump(
+        client_read,
+        server_write,
+        Direction::ToServer,
+        faults.clone(),
+        counters.clone(),
+    ));
+    pumps.spawn(pump(
+        server_read,
+        client_write,
+        Direction::ToClient,
+        faults.clone(),
+        counters.clone(),
+    ));
+    loop {
+        tokio::select! {
+            changed = faults.changed() => {
+                if changed.is_err() || faults.borrow_and_update().cuts != cuts {
+                    for fd in fds {
+                        set_reset_on_close(fd);
+                    }
+                    // Aborting drops the halves: both sockets close with a reset.
+                    pumps.shutdown().await;
+                    break;
+                }
+            }
+            done = pumps.join_next() => if done.is_none() { break },
+        }
+    }
+    counters.open.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// Moves bytes one way: a reader queues each chunk with its arrival time, a writer delivers
+/// it once the latency has passed and no stall holds it. After the source closed and every
+/// held byte was delivered, it closes its side of the destination.
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    direction: Direction,
+    mut faults: watch::Receiver<Faults>,
+    counters: Arc<Counters>,
+) {
+    let side = direction.index();
+    // `None` marks the end of the source.
+    let (queue, mut queued) = mpsc::unbounded_channel::<Option<(Instant, Vec<u8>)>>();
+    let reader_faults = faults.clone();
+    let reader = AbortOnDrop(tokio::spawn(async move {
+        let mut buffer = vec![0u8; 16 * 1024];
+        loop {
+            match from.read(&mut buffer).await {
+                Ok(0) | Err(_) => {
+                    let _ = queue.send(None);
+                    return;
+                }
+                Ok(_) if reader_faults.borrow().blackhole => {}
+                Ok(n) => {
+                    if queue
+                        .send(Some((Instant::now(), buffer[..n].to_vec())))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        }
+    }));
+    while let Some(item) = queued.recv().await {
+        let Some((arrived, bytes)) = item else {
+            let _ = to.shutdown().await;
+            break;
+        };
+        loop {
+            let (held, deliver_at, dropped) = {
+                let f = faults.borrow_and_update();
+                (f.stalled[side], arrived + f.latency[side], f.blackhole)
+            };
+            if dropped {
+                break;
+            }
+            if held {
+                if faults.changed().await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            if Instant::now() < deliver_at {
+                tokio::select! {
+                    () = tokio::time::sleep_until(deliver_at) => {}
+                    changed = faults.changed() => if changed.is_err() { return },
+                }
+                continue;
+            }
+            // Counted before the write, so a client that got the bytes sees them counted.
+            counters.bytes[side].fetch_add(bytes.len() as u64, Ordering::SeqCst);
+            if to.write_all(&bytes).await.is_err() {
+                return;
+            }
+            break;
+        }
+    }
+    drop(reader);
+}
+
+/// Aborts the task when dropped, so a pump's reader ends with it.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Makes the socket's close a reset (RST) rather than a clean end (`SO_LINGER` 0).
+fn set_reset_on_close(fd: RawFd) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: `fd` is an open socket owned by a live stream; the option value is a valid
+    // `linger` of the size given.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            std::ptr::addr_of!(linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
