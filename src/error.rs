@@ -3,15 +3,58 @@
 use std::borrow::Cow;
 use std::error::Error as StdError;
 use std::fmt;
+use std::time::Duration;
 
 /// A specialized [`Result`](std::result::Result) for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// An error from a coordination step, a backend or a configuration.
 ///
-/// The error is opaque: inspect it through [`kind`](Error::kind),
-/// [`is_outcome_uncertain`](Error::is_outcome_uncertain) and, for
-/// [`ErrorKind::Unsupported`], [`unsupported_feature`](Error::unsupported_feature).
+/// The error is opaque: inspect it through [`kind`](Error::kind), its failure class
+/// ([`is_unavailable`](Error::is_unavailable) or [`is_refused`](Error::is_refused)),
+/// [`is_outcome_uncertain`](Error::is_outcome_uncertain), [`retry_after`](Error::retry_after)
+/// and, for [`ErrorKind::Unsupported`], [`unsupported_feature`](Error::unsupported_feature).
+///
+/// # Failure classes
+///
+/// Every error is in exactly one of two classes, decided here once and used by every layer,
+/// extractor and primitive of the crate:
+///
+/// - **unavailable**: no answer, no connection, or a reply that says the server cannot take
+///   the command *right now* (a failover or a resharding in progress, a dataset still loading).
+///   Waiting may help. It is the only class that a fail-open
+///   [`FailurePolicy`](crate::layer::FailurePolicy) lets through, and the only one a circuit
+///   breaker counts.
+/// - **refused**: the server (or the crate, before sending) answered no, and asking again
+///   will get the same answer until someone changes something: credentials, ACLs, a script
+///   error, corrupt state, a full memory. Never failed open: a limit must not be lifted
+///   because an operator revoked a permission.
+///
+/// Orthogonal to the class, [`is_outcome_uncertain`](Error::is_outcome_uncertain) says whether
+/// the step **may have applied** although it failed here.
+///
+/// | kind | class | may have applied | from |
+/// |---|---|---|---|
+/// | [`Io`](ErrorKind::Io) | unavailable | when the connection broke after the request was written | refused, reset or dropped connections; the cluster client finding no connection for a slot |
+/// | [`Timeout`](ErrorKind::Timeout) | unavailable | yes | no reply within the response timeout |
+/// | [`Transient`](ErrorKind::Transient) | unavailable | no | `READONLY`, `MASTERDOWN`, `CLUSTERDOWN`, `TRYAGAIN`, `LOADING`, `BUSY`, `NOREPLICAS`, an unfollowed `MOVED`/`ASK`; Sentinel naming no primary |
+/// | [`Authentication`](ErrorKind::Authentication) | refused | no | `WRONGPASS`, `NOAUTH`, a failed `AUTH` on (re)connect |
+/// | [`Permission`](ErrorKind::Permission) | refused | no | `NOPERM` (an ACL denies the command or a key) |
+/// | [`Script`](ErrorKind::Script) | refused | yes: a script that fails keeps the writes it made before | a Lua error (`ERR … user_script …`, `ERR Error running script`) |
+/// | [`OutOfMemory`](ErrorKind::OutOfMemory) | refused | no | `OOM` (`maxmemory` reached under `noeviction`) |
+/// | [`Server`](ErrorKind::Server) | refused | no | any other error reply: unknown command, wrong type, syntax, `EXECABORT`, `MISCONF` |
+/// | [`Unsupported`](ErrorKind::Unsupported) | refused | no | a server below the floor or without a feature |
+/// | [`CorruptState`](ErrorKind::CorruptState) | refused | no | stored state of the wrong shape (checked before any write) |
+/// | [`CapacityExceeded`](ErrorKind::CapacityExceeded) | refused | no | the memory backend at its key bound ([`retry_after`](Error::retry_after): when a key expires) |
+/// | [`CapacityMismatch`](ErrorKind::CapacityMismatch) | refused | no | a semaphore's capacity differs from its holders' |
+/// | [`UnexpectedReply`](ErrorKind::UnexpectedReply) | refused | the step ran | a reply of the wrong shape |
+/// | [`InvalidArgument`](ErrorKind::InvalidArgument), [`CrossSlot`](ErrorKind::CrossSlot), [`Closed`](ErrorKind::Closed) | refused | no: nothing was sent | the caller's arguments or configuration; a primitive shut down |
+///
+/// Where OOM belongs: a full Redis answers, and answers no to every write until memory is
+/// freed or raised. That is not an outage that passes by waiting a moment, and a client that
+/// can create keys (one per distinct rate-limit key) could fill the server on purpose: failing
+/// open on it would let that client lift every limit. So it is *refused*, like the memory
+/// backend at its bound.
 ///
 /// # Example
 ///
@@ -32,21 +75,42 @@ struct Inner {
     message: Cow<'static, str>,
     unsupported: Option<UnsupportedFeature>,
     uncertain: bool,
+    retry_after: Option<Duration>,
     source: Option<Box<dyn StdError + Send + Sync>>,
 }
 
-/// What went wrong, broadly. New kinds may be added in minor releases.
+/// What went wrong, broadly. New kinds may be added in minor releases. The
+/// [failure classes](Error#failure-classes) table says which kinds are *unavailable* and
+/// which *refused*.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// The connection to the backend failed or was lost.
+    /// The connection to the backend failed or was lost. *Unavailable*.
     Io,
-    /// The backend did not answer within the configured timeout.
+    /// The backend did not answer within the configured timeout. *Unavailable*.
     ///
     /// The step may still have run on the server: see
     /// [`Error::is_outcome_uncertain`].
     Timeout,
-    /// The server answered with an error reply.
+    /// The server cannot take the command right now and said so: a failover or resharding
+    /// in progress (`READONLY`, `MASTERDOWN`, `CLUSTERDOWN`, `TRYAGAIN`), a dataset still
+    /// loading (`LOADING`), a long script running (`BUSY`), too few replicas (`NOREPLICAS`).
+    /// Nothing was applied. *Unavailable*: the Redis backend retries these by itself within
+    /// its [retry bound](crate::backend::redis::RedisBackendBuilder::transient_retry).
+    Transient,
+    /// The server refused the credentials (`WRONGPASS`, `NOAUTH`, a failed `AUTH` when
+    /// reconnecting). *Refused*.
+    Authentication,
+    /// An ACL denies the command or a key it touches (`NOPERM`). *Refused*.
+    Permission,
+    /// A Lua script raised an error. *Refused*; writes the script made before the error
+    /// stay, so the outcome is uncertain.
+    Script,
+    /// The server is out of memory and refuses writes (`OOM`). *Refused*: see the
+    /// [failure classes](Error#failure-classes).
+    OutOfMemory,
+    /// The server answered with another error reply (an unknown command, a wrong type, a
+    /// syntax error). *Refused*.
     Server,
     /// The server lacks a feature this step needs; see [`Error::unsupported_feature`].
     Unsupported,
@@ -74,6 +138,11 @@ impl ErrorKind {
         match self {
             ErrorKind::Io => "backend I/O error",
             ErrorKind::Timeout => "backend timed out",
+            ErrorKind::Transient => "server temporarily unavailable",
+            ErrorKind::Authentication => "authentication failed",
+            ErrorKind::Permission => "permission denied",
+            ErrorKind::Script => "script error",
+            ErrorKind::OutOfMemory => "server out of memory",
             ErrorKind::Server => "server error reply",
             ErrorKind::Unsupported => "unsupported server feature",
             ErrorKind::InvalidArgument => "invalid argument",
@@ -138,6 +207,7 @@ impl Error {
                 message: message.into(),
                 unsupported: None,
                 uncertain: false,
+                retry_after: None,
                 source: None,
             }),
         }
@@ -163,6 +233,19 @@ impl Error {
         err
     }
 
+    /// [`unsupported`](Self::unsupported) for a whole server, naming what was found.
+    pub(crate) fn unsupported_found(feature: UnsupportedFeature, found: &str) -> Self {
+        let mut err = Self::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the server is {found}; {} need {} or later",
+                feature.name, feature.minimum_version
+            ),
+        );
+        err.inner.unsupported = Some(feature);
+        err
+    }
+
     pub(crate) fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Self {
         self.inner.source = Some(Box::new(source));
         self
@@ -173,16 +256,46 @@ impl Error {
         self
     }
 
+    pub(crate) fn with_retry_after(mut self, retry_after: Option<Duration>) -> Self {
+        self.inner.retry_after = retry_after;
+        self
+    }
+
     /// What kind of error this is.
     pub fn kind(&self) -> ErrorKind {
         self.inner.kind
     }
 
+    /// Whether the backend gave no usable answer: no connection, no reply in time, or a reply
+    /// saying it cannot take the command right now (see the
+    /// [failure classes](Error#failure-classes)). The only errors a fail-open policy lets
+    /// through and a circuit breaker counts.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self.inner.kind,
+            ErrorKind::Io | ErrorKind::Timeout | ErrorKind::Transient
+        )
+    }
+
+    /// Whether the server (or the crate, before sending) answered no: the opposite of
+    /// [`is_unavailable`](Self::is_unavailable). Asking again gets the same answer until
+    /// something changes; such errors never fail open.
+    pub fn is_refused(&self) -> bool {
+        !self.is_unavailable()
+    }
+
+    /// When the step could succeed again, where the backend can tell: for a full memory
+    /// backend, when its first key expires. `None` when unknown.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.inner.retry_after
+    }
+
     /// Whether the step may have taken effect on the server although it failed here.
     ///
-    /// True when the request was (or may have been) sent but no reply arrived: a timeout or
-    /// a connection lost mid-flight. A rejected argument or a refused connection is certain:
-    /// nothing happened. Each primitive documents how it settles an uncertain outcome.
+    /// True when the request was (or may have been) sent but no reply arrived (a timeout or
+    /// a connection lost mid-flight), or when a script failed part way. A rejected argument,
+    /// a refused connection or a refusal by the server is certain: nothing happened. Each
+    /// primitive documents how it settles an uncertain outcome.
     pub fn is_outcome_uncertain(&self) -> bool {
         self.inner.uncertain
     }
@@ -200,6 +313,9 @@ impl fmt::Debug for Error {
             .field("message", &self.inner.message);
         if self.inner.uncertain {
             s.field("uncertain", &true);
+        }
+        if let Some(retry_after) = self.inner.retry_after {
+            s.field("retry_after", &retry_after);
         }
         if let Some(source) = &self.inner.source {
             s.field("source", source);
@@ -234,6 +350,34 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("INCREX"), "{text}");
         assert!(text.contains("Redis 8.8, Valkey 9.2 or later"), "{text}");
+    }
+
+    #[test]
+    fn every_kind_is_in_one_class() {
+        let unavailable = [ErrorKind::Io, ErrorKind::Timeout, ErrorKind::Transient];
+        let refused = [
+            ErrorKind::Authentication,
+            ErrorKind::Permission,
+            ErrorKind::Script,
+            ErrorKind::OutOfMemory,
+            ErrorKind::Server,
+            ErrorKind::Unsupported,
+            ErrorKind::InvalidArgument,
+            ErrorKind::CrossSlot,
+            ErrorKind::CorruptState,
+            ErrorKind::CapacityExceeded,
+            ErrorKind::UnexpectedReply,
+            ErrorKind::Closed,
+            ErrorKind::CapacityMismatch,
+        ];
+        for kind in unavailable {
+            let err = Error::new(kind, "x");
+            assert!(err.is_unavailable() && !err.is_refused(), "{kind:?}");
+        }
+        for kind in refused {
+            let err = Error::new(kind, "x");
+            assert!(err.is_refused() && !err.is_unavailable(), "{kind:?}");
+        }
     }
 
     #[test]

@@ -12,6 +12,8 @@ pub(crate) fn from_redis(err: RedisError) -> Error {
         .with_source(err)
 }
 
+/// The crate's kind for a client error, and whether the command may have run anyway; one row
+/// per redis-rs kind and server error code (see the failure classes on [`Error`]).
 fn classify(err: &RedisError) -> (ErrorKind, bool) {
     if err.is_timeout() {
         // The request was written; the server may have executed it.
@@ -20,15 +22,76 @@ fn classify(err: &RedisError) -> (ErrorKind, bool) {
     if err.is_connection_refusal() {
         return (ErrorKind::Io, false);
     }
+    let detail = err.detail().unwrap_or("");
+    if let Some(code) = err.code() {
+        let in_script = is_script_error(detail);
+        // Redis 6.2 wraps what a script's command answered into its own `ERR`:
+        // `ERR Error running script (…): @user_script:1: … -READONLY You can't write…`.
+        let code = match (code, legacy_script_code(detail)) {
+            ("ERR", Some(inner)) => inner,
+            _ => code,
+        };
+        let kind = reply_kind(code, detail);
+        // A script that fails keeps what it wrote before; a transient reply or OOM stops a
+        // script at its first write, before anything was written.
+        let partial = in_script && !matches!(kind, ErrorKind::Transient | ErrorKind::OutOfMemory);
+        return (kind, partial);
+    }
     match err.kind() {
-        RedisKind::Server(ServerErrorKind::CrossSlot) => (ErrorKind::CrossSlot, false),
-        RedisKind::Server(_) | RedisKind::Extension => (ErrorKind::Server, false),
+        RedisKind::AuthenticationFailed => (ErrorKind::Authentication, false),
         RedisKind::Parse | RedisKind::UnexpectedReturnType => (ErrorKind::UnexpectedReply, false),
-        RedisKind::InvalidClientConfig => (ErrorKind::InvalidArgument, false),
+        RedisKind::InvalidClientConfig | RedisKind::EmptySentinelList => {
+            (ErrorKind::InvalidArgument, false)
+        }
+        RedisKind::RESP3NotSupported => (ErrorKind::Unsupported, false),
+        // Sentinel names no primary (yet): a failover in progress.
+        RedisKind::MasterNameNotFoundBySentinel | RedisKind::NoValidReplicasFoundBySentinel => {
+            (ErrorKind::Transient, false)
+        }
         // A dropped connection may have carried the request to the server before it broke.
         _ if err.is_io_error() || err.is_connection_dropped() => (ErrorKind::Io, true),
+        // The cluster client found no connection (or no node) for the slot, or the client
+        // gave up before writing: nothing was sent.
         _ => (ErrorKind::Io, false),
     }
+}
+
+/// The kind of an error reply, by its code (the reply's first word).
+fn reply_kind(code: &str, detail: &str) -> ErrorKind {
+    match code {
+        "CROSSSLOT" => ErrorKind::CrossSlot,
+        "NOPERM" => ErrorKind::Permission,
+        "WRONGPASS" | "NOAUTH" => ErrorKind::Authentication,
+        "OOM" => ErrorKind::OutOfMemory,
+        "READONLY" | "MASTERDOWN" | "CLUSTERDOWN" | "TRYAGAIN" | "LOADING" | "BUSY"
+        | "NOREPLICAS" | "MOVED" | "ASK" => ErrorKind::Transient,
+        "ERR" if is_script_error(detail) => ErrorKind::Script,
+        _ => ErrorKind::Server,
+    }
+}
+
+/// The code of the reply a command inside a script got, as Redis 6.2 quotes it in the
+/// script's error (`… @user_script: 1: -READONLY …`).
+fn legacy_script_code(detail: &str) -> Option<&str> {
+    if !detail.contains("Error running script") {
+        return None;
+    }
+    let (_, quoted) = detail.rsplit_once(": -")?;
+    let code = quoted.split(' ').next()?;
+    (!code.is_empty() && code.bytes().all(|b| b.is_ascii_uppercase())).then_some(code)
+}
+
+/// Whether an `ERR` reply comes from a Lua script: Redis 7+ and Valkey append
+/// `script: <sha>, on @user_script:<line>.` to an error a script raised or let through; Redis
+/// 6.2 says `Error running script`.
+fn is_script_error(detail: &str) -> bool {
+    detail.contains("user_script") || detail.contains("Error running script")
+}
+
+/// Whether the failure left the server untouched and may pass by waiting: a transient reply
+/// (failover, loading) or a connection that was never made. Only these are sent again.
+pub(crate) fn may_pass_without_effect(err: &RedisError) -> bool {
+    matches!(classify(err), (ErrorKind::Transient | ErrorKind::Io, false))
 }
 
 /// Whether the server rejected a command it does not know (`ERR unknown command ...`).
@@ -40,16 +103,279 @@ pub(crate) fn is_unknown_command(err: &RedisError) -> bool {
     ) && err.to_string().contains("unknown command")
 }
 
+/// Whether the server refused the command itself, not what it would do: unknown
+/// (`ERR unknown command`, a server too old) or denied by an ACL (`NOPERM`, an allow-list
+/// written before the command existed). Either way nothing ran.
+pub(crate) fn refuses_command(err: &RedisError) -> bool {
+    is_unknown_command(err)
+        || matches!(err.kind(), RedisKind::Server(ServerErrorKind::NoPerm))
+        || err.to_string().contains("NOPERM")
+}
+
 /// Whether the server answered `NOSCRIPT`: the script cache does not hold this SHA-1.
 pub(crate) fn is_noscript(err: &RedisError) -> bool {
     matches!(err.kind(), RedisKind::Server(ServerErrorKind::NoScript))
 }
 
 /// Whether the error suggests the connection no longer reaches the primary (Sentinel
-/// failover): a lost connection, or a write refused by a demoted replica.
+/// failover): a lost connection, or a transient reply such as a write refused by a demoted
+/// replica (also from inside a script).
 pub(crate) fn suggests_primary_moved(err: &RedisError) -> bool {
     err.is_io_error()
         || err.is_connection_dropped()
         || err.is_connection_refusal()
-        || matches!(err.kind(), RedisKind::Server(ServerErrorKind::ReadOnly))
+        || classify(err).0 == ErrorKind::Transient
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use super::*;
+
+    /// The client's error for an error reply `-<text>`, parsed as from the wire.
+    fn reply(text: &str) -> RedisError {
+        match redis::parse_redis_value(format!("-{text}\r\n").as_bytes()) {
+            Ok(redis::Value::ServerError(err)) => err.into(),
+            other => panic!("-{text} parsed as {other:?}"),
+        }
+    }
+
+    fn io(kind: io::ErrorKind) -> RedisError {
+        io::Error::from(kind).into()
+    }
+
+    fn client(kind: RedisKind) -> RedisError {
+        (kind, "test").into()
+    }
+
+    #[track_caller]
+    fn row(err: RedisError, kind: ErrorKind, may_have_applied: bool) {
+        let mapped = from_redis(err);
+        assert_eq!(mapped.kind(), kind, "{mapped:?}");
+        assert_eq!(
+            mapped.is_outcome_uncertain(),
+            may_have_applied,
+            "{mapped:?}"
+        );
+    }
+
+    #[test]
+    fn connections() {
+        row(io(io::ErrorKind::TimedOut), ErrorKind::Timeout, true);
+        row(io(io::ErrorKind::WouldBlock), ErrorKind::Timeout, true);
+        row(io(io::ErrorKind::ConnectionRefused), ErrorKind::Io, false);
+        // A unix socket whose file is missing is a refusal too.
+        row(io(io::ErrorKind::NotFound), ErrorKind::Io, false);
+        row(io(io::ErrorKind::ConnectionReset), ErrorKind::Io, true);
+        row(io(io::ErrorKind::BrokenPipe), ErrorKind::Io, true);
+        row(io(io::ErrorKind::UnexpectedEof), ErrorKind::Io, true);
+        row(client(RedisKind::Io), ErrorKind::Io, true);
+        row(
+            client(RedisKind::ClusterConnectionNotFound),
+            ErrorKind::Io,
+            false,
+        );
+        row(client(RedisKind::Client), ErrorKind::Io, false);
+    }
+
+    #[test]
+    fn failover_replies_are_transient() {
+        for text in [
+            "READONLY You can't write against a read only replica.",
+            "READONLY You can't write against a read only replica. script: 1f0e, on @user_script:7.",
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            "CLUSTERDOWN The cluster is down",
+            "TRYAGAIN Multiple keys request during rehashing of slot",
+            "LOADING Redis is loading the dataset in memory",
+            "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+            "NOREPLICAS Not enough good replicas to write.",
+            "MOVED 3999 127.0.0.1:6381",
+            "ASK 3999 127.0.0.1:6381",
+        ] {
+            let mapped = from_redis(reply(text));
+            assert_eq!(mapped.kind(), ErrorKind::Transient, "{text}");
+            assert!(mapped.is_unavailable(), "{text}");
+            assert!(!mapped.is_outcome_uncertain(), "{text}");
+        }
+        row(
+            client(RedisKind::MasterNameNotFoundBySentinel),
+            ErrorKind::Transient,
+            false,
+        );
+        row(
+            client(RedisKind::NoValidReplicasFoundBySentinel),
+            ErrorKind::Transient,
+            false,
+        );
+    }
+
+    #[test]
+    fn refusals() {
+        row(
+            client(RedisKind::AuthenticationFailed),
+            ErrorKind::Authentication,
+            false,
+        );
+        row(
+            reply("WRONGPASS invalid username-password pair or user is disabled."),
+            ErrorKind::Authentication,
+            false,
+        );
+        row(
+            reply("NOAUTH Authentication required."),
+            ErrorKind::Authentication,
+            false,
+        );
+        row(
+            reply("NOPERM User app has no permissions to run the 'evalsha' command"),
+            ErrorKind::Permission,
+            false,
+        );
+        // An ACL that denies a key part way through a script: earlier writes stay.
+        row(
+            reply("NOPERM No permissions to access a key script: 1f0e, on @user_script:3."),
+            ErrorKind::Permission,
+            true,
+        );
+        row(
+            reply("OOM command not allowed when used memory > 'maxmemory'."),
+            ErrorKind::OutOfMemory,
+            false,
+        );
+        row(
+            reply(
+                "OOM command not allowed when used memory > 'maxmemory'. script: 1f0e, on @user_script:4.",
+            ),
+            ErrorKind::OutOfMemory,
+            false,
+        );
+        row(
+            reply(
+                "ERR user_script:1: Script attempted to access nonexistent global variable 'x' script: 1f0e, on @user_script:1.",
+            ),
+            ErrorKind::Script,
+            true,
+        );
+        row(
+            reply("ERR Error running script (call to f_1f0e): @user_script:1: user_script:1: oops"),
+            ErrorKind::Script,
+            true,
+        );
+        row(
+            reply("ERR value is not an integer or out of range script: 1f0e, on @user_script:5."),
+            ErrorKind::Script,
+            true,
+        );
+        row(
+            reply(
+                "WRONGTYPE Operation against a key holding the wrong kind of value script: 1f0e, on @user_script:2.",
+            ),
+            ErrorKind::Server,
+            true,
+        );
+        row(
+            reply("ERR unknown command 'INCREX', with args beginning with: "),
+            ErrorKind::Server,
+            false,
+        );
+        // Redis 6.2 quotes the inner reply's code inside its own ERR.
+        row(
+            reply(
+                "ERR Error running script (call to f_1f0e): @user_script:1: @user_script: 1: -READONLY You can't write against a read only replica.",
+            ),
+            ErrorKind::Transient,
+            false,
+        );
+        row(
+            reply(
+                "ERR Error running script (call to f_1f0e): @user_script:1: @user_script: 1: -OOM command not allowed when used memory > 'maxmemory'.",
+            ),
+            ErrorKind::OutOfMemory,
+            false,
+        );
+        row(
+            reply(
+                "ERR Error running script (call to f_1f0e): @user_script:1: @user_script: 1: -NOREPLICAS Not enough good replicas to write.",
+            ),
+            ErrorKind::Transient,
+            false,
+        );
+        row(
+            reply(
+                "ERR Error running script (call to f_1f0e): @user_script:44: ERR value is not an integer or out of range",
+            ),
+            ErrorKind::Script,
+            true,
+        );
+        row(
+            reply("WRONGTYPE Operation against a key holding the wrong kind of value"),
+            ErrorKind::Server,
+            false,
+        );
+        row(
+            reply("EXECABORT Transaction discarded because of previous errors."),
+            ErrorKind::Server,
+            false,
+        );
+        row(
+            reply(
+                "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.",
+            ),
+            ErrorKind::Server,
+            false,
+        );
+        row(
+            reply("NOSCRIPT No matching script. Please use EVAL."),
+            ErrorKind::Server,
+            false,
+        );
+        row(
+            reply("CROSSSLOT Keys in request don't hash to the same slot"),
+            ErrorKind::CrossSlot,
+            false,
+        );
+        row(client(RedisKind::Parse), ErrorKind::UnexpectedReply, false);
+        row(
+            client(RedisKind::UnexpectedReturnType),
+            ErrorKind::UnexpectedReply,
+            false,
+        );
+        row(
+            client(RedisKind::InvalidClientConfig),
+            ErrorKind::InvalidArgument,
+            false,
+        );
+        row(
+            client(RedisKind::EmptySentinelList),
+            ErrorKind::InvalidArgument,
+            false,
+        );
+        row(
+            client(RedisKind::RESP3NotSupported),
+            ErrorKind::Unsupported,
+            false,
+        );
+        for kind in [
+            ErrorKind::Authentication,
+            ErrorKind::Permission,
+            ErrorKind::Script,
+            ErrorKind::OutOfMemory,
+        ] {
+            assert!(Error::new(kind, "x").is_refused());
+        }
+    }
+
+    #[test]
+    fn increx_fallback_recognises_unknown_and_denied() {
+        assert!(refuses_command(&reply(
+            "ERR unknown command 'INCREX', with args beginning with: "
+        )));
+        assert!(refuses_command(&reply(
+            "NOPERM User app has no permissions to run the 'increx' command"
+        )));
+        assert!(!refuses_command(&reply(
+            "WRONGTYPE Operation against a key holding the wrong kind of value"
+        )));
+    }
 }

@@ -15,9 +15,10 @@ impl RedisBackend {
     /// Runs one fixed-window step.
     ///
     /// Redis 8.8+ and Valkey 9.2+ take it as one `INCREX` pipelined with `PTTL` (one round
-    /// trip). A server that answers "unknown command" makes every user of this handle take
-    /// the Lua path for [`INCREX_REPROBE_AFTER`](super::INCREX_REPROBE_AFTER); the rejected
-    /// command changed nothing, so the same request goes on through Lua at once. Probes
+    /// trip). A server that answers "unknown command", or an ACL that denies `INCREX`
+    /// (`NOPERM`: an allow-list written before the command existed), makes every user of this
+    /// handle take the Lua path for [`INCREX_REPROBE_AFTER`](super::INCREX_REPROBE_AFTER); the
+    /// rejected command changed nothing, so the same request goes on through Lua at once. Probes
     /// (0 permits) always use Lua, since `INCREX` would create the key.
     pub(crate) async fn fixed_window(&self, step: FixedWindowStep<'_>) -> Result<FixedWindowReply> {
         if step.permits > 0 && self.capabilities().should_try_increx() {
@@ -26,9 +27,10 @@ impl RedisBackend {
                     self.capabilities().record_increx_accepted();
                     return Ok(reply);
                 }
-                Err(err) if error_map::is_unknown_command(&err) => {
+                Err(err) if error_map::refuses_command(&err) => {
                     tracing::info!(
-                        "the server does not know INCREX; using the Lua fixed window for the next {:?}",
+                        error = %err,
+                        "the server does not take INCREX; using the Lua fixed window for the next {:?}",
                         super::INCREX_REPROBE_AFTER
                     );
                     self.capabilities().record_increx_rejected();
@@ -115,7 +117,9 @@ fn corrupt(key: &[u8]) -> Error {
 /// The script lets INCRBY's own error end a step on a counter that is not an integer (see
 /// the script): that is corrupt state, not a server failure.
 fn counting_error(err: Error, key: &[u8]) -> Error {
-    if err.kind() == ErrorKind::Server && refuses_counter(&err.to_string()) {
+    if matches!(err.kind(), ErrorKind::Server | ErrorKind::Script)
+        && refuses_counter(&err.to_string())
+    {
         corrupt(key)
     } else {
         err

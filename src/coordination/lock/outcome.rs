@@ -3,8 +3,9 @@
 use crate::error::{Error, ErrorKind};
 
 /// Whether a failed step certainly changed nothing on the backend: refused before it was
-/// sent (arguments, slots, a refused connection), or answered by a step that validates
-/// before it writes (corrupt state, a full memory backend).
+/// sent (arguments, slots, a refused connection), refused by the server before it ran
+/// (a failover reply, credentials, an ACL, OOM), or answered by a step that validates before
+/// it writes (corrupt state, a full memory backend).
 ///
 /// Anything else may have run: a timeout or a connection lost after sending, a server error
 /// reply (a script can fail after a write), or a reply of an unexpected shape.
@@ -13,6 +14,10 @@ pub(super) fn had_no_effect(err: &Error) -> bool {
         && matches!(
             err.kind(),
             ErrorKind::Io
+                | ErrorKind::Transient
+                | ErrorKind::Authentication
+                | ErrorKind::Permission
+                | ErrorKind::OutOfMemory
                 | ErrorKind::InvalidArgument
                 | ErrorKind::CrossSlot
                 | ErrorKind::CorruptState
