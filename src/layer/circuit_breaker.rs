@@ -9,11 +9,16 @@ use tokio::time::Instant;
 /// keeps failing.
 ///
 /// - **Closed**: acquisitions go to the backend; `failure_threshold` consecutive
-///   availability failures (I/O errors, timeouts) open the circuit.
+///   availability failures ([`Error::is_unavailable`](crate::Error::is_unavailable): no
+///   connection, no reply within the backend's response timeout, a failover reply) open the
+///   circuit. Refusals do not count, and neither does the layer's own timeout: an acquisition
+///   that outlives it goes on in the background, and what the backend then says counts.
 /// - **Open**: acquisitions fail at once, with no network I/O, for `open_for` (plus or minus
 ///   up to a fifth, at random, so that replicas do not probe in step).
 /// - **Half-open**: at most `half_open_probes` acquisitions at a time test the backend; one
-///   success closes the circuit, one failure opens it again with fresh jitter.
+///   probe's success closes the circuit, one failed probe opens it again with fresh jitter.
+///   Only a probe closes it: a late answer to an acquisition sent before the circuit opened
+///   does not.
 ///
 /// The breaker is local to one process and guards acquisitions only: renewals of permits
 /// already held always go to the backend, so streams in flight survive a short outage.
@@ -187,17 +192,23 @@ impl Breaker {
 }
 
 impl Admission {
-    /// The backend answered: the circuit closes (or stays closed).
+    /// The backend answered. A probe's answer closes the circuit; any other resets the count
+    /// of a closed circuit, but does not close an open one: an acquisition admitted before
+    /// the circuit opened says nothing about the backend now.
     pub(crate) fn succeeded(mut self) {
         self.settled = true;
         let mut state = self.breaker.lock();
-        if self.probe {
-            tracing::info!("the backend answered a probe: circuit closed");
+        match &mut *state {
+            State::Closed { failures } => *failures = 0,
+            State::HalfOpen { .. } if self.probe => {
+                tracing::info!("the backend answered a probe: circuit closed");
+                *state = State::Closed { failures: 0 };
+            }
+            State::HalfOpen { .. } | State::Open { .. } => {}
         }
-        *state = State::Closed { failures: 0 };
     }
 
-    /// The backend was unavailable (I/O error or timeout).
+    /// The backend was unavailable ([`Error::is_unavailable`](crate::Error::is_unavailable)).
     pub(crate) fn failed(mut self) {
         self.settled = true;
         let breaker = self.breaker.clone();
@@ -288,6 +299,41 @@ mod tests {
         breaker.admit().expect("probe").succeeded();
         assert_eq!(breaker.state(), CircuitState::Closed);
         assert!(breaker.admit().is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_a_probe_closes_an_open_circuit() {
+        let breaker = breaker(2, 1);
+        // Admitted while closed, answered after the circuit opened.
+        let late = breaker.admit().expect("closed");
+        breaker.admit().expect("closed").failed();
+        breaker.admit().expect("closed").failed();
+        assert_eq!(breaker.state(), CircuitState::Open);
+        late.succeeded();
+        assert_eq!(
+            breaker.state(),
+            CircuitState::Open,
+            "a late success is no probe"
+        );
+        assert!(breaker.admit().is_none());
+        tokio::time::advance(Duration::from_secs(13)).await;
+        let probe = breaker.admit().expect("the probe");
+        assert_eq!(breaker.state(), CircuitState::HalfOpen);
+        probe.succeeded();
+        assert_eq!(breaker.state(), CircuitState::Closed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_admission_dropped_without_a_verdict_changes_nothing() {
+        let breaker = breaker(1, 1);
+        // A request cancelled, or a refusal: no verdict on availability.
+        drop(breaker.admit().expect("closed"));
+        assert_eq!(breaker.state(), CircuitState::Closed);
+        let stale = breaker.admit().expect("closed");
+        breaker.admit().expect("closed").failed();
+        assert_eq!(breaker.state(), CircuitState::Open);
+        drop(stale);
+        assert_eq!(breaker.state(), CircuitState::Open);
     }
 
     #[test]

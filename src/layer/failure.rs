@@ -2,10 +2,18 @@
 
 use std::time::Duration;
 
-/// What a layer does when the backend fails or does not answer in time.
+/// What a layer does when the backend is **unavailable**: it does not answer in time, cannot
+/// be reached, or says it cannot take the command right now (a failover in progress; see
+/// [`Error::is_unavailable`](crate::Error::is_unavailable)).
 ///
-/// Either way a `tracing` event (`warn`) records the failure, and the request never hangs:
-/// the layer's timeout bounds the wait for a decision.
+/// The policy covers availability only. A **refusal** (an ACL that denies the script,
+/// a rotated password, a Lua error, corrupt state, a server out of memory, a full memory
+/// backend; see [`Error::is_refused`](crate::Error::is_refused)) answers `503 Service
+/// Unavailable` with `Retry-After` under either policy, with a `tracing` error event naming
+/// the cause: a limit is never lifted because the backend said no.
+///
+/// Either way the request never hangs: the layer's timeout bounds the wait for a decision,
+/// and a `tracing` event records every failure (`warn` for unavailability).
 ///
 /// # Example
 ///
@@ -28,8 +36,32 @@ pub enum FailurePolicy {
         retry_after: Duration,
     },
     /// Let the request through unlimited (and without rate-limit fields): availability over
-    /// enforcement while the backend is down.
+    /// enforcement while the backend is down. Refusals still answer 503.
     FailOpen,
+}
+
+/// What a layer makes of a failed step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Call the inner service without a limit.
+    Pass,
+    /// Answer 503 with this `Retry-After`.
+    Unavailable(Duration),
+}
+
+impl FailurePolicy {
+    /// The verdict on a failure: `unavailable` says whether it is about availability (see
+    /// [`Error::is_unavailable`](crate::Error::is_unavailable)); `hint` is when the backend
+    /// expects to succeed again, where it says ([`Error::retry_after`](crate::Error::retry_after)).
+    pub(crate) fn verdict(self, unavailable: bool, hint: Option<Duration>) -> Verdict {
+        let retry_after = match self {
+            FailurePolicy::FailOpen if unavailable => return Verdict::Pass,
+            FailurePolicy::FailOpen => Duration::from_secs(1),
+            FailurePolicy::FailClosed { retry_after } => retry_after,
+        };
+        // At least a second: `Retry-After: 0` invites an immediate retry.
+        Verdict::Unavailable(hint.unwrap_or(retry_after).max(Duration::from_secs(1)))
+    }
 }
 
 impl Default for FailurePolicy {
@@ -37,5 +69,40 @@ impl Default for FailurePolicy {
         FailurePolicy::FailClosed {
             retry_after: Duration::from_secs(1),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fails_open_on_unavailability_only() {
+        let second = Duration::from_secs(1);
+        let open = FailurePolicy::FailOpen;
+        assert_eq!(open.verdict(true, None), Verdict::Pass);
+        assert_eq!(open.verdict(false, None), Verdict::Unavailable(second));
+        let hint = Duration::from_secs(42);
+        assert_eq!(open.verdict(false, Some(hint)), Verdict::Unavailable(hint));
+        let closed = FailurePolicy::FailClosed {
+            retry_after: Duration::from_secs(5),
+        };
+        assert_eq!(
+            closed.verdict(true, None),
+            Verdict::Unavailable(Duration::from_secs(5))
+        );
+        assert_eq!(
+            closed.verdict(false, None),
+            Verdict::Unavailable(Duration::from_secs(5))
+        );
+        assert_eq!(
+            closed.verdict(false, Some(hint)),
+            Verdict::Unavailable(hint)
+        );
+        // A hint below a second is rounded up to one.
+        assert_eq!(
+            closed.verdict(false, Some(Duration::from_millis(10))),
+            Verdict::Unavailable(second)
+        );
     }
 }

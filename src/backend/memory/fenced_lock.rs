@@ -42,15 +42,7 @@ impl MemoryBackend {
             // Both keys, or neither: a counter stored without its lease would be a gap, but a
             // lease refused after its counter moved must not be reported as granted.
             let new_keys = 1 + usize::from(counter.is_none());
-            if !store.has_room_for(new_keys, now) {
-                return Err(Error::new(
-                    ErrorKind::CapacityExceeded,
-                    format!(
-                        "the memory backend holds its maximum of {} live keys",
-                        store.max_keys()
-                    ),
-                ));
-            }
+            store.ensure_room_for(new_keys, now)?;
             // Below i64::MAX, checked by `counter`.
             let next = counter.unwrap_or(0) + 1;
             store.insert(&counter_key, Value::Int(next), None, now)?;

@@ -10,7 +10,7 @@ use super::clock::millis_until;
 use super::{MemoryBackend, Store, Value};
 use crate::backend::ensure_same_slot;
 use crate::backend::semaphore::{PermitStep, SemaphoreAcquireReply, SemaphoreAcquireStep};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
 type Holders = HashMap<String, Option<Instant>>;
 
@@ -57,15 +57,7 @@ impl MemoryBackend {
             }
 
             let new_keys = sets.iter().filter(|&&(_, live, _)| live == 0).count();
-            if !store.has_room_for(new_keys, now) {
-                return Err(Error::new(
-                    ErrorKind::CapacityExceeded,
-                    format!(
-                        "the memory backend holds its maximum of {} live keys",
-                        store.max_keys()
-                    ),
-                ));
-            }
+            store.ensure_room_for(new_keys, now)?;
             for (key, &capacity) in keys.iter().zip(step.capacities) {
                 let granted = update(store, key, now, |stored, holders| {
                     *stored = capacity;
@@ -235,6 +227,7 @@ fn frees_in(holders: &Holders, capacity: u32, now: Instant) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
 
     fn acquire<'a>(
         keys: &'a [Vec<u8>],

@@ -95,15 +95,10 @@ impl Store {
         expires_at: Option<Instant>,
         now: Instant,
     ) -> Result<()> {
-        self.reclaim(now);
-        if !self.entries.contains_key(key) && self.entries.len() >= self.max_keys {
-            return Err(Error::new(
-                ErrorKind::CapacityExceeded,
-                format!(
-                    "the memory backend holds its maximum of {} live keys",
-                    self.max_keys
-                ),
-            ));
+        if !self.entries.contains_key(key) {
+            self.ensure_room_for(1, now)?;
+        } else {
+            self.reclaim(now);
         }
         let schedule = self.schedule(key, expires_at);
         self.entries.insert(
@@ -121,6 +116,31 @@ impl Store {
     pub(crate) fn has_room_for(&mut self, new_keys: usize, now: Instant) -> bool {
         self.reclaim(now);
         self.entries.len().saturating_add(new_keys) <= self.max_keys
+    }
+
+    /// Fails with [`ErrorKind::CapacityExceeded`] unless `new_keys` keys that do not exist yet
+    /// could be stored now. The error's [`retry_after`](Error::retry_after) is when the first
+    /// key expires (`None` when no key expires: only a deletion can free space).
+    pub(crate) fn ensure_room_for(&mut self, new_keys: usize, now: Instant) -> Result<()> {
+        if self.has_room_for(new_keys, now) {
+            return Ok(());
+        }
+        // A scan, not the heap: the heap keeps superseded deadlines of renewed keys. This
+        // runs only when the store is full.
+        let frees_in = self
+            .entries
+            .values()
+            .filter_map(Entry::expires_at)
+            .min()
+            .map(|first| first.saturating_duration_since(now));
+        Err(Error::new(
+            ErrorKind::CapacityExceeded,
+            format!(
+                "the memory backend holds its maximum of {} live keys",
+                self.max_keys
+            ),
+        )
+        .with_retry_after(frees_in))
     }
 
     /// Deletes a key; its scheduled expiry is then ignored.

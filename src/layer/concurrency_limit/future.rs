@@ -6,6 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use http::{Request, Response};
 use pin_project_lite::pin_project;
@@ -16,9 +17,9 @@ use super::body::GuardedBody;
 use super::guard::StreamGuard;
 use super::layer::Config;
 use crate::coordination::semaphore::Attempt;
-use crate::error::{Error, ErrorKind};
-use crate::layer::FailurePolicy;
+use crate::error::Error;
 use crate::layer::circuit_breaker::Admission;
+use crate::layer::failure::Verdict;
 use crate::layer::key::KeyError;
 
 type Acquisition = Pin<Box<dyn Future<Output = Result<Attempt, Failure>> + Send>>;
@@ -32,13 +33,21 @@ pub(crate) enum Failure {
 }
 
 impl Failure {
-    /// Whether the backend looks unreachable, which is what fails open and what the
-    /// circuit breaker counts. Other errors (a script error, a capacity mismatch, an
-    /// authorization failure) are mistakes to surface, never reasons to lift the limit.
+    /// Whether the backend looks unavailable, which is what may fail open. Refusals (a
+    /// script error, a capacity mismatch, an authorization failure) are mistakes to surface,
+    /// never reasons to lift the limit.
     fn is_availability(&self) -> bool {
         match self {
-            Failure::Backend(err) => matches!(err.kind(), ErrorKind::Io | ErrorKind::Timeout),
+            Failure::Backend(err) => err.is_unavailable(),
             Failure::TimedOut | Failure::CircuitOpen => true,
+        }
+    }
+
+    /// When the backend expects to succeed again, where it says.
+    fn retry_hint(&self) -> Option<Duration> {
+        match self {
+            Failure::Backend(err) => err.retry_after(),
+            Failure::TimedOut | Failure::CircuitOpen => None,
         }
     }
 }
@@ -73,7 +82,6 @@ pin_project! {
     {
         Acquiring {
             acquisition: Acquisition,
-            admission: Option<Admission>,
             request: Option<Request<ReqBody>>,
             service: Option<S>,
         },
@@ -101,20 +109,39 @@ where
     ) -> Self {
         let semaphore = config.semaphore.clone();
         let (lease, timeout) = (config.lease, config.timeout);
-        // A permit granted after the timeout dropped this future is released in the
-        // background by the semaphore itself (its acquisition is cancel safe in effect).
         let acquisition = Box::pin(async move {
-            match tokio::time::timeout(timeout, semaphore.try_acquire(&key, Some(lease))).await {
-                Ok(Ok(attempt)) => Ok(attempt),
-                Ok(Err(err)) => Err(Failure::Backend(err)),
-                Err(_) => Err(Failure::TimedOut),
+            let mut attempt =
+                Box::pin(async move { semaphore.try_acquire(&key, Some(lease)).await });
+            let answered = tokio::select! {
+                outcome = &mut attempt => Some(outcome),
+                () = tokio::time::sleep(timeout) => None,
+            };
+            if let Some(outcome) = answered {
+                settle(admission, &outcome);
+                return outcome.map_err(Failure::Backend);
             }
+            // The layer's own timeout (a busy runtime can cause it while the backend is
+            // healthy) is no verdict on the backend: the attempt goes on in the background,
+            // and the breaker hears what the backend then says; silence past a further grace
+            // is the backend's failure. A permit it gets is released at once, in the
+            // background, by the permit's drop.
+            let grace = timeout.max(LATE_VERDICT_GRACE);
+            tokio::spawn(async move {
+                match tokio::time::timeout(grace, attempt).await {
+                    Ok(outcome) => settle(admission, &outcome),
+                    Err(_) => {
+                        if let Some(admission) = admission {
+                            admission.failed();
+                        }
+                    }
+                }
+            });
+            Err(Failure::TimedOut)
         });
         ResponseFuture {
             config,
             state: State::Acquiring {
                 acquisition,
-                admission,
                 request: Some(request),
                 service: Some(service),
             },
@@ -141,6 +168,21 @@ where
     }
 }
 
+/// How long an acquisition that outlived the layer's timeout may still take before its
+/// silence counts as the backend's failure (at least the layer's timeout).
+const LATE_VERDICT_GRACE: Duration = Duration::from_secs(1);
+
+/// Tells the circuit breaker what the backend said: an answer, or unavailability. A refusal
+/// says nothing about availability and gives no verdict.
+fn settle(admission: Option<Admission>, outcome: &crate::Result<Attempt>) {
+    let Some(admission) = admission else { return };
+    match outcome {
+        Ok(_) => admission.succeeded(),
+        Err(err) if err.is_unavailable() => admission.failed(),
+        Err(_) => drop(admission),
+    }
+}
+
 /// What the failure policy makes of a request that got no permit from the backend.
 fn fail<S, ReqBody>(
     config: &Config,
@@ -151,35 +193,33 @@ fn fail<S, ReqBody>(
 where
     S: Service<Request<ReqBody>>,
 {
-    match config.failure {
-        FailurePolicy::FailOpen if failure.is_availability() => {
-            match config.local.clone().try_acquire_owned() {
-                Ok(local) => {
-                    tracing::warn!(reason = %failure, "concurrency limit backend unavailable; failing open with a local permit");
-                    State::Calling {
-                        future: service.call(request),
-                        guard: Some(StreamGuard::local(local)),
-                    }
-                }
-                Err(_) => {
-                    tracing::warn!(reason = %failure, "concurrency limit backend unavailable and every local permit is taken");
-                    State::Answered {
-                        answer: Some(Answer::full(config, None)),
-                    }
+    match config
+        .failure
+        .verdict(failure.is_availability(), failure.retry_hint())
+    {
+        Verdict::Pass => match config.local.clone().try_acquire_owned() {
+            Ok(local) => {
+                tracing::warn!(reason = %failure, "concurrency limit backend unavailable; failing open with a local permit");
+                State::Calling {
+                    future: service.call(request),
+                    guard: Some(StreamGuard::local(local)),
                 }
             }
-        }
-        FailurePolicy::FailClosed { retry_after } => {
-            tracing::warn!(reason = %failure, "concurrency limit backend failed; failing closed");
+            Err(_) => {
+                tracing::warn!(reason = %failure, "concurrency limit backend unavailable and every local permit is taken");
+                State::Answered {
+                    answer: Some(Answer::full(config, None)),
+                }
+            }
+        },
+        Verdict::Unavailable(retry_after) => {
+            if failure.is_availability() {
+                tracing::warn!(reason = %failure, "concurrency limit backend unavailable; failing closed");
+            } else {
+                tracing::error!(reason = %failure, "the concurrency limit backend refused the permit; answering 503");
+            }
             State::Answered {
                 answer: Some(Answer::unavailable(retry_after)),
-            }
-        }
-        // Failing open, but the failure is not about availability.
-        _ => {
-            tracing::error!(reason = %failure, "concurrency limit failed; answering 503");
-            State::Answered {
-                answer: Some(Answer::unavailable(std::time::Duration::from_secs(1))),
             }
         }
     }
@@ -197,7 +237,6 @@ where
             match this.state.as_mut().project() {
                 StateProj::Acquiring {
                     acquisition,
-                    admission,
                     request,
                     service,
                 } => {
@@ -206,30 +245,15 @@ where
                     else {
                         unreachable!("an acquiring future holds its request and service")
                     };
-                    let admission = admission.take();
                     let next = match outcome {
-                        Ok(attempt) => {
-                            if let Some(admission) = admission {
-                                admission.succeeded();
-                            }
-                            match attempt {
-                                Attempt::Acquired(permit) => State::Calling {
-                                    future: service.call(request),
-                                    guard: Some(StreamGuard::keep(permit, this.config.lease)),
-                                },
-                                Attempt::Full { retry_after } => State::Answered {
-                                    answer: Some(Answer::full(this.config, retry_after)),
-                                },
-                            }
-                        }
-                        Err(failure) => {
-                            if let Some(admission) = admission
-                                && failure.is_availability()
-                            {
-                                admission.failed();
-                            }
-                            fail(this.config, &failure, request, &mut service)
-                        }
+                        Ok(Attempt::Acquired(permit)) => State::Calling {
+                            future: service.call(request),
+                            guard: Some(StreamGuard::keep(permit, this.config.lease)),
+                        },
+                        Ok(Attempt::Full { retry_after }) => State::Answered {
+                            answer: Some(Answer::full(this.config, retry_after)),
+                        },
+                        Err(failure) => fail(this.config, &failure, request, &mut service),
                     };
                     this.state.set(next);
                 }

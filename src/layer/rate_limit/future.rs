@@ -16,7 +16,7 @@ use super::info::RateLimitInfo;
 use super::layer::Config;
 use crate::coordination::rate_limit::RateLimitDecision;
 use crate::error::Result;
-use crate::layer::FailurePolicy;
+use crate::layer::failure::Verdict;
 use crate::layer::key::KeyError;
 
 type Decision = Pin<Box<dyn Future<Output = Result<RateLimitDecision, DecisionFailure>> + Send>>;
@@ -153,22 +153,32 @@ where
                             answer: Some(Answer::rejected(config, &decision)),
                         },
                         Err(failure) => {
+                            let (unavailable, hint) = match &failure {
+                                DecisionFailure::Backend(err) => {
+                                    (err.is_unavailable(), err.retry_after())
+                                }
+                                DecisionFailure::TimedOut => (true, None),
+                            };
                             let reason = match &failure {
                                 DecisionFailure::Backend(err) => err.to_string(),
                                 DecisionFailure::TimedOut => {
                                     format!("no decision within {:?}", config.timeout)
                                 }
                             };
-                            match config.failure {
-                                FailurePolicy::FailOpen => {
-                                    tracing::warn!(%reason, "rate limit backend failed; failing open");
+                            match config.failure.verdict(unavailable, hint) {
+                                Verdict::Pass => {
+                                    tracing::warn!(%reason, "rate limit backend unavailable; failing open");
                                     State::Calling {
                                         future: service.call(request),
                                         info: None,
                                     }
                                 }
-                                FailurePolicy::FailClosed { retry_after } => {
-                                    tracing::warn!(%reason, "rate limit backend failed; failing closed");
+                                Verdict::Unavailable(retry_after) => {
+                                    if unavailable {
+                                        tracing::warn!(%reason, "rate limit backend unavailable; failing closed");
+                                    } else {
+                                        tracing::error!(%reason, "the rate limit backend refused the decision; answering 503");
+                                    }
                                     State::Answered {
                                         answer: Some(Answer::unavailable(config, retry_after)),
                                     }
