@@ -7,7 +7,10 @@ use redis::aio::ConnectionManagerConfig;
 use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{AsyncConnectionConfig, Client};
 
-use super::connection::{Connection, SentinelConnection};
+use redis::Value;
+
+use super::connection::{Connection, Request, SentinelConnection};
+use super::server_version::ServerVersion;
 use super::watch::Watcher;
 use super::{Capabilities, RedisBackend, Shared, error_map};
 use crate::backend::KeyPrefix;
@@ -17,6 +20,12 @@ use crate::error::{Error, Result};
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Default bound on establishing a connection.
 pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(1);
+/// Default bound on sending a step again after a transient failure (see
+/// [`RedisBackendBuilder::transient_retry`]).
+pub const DEFAULT_TRANSIENT_RETRY: Duration = Duration::from_secs(1);
+
+/// The longest pause between two reconnection attempts of a standalone connection.
+const RECONNECT_MAX_DELAY: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Clone)]
 pub(super) enum Target {
@@ -54,6 +63,7 @@ pub struct RedisBackendBuilder {
     prefix: KeyPrefix,
     response_timeout: Duration,
     connection_timeout: Duration,
+    transient_retry: Duration,
 }
 
 impl RedisBackendBuilder {
@@ -63,6 +73,7 @@ impl RedisBackendBuilder {
             prefix: KeyPrefix::default(),
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             connection_timeout: DEFAULT_CONNECTION_TIMEOUT,
+            transient_retry: DEFAULT_TRANSIENT_RETRY,
         }
     }
 
@@ -102,6 +113,18 @@ impl RedisBackendBuilder {
         self
     }
 
+    /// How long a step that failed without effect is sent again (default
+    /// [`DEFAULT_TRANSIENT_RETRY`]; zero sends once). It covers what a failover or a restart
+    /// answers: `READONLY` from a demoted primary, `MASTERDOWN`, `CLUSTERDOWN`, `TRYAGAIN`,
+    /// `LOADING`, `BUSY`, and refused connections. Each attempt waits with jittered backoff
+    /// (20 ms doubling to 250 ms) and the last failure is returned when the bound would be
+    /// passed. A step whose outcome is uncertain (a timeout, a connection lost after
+    /// sending) is never sent again. Layers bound the whole step with their own timeout too.
+    pub fn transient_retry(mut self, bound: Duration) -> Self {
+        self.transient_retry = bound;
+        self
+    }
+
     /// Connects and returns the backend.
     ///
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a
@@ -127,14 +150,18 @@ impl RedisBackendBuilder {
                 service_name,
             } => self.connect_sentinel(sentinels, service_name).await?,
         };
+        let server = server_version(&connection).await?;
         tracing::debug!(
             topology = connection.topology(),
             prefix = ?self.prefix,
+            %server,
             "connected to redis"
         );
         Ok(RedisBackend {
             shared: Arc::new(Shared {
                 connection,
+                server,
+                transient_retry: self.transient_retry,
                 prefix: self.prefix,
                 capabilities: Capabilities::default(),
                 watcher: Watcher::new(self.target, self.response_timeout, self.connection_timeout),
@@ -144,9 +171,13 @@ impl RedisBackendBuilder {
 
     async fn connect_standalone(&self, url: &str) -> Result<Connection> {
         let client = Client::open(url).map_err(invalid_config)?;
+        // Commands wait while the manager reconnects, so its backoff is kept short: six
+        // attempts, 100 ms doubling to at most 500 ms (jittered up to twice that), about
+        // 4 s in all; then the next command starts a new round.
         let config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(self.response_timeout))
-            .set_connection_timeout(Some(self.connection_timeout));
+            .set_connection_timeout(Some(self.connection_timeout))
+            .set_max_delay(RECONNECT_MAX_DELAY);
         let manager = client
             .get_connection_manager_with_config(config)
             .await
@@ -199,6 +230,25 @@ impl RedisBackendBuilder {
             .map_err(error_map::from_redis)?;
         Ok(Connection::Sentinel(Box::new(connection)))
     }
+}
+
+/// Asks the server for its version and refuses one below [`SERVER_FLOOR`](super::SERVER_FLOOR).
+async fn server_version(connection: &Connection) -> Result<ServerVersion> {
+    let mut info = redis::cmd("INFO");
+    info.arg("server");
+    let reply = connection
+        .query(Request::Cmd(&info))
+        .await
+        .map_err(error_map::from_redis)?;
+    // A cluster client may answer with one reply per node: any node speaks for the rest.
+    let text = match reply {
+        Value::Map(nodes) => nodes.into_iter().next().map(|(_, info)| info),
+        Value::Array(nodes) => nodes.into_iter().next(),
+        single => Some(single),
+    }
+    .and_then(|info| redis::from_redis_value::<String>(info).ok())
+    .ok_or_else(|| Error::unexpected_reply("INFO server did not answer with text"))?;
+    ServerVersion::parse(&text)
 }
 
 fn invalid_config(err: redis::RedisError) -> Error {

@@ -26,14 +26,19 @@ mod gcra;
 mod packed_grant;
 mod script;
 mod semaphore;
+mod server_version;
 mod sliding_window;
 mod stacked_window;
 mod token_bucket;
 mod watch;
 
-pub use builder::{DEFAULT_CONNECTION_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, RedisBackendBuilder};
+pub use builder::{
+    DEFAULT_CONNECTION_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, DEFAULT_TRANSIENT_RETRY,
+    RedisBackendBuilder,
+};
 pub use capabilities::{Capabilities, HASH_FIELD_EXPIRY, INCREX, INCREX_REPROBE_AFTER};
 pub use script::Script;
+pub use server_version::{SERVER_FLOOR, ServerVersion};
 pub use watch::{CLIENT_TRACKING, KeyTtl, KeyWatch};
 
 use std::fmt;
@@ -71,6 +76,8 @@ pub struct RedisBackend {
 
 struct Shared {
     connection: Connection,
+    server: ServerVersion,
+    transient_retry: Duration,
     prefix: KeyPrefix,
     capabilities: Capabilities,
     watcher: watch::Watcher,
@@ -117,6 +124,11 @@ impl RedisBackend {
     /// The server capability state shared by every clone of this handle.
     pub fn capabilities(&self) -> &Capabilities {
         &self.shared.capabilities
+    }
+
+    /// The server this handle connected to, as its `INFO server` reported it.
+    pub fn server_version(&self) -> &ServerVersion {
+        &self.shared.server
     }
 
     /// The configured key prefix.
@@ -179,13 +191,14 @@ impl RedisBackend {
             args.write_redis_args(&mut cmd);
             cmd
         };
-        let reply = match self.query_raw(&call("EVALSHA", script.sha1())).await {
+        let (source, sha1) = script.variant(self.shared.server.legacy_scripting());
+        let reply = match self.query_raw(&call("EVALSHA", sha1)).await {
             Err(err) if error_map::is_noscript(&err) => {
                 tracing::debug!(
                     script = script.name(),
                     "NOSCRIPT; sending the script with EVAL"
                 );
-                self.query_raw(&call("EVAL", script.source())).await
+                self.query_raw(&call("EVAL", source)).await
             }
             reply => reply,
         }
@@ -242,7 +255,7 @@ impl RedisBackend {
     /// Sends one native command and returns the client's error unmapped, for steps that must
     /// recognise a particular server answer.
     pub(crate) async fn query_raw(&self, cmd: &Cmd) -> Result<Value, redis::RedisError> {
-        self.shared.connection.query(Request::Cmd(cmd)).await
+        self.send(Request::Cmd(cmd)).await
     }
 
     /// Sends a pipeline in one round trip and returns its replies, or the first error.
@@ -250,17 +263,50 @@ impl RedisBackend {
         &self,
         pipe: &Pipeline,
     ) -> Result<Vec<Value>, redis::RedisError> {
-        match self
-            .shared
-            .connection
-            .query(Request::Pipeline(pipe))
-            .await?
-        {
+        match self.send(Request::Pipeline(pipe)).await? {
             Value::Array(replies) => Ok(replies),
             other => Ok(vec![other]),
         }
     }
 }
+
+impl RedisBackend {
+    /// Sends one request; a failure that certainly left the server untouched and may pass
+    /// by itself (a transient reply such as `READONLY` or `LOADING`, a refused connection) is
+    /// sent again with jittered backoff while the
+    /// [transient retry bound](RedisBackendBuilder::transient_retry) lasts. By then a
+    /// Sentinel connection has asked the sentinels for the primary again and a cluster
+    /// client has refreshed its slots, so a failover that completes within the bound costs
+    /// latency, not errors. A failure that may have applied is never sent again.
+    async fn send(&self, request: Request<'_>) -> Result<Value, redis::RedisError> {
+        let connection = &self.shared.connection;
+        let first = match connection.query(request).await {
+            Err(err) if error_map::may_pass_without_effect(&err) => err,
+            done => return done,
+        };
+        let deadline = tokio::time::Instant::now() + self.shared.transient_retry;
+        let mut pause = TRANSIENT_RETRY_FIRST_PAUSE;
+        let mut last = first;
+        loop {
+            let wait = crate::jitter::between(pause / 2, pause);
+            if tokio::time::Instant::now() + wait >= deadline {
+                return Err(last);
+            }
+            tracing::debug!(error = %last, retry_in = ?wait, "transient failure; sending again");
+            tokio::time::sleep(wait).await;
+            match connection.query(request).await {
+                Err(err) if error_map::may_pass_without_effect(&err) => last = err,
+                done => return done,
+            }
+            pause = (pause * 2).min(TRANSIENT_RETRY_MAX_PAUSE);
+        }
+    }
+}
+
+/// The first pause before a transient failure is sent again (then doubled, jittered).
+const TRANSIENT_RETRY_FIRST_PAUSE: Duration = Duration::from_millis(20);
+/// The longest pause between two sends of a transient failure.
+const TRANSIENT_RETRY_MAX_PAUSE: Duration = Duration::from_millis(250);
 
 /// A user key with the backend's prefix, written into a command as one argument without
 /// being joined into a buffer of its own first.

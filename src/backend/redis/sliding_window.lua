@@ -69,9 +69,13 @@ if total and oldest and oldest + window > now and total % 1 == 0 and oldest % 1 
             return CORRUPT
         end
         if added == permits then
-            -- A new segment: the key lives until it leaves the window (GT: never sooner
-            -- than a newer segment already asked for, after a server clock stepped back).
-            call('PEXPIREAT', key, format('%d', current + window), 'GT')
+            -- A new segment: the key lives until it leaves the window, never sooner than a
+            -- newer segment already asked for (after a server clock stepped back). PTTL and a
+            -- comparison, not PEXPIREAT GT: that is Redis 7.0 syntax.
+            local ttl = call('PTTL', key)
+            if ttl >= 0 and current + window > now + ttl then
+                call('PEXPIREAT', key, format('%d', current + window))
+            end
         end
         return granted(limit - total - permits, current + window - now)
     end

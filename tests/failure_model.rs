@@ -1,0 +1,341 @@
+//! The failure model over HTTP: both layers (and what stands behind them) against a real Redis
+//! reached through the fault proxy, or made to refuse (ACL, a rotated password, a full memory
+//! backend). Each test is a row of the README's "Failure model" table.
+
+#![cfg(feature = "axum")]
+
+mod support;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::routing::get;
+use leasehold::backend::memory::MemoryBackend;
+use leasehold::backend::redis::RedisBackend;
+use leasehold::coordination::rate_limit::FixedWindow;
+use leasehold::layer::concurrency_limit::RedisConcurrencyLimitLayer;
+use leasehold::layer::key::KeyExtractor;
+use leasehold::layer::rate_limit::RedisRateLimitLayer;
+use leasehold::layer::{CircuitBreaker, CircuitState, FailurePolicy};
+use leasehold::{Coordination, ErrorKind};
+use support::http::{Reply, client, get as http_get, serve};
+use support::proxy::Proxy;
+use support::{Server, ServerKind, shared, unique_prefix};
+
+/// The layers' decision timeout in these tests.
+const DECISION_TIMEOUT: Duration = Duration::from_millis(400);
+
+async fn through(url: String, test: &str) -> Coordination {
+    RedisBackend::standalone(url)
+        .key_prefix(unique_prefix(test))
+        .connect()
+        .await
+        .expect("connect")
+        .into()
+}
+
+/// `/rate` behind a fixed window of 1000 per minute, `/concurrent` behind a concurrency limit
+/// of 100; both with `policy`.
+fn app(coordination: &Coordination, policy: FailurePolicy) -> (Router, RedisConcurrencyLimitLayer) {
+    let rate =
+        RedisRateLimitLayer::fixed_window(coordination, "rate", 1000, Duration::from_secs(60))
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .timeout(DECISION_TIMEOUT)
+            .failure_policy(policy);
+    let concurrent = RedisConcurrencyLimitLayer::new(coordination, "concurrent", None, Some(100))
+        .expect("valid")
+        .timeout(DECISION_TIMEOUT)
+        .failure_policy(policy);
+    let router = Router::new()
+        .route("/rate", get(|| async { "ok" }).layer(rate))
+        .route(
+            "/concurrent",
+            get(|| async { "ok" }).layer(concurrent.clone()),
+        );
+    (router, concurrent)
+}
+
+const ROUTES: [&str; 2] = ["/rate", "/concurrent"];
+
+async fn each_route(addr: SocketAddr) -> Vec<Reply> {
+    let client = client();
+    let mut replies = Vec::new();
+    for route in ROUTES {
+        replies.push(http_get(&client, addr, route, &[]).await);
+    }
+    replies
+}
+
+#[track_caller]
+fn assert_503_with_retry_after(reply: &Reply, what: &str) {
+    assert_eq!(reply.status, 503, "{what}: {reply:?}");
+    assert!(reply.retry_after_secs() >= 1, "{what}: {reply:?}");
+}
+
+#[tokio::test]
+async fn a_stall_shorter_than_the_decision_timeout_gives_normal_answers() {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = through(proxy.url(), "stall").await;
+    let (router, _) = app(&coordination, FailurePolicy::default());
+    let addr = serve(router).await;
+    assert!(each_route(addr).await.iter().all(|r| r.status == 200));
+
+    for route in ROUTES {
+        proxy.stall();
+        let client = client();
+        let request = tokio::spawn(async move { http_get(&client, addr, route, &[]).await });
+        tokio::time::sleep(DECISION_TIMEOUT / 2).await;
+        proxy.pass();
+        let reply = request.await.expect("the request task");
+        assert_eq!(reply.status, 200, "{route} after a short stall: {reply:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_blackhole_answers_503_within_the_decision_timeout_and_nothing_hangs() {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = through(proxy.url(), "blackhole").await;
+    let (router, _) = app(&coordination, FailurePolicy::default());
+    let addr = serve(router).await;
+    assert!(each_route(addr).await.iter().all(|r| r.status == 200));
+
+    proxy.blackhole();
+    let started = Instant::now();
+    let mut requests = Vec::new();
+    for i in 0..8 {
+        let client = client();
+        let route = ROUTES[i % 2];
+        requests.push(tokio::spawn(async move {
+            let sent = Instant::now();
+            let reply = http_get(&client, addr, route, &[]).await;
+            (route, reply, sent.elapsed())
+        }));
+    }
+    for request in requests {
+        let (route, reply, took) = request.await.expect("the request task");
+        assert_503_with_retry_after(&reply, route);
+        assert!(
+            took < DECISION_TIMEOUT + Duration::from_millis(300),
+            "{route} answered after {took:?}"
+        );
+    }
+    assert!(started.elapsed() < Duration::from_secs(2));
+    proxy.pass();
+}
+
+#[tokio::test]
+async fn after_a_cut_requests_are_served_once_the_backend_reconnects() {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = through(proxy.url(), "cut").await;
+    let (router, _) = app(&coordination, FailurePolicy::default());
+    let addr = serve(router).await;
+    assert!(each_route(addr).await.iter().all(|r| r.status == 200));
+    let connections = proxy.connections_accepted();
+
+    proxy.cut();
+    for route in ROUTES {
+        let client = client();
+        let deadline = Instant::now() + support::PATIENCE;
+        loop {
+            let reply = http_get(&client, addr, route, &[]).await;
+            if reply.status == 200 {
+                break;
+            }
+            // Until then, only fail-closed answers.
+            assert_503_with_retry_after(&reply, route);
+            assert!(
+                Instant::now() < deadline,
+                "{route} never served after a cut"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    assert!(
+        proxy.connections_accepted() > connections,
+        "a new connection was made"
+    );
+}
+
+#[tokio::test]
+async fn refused_connections_under_fail_open_pass_and_open_the_breaker() {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = through(proxy.url(), "refused").await;
+    let rate = RedisRateLimitLayer::fixed_window(&coordination, "rate", 1, Duration::from_secs(60))
+        .expect("valid")
+        .key(KeyExtractor::global())
+        .timeout(DECISION_TIMEOUT)
+        .failure_policy(FailurePolicy::FailOpen);
+    let concurrent = RedisConcurrencyLimitLayer::new(&coordination, "concurrent", None, Some(100))
+        .expect("valid")
+        .timeout(DECISION_TIMEOUT)
+        .failure_policy(FailurePolicy::FailOpen)
+        .circuit_breaker(
+            CircuitBreaker::new()
+                .failure_threshold(2)
+                .open_for(Duration::from_secs(60)),
+        );
+    let router = Router::new()
+        .route("/rate", get(|| async { "ok" }).layer(rate))
+        .route(
+            "/concurrent",
+            get(|| async { "ok" }).layer(concurrent.clone()),
+        );
+    let addr = serve(router).await;
+    let client = client();
+    assert_eq!(http_get(&client, addr, "/rate", &[]).await.status, 200);
+    assert_eq!(
+        http_get(&client, addr, "/rate", &[]).await.status,
+        429,
+        "the limit holds"
+    );
+
+    proxy.refuse();
+    proxy.cut();
+    // The limit of 1 is exhausted, yet an unreachable backend lets requests through.
+    for _ in 0..3 {
+        assert_eq!(http_get(&client, addr, "/rate", &[]).await.status, 200);
+        assert_eq!(
+            http_get(&client, addr, "/concurrent", &[]).await.status,
+            200
+        );
+    }
+    support::eventually("the circuit opens", async || {
+        concurrent.circuit_state() == Some(CircuitState::Open)
+    })
+    .await;
+    // Open: a local permit at once, without waiting for the backend.
+    let started = Instant::now();
+    assert_eq!(
+        http_get(&client, addr, "/concurrent", &[]).await.status,
+        200
+    );
+    assert!(
+        started.elapsed() < DECISION_TIMEOUT,
+        "{:?}",
+        started.elapsed()
+    );
+    proxy.pass();
+}
+
+/// Every route answers 503 with Retry-After under fail-open: a refusal is never a pass.
+async fn refusals_are_503(addr: SocketAddr, what: &str) {
+    for _ in 0..3 {
+        for (route, reply) in ROUTES.iter().zip(each_route(addr).await) {
+            assert_503_with_retry_after(&reply, &format!("{what} on {route}"));
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_acl_user_without_scripting_gets_503_under_fail_open() {
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let () = server.cmd(&[
+        "ACL",
+        "SETUSER",
+        "app",
+        "on",
+        ">secret",
+        "~*",
+        "&*",
+        "+@all",
+        "-@scripting",
+    ]);
+    let url = format!("redis://app:secret@127.0.0.1:{}", server.port());
+    let coordination = through(url, "acl").await;
+    let err = FixedWindow::new(&coordination, "probe", 1, Duration::from_secs(1))
+        .expect("valid")
+        .acquire(b"k", 1)
+        .await
+        .expect_err("EVALSHA is denied");
+    assert_eq!(err.kind(), ErrorKind::Permission, "{err:?}");
+    assert!(err.is_refused());
+    let (router, _) = app(&coordination, FailurePolicy::FailOpen);
+    refusals_are_503(serve(router).await, "NOPERM").await;
+}
+
+#[tokio::test]
+async fn a_password_rotated_under_a_running_app_gets_503_under_fail_open() {
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let () = server.cmd(&["CONFIG", "SET", "requirepass", "old"]);
+    let url = format!("redis://:old@127.0.0.1:{}", server.port());
+    let coordination = through(url, "rotated").await;
+    let (router, _) = app(&coordination, FailurePolicy::FailOpen);
+    let addr = serve(router).await;
+    assert!(each_route(addr).await.iter().all(|r| r.status == 200));
+
+    // Rotate, and drop the app's connections so that it must authenticate again.
+    let admin = |args: &[&str]| {
+        let mut cmd = redis::cmd(args[0]);
+        for arg in &args[1..] {
+            cmd.arg(*arg);
+        }
+        let mut con = redis::Client::open(format!("redis://:old@127.0.0.1:{}", server.port()))
+            .expect("url")
+            .get_connection()
+            .expect("admin connection");
+        cmd.query::<redis::Value>(&mut con).expect("admin command");
+    };
+    admin(&["CONFIG", "SET", "requirepass", "new"]);
+    let mut con = redis::Client::open(format!("redis://:new@127.0.0.1:{}", server.port()))
+        .expect("url")
+        .get_connection()
+        .expect("admin connection");
+    let _: redis::Value = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut con)
+        .expect("kill the app's connections");
+    // The command that meets the dropped connection is unavailable; the reconnect after it is
+    // refused for its credentials.
+    let deadline = Instant::now() + support::PATIENCE;
+    loop {
+        match coordination.server_time().await {
+            Err(err) if err.kind() == ErrorKind::Authentication => break,
+            other => assert!(
+                Instant::now() < deadline,
+                "no authentication error: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    refusals_are_503(addr, "WRONGPASS").await;
+}
+
+#[tokio::test]
+async fn a_full_memory_backend_gets_503_with_the_time_space_frees() {
+    let coordination: Coordination = MemoryBackend::builder()
+        .max_keys(1)
+        .build()
+        .expect("valid")
+        .into();
+    let rate = RedisRateLimitLayer::fixed_window(&coordination, "rate", 5, Duration::from_secs(60))
+        .expect("valid")
+        .key(KeyExtractor::header(http::HeaderName::from_static(
+            "x-client",
+        )))
+        .failure_policy(FailurePolicy::FailOpen);
+    let concurrent = RedisConcurrencyLimitLayer::new(&coordination, "concurrent", Some(5), None)
+        .expect("valid")
+        .key(KeyExtractor::header(http::HeaderName::from_static(
+            "x-client",
+        )))
+        .failure_policy(FailurePolicy::FailOpen);
+    let router = Router::new()
+        .route("/rate", get(|| async { "ok" }).layer(rate))
+        .route("/concurrent", get(|| async { "ok" }).layer(concurrent));
+    let addr = serve(router).await;
+    let client = client();
+    // The one key: a client's window.
+    let first = http_get(&client, addr, "/rate", &[("x-client", "a")]).await;
+    assert_eq!(first.status, 200);
+    for route in ROUTES {
+        let reply = http_get(&client, addr, route, &[("x-client", "b")]).await;
+        assert_503_with_retry_after(&reply, route);
+        // Space frees when the first client's window ends, about a minute from now.
+        let wait = reply.retry_after_secs();
+        assert!((55..=60).contains(&wait), "{route}: Retry-After {wait}");
+    }
+}
