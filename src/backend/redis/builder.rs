@@ -14,7 +14,7 @@ use super::server_version::ServerVersion;
 use super::watch::Watcher;
 use super::{Capabilities, RedisBackend, Shared, error_map};
 use crate::backend::KeyPrefix;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// Default bound on the wait for one reply.
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -236,10 +236,19 @@ impl RedisBackendBuilder {
 async fn server_version(connection: &Connection) -> Result<ServerVersion> {
     let mut info = redis::cmd("INFO");
     info.arg("server");
-    let reply = connection
-        .query(Request::Cmd(&info))
-        .await
-        .map_err(error_map::from_redis)?;
+    let reply = match connection.query(Request::Cmd(&info)).await {
+        Ok(reply) => reply,
+        Err(err) => {
+            let err = error_map::from_redis(err);
+            if err.kind() != ErrorKind::Permission {
+                return Err(err);
+            }
+            // INFO is in ACL's @dangerous category, which many application users lack: the
+            // floor cannot be checked, and the server is taken to script like Redis 7.0+.
+            tracing::warn!(error = %err, "INFO is denied; the server's version is not checked");
+            return Ok(ServerVersion::unknown());
+        }
+    };
     // A cluster client may answer with one reply per node: any node speaks for the rest.
     let text = match reply {
         Value::Map(nodes) => nodes.into_iter().next().map(|(_, info)| info),

@@ -22,20 +22,21 @@ fn classify(err: &RedisError) -> (ErrorKind, bool) {
     if err.is_connection_refusal() {
         return (ErrorKind::Io, false);
     }
-    let detail = err.detail().unwrap_or("");
-    if let Some(code) = err.code() {
-        let in_script = is_script_error(detail);
+    if let Some((index, code, detail)) = first_failure(err) {
+        let in_script = is_script_error(&detail);
+        let detail = detail.as_str();
         // Redis 6.2 wraps what a script's command answered into its own `ERR`:
         // `ERR Error running script (…): @user_script:1: … -READONLY You can't write…`.
-        let code = match (code, legacy_script_code(detail)) {
+        let code = match (code.as_str(), legacy_script_code(detail)) {
             ("ERR", Some(inner)) => inner,
-            _ => code,
+            (code, _) => code,
         };
         let kind = reply_kind(code, detail);
         // A script that fails keeps what it wrote before; a transient reply or OOM stops a
         // script at its first write, before anything was written.
         let partial = in_script && !matches!(kind, ErrorKind::Transient | ErrorKind::OutOfMemory);
-        return (kind, partial);
+        // In a pipeline, the commands before the failing one ran.
+        return (kind, partial || index > 0);
     }
     match err.kind() {
         RedisKind::AuthenticationFailed => (ErrorKind::Authentication, false),
@@ -50,10 +51,28 @@ fn classify(err: &RedisError) -> (ErrorKind, bool) {
         }
         // A dropped connection may have carried the request to the server before it broke.
         _ if err.is_io_error() || err.is_connection_dropped() => (ErrorKind::Io, true),
-        // The cluster client found no connection (or no node) for the slot, or the client
-        // gave up before writing: nothing was sent.
+        // The cluster client's internal failures: its reply channel may drop after sending.
+        RedisKind::Client => (ErrorKind::Io, true),
+        // The cluster client found no connection (or no node) for the slot: nothing was sent.
         _ => (ErrorKind::Io, false),
     }
+}
+
+/// The first failing reply of an error reply or a pipeline: its index, code and detail.
+fn first_failure(err: &RedisError) -> Option<(usize, String, String)> {
+    if !matches!(err.kind(), RedisKind::Server(_) | RedisKind::Extension) {
+        return None;
+    }
+    let Some(failures) = err.clone().into_server_errors() else {
+        // An extension error without a reply: an error reply all the same.
+        return Some((0, err.code().unwrap_or("").to_owned(), String::new()));
+    };
+    let (index, reply) = failures.first()?;
+    Some((
+        *index,
+        reply.code().to_owned(),
+        reply.details().unwrap_or("").to_owned(),
+    ))
 }
 
 /// The kind of an error reply, by its code (the reply's first word).
@@ -107,6 +126,9 @@ pub(crate) fn is_unknown_command(err: &RedisError) -> bool {
 /// (`ERR unknown command`, a server too old) or denied by an ACL (`NOPERM`, an allow-list
 /// written before the command existed). Either way nothing ran.
 pub(crate) fn refuses_command(err: &RedisError) -> bool {
+    if first_failure(err).is_some_and(|(index, _, _)| index > 0) {
+        return false;
+    }
     is_unknown_command(err)
         || matches!(err.kind(), RedisKind::Server(ServerErrorKind::NoPerm))
         || err.to_string().contains("NOPERM")
@@ -176,7 +198,7 @@ mod tests {
             ErrorKind::Io,
             false,
         );
-        row(client(RedisKind::Client), ErrorKind::Io, false);
+        row(client(RedisKind::Client), ErrorKind::Io, true);
     }
 
     #[test]

@@ -284,7 +284,11 @@ impl RedisBackend {
             Err(err) if error_map::may_pass_without_effect(&err) => err,
             done => return done,
         };
-        let deadline = tokio::time::Instant::now() + self.shared.transient_retry;
+        // From the first failure; a bound too large to add means no bound short of a year.
+        let now = tokio::time::Instant::now();
+        let deadline = now
+            .checked_add(self.shared.transient_retry)
+            .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600));
         let mut pause = TRANSIENT_RETRY_FIRST_PAUSE;
         let mut last = first;
         loop {

@@ -70,12 +70,22 @@ impl ServerVersion {
         Ok(server)
     }
 
+    /// A server whose version could not be read (`INFO` denied by an ACL), taken to be Redis
+    /// 7.0 or later.
+    pub(crate) fn unknown() -> Self {
+        ServerVersion {
+            name: "Redis",
+            version: (0, 0, 0),
+            redis: (7, 0, 0),
+        }
+    }
+
     /// `"Redis"` or `"Valkey"`.
     pub fn name(&self) -> &'static str {
         self.name
     }
 
-    /// The server's own version: major, minor, patch.
+    /// The server's own version: major, minor, patch; `(0, 0, 0)` when `INFO` was denied.
     pub fn version(&self) -> (u32, u32, u32) {
         self.version
     }

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::expiry::expiry_ms;
 use super::sets::PermitSets;
 use crate::coordination::owner::{self, ReleaseOnDrop, Why};
-use crate::error::{ErrorKind, Result};
+use crate::error::Result;
 
 /// One permit of a [`Semaphore`](super::Semaphore) or a
 /// [`KeyedSemaphore`](super::KeyedSemaphore), held under a unique owner token (128 random
@@ -243,10 +243,10 @@ impl SemaphorePermit {
                 tracing::debug!(keys = %self.sets, "semaphore permit lost before its renewal");
                 Ok(false)
             }
-            // Refused before anything was sent (the server is unreachable): the permit is
-            // exactly as it was, so it stays held and the renewal may be retried while its
-            // estimate lasts.
-            Err(err) if err.kind() == ErrorKind::Io && !err.is_outcome_uncertain() => {
+            // Unavailable without effect (the server is unreachable, or answered a failover
+            // reply): the permit is exactly as it was, so it stays held and the renewal may
+            // be retried while its estimate lasts.
+            Err(err) if err.is_unavailable() && !err.is_outcome_uncertain() => {
                 in_flight.disarm();
                 self.state = State::Held;
                 tracing::debug!(keys = %self.sets, error = %err, "semaphore permit renewal not sent");

@@ -63,7 +63,9 @@ pub(crate) struct Config {
 ///   permit, counted against the global capacity (or, without one, the per-key capacity)
 ///   within this process only: limits are not coordinated across replicas while the backend
 ///   is down, and local permits are not registered with it when it comes back. Only
-///   availability failures (I/O errors, timeouts) fail open; any other error answers 503.
+///   unavailability ([`Error::is_unavailable`](crate::Error::is_unavailable): no connection,
+///   no reply in time, a failover reply) fails open; a refusal (an ACL, credentials, a Lua
+///   error, a full memory backend) answers 503 with `Retry-After` under either policy.
 /// - An optional [`CircuitBreaker`] stops acquisitions from reaching a backend that keeps
 ///   failing, while renewals of streams in flight go on.
 ///
