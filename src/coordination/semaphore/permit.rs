@@ -211,7 +211,7 @@ impl SemaphorePermit {
     /// or uncertain (then nothing is sent).
     ///
     /// An expiry under a millisecond or over about 34 years fails with
-    /// [`ErrorKind::InvalidArgument`] before anything is
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) before anything is
     /// sent, leaving the permit as it was; so does a connection refused before sending. Any
     /// other failure surrenders the permit (see [Failures](#failures)) and returns the error
     /// once the bounded cleanup attempt is over.

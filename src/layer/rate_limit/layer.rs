@@ -51,9 +51,10 @@ pub(crate) struct Config {
 ///   succeed.
 /// - The layer never holds back `poll_ready` for the limit: each request gets its decision
 ///   in `call`.
-/// - When the backend fails or exceeds the [timeout](Self::timeout), the
-///   [`FailurePolicy`] decides (503 with `Retry-After` by default). The backend reconnects
-///   by itself; when Redis is back the layer serves normally again.
+/// - When the backend is unavailable or exceeds the [timeout](Self::timeout), the
+///   [`FailurePolicy`] decides (503 with `Retry-After` by default). A refusal (an ACL, a
+///   rotated password, a Lua error, a full memory backend) answers 503 under either policy.
+///   The backend reconnects by itself; when Redis is back the layer serves normally again.
 ///
 /// Cheap to clone: the configuration is shared behind an `Arc`.
 ///
@@ -229,8 +230,8 @@ impl RedisRateLimitLayer {
         self
     }
 
-    /// What to do when the backend fails or times out. Default: fail closed (503 with
-    /// `Retry-After: 1`).
+    /// What to do when the backend is unavailable or times out. Default: fail closed (503
+    /// with `Retry-After: 1`). Refusals answer 503 whatever the policy.
     pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
         self.config_mut().failure = policy;
         self
