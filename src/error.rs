@@ -31,7 +31,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 ///   because an operator revoked a permission.
 ///
 /// Orthogonal to the class, [`is_outcome_uncertain`](Error::is_outcome_uncertain) says whether
-/// the step **may have applied** although it failed here.
+/// the step **may have applied** although it failed here. A reply met by a script part way,
+/// or by a pipeline's second command or later, may have followed writes that stay.
 ///
 /// | kind | class | may have applied | from |
 /// |---|---|---|---|
@@ -39,10 +40,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// | [`Timeout`](ErrorKind::Timeout) | unavailable | yes | no reply within the response timeout |
 /// | [`Transient`](ErrorKind::Transient) | unavailable | no | `READONLY`, `MASTERDOWN`, `CLUSTERDOWN`, `TRYAGAIN`, `LOADING`, `BUSY`, `NOREPLICAS`, an unfollowed `MOVED`/`ASK`; Sentinel naming no primary |
 /// | [`Authentication`](ErrorKind::Authentication) | refused | no | `WRONGPASS`, `NOAUTH`, a failed `AUTH` on (re)connect |
-/// | [`Permission`](ErrorKind::Permission) | refused | no | `NOPERM` (an ACL denies the command or a key) |
+/// | [`Permission`](ErrorKind::Permission) | refused | no, unless a script met it part way | `NOPERM` (an ACL denies the command or a key) |
 /// | [`Script`](ErrorKind::Script) | refused | yes: a script that fails keeps the writes it made before | a Lua error (`ERR … user_script …`, `ERR Error running script`) |
 /// | [`OutOfMemory`](ErrorKind::OutOfMemory) | refused | no | `OOM` (`maxmemory` reached under `noeviction`) |
-/// | [`Server`](ErrorKind::Server) | refused | no | any other error reply: unknown command, wrong type, syntax, `EXECABORT`, `MISCONF` |
+/// | [`Server`](ErrorKind::Server) | refused | no, unless a script met it part way | any other error reply: unknown command, wrong type, syntax, `EXECABORT`, `MISCONF` |
 /// | [`Unsupported`](ErrorKind::Unsupported) | refused | no | a server below the floor or without a feature |
 /// | [`CorruptState`](ErrorKind::CorruptState) | refused | no | stored state of the wrong shape (checked before any write) |
 /// | [`CapacityExceeded`](ErrorKind::CapacityExceeded) | refused | no | the memory backend at its key bound ([`retry_after`](Error::retry_after): when a key expires) |

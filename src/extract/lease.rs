@@ -262,12 +262,15 @@ impl IntoResponse for LeaseRejection {
             LeaseRejection::Unavailable(err) => {
                 if err.kind() == ErrorKind::InvalidArgument {
                     tracing::error!(error = %err, "the lease extractor is misconfigured");
+                } else if err.is_refused() {
+                    tracing::error!(error = %err, "the lease backend refused the lease");
                 } else {
-                    tracing::warn!(error = %err, "the lease backend failed");
+                    tracing::warn!(error = %err, "the lease backend is unavailable");
                 }
                 (
                     StatusCode::SERVICE_UNAVAILABLE,
-                    Some(Duration::from_secs(1)),
+                    // When the backend says (a full memory backend), else a second.
+                    Some(err.retry_after().unwrap_or(Duration::from_secs(1))),
                     "the lock service is unavailable\n".to_owned(),
                 )
             }

@@ -113,9 +113,20 @@ pub(crate) struct Breaker {
 
 #[derive(Debug)]
 enum State {
-    Closed { failures: u32 },
-    Open { until: Instant },
-    HalfOpen { probes: u32 },
+    Closed {
+        failures: u32,
+        round: u64,
+    },
+    Open {
+        until: Instant,
+        round: u64,
+    },
+    /// `round` counts half-open rounds, so that a probe from an earlier round, answered
+    /// late, cannot close or reopen this one, nor free one of its probe slots.
+    HalfOpen {
+        probes: u32,
+        round: u64,
+    },
 }
 
 /// Permission to send one acquisition; report how it went with [`Admission::succeeded`] or
@@ -125,7 +136,8 @@ enum State {
 #[derive(Debug)]
 pub(crate) struct Admission {
     breaker: Arc<Breaker>,
-    probe: bool,
+    /// The half-open round this admission probes in; `None` when admitted while closed.
+    probe: Option<u64>,
     settled: bool,
 }
 
@@ -133,14 +145,17 @@ impl Breaker {
     pub(crate) fn new(settings: CircuitBreaker) -> Arc<Self> {
         Arc::new(Breaker {
             settings,
-            state: Mutex::new(State::Closed { failures: 0 }),
+            state: Mutex::new(State::Closed {
+                failures: 0,
+                round: 0,
+            }),
         })
     }
 
     pub(crate) fn state(&self) -> CircuitState {
         match &*self.lock() {
             State::Closed { .. } => CircuitState::Closed,
-            State::Open { until } if Instant::now() < *until => CircuitState::Open,
+            State::Open { until, .. } if Instant::now() < *until => CircuitState::Open,
             // Past its end, an open circuit admits probes on the next acquisition.
             State::Open { .. } | State::HalfOpen { .. } => CircuitState::HalfOpen,
         }
@@ -151,20 +166,21 @@ impl Breaker {
     pub(crate) fn admit(self: &Arc<Self>) -> Option<Admission> {
         let mut state = self.lock();
         let probe = match &mut *state {
-            State::Closed { .. } => false,
-            State::Open { until } => {
+            State::Closed { .. } => None,
+            State::Open { until, round } => {
                 if Instant::now() < *until {
                     return None;
                 }
-                *state = State::HalfOpen { probes: 1 };
-                true
+                let round = *round + 1;
+                *state = State::HalfOpen { probes: 1, round };
+                Some(round)
             }
-            State::HalfOpen { probes } => {
+            State::HalfOpen { probes, round } => {
                 if *probes >= self.settings.half_open_probes {
                     return None;
                 }
                 *probes += 1;
-                true
+                Some(*round)
             }
         };
         Some(Admission {
@@ -176,7 +192,11 @@ impl Breaker {
 
     fn open(&self, state: &mut State) {
         let until = Instant::now() + jittered(self.settings.open_for);
-        *state = State::Open { until };
+        let (State::Closed { round, .. }
+        | State::HalfOpen { round, .. }
+        | State::Open { round, .. }) = state;
+        let round = *round;
+        *state = State::Open { until, round };
         tracing::warn!(
             open_for = ?self.settings.open_for,
             "the backend keeps failing: circuit open, acquisitions fail fast"
@@ -199,10 +219,11 @@ impl Admission {
         self.settled = true;
         let mut state = self.breaker.lock();
         match &mut *state {
-            State::Closed { failures } => *failures = 0,
-            State::HalfOpen { .. } if self.probe => {
+            State::Closed { failures, .. } => *failures = 0,
+            State::HalfOpen { round, .. } if self.probe == Some(*round) => {
                 tracing::info!("the backend answered a probe: circuit closed");
-                *state = State::Closed { failures: 0 };
+                let round = *round;
+                *state = State::Closed { failures: 0, round };
             }
             State::HalfOpen { .. } | State::Open { .. } => {}
         }
@@ -214,13 +235,13 @@ impl Admission {
         let breaker = self.breaker.clone();
         let mut state = breaker.lock();
         match &mut *state {
-            State::Closed { failures } => {
+            State::Closed { failures, .. } => {
                 *failures += 1;
                 if *failures >= breaker.settings.failure_threshold {
                     breaker.open(&mut state);
                 }
             }
-            State::HalfOpen { .. } if self.probe => breaker.open(&mut state),
+            State::HalfOpen { round, .. } if self.probe == Some(*round) => breaker.open(&mut state),
             // A late failure from before the circuit opened, or while another probe runs.
             State::HalfOpen { .. } | State::Open { .. } => {}
         }
@@ -229,10 +250,15 @@ impl Admission {
 
 impl Drop for Admission {
     fn drop(&mut self) {
-        if self.settled || !self.probe {
+        let Some(probe_round) = self.probe else {
+            return;
+        };
+        if self.settled {
             return;
         }
-        if let State::HalfOpen { probes } = &mut *self.breaker.lock() {
+        if let State::HalfOpen { probes, round } = &mut *self.breaker.lock()
+            && *round == probe_round
+        {
             *probes = probes.saturating_sub(1);
         }
     }
@@ -320,6 +346,43 @@ mod tests {
         let probe = breaker.admit().expect("the probe");
         assert_eq!(breaker.state(), CircuitState::HalfOpen);
         probe.succeeded();
+        assert_eq!(breaker.state(), CircuitState::Closed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_from_an_earlier_round_changes_nothing() {
+        let breaker = breaker(1, 1);
+        breaker.admit().expect("closed").failed();
+        tokio::time::advance(Duration::from_secs(13)).await;
+        let old = breaker.admit().expect("round 1's probe");
+        // A second probe of round 1 fails: round 2 starts once the circuit is open again.
+        drop(old);
+        let failing = breaker.admit().expect("round 1's probe again");
+        let stale = breaker.admit();
+        assert!(stale.is_none(), "one probe at a time");
+        failing.failed();
+        tokio::time::advance(Duration::from_secs(13)).await;
+        let current = breaker.admit().expect("round 2's probe");
+        assert!(breaker.admit().is_none(), "round 2's slot is taken");
+        // A round-1 probe answering now (kept alive past its round) changes nothing.
+        let late = Admission {
+            breaker: breaker.clone(),
+            probe: Some(1),
+            settled: false,
+        };
+        late.succeeded();
+        assert_eq!(breaker.state(), CircuitState::HalfOpen);
+        let late = Admission {
+            breaker: breaker.clone(),
+            probe: Some(1),
+            settled: false,
+        };
+        drop(late);
+        assert!(
+            breaker.admit().is_none(),
+            "a stale drop frees no slot of round 2"
+        );
+        current.succeeded();
         assert_eq!(breaker.state(), CircuitState::Closed);
     }
 

@@ -125,13 +125,8 @@ impl Store {
         if self.has_room_for(new_keys, now) {
             return Ok(());
         }
-        // A scan, not the heap: the heap keeps superseded deadlines of renewed keys. This
-        // runs only when the store is full.
         let frees_in = self
-            .entries
-            .values()
-            .filter_map(Entry::expires_at)
-            .min()
+            .first_deadline()
             .map(|first| first.saturating_duration_since(now));
         Err(Error::new(
             ErrorKind::CapacityExceeded,
@@ -175,6 +170,23 @@ impl Store {
             self.compact_if_sparse();
         }
         self.next_schedule
+    }
+
+    /// The earliest expiry of a live key. The heap also holds the superseded deadlines of
+    /// keys renewed or deleted since; those are dropped from its top on the way, so a full
+    /// store refusing request after request does not scan its keys each time.
+    fn first_deadline(&mut self) -> Option<Instant> {
+        while let Some(Reverse((deadline, schedule, key))) = self.deadlines.peek() {
+            if self
+                .entries
+                .get(key)
+                .is_some_and(|entry| entry.schedule == *schedule)
+            {
+                return Some(*deadline);
+            }
+            self.deadlines.pop();
+        }
+        None
     }
 
     /// Removes every entry whose deadline has passed.
@@ -268,6 +280,18 @@ mod tests {
             .unwrap();
         let err = store.insert(b"b", Value::Int(1), None, now).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
+        assert!(err.is_refused());
+        assert_eq!(err.retry_after(), Some(SECOND), "when \"a\" expires");
+        // Renewed later: the superseded deadline is not the answer.
+        store
+            .insert(b"a", Value::Int(2), Some(now + 2 * SECOND), now)
+            .unwrap();
+        let err = store.insert(b"b", Value::Int(1), None, now).unwrap_err();
+        assert_eq!(err.retry_after(), Some(2 * SECOND));
+        // Without an expiry, only a deletion frees space: no time to give.
+        store.insert(b"a", Value::Int(3), None, now).unwrap();
+        let err = store.insert(b"b", Value::Int(1), None, now).unwrap_err();
+        assert_eq!(err.retry_after(), None);
         store
             .insert(b"a", Value::Int(2), Some(now + SECOND), now)
             .unwrap();

@@ -140,13 +140,20 @@ pub(crate) fn is_noscript(err: &RedisError) -> bool {
 }
 
 /// Whether the error suggests the connection no longer reaches the primary (Sentinel
-/// failover): a lost connection, or a transient reply such as a write refused by a demoted
-/// replica (also from inside a script).
+/// failover): a lost connection, a write refused by a demoted replica (`READONLY`, also from
+/// inside a script) or a replica that lost its primary (`MASTERDOWN`). Not `LOADING` or
+/// `BUSY`: the server is the right one, just not ready.
 pub(crate) fn suggests_primary_moved(err: &RedisError) -> bool {
     err.is_io_error()
         || err.is_connection_dropped()
         || err.is_connection_refusal()
-        || classify(err).0 == ErrorKind::Transient
+        || first_failure(err).is_some_and(|(_, code, detail)| {
+            let code = match (code.as_str(), legacy_script_code(&detail)) {
+                ("ERR", Some(inner)) => inner.to_owned(),
+                _ => code,
+            };
+            matches!(code.as_str(), "READONLY" | "MASTERDOWN")
+        })
 }
 
 #[cfg(test)]
@@ -386,6 +393,27 @@ mod tests {
         ] {
             assert!(Error::new(kind, "x").is_refused());
         }
+    }
+
+    #[test]
+    fn a_demoted_primary_is_asked_for_again_a_loading_one_is_not() {
+        assert!(suggests_primary_moved(&reply(
+            "READONLY You can't write against a read only replica."
+        )));
+        assert!(suggests_primary_moved(&reply(
+            "ERR Error running script (call to f_1f0e): @user_script:1: @user_script: 1: -READONLY You can't write against a read only replica."
+        )));
+        assert!(suggests_primary_moved(&reply(
+            "MASTERDOWN Link with MASTER is down"
+        )));
+        assert!(suggests_primary_moved(&io(io::ErrorKind::ConnectionReset)));
+        assert!(!suggests_primary_moved(&reply(
+            "LOADING Redis is loading the dataset in memory"
+        )));
+        assert!(!suggests_primary_moved(&reply(
+            "BUSY Redis is busy running a script."
+        )));
+        assert!(!suggests_primary_moved(&reply("NOPERM denied")));
     }
 
     #[test]

@@ -70,12 +70,11 @@ async fn release_with_backoff<T: OwnerRelease>(keys: Arc<T>, token: String, why:
     }
 }
 
-/// Whether another attempt could succeed: not for state or arguments that will not change.
+/// Whether another attempt could succeed soon: after unavailability (the backend may come
+/// back), not after a refusal (credentials, an ACL, a script error, corrupt state, arguments),
+/// which the next attempt would meet again.
 pub(crate) fn worth_retrying(err: &Error) -> bool {
-    !matches!(
-        err.kind(),
-        ErrorKind::CorruptState | ErrorKind::CrossSlot | ErrorKind::InvalidArgument
-    )
+    err.is_unavailable()
 }
 
 fn abandon<T: OwnerRelease>(keys: &T, token: &str, why: Why, reason: impl fmt::Display) {
@@ -170,9 +169,26 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_error_that_cannot_change_is_given_up_at_once() {
-        let keys = Fake::new(u32::MAX, ErrorKind::CorruptState);
-        assert_eq!(after(keys, Duration::from_secs(10)).await, (1, 1));
+    async fn a_refusal_is_given_up_at_once() {
+        for kind in [
+            ErrorKind::CorruptState,
+            ErrorKind::Authentication,
+            ErrorKind::Permission,
+            ErrorKind::Script,
+        ] {
+            let keys = Fake::new(u32::MAX, kind);
+            assert_eq!(
+                after(keys, Duration::from_secs(10)).await,
+                (1, 1),
+                "{kind:?}"
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failover_reply_is_retried() {
+        let keys = Fake::new(3, ErrorKind::Transient);
+        assert_eq!(after(keys, Duration::from_secs(10)).await, (4, 0));
     }
 
     #[tokio::test(start_paused = true)]

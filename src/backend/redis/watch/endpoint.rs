@@ -178,8 +178,9 @@ impl SlotMap {
             .iter()
             .find(|(first, last, ..)| (*first..=*last).contains(&slot))
             .ok_or_else(|| {
+                // A slot without an owner is a resharding or failover in progress.
                 Error::new(
-                    ErrorKind::Server,
+                    ErrorKind::Transient,
                     format!("no cluster node serves slot {slot}"),
                 )
             })?;
@@ -242,6 +243,10 @@ mod tests {
         let map = SlotMap::parse(unannounced).expect("parses");
         assert!(map.owner(1).is_err());
         let partial = SlotMap::parse(Value::Array(vec![])).expect("parses");
-        assert_eq!(partial.owner(1).unwrap_err().kind(), ErrorKind::Server);
+        assert_eq!(
+            partial.owner(1).unwrap_err().kind(),
+            ErrorKind::Transient,
+            "a slot without an owner is a resharding in progress"
+        );
     }
 }

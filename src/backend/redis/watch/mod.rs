@@ -232,9 +232,12 @@ impl RedisBackend {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Io`](crate::ErrorKind::Io) or
-    /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout) when no tracking connection can be
-    /// had (the attempt is bounded by the builder's timeouts) or the read fails;
+    /// An [unavailable](crate::Error::is_unavailable) error when no tracking connection can
+    /// be had (the attempt is bounded by the builder's timeouts) or the read fails; a
+    /// [refusal](crate::Error::is_refused) such as
+    /// [`ErrorKind::Authentication`](crate::ErrorKind::Authentication) or
+    /// [`ErrorKind::Permission`](crate::ErrorKind::Permission) when the server turns the
+    /// tracking connection or its read down;
     /// [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported) ([`CLIENT_TRACKING`]) on a
     /// server without RESP3. Nothing is written.
     ///
