@@ -339,3 +339,46 @@ async fn a_full_memory_backend_gets_503_with_the_time_space_frees() {
         assert!((55..=60).contains(&wait), "{route}: Retry-After {wait}");
     }
 }
+
+#[tokio::test]
+async fn a_huge_client_key_is_stored_hashed() {
+    let server = shared(ServerKind::Redis7);
+    let prefix = unique_prefix("huge-key");
+    let coordination: Coordination = RedisBackend::standalone(server.url())
+        .key_prefix(&prefix)
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    let rate = RedisRateLimitLayer::fixed_window(&coordination, "rate", 5, Duration::from_secs(60))
+        .expect("valid")
+        .key(KeyExtractor::header(http::HeaderName::from_static(
+            "x-api-key",
+        )));
+    let addr = serve(
+        Router::new()
+            .route("/rate", get(|| async { "ok" }))
+            .layer(rate),
+    )
+    .await;
+    let client = client();
+    let huge = "k".repeat(64 * 1024);
+    for _ in 0..2 {
+        let reply = http_get(&client, addr, "/rate", &[("x-api-key", &huge)]).await;
+        assert_eq!(reply.status, 200);
+    }
+    let reply = http_get(&client, addr, "/rate", &[("x-api-key", "short")]).await;
+    assert_eq!(reply.status, 200);
+    let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query(&mut server.connection())
+        .expect("KEYS");
+    assert_eq!(keys.len(), 2, "one key per client");
+    for key in &keys {
+        assert!(key.len() < prefix.len() + 100, "{} bytes", key.len());
+    }
+    assert!(
+        keys.iter()
+            .any(|key| key.windows(7).any(|w| w == b"sha256:"))
+    );
+}

@@ -52,6 +52,15 @@ pub use ipnet::IpNet;
 /// header costs little.
 const MAX_HOPS: usize = 32;
 
+/// The longest client key stored as given. A longer one (a 64 KiB header, say) is stored as
+/// [`HASHED_KEY_PREFIX`] and the hex SHA-256 of its bytes: 71 bytes, whatever the client
+/// sent, so a key costs Redis the same memory and time however large the request.
+pub const MAX_KEY_LEN: usize = 128;
+
+/// What a hashed client key starts with (see [`MAX_KEY_LEN`]). A key given that already
+/// starts with it is hashed too, so that no client can pick a key equal to another's hash.
+pub const HASHED_KEY_PREFIX: &[u8] = b"sha256:";
+
 /// Derives the rate-limit key of a request.
 ///
 /// Cloning is cheap: the configuration is shared.
@@ -163,7 +172,8 @@ impl KeyExtractor {
 
     /// Keys by the value of a request header, such as an API key.
     ///
-    /// The key is the first value's bytes, as sent. A request without the header fails with
+    /// The key is the first value's bytes, as sent, up to [`MAX_KEY_LEN`] bytes; a longer
+    /// value is hashed (see [`MAX_KEY_LEN`]). A request without the header fails with
     /// [`KeyErrorKind::MissingHeader`], and one with an empty value with
     /// [`KeyErrorKind::InvalidHeader`]: neither names a client.
     pub fn header(name: HeaderName) -> Self {
@@ -172,7 +182,8 @@ impl KeyExtractor {
 
     /// Keys by the result of `f`, for any other rule.
     ///
-    /// Return a [`KeyError`] from `f` to refuse a request that carries no usable key.
+    /// Return a [`KeyError`] from `f` to refuse a request that carries no usable key. A key
+    /// longer than [`MAX_KEY_LEN`] is hashed, as for [`header`](Self::header).
     pub fn from_fn<F>(f: F) -> Self
     where
         F: Fn(&Parts) -> Result<Vec<u8>, KeyError> + Send + Sync + 'static,
@@ -191,15 +202,44 @@ impl KeyExtractor {
                     KeyErrorKind::InvalidHeader,
                     format!("empty request header `{name}`"),
                 )),
-                Some(value) => Ok(value.as_bytes().to_vec()),
+                Some(value) => Ok(bounded(value.as_bytes())),
                 None => Err(KeyError::with_kind(
                     KeyErrorKind::MissingHeader,
                     format!("missing request header `{name}`"),
                 )),
             },
-            Inner::FromFn(f) => f(parts),
+            Inner::FromFn(f) => f(parts).map(|key| {
+                if needs_hashing(&key) {
+                    bounded(&key)
+                } else {
+                    key
+                }
+            }),
         }
     }
+}
+
+fn needs_hashing(key: &[u8]) -> bool {
+    key.len() > MAX_KEY_LEN || key.starts_with(HASHED_KEY_PREFIX)
+}
+
+/// `key` as given, or hashed when it is longer than [`MAX_KEY_LEN`] or could pass for a
+/// hash.
+fn bounded(key: &[u8]) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+
+    if !needs_hashing(key) {
+        return key.to_vec();
+    }
+    let digest = Sha256::digest(key);
+    let mut hashed = Vec::with_capacity(HASHED_KEY_PREFIX.len() + 2 * digest.len());
+    hashed.extend_from_slice(HASHED_KEY_PREFIX);
+    for byte in digest {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        hashed.push(HEX[usize::from(byte >> 4)]);
+        hashed.push(HEX[usize::from(byte & 0xf)]);
+    }
+    hashed
 }
 
 impl fmt::Debug for KeyExtractor {
@@ -759,5 +799,38 @@ mod tests {
     fn forwarded_ipv4_mapped_is_keyed_as_ipv4() {
         let header = r#"for="[::ffff:203.0.113.7]""#;
         assert_eq!(via_proxy(&[("forwarded", header)]), "ip:203.0.113.7");
+    }
+
+    #[test]
+    fn long_keys_are_hashed_and_short_ones_kept() {
+        let api_key = KeyExtractor::header(HeaderName::from_static("x-api-key"));
+        let exact = "k".repeat(MAX_KEY_LEN);
+        assert_eq!(key(&api_key, &parts(None, &[("x-api-key", &exact)])), exact);
+        let long = "k".repeat(64 * 1024);
+        let hashed = key(&api_key, &parts(None, &[("x-api-key", &long)]));
+        assert_eq!(hashed.len(), HASHED_KEY_PREFIX.len() + 64);
+        assert!(hashed.starts_with("sha256:"), "{hashed}");
+        let other = key(
+            &api_key,
+            &parts(None, &[("x-api-key", &format!("{long}x"))]),
+        );
+        assert_ne!(hashed, other);
+        // A key that looks like a hash is hashed in turn: no client can take another's.
+        let forged = key(&api_key, &parts(None, &[("x-api-key", &hashed)]));
+        assert_ne!(forged, hashed);
+        assert!(forged.starts_with("sha256:"));
+        let closure = KeyExtractor::from_fn(|_| Ok(vec![b'x'; MAX_KEY_LEN + 1]));
+        assert!(key(&closure, &parts(None, &[])).starts_with("sha256:"));
+    }
+
+    #[test]
+    fn the_digest_is_sha256() {
+        let digest = String::from_utf8(bounded(&[b'a'; MAX_KEY_LEN + 1])).unwrap();
+        use sha2::{Digest, Sha256};
+        let expected: String = Sha256::digest([b'a'; MAX_KEY_LEN + 1])
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(digest, format!("sha256:{expected}"));
     }
 }
