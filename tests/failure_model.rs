@@ -382,3 +382,105 @@ async fn a_huge_client_key_is_stored_hashed() {
             .any(|key| key.windows(7).any(|w| w == b"sha256:"))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_failover_under_load_costs_503s_for_a_while_and_nothing_hangs() {
+    let setup = std::sync::Arc::new(support::SentinelSetup::start(ServerKind::Redis7));
+    let backend = RedisBackend::sentinel(setup.sentinel_urls(), setup.service_name())
+        .key_prefix(unique_prefix("sentinel-load"))
+        .connect()
+        .await
+        .expect("connect through sentinel");
+    let coordination: Coordination = backend.into();
+    let (router, _) = app(&coordination, FailurePolicy::default());
+    let addr = serve(router).await;
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let started = Instant::now();
+    let mut load = Vec::new();
+    for worker in 0..4 {
+        let stop = stop.clone();
+        load.push(tokio::spawn(async move {
+            let client = client();
+            let mut seen = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let sent = Instant::now();
+                let reply = http_get(&client, addr, ROUTES[worker % 2], &[]).await;
+                let retry_after = reply.header("retry-after").map(str::to_owned);
+                seen.push((sent - started, sent.elapsed(), reply.status, retry_after));
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            seen
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The primary dies; the sentinels promote the replica.
+    let killed_at = started.elapsed();
+    let primary = setup.master_port();
+    let dead = setup
+        .data_nodes()
+        .into_iter()
+        .position(|node| node.port() == primary)
+        .expect("the primary is a data node");
+    setup.data_nodes()[dead].stop();
+    let waiting = setup.clone();
+    tokio::task::spawn_blocking(move || {
+        support::wait_until(Duration::from_secs(20), "a new primary", || {
+            let port = waiting.master_port();
+            (port != primary)
+                .then_some(())
+                .ok_or_else(|| format!("still {port}"))
+        })
+    })
+    .await
+    .expect("the sentinels elect a new primary");
+    // Requests succeed again once the new primary is known: a second of them, in a row.
+    let recovered = tokio::time::timeout(Duration::from_secs(15), async {
+        let mut ok_since: Option<Instant> = None;
+        loop {
+            let all_ok = each_route(addr).await.iter().all(|r| r.status == 200);
+            match (all_ok, ok_since) {
+                (true, Some(since)) if since.elapsed() > Duration::from_secs(1) => return,
+                (true, None) => ok_since = Some(Instant::now()),
+                (false, _) => ok_since = None,
+                _ => {}
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut seen = Vec::new();
+    for worker in load {
+        seen.extend(worker.await.expect("a load worker"));
+    }
+    assert!(
+        recovered.is_ok(),
+        "requests never succeeded again after the failover"
+    );
+
+    let failed: Vec<_> = seen
+        .iter()
+        .filter(|(.., status, _)| *status != 200)
+        .collect();
+    for (at, took, status, retry_after) in &seen {
+        assert!(
+            *took < DECISION_TIMEOUT + Duration::from_millis(300),
+            "a request sent at {at:?} took {took:?}"
+        );
+        if *status != 200 {
+            assert_eq!(*status, 503, "sent at {at:?}");
+            assert!(retry_after.is_some(), "a 503 without Retry-After at {at:?}");
+        }
+    }
+    let window = match (failed.first(), failed.last()) {
+        (Some(first), Some(last)) => last.0 + last.1 - first.0,
+        _ => Duration::ZERO,
+    };
+    eprintln!(
+        "sentinel failover under load: primary killed at {killed_at:?}; {} of {} requests failed \
+         (all 503 with Retry-After), failures spanning {window:?}",
+        failed.len(),
+        seen.len()
+    );
+}
