@@ -484,3 +484,33 @@ async fn a_sentinel_failover_under_load_costs_503s_for_a_while_and_nothing_hangs
         seen.len()
     );
 }
+
+#[tokio::test]
+async fn redis_out_of_memory_gets_503_under_fail_open_on_both_fixed_window_paths() {
+    // Lua on a plain server, and the INCREX pipeline on a server with the test module.
+    let module = support::increx_module::module_path();
+    let module = module.to_str().expect("utf-8 module path");
+    for (what, args) in [("Lua", vec![]), ("INCREX", vec!["--loadmodule", module])] {
+        let server = Server::start(ServerKind::Redis7, &args);
+        let coordination = through(server.url(), "oom").await;
+        let (router, _) = app(&coordination, FailurePolicy::FailOpen);
+        let addr = serve(router).await;
+        assert!(
+            each_route(addr).await.iter().all(|r| r.status == 200),
+            "{what}"
+        );
+        let () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+        let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
+        let err = FixedWindow::new(&coordination, "rate", 1000, Duration::from_secs(60))
+            .expect("valid")
+            .acquire(b"global", 1)
+            .await
+            .expect_err("OOM");
+        assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{what}: {err:?}");
+        assert!(
+            err.is_refused() && !err.is_outcome_uncertain(),
+            "{what}: {err:?}"
+        );
+        refusals_are_503(addr, &format!("OOM on the {what} path")).await;
+    }
+}
