@@ -276,6 +276,80 @@ async fn a_stream_whose_permit_is_lost_is_cut() {
     assert_eq!(server.count_keys(prefix.as_bytes()), 0);
 }
 
+/// Reads `body` until it ends: `Ok(())` when it completed, `Err(at)` when it failed.
+async fn stream_until_the_end(body: &mut Incoming, within: Duration) -> Result<(), Instant> {
+    tokio::time::timeout(within, async {
+        loop {
+            match body.frame().await {
+                Some(Ok(_)) => continue,
+                Some(Err(_)) => return Err(Instant::now()),
+                None => return Ok(()),
+            }
+        }
+    })
+    .await
+    .expect("the stream ends in time")
+}
+
+#[tokio::test]
+async fn a_stream_survives_a_stall_of_half_its_lease() {
+    let proxy = support::proxy::Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = redis(proxy.url(), &unique_prefix("cl-short-stall")).await;
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "stall", None, Some(5))
+        .expect("valid")
+        .lease(Duration::from_secs(2));
+    let addr = serve(app(layer)).await;
+    let client = client();
+    let opened = Instant::now();
+    // 150 ticks of 20 ms: three seconds, past the first lease.
+    let request = Request::get(format!("http://{addr}/stream?ticks=150"))
+        .body(Empty::new())
+        .expect("valid request");
+    let response = client.request(request).await.expect("a response");
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    // The renewal at 1 s meets a stall of 1 s.
+    tokio::time::sleep_until((opened + Duration::from_millis(800)).into()).await;
+    proxy.stall();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    proxy.pass();
+    assert_eq!(
+        stream_until_the_end(&mut body, Duration::from_secs(10)).await,
+        Ok(()),
+        "the stream completes"
+    );
+    assert!(
+        opened.elapsed() > Duration::from_millis(2500),
+        "past the first lease"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_is_cut_when_a_stall_outlasts_its_lease() {
+    let proxy = support::proxy::Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = redis(proxy.url(), &unique_prefix("cl-long-stall")).await;
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "stall", None, Some(5))
+        .expect("valid")
+        .lease(Duration::from_secs(2));
+    let addr = serve(app(layer)).await;
+    let client = client();
+    let opened = Instant::now();
+    let (status, mut body, _) = open_stream(&client, addr).await;
+    assert_eq!(status, StatusCode::OK);
+    tokio::time::sleep_until((opened + Duration::from_millis(800)).into()).await;
+    proxy.stall();
+    let cut_at = stream_until_the_end(&mut body, Duration::from_secs(5))
+        .await
+        .expect_err("cut with PermitLost");
+    proxy.pass();
+    // When the permit's estimate ran out: its 2 s lease, counted from before it was taken.
+    let at = cut_at - opened;
+    assert!(
+        at >= Duration::from_millis(1800) && at <= Duration::from_millis(2500),
+        "cut {at:?} after the stream opened"
+    );
+}
+
 #[tokio::test]
 async fn a_crashed_worker_frees_its_slot_within_one_lease() {
     let prefix = unique_prefix("cl-crash");

@@ -231,6 +231,8 @@ async fn invalid_options_are_refused() {
         ManagedLeaseOptions::new().lease(Duration::from_secs(301)),
         ManagedLeaseOptions::new().poll_interval(Duration::ZERO),
         ManagedLeaseOptions::new().max_lifetime(Some(Duration::ZERO)),
+        // A lifetime limit is for a detached lease; one released with its handle has none.
+        ManagedLeaseOptions::new().max_lifetime(Some(Duration::from_secs(60))),
     ] {
         let err = ManagedLease::acquire(&lock, &options)
             .await

@@ -6,6 +6,7 @@
 
 pub mod lock;
 mod owner;
+pub mod ownership;
 pub mod rate_limit;
 pub mod semaphore;
 

@@ -10,8 +10,8 @@ use tokio::time::Instant;
 use super::Release;
 use super::duration::lease_ms;
 use super::keys::LockKeys;
-use super::outcome::had_no_effect;
 use crate::backend::fenced_lock::LeaseReleaseReply;
+use crate::coordination::owner::had_no_effect;
 use crate::coordination::owner::{self, ReleaseOnDrop, Why};
 use crate::error::Result;
 
@@ -42,15 +42,19 @@ use crate::error::Result;
 /// - A [`renew`](Self::renew) refused before anything was sent (an invalid lease, a refused
 ///   connection) leaves the handle as it was: retry it while the estimate lasts.
 /// - A renewal whose outcome is unknown (a timeout, a connection lost after sending, a
-///   server error, or the future dropped mid-flight) makes the handle **uncertain**: the
-///   renewal may still run later and change the expiry. [`renew`](Self::renew) and
-///   [`verify_still_held`](Self::verify_still_held) then answer `false` without sending, and
-///   the estimate is zero. [`release`](Self::release) (or dropping the handle) settles it.
+///   server error, or the future dropped mid-flight) leaves the handle **held**, with the
+///   estimate both outcomes guarantee: the earlier of the old expiry and the one the renewal
+///   asked for, counted from before it was sent. A renewal only ever extends a lease it
+///   still finds under its owner token, so a late one cannot revive a released or taken-over
+///   lease; retrying [`renew`](Self::renew) while the estimate lasts is safe, which is how
+///   a [`ManagedLease`](super::ManagedLease) rides out a stall.
 /// - A renewal that finds the lease gone or owned by another holder marks the handle lost
 ///   ([`is_released`](Self::is_released) is then true).
 /// - A failed [`release`](Self::release) is retried once, bounded by about a second. If
-///   neither attempt answers, a release that may have run leaves the handle uncertain, and
-///   `release` may be called again.
+///   neither attempt answers, a release that may have run leaves the handle **uncertain**:
+///   [`renew`](Self::renew) and [`verify_still_held`](Self::verify_still_held) answer `false`
+///   without sending, the estimate is zero, and only `release` (or dropping the handle)
+///   settles it.
 /// - A failed or cancelled [`verify_still_held`](Self::verify_still_held) leaves the handle
 ///   as it was.
 ///
@@ -96,16 +100,17 @@ pub struct FencedLease {
     owner_token: String,
     fencing_token: u64,
     lease: Duration,
-    /// When the request that set the current expiry was sent (before it was), for the local
-    /// estimate: the backend counted from a later moment.
-    sent_at: Instant,
+    /// The local estimate's end: the lease counted from before the request that set it was
+    /// sent (the backend counted from a later moment), and never later than an uncertain
+    /// renewal may have set it.
+    expires_by: Instant,
     state: State,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Held,
-    /// A renewal or a release may have run without an answer: only a release may settle it.
+    /// A release may have run without an answer: only a release may settle it.
     Uncertain,
     /// A renewal found the lease gone or another holder's.
     Lost,
@@ -126,7 +131,7 @@ impl FencedLease {
             owner_token,
             fencing_token,
             lease,
-            sent_at,
+            expires_by: sent_at + lease,
             state: State::Held,
         }
     }
@@ -152,7 +157,8 @@ impl FencedLease {
 
     /// A conservative local estimate of the time the lease has left: measured from
     /// **before** the request that set its expiry was sent, since the backend counted from a
-    /// later moment. Zero once released, lost, uncertain, or past the lease.
+    /// later moment, and after a renewal without an answer, the earlier of the expiry before
+    /// it and the one it asked for. Zero once released, lost, uncertain, or past the lease.
     ///
     /// An estimate only: the backend's clock decides, and it says nothing of a lease taken
     /// away by hand; [`verify_still_held`](Self::verify_still_held) asks the backend.
@@ -160,7 +166,7 @@ impl FencedLease {
         if self.state != State::Held {
             return Duration::ZERO;
         }
-        self.lease.saturating_sub(self.sent_at.elapsed())
+        self.expires_by.saturating_duration_since(Instant::now())
     }
 
     /// Whether this handle no longer holds its lease: released by it, or found gone or
@@ -183,12 +189,13 @@ impl FencedLease {
     /// A lease under a millisecond or over about 34 years fails with
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) before anything is
     /// sent. A failure that certainly changed nothing (a refused connection) leaves the
-    /// handle as it was; any other failure makes it uncertain (see [Failures](#failures)).
+    /// handle as it was; one that may have applied leaves it held with the estimate both
+    /// outcomes guarantee (see [Failures](#failures)).
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: dropping the future after the renewal was sent leaves the handle
-    /// uncertain, as an unanswered renewal does.
+    /// Cancel safe in effect: dropping the future after the renewal was sent leaves the handle
+    /// as an unanswered renewal does, held with the narrower estimate.
     pub async fn renew(&mut self, lease: Duration) -> Result<bool> {
         let lease_ms = lease_ms(lease)?;
         if self.state != State::Held {
@@ -198,14 +205,16 @@ impl FencedLease {
             tracing::debug!(lease = %self.keys, "fenced lease not renewed: its estimate ran out");
             return Ok(false);
         }
-        // Uncertain until the answer says otherwise: a cancelled renewal leaves it so.
-        self.state = State::Uncertain;
+        // Until the answer comes (or if it never does), only what both outcomes guarantee:
+        // the renewal, if it ran, counted its lease from after this moment.
         let sent_at = Instant::now();
+        let asked = Duration::from_millis(lease_ms);
+        let before = self.expires_by;
+        self.expires_by = before.min(sent_at + asked);
         match self.keys.renew(&self.owner_token, lease_ms).await {
             Ok(true) => {
-                self.state = State::Held;
-                self.lease = Duration::from_millis(lease_ms);
-                self.sent_at = sent_at;
+                self.lease = asked;
+                self.expires_by = sent_at + asked;
                 tracing::debug!(lease = %self.keys, lease_ms, "fenced lease renewed");
                 Ok(true)
             }
@@ -215,12 +224,12 @@ impl FencedLease {
                 Ok(false)
             }
             Err(err) if had_no_effect(&err) => {
-                self.state = State::Held;
+                self.expires_by = before;
                 tracing::debug!(lease = %self.keys, error = %err, "fenced lease renewal failed; nothing changed");
                 Err(err)
             }
             Err(err) => {
-                tracing::debug!(lease = %self.keys, error = %err, "fenced lease renewal uncertain");
+                tracing::debug!(lease = %self.keys, error = %err, "fenced lease renewal unanswered; the estimate keeps what both outcomes guarantee");
                 Err(err)
             }
         }

@@ -8,11 +8,11 @@ use tokio::time::Instant;
 
 use super::duration::lease_ms;
 use super::keys::LockKeys;
-use super::outcome::had_no_effect;
 use super::{FencedLease, LockAttempt};
 use crate::Coordination;
 use crate::backend::ensure_same_slot;
 use crate::backend::fenced_lock::FencedAcquireReply;
+use crate::coordination::owner::had_no_effect;
 use crate::coordination::owner::{ReleaseOnDrop, Why, new_token};
 use crate::error::{Error, Result};
 

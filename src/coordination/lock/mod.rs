@@ -65,7 +65,6 @@ mod fenced_lease;
 mod fenced_lock;
 mod keys;
 mod managed;
-mod outcome;
 mod release;
 mod wait;
 

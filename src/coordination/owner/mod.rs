@@ -7,6 +7,8 @@
 
 mod backoff;
 mod guard;
+mod keeper;
+mod outcome;
 mod release;
 mod token;
 mod why;
@@ -15,6 +17,8 @@ use std::fmt;
 use std::sync::atomic::AtomicU64;
 
 pub(crate) use guard::ReleaseOnDrop;
+pub(crate) use keeper::{KeepOptions, Keeper, Renewable};
+pub(crate) use outcome::had_no_effect;
 pub(crate) use release::{release_bounded, release_in_background, worth_retrying};
 pub(crate) use token::new_token;
 pub(crate) use why::Why;

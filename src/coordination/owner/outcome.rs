@@ -9,7 +9,7 @@ use crate::error::{Error, ErrorKind};
 ///
 /// Anything else may have run: a timeout or a connection lost after sending, a server error
 /// reply (a script can fail after a write), or a reply of an unexpected shape.
-pub(super) fn had_no_effect(err: &Error) -> bool {
+pub(crate) fn had_no_effect(err: &Error) -> bool {
     !err.is_outcome_uncertain()
         && matches!(
             err.kind(),

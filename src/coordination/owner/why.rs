@@ -10,8 +10,6 @@ pub(crate) enum Why {
     Dropped,
     /// A release was cancelled mid-flight.
     CancelledRelease,
-    /// A renewal failed or was cancelled after it was sent.
-    SurrenderedRenewal,
     /// An acquisition may have been granted although no answer arrived.
     UncertainAcquire,
     /// A grant arrived after its lease had run out by the local estimate.
@@ -23,7 +21,6 @@ impl fmt::Display for Why {
         f.write_str(match self {
             Why::Dropped => "dropped unreleased",
             Why::CancelledRelease => "release cancelled",
-            Why::SurrenderedRenewal => "renewal surrendered",
             Why::UncertainAcquire => "acquisition uncertain",
             Why::LateGrant => "grant arrived after its lease",
         })

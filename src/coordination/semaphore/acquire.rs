@@ -10,16 +10,17 @@ use super::expiry::expiry_ms;
 use super::sets::PermitSets;
 use super::{Attempt, SemaphorePermit};
 use crate::backend::semaphore::SemaphoreAcquireReply;
-use crate::coordination::owner::{ReleaseOnDrop, Why, new_token};
+use crate::coordination::owner::{ReleaseOnDrop, Why, had_no_effect, new_token};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Takes a permit in every set of `sets` (with `capacities` in the order of its keys), or
 /// in none.
 ///
-/// When the outcome is unknown (a timeout or a connection lost after sending, a server error
-/// that may follow writes, or the future dropped mid-flight), a release of the token that
-/// was sent is spawned before the error is returned, so a lost answer cannot leave a permit
-/// that nobody holds; the permit's expiry is the fallback if that release fails too.
+/// When the step may have applied (a timeout or a connection lost after sending, a server
+/// error or a reply of an unexpected shape, or the future dropped mid-flight), a release of
+/// the token that was sent is spawned before the error is returned, so a lost answer cannot
+/// leave a permit that nobody holds; the permit's expiry is the fallback if that release
+/// fails too.
 pub(super) async fn try_acquire(
     sets: Arc<PermitSets>,
     capacities: &[u32],
@@ -32,7 +33,7 @@ pub(super) async fn try_acquire(
     let reply = match sets.acquire(&token, capacities, expiry_ms).await {
         Ok(reply) => reply,
         Err(err) => {
-            if err.is_outcome_uncertain() || err.kind() == ErrorKind::Server {
+            if !had_no_effect(&err) {
                 tracing::debug!(keys = %sets, error = %err, "semaphore acquisition uncertain; releasing its token");
                 drop(in_flight);
             } else {

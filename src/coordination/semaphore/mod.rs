@@ -9,8 +9,9 @@
 //! Each permit ([`SemaphorePermit`]) is held under its own owner token, expires at a time on
 //! the backend's clock (or never), and is pruned by the next step once expired, so capacity
 //! abandoned by a crashed holder comes back without a cleanup worker. A permit that its
-//! holder drops, surrenders or may have been granted without an answer is released in the
+//! holder drops, or that may have been granted without an answer, is released in the
 //! background; [`abandoned_releases`] counts the releases that had to be given up.
+//! [`ManagedPermit`] renews a permit by itself and says when it is lost.
 
 mod abandoned;
 mod acquire;
@@ -18,6 +19,7 @@ mod attempt;
 mod cleanup;
 mod expiry;
 mod keyed;
+mod managed;
 mod permit;
 #[allow(clippy::module_inception)] // the type the module is named after
 mod semaphore;
@@ -26,5 +28,9 @@ mod sets;
 pub use abandoned::abandoned_releases;
 pub use attempt::Attempt;
 pub use keyed::KeyedSemaphore;
+pub use managed::{
+    LossReason, MAX_MANAGED_PERMIT, MIN_MANAGED_PERMIT, ManagedPermit, ManagedPermitOptions,
+    OwnershipLost,
+};
 pub use permit::SemaphorePermit;
 pub use semaphore::Semaphore;

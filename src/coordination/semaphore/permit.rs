@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::expiry::expiry_ms;
 use super::sets::PermitSets;
-use crate::coordination::owner::{self, ReleaseOnDrop, Why};
+use crate::coordination::owner::{self, ReleaseOnDrop, Why, had_no_effect};
 use crate::error::Result;
 
 /// One permit of a [`Semaphore`](super::Semaphore) or a
@@ -24,16 +24,16 @@ use crate::error::Result;
 ///
 /// - A failed or cancelled [`verify_still_held`](Self::verify_still_held) leaves the permit
 ///   as it was: retry it.
-/// - A [`renew`](Self::renew) refused before anything was sent (an I/O error that is not
-///   [uncertain](crate::Error::is_outcome_uncertain), such as a refused connection) leaves
-///   the permit held: retry it while [`remaining_estimate`](Self::remaining_estimate) lasts.
-/// - Once a renewal is sent, a failed or cancelled [`renew`](Self::renew) **surrenders** the
-///   permit: the renewal may still run on the server, so its lifetime there is unknown. The
-///   handle becomes released ([`is_released`](Self::is_released) is true,
-///   [`remaining_estimate`](Self::remaining_estimate) is zero, and later renewals answer
-///   `false` without contacting the backend), and one owner-token release is tried, bounded
-///   by about a second (in the background when the renewal was cancelled), then retried in
-///   the background as on drop. Acquire a new permit to go on.
+/// - A [`renew`](Self::renew) that certainly changed nothing (a refused connection, a
+///   failover reply) leaves the permit as it was: retry it while
+///   [`remaining_estimate`](Self::remaining_estimate) lasts.
+/// - A renewal whose outcome is unknown (a timeout, a connection lost after sending, or the
+///   future dropped mid-flight) leaves the permit **held**, with the estimate both outcomes
+///   guarantee: the earlier of the old expiry and the one the renewal asked for, counted
+///   from before it was sent. A renewal only ever changes a permit it still finds under its
+///   owner token, so a late one cannot revive a released or expired permit; retrying
+///   [`renew`](Self::renew) while the estimate lasts is safe, which is how a
+///   [`ManagedPermit`](super::ManagedPermit) rides out a stall.
 /// - A failed [`release`](Self::release) is retried once (bounded by about a second) before
 ///   the error is returned. If the retry confirms the release, the handle is released;
 ///   otherwise its state is **uncertain**: [`is_released`](Self::is_released) stays false,
@@ -81,16 +81,17 @@ pub struct SemaphorePermit {
     sets: Arc<PermitSets>,
     token: String,
     expiry: Option<Duration>,
-    /// When the request that set the current expiry was sent (before it was), for the local
-    /// estimate: the server counted from a later moment.
-    sent_at: Instant,
+    /// The local estimate's end (`None`: no expiry): the expiry counted from before the
+    /// request that set it was sent (the server counted from a later moment), and never later
+    /// than an uncertain renewal may have set it.
+    expires_by: Option<Instant>,
     state: State,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Held,
-    /// Released, found lost, or surrendered: nothing left to do for this handle.
+    /// Released, or found lost: nothing left to do for this handle.
     Released,
     /// A release failed and its retry did not confirm it.
     Uncertain,
@@ -107,7 +108,7 @@ impl SemaphorePermit {
             sets,
             token,
             expiry,
-            sent_at,
+            expires_by: expiry.map(|expiry| sent_at + expiry),
             state: State::Held,
         }
     }
@@ -117,17 +118,18 @@ impl SemaphorePermit {
         &self.token
     }
 
-    /// Whether this handle no longer holds its permit: it was released, found lost (expired
-    /// or removed) by [`renew`](Self::renew), or surrendered by a failed renewal. False for a
-    /// permit whose release failed without confirmation (see [Failures](#failures)).
+    /// Whether this handle no longer holds its permit: it was released, or found lost
+    /// (expired or removed) by [`renew`](Self::renew). False for a permit whose release failed
+    /// without confirmation (see [Failures](#failures)).
     pub fn is_released(&self) -> bool {
         self.state == State::Released
     }
 
     /// A conservative local estimate of the time the permit has left: measured from
     /// **before** the request that set its expiry was sent, since the server counted from
-    /// a later moment. `None` when the permit has no expiry (it is held until released);
-    /// `Some(Duration::ZERO)` once released, uncertain, or past its expiry.
+    /// a later moment, and after a renewal without an answer, the earlier of the expiry before
+    /// it and the one it asked for. `None` when the permit has no expiry (it is held until
+    /// released); `Some(Duration::ZERO)` once released, uncertain, or past its expiry.
     ///
     /// An estimate only: the server's clock decides, and the permit may have been removed
     /// meanwhile; [`verify_still_held`](Self::verify_still_held) asks the server.
@@ -135,8 +137,8 @@ impl SemaphorePermit {
         if self.state != State::Held {
             return Some(Duration::ZERO);
         }
-        self.expiry
-            .map(|expiry| expiry.saturating_sub(self.sent_at.elapsed()))
+        self.expires_by
+            .map(|end| end.saturating_duration_since(Instant::now()))
     }
 
     /// The expiry asked for at acquisition or at the last successful renewal, in whole
@@ -212,54 +214,47 @@ impl SemaphorePermit {
     ///
     /// An expiry under a millisecond or over about 34 years fails with
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) before anything is
-    /// sent, leaving the permit as it was; so does a connection refused before sending. Any
-    /// other failure surrenders the permit (see [Failures](#failures)) and returns the error
-    /// once the bounded cleanup attempt is over.
+    /// sent, leaving the permit as it was; so does a failure that certainly changed nothing.
+    /// A failure that may have applied leaves the permit held with the estimate both outcomes
+    /// guarantee (see [Failures](#failures)).
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: dropping the future after the renewal was sent surrenders the permit,
-    /// as a failure does; the cleanup then runs in the background.
+    /// Cancel safe in effect: dropping the future after the renewal was sent leaves the
+    /// permit as an unanswered renewal does, held with the narrower estimate.
     pub async fn renew(&mut self, expiry: Option<Duration>) -> Result<bool> {
         let expiry_ms = expiry_ms(expiry)?;
         if self.state != State::Held {
             return Ok(false);
         }
-        // Released until the answer says otherwise: a cancelled renewal leaves it so.
-        self.state = State::Released;
-        let in_flight = ReleaseOnDrop::arm(&self.sets, &self.token, Why::SurrenderedRenewal);
+        // Until the answer comes (or if it never does), only what both outcomes guarantee:
+        // the renewal, if it ran, counted its expiry from after this moment.
         let sent_at = Instant::now();
+        let asked = expiry_ms.map(Duration::from_millis);
+        let before = self.expires_by;
+        self.expires_by = match (before, asked.map(|asked| sent_at + asked)) {
+            (Some(old), Some(new)) => Some(old.min(new)),
+            (old, new) => old.or(new),
+        };
         match self.sets.renew(&self.token, expiry_ms).await {
             Ok(true) => {
-                in_flight.disarm();
-                self.state = State::Held;
-                self.expiry = expiry_ms.map(Duration::from_millis);
-                self.sent_at = sent_at;
+                self.expiry = asked;
+                self.expires_by = asked.map(|asked| sent_at + asked);
                 tracing::debug!(keys = %self.sets, expiry_ms, "semaphore permit renewed");
                 Ok(true)
             }
             Ok(false) => {
-                in_flight.disarm();
+                self.state = State::Released;
                 tracing::debug!(keys = %self.sets, "semaphore permit lost before its renewal");
                 Ok(false)
             }
-            // Unavailable without effect (the server is unreachable, or answered a failover
-            // reply): the permit is exactly as it was, so it stays held and the renewal may
-            // be retried while its estimate lasts.
-            Err(err) if err.is_unavailable() && !err.is_outcome_uncertain() => {
-                in_flight.disarm();
-                self.state = State::Held;
-                tracing::debug!(keys = %self.sets, error = %err, "semaphore permit renewal not sent");
+            Err(err) if had_no_effect(&err) => {
+                self.expires_by = before;
+                tracing::debug!(keys = %self.sets, error = %err, "semaphore permit renewal failed; nothing changed");
                 Err(err)
             }
             Err(err) => {
-                tracing::debug!(keys = %self.sets, error = %err, "semaphore permit renewal failed; surrendering it");
-                // Still armed: a cancellation during this cleanup hands it to the background.
-                match owner::release_bounded(&self.sets, &self.token).await {
-                    Ok(_) => in_flight.disarm(),
-                    // Dropping the armed guard retries in the background.
-                    Err(_) => drop(in_flight),
-                }
+                tracing::debug!(keys = %self.sets, error = %err, "semaphore permit renewal unanswered; the estimate keeps what both outcomes guarantee");
                 Err(err)
             }
         }

@@ -93,7 +93,7 @@ where
                 if releasing.is_some() {
                     return poll_release(releasing, done, cx);
                 }
-                if guard.as_ref().is_some_and(|guard| guard.poll_lost(cx)) {
+                if guard.as_mut().is_some_and(|guard| guard.poll_lost(cx)) {
                     *guard = None;
                     *done = true;
                     return Poll::Ready(Some(Err(Box::new(PermitLost))));

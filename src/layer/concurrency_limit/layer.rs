@@ -9,7 +9,7 @@ use tower_layer::Layer;
 
 use super::service::ConcurrencyLimit;
 use crate::Coordination;
-use crate::coordination::semaphore::KeyedSemaphore;
+use crate::coordination::semaphore::{KeyedSemaphore, MAX_MANAGED_PERMIT};
 use crate::error::Result;
 use crate::layer::circuit_breaker::{Breaker, CircuitBreaker, CircuitState};
 use crate::layer::key::KeyExtractor;
@@ -152,10 +152,12 @@ impl RedisConcurrencyLimitLayer {
     }
 
     /// The lease of each response's permit (default [`DEFAULT_LEASE`], at least
-    /// [`MIN_LEASE`]): renewed every half of it while the body streams, and the longest a
-    /// crashed worker's slot stays taken.
+    /// [`MIN_LEASE`] and at most [`MAX_MANAGED_PERMIT`]): renewed every half of it while the
+    /// body streams, and the longest a crashed worker's slot stays taken. A renewal that gets
+    /// no answer is tried again while the permit's estimate lasts, so a backend stall shorter
+    /// than that costs the stream nothing.
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.config_mut().lease = lease.max(MIN_LEASE);
+        self.config_mut().lease = lease.clamp(MIN_LEASE, MAX_MANAGED_PERMIT);
         self
     }
 

@@ -1,0 +1,301 @@
+//! The one keeper of self-renewing holdings (a lock's lease, a semaphore's permit).
+//!
+//! A task owns the holding and:
+//!
+//! - renews it at half its lease;
+//! - when a renewal gets no answer (or an error), tries again with jittered backoff (50 ms
+//!   doubling to 1 s) **while the local estimate lasts**, each attempt bounded by what is
+//!   left of the estimate, so that a stall shorter than the estimate costs nothing: the
+//!   holding's own rule keeps the estimate at what every outcome of an unanswered renewal
+//!   guarantees, and a renewal only ever extends what it still finds under its owner token;
+//! - says ownership is lost only when the backend says so (a renewal finds the holding gone
+//!   or another's) or when the estimate runs out, which is never later than the backend's
+//!   expiry;
+//! - tells the holder **before** it releases: at the lifetime limit, when the estimate ran
+//!   out, and on a release the holder asked for (so that every clone of the signal, held by
+//!   the work, stops before anyone else can take over).
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
+
+use crate::coordination::ownership::{LossReason, OwnershipLost};
+use crate::error::{Error, ErrorKind, Result};
+
+/// The first pause before a failed renewal is tried again (then doubled, jittered).
+const FIRST_RETRY: Duration = Duration::from_millis(50);
+/// The longest pause between two renewal attempts after a failure.
+const MAX_RETRY: Duration = Duration::from_secs(1);
+/// The bound on a release the keeper sends; past it, the holding's own drop releases it in
+/// the background.
+const RELEASE_BOUND: Duration = Duration::from_secs(1);
+
+/// What the keeper needs of a holding.
+pub(crate) trait Renewable: Send + 'static {
+    /// What a release answers.
+    type Released: Send + 'static;
+    /// What is kept, for logs: "lease", "permit".
+    const WHAT: &'static str;
+
+    /// Renews for `lease`: `Ok(true)` renewed, `Ok(false)` gone or another holder's (or not
+    /// sent: released, or the estimate ran out).
+    fn renew_for(&mut self, lease: Duration) -> impl Future<Output = Result<bool>> + Send;
+    /// What the conservative local estimate has left (`Duration::MAX` without an expiry).
+    fn estimate(&self) -> Duration;
+    /// Whether the holding is released or found lost.
+    fn is_gone(&self) -> bool;
+    /// Releases it by owner token.
+    fn release_held(&mut self) -> impl Future<Output = Result<Self::Released>> + Send;
+}
+
+/// How a holding is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeepOptions {
+    /// The lease asked on each renewal; renewed at half of it.
+    pub(crate) lease: Duration,
+    /// Whether dropping the handle releases the holding; otherwise it renews on its own.
+    pub(crate) release_on_drop: bool,
+    /// The longest the holding is kept in all; only for a detached holding.
+    pub(crate) max_lifetime: Option<Duration>,
+}
+
+impl KeepOptions {
+    /// Fails with [`ErrorKind::InvalidArgument`] for a lifetime limit under a millisecond,
+    /// or one set while dropping the handle releases the holding: the limit is for work that
+    /// outlives its handle, and a released holding needs none.
+    pub(crate) fn validate(&self) -> Result<()> {
+        if let Some(limit) = self.max_lifetime {
+            if limit < Duration::from_millis(1) {
+                return Err(Error::invalid_argument(
+                    "a lifetime limit must be at least 1 ms",
+                ));
+            }
+            if self.release_on_drop {
+                return Err(Error::invalid_argument(
+                    "a lifetime limit is for a detached holding: set release_on_drop(false) with it",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A release the holder asked for, and where to answer.
+type Request<R> = oneshot::Sender<Result<R>>;
+
+/// The handle side of a kept holding: asks the keeper to release, and carries the signal.
+#[derive(Debug)]
+pub(crate) struct Keeper<R> {
+    control: Option<oneshot::Sender<Request<R>>>,
+    ownership: OwnershipLost,
+    release_on_drop: bool,
+}
+
+impl<R: Send + 'static> Keeper<R> {
+    /// Spawns the keeper of `holding` on the current tokio runtime. Fails with
+    /// [`ErrorKind::InvalidArgument`] for invalid options or without a runtime (then
+    /// `holding` is dropped, which releases it).
+    pub(crate) fn spawn<H: Renewable<Released = R>>(
+        holding: H,
+        options: KeepOptions,
+    ) -> Result<Keeper<R>> {
+        options.validate()?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("a managed {} needs a tokio runtime to renew it", H::WHAT),
+            )
+        })?;
+        let (control, requests) = oneshot::channel();
+        let (lost, reason) = watch::channel(None);
+        runtime.spawn(keep(holding, options, requests, lost));
+        Ok(Keeper {
+            control: Some(control),
+            ownership: OwnershipLost::new(reason),
+            release_on_drop: options.release_on_drop,
+        })
+    }
+
+    /// The signal that fires when ownership ends.
+    pub(crate) fn ownership(&self) -> OwnershipLost {
+        self.ownership.clone()
+    }
+
+    /// Asks the keeper to tell the holder and release; `None` when the keeper had already
+    /// ended (the holding was lost, or released at its limit).
+    pub(crate) async fn release(mut self) -> Option<Result<R>> {
+        let control = self.control.take()?;
+        let (reply, outcome) = oneshot::channel();
+        control.send(reply).ok()?;
+        outcome.await.ok()
+    }
+}
+
+impl<R> Drop for Keeper<R> {
+    fn drop(&mut self) {
+        if let Some(control) = self.control.take()
+            && self.release_on_drop
+        {
+            // Nobody waits for the answer: the keeper releases in the background.
+            let (reply, _) = oneshot::channel();
+            let _ = control.send(reply);
+        }
+        // Otherwise the control channel closes and the keeper goes on alone.
+    }
+}
+
+/// What woke the keeper while a renewal was in flight.
+enum Event<R> {
+    Asked(std::result::Result<Request<R>, oneshot::error::RecvError>),
+    Renewal(std::result::Result<Result<bool>, tokio::time::error::Elapsed>),
+}
+
+async fn keep<H: Renewable>(
+    mut holding: H,
+    options: KeepOptions,
+    mut requests: oneshot::Receiver<Request<H::Released>>,
+    lost: watch::Sender<Option<LossReason>>,
+) {
+    let lifetime_end = options.max_lifetime.map(|limit| Instant::now() + limit);
+    let period = options.lease / 2;
+    let mut next = Instant::now() + period;
+    let mut backoff = FIRST_RETRY;
+    // The handle was dropped without a release: no more requests will come.
+    let mut detached = false;
+    loop {
+        let estimate_end = Instant::now().checked_add(holding.estimate());
+        let wake = [Some(next), estimate_end, lifetime_end]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(next);
+        tokio::select! {
+            biased;
+            asked = &mut requests, if !detached => match asked {
+                Ok(reply) => return release_on_request(holding, &lost, reply).await,
+                Err(_) => detached = true,
+            },
+            () = tokio::time::sleep_until(wake) => {}
+        }
+        if lifetime_end.is_some_and(|end| Instant::now() >= end) {
+            tracing::info!(
+                what = H::WHAT,
+                "managed holding reached its lifetime limit; telling the holder, then releasing it"
+            );
+            return end(holding, &lost, LossReason::LifetimeLimit).await;
+        }
+        if holding.estimate().is_zero() {
+            tracing::warn!(
+                what = H::WHAT,
+                "managed holding not renewed before its estimate ran out; treating it as lost"
+            );
+            return end(holding, &lost, LossReason::Uncertain).await;
+        }
+        if Instant::now() < next {
+            continue;
+        }
+        // Past the estimate, ownership is over whatever the renewal's fate.
+        let left = holding.estimate();
+        let event = tokio::select! {
+            biased;
+            asked = &mut requests, if !detached => Event::Asked(asked),
+            renewal = tokio::time::timeout(left, holding.renew_for(options.lease)) => Event::Renewal(renewal),
+        };
+        match event {
+            // The renewal was dropped mid-flight: the holding keeps the narrower estimate.
+            Event::Asked(Ok(reply)) => return release_on_request(holding, &lost, reply).await,
+            Event::Asked(Err(_)) => detached = true,
+            Event::Renewal(Ok(Ok(true))) => {
+                next = Instant::now() + period;
+                backoff = FIRST_RETRY;
+            }
+            Event::Renewal(Ok(Ok(false))) if holding.is_gone() => {
+                tracing::warn!(
+                    what = H::WHAT,
+                    "managed holding lost: gone or another holder's at renewal"
+                );
+                lost.send_replace(Some(LossReason::NotRenewed));
+                return;
+            }
+            Event::Renewal(outcome) => {
+                let error = match outcome {
+                    Ok(Err(err)) => err.to_string(),
+                    Err(_) => format!("no answer within the {left:?} left of the estimate"),
+                    Ok(Ok(_)) => "not renewed".to_owned(),
+                };
+                let pause = crate::jitter::between(backoff / 2, backoff);
+                tracing::debug!(what = H::WHAT, %error, retry_in = ?pause, "managed holding renewal failed; retrying while the estimate lasts");
+                next = Instant::now() + pause;
+                backoff = (backoff * 2).min(MAX_RETRY);
+            }
+        }
+    }
+}
+
+/// Tells the holder `reason`, then releases (which settles the holding on the backend if it
+/// is still this one's).
+async fn end<H: Renewable>(
+    mut holding: H,
+    lost: &watch::Sender<Option<LossReason>>,
+    reason: LossReason,
+) {
+    lost.send_replace(Some(reason));
+    let _ = release(&mut holding).await;
+}
+
+/// Releases as the holder asked: tells every clone of the signal first, then answers with the
+/// outcome.
+async fn release_on_request<H: Renewable>(
+    mut holding: H,
+    lost: &watch::Sender<Option<LossReason>>,
+    reply: Request<H::Released>,
+) {
+    lost.send_replace(Some(LossReason::Released));
+    let outcome = release(&mut holding).await;
+    let _ = reply.send(outcome);
+}
+
+/// Releases `holding`, bounded; past the bound, dropping it retries in the background.
+async fn release<H: Renewable>(holding: &mut H) -> Result<H::Released> {
+    match tokio::time::timeout(RELEASE_BOUND, holding.release_held()).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(Error::new(
+            ErrorKind::Timeout,
+            format!(
+                "releasing a managed {} took over {RELEASE_BOUND:?}; retrying in the background",
+                H::WHAT
+            ),
+        )
+        .uncertain(true)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lifetime_limit_needs_a_detached_holding() {
+        let options = |release_on_drop, max_lifetime| KeepOptions {
+            lease: Duration::from_secs(1),
+            release_on_drop,
+            max_lifetime,
+        };
+        assert!(options(true, None).validate().is_ok());
+        assert!(options(false, None).validate().is_ok());
+        assert!(
+            options(false, Some(Duration::from_secs(1)))
+                .validate()
+                .is_ok()
+        );
+        for invalid in [
+            options(true, Some(Duration::from_secs(1))),
+            options(false, Some(Duration::ZERO)),
+        ] {
+            let err = invalid.validate().expect_err("invalid");
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{invalid:?}");
+        }
+    }
+}

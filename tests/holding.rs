@@ -1,0 +1,251 @@
+//! What every self-renewing holding shares, run for the lock's lease and for the semaphore's
+//! permit against a real Redis behind the fault proxy: a stall shorter than the estimate costs
+//! nothing, a longer one ends ownership before anyone else can take over.
+
+mod support;
+
+use std::time::Duration;
+
+use leasehold::Coordination;
+use leasehold::backend::redis::RedisBackend;
+use leasehold::coordination::lock::{FencedLock, ManagedLease, ManagedLeaseOptions};
+use leasehold::coordination::ownership::{LossReason, OwnershipLost};
+use leasehold::coordination::semaphore::{ManagedPermit, ManagedPermitOptions, Semaphore};
+use support::proxy::Proxy;
+use support::{ServerKind, shared, unique_prefix};
+use tokio::time::Instant;
+
+/// The lease of every holding here: renewed at 1.5 s.
+const LEASE: Duration = Duration::from_secs(3);
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Lease,
+    Permit,
+}
+
+/// A managed holding of `kind`, kept alive by the returned guard.
+struct Held {
+    ownership: OwnershipLost,
+    _guard: Box<dyn Send>,
+}
+
+async fn hold(kind: Kind, coordination: &Coordination) -> Held {
+    hold_for(kind, coordination, None).await
+}
+
+/// [`hold`], detached (kept after its handle is dropped) with a lifetime limit when one is
+/// given.
+async fn hold_for(kind: Kind, coordination: &Coordination, lifetime: Option<Duration>) -> Held {
+    let detached = lifetime.is_some();
+    match kind {
+        Kind::Lease => {
+            let lock = FencedLock::named(coordination, "resource");
+            let options = ManagedLeaseOptions::new()
+                .lease(LEASE)
+                .release_on_drop(!detached)
+                .max_lifetime(lifetime);
+            let lease = ManagedLease::try_acquire(&lock, &options)
+                .await
+                .expect("acquire")
+                .expect("free");
+            Held {
+                ownership: lease.ownership(),
+                _guard: Box::new(lease),
+            }
+        }
+        Kind::Permit => {
+            let semaphore = Semaphore::new(coordination, "resource", 1).expect("valid");
+            let permit = semaphore
+                .try_acquire(Some(LEASE))
+                .await
+                .expect("acquire")
+                .into_permit()
+                .expect("free");
+            let options = ManagedPermitOptions::new(LEASE)
+                .release_on_drop(!detached)
+                .max_lifetime(lifetime);
+            let permit = ManagedPermit::keep(permit, &options).expect("keep");
+            Held {
+                ownership: permit.ownership(),
+                _guard: Box::new(permit),
+            }
+        }
+    }
+}
+
+/// Whether another holder (on its own connection) can take the resource now; it releases at
+/// once when it could.
+async fn contender_takes_it(kind: Kind, coordination: &Coordination) -> bool {
+    match kind {
+        Kind::Lease => {
+            let lock = FencedLock::named(coordination, "resource");
+            match lock.try_acquire(LEASE).await.expect("try").into_lease() {
+                Some(mut lease) => {
+                    lease.release().await.expect("release");
+                    true
+                }
+                None => false,
+            }
+        }
+        Kind::Permit => {
+            let semaphore = Semaphore::new(coordination, "resource", 1).expect("valid");
+            match semaphore
+                .try_acquire(Some(LEASE))
+                .await
+                .expect("try")
+                .into_permit()
+            {
+                Some(mut permit) => {
+                    permit.release().await.expect("release");
+                    true
+                }
+                None => false,
+            }
+        }
+    }
+}
+
+/// A holder reaching Redis through `proxy`, and a contender reaching it directly, sharing a
+/// key prefix.
+async fn sides(proxy: &Proxy, test: &str) -> (Coordination, Coordination) {
+    let prefix = unique_prefix(test);
+    let connect = |url: String| {
+        let prefix = prefix.clone();
+        async move {
+            let backend = RedisBackend::standalone(url)
+                .key_prefix(prefix)
+                .connect()
+                .await
+                .expect("connect");
+            Coordination::from(backend)
+        }
+    };
+    let holder = connect(proxy.url()).await;
+    let contender = connect(shared(ServerKind::Redis7).url()).await;
+    (holder, contender)
+}
+
+async fn a_stall_shorter_than_the_estimate_costs_nothing(kind: Kind) {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let (holder, contender) = sides(&proxy, "short-stall").await;
+    let held = hold(kind, &holder).await;
+    let acquired = Instant::now();
+    // The renewal at 1.5 s meets a 1.2 s stall, longer than the 1 s response timeout.
+    tokio::time::sleep_until(acquired + Duration::from_millis(1300)).await;
+    proxy.stall();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    proxy.pass();
+    // Past the first lease and well into the next: still held, never signalled.
+    while acquired.elapsed() < LEASE + Duration::from_secs(1) {
+        assert!(
+            !held.ownership.is_lost(),
+            "{kind:?}: lost at {:?}: {:?}",
+            acquired.elapsed(),
+            held.ownership.reason()
+        );
+        assert!(
+            !contender_takes_it(kind, &contender).await,
+            "{kind:?}: another holder took it at {:?}",
+            acquired.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn a_stall_longer_than_the_estimate_ends_ownership_before_anyone_takes_over(kind: Kind) {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let (holder, contender) = sides(&proxy, "long-stall").await;
+    let held = hold(kind, &holder).await;
+    let acquired = Instant::now();
+    tokio::time::sleep_until(acquired + Duration::from_millis(1300)).await;
+    proxy.stall();
+    let mut ownership = held.ownership.clone();
+    let watcher = tokio::spawn(async move {
+        let reason = ownership.lost().await;
+        (reason, Instant::now())
+    });
+    // The contender polls from its own connection until it gets the resource.
+    let taken_at = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if contender_takes_it(kind, &contender).await {
+                return Instant::now();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the contender takes it once the lease expires");
+    proxy.pass();
+    let (reason, lost_at) = tokio::time::timeout(Duration::from_secs(1), watcher)
+        .await
+        .expect("ownership ended")
+        .expect("watcher");
+    assert_eq!(reason, LossReason::Uncertain, "{kind:?}");
+    assert!(
+        lost_at < taken_at,
+        "{kind:?}: ownership ended {:?} after acquisition, the contender took over at {:?}",
+        lost_at - acquired,
+        taken_at - acquired
+    );
+    // At the estimate (the lease, counted from before the acquisition was sent).
+    let at = lost_at - acquired;
+    assert!(
+        at >= LEASE - Duration::from_millis(200) && at <= LEASE + Duration::from_millis(200),
+        "{kind:?}: lost {at:?} after acquisition"
+    );
+}
+
+async fn the_lifetime_limit_is_told_before_the_release(kind: Kind) {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let (holder, contender) = sides(&proxy, "lifetime").await;
+    let held = hold_for(kind, &holder, Some(Duration::from_secs(1))).await;
+    let mut ownership = held.ownership.clone();
+    drop(held);
+    // Everything the holder sends from now on takes 300 ms to arrive: its release too.
+    proxy.latency(
+        support::proxy::Direction::ToServer,
+        Duration::from_millis(300),
+    );
+    let reason = tokio::time::timeout(Duration::from_secs(3), ownership.lost())
+        .await
+        .expect("the limit is reached");
+    assert_eq!(reason, LossReason::LifetimeLimit, "{kind:?}");
+    // Told first: the release has not reached the server yet.
+    assert!(
+        !contender_takes_it(kind, &contender).await,
+        "{kind:?}: released before the holder was told"
+    );
+    // Then released, long before its lease would expire.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !contender_takes_it(kind, &contender).await {
+        assert!(Instant::now() < deadline, "{kind:?}: never released");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+macro_rules! for_each_holding {
+    ($($scenario:ident),+ $(,)?) => {
+        $(
+            mod $scenario {
+                use super::*;
+
+                #[tokio::test]
+                async fn lease() {
+                    super::$scenario(Kind::Lease).await
+                }
+
+                #[tokio::test]
+                async fn permit() {
+                    super::$scenario(Kind::Permit).await
+                }
+            }
+        )+
+    };
+}
+
+for_each_holding!(
+    the_lifetime_limit_is_told_before_the_release,
+    a_stall_shorter_than_the_estimate_costs_nothing,
+    a_stall_longer_than_the_estimate_ends_ownership_before_anyone_takes_over,
+);
