@@ -14,6 +14,7 @@ use support::{Server, ServerKind, wait_until};
 fn version_matches(server: &Server) {
     let info: String = server.cmd(&["INFO", "server"]);
     let (field, prefix) = match server.kind() {
+        ServerKind::Redis5 => ("redis_version", "5.0."),
         ServerKind::Redis6 => ("redis_version", "6.2."),
         ServerKind::Redis7 => ("redis_version", "7.0."),
         ServerKind::Redis8 => ("redis_version", "8.2."),
@@ -458,6 +459,48 @@ mod fault_proxy {
         assert_eq!(value, None, "held");
         proxy.pass();
         super::wait_until(Duration::from_secs(5), "the late SET lands", || {
+            let value: Option<String> = server.cmd(&["GET", &key]);
+            (value.as_deref() == Some("late"))
+                .then_some(())
+                .ok_or_else(|| format!("{value:?}"))
+        });
+    }
+
+    #[test]
+    fn a_severed_connection_delivers_what_it_held_after_its_client_went_on() {
+        let server = shared(ServerKind::Redis7);
+        let proxy = proxy();
+        let key = format!("{}severed", super::support::unique_prefix("proxy"));
+        let mut old = connect(&proxy);
+        ping(&mut old).expect("a pong");
+        proxy.stall();
+        let command = format!("SET {key} late\r\n");
+        old.write_all(command.as_bytes()).expect("write");
+        super::wait_until(
+            Duration::from_secs(5),
+            "the proxy holds the command",
+            || {
+                let received = proxy.bytes_received(Direction::ToServer);
+                (received == 6 + command.len() as u64)
+                    .then_some(())
+                    .ok_or_else(|| format!("{received} bytes"))
+            },
+        );
+        proxy.sever();
+        let mut byte = [0u8; 1];
+        match old.read(&mut byte) {
+            Ok(0) => {}
+            Err(err) => assert_eq!(err.kind(), ErrorKind::ConnectionReset, "{err}"),
+            Ok(n) => panic!("read {n} bytes after a sever"),
+        }
+        // The client goes on over a new connection; the old command is still on its way.
+        proxy.pass();
+        let mut fresh = connect(&proxy);
+        ping(&mut fresh).expect("a new connection is served");
+        let value: Option<String> = server.cmd(&["GET", &key]);
+        assert_eq!(value, None, "still held");
+        proxy.deliver_held();
+        super::wait_until(Duration::from_secs(5), "the held SET lands", || {
             let value: Option<String> = server.cmd(&["GET", &key]);
             (value.as_deref() == Some("late"))
                 .then_some(())

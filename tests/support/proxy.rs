@@ -11,6 +11,7 @@
 //! | [`stall`](Proxy::stall) | nothing arrives; the bytes are **held** and delivered, in order, by [`pass`](Proxy::pass) (the "delayed command") |
 //! | [`blackhole`](Proxy::blackhole) | connections are accepted and never answered; what is sent meanwhile is dropped |
 //! | [`cut`](Proxy::cut) | every open connection is reset (RST); new ones are accepted |
+//! | [`sever`](Proxy::sever) | the client side of every open connection is reset, while what the client sent and is still held (by a stall) goes on to the server later: a command delayed in the network, arriving after its client reconnected |
 //! | [`refuse`](Proxy::refuse) | the port is closed: connecting fails with "connection refused" |
 //!
 //! Bytes the client sent before it closed its side are still delivered to the server when a
@@ -57,12 +58,19 @@ struct Faults {
     refuse: bool,
     /// Bumped by every cut: connections opened before it reset themselves.
     cuts: u64,
+    /// Bumped by every sever: connections opened before it reset their client side.
+    severs: u64,
+    /// Bumped by every `deliver_held`: severed connections deliver what they hold.
+    deliveries: u64,
 }
 
 #[derive(Default)]
 struct Counters {
     accepted: AtomicU64,
     open: AtomicU64,
+    /// Bytes read from their source (held or not).
+    received: [AtomicU64; 2],
+    /// Bytes written to their destination.
     bytes: [AtomicU64; 2],
 }
 
@@ -141,9 +149,11 @@ impl Proxy {
     /// Clears every fault: no latency, held bytes delivered, answers again, the port open.
     pub fn pass(&self) {
         self.faults.send_modify(|f| {
-            let cuts = f.cuts;
+            let (cuts, severs, deliveries) = (f.cuts, f.severs, f.deliveries);
             *f = Faults {
                 cuts,
+                severs,
+                deliveries,
                 ..Faults::default()
             };
         });
@@ -176,6 +186,20 @@ impl Proxy {
         self.faults.send_modify(|f| f.cuts += 1);
     }
 
+    /// Resets the client side of every open connection, while the bytes it sent that a stall
+    /// still holds stay held, [`pass`](Self::pass) or not, until
+    /// [`deliver_held`](Self::deliver_held); later connections are accepted as usual. With
+    /// [`stall`](Self::stall) first, this is a command delayed in the network that arrives
+    /// after its client gave up, reconnected and went on.
+    pub fn sever(&self) {
+        self.faults.send_modify(|f| f.severs += 1);
+    }
+
+    /// Delivers to the server what severed connections still hold, then closes them.
+    pub fn deliver_held(&self) {
+        self.faults.send_modify(|f| f.deliveries += 1);
+    }
+
     /// Closes the port, so that new connections are refused; open ones go on.
     pub fn refuse(&self) {
         self.faults.send_modify(|f| f.refuse = true);
@@ -194,6 +218,11 @@ impl Proxy {
     /// Bytes delivered so far in `direction`.
     pub fn bytes(&self, direction: Direction) -> u64 {
         self.counters.bytes[direction.index()].load(Ordering::SeqCst)
+    }
+
+    /// Bytes the proxy has taken in so far in `direction`, delivered, held or dropped.
+    pub fn bytes_received(&self, direction: Direction) -> u64 {
+        self.counters.received[direction.index()].load(Ordering::SeqCst)
     }
 }
 
@@ -265,7 +294,10 @@ async fn connection(
     mut faults: watch::Receiver<Faults>,
     counters: Arc<Counters>,
 ) {
-    let cuts = faults.borrow_and_update().cuts;
+    let (cuts, severs) = {
+        let f = faults.borrow_and_update();
+        (f.cuts, f.severs)
+    };
     let Ok(server) = TcpStream::connect(upstream).await else {
         // Nothing to forward to: the client sees a reset, as from a dead server.
         set_reset_on_close(client.as_raw_fd());
@@ -286,23 +318,35 @@ async fn connection(
         faults.clone(),
         counters.clone(),
     ));
-    pumps.spawn(pump(
+    let to_client = pumps.spawn(pump(
         server_read,
         client_write,
         Direction::ToClient,
         faults.clone(),
         counters.clone(),
     ));
+    let mut severed = false;
     loop {
         tokio::select! {
             changed = faults.changed() => {
-                if changed.is_err() || faults.borrow_and_update().cuts != cuts {
+                let (cut, sever) = {
+                    let f = faults.borrow_and_update();
+                    (f.cuts != cuts, f.severs != severs)
+                };
+                if changed.is_err() || cut {
                     for fd in fds {
                         set_reset_on_close(fd);
                     }
                     // Aborting drops the halves: both sockets close with a reset.
                     pumps.shutdown().await;
                     break;
+                }
+                if sever && !severed {
+                    severed = true;
+                    // The client's write half goes with the reply pump; its read half with
+                    // the command pump's reader, which stops on the same signal.
+                    set_reset_on_close(fds[0]);
+                    to_client.abort();
                 }
             }
             done = pumps.join_next() => if done.is_none() { break },
@@ -322,19 +366,41 @@ async fn pump(
     counters: Arc<Counters>,
 ) {
     let side = direction.index();
+    let (severs, deliveries) = {
+        let f = faults.borrow_and_update();
+        (f.severs, f.deliveries)
+    };
     // `None` marks the end of the source.
     let (queue, mut queued) = mpsc::unbounded_channel::<Option<(Instant, Vec<u8>)>>();
-    let reader_faults = faults.clone();
+    let mut reader_faults = faults.clone();
+    let reader_counters = counters.clone();
     let reader = AbortOnDrop(tokio::spawn(async move {
+        let severs = reader_faults.borrow_and_update().severs;
         let mut buffer = vec![0u8; 16 * 1024];
         loop {
-            match from.read(&mut buffer).await {
+            let read = tokio::select! {
+                biased;
+                read = from.read(&mut buffer) => read,
+                changed = reader_faults.changed() => {
+                    if changed.is_err() || reader_faults.borrow_and_update().severs != severs {
+                        // Severed: stop reading the client, but without an end marker, so
+                        // that what is queued is still delivered before the server's side
+                        // closes.
+                        return;
+                    }
+                    continue;
+                }
+            };
+            match read {
                 Ok(0) | Err(_) => {
                     let _ = queue.send(None);
                     return;
                 }
-                Ok(_) if reader_faults.borrow().blackhole => {}
+                Ok(n) if reader_faults.borrow().blackhole => {
+                    reader_counters.received[side].fetch_add(n as u64, Ordering::SeqCst);
+                }
                 Ok(n) => {
+                    reader_counters.received[side].fetch_add(n as u64, Ordering::SeqCst);
                     if queue
                         .send(Some((Instant::now(), buffer[..n].to_vec())))
                         .is_err()
@@ -353,7 +419,13 @@ async fn pump(
         loop {
             let (held, deliver_at, dropped) = {
                 let f = faults.borrow_and_update();
-                (f.stalled[side], arrived + f.latency[side], f.blackhole)
+                // Severed, what is held waits for `deliver_held`, whatever else changes.
+                let held = if f.severs != severs {
+                    f.deliveries == deliveries
+                } else {
+                    f.stalled[side]
+                };
+                (held, arrived + f.latency[side], f.blackhole)
             };
             if dropped {
                 break;
