@@ -224,6 +224,101 @@ async fn the_lifetime_limit_is_told_before_the_release(kind: Kind) {
     }
 }
 
+/// Tries to take the resource through `coordination`: `Ok(true)` when taken (it is then
+/// dropped, which releases it in the background).
+async fn try_take(
+    kind: Kind,
+    coordination: &Coordination,
+    expiry: Option<Duration>,
+) -> leasehold::Result<bool> {
+    match kind {
+        Kind::Lease => {
+            let lock = FencedLock::named(coordination, "resource");
+            Ok(lock
+                .try_acquire(expiry.unwrap_or(LEASE))
+                .await?
+                .is_acquired())
+        }
+        Kind::Permit => {
+            let semaphore = Semaphore::new(coordination, "resource", 1).expect("valid");
+            Ok(semaphore.try_acquire(expiry).await?.is_acquired())
+        }
+    }
+}
+
+/// An acquisition held back by the network until after its client gave up, reconnected and
+/// cleaned up: delivered then, it must not take what nobody holds.
+async fn a_late_acquisition_leaves_nothing_once_delivered(kind: Kind, expiry: Option<Duration>) {
+    let server = support::Server::start(ServerKind::Redis7, &[]);
+    let proxy = Proxy::to_port(server.port());
+    let prefix = unique_prefix("late");
+    let holder: Coordination = RedisBackend::standalone(proxy.url())
+        .key_prefix(&prefix)
+        .response_timeout(Duration::from_millis(300))
+        .transient_retry(Duration::from_millis(100))
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    // The scripts are loaded: the held command is an EVALSHA that runs as it arrives.
+    assert!(contender_takes_it(kind, &holder).await);
+    let calls = || support::target::command_calls(&server, "evalsha");
+    let before = calls();
+    // The lock's fencing counter stays, by design; nothing else may.
+    let keys = server.count_keys(prefix.as_bytes());
+
+    proxy.stall();
+    let err = try_take(kind, &holder, expiry)
+        .await
+        .expect_err("no answer within the response timeout");
+    assert!(err.is_outcome_uncertain(), "{kind:?}: {err}");
+    // The client's connection breaks; the acquisition is still on its way.
+    proxy.sever();
+    proxy.pass();
+    // The cleanup (a release by owner token, once the acquisition's deadline has passed)
+    // runs over a new connection.
+    support::eventually("the cleanup runs", async || calls() > before).await;
+    assert_eq!(
+        server.count_keys(prefix.as_bytes()),
+        keys,
+        "{kind:?}: nothing yet"
+    );
+    proxy.deliver_held();
+    support::eventually("the late acquisition runs", async || calls() > before + 1).await;
+    // It changed nothing: nobody holds the resource, and no key is left.
+    assert_eq!(
+        server.count_keys(prefix.as_bytes()),
+        keys,
+        "{kind:?}: the late acquisition took it"
+    );
+    let contender: Coordination = RedisBackend::standalone(server.url())
+        .key_prefix(&prefix)
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    assert!(contender_takes_it(kind, &contender).await, "{kind:?}");
+}
+
+mod a_late_acquisition_leaves_nothing_once_delivered {
+    use super::*;
+
+    #[tokio::test]
+    async fn lease() {
+        super::a_late_acquisition_leaves_nothing_once_delivered(Kind::Lease, Some(LEASE)).await
+    }
+
+    #[tokio::test]
+    async fn expiring_permit() {
+        super::a_late_acquisition_leaves_nothing_once_delivered(Kind::Permit, Some(LEASE)).await
+    }
+
+    #[tokio::test]
+    async fn permit_without_expiry() {
+        super::a_late_acquisition_leaves_nothing_once_delivered(Kind::Permit, None).await
+    }
+}
+
 macro_rules! for_each_holding {
     ($($scenario:ident),+ $(,)?) => {
         $(

@@ -21,6 +21,9 @@ pub(crate) struct FencedAcquireStep<'a> {
     pub(crate) token: &'a str,
     /// Whole milliseconds until the lease expires, from 1 to 2^40.
     pub(crate) lease_ms: u64,
+    /// The server time (ms since the epoch) after which the step is a no-op that answers
+    /// [`FencedAcquireReply::Late`]; 0 for none.
+    pub(crate) not_after_ms: u64,
 }
 
 /// The acquisition's answer.
@@ -32,6 +35,8 @@ pub(crate) enum FencedAcquireReply {
     /// Another lease exists; nothing changed. `retry_after_ms` is its remaining time on the
     /// backend's clock, `None` when it has no expiry (set by something else than this lock).
     Held { retry_after_ms: Option<u64> },
+    /// The step reached the server after its deadline; nothing changed.
+    Late,
 }
 
 /// A step on an existing lease: its key and its owner token.

@@ -70,6 +70,16 @@ impl Backend {
             Backend::Memory(memory) => Ok(memory.now()),
         }
     }
+
+    /// The deadline an acquisition sent now carries on the server's clock (see
+    /// [`RedisBackend::acquire_deadline`](redis::RedisBackend)); `None` in memory, where no
+    /// command can be delayed.
+    pub(crate) fn acquire_deadline(&self) -> Option<redis::Deadline> {
+        match self {
+            Backend::Redis(redis) => Some(redis.acquire_deadline()),
+            Backend::Memory(_) => None,
+        }
+    }
 }
 
 impl From<redis::RedisBackend> for Backend {

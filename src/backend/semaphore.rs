@@ -19,6 +19,9 @@ pub(crate) struct SemaphoreAcquireStep<'a> {
     pub(crate) token: &'a str,
     /// Whole milliseconds until the permit expires, at least 1; `None` for no expiry.
     pub(crate) expiry_ms: Option<u64>,
+    /// The server time (ms since the epoch) after which the step is a no-op that answers
+    /// [`SemaphoreAcquireReply::Late`]; 0 for none.
+    pub(crate) not_after_ms: u64,
 }
 
 /// The acquisition's answer.
@@ -33,6 +36,8 @@ pub(crate) enum SemaphoreAcquireReply {
     /// The set at index `key` has live permits taken under capacity `stored`, which differs
     /// from the one asked for; nothing was taken.
     CapacityMismatch { key: usize, stored: u32 },
+    /// The step reached the server after its deadline; nothing changed.
+    Late,
 }
 
 /// A step on an existing permit: its sets and its owner token.

@@ -173,6 +173,7 @@ mod tests {
             counter_key: COUNTER,
             token,
             lease_ms: 1_000,
+            not_after_ms: 0,
         })
     }
 

@@ -239,6 +239,7 @@ mod tests {
             capacities,
             token,
             expiry_ms: Some(1_000),
+            not_after_ms: 0,
         }
     }
 

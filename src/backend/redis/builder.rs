@@ -10,6 +10,7 @@ use redis::{AsyncConnectionConfig, Client};
 use redis::Value;
 
 use super::connection::{Connection, Request, SentinelConnection};
+use super::server_clock::ServerClock;
 use super::server_version::ServerVersion;
 use super::watch::Watcher;
 use super::{Capabilities, RedisBackend, Shared, error_map};
@@ -151,6 +152,7 @@ impl RedisBackendBuilder {
             } => self.connect_sentinel(sentinels, service_name).await?,
         };
         let server = server_version(&connection).await?;
+        let clock = server_clock(&connection).await?;
         tracing::debug!(
             topology = connection.topology(),
             prefix = ?self.prefix,
@@ -161,6 +163,8 @@ impl RedisBackendBuilder {
             shared: Arc::new(Shared {
                 connection,
                 server,
+                clock,
+                response_timeout: self.response_timeout,
                 transient_retry: self.transient_retry,
                 prefix: self.prefix,
                 capabilities: Capabilities::default(),
@@ -230,6 +234,23 @@ impl RedisBackendBuilder {
             .map_err(error_map::from_redis)?;
         Ok(Connection::Sentinel(Box::new(connection)))
     }
+}
+
+/// Reads the server's clock once, for the deadlines acquisitions carry.
+async fn server_clock(connection: &Connection) -> Result<ServerClock> {
+    let sent = tokio::time::Instant::now();
+    let reply = connection
+        .query(Request::Cmd(&redis::cmd("TIME")))
+        .await
+        .map_err(error_map::from_redis)?;
+    let received = tokio::time::Instant::now();
+    let (seconds, micros): (u64, u64) = redis::from_redis_value(reply)
+        .map_err(|err| Error::unexpected_reply(format!("TIME: {err}")))?;
+    Ok(ServerClock::new(
+        sent,
+        received,
+        seconds.saturating_mul(1000) + micros / 1000,
+    ))
 }
 
 /// Asks the server for its version and refuses one below [`SERVER_FLOOR`](super::SERVER_FLOOR).

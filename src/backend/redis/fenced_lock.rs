@@ -41,10 +41,14 @@ impl RedisBackend {
             .eval(
                 &ACQUIRE,
                 &[step.lease_key, step.counter_key],
-                (step.token, step.lease_ms),
+                (step.token, step.lease_ms, step.not_after_ms),
             )
             .await?;
         match Outcome::read(&reply, script)? {
+            Outcome {
+                name: b"late",
+                detail: None,
+            } => Ok(FencedAcquireReply::Late),
             Outcome {
                 name: b"acquired",
                 detail: Some(Value::BulkString(digits)),

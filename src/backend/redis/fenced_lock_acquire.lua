@@ -5,8 +5,11 @@
 -- KEYS[2]  the counter key (string of decimal digits, no expiry), in the lease key's slot
 -- ARGV[1]  owner token of the new lease
 -- ARGV[2]  lease in milliseconds (1 ..= 2^40)
+-- ARGV[3]  the server time (ms since the epoch) after which this step changes nothing; 0: none
 --
--- Returns {'acquired', token}  token = the counter's new value as a decimal string
+-- Returns {'late'}             the step arrived after ARGV[3]: a command delayed past its
+--                              client's cleanup must not take the lock; nothing changed
+--         {'acquired', token}  token = the counter's new value as a decimal string
 --         {'held', pttl}       pttl = the existing lease's PTTL in ms (-1: no expiry)
 --         {'corrupt', reason}  a key holds something else; nothing changed
 --
@@ -14,6 +17,13 @@
 -- which loses digits above 2^53. For the same reason the counter is compared with i64::MAX
 -- as a string, by length and then digit by digit.
 local I64_MAX = '9223372036854775807'
+
+if ARGV[3] ~= '0' then
+    local time = redis.call('TIME')
+    if time[1] * 1000 + math.floor(time[2] / 1000) > ARGV[3] + 0 then
+        return {'late'}
+    end
+end
 
 local owner, kind = lease_owner(KEYS[1])
 if owner == nil then

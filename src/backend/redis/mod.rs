@@ -26,6 +26,7 @@ mod gcra;
 mod packed_grant;
 mod script;
 mod semaphore;
+mod server_clock;
 mod server_version;
 mod sliding_window;
 mod stacked_window;
@@ -38,6 +39,8 @@ pub use builder::{
 };
 pub use capabilities::{Capabilities, HASH_FIELD_EXPIRY, INCREX, INCREX_REPROBE_AFTER};
 pub use script::Script;
+pub(crate) use server_clock::Deadline;
+use server_clock::ServerClock;
 pub use server_version::{SERVER_FLOOR, ServerVersion};
 pub use watch::{CLIENT_TRACKING, KeyTtl, KeyWatch};
 
@@ -77,6 +80,8 @@ pub struct RedisBackend {
 struct Shared {
     connection: Connection,
     server: ServerVersion,
+    clock: ServerClock,
+    response_timeout: Duration,
     transient_retry: Duration,
     prefix: KeyPrefix,
     capabilities: Capabilities,
@@ -147,8 +152,40 @@ impl RedisBackend {
     ///
     /// Cancel safe: it only reads.
     pub async fn server_time(&self) -> Result<Duration> {
+        let sent = tokio::time::Instant::now();
         let (seconds, micros): (u64, u64) = self.query(&redis::cmd("TIME")).await?;
-        Ok(Duration::from_secs(seconds) + Duration::from_micros(micros))
+        let now = Duration::from_secs(seconds) + Duration::from_micros(micros);
+        self.shared
+            .clock
+            .update(sent, tokio::time::Instant::now(), millis(now));
+        Ok(now)
+    }
+
+    /// The deadline an acquisition sent now carries: past it, on the server's clock, the
+    /// step is a no-op, so that a command delayed in the network (held by a stalled link,
+    /// or left on a connection the client gave up on) cannot take a lease or a permit after
+    /// its uncertain outcome was cleaned up. It leaves the command the response timeout and
+    /// the transient-retry bound, and the local instant it gives is when the server has
+    /// certainly passed it: the cleanup waits until then.
+    ///
+    /// The server's clock is bounded from its latest `TIME` reading (on connect, then at least
+    /// every minute, in the background); a server clock stepped back by more than the
+    /// margins (100 ms, plus 1 ms per second of the reading's age) would let a delayed
+    /// command through, as it would any other clock-based rule.
+    pub(crate) fn acquire_deadline(&self) -> Deadline {
+        if self.shared.clock.is_stale()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let backend = self.clone();
+            runtime.spawn(async move {
+                if let Err(err) = backend.server_time().await {
+                    tracing::debug!(error = %err, "could not read the server's clock");
+                }
+            });
+        }
+        self.shared
+            .clock
+            .deadline(self.shared.response_timeout + self.shared.transient_retry)
     }
 
     /// Runs `script` as one atomic step with the given user keys (the prefix is applied
@@ -326,6 +363,10 @@ impl ToRedisArgs for PrefixedKey<'_> {
         _ = arg.write_all(self.0);
         _ = arg.write_all(self.1);
     }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn convert<T: FromRedisValue>(reply: Value, what: &str) -> Result<T> {

@@ -40,11 +40,17 @@ impl RedisBackend {
             .eval(
                 &ACQUIRE,
                 step.keys,
-                (step.token, step.expiry_ms.unwrap_or(0), step.capacities),
+                (
+                    step.token,
+                    step.expiry_ms.unwrap_or(0),
+                    step.capacities,
+                    step.not_after_ms,
+                ),
             )
             .await?;
         match reply.as_slice() {
             [1] => Ok(SemaphoreAcquireReply::Granted),
+            [-3] => Ok(SemaphoreAcquireReply::Late),
             [0, wait] => Ok(SemaphoreAcquireReply::Full {
                 retry_after_ms: u64::try_from(*wait).ok(),
             }),

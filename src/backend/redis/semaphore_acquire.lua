@@ -6,8 +6,12 @@
 -- ARGV[1]     owner token of the new permit
 -- ARGV[2]     its expiry in milliseconds (0: none; at most 2^40)
 -- ARGV[3..]   the capacity asked for each key, in the order of KEYS (1 ..= 2^32 - 1)
+-- ARGV[3 + n]  the server time (ms since the epoch) after which this step changes nothing;
+--              0: none
 --
--- Returns {1} when granted;
+-- Returns {-3} when the step arrived after ARGV[3 + n]: a command delayed past its client's
+--              cleanup must not take a permit; nothing changed (not even pruning);
+--         {1} when granted;
 --         {0, ms} when a set is full, ms = how long until expiries alone leave a free slot
 --                 in every full set (-1: a full set's permits never expire);
 --         {-1, i, stored} when KEYS[i] has live permits under another capacity, stored;
@@ -16,12 +20,17 @@ local member = 'p:' .. ARGV[1]
 local expiry = tonumber(ARGV[2])
 local n = #KEYS
 
+local now = now_ms()
+local not_after = tonumber(ARGV[3 + n])
+if not_after > 0 and now > not_after then
+    return {-3}
+end
+
 local stored, sizes = inspect_all()
 if not stored then
     return {CORRUPT, sizes}
 end
 
-local now = now_ms()
 local live = {}
 for i = 1, n do
     live[i] = sizes[i]

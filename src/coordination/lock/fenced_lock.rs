@@ -12,8 +12,7 @@ use super::{FencedLease, LockAttempt};
 use crate::Coordination;
 use crate::backend::ensure_same_slot;
 use crate::backend::fenced_lock::FencedAcquireReply;
-use crate::coordination::owner::had_no_effect;
-use crate::coordination::owner::{ReleaseOnDrop, Why, new_token};
+use crate::coordination::owner::{ReleaseOnDrop, Why, arrived_late, had_no_effect, new_token};
 use crate::error::{Error, Result};
 
 /// A mutual-exclusion lock shared through the backend, held under an expiring lease, whose
@@ -182,14 +181,23 @@ impl FencedLock {
     /// server error reply, or a reply of an unexpected shape), the request is not replayed:
     /// a background release of the lease's owner token is spawned (before the error is
     /// returned), so a lease granted without an answer does not block the lock; its expiry
-    /// is the fallback if that release fails too. (A request delayed past its release could
-    /// still take the lock then, until the lease expires.)
+    /// is the fallback if that release fails too. On Redis the request carries a deadline on
+    /// the server's clock, and the release waits until it has passed: a request delayed in
+    /// the network past its release is then a no-op, and cannot take the lock after it. A
+    /// request that arrives after its deadline while the caller still waits fails with
+    /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout), certainly without effect.
     pub async fn try_acquire(&self, lease: Duration) -> Result<LockAttempt> {
         let lease_ms = lease_ms(lease)?;
         let token = new_token()?;
-        let in_flight = ReleaseOnDrop::arm(&self.keys, &token, Why::UncertainAcquire);
+        let deadline = self.keys.backend().acquire_deadline();
+        // An uncertain acquisition is released once its deadline has passed on the server:
+        // delivered any later, it changes nothing, so it cannot take the lock after the
+        // release.
+        let in_flight = ReleaseOnDrop::arm(&self.keys, &token, Why::UncertainAcquire)
+            .not_before(deadline.map(|deadline| deadline.passed_at));
         let sent_at = Instant::now();
-        let reply = match self.keys.acquire(&token, lease_ms).await {
+        let not_after_ms = deadline.map_or(0, |deadline| deadline.server_ms);
+        let reply = match self.keys.acquire(&token, lease_ms, not_after_ms).await {
             Ok(reply) => reply,
             Err(err) if had_no_effect(&err) => {
                 in_flight.disarm();
@@ -219,6 +227,11 @@ impl FencedLock {
                     lease,
                     sent_at,
                 )))
+            }
+            FencedAcquireReply::Late => {
+                in_flight.disarm();
+                tracing::debug!(lease = %self.keys, "fenced lock acquisition arrived after its deadline; nothing changed");
+                Err(arrived_late())
             }
             FencedAcquireReply::Held { retry_after_ms } => {
                 in_flight.disarm();

@@ -45,13 +45,19 @@ impl LockKeys {
         }
     }
 
-    pub(super) async fn acquire(&self, token: &str, lease_ms: u64) -> Result<FencedAcquireReply> {
+    pub(super) async fn acquire(
+        &self,
+        token: &str,
+        lease_ms: u64,
+        not_after_ms: u64,
+    ) -> Result<FencedAcquireReply> {
         self.backend
             .fenced_acquire(FencedAcquireStep {
                 lease_key: &self.lease,
                 counter_key: &self.counter,
                 token,
                 lease_ms,
+                not_after_ms,
             })
             .await
     }

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use super::{OwnerRelease, Why, release_in_background};
+use tokio::time::Instant;
+
+use super::{OwnerRelease, Why, release_in_background_after};
 
 /// Releases what a token holds in the background if dropped while armed: for a request whose
 /// future may be dropped after it was sent, leaving the holding's fate unknown.
@@ -11,6 +13,8 @@ pub(crate) struct ReleaseOnDrop<T: OwnerRelease> {
     token: String,
     why: Why,
     armed: bool,
+    /// The release waits for this instant: the request's deadline has then passed.
+    not_before: Option<Instant>,
 }
 
 impl<T: OwnerRelease> ReleaseOnDrop<T> {
@@ -20,7 +24,14 @@ impl<T: OwnerRelease> ReleaseOnDrop<T> {
             token: token.to_owned(),
             why,
             armed: true,
+            not_before: None,
         }
+    }
+
+    /// Releases no sooner than `at`: from then on the request can no longer take effect.
+    pub(crate) fn not_before(mut self, at: Option<Instant>) -> Self {
+        self.not_before = at;
+        self
     }
 
     /// The outcome is settled: nothing to release.
@@ -28,19 +39,21 @@ impl<T: OwnerRelease> ReleaseOnDrop<T> {
         self.armed = false;
     }
 
-    /// Releases in the background now, for `why`.
+    /// Releases in the background now, for `why`: the request's outcome is known.
     pub(crate) fn release_now(mut self, why: Why) {
         self.why = why;
+        self.not_before = None;
     }
 }
 
 impl<T: OwnerRelease> Drop for ReleaseOnDrop<T> {
     fn drop(&mut self) {
         if self.armed {
-            release_in_background(
+            release_in_background_after(
                 Arc::clone(&self.keys),
                 std::mem::take(&mut self.token),
                 self.why,
+                self.not_before,
             );
         }
     }

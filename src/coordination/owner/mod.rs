@@ -18,8 +18,10 @@ use std::sync::atomic::AtomicU64;
 
 pub(crate) use guard::ReleaseOnDrop;
 pub(crate) use keeper::{KeepOptions, Keeper, Renewable};
-pub(crate) use outcome::had_no_effect;
-pub(crate) use release::{release_bounded, release_in_background, worth_retrying};
+pub(crate) use outcome::{arrived_late, had_no_effect};
+pub(crate) use release::{
+    release_bounded, release_in_background, release_in_background_after, worth_retrying,
+};
 pub(crate) use token::new_token;
 pub(crate) use why::Why;
 

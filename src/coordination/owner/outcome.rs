@@ -27,6 +27,15 @@ pub(crate) fn had_no_effect(err: &Error) -> bool {
         )
 }
 
+/// The error for an acquisition that reached the server after its deadline: certainly
+/// without effect, and *unavailable* (the backend did not answer in time for it to count).
+pub(crate) fn arrived_late() -> Error {
+    Error::new(
+        ErrorKind::Timeout,
+        "the acquisition reached the server after its deadline; nothing was taken",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

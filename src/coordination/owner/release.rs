@@ -38,9 +38,26 @@ pub(crate) async fn release_bounded<T: OwnerRelease>(
 /// jittered backoff for up to a minute. Never blocks. Without a runtime, the release is
 /// given up at once.
 pub(crate) fn release_in_background<T: OwnerRelease>(keys: Arc<T>, token: String, why: Why) {
+    release_in_background_after(keys, token, why, None);
+}
+
+/// [`release_in_background`], not before `not_before`: the instant from which the command
+/// whose outcome is uncertain can no longer take effect (its deadline has passed on the
+/// server's clock), so that the release cannot be overtaken by it.
+pub(crate) fn release_in_background_after<T: OwnerRelease>(
+    keys: Arc<T>,
+    token: String,
+    why: Why,
+    not_before: Option<Instant>,
+) {
     match Handle::try_current() {
         Ok(runtime) => {
-            runtime.spawn(release_with_backoff(keys, token, why));
+            runtime.spawn(async move {
+                if let Some(at) = not_before {
+                    tokio::time::sleep_until(at).await;
+                }
+                release_with_backoff(keys, token, why).await;
+            });
         }
         Err(_) => abandon(&*keys, &token, why, "no tokio runtime to release it on"),
     }

@@ -10,7 +10,7 @@ use super::expiry::expiry_ms;
 use super::sets::PermitSets;
 use super::{Attempt, SemaphorePermit};
 use crate::backend::semaphore::SemaphoreAcquireReply;
-use crate::coordination::owner::{ReleaseOnDrop, Why, had_no_effect, new_token};
+use crate::coordination::owner::{ReleaseOnDrop, Why, arrived_late, had_no_effect, new_token};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Takes a permit in every set of `sets` (with `capacities` in the order of its keys), or
@@ -20,7 +20,9 @@ use crate::error::{Error, ErrorKind, Result};
 /// error or a reply of an unexpected shape, or the future dropped mid-flight), a release of
 /// the token that was sent is spawned before the error is returned, so a lost answer cannot
 /// leave a permit that nobody holds; the permit's expiry is the fallback if that release
-/// fails too.
+/// fails too. The step carries a deadline on the server's clock (Redis), and the release
+/// waits until it has passed: a request delayed in the network past the release is then a
+/// no-op, so it cannot leave a permit nobody holds either.
 pub(super) async fn try_acquire(
     sets: Arc<PermitSets>,
     capacities: &[u32],
@@ -28,9 +30,18 @@ pub(super) async fn try_acquire(
 ) -> Result<Attempt> {
     let expiry_ms = expiry_ms(expiry)?;
     let token = new_token()?;
-    let in_flight = ReleaseOnDrop::arm(&sets, &token, Why::UncertainAcquire);
+    let deadline = sets.backend().acquire_deadline();
+    // An uncertain acquisition is released once its deadline has passed on the server:
+    // delivered any later, it changes nothing, so it cannot recreate what the release
+    // removed.
+    let in_flight = ReleaseOnDrop::arm(&sets, &token, Why::UncertainAcquire)
+        .not_before(deadline.map(|deadline| deadline.passed_at));
     let sent_at = Instant::now();
-    let reply = match sets.acquire(&token, capacities, expiry_ms).await {
+    let not_after_ms = deadline.map_or(0, |deadline| deadline.server_ms);
+    let reply = match sets
+        .acquire(&token, capacities, expiry_ms, not_after_ms)
+        .await
+    {
         Ok(reply) => reply,
         Err(err) => {
             if !had_no_effect(&err) {
@@ -56,6 +67,10 @@ pub(super) async fn try_acquire(
             Ok(Attempt::Full {
                 retry_after: retry_after_ms.map(Duration::from_millis),
             })
+        }
+        SemaphoreAcquireReply::Late => {
+            tracing::debug!(keys = %sets, "semaphore acquisition arrived after its deadline; nothing changed");
+            Err(arrived_late())
         }
         SemaphoreAcquireReply::CapacityMismatch { key, stored } => {
             let asked = capacities.get(key).copied().unwrap_or_default();

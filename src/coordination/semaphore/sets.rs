@@ -22,6 +22,10 @@ impl PermitSets {
         &self.keys
     }
 
+    pub(super) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
     /// Takes a permit for `token` in every set (capacities in the order of the keys), or in
     /// none.
     pub(super) async fn acquire(
@@ -29,6 +33,7 @@ impl PermitSets {
         token: &str,
         capacities: &[u32],
         expiry_ms: Option<u64>,
+        not_after_ms: u64,
     ) -> Result<SemaphoreAcquireReply> {
         self.backend
             .semaphore_acquire(SemaphoreAcquireStep {
@@ -36,6 +41,7 @@ impl PermitSets {
                 capacities,
                 token,
                 expiry_ms,
+                not_after_ms,
             })
             .await
     }

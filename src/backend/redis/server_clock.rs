@@ -1,0 +1,142 @@
+//! The server's clock as this process can bound it, for deadlines that a command carries.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// How far the local and the server clocks may drift apart per second of an anchor's age
+/// (1 ms per second is 1000 ppm, twice what NTP allows a clock to slew).
+const DRIFT_PER_SECOND_MS: u64 = 1;
+/// What is always added for the server's clock being read between sending and receiving.
+const MARGIN: Duration = Duration::from_millis(100);
+/// How old an anchor may get before a step asks for a fresh one.
+pub(super) const REFRESH_AFTER: Duration = Duration::from_secs(60);
+
+/// One reading of the server's `TIME`, between two local instants.
+#[derive(Debug, Clone, Copy)]
+struct Anchor {
+    sent: Instant,
+    received: Instant,
+    server_ms: u64,
+}
+
+/// The latest reading of the server's clock: with it, any local instant has a server time
+/// known to lie between two bounds.
+#[derive(Debug)]
+pub(super) struct ServerClock {
+    anchor: Mutex<Anchor>,
+}
+
+/// A deadline for a command on the server's clock, and the local instant by which the server
+/// has certainly passed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Deadline {
+    /// Milliseconds since the epoch on the server's clock; the command is a no-op after it.
+    pub(crate) server_ms: u64,
+    /// From this local instant on, the server's clock is past `server_ms`: a command carrying
+    /// it can no longer take effect, wherever it is.
+    pub(crate) passed_at: Instant,
+}
+
+impl ServerClock {
+    /// A clock from a `TIME` reply `server_ms`, asked at `sent` and answered at `received`.
+    pub(super) fn new(sent: Instant, received: Instant, server_ms: u64) -> Self {
+        ServerClock {
+            anchor: Mutex::new(Anchor {
+                sent,
+                received,
+                server_ms,
+            }),
+        }
+    }
+
+    /// Replaces the reading with a newer one.
+    pub(super) fn update(&self, sent: Instant, received: Instant, server_ms: u64) {
+        let mut anchor = self.lock();
+        if sent >= anchor.sent {
+            *anchor = Anchor {
+                sent,
+                received,
+                server_ms,
+            };
+        }
+    }
+
+    /// Whether the reading is older than [`REFRESH_AFTER`].
+    pub(super) fn is_stale(&self) -> bool {
+        self.lock().received.elapsed() >= REFRESH_AFTER
+    }
+
+    /// A deadline `bound` after the latest the server's clock can read now.
+    ///
+    /// The server read its clock somewhere between `sent` and `received`: now, it reads at
+    /// most `server_ms + (now - sent)` and at least `server_ms + (now - received)`, give or
+    /// take the drift since. The deadline counts from the upper bound, so a command sent now
+    /// has its whole `bound`; it has passed once the lower bound is beyond it.
+    pub(super) fn deadline(&self, bound: Duration) -> Deadline {
+        let anchor = *self.lock();
+        let now = Instant::now();
+        let drift = MARGIN
+            + Duration::from_millis(
+                anchor
+                    .received
+                    .elapsed()
+                    .as_secs()
+                    .saturating_mul(DRIFT_PER_SECOND_MS),
+            );
+        let latest_now = anchor.server_ms + millis(now.saturating_duration_since(anchor.sent));
+        let server_ms = latest_now + millis(bound + drift);
+        // The lower bound reaches `server_ms + drift` this long after `received`.
+        let passed_at =
+            anchor.received + Duration::from_millis(server_ms - anchor.server_ms) + drift;
+        Deadline {
+            server_ms,
+            passed_at,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Anchor> {
+        // A plain value: a panic elsewhere cannot leave it torn.
+        self.anchor
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_passes_once_the_slowest_reading_is_beyond_it() {
+        let sent = Instant::now();
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let received = Instant::now();
+        // The server read 1000 somewhere in the 10 ms between.
+        let clock = ServerClock::new(sent, received, 1_000);
+        let deadline = clock.deadline(Duration::from_secs(1));
+        // From the upper bound (1010 now), the bound and the margin.
+        assert_eq!(deadline.server_ms, 1_010 + 1_000 + 100);
+        // The lower bound (1000 + time since received) passes it plus the margin.
+        assert_eq!(
+            deadline.passed_at,
+            received + Duration::from_millis(2_110 - 1_000) + MARGIN
+        );
+        // An old reading widens both by the drift.
+        tokio::time::advance(Duration::from_secs(30)).await;
+        let later = clock.deadline(Duration::from_secs(1));
+        assert_eq!(later.server_ms, 1_010 + 30_000 + 1_000 + 100 + 30);
+        assert!(!clock.is_stale());
+        tokio::time::advance(REFRESH_AFTER).await;
+        assert!(clock.is_stale());
+        let (sent, received) = (Instant::now(), Instant::now());
+        clock.update(sent, received, 500_000);
+        assert!(!clock.is_stale());
+        assert_eq!(clock.deadline(Duration::ZERO).server_ms, 500_000 + 100);
+    }
+}
