@@ -220,11 +220,16 @@ async fn expired_permits_are_pruned_by_the_next_step(target: Target) {
     assert_eq!(semaphore.held().await.expect("held"), 0);
     assert!(!first.verify_still_held().await.expect("verify"));
     let mut second = acquired(&semaphore, Some(MINUTE)).await;
-    // The lost permit cannot come back, and its release says it was no longer held.
+    // The lost permit cannot come back: past its estimate, no renewal is sent, and its
+    // release (which settles it) says it was no longer held.
     assert!(!first.renew(Some(MINUTE)).await.expect("renew"));
-    assert!(first.is_released());
+    assert!(
+        !first.is_released(),
+        "past its estimate, only a release settles it"
+    );
     assert_eq!(first.remaining_estimate(), Some(Duration::ZERO));
     assert!(!first.release().await.expect("release"));
+    assert!(first.is_released());
     assert!(second.verify_still_held().await.expect("verify"));
     assert!(second.release().await.expect("release"));
 
@@ -275,7 +280,10 @@ async fn memory_permits_follow_the_paused_clock() {
     assert!(second.verify_still_held().await.expect("verify"));
     tokio::time::advance(Duration::from_secs(1)).await;
     assert!(!second.verify_still_held().await.expect("verify"));
+    // Past its estimate: nothing is sent; the release settles it.
     assert!(!second.renew(Some(MINUTE)).await.expect("lost"));
+    assert!(!second.is_released());
+    assert!(!second.release().await.expect("release"));
     assert!(second.is_released());
     drop(first);
     assert!(coordination_is_empty(&coordination));
@@ -324,9 +332,11 @@ async fn renewal_extends_or_finds_the_permit_lost(target: Target) {
     );
     let renewed_by = server_ms(&coordination).await;
     wait_for_server_time(&coordination, renewed_by + 2).await;
+    // Past its estimate: no renewal is sent; the release finds it gone and settles it.
     assert!(!permit.renew(Some(MINUTE)).await.expect("lost"));
-    assert!(permit.is_released());
     assert_eq!(permit.remaining_estimate(), Some(Duration::ZERO));
+    assert!(!permit.release().await.expect("release"));
+    assert!(permit.is_released());
     assert_eq!(semaphore.held().await.expect("held"), 0);
     assert_eq!(target.count_keys(&coordination), 0);
 }

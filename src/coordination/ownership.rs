@@ -104,3 +104,149 @@ impl OwnershipLost {
         }
     }
 }
+
+/// At which stage of a holding's life a release ran without its holder, for
+/// [`AbandonedReleases`] and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReleaseStage {
+    /// The handle was dropped unreleased.
+    Dropped,
+    /// A release was cancelled mid-flight.
+    CancelledRelease,
+    /// An acquisition may have been granted although no answer arrived.
+    UncertainAcquire,
+    /// A grant arrived after its expiry had run out by the local estimate.
+    LateGrant,
+}
+
+impl ReleaseStage {
+    const ALL: [ReleaseStage; 4] = [
+        ReleaseStage::Dropped,
+        ReleaseStage::CancelledRelease,
+        ReleaseStage::UncertainAcquire,
+        ReleaseStage::LateGrant,
+    ];
+
+    fn index(self) -> usize {
+        match self {
+            ReleaseStage::Dropped => 0,
+            ReleaseStage::CancelledRelease => 1,
+            ReleaseStage::UncertainAcquire => 2,
+            ReleaseStage::LateGrant => 3,
+        }
+    }
+}
+
+impl fmt::Display for ReleaseStage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ReleaseStage::Dropped => "dropped unreleased",
+            ReleaseStage::CancelledRelease => "release cancelled",
+            ReleaseStage::UncertainAcquire => "acquisition uncertain",
+            ReleaseStage::LateGrant => "grant arrived after its expiry",
+        })
+    }
+}
+
+/// Why a background release was given up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AbandonCause {
+    /// There was no tokio runtime to run it on (dropped outside a runtime).
+    NoRuntime,
+    /// The backend stayed unavailable for the whole minute of retries.
+    Unavailable,
+    /// The backend refused it (an ACL, credentials, a script error): retrying would not help.
+    Refused,
+}
+
+impl AbandonCause {
+    const ALL: [AbandonCause; 3] = [
+        AbandonCause::NoRuntime,
+        AbandonCause::Unavailable,
+        AbandonCause::Refused,
+    ];
+
+    fn index(self) -> usize {
+        match self {
+            AbandonCause::NoRuntime => 0,
+            AbandonCause::Unavailable => 1,
+            AbandonCause::Refused => 2,
+        }
+    }
+}
+
+/// The releases of one primitive that were given up since the process started, by stage and
+/// cause: a metric to export (see
+/// [`lock::abandoned_release_counts`](super::lock::abandoned_release_counts) and
+/// [`semaphore::abandoned_release_counts`](super::semaphore::abandoned_release_counts)).
+///
+/// # Example
+///
+/// ```
+/// use leasehold::coordination::lock;
+/// use leasehold::coordination::ownership::{AbandonCause, ReleaseStage};
+///
+/// let counts = lock::abandoned_release_counts();
+/// let refused = counts.get(ReleaseStage::Dropped, AbandonCause::Refused);
+/// assert!(counts.total() >= refused);
+/// assert_eq!(counts.total(), lock::abandoned_releases());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AbandonedReleases {
+    counts: [[u64; 3]; 4],
+}
+
+impl AbandonedReleases {
+    /// How many releases at `stage` were given up for `cause`.
+    pub fn get(&self, stage: ReleaseStage, cause: AbandonCause) -> u64 {
+        self.counts[stage.index()][cause.index()]
+    }
+
+    /// How many releases were given up in all.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().flatten().sum()
+    }
+
+    /// Every non-zero count, with its stage and cause.
+    pub fn iter(&self) -> impl Iterator<Item = (ReleaseStage, AbandonCause, u64)> + '_ {
+        ReleaseStage::ALL.into_iter().flat_map(move |stage| {
+            AbandonCause::ALL
+                .into_iter()
+                .map(move |cause| (stage, cause, self.get(stage, cause)))
+                .filter(|(.., count)| *count > 0)
+        })
+    }
+}
+
+/// The live counters behind [`AbandonedReleases`], one set per primitive.
+#[derive(Debug)]
+pub(crate) struct AbandonedCounters {
+    counts: [[std::sync::atomic::AtomicU64; 3]; 4],
+}
+
+impl AbandonedCounters {
+    pub(crate) const fn new() -> Self {
+        #[allow(clippy::declare_interior_mutable_const)] // copied into each cell only
+        const ZERO: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        #[allow(clippy::declare_interior_mutable_const)]
+        const ROW: [std::sync::atomic::AtomicU64; 3] = [ZERO; 3];
+        AbandonedCounters { counts: [ROW; 4] }
+    }
+
+    pub(crate) fn add(&self, stage: ReleaseStage, cause: AbandonCause) {
+        self.counts[stage.index()][cause.index()]
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> AbandonedReleases {
+        let mut counts = [[0; 3]; 4];
+        for (row, cells) in counts.iter_mut().zip(&self.counts) {
+            for (count, cell) in row.iter_mut().zip(cells) {
+                *count = cell.load(std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        AbandonedReleases { counts }
+    }
+}

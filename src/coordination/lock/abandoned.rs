@@ -1,9 +1,9 @@
 //! The count of fenced lease releases given up: a metric for operators.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::coordination::ownership::{AbandonedCounters, AbandonedReleases};
 
 /// Bumped by the shared release each time it gives up one of this primitive's releases.
-pub(super) static ABANDONED: AtomicU64 = AtomicU64::new(0);
+pub(super) static ABANDONED: AbandonedCounters = AbandonedCounters::new();
 
 /// How many fenced lease releases this process has given up since it started: background
 /// releases (of dropped leases, cancelled releases, and acquisitions whose answer was lost,
@@ -21,5 +21,12 @@ pub(super) static ABANDONED: AtomicU64 = AtomicU64::new(0);
 /// assert!(abandoned_releases() >= before);
 /// ```
 pub fn abandoned_releases() -> u64 {
-    ABANDONED.load(Ordering::Relaxed)
+    ABANDONED.snapshot().total()
+}
+
+/// [`abandoned_releases`] by the stage the release ran at (a dropped handle, a cancelled
+/// release, an uncertain acquisition, a late grant) and why it was given up (no runtime, a
+/// backend unavailable for a minute, a refusal).
+pub fn abandoned_release_counts() -> AbandonedReleases {
+    ABANDONED.snapshot()
 }

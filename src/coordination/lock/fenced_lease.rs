@@ -2,17 +2,13 @@
 //! on it does when it fails.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
-
-use tokio::time::Instant;
 
 use super::Release;
 use super::duration::lease_ms;
 use super::keys::LockKeys;
 use crate::backend::fenced_lock::LeaseReleaseReply;
-use crate::coordination::owner::had_no_effect;
-use crate::coordination::owner::{self, ReleaseOnDrop, Why};
+use crate::coordination::owner::Holding;
 use crate::error::Result;
 
 /// A lease on a [`FencedLock`](super::FencedLock): the lock is held under a random owner
@@ -96,43 +92,15 @@ use crate::error::Result;
 /// # Ok(()) }
 /// ```
 pub struct FencedLease {
-    keys: Arc<LockKeys>,
-    owner_token: String,
+    holding: Holding<LockKeys>,
     fencing_token: u64,
-    lease: Duration,
-    /// The local estimate's end: the lease counted from before the request that set it was
-    /// sent (the backend counted from a later moment), and never later than an uncertain
-    /// renewal may have set it.
-    expires_by: Instant,
-    state: State,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Held,
-    /// A release may have run without an answer: only a release may settle it.
-    Uncertain,
-    /// A renewal found the lease gone or another holder's.
-    Lost,
-    /// Released by this handle (or handed to a background release).
-    Released,
 }
 
 impl FencedLease {
-    pub(super) fn new(
-        keys: Arc<LockKeys>,
-        owner_token: String,
-        fencing_token: u64,
-        lease: Duration,
-        sent_at: Instant,
-    ) -> Self {
+    pub(super) fn new(holding: Holding<LockKeys>, fencing_token: u64) -> Self {
         FencedLease {
-            keys,
-            owner_token,
+            holding,
             fencing_token,
-            lease,
-            expires_by: sent_at + lease,
-            state: State::Held,
         }
     }
 
@@ -146,13 +114,13 @@ impl FencedLease {
 
     /// The owner token: 32 lower-case hex digits (128 random bits), unique to this lease.
     pub fn owner_token(&self) -> &str {
-        &self.owner_token
+        self.holding.token()
     }
 
     /// The lease asked for at acquisition or at the last successful renewal, in whole
     /// milliseconds.
     pub fn lease(&self) -> Duration {
-        self.lease
+        self.holding.expiry().unwrap_or_default()
     }
 
     /// A conservative local estimate of the time the lease has left: measured from
@@ -163,17 +131,14 @@ impl FencedLease {
     /// An estimate only: the backend's clock decides, and it says nothing of a lease taken
     /// away by hand; [`verify_still_held`](Self::verify_still_held) asks the backend.
     pub fn remaining_estimate(&self) -> Duration {
-        if self.state != State::Held {
-            return Duration::ZERO;
-        }
-        self.expires_by.saturating_duration_since(Instant::now())
+        self.holding.remaining_estimate().unwrap_or_default()
     }
 
     /// Whether this handle no longer holds its lease: released by it, or found gone or
     /// another holder's by [`renew`](Self::renew). False for an uncertain handle (see
     /// [Failures](#failures)), which still needs a release.
     pub fn is_released(&self) -> bool {
-        matches!(self.state, State::Released | State::Lost)
+        self.holding.is_released()
     }
 
     /// Gives the lease a new expiry of `lease`, counted from now on the backend's clock, if
@@ -198,41 +163,7 @@ impl FencedLease {
     /// as an unanswered renewal does, held with the narrower estimate.
     pub async fn renew(&mut self, lease: Duration) -> Result<bool> {
         let lease_ms = lease_ms(lease)?;
-        if self.state != State::Held {
-            return Ok(false);
-        }
-        if self.remaining_estimate().is_zero() {
-            tracing::debug!(lease = %self.keys, "fenced lease not renewed: its estimate ran out");
-            return Ok(false);
-        }
-        // Until the answer comes (or if it never does), only what both outcomes guarantee:
-        // the renewal, if it ran, counted its lease from after this moment.
-        let sent_at = Instant::now();
-        let asked = Duration::from_millis(lease_ms);
-        let before = self.expires_by;
-        self.expires_by = before.min(sent_at + asked);
-        match self.keys.renew(&self.owner_token, lease_ms).await {
-            Ok(true) => {
-                self.lease = asked;
-                self.expires_by = sent_at + asked;
-                tracing::debug!(lease = %self.keys, lease_ms, "fenced lease renewed");
-                Ok(true)
-            }
-            Ok(false) => {
-                self.state = State::Lost;
-                tracing::debug!(lease = %self.keys, "fenced lease lost before its renewal");
-                Ok(false)
-            }
-            Err(err) if had_no_effect(&err) => {
-                self.expires_by = before;
-                tracing::debug!(lease = %self.keys, error = %err, "fenced lease renewal failed; nothing changed");
-                Err(err)
-            }
-            Err(err) => {
-                tracing::debug!(lease = %self.keys, error = %err, "fenced lease renewal unanswered; the estimate keeps what both outcomes guarantee");
-                Err(err)
-            }
-        }
+        self.holding.renew(Some(lease_ms)).await
     }
 
     /// Whether the lease is still held under this handle's owner token, asked of the
@@ -248,13 +179,7 @@ impl FencedLease {
     ///
     /// Cancel safe: the step only reads, and the handle is unchanged.
     pub async fn verify_still_held(&self) -> Result<bool> {
-        if self.remaining_estimate().is_zero() {
-            return Ok(false);
-        }
-        let held = self.keys.verify(&self.owner_token).await?;
-        let held = held && !self.remaining_estimate().is_zero();
-        tracing::debug!(lease = %self.keys, held, "fenced lease verified");
-        Ok(held)
+        self.holding.verify().await
     }
 
     /// Deletes the lease if it is still held under this handle's owner token; never
@@ -278,45 +203,11 @@ impl FencedLease {
     /// release goes on in a background task (retried as on drop) and the handle counts as
     /// released.
     pub async fn release(&mut self) -> Result<Release> {
-        if self.state == State::Released {
-            return Ok(Release::AlreadyReleased);
-        }
-        let before = self.state;
-        self.state = State::Released;
-        let in_flight = ReleaseOnDrop::arm(&self.keys, &self.owner_token, Why::CancelledRelease);
-        let err = match self.keys.release(&self.owner_token).await {
-            Ok(reply) => {
-                in_flight.disarm();
-                let release = answer(reply);
-                tracing::debug!(lease = %self.keys, ?release, "fenced lease released");
-                return Ok(release);
-            }
-            Err(err) => err,
-        };
-        if !owner::worth_retrying(&err) {
-            in_flight.disarm();
-            self.state = before;
-            tracing::debug!(lease = %self.keys, error = %err, "fenced lease release refused");
-            return Err(err);
-        }
-        match owner::release_bounded(&self.keys, &self.owner_token).await {
-            Ok(reply) => {
-                in_flight.disarm();
-                let release = answer(reply);
-                tracing::debug!(lease = %self.keys, ?release, error = %err, "fenced lease released on the retry");
-                Ok(release)
-            }
-            Err(retry_err) => {
-                in_flight.disarm();
-                self.state = if had_no_effect(&err) && had_no_effect(&retry_err) {
-                    before
-                } else {
-                    State::Uncertain
-                };
-                tracing::debug!(lease = %self.keys, error = %err, retry_error = %retry_err, "fenced lease release unconfirmed");
-                Err(err)
-            }
-        }
+        Ok(self
+            .holding
+            .release()
+            .await?
+            .map_or(Release::AlreadyReleased, answer))
     }
 }
 
@@ -328,26 +219,14 @@ fn answer(reply: LeaseReleaseReply) -> Release {
     }
 }
 
-impl Drop for FencedLease {
-    fn drop(&mut self) {
-        if matches!(self.state, State::Held | State::Uncertain) {
-            owner::release_in_background(
-                Arc::clone(&self.keys),
-                std::mem::take(&mut self.owner_token),
-                Why::Dropped,
-            );
-        }
-    }
-}
-
 impl fmt::Debug for FencedLease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FencedLease")
-            .field("lease_key", &format_args!("{}", self.keys))
+            .field("lease_key", &format_args!("{}", self.holding.keys()))
             .field("fencing_token", &self.fencing_token)
-            .field("owner_token", &self.owner_token)
-            .field("lease", &self.lease)
-            .field("state", &self.state)
+            .field("owner_token", &self.holding.token())
+            .field("lease", &self.lease())
+            .field("state", &self.holding.state())
             .finish()
     }
 }

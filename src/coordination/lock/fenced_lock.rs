@@ -12,7 +12,9 @@ use super::{FencedLease, LockAttempt};
 use crate::Coordination;
 use crate::backend::ensure_same_slot;
 use crate::backend::fenced_lock::FencedAcquireReply;
-use crate::coordination::owner::{ReleaseOnDrop, Why, arrived_late, had_no_effect, new_token};
+use crate::coordination::owner::{
+    Holding, ReleaseOnDrop, ReleaseStage, arrived_late, had_no_effect, new_token,
+};
 use crate::error::{Error, Result};
 
 /// A mutual-exclusion lock shared through the backend, held under an expiring lease, whose
@@ -193,7 +195,7 @@ impl FencedLock {
         // An uncertain acquisition is released once its deadline has passed on the server:
         // delivered any later, it changes nothing, so it cannot take the lock after the
         // release.
-        let in_flight = ReleaseOnDrop::arm(&self.keys, &token, Why::UncertainAcquire)
+        let in_flight = ReleaseOnDrop::arm(&self.keys, &token, ReleaseStage::UncertainAcquire)
             .not_before(deadline.map(|deadline| deadline.passed_at));
         let sent_at = Instant::now();
         let not_after_ms = deadline.map_or(0, |deadline| deadline.server_ms);
@@ -213,20 +215,17 @@ impl FencedLock {
         match reply {
             FencedAcquireReply::Acquired { fencing_token } => {
                 let lease = Duration::from_millis(lease_ms);
-                if sent_at.elapsed() >= lease {
-                    tracing::debug!(lease = %self.keys, fencing_token, "fenced lock granted after its lease ran out; releasing it");
-                    in_flight.release_now(Why::LateGrant);
-                    return Ok(LockAttempt::Held { retry_after: None });
+                let keys = Arc::clone(&self.keys);
+                match Holding::granted(keys, token, Some(lease), sent_at, in_flight) {
+                    Some(holding) => {
+                        tracing::debug!(lease = %self.keys, fencing_token, lease_ms, "fenced lock acquired");
+                        Ok(LockAttempt::Acquired(FencedLease::new(
+                            holding,
+                            fencing_token,
+                        )))
+                    }
+                    None => Ok(LockAttempt::Held { retry_after: None }),
                 }
-                in_flight.disarm();
-                tracing::debug!(lease = %self.keys, fencing_token, lease_ms, "fenced lock acquired");
-                Ok(LockAttempt::Acquired(FencedLease::new(
-                    Arc::clone(&self.keys),
-                    token,
-                    fencing_token,
-                    lease,
-                    sent_at,
-                )))
             }
             FencedAcquireReply::Late => {
                 in_flight.disarm();

@@ -68,7 +68,7 @@ mod managed;
 mod release;
 mod wait;
 
-pub use abandoned::abandoned_releases;
+pub use abandoned::{abandoned_release_counts, abandoned_releases};
 pub use attempt::LockAttempt;
 pub use fenced_lease::FencedLease;
 pub use fenced_lock::FencedLock;

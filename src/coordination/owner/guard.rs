@@ -4,21 +4,21 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::{OwnerRelease, Why, release_in_background_after};
+use super::{OwnerRelease, ReleaseStage, release_in_background_after};
 
 /// Releases what a token holds in the background if dropped while armed: for a request whose
 /// future may be dropped after it was sent, leaving the holding's fate unknown.
 pub(crate) struct ReleaseOnDrop<T: OwnerRelease> {
     keys: Arc<T>,
     token: String,
-    why: Why,
+    why: ReleaseStage,
     armed: bool,
     /// The release waits for this instant: the request's deadline has then passed.
     not_before: Option<Instant>,
 }
 
 impl<T: OwnerRelease> ReleaseOnDrop<T> {
-    pub(crate) fn arm(keys: &Arc<T>, token: &str, why: Why) -> Self {
+    pub(crate) fn arm(keys: &Arc<T>, token: &str, why: ReleaseStage) -> Self {
         ReleaseOnDrop {
             keys: Arc::clone(keys),
             token: token.to_owned(),
@@ -40,7 +40,7 @@ impl<T: OwnerRelease> ReleaseOnDrop<T> {
     }
 
     /// Releases in the background now, for `why`: the request's outcome is known.
-    pub(crate) fn release_now(mut self, why: Why) {
+    pub(crate) fn release_now(mut self, why: ReleaseStage) {
         self.why = why;
         self.not_before = None;
     }

@@ -7,24 +7,25 @@
 
 mod backoff;
 mod guard;
+mod holding;
 mod keeper;
 mod outcome;
 mod release;
 mod token;
-mod why;
 
 use std::fmt;
-use std::sync::atomic::AtomicU64;
 
+pub(crate) use crate::coordination::ownership::ReleaseStage;
 pub(crate) use guard::ReleaseOnDrop;
+pub(crate) use holding::{Holding, HoldingKeys};
 pub(crate) use keeper::{KeepOptions, Keeper, Renewable};
 pub(crate) use outcome::{arrived_late, had_no_effect};
 pub(crate) use release::{
     release_bounded, release_in_background, release_in_background_after, worth_retrying,
 };
 pub(crate) use token::new_token;
-pub(crate) use why::Why;
 
+use crate::coordination::ownership::AbandonedCounters;
 use crate::error::Result;
 
 /// Where owner-checked holdings live on a backend (a lock's keys, a semaphore's sets), with
@@ -37,9 +38,9 @@ pub(crate) trait OwnerRelease: fmt::Display + Send + Sync + 'static {
     /// What a release given up leaves behind, for its warning.
     const LEFT_HELD: &'static str;
 
-    /// The counter of releases given up, which the primitive exports as its own metric. Asked
-    /// of a value rather than of the type so that a test double can count on its own.
-    fn abandoned(&self) -> &'static AtomicU64;
+    /// The counters of releases given up, which the primitive exports as its own metric.
+    /// Asked of a value rather than of the type so that a test double can count on its own.
+    fn abandoned(&self) -> &'static AbandonedCounters;
 
     /// Releases what `token` holds, and nothing another token holds.
     fn release_owned(&self, token: &str) -> impl Future<Output = Result<Self::Reply>> + Send;

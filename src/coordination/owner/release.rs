@@ -3,13 +3,13 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-use super::{OwnerRelease, Why, backoff};
+use super::{OwnerRelease, ReleaseStage, backoff};
+use crate::coordination::ownership::AbandonCause;
 use crate::error::{Error, ErrorKind, Result};
 
 /// The bound of one release attempt: a failed renewal or release waits this long at most for
@@ -37,7 +37,11 @@ pub(crate) async fn release_bounded<T: OwnerRelease>(
 /// Releases what `token` holds in a task of the current tokio runtime, retrying with capped,
 /// jittered backoff for up to a minute. Never blocks. Without a runtime, the release is
 /// given up at once.
-pub(crate) fn release_in_background<T: OwnerRelease>(keys: Arc<T>, token: String, why: Why) {
+pub(crate) fn release_in_background<T: OwnerRelease>(
+    keys: Arc<T>,
+    token: String,
+    why: ReleaseStage,
+) {
     release_in_background_after(keys, token, why, None);
 }
 
@@ -47,7 +51,7 @@ pub(crate) fn release_in_background<T: OwnerRelease>(keys: Arc<T>, token: String
 pub(crate) fn release_in_background_after<T: OwnerRelease>(
     keys: Arc<T>,
     token: String,
-    why: Why,
+    why: ReleaseStage,
     not_before: Option<Instant>,
 ) {
     match Handle::try_current() {
@@ -59,11 +63,17 @@ pub(crate) fn release_in_background_after<T: OwnerRelease>(
                 release_with_backoff(keys, token, why).await;
             });
         }
-        Err(_) => abandon(&*keys, &token, why, "no tokio runtime to release it on"),
+        Err(_) => abandon(
+            &*keys,
+            &token,
+            why,
+            AbandonCause::NoRuntime,
+            "no tokio runtime to release it on",
+        ),
     }
 }
 
-async fn release_with_backoff<T: OwnerRelease>(keys: Arc<T>, token: String, why: Why) {
+async fn release_with_backoff<T: OwnerRelease>(keys: Arc<T>, token: String, why: ReleaseStage) {
     let give_up_at = Instant::now() + GIVE_UP_AFTER;
     let mut backoff = backoff::FIRST_BACKOFF;
     let mut attempt = 0u32;
@@ -77,7 +87,12 @@ async fn release_with_backoff<T: OwnerRelease>(keys: Arc<T>, token: String, why:
         };
         let pause = backoff::jittered(backoff);
         if !worth_retrying(&err) || Instant::now() + pause >= give_up_at {
-            abandon(&*keys, &token, why, &err);
+            let cause = if worth_retrying(&err) {
+                AbandonCause::Unavailable
+            } else {
+                AbandonCause::Refused
+            };
+            abandon(&*keys, &token, why, cause, &err);
             return;
         }
         tracing::debug!(keys = %keys, %why, attempt, error = %err, "background {} release failed; retrying", T::WHAT);
@@ -94,8 +109,14 @@ pub(crate) fn worth_retrying(err: &Error) -> bool {
     err.is_unavailable()
 }
 
-fn abandon<T: OwnerRelease>(keys: &T, token: &str, why: Why, reason: impl fmt::Display) {
-    keys.abandoned().fetch_add(1, Ordering::Relaxed);
+fn abandon<T: OwnerRelease>(
+    keys: &T,
+    token: &str,
+    why: ReleaseStage,
+    cause: AbandonCause,
+    reason: impl fmt::Display,
+) {
+    keys.abandoned().add(why, cause);
     tracing::warn!(
         keys = %keys,
         token,
@@ -109,9 +130,10 @@ fn abandon<T: OwnerRelease>(keys: &T, token: &str, why: Why, reason: impl fmt::D
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicU32, AtomicU64};
+    use std::sync::atomic::{AtomicU32, Ordering};
 
     use super::*;
+    use crate::coordination::ownership::{AbandonedCounters, AbandonedReleases};
 
     /// Fails `failures` attempts with an error of `kind`, then releases; counts its attempts
     /// and its give-ups apart from every other test's.
@@ -119,7 +141,7 @@ mod tests {
         failures: u32,
         kind: ErrorKind,
         attempts: AtomicU32,
-        abandoned: &'static AtomicU64,
+        abandoned: &'static AbandonedCounters,
     }
 
     impl Fake {
@@ -128,7 +150,7 @@ mod tests {
                 failures,
                 kind,
                 attempts: AtomicU32::new(0),
-                abandoned: Box::leak(Box::new(AtomicU64::new(0))),
+                abandoned: Box::leak(Box::new(AbandonedCounters::new())),
             })
         }
 
@@ -137,7 +159,11 @@ mod tests {
         }
 
         fn given_up(&self) -> u64 {
-            self.abandoned.load(Ordering::Relaxed)
+            self.abandoned.snapshot().total()
+        }
+
+        fn counts(&self) -> AbandonedReleases {
+            self.abandoned.snapshot()
         }
     }
 
@@ -152,7 +178,7 @@ mod tests {
         const WHAT: &'static str = "fake holding";
         const LEFT_HELD: &'static str = "nothing";
 
-        fn abandoned(&self) -> &'static AtomicU64 {
+        fn abandoned(&self) -> &'static AbandonedCounters {
             self.abandoned
         }
 
@@ -167,7 +193,7 @@ mod tests {
 
     /// What a background release of `keys` did once `waited` has passed: (attempts, give-ups).
     async fn after(keys: Arc<Fake>, waited: Duration) -> (u32, u64) {
-        release_in_background(Arc::clone(&keys), "t".to_owned(), Why::Dropped);
+        release_in_background(Arc::clone(&keys), "t".to_owned(), ReleaseStage::Dropped);
         tokio::time::sleep(waited).await;
         (keys.attempts(), keys.given_up())
     }
@@ -175,8 +201,13 @@ mod tests {
     #[test]
     fn without_a_runtime_the_release_is_given_up_and_counted() {
         let keys = Fake::new(0, ErrorKind::Io);
-        release_in_background(Arc::clone(&keys), "t".to_owned(), Why::Dropped);
+        release_in_background(Arc::clone(&keys), "t".to_owned(), ReleaseStage::Dropped);
         assert_eq!((keys.attempts(), keys.given_up()), (0, 1));
+        assert_eq!(
+            keys.counts()
+                .get(ReleaseStage::Dropped, AbandonCause::NoRuntime),
+            1
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -215,5 +246,10 @@ mod tests {
         assert_eq!(after(Arc::clone(&keys), almost).await.1, 0);
         tokio::time::sleep(GIVE_UP_AFTER - almost).await;
         assert_eq!(keys.given_up(), 1);
+        let counts: Vec<_> = keys.counts().iter().collect();
+        assert_eq!(
+            counts,
+            [(ReleaseStage::Dropped, AbandonCause::Unavailable, 1)]
+        );
     }
 }

@@ -10,7 +10,9 @@ use super::expiry::expiry_ms;
 use super::sets::PermitSets;
 use super::{Attempt, SemaphorePermit};
 use crate::backend::semaphore::SemaphoreAcquireReply;
-use crate::coordination::owner::{ReleaseOnDrop, Why, arrived_late, had_no_effect, new_token};
+use crate::coordination::owner::{
+    Holding, ReleaseOnDrop, ReleaseStage, arrived_late, had_no_effect, new_token,
+};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Takes a permit in every set of `sets` (with `capacities` in the order of its keys), or
@@ -34,7 +36,7 @@ pub(super) async fn try_acquire(
     // An uncertain acquisition is released once its deadline has passed on the server:
     // delivered any later, it changes nothing, so it cannot recreate what the release
     // removed.
-    let in_flight = ReleaseOnDrop::arm(&sets, &token, Why::UncertainAcquire)
+    let in_flight = ReleaseOnDrop::arm(&sets, &token, ReleaseStage::UncertainAcquire)
         .not_before(deadline.map(|deadline| deadline.passed_at));
     let sent_at = Instant::now();
     let not_after_ms = deadline.map_or(0, |deadline| deadline.server_ms);
@@ -53,26 +55,32 @@ pub(super) async fn try_acquire(
             return Err(err);
         }
     };
-    in_flight.disarm();
     match reply {
         SemaphoreAcquireReply::Granted => {
-            tracing::debug!(keys = %sets, expiry_ms, "semaphore permit acquired");
             let expiry = expiry_ms.map(Duration::from_millis);
-            Ok(Attempt::Acquired(SemaphorePermit::new(
-                sets, token, expiry, sent_at,
-            )))
+            match Holding::granted(Arc::clone(&sets), token, expiry, sent_at, in_flight) {
+                Some(holding) => {
+                    tracing::debug!(keys = %sets, expiry_ms, "semaphore permit acquired");
+                    Ok(Attempt::Acquired(SemaphorePermit::new(holding)))
+                }
+                // Granted too late to be of use: released, and answered as a full semaphore.
+                None => Ok(Attempt::Full { retry_after: None }),
+            }
         }
         SemaphoreAcquireReply::Full { retry_after_ms } => {
+            in_flight.disarm();
             tracing::debug!(keys = %sets, retry_after_ms, "semaphore full");
             Ok(Attempt::Full {
                 retry_after: retry_after_ms.map(Duration::from_millis),
             })
         }
         SemaphoreAcquireReply::Late => {
+            in_flight.disarm();
             tracing::debug!(keys = %sets, "semaphore acquisition arrived after its deadline; nothing changed");
             Err(arrived_late())
         }
         SemaphoreAcquireReply::CapacityMismatch { key, stored } => {
+            in_flight.disarm();
             let asked = capacities.get(key).copied().unwrap_or_default();
             let name = sets
                 .keys()

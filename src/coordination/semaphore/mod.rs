@@ -25,7 +25,7 @@ mod permit;
 mod semaphore;
 mod sets;
 
-pub use abandoned::abandoned_releases;
+pub use abandoned::{abandoned_release_counts, abandoned_releases};
 pub use attempt::Attempt;
 pub use keyed::KeyedSemaphore;
 pub use managed::{

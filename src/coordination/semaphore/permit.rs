@@ -1,14 +1,11 @@
 //! One held permit: its owner token, its expiry, and what each step on it does when it fails.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
-
-use tokio::time::Instant;
 
 use super::expiry::expiry_ms;
 use super::sets::PermitSets;
-use crate::coordination::owner::{self, ReleaseOnDrop, Why, had_no_effect};
+use crate::coordination::owner::Holding;
 use crate::error::Result;
 
 /// One permit of a [`Semaphore`](super::Semaphore) or a
@@ -34,13 +31,22 @@ use crate::error::Result;
 ///   owner token, so a late one cannot revive a released or expired permit; retrying
 ///   [`renew`](Self::renew) while the estimate lasts is safe, which is how a
 ///   [`ManagedPermit`](super::ManagedPermit) rides out a stall.
+/// - Past its [estimate](Self::remaining_estimate), [`renew`](Self::renew) and
+///   [`verify_still_held`](Self::verify_still_held) answer `false` without contacting the
+///   backend: the permit may be another holder's slot by now. Stop the work it guards, and
+///   release it (which settles it).
 /// - A failed [`release`](Self::release) is retried once (bounded by about a second) before
 ///   the error is returned. If the retry confirms the release, the handle is released;
-///   otherwise its state is **uncertain**: [`is_released`](Self::is_released) stays false,
-///   the handle must not guard protected work any more
-///   ([`verify_still_held`](Self::verify_still_held) and [`renew`](Self::renew) answer
-///   `false` without contacting the backend), and only [`release`](Self::release) may be
-///   retried, to confirm the cleanup. Dropping it releases it in the background.
+///   otherwise, while the release may have run, its state is **uncertain**:
+///   [`is_released`](Self::is_released) stays false, the handle must not guard protected
+///   work any more ([`verify_still_held`](Self::verify_still_held) and
+///   [`renew`](Self::renew) answer `false` without contacting the backend), and only
+///   [`release`](Self::release) may be retried, to confirm the cleanup. Dropping it releases
+///   it in the background.
+///
+/// Every state and step is the one shared by every holding of the crate (the lock's leases
+/// too): owner token, state, conservative estimate, one bounded retry of a release, and a
+/// background release on drop.
 ///
 /// # Dropping
 ///
@@ -78,73 +84,42 @@ use crate::error::Result;
 /// # Ok(()) }
 /// ```
 pub struct SemaphorePermit {
-    sets: Arc<PermitSets>,
-    token: String,
-    expiry: Option<Duration>,
-    /// The local estimate's end (`None`: no expiry): the expiry counted from before the
-    /// request that set it was sent (the server counted from a later moment), and never later
-    /// than an uncertain renewal may have set it.
-    expires_by: Option<Instant>,
-    state: State,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Held,
-    /// Released, or found lost: nothing left to do for this handle.
-    Released,
-    /// A release failed and its retry did not confirm it.
-    Uncertain,
+    holding: Holding<PermitSets>,
 }
 
 impl SemaphorePermit {
-    pub(super) fn new(
-        sets: Arc<PermitSets>,
-        token: String,
-        expiry: Option<Duration>,
-        sent_at: Instant,
-    ) -> Self {
-        SemaphorePermit {
-            sets,
-            token,
-            expiry,
-            expires_by: expiry.map(|expiry| sent_at + expiry),
-            state: State::Held,
-        }
+    pub(super) fn new(holding: Holding<PermitSets>) -> Self {
+        SemaphorePermit { holding }
     }
 
     /// The permit's owner token: 32 lower-case hex digits, unique to this permit.
     pub fn token(&self) -> &str {
-        &self.token
+        self.holding.token()
     }
 
     /// Whether this handle no longer holds its permit: it was released, or found lost
     /// (expired or removed) by [`renew`](Self::renew). False for a permit whose release failed
     /// without confirmation (see [Failures](#failures)).
     pub fn is_released(&self) -> bool {
-        self.state == State::Released
+        self.holding.is_released()
     }
 
     /// A conservative local estimate of the time the permit has left: measured from
     /// **before** the request that set its expiry was sent, since the server counted from
     /// a later moment, and after a renewal without an answer, the earlier of the expiry before
     /// it and the one it asked for. `None` when the permit has no expiry (it is held until
-    /// released); `Some(Duration::ZERO)` once released, uncertain, or past its expiry.
+    /// released); `Some(Duration::ZERO)` once released, lost, uncertain, or past its expiry.
     ///
     /// An estimate only: the server's clock decides, and the permit may have been removed
     /// meanwhile; [`verify_still_held`](Self::verify_still_held) asks the server.
     pub fn remaining_estimate(&self) -> Option<Duration> {
-        if self.state != State::Held {
-            return Some(Duration::ZERO);
-        }
-        self.expires_by
-            .map(|end| end.saturating_duration_since(Instant::now()))
+        self.holding.remaining_estimate()
     }
 
     /// The expiry asked for at acquisition or at the last successful renewal, in whole
     /// milliseconds; `None` for no expiry.
     pub fn expiry(&self) -> Option<Duration> {
-        self.expiry
+        self.holding.expiry()
     }
 
     /// Releases the permit by its owner token: `Ok(true)` when it was still held and is now
@@ -152,8 +127,9 @@ impl SemaphorePermit {
     /// handle had already released it (then nothing is sent).
     ///
     /// On failure, one more owner-token release is tried, bounded by about a second, before
-    /// the first error is returned; if that does not confirm the release, the permit is
-    /// uncertain (see [Failures](#failures)) and `release` may be called again.
+    /// the first error is returned; if that does not confirm the release either, the permit is
+    /// uncertain (see [Failures](#failures)) and `release` may be called again. A refusal (an
+    /// ACL, say) leaves the permit as it was.
     ///
     /// # Cancel safety
     ///
@@ -161,36 +137,14 @@ impl SemaphorePermit {
     /// release goes on in a background task (retried as on drop) and the handle counts as
     /// released.
     pub async fn release(&mut self) -> Result<bool> {
-        if self.state == State::Released {
-            return Ok(false);
-        }
-        self.state = State::Released;
-        let in_flight = ReleaseOnDrop::arm(&self.sets, &self.token, Why::CancelledRelease);
-        let err = match self.sets.release(&self.token).await {
-            Ok(was_held) => {
-                in_flight.disarm();
-                tracing::debug!(keys = %self.sets, was_held, "semaphore permit released");
-                return Ok(was_held);
-            }
-            Err(err) => err,
-        };
-        match owner::release_bounded(&self.sets, &self.token).await {
-            Ok(was_held) => {
-                tracing::debug!(keys = %self.sets, was_held, error = %err, "semaphore permit released on the retry");
-            }
-            Err(retry_err) => {
-                self.state = State::Uncertain;
-                tracing::debug!(keys = %self.sets, error = %err, retry_error = %retry_err, "semaphore permit release unconfirmed");
-            }
-        }
-        in_flight.disarm();
-        Err(err)
+        Ok(self.holding.release().await?.unwrap_or(false))
     }
 
     /// Whether the permit is still held, asked of the server: a point-in-time answer, since
     /// the permit may expire right after. The step prunes expired permits, so on Redis it
     /// runs on the primary and needs write permission for the key. `Ok(false)` without
-    /// contacting the backend once this handle is released or uncertain.
+    /// contacting the backend once this handle is released, lost or uncertain, or past its
+    /// estimate; and `Ok(false)` when the estimate ran out while the question was in flight.
     ///
     /// A failure leaves the permit as it was.
     ///
@@ -199,18 +153,13 @@ impl SemaphorePermit {
     /// Cancel safe: dropping the future leaves the permit as it was (the step, if it ran,
     /// only pruned expired permits).
     pub async fn verify_still_held(&self) -> Result<bool> {
-        if self.state != State::Held {
-            return Ok(false);
-        }
-        let held = self.sets.verify(&self.token).await?;
-        tracing::debug!(keys = %self.sets, held, "semaphore permit verified");
-        Ok(held)
+        self.holding.verify().await
     }
 
     /// Gives the permit a new expiry, counted from now on the server's clock (`None`: no
     /// expiry): `Ok(true)` when renewed; `Ok(false)` when the permit was lost (expired or
-    /// removed) and is now released on this handle, or when this handle was already released
-    /// or uncertain (then nothing is sent).
+    /// removed; the handle is then lost), or when nothing was sent because this handle is
+    /// released, lost or uncertain, or past its [estimate](Self::remaining_estimate).
     ///
     /// An expiry under a millisecond or over about 34 years fails with
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) before anything is
@@ -224,62 +173,17 @@ impl SemaphorePermit {
     /// permit as an unanswered renewal does, held with the narrower estimate.
     pub async fn renew(&mut self, expiry: Option<Duration>) -> Result<bool> {
         let expiry_ms = expiry_ms(expiry)?;
-        if self.state != State::Held {
-            return Ok(false);
-        }
-        // Until the answer comes (or if it never does), only what both outcomes guarantee:
-        // the renewal, if it ran, counted its expiry from after this moment.
-        let sent_at = Instant::now();
-        let asked = expiry_ms.map(Duration::from_millis);
-        let before = self.expires_by;
-        self.expires_by = match (before, asked.map(|asked| sent_at + asked)) {
-            (Some(old), Some(new)) => Some(old.min(new)),
-            (old, new) => old.or(new),
-        };
-        match self.sets.renew(&self.token, expiry_ms).await {
-            Ok(true) => {
-                self.expiry = asked;
-                self.expires_by = asked.map(|asked| sent_at + asked);
-                tracing::debug!(keys = %self.sets, expiry_ms, "semaphore permit renewed");
-                Ok(true)
-            }
-            Ok(false) => {
-                self.state = State::Released;
-                tracing::debug!(keys = %self.sets, "semaphore permit lost before its renewal");
-                Ok(false)
-            }
-            Err(err) if had_no_effect(&err) => {
-                self.expires_by = before;
-                tracing::debug!(keys = %self.sets, error = %err, "semaphore permit renewal failed; nothing changed");
-                Err(err)
-            }
-            Err(err) => {
-                tracing::debug!(keys = %self.sets, error = %err, "semaphore permit renewal unanswered; the estimate keeps what both outcomes guarantee");
-                Err(err)
-            }
-        }
-    }
-}
-
-impl Drop for SemaphorePermit {
-    fn drop(&mut self) {
-        if self.state != State::Released {
-            owner::release_in_background(
-                Arc::clone(&self.sets),
-                std::mem::take(&mut self.token),
-                Why::Dropped,
-            );
-        }
+        self.holding.renew(expiry_ms).await
     }
 }
 
 impl fmt::Debug for SemaphorePermit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SemaphorePermit")
-            .field("keys", &format_args!("{}", self.sets))
-            .field("token", &self.token)
-            .field("expiry", &self.expiry)
-            .field("state", &self.state)
+            .field("keys", &format_args!("{}", self.holding.keys()))
+            .field("token", &self.holding.token())
+            .field("expiry", &self.holding.expiry())
+            .field("state", &self.holding.state())
             .finish()
     }
 }
