@@ -291,15 +291,26 @@ async fn stream_until_the_end(body: &mut Incoming, within: Duration) -> Result<(
     .expect("the stream ends in time")
 }
 
-#[tokio::test]
-async fn a_stream_survives_a_stall_of_half_its_lease() {
+/// An app whose streams hold permits with a 2 s lease, reaching Redis through a fault proxy.
+async fn streams_through_a_proxy(test: &str) -> (support::proxy::Proxy, SocketAddr, HttpClient) {
+    streams_through_a_proxy_with_prefix(&unique_prefix(test)).await
+}
+
+async fn streams_through_a_proxy_with_prefix(
+    prefix: &str,
+) -> (support::proxy::Proxy, SocketAddr, HttpClient) {
     let proxy = support::proxy::Proxy::to_port(shared(ServerKind::Redis7).port());
-    let coordination = redis(proxy.url(), &unique_prefix("cl-short-stall")).await;
+    let coordination = redis(proxy.url(), prefix).await;
     let layer = RedisConcurrencyLimitLayer::new(&coordination, "stall", None, Some(5))
         .expect("valid")
         .lease(Duration::from_secs(2));
     let addr = serve(app(layer)).await;
-    let client = client();
+    (proxy, addr, client())
+}
+
+#[tokio::test]
+async fn a_stream_survives_a_stall_of_half_its_lease() {
+    let (proxy, addr, client) = streams_through_a_proxy("cl-short-stall").await;
     let opened = Instant::now();
     // 150 ticks of 20 ms: three seconds, past the first lease.
     let request = Request::get(format!("http://{addr}/stream?ticks=150"))
@@ -326,13 +337,7 @@ async fn a_stream_survives_a_stall_of_half_its_lease() {
 
 #[tokio::test]
 async fn a_stream_is_cut_when_a_stall_outlasts_its_lease() {
-    let proxy = support::proxy::Proxy::to_port(shared(ServerKind::Redis7).port());
-    let coordination = redis(proxy.url(), &unique_prefix("cl-long-stall")).await;
-    let layer = RedisConcurrencyLimitLayer::new(&coordination, "stall", None, Some(5))
-        .expect("valid")
-        .lease(Duration::from_secs(2));
-    let addr = serve(app(layer)).await;
-    let client = client();
+    let (proxy, addr, client) = streams_through_a_proxy("cl-long-stall").await;
     let opened = Instant::now();
     let (status, mut body, _) = open_stream(&client, addr).await;
     assert_eq!(status, StatusCode::OK);
@@ -348,6 +353,123 @@ async fn a_stream_is_cut_when_a_stall_outlasts_its_lease() {
         at >= Duration::from_millis(1800) && at <= Duration::from_millis(2500),
         "cut {at:?} after the stream opened"
     );
+}
+
+#[tokio::test]
+async fn a_client_gone_during_the_release_still_frees_the_slot() {
+    let prefix = unique_prefix("cl-release-gone");
+    let (proxy, addr, client) = streams_through_a_proxy_with_prefix(&prefix).await;
+    let server = shared(ServerKind::Redis7);
+    let opened = Instant::now();
+    // Ten ticks: the body ends after about 200 ms, while Redis does not answer.
+    let request = Request::get(format!("http://{addr}/stream?ticks=10"))
+        .body(Empty::new())
+        .expect("valid request");
+    let response = client.request(request).await.expect("a response");
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    assert!(
+        body.frame().await.is_some_and(|f| f.is_ok()),
+        "a first chunk"
+    );
+    proxy.stall();
+    // The body's end waits for the release, which waits for Redis: the client goes away.
+    tokio::time::sleep_until((opened + Duration::from_millis(300)).into()).await;
+    drop(body);
+    drop(client);
+    tokio::time::sleep_until((opened + Duration::from_millis(500)).into()).await;
+    proxy.pass();
+    // The release still lands, long before the 2 s lease would have expired.
+    support::eventually("the slot is freed", async || {
+        server.count_keys(prefix.as_bytes()) == 0
+    })
+    .await;
+    assert!(
+        opened.elapsed() < Duration::from_millis(1800),
+        "freed by the release, not by expiry: {:?}",
+        opened.elapsed()
+    );
+}
+
+/// Seed 004's Sentinel row: a primary's death is transient for the streams in flight. The
+/// permit, replicated before the failover, is renewed on the new primary (the renewals that
+/// meet the dead one are retried while the estimate lasts) and the stream goes on; nothing
+/// hangs, and new streams are served once the new primary is known.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_rides_out_a_sentinel_failover() {
+    const LEASE: Duration = Duration::from_secs(6);
+    let setup = std::sync::Arc::new(support::SentinelSetup::start(ServerKind::Redis7));
+    let coordination: Coordination =
+        RedisBackend::sentinel(setup.sentinel_urls(), setup.service_name())
+            .key_prefix(unique_prefix("cl-sentinel"))
+            .connect()
+            .await
+            .expect("connect through sentinel")
+            .into();
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "failover", None, Some(5))
+        .expect("valid")
+        .lease(LEASE);
+    let addr = serve(app(layer)).await;
+    let client = client();
+    let opened = Instant::now();
+    let (status, mut body, _) = open_stream(&client, addr).await;
+    assert_eq!(status, StatusCode::OK);
+
+    let primary = setup.master_port();
+    let dead = setup
+        .data_nodes()
+        .into_iter()
+        .position(|node| node.port() == primary)
+        .expect("the primary is a data node");
+    // The permit has reached the replica (replication is asynchronous: a permit the primary
+    // dies with is found lost by the next renewal, as `a_stream_whose_permit_is_lost_is_cut`
+    // shows).
+    let acked: i64 = setup.data_nodes()[dead].cmd(&["WAIT", "1", "5000"]);
+    assert_eq!(acked, 1, "the replica acknowledged the permit");
+    setup.data_nodes()[dead].stop();
+    let waiting = setup.clone();
+    tokio::task::spawn_blocking(move || {
+        support::wait_until(Duration::from_secs(20), "a new primary", || {
+            let port = waiting.master_port();
+            (port != primary)
+                .then_some(())
+                .ok_or_else(|| format!("still {port}"))
+        })
+    })
+    .await
+    .expect("the sentinels elect a new primary");
+
+    // Past the first lease: renewed on the new primary, never stuck.
+    let outcome = tokio::time::timeout(LEASE + Duration::from_secs(4), async {
+        loop {
+            match body.frame().await {
+                Some(Ok(_)) if opened.elapsed() > LEASE + Duration::from_secs(1) => {
+                    return "went on";
+                }
+                Some(Ok(_)) => continue,
+                Some(Err(_)) => return "cut",
+                None => panic!("the endless stream ended without an error"),
+            }
+        }
+    })
+    .await
+    .expect("the stream goes on or is cut, within its lease");
+    assert_eq!(outcome, "went on", "after {:?}", opened.elapsed());
+    drop(body);
+    // New streams are served by the new primary.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _body, _) = open_stream(&client, addr).await;
+        if status == StatusCode::OK {
+            break;
+        }
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            Instant::now() < deadline,
+            "no stream served after the failover"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]
