@@ -80,6 +80,14 @@ impl Backend {
             Backend::Memory(_) => None,
         }
     }
+
+    /// An acquisition arrived after its deadline: read the server's clock again, in case it
+    /// is not the one the deadline was taken from (another node after a failover).
+    pub(crate) fn deadline_missed(&self) {
+        if let Backend::Redis(redis) = self {
+            redis.refresh_clock();
+        }
+    }
 }
 
 impl From<redis::RedisBackend> for Backend {

@@ -165,6 +165,7 @@ impl RedisBackendBuilder {
                 server,
                 clock,
                 response_timeout: self.response_timeout,
+                connection_timeout: self.connection_timeout,
                 transient_retry: self.transient_retry,
                 prefix: self.prefix,
                 capabilities: Capabilities::default(),

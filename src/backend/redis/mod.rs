@@ -82,6 +82,7 @@ struct Shared {
     server: ServerVersion,
     clock: ServerClock,
     response_timeout: Duration,
+    connection_timeout: Duration,
     transient_retry: Duration,
     prefix: KeyPrefix,
     capabilities: Capabilities,
@@ -168,24 +169,43 @@ impl RedisBackend {
     /// the transient-retry bound, and the local instant it gives is when the server has
     /// certainly passed it: the cleanup waits until then.
     ///
-    /// The server's clock is bounded from its latest `TIME` reading (on connect, then at least
-    /// every minute, in the background); a server clock stepped back by more than the
-    /// margins (100 ms, plus 1 ms per second of the reading's age) would let a delayed
-    /// command through, as it would any other clock-based rule.
+    /// The server's clock is bounded from its latest `TIME` reading: on connect, then again in
+    /// the background by the first acquisition once it is a minute old, or after an
+    /// acquisition arrived late. A server clock stepped back by more than the margins (100 ms,
+    /// plus 1 ms per second of the reading's age) would let a delayed command through, as it
+    /// would any other clock-based rule; on a Cluster the reading comes from one node, so the
+    /// nodes' clocks must agree within those margins (as NTP keeps them).
     pub(crate) fn acquire_deadline(&self) -> Deadline {
-        if self.shared.clock.is_stale()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            let backend = self.clone();
-            runtime.spawn(async move {
-                if let Err(err) = backend.server_time().await {
-                    tracing::debug!(error = %err, "could not read the server's clock");
-                }
-            });
+        if self.shared.clock.is_stale() {
+            self.refresh_clock();
         }
-        self.shared
-            .clock
-            .deadline(self.shared.response_timeout + self.shared.transient_retry)
+        // Every send may wait for a reconnection, then for its reply, within the retry bound.
+        let bound = self
+            .shared
+            .response_timeout
+            .saturating_add(self.shared.connection_timeout)
+            .saturating_add(self.shared.transient_retry)
+            .min(MAX_DEADLINE_BOUND);
+        self.shared.clock.deadline(bound)
+    }
+
+    /// Reads the server's clock again in the background (one reading at a time): when the
+    /// reading is old, or when an acquisition arrived after its deadline, which a clock that
+    /// moved (another node after a failover) could cause.
+    pub(crate) fn refresh_clock(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !self.shared.clock.start_refresh() {
+            return;
+        }
+        let backend = self.clone();
+        runtime.spawn(async move {
+            if let Err(err) = backend.server_time().await {
+                tracing::debug!(error = %err, "could not read the server's clock");
+            }
+            backend.shared.clock.end_refresh();
+        });
     }
 
     /// Runs `script` as one atomic step with the given user keys (the prefix is applied
@@ -343,6 +363,9 @@ impl RedisBackend {
         }
     }
 }
+
+/// The longest a command's deadline may be from now, whatever the timeouts configured.
+const MAX_DEADLINE_BOUND: Duration = Duration::from_secs(3600);
 
 /// The first pause before a transient failure is sent again (then doubled, jittered).
 const TRANSIENT_RETRY_FIRST_PAUSE: Duration = Duration::from_millis(20);

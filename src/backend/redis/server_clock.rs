@@ -1,6 +1,7 @@
 //! The server's clock as this process can bound it, for deadlines that a command carries.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -26,6 +27,7 @@ struct Anchor {
 #[derive(Debug)]
 pub(super) struct ServerClock {
     anchor: Mutex<Anchor>,
+    refreshing: AtomicBool,
 }
 
 /// A deadline for a command on the server's clock, and the local instant by which the server
@@ -48,7 +50,17 @@ impl ServerClock {
                 received,
                 server_ms,
             }),
+            refreshing: AtomicBool::new(false),
         }
+    }
+
+    /// Claims the one refresh in flight: `false` when another is under way.
+    pub(super) fn start_refresh(&self) -> bool {
+        !self.refreshing.swap(true, Ordering::AcqRel)
+    }
+
+    pub(super) fn end_refresh(&self) {
+        self.refreshing.store(false, Ordering::Release);
     }
 
     /// Replaces the reading with a newer one.
@@ -85,11 +97,17 @@ impl ServerClock {
                     .as_secs()
                     .saturating_mul(DRIFT_PER_SECOND_MS),
             );
-        let latest_now = anchor.server_ms + millis(now.saturating_duration_since(anchor.sent));
-        let server_ms = latest_now + millis(bound + drift);
-        // The lower bound reaches `server_ms + drift` this long after `received`.
-        let passed_at =
-            anchor.received + Duration::from_millis(server_ms - anchor.server_ms) + drift;
+        let latest_now = anchor
+            .server_ms
+            .saturating_add(millis(now.saturating_duration_since(anchor.sent)));
+        let server_ms = latest_now.saturating_add(millis(bound.saturating_add(drift)));
+        // The lower bound reaches `server_ms + drift` this long after `received`; an instant
+        // too far to represent is never reached.
+        let passed_at = anchor
+            .received
+            .checked_add(Duration::from_millis(server_ms - anchor.server_ms))
+            .and_then(|at| at.checked_add(drift))
+            .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600));
         Deadline {
             server_ms,
             passed_at,

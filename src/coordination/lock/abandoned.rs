@@ -7,7 +7,8 @@ pub(super) static ABANDONED: AbandonedCounters = AbandonedCounters::new();
 
 /// How many fenced lease releases this process has given up since it started: background
 /// releases (of dropped leases, cancelled releases, and acquisitions whose answer was lost,
-/// cancelled or late) that found no tokio runtime, or that failed for a whole minute. A
+/// cancelled or late) that found no tokio runtime, that the backend refused, or that failed
+/// for a whole minute. A
 /// metric to export: each one is a lease that blocks its lock until it expires. A warning is
 /// also logged through `tracing` for each.
 ///

@@ -229,6 +229,7 @@ impl FencedLock {
             }
             FencedAcquireReply::Late => {
                 in_flight.disarm();
+                self.keys.backend().deadline_missed();
                 tracing::debug!(lease = %self.keys, "fenced lock acquisition arrived after its deadline; nothing changed");
                 Err(arrived_late())
             }

@@ -6,7 +6,7 @@
 //!
 //! | state | renew | verify | release | drop |
 //! |---|---|---|---|---|
-//! | **held** | `false`, not sent, past the estimate. Sent otherwise: renewed → held, the estimate counts from before this request; gone or another's → **lost**; failed certainly without effect → as before; may have applied (no answer, cancelled) → held, the estimate the earlier of the old one and the one asked for | `false`, not sent, past the estimate; else asked, and `false` if the estimate ran out meanwhile; a failure changes nothing | sent → **released**; a failure that may pass is retried once, bounded; unconfirmed while it may have applied → **uncertain**; refused → as before | released in the background |
+//! | **held** | `false`, not sent, past the estimate. Sent otherwise: renewed → held, the estimate counts from before this request (never for more than an earlier unanswered renewal asked, which may still arrive); gone or another's → **lost**; failed certainly without effect → as before; may have applied (no answer, cancelled) → held, the estimate the earlier of the old one and the one asked for | `false`, not sent, past the estimate; else asked, and `false` if the estimate ran out meanwhile; a failure changes nothing | sent → **released**; a failure that may pass is retried once, bounded; unconfirmed while it may have applied → **uncertain**; refused → as before | released in the background |
 //! | **uncertain** (a release may have run) | `false`, not sent | `false`, not sent | sent, which settles it | released in the background |
 //! | **lost** | `false`, not sent | `false`, not sent | sent (owner-checked: it finds nothing of this holder's) | nothing |
 //! | **released** | `false`, not sent | `false`, not sent | nothing sent: already released | nothing |
@@ -63,6 +63,9 @@ pub(crate) struct Holding<K: HoldingKeys> {
     /// sent (the backend counted from a later moment), and never later than an unanswered
     /// renewal may have set it. `None`: no expiry.
     expires_by: Option<Instant>,
+    /// The shortest expiry an unanswered renewal asked for: it may still arrive at any time
+    /// and set the expiry to its arrival plus that, so no estimate may count on more.
+    unanswered_floor: Option<Duration>,
     state: State,
 }
 
@@ -88,6 +91,7 @@ impl<K: HoldingKeys> Holding<K> {
             token,
             expiry,
             expires_by: expiry.map(|expiry| sent_at + expiry),
+            unanswered_floor: None,
             state: State::Held,
         })
     }
@@ -140,15 +144,17 @@ impl<K: HoldingKeys> Holding<K> {
         // the renewal, if it ran, counted its expiry from after this moment.
         let sent_at = Instant::now();
         let asked = expiry_ms.map(Duration::from_millis);
-        let before = self.expires_by;
-        self.expires_by = match (before, asked.map(|asked| sent_at + asked)) {
-            (Some(old), Some(new)) => Some(old.min(new)),
-            (old, new) => old.or(new),
-        };
+        let before = (self.expires_by, self.unanswered_floor);
+        self.expires_by = earlier(before.0, asked.map(|asked| sent_at + asked));
+        // Counted as unanswered until an answer comes: a cancelled renewal stays so.
+        self.unanswered_floor = shorter(before.1, asked);
         match self.keys.renew_owned(&self.token, expiry_ms).await {
             Ok(true) => {
                 self.expiry = asked;
-                self.expires_by = asked.map(|asked| sent_at + asked);
+                self.unanswered_floor = before.1;
+                // A renewal lost earlier may still arrive and shorten this one.
+                let counted = shorter(asked, self.unanswered_floor);
+                self.expires_by = counted.map(|counted| sent_at + counted);
                 tracing::debug!(keys = %self.keys, expiry_ms, "{} renewed", K::WHAT);
                 Ok(true)
             }
@@ -158,7 +164,7 @@ impl<K: HoldingKeys> Holding<K> {
                 Ok(false)
             }
             Err(err) if had_no_effect(&err) => {
-                self.expires_by = before;
+                (self.expires_by, self.unanswered_floor) = before;
                 tracing::debug!(keys = %self.keys, error = %err, "{} renewal failed; nothing changed", K::WHAT);
                 Err(err)
             }
@@ -226,6 +232,22 @@ impl<K: HoldingKeys> Holding<K> {
     }
 }
 
+/// The earlier of two ends, `None` being never.
+fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The shorter of two expiries, `None` being none.
+fn shorter(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 impl<K: HoldingKeys> Drop for Holding<K> {
     fn drop(&mut self) {
         if matches!(self.state, State::Held | State::Uncertain) {
@@ -235,5 +257,116 @@ impl<K: HoldingKeys> Drop for Holding<K> {
                 ReleaseStage::Dropped,
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::fmt;
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::coordination::ownership::AbandonedCounters;
+    use crate::error::{Error, ErrorKind};
+
+    /// Answers renewals from a script of replies; releases succeed.
+    struct Scripted {
+        renewals: Mutex<VecDeque<Result<bool>>>,
+        abandoned: &'static AbandonedCounters,
+    }
+
+    impl fmt::Display for Scripted {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("scripted")
+        }
+    }
+
+    impl OwnerRelease for Scripted {
+        type Reply = bool;
+        const WHAT: &'static str = "scripted holding";
+        const LEFT_HELD: &'static str = "nothing";
+
+        fn abandoned(&self) -> &'static AbandonedCounters {
+            self.abandoned
+        }
+
+        async fn release_owned(&self, _token: &str) -> Result<bool> {
+            Ok(true)
+        }
+    }
+
+    impl HoldingKeys for Scripted {
+        async fn renew_owned(&self, _token: &str, _expiry_ms: Option<u64>) -> Result<bool> {
+            self.renewals
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop_front()
+                .unwrap_or(Ok(true))
+        }
+
+        async fn verify_owned(&self, _token: &str) -> Result<bool> {
+            Ok(true)
+        }
+    }
+
+    fn holding(renewals: Vec<Result<bool>>, expiry: Duration) -> Holding<Scripted> {
+        let keys = Arc::new(Scripted {
+            renewals: Mutex::new(renewals.into()),
+            abandoned: Box::leak(Box::new(AbandonedCounters::new())),
+        });
+        let in_flight = ReleaseOnDrop::arm(&keys, "t", ReleaseStage::UncertainAcquire);
+        Holding::granted(
+            keys,
+            "t".to_owned(),
+            Some(expiry),
+            Instant::now(),
+            in_flight,
+        )
+        .expect("granted in time")
+    }
+
+    fn unanswered() -> Result<bool> {
+        Err(Error::new(ErrorKind::Timeout, "no answer").uncertain(true))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unanswered_renewal_narrows_the_estimate_and_keeps_the_holding() {
+        let second = Duration::from_secs(1);
+        let mut held = holding(vec![unanswered()], 60 * second);
+        tokio::time::advance(10 * second).await;
+        assert!(held.renew(Some(5_000)).await.is_err());
+        assert_eq!(held.state(), State::Held);
+        // The earlier of the old end (50 s left) and the renewal's 5 s.
+        assert_eq!(held.remaining_estimate(), Some(5 * second));
+        // And a later renewal that is answered cannot count on more than the lost one asked:
+        // it may still arrive and set the expiry to its arrival plus 5 s.
+        assert!(held.renew(Some(60_000)).await.expect("renewed"));
+        assert_eq!(held.remaining_estimate(), Some(5 * second));
+        assert_eq!(held.expiry(), Some(60 * second));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_that_certainly_did_nothing_leaves_the_estimate() {
+        let second = Duration::from_secs(1);
+        let refused = Err(Error::new(ErrorKind::Io, "refused"));
+        let mut held = holding(vec![refused], 60 * second);
+        assert!(held.renew(Some(1_000)).await.is_err());
+        assert_eq!(held.remaining_estimate(), Some(60 * second));
+        // Renewed as asked: no lost renewal holds it back.
+        assert!(held.renew(Some(30_000)).await.expect("renewed"));
+        assert_eq!(held.remaining_estimate(), Some(30 * second));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_the_estimate_nothing_is_sent_and_a_release_settles_it() {
+        let mut held = holding(vec![], Duration::from_secs(1));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(!held.renew(Some(1_000)).await.expect("not sent"));
+        assert!(!held.verify().await.expect("not sent"));
+        assert!(!held.is_released());
+        assert_eq!(held.release().await.expect("released"), Some(true));
+        assert!(held.is_released());
+        assert_eq!(held.release().await.expect("already"), None);
     }
 }

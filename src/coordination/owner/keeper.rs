@@ -158,9 +158,13 @@ async fn keep<H: Renewable>(
     mut requests: oneshot::Receiver<Request<H::Released>>,
     lost: watch::Sender<Option<LossReason>>,
 ) {
-    let lifetime_end = options.max_lifetime.map(|limit| Instant::now() + limit);
+    // A limit too far to count is no limit.
+    let lifetime_end = options
+        .max_lifetime
+        .and_then(|limit| Instant::now().checked_add(limit));
     let period = options.lease / 2;
-    let mut next = Instant::now() + period;
+    // A holding taken over with less left than a lease is renewed at half of what is left.
+    let mut next = Instant::now() + period.min(holding.estimate() / 2);
     let mut backoff = FIRST_RETRY;
     // The handle was dropped without a release: no more requests will come.
     let mut detached = false;

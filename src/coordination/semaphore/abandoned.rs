@@ -6,8 +6,9 @@ use crate::coordination::ownership::{AbandonedCounters, AbandonedReleases};
 pub(super) static ABANDONED: AbandonedCounters = AbandonedCounters::new();
 
 /// How many permit releases this process has given up since it started: background releases
-/// (of dropped permits, surrendered renewals and uncertain acquisitions) that found no tokio
-/// runtime, or that failed for a whole minute. A metric to export: each one is a permit
+/// (of dropped permits, cancelled releases, and acquisitions whose answer was lost, cancelled
+/// or late) that found no tokio runtime, that the backend refused, or that failed for a whole
+/// minute. A metric to export: each one is a permit
 /// that stays held on the backend until it expires, or until it is removed by hand when it
 /// has no expiry. A warning is also logged through `tracing` for each.
 ///

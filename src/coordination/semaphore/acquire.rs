@@ -76,6 +76,7 @@ pub(super) async fn try_acquire(
         }
         SemaphoreAcquireReply::Late => {
             in_flight.disarm();
+            sets.backend().deadline_missed();
             tracing::debug!(keys = %sets, "semaphore acquisition arrived after its deadline; nothing changed");
             Err(arrived_late())
         }

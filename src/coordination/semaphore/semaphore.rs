@@ -118,8 +118,9 @@ impl Semaphore {
     /// outcome is unknown ([`is_outcome_uncertain`](crate::Error::is_outcome_uncertain), or
     /// a server error reply, which may follow writes), a background release of the permit's
     /// token is spawned before the error is returned, so a permit granted without an answer
-    /// does not stay taken; its expiry is the fallback if that release fails too. (A request
-    /// delayed past its release could still take a permit then.)
+    /// does not stay taken; its expiry is the fallback if that release fails too. On Redis the
+    /// request carries a deadline on the server's clock and the release waits until it has
+    /// passed, so a request delayed past its release is a no-op when it arrives.
     pub async fn try_acquire(&self, expiry: Option<Duration>) -> Result<Attempt> {
         try_acquire(Arc::clone(&self.sets), &[self.capacity], expiry).await
     }
