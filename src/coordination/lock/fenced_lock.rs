@@ -4,8 +4,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use super::duration::lease_ms;
 use super::keys::LockKeys;
 use super::{FencedLease, LockAttempt};
@@ -13,7 +11,7 @@ use crate::Coordination;
 use crate::backend::ensure_same_slot;
 use crate::backend::fenced_lock::FencedAcquireReply;
 use crate::coordination::owner::{
-    Holding, ReleaseOnDrop, ReleaseStage, arrived_late, had_no_effect, new_token,
+    Holding, Sent, arrived_after_its_deadline, new_token, send_acquisition,
 };
 use crate::error::{Error, Result};
 
@@ -191,27 +189,14 @@ impl FencedLock {
     pub async fn try_acquire(&self, lease: Duration) -> Result<LockAttempt> {
         let lease_ms = lease_ms(lease)?;
         let token = new_token()?;
-        let deadline = self.keys.backend().acquire_deadline();
-        // An uncertain acquisition is released once its deadline has passed on the server:
-        // delivered any later, it changes nothing, so it cannot take the lock after the
-        // release.
-        let in_flight = ReleaseOnDrop::arm(&self.keys, &token, ReleaseStage::UncertainAcquire)
-            .not_before(deadline.map(|deadline| deadline.passed_at));
-        let sent_at = Instant::now();
-        let not_after_ms = deadline.map_or(0, |deadline| deadline.server_ms);
-        let reply = match self.keys.acquire(&token, lease_ms, not_after_ms).await {
-            Ok(reply) => reply,
-            Err(err) if had_no_effect(&err) => {
-                in_flight.disarm();
-                tracing::debug!(lease = %self.keys, error = %err, "fenced lock acquisition failed; nothing changed");
-                return Err(err);
-            }
-            Err(err) => {
-                tracing::debug!(lease = %self.keys, error = %err, "fenced lock acquisition uncertain; releasing its token");
-                drop(in_flight);
-                return Err(err);
-            }
-        };
+        let Sent {
+            reply,
+            in_flight,
+            sent_at,
+        } = send_acquisition(&self.keys, &token, self.keys.backend(), |not_after_ms| {
+            Box::pin(self.keys.acquire(&token, lease_ms, not_after_ms))
+        })
+        .await?;
         match reply {
             FencedAcquireReply::Acquired { fencing_token } => {
                 let lease = Duration::from_millis(lease_ms);
@@ -228,10 +213,8 @@ impl FencedLock {
                 }
             }
             FencedAcquireReply::Late => {
-                in_flight.disarm();
-                self.keys.backend().deadline_missed();
                 tracing::debug!(lease = %self.keys, "fenced lock acquisition arrived after its deadline; nothing changed");
-                Err(arrived_late())
+                Err(arrived_after_its_deadline(in_flight, self.keys.backend()))
             }
             FencedAcquireReply::Held { retry_after_ms } => {
                 in_flight.disarm();

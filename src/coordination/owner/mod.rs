@@ -5,6 +5,7 @@
 //! Every release here is owner-checked, so a late one can never remove another holder's lease
 //! or permit: at worst it finds it gone or owned by someone else.
 
+mod acquisition;
 mod backoff;
 mod guard;
 mod holding;
@@ -16,6 +17,7 @@ mod token;
 use std::fmt;
 
 pub(crate) use crate::coordination::ownership::ReleaseStage;
+pub(crate) use acquisition::{Sent, arrived_after_its_deadline, send_acquisition};
 pub(crate) use guard::ReleaseOnDrop;
 pub(crate) use holding::{Holding, HoldingKeys};
 pub(crate) use keeper::{KeepOptions, Keeper, Renewable};

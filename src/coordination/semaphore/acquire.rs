@@ -4,14 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use super::expiry::expiry_ms;
 use super::sets::PermitSets;
 use super::{Attempt, SemaphorePermit};
 use crate::backend::semaphore::SemaphoreAcquireReply;
 use crate::coordination::owner::{
-    Holding, ReleaseOnDrop, ReleaseStage, arrived_late, had_no_effect, new_token,
+    Holding, Sent, arrived_after_its_deadline, new_token, send_acquisition,
 };
 use crate::error::{Error, ErrorKind, Result};
 
@@ -32,29 +30,14 @@ pub(super) async fn try_acquire(
 ) -> Result<Attempt> {
     let expiry_ms = expiry_ms(expiry)?;
     let token = new_token()?;
-    let deadline = sets.backend().acquire_deadline();
-    // An uncertain acquisition is released once its deadline has passed on the server:
-    // delivered any later, it changes nothing, so it cannot recreate what the release
-    // removed.
-    let in_flight = ReleaseOnDrop::arm(&sets, &token, ReleaseStage::UncertainAcquire)
-        .not_before(deadline.map(|deadline| deadline.passed_at));
-    let sent_at = Instant::now();
-    let not_after_ms = deadline.map_or(0, |deadline| deadline.server_ms);
-    let reply = match sets
-        .acquire(&token, capacities, expiry_ms, not_after_ms)
-        .await
-    {
-        Ok(reply) => reply,
-        Err(err) => {
-            if !had_no_effect(&err) {
-                tracing::debug!(keys = %sets, error = %err, "semaphore acquisition uncertain; releasing its token");
-                drop(in_flight);
-            } else {
-                in_flight.disarm();
-            }
-            return Err(err);
-        }
-    };
+    let Sent {
+        reply,
+        in_flight,
+        sent_at,
+    } = send_acquisition(&sets, &token, sets.backend(), |not_after_ms| {
+        Box::pin(sets.acquire(&token, capacities, expiry_ms, not_after_ms))
+    })
+    .await?;
     match reply {
         SemaphoreAcquireReply::Granted => {
             let expiry = expiry_ms.map(Duration::from_millis);
@@ -75,10 +58,8 @@ pub(super) async fn try_acquire(
             })
         }
         SemaphoreAcquireReply::Late => {
-            in_flight.disarm();
-            sets.backend().deadline_missed();
             tracing::debug!(keys = %sets, "semaphore acquisition arrived after its deadline; nothing changed");
-            Err(arrived_late())
+            Err(arrived_after_its_deadline(in_flight, sets.backend()))
         }
         SemaphoreAcquireReply::CapacityMismatch { key, stored } => {
             in_flight.disarm();
