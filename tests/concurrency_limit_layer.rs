@@ -416,24 +416,7 @@ async fn a_stream_rides_out_a_sentinel_failover_or_is_cut_cleanly() {
     let (status, mut body, _) = open_stream(&client, addr).await;
     assert_eq!(status, StatusCode::OK);
 
-    let primary = setup.master_port();
-    let dead = setup
-        .data_nodes()
-        .into_iter()
-        .position(|node| node.port() == primary)
-        .expect("the primary is a data node");
-    setup.data_nodes()[dead].stop();
-    let waiting = setup.clone();
-    tokio::task::spawn_blocking(move || {
-        support::wait_until(Duration::from_secs(20), "a new primary", || {
-            let port = waiting.master_port();
-            (port != primary)
-                .then_some(())
-                .ok_or_else(|| format!("still {port}"))
-        })
-    })
-    .await
-    .expect("the sentinels elect a new primary");
+    setup.kill_primary().await;
 
     // Past the first lease: renewed on the new primary, or cut cleanly; never stuck.
     let outcome = tokio::time::timeout(LEASE + Duration::from_secs(4), async {

@@ -416,24 +416,7 @@ async fn a_sentinel_failover_under_load_costs_503s_for_a_while_and_nothing_hangs
     tokio::time::sleep(Duration::from_millis(300)).await;
     // The primary dies; the sentinels promote the replica.
     let killed_at = started.elapsed();
-    let primary = setup.master_port();
-    let dead = setup
-        .data_nodes()
-        .into_iter()
-        .position(|node| node.port() == primary)
-        .expect("the primary is a data node");
-    setup.data_nodes()[dead].stop();
-    let waiting = setup.clone();
-    tokio::task::spawn_blocking(move || {
-        support::wait_until(Duration::from_secs(20), "a new primary", || {
-            let port = waiting.master_port();
-            (port != primary)
-                .then_some(())
-                .ok_or_else(|| format!("still {port}"))
-        })
-    })
-    .await
-    .expect("the sentinels elect a new primary");
+    setup.kill_primary().await;
     // Requests succeed again once the new primary is known: a second of them, in a row.
     let recovered = tokio::time::timeout(Duration::from_secs(15), async {
         let mut ok_since: Option<Instant> = None;

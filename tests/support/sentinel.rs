@@ -166,6 +166,29 @@ impl SentinelSetup {
         self.wait_healthy();
     }
 
+    /// Kills the current primary (SIGKILL), as a crash would, and waits (bounded, off the
+    /// async runtime) until the sentinels name another.
+    pub async fn kill_primary(self: &std::sync::Arc<Self>) {
+        let primary = self.master_port();
+        let dead = self
+            .data_nodes()
+            .into_iter()
+            .position(|node| node.port() == primary)
+            .expect("the primary is a data node");
+        self.data_nodes()[dead].stop();
+        let waiting = self.clone();
+        tokio::task::spawn_blocking(move || {
+            wait_until(Duration::from_secs(20), "a new primary", || {
+                let port = waiting.master_port();
+                (port != primary)
+                    .then_some(())
+                    .ok_or_else(|| format!("still {port}"))
+            })
+        })
+        .await
+        .expect("the sentinels elect a new primary");
+    }
+
     /// Waits (bounded) until every sentinel sees the master, a healthy replica and its 2 peers.
     /// Both data nodes must be running.
     pub fn wait_healthy(&self) {
