@@ -200,8 +200,13 @@ async fn keep<H: Renewable>(
         if Instant::now() < next {
             continue;
         }
-        // Past the estimate, ownership is over whatever the renewal's fate.
-        let left = holding.estimate();
+        // Past the estimate, ownership is over whatever the renewal's fate; past the lifetime
+        // limit, it is to end.
+        let left = lifetime_end.map_or(holding.estimate(), |end| {
+            holding
+                .estimate()
+                .min(end.saturating_duration_since(Instant::now()))
+        });
         let event = tokio::select! {
             biased;
             asked = &mut requests, if !detached => Event::Asked(asked),
