@@ -81,6 +81,13 @@ pub mod layer;
 
 pub use coordination::Coordination;
 pub use error::{Error, ErrorKind, Result, UnsupportedFeature};
-/// The redis-rs crate this crate is built on, for [`backend::redis::RedisBackend::eval`]'s
-/// argument and reply types.
+/// The redis-rs crate this crate is built on, re-exported so that an application names the
+/// very version the backend uses: [`backend::redis::RedisBackend::eval`] takes its
+/// `ToRedisArgs` arguments and `FromRedisValue` replies, and a direct dependency on another
+/// version would give types that do not fit.
 pub use redis;
+
+/// A boxed error, as tower and hyper pass them around: the error type of the response bodies
+/// the layers wrap (the inner body's error, or one of the layer's own, such as
+/// [`PermitLost`](layer::concurrency_limit::PermitLost)).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -12,8 +12,7 @@ use tokio::sync::oneshot;
 
 use super::guard::StreamGuard;
 
-/// The error type of a [`GuardedBody`]: the inner body's error, or [`PermitLost`].
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use crate::BoxError;
 
 pin_project! {
     /// The body of a [`ConcurrencyLimit`](super::ConcurrencyLimit) response.

@@ -10,7 +10,9 @@ mod guard;
 mod layer;
 mod service;
 
-pub use body::{BoxError, GuardedBody, PermitLost};
+/// [`crate::BoxError`], where the concurrency layer's body errors were first named.
+pub use crate::BoxError;
+pub use body::{GuardedBody, PermitLost};
 pub use future::ResponseFuture;
 pub use layer::{DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_LEASE, MIN_LEASE, RedisConcurrencyLimitLayer};
 pub use service::ConcurrencyLimit;
