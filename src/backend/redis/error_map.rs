@@ -24,14 +24,7 @@ fn classify(err: &RedisError) -> (ErrorKind, bool) {
     }
     if let Some((index, code, detail)) = first_failure(err) {
         let in_script = is_script_error(&detail);
-        let detail = detail.as_str();
-        // Redis 6.2 wraps what a script's command answered into its own `ERR`:
-        // `ERR Error running script (…): @user_script:1: … -READONLY You can't write…`.
-        let code = match (code.as_str(), legacy_script_code(detail)) {
-            ("ERR", Some(inner)) => inner,
-            (code, _) => code,
-        };
-        let kind = reply_kind(code, detail);
+        let kind = reply_kind(&code, &detail);
         // A script that fails keeps what it wrote before; a transient reply or OOM stops a
         // script at its first write, before anything was written.
         let partial = in_script && !matches!(kind, ErrorKind::Transient | ErrorKind::OutOfMemory);
@@ -58,7 +51,10 @@ fn classify(err: &RedisError) -> (ErrorKind, bool) {
     }
 }
 
-/// The first failing reply of an error reply or a pipeline: its index, code and detail.
+/// The first failing reply of an error reply or a pipeline: its index, code and detail. The
+/// code is the one that decides: Redis 6.2 wraps what a script's command answered into its
+/// own `ERR` (`ERR Error running script (…): @user_script:1: … -READONLY You can't write…`),
+/// and then the wrapped code is given.
 fn first_failure(err: &RedisError) -> Option<(usize, String, String)> {
     if !matches!(err.kind(), RedisKind::Server(_) | RedisKind::Extension) {
         return None;
@@ -68,11 +64,12 @@ fn first_failure(err: &RedisError) -> Option<(usize, String, String)> {
         return Some((0, err.code().unwrap_or("").to_owned(), String::new()));
     };
     let (index, reply) = failures.first()?;
-    Some((
-        *index,
-        reply.code().to_owned(),
-        reply.details().unwrap_or("").to_owned(),
-    ))
+    let detail = reply.details().unwrap_or("");
+    let code = match (reply.code(), legacy_script_code(detail)) {
+        ("ERR", Some(inner)) => inner,
+        (code, _) => code,
+    };
+    Some((*index, code.to_owned(), detail.to_owned()))
 }
 
 /// The kind of an error reply, by its code (the reply's first word).
@@ -147,13 +144,8 @@ pub(crate) fn suggests_primary_moved(err: &RedisError) -> bool {
     err.is_io_error()
         || err.is_connection_dropped()
         || err.is_connection_refusal()
-        || first_failure(err).is_some_and(|(_, code, detail)| {
-            let code = match (code.as_str(), legacy_script_code(&detail)) {
-                ("ERR", Some(inner)) => inner.to_owned(),
-                _ => code,
-            };
-            matches!(code.as_str(), "READONLY" | "MASTERDOWN")
-        })
+        || first_failure(err)
+            .is_some_and(|(_, code, _)| matches!(code.as_str(), "READONLY" | "MASTERDOWN"))
 }
 
 #[cfg(test)]

@@ -40,7 +40,7 @@ pub use builder::{
 pub use capabilities::{Capabilities, HASH_FIELD_EXPIRY, INCREX, INCREX_REPROBE_AFTER};
 pub use script::Script;
 pub(crate) use server_clock::Deadline;
-use server_clock::ServerClock;
+use server_clock::{ServerClock, millis};
 pub use server_version::{SERVER_FLOOR, ServerVersion};
 pub use watch::{CLIENT_TRACKING, KeyTtl, KeyWatch};
 
@@ -386,10 +386,6 @@ impl ToRedisArgs for PrefixedKey<'_> {
         _ = arg.write_all(self.0);
         _ = arg.write_all(self.1);
     }
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn convert<T: FromRedisValue>(reply: Value, what: &str) -> Result<T> {

@@ -122,7 +122,8 @@ impl ServerClock {
     }
 }
 
-fn millis(duration: Duration) -> u64 {
+/// Whole milliseconds, saturating.
+pub(super) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 

@@ -145,15 +145,15 @@ impl<K: HoldingKeys> Holding<K> {
         let sent_at = Instant::now();
         let asked = expiry_ms.map(Duration::from_millis);
         let before = (self.expires_by, self.unanswered_floor);
-        self.expires_by = earlier(before.0, asked.map(|asked| sent_at + asked));
+        self.expires_by = least(before.0, asked.map(|asked| sent_at + asked));
         // Counted as unanswered until an answer comes: a cancelled renewal stays so.
-        self.unanswered_floor = shorter(before.1, asked);
+        self.unanswered_floor = least(before.1, asked);
         match self.keys.renew_owned(&self.token, expiry_ms).await {
             Ok(true) => {
                 self.expiry = asked;
                 self.unanswered_floor = before.1;
                 // A renewal lost earlier may still arrive and shorten this one.
-                let counted = shorter(asked, self.unanswered_floor);
+                let counted = least(asked, self.unanswered_floor);
                 self.expires_by = counted.map(|counted| sent_at + counted);
                 tracing::debug!(keys = %self.keys, expiry_ms, "{} renewed", K::WHAT);
                 Ok(true)
@@ -232,16 +232,8 @@ impl<K: HoldingKeys> Holding<K> {
     }
 }
 
-/// The earlier of two ends, `None` being never.
-fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-/// The shorter of two expiries, `None` being none.
-fn shorter(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+/// The lesser of two bounds, `None` being none (an end that never comes, no expiry).
+fn least<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
