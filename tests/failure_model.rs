@@ -497,3 +497,26 @@ async fn redis_out_of_memory_gets_503_under_fail_open_on_both_fixed_window_paths
         refusals_are_503(addr, &format!("OOM on the {what} path")).await;
     }
 }
+
+#[tokio::test]
+async fn a_user_denied_info_still_connects_without_the_version_check() {
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let () = server.cmd(&[
+        "ACL", "SETUSER", "app", "on", ">secret", "~*", "&*", "+@all", "-info",
+    ]);
+    let url = format!("redis://app:secret@127.0.0.1:{}", server.port());
+    let backend = RedisBackend::standalone(url)
+        .key_prefix(unique_prefix("no-info"))
+        .connect()
+        .await
+        .expect("INFO denied is no reason to refuse the connection");
+    // The version could not be read; steps work as on Redis 7.0+.
+    assert_eq!(backend.server_version().version(), (0, 0, 0));
+    let coordination: Coordination = backend.into();
+    let decision = FixedWindow::new(&coordination, "rate", 1, Duration::from_secs(60))
+        .expect("valid")
+        .acquire(b"k", 1)
+        .await
+        .expect("a decision");
+    assert!(decision.is_granted());
+}
