@@ -10,7 +10,8 @@
 //!   guarantees, and a renewal only ever extends what it still finds under its owner token;
 //! - says ownership is lost only when the backend says so (a renewal finds the holding gone
 //!   or another's) or when the estimate runs out, which is never later than the backend's
-//!   expiry;
+//!   expiry: a fiftieth of the lease (at least 20 ms) before it, for timers, scheduling and
+//!   clock drift;
 //! - tells the holder **before** it releases: at the lifetime limit, when the estimate ran
 //!   out, and on a release the holder asked for (so that every clone of the signal, held by
 //!   the work, stops before anyone else can take over).
@@ -23,6 +24,13 @@ use tokio::time::Instant;
 
 use crate::coordination::ownership::{LossReason, OwnershipLost};
 use crate::error::{Error, ErrorKind, Result};
+
+/// The least that ownership ends before the holding's local estimate does: a fiftieth of the
+/// lease, and at least this. The estimate already starts before the request that set the
+/// expiry was sent, but only by the request's way to the server, which on a fast network is
+/// less than a timer's granularity (a millisecond), the time the work takes to see the
+/// signal, or what the two clocks may drift apart over a lease.
+const SAFETY_MARGIN_MIN: Duration = Duration::from_millis(20);
 
 /// The first pause before a failed renewal is tried again (then doubled, jittered).
 const FIRST_RETRY: Duration = Duration::from_millis(50);
@@ -163,13 +171,16 @@ async fn keep<H: Renewable>(
         .max_lifetime
         .and_then(|limit| Instant::now().checked_add(limit));
     let period = options.lease / 2;
+    // Ownership ends this much before the estimate does (see `SAFETY_MARGIN_MIN`).
+    let margin = (options.lease / 50).max(SAFETY_MARGIN_MIN);
+    let left_of = |holding: &H| holding.estimate().saturating_sub(margin);
     // A holding taken over with less left than a lease is renewed at half of what is left.
-    let mut next = Instant::now() + period.min(holding.estimate() / 2);
+    let mut next = Instant::now() + period.min(left_of(&holding) / 2);
     let mut backoff = FIRST_RETRY;
     // The handle was dropped without a release: no more requests will come.
     let mut detached = false;
     loop {
-        let estimate_end = Instant::now().checked_add(holding.estimate());
+        let estimate_end = Instant::now().checked_add(left_of(&holding));
         let wake = [Some(next), estimate_end, lifetime_end]
             .into_iter()
             .flatten()
@@ -190,7 +201,7 @@ async fn keep<H: Renewable>(
             );
             return end(holding, &lost, LossReason::LifetimeLimit).await;
         }
-        if holding.estimate().is_zero() {
+        if left_of(&holding).is_zero() {
             tracing::warn!(
                 what = H::WHAT,
                 "managed holding not renewed before its estimate ran out; treating it as lost"
@@ -202,10 +213,8 @@ async fn keep<H: Renewable>(
         }
         // Past the estimate, ownership is over whatever the renewal's fate; past the lifetime
         // limit, it is to end.
-        let left = lifetime_end.map_or(holding.estimate(), |end| {
-            holding
-                .estimate()
-                .min(end.saturating_duration_since(Instant::now()))
+        let left = lifetime_end.map_or(left_of(&holding), |end| {
+            left_of(&holding).min(end.saturating_duration_since(Instant::now()))
         });
         let event = tokio::select! {
             biased;
