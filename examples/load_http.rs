@@ -34,7 +34,7 @@ const FLOOR_LUA: &str = "local n = redis.call('INCR', KEYS[1]) \
                          if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end \
                          return n";
 /// The limiter's own script, byte for byte.
-const FIXED_WINDOW_LUA: &str = include_str!("../src/backend/redis/fixed_window.lua");
+const FIXED_WINDOW_LUA: &str = include_str!("../src/backend/steps/fixed_window/fixed_window.lua");
 const LIMIT: u64 = 1_000_000_000_000;
 const WINDOW: Duration = Duration::from_secs(60);
 

@@ -77,13 +77,19 @@ impl Algorithm {
     /// The limiter's Lua script, byte for byte (so its SHA-1 is the one the limiter sends).
     pub fn lua(self) -> &'static str {
         match self {
-            Algorithm::FixedWindow => include_str!("../../src/backend/redis/fixed_window.lua"),
-            Algorithm::SlidingWindow => {
-                include_str!("../../src/backend/redis/sliding_window.lua")
+            Algorithm::FixedWindow => {
+                include_str!("../../src/backend/steps/fixed_window/fixed_window.lua")
             }
-            Algorithm::TokenBucket => include_str!("../../src/backend/redis/token_bucket.lua"),
-            Algorithm::Gcra => include_str!("../../src/backend/redis/gcra.lua"),
-            Algorithm::Stacked => include_str!("../../src/backend/redis/stacked_window.lua"),
+            Algorithm::SlidingWindow => {
+                include_str!("../../src/backend/steps/sliding_window/sliding_window.lua")
+            }
+            Algorithm::TokenBucket => {
+                include_str!("../../src/backend/steps/token_bucket/token_bucket.lua")
+            }
+            Algorithm::Gcra => include_str!("../../src/backend/steps/gcra/gcra.lua"),
+            Algorithm::Stacked => {
+                include_str!("../../src/backend/steps/stacked_window/stacked_window.lua")
+            }
         }
     }
 

@@ -13,18 +13,11 @@
 //! Both apply a configurable key prefix and reject a multi-key step whose keys would fall in
 //! different cluster slots before anything is sent ([`key_slot`]).
 
-pub(crate) mod fenced_lock;
-pub(crate) mod fixed_window;
-pub(crate) mod gcra;
 mod key_prefix;
 pub mod memory;
-pub(crate) mod rate_limit_reply;
 pub mod redis;
-pub(crate) mod semaphore;
-pub(crate) mod sliding_window;
 mod slot;
-pub(crate) mod stacked_window;
-pub(crate) mod token_bucket;
+pub(crate) mod steps;
 
 pub(crate) use key_prefix::KeyPrefix;
 pub(crate) use slot::ensure_same_slot;
@@ -64,10 +57,25 @@ impl Backend {
     ///
     /// Cancel safe: it only reads.
     pub async fn server_time(&self) -> Result<Duration> {
+        self.run(steps::ServerTime).await
+    }
+
+    /// The key the backend stores for a user key: its prefix followed by the key.
+    pub(crate) fn physical_key(&self, key: &[u8]) -> Vec<u8> {
         match self {
-            // Boxed: the redis-rs future is a deeply nested type (see the step dispatchers).
-            Backend::Redis(redis) => Box::pin(redis.server_time()).await,
-            Backend::Memory(memory) => Ok(memory.now()),
+            Backend::Redis(redis) => redis.physical_key(key),
+            Backend::Memory(memory) => memory.physical_key(key),
+        }
+    }
+
+    /// A watch that fires at the user key's next change (see
+    /// [`RedisBackend::watch_key`](redis::RedisBackend::watch_key)); `None` where changes
+    /// are not announced (the memory backend), so the caller polls.
+    pub(crate) async fn watch_key(&self, key: &[u8]) -> Result<Option<redis::KeyWatch>> {
+        match self {
+            // Boxed for the reason `run` gives.
+            Backend::Redis(redis) => Box::pin(redis.watch_key(key)).await.map(Some),
+            Backend::Memory(_) => Ok(None),
         }
     }
 

@@ -11,15 +11,8 @@
 //! [`ErrorKind::CapacityExceeded`] (Redis' `noeviction`
 //! behaviour) instead of forgetting live state.
 
-mod clock;
-mod fenced_lock;
-mod fixed_window;
-mod gcra;
-mod semaphore;
-mod sliding_window;
-mod stacked_window;
+pub(crate) mod clock;
 mod store;
-mod token_bucket;
 
 pub(crate) use store::{Store, Value};
 
@@ -119,6 +112,11 @@ impl MemoryBackend {
         f(&mut self.lock_store(), now)
     }
 
+    /// The backend's clock, for steps that align on the epoch.
+    pub(crate) fn clock(&self) -> Clock {
+        self.shared.clock
+    }
+
     /// The key stored for a user key: the prefix followed by the key.
     pub(crate) fn physical_key(&self, key: &[u8]) -> Vec<u8> {
         self.shared.prefix.apply(key)
@@ -201,11 +199,12 @@ impl MemoryBackendBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::fixed_window::FixedWindowStep;
-    use crate::backend::gcra::GcraStep;
-    use crate::backend::sliding_window::SlidingWindowStep;
-    use crate::backend::stacked_window::StackedWindowStep;
-    use crate::backend::token_bucket::TokenBucketStep;
+    use crate::backend::steps::Step;
+    use crate::backend::steps::fixed_window::FixedWindowStep;
+    use crate::backend::steps::gcra::GcraStep;
+    use crate::backend::steps::sliding_window::SlidingWindowStep;
+    use crate::backend::steps::stacked_window::StackedWindowStep;
+    use crate::backend::steps::token_bucket::TokenBucketStep;
 
     /// Every step finds another primitive's state under its key corrupt, and leaves it.
     #[tokio::test]
@@ -226,39 +225,47 @@ mod tests {
         let tat = Value::Tat(Instant::now());
         stored(tat.clone());
         let errors = [
-            backend
-                .fixed_window(FixedWindowStep {
+            Step::in_memory(
+                &FixedWindowStep {
                     key,
                     permits,
                     limit: 5,
                     window_ms: 1_000,
-                })
-                .map(drop),
-            backend
-                .sliding_window(SlidingWindowStep {
+                },
+                &backend,
+            )
+            .map(drop),
+            Step::in_memory(
+                &SlidingWindowStep {
                     key,
                     permits,
                     limit: 5,
                     window_ms: 1_000,
                     segment_ms: 100,
-                })
-                .map(drop),
-            backend
-                .token_bucket(TokenBucketStep {
+                },
+                &backend,
+            )
+            .map(drop),
+            Step::in_memory(
+                &TokenBucketStep {
                     key,
                     permits,
                     limit: 5,
                     tokens_per_period: 1,
                     period_ms: 1_000,
-                })
-                .map(drop),
-            backend
-                .stacked_window(StackedWindowStep {
+                },
+                &backend,
+            )
+            .map(drop),
+            Step::in_memory(
+                &StackedWindowStep {
                     key,
                     permits,
                     windows: &[(5, 1_000), (50, 60_000)],
-                })
-                .map(drop),
+                },
+                &backend,
+            )
+            .map(drop),
         ];
         for result in errors {
             assert_eq!(result.expect_err("corrupt").kind(), ErrorKind::CorruptState);
@@ -266,14 +273,16 @@ mod tests {
         unchanged(tat);
 
         stored(Value::Int(7));
-        let err = backend
-            .gcra(GcraStep {
+        let err = Step::in_memory(
+            &GcraStep {
                 key,
                 permits,
                 interval_us: 1_000,
                 burst: 5,
-            })
-            .expect_err("corrupt");
+            },
+            &backend,
+        )
+        .expect_err("corrupt");
         assert_eq!(err.kind(), ErrorKind::CorruptState);
         unchanged(Value::Int(7));
     }

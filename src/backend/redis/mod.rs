@@ -19,18 +19,11 @@
 mod builder;
 mod capabilities;
 mod connection;
-mod error_map;
-mod fenced_lock;
-mod fixed_window;
-mod gcra;
-mod packed_grant;
+pub(crate) mod error_map;
+pub(crate) mod packed_grant;
 mod script;
-mod semaphore;
 mod server_clock;
 mod server_version;
-mod sliding_window;
-mod stacked_window;
-mod token_bucket;
 mod watch;
 
 pub use builder::{

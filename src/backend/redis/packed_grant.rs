@@ -12,7 +12,7 @@ use crate::error::Result;
 /// A step's reply `(status, remaining, reset, retry)`, as the sliding-window, token-bucket
 /// and GCRA scripts return it: a table, or a grant packed as `remaining * 2^32 + reset`
 /// (status 1, retry -1).
-pub(super) fn four_values(reply: Value, script: &str) -> Result<(i64, u64, u64, i64)> {
+pub(crate) fn four_values(reply: Value, script: &str) -> Result<(i64, u64, u64, i64)> {
     match unpack(&reply) {
         Some((remaining, reset)) => Ok((1, remaining, reset, -1)),
         None => super::convert(reply, script),
@@ -20,7 +20,7 @@ pub(super) fn four_values(reply: Value, script: &str) -> Result<(i64, u64, u64, 
 }
 
 /// The two halves `(a, b)` of a packed grant, or `None` when `reply` is not one.
-pub(super) fn unpack(reply: &Value) -> Option<(u64, u64)> {
+pub(crate) fn unpack(reply: &Value) -> Option<(u64, u64)> {
     match *reply {
         Value::Int(packed) if packed >= 0 => {
             let packed = packed.cast_unsigned();

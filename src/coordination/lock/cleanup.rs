@@ -3,7 +3,7 @@
 
 use super::abandoned::ABANDONED;
 use super::keys::LockKeys;
-use crate::backend::fenced_lock::LeaseReleaseReply;
+use crate::backend::steps::fenced_lock::LeaseReleaseReply;
 use crate::coordination::owner::{HoldingKeys, OwnerRelease};
 use crate::coordination::ownership::AbandonedCounters;
 use crate::error::{Error, Result};

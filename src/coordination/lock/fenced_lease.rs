@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::Release;
 use super::duration::lease_ms;
 use super::keys::LockKeys;
-use crate::backend::fenced_lock::LeaseReleaseReply;
+use crate::backend::steps::fenced_lock::LeaseReleaseReply;
 use crate::coordination::owner::Holding;
 use crate::error::Result;
 

@@ -9,7 +9,7 @@ use super::keys::LockKeys;
 use super::{FencedLease, LockAttempt};
 use crate::Coordination;
 use crate::backend::ensure_same_slot;
-use crate::backend::fenced_lock::FencedAcquireReply;
+use crate::backend::steps::fenced_lock::FencedAcquireReply;
 use crate::coordination::owner::{
     Holding, Sent, arrived_after_its_deadline, new_token, send_acquisition,
 };
@@ -109,10 +109,7 @@ impl FencedLock {
             )));
         }
         let backend = coordination.backend();
-        ensure_same_slot(&[
-            LockKeys::physical(backend, lease),
-            LockKeys::physical(backend, counter),
-        ])?;
+        ensure_same_slot(&[backend.physical_key(lease), backend.physical_key(counter)])?;
         Ok(FencedLock {
             keys: Arc::new(LockKeys::new(
                 backend.clone(),

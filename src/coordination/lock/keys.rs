@@ -3,8 +3,9 @@
 use std::fmt;
 
 use crate::backend::Backend;
-use crate::backend::fenced_lock::{
-    FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseStep,
+use crate::backend::steps::fenced_lock::{
+    FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseReleaseStep, LeaseRenewStep,
+    LeaseStep, LeaseVerifyStep,
 };
 use crate::error::Result;
 
@@ -37,14 +38,6 @@ impl LockKeys {
         &self.counter
     }
 
-    /// The key the backend stores for a user key: its prefix followed by the key.
-    pub(super) fn physical(backend: &Backend, key: &[u8]) -> Vec<u8> {
-        match backend {
-            Backend::Redis(redis) => redis.physical_key(key),
-            Backend::Memory(memory) => memory.physical_key(key),
-        }
-    }
-
     pub(super) async fn acquire(
         &self,
         token: &str,
@@ -52,7 +45,7 @@ impl LockKeys {
         not_after_ms: u64,
     ) -> Result<FencedAcquireReply> {
         self.backend
-            .fenced_acquire(FencedAcquireStep {
+            .run(FencedAcquireStep {
                 lease_key: &self.lease,
                 counter_key: &self.counter,
                 token,
@@ -63,15 +56,20 @@ impl LockKeys {
     }
 
     pub(super) async fn renew(&self, token: &str, lease_ms: u64) -> Result<bool> {
-        self.backend.fenced_renew(self.step(token), lease_ms).await
+        self.backend
+            .run(LeaseRenewStep {
+                lease: self.step(token),
+                lease_ms,
+            })
+            .await
     }
 
     pub(super) async fn verify(&self, token: &str) -> Result<bool> {
-        self.backend.fenced_verify(self.step(token)).await
+        self.backend.run(LeaseVerifyStep(self.step(token))).await
     }
 
     pub(super) async fn release(&self, token: &str) -> Result<LeaseReleaseReply> {
-        self.backend.fenced_release(self.step(token)).await
+        self.backend.run(LeaseReleaseStep(self.step(token))).await
     }
 
     fn step<'a>(&'a self, token: &'a str) -> LeaseStep<'a> {

@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use super::managed::ManagedLeaseOptions;
 use super::{FencedLease, FencedLock, LockAttempt};
-use crate::backend::Backend;
 use crate::error::Result;
 
 impl FencedLock {
@@ -45,17 +44,12 @@ impl FencedLock {
     async fn wait(&self, lease: Duration, poll: Duration) -> Result<FencedLease> {
         loop {
             // Registered before the attempt: a change during it is not missed.
-            let mut watch = match self.backend() {
-                // Boxed, as every Redis step is: its future is a deeply nested type, and
-                // callers nest this one further (timeouts, extractors, user code).
-                Backend::Redis(redis) => match Box::pin(redis.watch_key(self.lease_key())).await {
-                    Ok(watch) => Some(watch),
-                    Err(err) => {
-                        tracing::debug!(error = %err, "cannot watch the lease key; polling instead");
-                        None
-                    }
-                },
-                Backend::Memory(_) => None,
+            let mut watch = match self.backend().watch_key(self.lease_key()).await {
+                Ok(watch) => watch,
+                Err(err) => {
+                    tracing::debug!(error = %err, "cannot watch the lease key; polling instead");
+                    None
+                }
             };
             let retry_after = match self.try_acquire(lease).await? {
                 LockAttempt::Acquired(lease) => return Ok(lease),

@@ -235,7 +235,7 @@ impl RateLimitDecision {
     /// The decision for a limiter of `limit` permits from its step's reply.
     pub(crate) fn from_reply(
         limit: u64,
-        reply: &crate::backend::rate_limit_reply::RateLimitReply,
+        reply: &crate::backend::steps::rate_limit_reply::RateLimitReply,
     ) -> Self {
         RateLimitDecision::new(
             reply.granted,

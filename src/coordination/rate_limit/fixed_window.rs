@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::key::LimiterKeys;
 use super::{RateLimitDecision, RateLimitPolicy};
 use crate::Coordination;
-use crate::backend::fixed_window::FixedWindowStep;
+use crate::backend::steps::fixed_window::FixedWindowStep;
 use crate::error::{Error, Result};
 
 /// At most `limit` permits per `window` for each client key, counted from the first request
@@ -121,7 +121,7 @@ impl FixedWindow {
         let reply = self
             .coordination
             .backend()
-            .fixed_window(FixedWindowStep {
+            .run(FixedWindowStep {
                 key: &storage_key,
                 permits: asked,
                 limit,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::key::LimiterKeys;
 use super::{RateLimitDecision, RateLimitPolicy};
 use crate::Coordination;
-use crate::backend::gcra::{GcraStep, MAX_TOLERANCE_US};
+use crate::backend::steps::gcra::{GcraStep, MAX_TOLERANCE_US};
 use crate::error::{Error, Result};
 
 /// `limit` permits per `period` for each client key, spaced evenly, with bursts of up to
@@ -163,7 +163,7 @@ impl Gcra {
         let reply = self
             .coordination
             .backend()
-            .gcra(GcraStep {
+            .run(GcraStep {
                 key: &storage_key,
                 permits: asked,
                 interval_us: self.interval_us,

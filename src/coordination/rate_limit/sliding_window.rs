@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::key::LimiterKeys;
 use super::{RateLimitDecision, RateLimitPolicy};
 use crate::Coordination;
-use crate::backend::sliding_window::SlidingWindowStep;
+use crate::backend::steps::sliding_window::SlidingWindowStep;
 use crate::error::{Error, Result};
 
 /// The largest limit: counts and requests (at most the limit + 1) then add up below 2^53,
@@ -170,7 +170,7 @@ impl SlidingWindow {
         let reply = self
             .coordination
             .backend()
-            .sliding_window(SlidingWindowStep {
+            .run(SlidingWindowStep {
                 key: &storage_key,
                 permits: asked,
                 limit,

@@ -10,7 +10,7 @@ use super::key::LimiterKeys;
 use super::policy::Policies;
 use super::{RateLimitDecision, RateLimitPolicy};
 use crate::Coordination;
-use crate::backend::stacked_window::StackedWindowStep;
+use crate::backend::steps::stacked_window::StackedWindowStep;
 use crate::error::{Error, Result};
 
 /// The most policies one limiter stacks. Every step reads and answers one window per policy,
@@ -227,7 +227,7 @@ impl Stacked {
         let reply = self
             .coordination
             .backend()
-            .stacked_window(StackedWindowStep {
+            .run(StackedWindowStep {
                 key: &storage_key,
                 permits: asked,
                 windows: &self.windows,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::key::LimiterKeys;
 use super::{RateLimitDecision, RateLimitPolicy};
 use crate::Coordination;
-use crate::backend::token_bucket::TokenBucketStep;
+use crate::backend::steps::token_bucket::TokenBucketStep;
 use crate::error::{Error, Result};
 
 /// The largest integer that a Lua number (a double, in Redis scripts) holds exactly.
@@ -164,7 +164,7 @@ impl TokenBucket {
         let reply = self
             .coordination
             .backend()
-            .token_bucket(TokenBucketStep {
+            .run(TokenBucketStep {
                 key: &storage_key,
                 permits: asked,
                 limit,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::expiry::expiry_ms;
 use super::sets::PermitSets;
 use super::{Attempt, SemaphorePermit};
-use crate::backend::semaphore::SemaphoreAcquireReply;
+use crate::backend::steps::semaphore::SemaphoreAcquireReply;
 use crate::coordination::owner::{
     Holding, Sent, arrived_after_its_deadline, new_token, send_acquisition,
 };

@@ -3,7 +3,10 @@
 use std::fmt;
 
 use crate::backend::Backend;
-use crate::backend::semaphore::{PermitStep, SemaphoreAcquireReply, SemaphoreAcquireStep};
+use crate::backend::steps::semaphore::{
+    PermitReleaseStep, PermitRenewStep, PermitStep, PermitVerifyStep, SemaphoreAcquireReply,
+    SemaphoreAcquireStep, SemaphoreHeldStep,
+};
 use crate::error::Result;
 
 /// The storage keys of a semaphore's sets (one or two, in one slot) on their backend; every
@@ -36,7 +39,7 @@ impl PermitSets {
         not_after_ms: u64,
     ) -> Result<SemaphoreAcquireReply> {
         self.backend
-            .semaphore_acquire(SemaphoreAcquireStep {
+            .run(SemaphoreAcquireStep {
                 keys: &self.keys,
                 capacities,
                 token,
@@ -47,22 +50,27 @@ impl PermitSets {
     }
 
     pub(super) async fn release(&self, token: &str) -> Result<bool> {
-        self.backend.semaphore_release(self.step(token)).await
+        self.backend.run(PermitReleaseStep(self.step(token))).await
     }
 
     pub(super) async fn renew(&self, token: &str, expiry_ms: Option<u64>) -> Result<bool> {
         self.backend
-            .semaphore_renew(self.step(token), expiry_ms)
+            .run(PermitRenewStep {
+                permit: self.step(token),
+                expiry_ms,
+            })
             .await
     }
 
     pub(super) async fn verify(&self, token: &str) -> Result<bool> {
-        self.backend.semaphore_verify(self.step(token)).await
+        self.backend.run(PermitVerifyStep(self.step(token))).await
     }
 
     /// The live permits of each set, in the order of the keys.
     pub(super) async fn held(&self) -> Result<Vec<u32>> {
-        self.backend.semaphore_held(&self.keys).await
+        self.backend
+            .run(SemaphoreHeldStep { keys: &self.keys })
+            .await
     }
 
     fn step<'a>(&'a self, token: &'a str) -> PermitStep<'a> {

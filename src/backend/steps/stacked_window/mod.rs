@@ -1,9 +1,15 @@
 //! The stacked fixed-window step, shared by both backends: several fixed windows on one
 //! client key, checked together and counted all or nothing.
 
-use crate::backend::Backend;
-use crate::error::Result;
+mod memory;
+mod redis;
 
+use std::future::Future;
+
+use super::Step;
+use crate::backend::memory::MemoryBackend;
+use crate::backend::redis::RedisBackend;
+use crate::error::Result;
 /// One stacked acquisition, on a physical key chosen by the limiter.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StackedWindowStep<'a> {
@@ -34,17 +40,17 @@ pub(crate) struct StackedWindowReply {
     pub(crate) windows: Vec<WindowReply>,
 }
 
-impl Backend {
-    /// Runs one stacked fixed-window step atomically.
-    pub(crate) async fn stacked_window(
-        &self,
-        step: StackedWindowStep<'_>,
-    ) -> Result<StackedWindowReply> {
-        match self {
-            // Boxed: the redis-rs futures below are deeply nested types, and callers nest
-            // this one further (timeouts, layers, user code).
-            Backend::Redis(redis) => Box::pin(redis.stacked_window(step)).await,
-            Backend::Memory(memory) => memory.stacked_window(step),
-        }
+impl Step for StackedWindowStep<'_> {
+    type Reply = StackedWindowReply;
+
+    fn on_redis<'a>(
+        &'a self,
+        redis: &'a RedisBackend,
+    ) -> impl Future<Output = Result<StackedWindowReply>> + Send + 'a {
+        redis.stacked_window(*self)
+    }
+
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<StackedWindowReply> {
+        memory.stacked_window(*self)
     }
 }

@@ -4,8 +4,8 @@ use std::sync::LazyLock;
 
 use redis::Value;
 
-use super::{RedisBackend, Script, error_map, packed_grant};
-use crate::backend::fixed_window::{FixedWindowReply, FixedWindowStep};
+use crate::backend::redis::{RedisBackend, Script, error_map, packed_grant};
+use crate::backend::steps::fixed_window::{FixedWindowReply, FixedWindowStep};
 use crate::error::{Error, ErrorKind, Result};
 
 static FIXED_WINDOW: LazyLock<Script> =
@@ -17,10 +17,10 @@ impl RedisBackend {
     /// Redis 8.8+ and Valkey 9.2+ take it as one `INCREX` pipelined with `PTTL` (one round
     /// trip). A server that answers "unknown command", or an ACL that denies `INCREX`
     /// (`NOPERM`: an allow-list written before the command existed), makes every user of this
-    /// handle take the Lua path for [`INCREX_REPROBE_AFTER`](super::INCREX_REPROBE_AFTER); the
+    /// handle take the Lua path for [`INCREX_REPROBE_AFTER`](crate::backend::redis::INCREX_REPROBE_AFTER); the
     /// rejected command changed nothing, so the same request goes on through Lua at once. Probes
     /// (0 permits) always use Lua, since `INCREX` would create the key.
-    pub(crate) async fn fixed_window(&self, step: FixedWindowStep<'_>) -> Result<FixedWindowReply> {
+    pub(super) async fn fixed_window(&self, step: FixedWindowStep<'_>) -> Result<FixedWindowReply> {
         if step.permits > 0 && self.capabilities().should_try_increx() {
             match self.fixed_window_increx(step).await {
                 Ok(reply) => {
@@ -31,7 +31,7 @@ impl RedisBackend {
                     tracing::info!(
                         error = %err,
                         "the server does not take INCREX; using the Lua fixed window for the next {:?}",
-                        super::INCREX_REPROBE_AFTER
+                        crate::backend::redis::INCREX_REPROBE_AFTER
                     );
                     self.capabilities().record_increx_rejected();
                 }

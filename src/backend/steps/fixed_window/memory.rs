@@ -2,14 +2,14 @@
 
 use std::time::Duration;
 
-use super::clock::millis_until;
-use super::{MemoryBackend, Value};
-use crate::backend::fixed_window::{FixedWindowReply, FixedWindowStep};
+use crate::backend::memory::clock::millis_until;
+use crate::backend::memory::{MemoryBackend, Value};
+use crate::backend::steps::fixed_window::{FixedWindowReply, FixedWindowStep};
 use crate::error::Result;
 
 impl MemoryBackend {
     /// Runs one fixed-window step atomically.
-    pub(crate) fn fixed_window(&self, step: FixedWindowStep<'_>) -> Result<FixedWindowReply> {
+    pub(super) fn fixed_window(&self, step: FixedWindowStep<'_>) -> Result<FixedWindowReply> {
         let key = self.physical_key(step.key);
         self.step(|store, now| {
             let (count, expires_at) = match store.get_mut(&key, now) {
@@ -17,7 +17,7 @@ impl MemoryBackend {
                 Some(entry) => match entry.value {
                     Value::Int(count) => (u64::try_from(count).unwrap_or(0), entry.expires_at()),
                     _ => {
-                        return Err(super::other_state("fixed-window"));
+                        return Err(crate::backend::memory::other_state("fixed-window"));
                     }
                 },
             };

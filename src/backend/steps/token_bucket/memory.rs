@@ -2,15 +2,15 @@
 
 use std::time::Duration;
 
-use super::clock::millis_up;
-use super::{MemoryBackend, Value};
-use crate::backend::rate_limit_reply::RateLimitReply;
-use crate::backend::token_bucket::TokenBucketStep;
+use crate::backend::memory::clock::millis_up;
+use crate::backend::memory::{MemoryBackend, Value};
+use crate::backend::steps::rate_limit_reply::RateLimitReply;
+use crate::backend::steps::token_bucket::TokenBucketStep;
 use crate::error::Result;
 
 impl MemoryBackend {
     /// Runs one token-bucket step atomically.
-    pub(crate) fn token_bucket(&self, step: TokenBucketStep<'_>) -> Result<RateLimitReply> {
+    pub(super) fn token_bucket(&self, step: TokenBucketStep<'_>) -> Result<RateLimitReply> {
         let key = self.physical_key(step.key);
         let period = Duration::from_millis(step.period_ms);
         self.step(|store, now| {
@@ -23,7 +23,7 @@ impl MemoryBackend {
                         refilled_at,
                     } => (tokens.min(step.limit), refilled_at),
                     _ => {
-                        return Err(super::other_state("token-bucket"));
+                        return Err(crate::backend::memory::other_state("token-bucket"));
                     }
                 },
             };

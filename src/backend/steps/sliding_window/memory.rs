@@ -5,17 +5,17 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::clock::millis_until;
-use super::{MemoryBackend, Value};
-use crate::backend::rate_limit_reply::RateLimitReply;
-use crate::backend::sliding_window::SlidingWindowStep;
+use crate::backend::memory::clock::millis_until;
+use crate::backend::memory::{MemoryBackend, Value};
+use crate::backend::steps::rate_limit_reply::RateLimitReply;
+use crate::backend::steps::sliding_window::SlidingWindowStep;
 use crate::error::Result;
 
 impl MemoryBackend {
     /// Runs one sliding-window step atomically.
-    pub(crate) fn sliding_window(&self, step: SlidingWindowStep<'_>) -> Result<RateLimitReply> {
+    pub(super) fn sliding_window(&self, step: SlidingWindowStep<'_>) -> Result<RateLimitReply> {
         let key = self.physical_key(step.key);
-        let clock = self.shared.clock;
+        let clock = self.clock();
         self.step(|store, now| {
             let window = Duration::from_millis(step.window_ms);
             let live = |end: Instant| end + window > now;
@@ -24,7 +24,7 @@ impl MemoryBackend {
                 Some(entry) => match &mut entry.value {
                     Value::Segments(segments) => Some(segments),
                     _ => {
-                        return Err(super::other_state("sliding-window"));
+                        return Err(crate::backend::memory::other_state("sliding-window"));
                     }
                 },
             };

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::clock::millis_until;
-use super::{MemoryBackend, Store, Value};
 use crate::backend::ensure_same_slot;
-use crate::backend::fenced_lock::{
+use crate::backend::memory::clock::millis_until;
+use crate::backend::memory::{MemoryBackend, Store, Value};
+use crate::backend::steps::fenced_lock::{
     FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseStep,
 };
 use crate::error::{Error, ErrorKind, Result};
@@ -22,7 +22,7 @@ enum Lease<'a> {
 
 impl MemoryBackend {
     /// Takes the lease and the next fencing token if no lease exists.
-    pub(crate) fn fenced_acquire(&self, step: FencedAcquireStep<'_>) -> Result<FencedAcquireReply> {
+    pub(super) fn fenced_acquire(&self, step: FencedAcquireStep<'_>) -> Result<FencedAcquireReply> {
         let lease_key = self.physical_key(step.lease_key);
         let counter_key = self.physical_key(step.counter_key);
         ensure_same_slot(&[&lease_key, &counter_key])?;
@@ -59,7 +59,7 @@ impl MemoryBackend {
     }
 
     /// Gives the lease a new expiry if it is still held under the token.
-    pub(crate) fn fenced_renew(&self, step: LeaseStep<'_>, lease_ms: u64) -> Result<bool> {
+    pub(super) fn fenced_renew(&self, step: LeaseStep<'_>, lease_ms: u64) -> Result<bool> {
         let lease_key = self.physical_key(step.lease_key);
         self.step(|store, now| {
             if !is_owner(store, &lease_key, now, step)? {
@@ -75,13 +75,13 @@ impl MemoryBackend {
     }
 
     /// Whether the lease is held under the token.
-    pub(crate) fn fenced_verify(&self, step: LeaseStep<'_>) -> Result<bool> {
+    pub(super) fn fenced_verify(&self, step: LeaseStep<'_>) -> Result<bool> {
         let lease_key = self.physical_key(step.lease_key);
         self.step(|store, now| is_owner(store, &lease_key, now, step))
     }
 
     /// Deletes the lease if it is held under the token.
-    pub(crate) fn fenced_release(&self, step: LeaseStep<'_>) -> Result<LeaseReleaseReply> {
+    pub(super) fn fenced_release(&self, step: LeaseStep<'_>) -> Result<LeaseReleaseReply> {
         let lease_key = self.physical_key(step.lease_key);
         self.step(|store, now| {
             let reply = match lease(store, &lease_key, now, &[step.lease_key])? {

@@ -7,7 +7,14 @@
 //! without creating a lease or touching the counter, because a fencing counter that went back
 //! (or could) would hand out a token a protected resource has already seen.
 
-use crate::backend::Backend;
+mod memory;
+mod redis;
+
+use std::future::Future;
+
+use super::Step;
+use crate::backend::memory::MemoryBackend;
+use crate::backend::redis::RedisBackend;
 use crate::error::Result;
 
 /// One immediate acquisition: a lease for `token` and the next fencing token, or nothing.
@@ -59,40 +66,80 @@ pub(crate) enum LeaseReleaseReply {
     OtherOwner,
 }
 
-impl Backend {
-    /// Takes the lease and the next fencing token if no lease exists, in one atomic step.
-    pub(crate) async fn fenced_acquire(
-        &self,
-        step: FencedAcquireStep<'_>,
-    ) -> Result<FencedAcquireReply> {
-        match self {
-            // Boxed: the redis-rs futures are deeply nested types (see `fixed_window`).
-            Backend::Redis(redis) => Box::pin(redis.fenced_acquire(step)).await,
-            Backend::Memory(memory) => memory.fenced_acquire(step),
-        }
+/// Gives a held lease a new expiry: `true` when renewed, `false` when it was not held under
+/// the token (nothing changed).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeaseRenewStep<'a> {
+    /// The lease and its owner token.
+    pub(crate) lease: LeaseStep<'a>,
+    /// Whole milliseconds until the renewed lease expires, from 1 to 2^40.
+    pub(crate) lease_ms: u64,
+}
+
+/// Whether the lease is held under the token; changes nothing.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeaseVerifyStep<'a>(pub(crate) LeaseStep<'a>);
+
+/// Deletes the lease if it is held under the token.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeaseReleaseStep<'a>(pub(crate) LeaseStep<'a>);
+
+impl Step for FencedAcquireStep<'_> {
+    type Reply = FencedAcquireReply;
+
+    fn on_redis<'a>(
+        &'a self,
+        redis: &'a RedisBackend,
+    ) -> impl Future<Output = Result<FencedAcquireReply>> + Send + 'a {
+        redis.fenced_acquire(*self)
     }
 
-    /// Gives the lease a new expiry if it is still held under the token: `true` when renewed.
-    pub(crate) async fn fenced_renew(&self, step: LeaseStep<'_>, lease_ms: u64) -> Result<bool> {
-        match self {
-            Backend::Redis(redis) => Box::pin(redis.fenced_renew(step, lease_ms)).await,
-            Backend::Memory(memory) => memory.fenced_renew(step, lease_ms),
-        }
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<FencedAcquireReply> {
+        memory.fenced_acquire(*self)
+    }
+}
+
+impl Step for LeaseRenewStep<'_> {
+    type Reply = bool;
+
+    fn on_redis<'a>(
+        &'a self,
+        redis: &'a RedisBackend,
+    ) -> impl Future<Output = Result<bool>> + Send + 'a {
+        redis.fenced_renew(self.lease, self.lease_ms)
     }
 
-    /// Whether the lease is held under the token; changes nothing.
-    pub(crate) async fn fenced_verify(&self, step: LeaseStep<'_>) -> Result<bool> {
-        match self {
-            Backend::Redis(redis) => Box::pin(redis.fenced_verify(step)).await,
-            Backend::Memory(memory) => memory.fenced_verify(step),
-        }
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
+        memory.fenced_renew(self.lease, self.lease_ms)
+    }
+}
+
+impl Step for LeaseVerifyStep<'_> {
+    type Reply = bool;
+
+    fn on_redis<'a>(
+        &'a self,
+        redis: &'a RedisBackend,
+    ) -> impl Future<Output = Result<bool>> + Send + 'a {
+        redis.fenced_verify(self.0)
     }
 
-    /// Deletes the lease if it is held under the token.
-    pub(crate) async fn fenced_release(&self, step: LeaseStep<'_>) -> Result<LeaseReleaseReply> {
-        match self {
-            Backend::Redis(redis) => Box::pin(redis.fenced_release(step)).await,
-            Backend::Memory(memory) => memory.fenced_release(step),
-        }
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
+        memory.fenced_verify(self.0)
+    }
+}
+
+impl Step for LeaseReleaseStep<'_> {
+    type Reply = LeaseReleaseReply;
+
+    fn on_redis<'a>(
+        &'a self,
+        redis: &'a RedisBackend,
+    ) -> impl Future<Output = Result<LeaseReleaseReply>> + Send + 'a {
+        redis.fenced_release(self.0)
+    }
+
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<LeaseReleaseReply> {
+        memory.fenced_release(self.0)
     }
 }

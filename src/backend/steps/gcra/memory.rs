@@ -2,16 +2,16 @@
 
 use std::time::Duration;
 
-use super::clock::micros_up;
-use super::{MemoryBackend, Value};
-use crate::backend::gcra::{GcraStep, reply_from_micros};
-use crate::backend::rate_limit_reply::RateLimitReply;
+use crate::backend::memory::clock::micros_up;
+use crate::backend::memory::{MemoryBackend, Value};
+use crate::backend::steps::gcra::{GcraStep, reply_from_micros};
+use crate::backend::steps::rate_limit_reply::RateLimitReply;
 use crate::error::Result;
 
 impl MemoryBackend {
     /// Runs one GCRA step atomically. The TAT is stored as an instant and expires when it
     /// passes, so a live entry is always ahead of now.
-    pub(crate) fn gcra(&self, step: GcraStep<'_>) -> Result<RateLimitReply> {
+    pub(super) fn gcra(&self, step: GcraStep<'_>) -> Result<RateLimitReply> {
         let key = self.physical_key(step.key);
         self.step(|store, now| {
             let ahead = match store.get_mut(&key, now) {
@@ -21,7 +21,7 @@ impl MemoryBackend {
                     // which is never in the client's favour.
                     Value::Tat(tat) => micros_up(tat.saturating_duration_since(now)),
                     _ => {
-                        return Err(super::other_state("GCRA"));
+                        return Err(crate::backend::memory::other_state("GCRA"));
                     }
                 },
             };

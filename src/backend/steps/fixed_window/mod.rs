@@ -1,9 +1,15 @@
 //! The fixed-window step, shared by both backends: count permits in a window that the
 //! first request of the window starts.
 
-use crate::backend::Backend;
-use crate::error::Result;
+mod memory;
+mod redis;
 
+use std::future::Future;
+
+use super::Step;
+use crate::backend::memory::MemoryBackend;
+use crate::backend::redis::RedisBackend;
+use crate::error::Result;
 /// One fixed-window acquisition, on a physical key chosen by the limiter.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FixedWindowStep<'a> {
@@ -32,14 +38,17 @@ pub(crate) struct FixedWindowReply {
     pub(crate) free_in_ms: Option<u64>,
 }
 
-impl Backend {
-    /// Runs one fixed-window step atomically.
-    pub(crate) async fn fixed_window(&self, step: FixedWindowStep<'_>) -> Result<FixedWindowReply> {
-        match self {
-            // Boxed: the redis-rs futures below are deeply nested types, and callers nest
-            // this one further (timeouts, layers, user code).
-            Backend::Redis(redis) => Box::pin(redis.fixed_window(step)).await,
-            Backend::Memory(memory) => memory.fixed_window(step),
-        }
+impl Step for FixedWindowStep<'_> {
+    type Reply = FixedWindowReply;
+
+    fn on_redis<'a>(
+        &'a self,
+        redis: &'a RedisBackend,
+    ) -> impl Future<Output = Result<FixedWindowReply>> + Send + 'a {
+        redis.fixed_window(*self)
+    }
+
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<FixedWindowReply> {
+        memory.fixed_window(*self)
     }
 }

@@ -4,9 +4,9 @@ use std::sync::LazyLock;
 
 use redis::Value;
 
-use super::{RedisBackend, Script, packed_grant};
-use crate::backend::gcra::{GcraStep, reply_from_micros};
-use crate::backend::rate_limit_reply::RateLimitReply;
+use crate::backend::redis::{RedisBackend, Script, packed_grant};
+use crate::backend::steps::gcra::{GcraStep, reply_from_micros};
+use crate::backend::steps::rate_limit_reply::RateLimitReply;
 use crate::error::{Error, ErrorKind, Result};
 
 static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new("gcra", include_str!("gcra.lua")));
@@ -14,7 +14,7 @@ static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new("gcra", include_str
 impl RedisBackend {
     /// Runs one GCRA step: the script reads `TIME`, decides, and writes the new TAT only
     /// when it consumes.
-    pub(crate) async fn gcra(&self, step: GcraStep<'_>) -> Result<RateLimitReply> {
+    pub(super) async fn gcra(&self, step: GcraStep<'_>) -> Result<RateLimitReply> {
         let reply: Value = self
             .eval(
                 &GCRA,

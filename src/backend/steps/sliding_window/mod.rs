@@ -1,8 +1,15 @@
 //! The sliding-window step, shared by both backends: count permits per segment of a window
 //! that slides with the backend's clock, and free each segment's permits when it leaves.
 
-use crate::backend::Backend;
-use crate::backend::rate_limit_reply::RateLimitReply;
+mod memory;
+mod redis;
+
+use std::future::Future;
+
+use super::Step;
+use crate::backend::memory::MemoryBackend;
+use crate::backend::redis::RedisBackend;
+use crate::backend::steps::rate_limit_reply::RateLimitReply;
 use crate::error::Result;
 
 /// One sliding-window acquisition, on a physical key chosen by the limiter.
@@ -20,17 +27,17 @@ pub(crate) struct SlidingWindowStep<'a> {
     pub(crate) segment_ms: u64,
 }
 
-impl Backend {
-    /// Runs one sliding-window step atomically.
-    pub(crate) async fn sliding_window(
-        &self,
-        step: SlidingWindowStep<'_>,
-    ) -> Result<RateLimitReply> {
-        match self {
-            // Boxed: the redis-rs futures below are deeply nested types, and callers nest
-            // this one further (timeouts, layers, user code).
-            Backend::Redis(redis) => Box::pin(redis.sliding_window(step)).await,
-            Backend::Memory(memory) => memory.sliding_window(step),
-        }
+impl Step for SlidingWindowStep<'_> {
+    type Reply = RateLimitReply;
+
+    fn on_redis<'a>(
+        &'a self,
+        redis: &'a RedisBackend,
+    ) -> impl Future<Output = Result<RateLimitReply>> + Send + 'a {
+        redis.sliding_window(*self)
+    }
+
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<RateLimitReply> {
+        memory.sliding_window(*self)
     }
 }

@@ -2,8 +2,8 @@
 
 use std::sync::LazyLock;
 
-use super::{RedisBackend, Script};
-use crate::backend::stacked_window::{StackedWindowReply, StackedWindowStep, WindowReply};
+use crate::backend::redis::{RedisBackend, Script};
+use crate::backend::steps::stacked_window::{StackedWindowReply, StackedWindowStep, WindowReply};
 use crate::error::{Error, ErrorKind, Result};
 
 static STACKED_WINDOW: LazyLock<Script> =
@@ -11,7 +11,7 @@ static STACKED_WINDOW: LazyLock<Script> =
 
 impl RedisBackend {
     /// Runs one stacked fixed-window step.
-    pub(crate) async fn stacked_window(
+    pub(super) async fn stacked_window(
         &self,
         step: StackedWindowStep<'_>,
     ) -> Result<StackedWindowReply> {

@@ -4,9 +4,9 @@ use std::sync::LazyLock;
 
 use redis::Value;
 
-use super::{RedisBackend, Script, packed_grant};
-use crate::backend::rate_limit_reply::RateLimitReply;
-use crate::backend::token_bucket::TokenBucketStep;
+use crate::backend::redis::{RedisBackend, Script, packed_grant};
+use crate::backend::steps::rate_limit_reply::RateLimitReply;
+use crate::backend::steps::token_bucket::TokenBucketStep;
 use crate::error::{Error, ErrorKind, Result};
 
 static TOKEN_BUCKET: LazyLock<Script> =
@@ -14,7 +14,7 @@ static TOKEN_BUCKET: LazyLock<Script> =
 
 impl RedisBackend {
     /// Runs one token-bucket step.
-    pub(crate) async fn token_bucket(&self, step: TokenBucketStep<'_>) -> Result<RateLimitReply> {
+    pub(super) async fn token_bucket(&self, step: TokenBucketStep<'_>) -> Result<RateLimitReply> {
         let reply: Value = self
             .eval(
                 &TOKEN_BUCKET,

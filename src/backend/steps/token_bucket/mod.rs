@@ -1,8 +1,15 @@
 //! The token-bucket step, shared by both backends: a bucket of at most `limit` tokens that
 //! gains `tokens_per_period` tokens at the end of every whole period.
 
-use crate::backend::Backend;
-use crate::backend::rate_limit_reply::RateLimitReply;
+mod memory;
+mod redis;
+
+use std::future::Future;
+
+use super::Step;
+use crate::backend::memory::MemoryBackend;
+use crate::backend::redis::RedisBackend;
+use crate::backend::steps::rate_limit_reply::RateLimitReply;
 use crate::error::Result;
 
 /// One token-bucket acquisition, on a physical key chosen by the limiter.
@@ -22,14 +29,17 @@ pub(crate) struct TokenBucketStep<'a> {
     pub(crate) period_ms: u64,
 }
 
-impl Backend {
-    /// Runs one token-bucket step atomically.
-    pub(crate) async fn token_bucket(&self, step: TokenBucketStep<'_>) -> Result<RateLimitReply> {
-        match self {
-            // Boxed: the redis-rs futures below are deeply nested types, and callers nest
-            // this one further (timeouts, layers, user code).
-            Backend::Redis(redis) => Box::pin(redis.token_bucket(step)).await,
-            Backend::Memory(memory) => memory.token_bucket(step),
-        }
+impl Step for TokenBucketStep<'_> {
+    type Reply = RateLimitReply;
+
+    fn on_redis<'a>(
+        &'a self,
+        redis: &'a RedisBackend,
+    ) -> impl Future<Output = Result<RateLimitReply>> + Send + 'a {
+        redis.token_bucket(*self)
+    }
+
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<RateLimitReply> {
+        memory.token_bucket(*self)
     }
 }

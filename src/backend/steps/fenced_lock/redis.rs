@@ -5,8 +5,8 @@ use std::sync::LazyLock;
 
 use redis::Value;
 
-use super::{RedisBackend, Script};
-use crate::backend::fenced_lock::{
+use crate::backend::redis::{RedisBackend, Script};
+use crate::backend::steps::fenced_lock::{
     FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseStep,
 };
 use crate::error::{Error, ErrorKind, Result};
@@ -32,7 +32,7 @@ static VERIFY: LazyLock<Script> =
 
 impl RedisBackend {
     /// Takes the lease and the next fencing token if no lease exists.
-    pub(crate) async fn fenced_acquire(
+    pub(super) async fn fenced_acquire(
         &self,
         step: FencedAcquireStep<'_>,
     ) -> Result<FencedAcquireReply> {
@@ -67,7 +67,7 @@ impl RedisBackend {
     }
 
     /// Gives the lease a new expiry if it is still held under the token.
-    pub(crate) async fn fenced_renew(&self, step: LeaseStep<'_>, lease_ms: u64) -> Result<bool> {
+    pub(super) async fn fenced_renew(&self, step: LeaseStep<'_>, lease_ms: u64) -> Result<bool> {
         let script = RENEW.name();
         let reply: Vec<Value> = self
             .eval(&RENEW, &[step.lease_key], (step.token, lease_ms))
@@ -86,7 +86,7 @@ impl RedisBackend {
     }
 
     /// Whether the lease is held under the token.
-    pub(crate) async fn fenced_verify(&self, step: LeaseStep<'_>) -> Result<bool> {
+    pub(super) async fn fenced_verify(&self, step: LeaseStep<'_>) -> Result<bool> {
         let script = VERIFY.name();
         let reply: Vec<Value> = self.eval(&VERIFY, &[step.lease_key], step.token).await?;
         match Outcome::read(&reply, script)? {
@@ -103,7 +103,7 @@ impl RedisBackend {
     }
 
     /// Deletes the lease if it is held under the token.
-    pub(crate) async fn fenced_release(&self, step: LeaseStep<'_>) -> Result<LeaseReleaseReply> {
+    pub(super) async fn fenced_release(&self, step: LeaseStep<'_>) -> Result<LeaseReleaseReply> {
         let script = RELEASE.name();
         let reply: Vec<Value> = self.eval(&RELEASE, &[step.lease_key], step.token).await?;
         let outcome = Outcome::read(&reply, script)?;

@@ -4,14 +4,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::clock::millis_until;
-use super::{MemoryBackend, Value};
-use crate::backend::stacked_window::{StackedWindowReply, StackedWindowStep, WindowReply};
+use crate::backend::memory::clock::millis_until;
+use crate::backend::memory::{MemoryBackend, Value};
+use crate::backend::steps::stacked_window::{StackedWindowReply, StackedWindowStep, WindowReply};
 use crate::error::Result;
 
 impl MemoryBackend {
     /// Runs one stacked fixed-window step atomically.
-    pub(crate) fn stacked_window(&self, step: StackedWindowStep<'_>) -> Result<StackedWindowReply> {
+    pub(super) fn stacked_window(&self, step: StackedWindowStep<'_>) -> Result<StackedWindowReply> {
         let key = self.physical_key(step.key);
         self.step(|store, now| {
             let stored = match store.get_mut(&key, now) {
@@ -19,7 +19,7 @@ impl MemoryBackend {
                 Some(entry) => match &entry.value {
                     Value::Windows(windows) => Some(windows),
                     _ => {
-                        return Err(super::other_state("stacked-window"));
+                        return Err(crate::backend::memory::other_state("stacked-window"));
                     }
                 },
             };

@@ -7,8 +7,15 @@
 //! `max(TAT, now) + n·T`. Everything is computed from `ahead = max(TAT − now, 0)`:
 //! consuming needs `ahead + n·T ≤ b·T`.
 
-use crate::backend::Backend;
-use crate::backend::rate_limit_reply::RateLimitReply;
+mod memory;
+mod redis;
+
+use std::future::Future;
+
+use super::Step;
+use crate::backend::memory::MemoryBackend;
+use crate::backend::redis::RedisBackend;
+use crate::backend::steps::rate_limit_reply::RateLimitReply;
 use crate::error::Result;
 
 /// The largest burst window `b·T`, in microseconds (about 35.7 years). Lua numbers are
@@ -55,15 +62,18 @@ pub(crate) fn reply_from_micros(
     }
 }
 
-impl Backend {
-    /// Runs one GCRA step atomically.
-    pub(crate) async fn gcra(&self, step: GcraStep<'_>) -> Result<RateLimitReply> {
-        match self {
-            // Boxed: the redis-rs futures below are deeply nested types, and callers nest
-            // this one further (timeouts, layers, user code).
-            Backend::Redis(redis) => Box::pin(redis.gcra(step)).await,
-            Backend::Memory(memory) => memory.gcra(step),
-        }
+impl Step for GcraStep<'_> {
+    type Reply = RateLimitReply;
+
+    fn on_redis<'a>(
+        &'a self,
+        redis: &'a RedisBackend,
+    ) -> impl Future<Output = Result<RateLimitReply>> + Send + 'a {
+        redis.gcra(*self)
+    }
+
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<RateLimitReply> {
+        memory.gcra(*self)
     }
 }
 

@@ -4,9 +4,9 @@ use std::sync::LazyLock;
 
 use redis::Value;
 
-use super::{RedisBackend, Script, packed_grant};
-use crate::backend::rate_limit_reply::RateLimitReply;
-use crate::backend::sliding_window::SlidingWindowStep;
+use crate::backend::redis::{RedisBackend, Script, packed_grant};
+use crate::backend::steps::rate_limit_reply::RateLimitReply;
+use crate::backend::steps::sliding_window::SlidingWindowStep;
 use crate::error::{Error, ErrorKind, Result};
 
 static SLIDING_WINDOW: LazyLock<Script> =
@@ -14,7 +14,7 @@ static SLIDING_WINDOW: LazyLock<Script> =
 
 impl RedisBackend {
     /// Runs one sliding-window step.
-    pub(crate) async fn sliding_window(
+    pub(super) async fn sliding_window(
         &self,
         step: SlidingWindowStep<'_>,
     ) -> Result<RateLimitReply> {

@@ -6,17 +6,17 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::clock::millis_until;
-use super::{MemoryBackend, Store, Value};
 use crate::backend::ensure_same_slot;
-use crate::backend::semaphore::{PermitStep, SemaphoreAcquireReply, SemaphoreAcquireStep};
+use crate::backend::memory::clock::millis_until;
+use crate::backend::memory::{MemoryBackend, Store, Value};
+use crate::backend::steps::semaphore::{PermitStep, SemaphoreAcquireReply, SemaphoreAcquireStep};
 use crate::error::{Error, Result};
 
 type Holders = HashMap<String, Option<Instant>>;
 
 impl MemoryBackend {
     /// Acquires a permit in every set of the step, or in none.
-    pub(crate) fn semaphore_acquire(
+    pub(super) fn semaphore_acquire(
         &self,
         step: SemaphoreAcquireStep<'_>,
     ) -> Result<SemaphoreAcquireReply> {
@@ -73,7 +73,7 @@ impl MemoryBackend {
     }
 
     /// Removes the permit from its sets: `true` when it was still held.
-    pub(crate) fn semaphore_release(&self, step: PermitStep<'_>) -> Result<bool> {
+    pub(super) fn semaphore_release(&self, step: PermitStep<'_>) -> Result<bool> {
         let keys = self.semaphore_keys(step.keys)?;
         self.step(|store, now| {
             check_all(store, &keys, now)?;
@@ -90,7 +90,7 @@ impl MemoryBackend {
 
     /// Gives a held permit a new expiry: `true` when renewed, `false` when it was lost (it
     /// is then removed from every set).
-    pub(crate) fn semaphore_renew(
+    pub(super) fn semaphore_renew(
         &self,
         step: PermitStep<'_>,
         expiry_ms: Option<u64>,
@@ -118,7 +118,7 @@ impl MemoryBackend {
     }
 
     /// Whether the permit is held in every set, after pruning.
-    pub(crate) fn semaphore_verify(&self, step: PermitStep<'_>) -> Result<bool> {
+    pub(super) fn semaphore_verify(&self, step: PermitStep<'_>) -> Result<bool> {
         let keys = self.semaphore_keys(step.keys)?;
         self.step(|store, now| {
             check_all(store, &keys, now)?;
@@ -131,7 +131,7 @@ impl MemoryBackend {
     }
 
     /// The live permits of each set; changes nothing.
-    pub(crate) fn semaphore_held(&self, keys: &[Vec<u8>]) -> Result<Vec<u32>> {
+    pub(super) fn semaphore_held(&self, keys: &[Vec<u8>]) -> Result<Vec<u32>> {
         let keys = self.semaphore_keys(keys)?;
         self.step(|store, now| {
             check_all(store, &keys, now)?;
@@ -177,7 +177,7 @@ fn check_all(store: &mut Store, keys: &[Vec<u8>], now: Instant) -> Result<()> {
     for key in keys {
         match store.get_mut(key, now).map(|entry| &entry.value) {
             None | Some(Value::Permits { .. }) => {}
-            Some(_) => return Err(super::other_state("semaphore")),
+            Some(_) => return Err(crate::backend::memory::other_state("semaphore")),
         }
     }
     Ok(())

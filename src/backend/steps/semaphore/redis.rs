@@ -3,8 +3,8 @@
 
 use std::sync::LazyLock;
 
-use super::{RedisBackend, Script};
-use crate::backend::semaphore::{PermitStep, SemaphoreAcquireReply, SemaphoreAcquireStep};
+use crate::backend::redis::{RedisBackend, Script};
+use crate::backend::steps::semaphore::{PermitStep, SemaphoreAcquireReply, SemaphoreAcquireStep};
 use crate::error::{Error, ErrorKind, Result};
 
 macro_rules! semaphore_script {
@@ -32,7 +32,7 @@ const NO_ARGS: &[u32] = &[];
 
 impl RedisBackend {
     /// Acquires a permit in every set of the step, or in none.
-    pub(crate) async fn semaphore_acquire(
+    pub(super) async fn semaphore_acquire(
         &self,
         step: SemaphoreAcquireStep<'_>,
     ) -> Result<SemaphoreAcquireReply> {
@@ -65,13 +65,13 @@ impl RedisBackend {
     }
 
     /// Removes the permit from its sets: `true` when it was still held.
-    pub(crate) async fn semaphore_release(&self, step: PermitStep<'_>) -> Result<bool> {
+    pub(super) async fn semaphore_release(&self, step: PermitStep<'_>) -> Result<bool> {
         let reply: Vec<i64> = self.eval(&RELEASE, step.keys, step.token).await?;
         flag("semaphore_release", step.keys, &reply)
     }
 
     /// Gives a held permit a new expiry: `true` when renewed, `false` when it was lost.
-    pub(crate) async fn semaphore_renew(
+    pub(super) async fn semaphore_renew(
         &self,
         step: PermitStep<'_>,
         expiry_ms: Option<u64>,
@@ -83,13 +83,13 @@ impl RedisBackend {
     }
 
     /// Whether the permit is held in every set, after pruning.
-    pub(crate) async fn semaphore_verify(&self, step: PermitStep<'_>) -> Result<bool> {
+    pub(super) async fn semaphore_verify(&self, step: PermitStep<'_>) -> Result<bool> {
         let reply: Vec<i64> = self.eval(&VERIFY, step.keys, step.token).await?;
         flag("semaphore_verify", step.keys, &reply)
     }
 
     /// The live permits of each set.
-    pub(crate) async fn semaphore_held(&self, keys: &[Vec<u8>]) -> Result<Vec<u32>> {
+    pub(super) async fn semaphore_held(&self, keys: &[Vec<u8>]) -> Result<Vec<u32>> {
         let reply: Vec<i64> = self.eval(&HELD, keys, NO_ARGS).await?;
         match reply.split_first() {
             Some((1, counts)) if counts.len() == keys.len() => counts

@@ -1,0 +1,157 @@
+//! The semaphore steps, shared by both backends: permits held by owner token in one or two
+//! sets (one slot), each set with the capacity its permits were taken under.
+//!
+//! A permit expires at an absolute time on the backend's clock (or never); expired permits
+//! are pruned by the next step that touches their set. A set disappears with its last permit,
+//! capacity included, and until then its storage lives exactly as long as its permits.
+
+mod memory;
+mod redis;
+
+use std::future::Future;
+
+use super::Step;
+use crate::backend::memory::MemoryBackend;
+use crate::backend::redis::RedisBackend;
+use crate::error::Result;
+
+/// One acquisition of a permit in every set of `keys`, or in none.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SemaphoreAcquireStep<'a> {
+    /// The user keys of the sets (the backend applies its prefix), one or two, in one slot.
+    pub(crate) keys: &'a [Vec<u8>],
+    /// The capacity each set must have, in the order of `keys`, each at least 1.
+    pub(crate) capacities: &'a [u32],
+    /// The new permit's owner token.
+    pub(crate) token: &'a str,
+    /// Whole milliseconds until the permit expires, at least 1; `None` for no expiry.
+    pub(crate) expiry_ms: Option<u64>,
+    /// The server time (ms since the epoch) after which the step is a no-op that answers
+    /// [`SemaphoreAcquireReply::Late`]; 0 for none.
+    pub(crate) not_after_ms: u64,
+}
+
+/// The acquisition's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SemaphoreAcquireReply {
+    /// The permit is held in every set.
+    Granted,
+    /// At least one set is full; nothing was taken. `retry_after_ms` is how long until
+    /// expiries alone free a slot in every full set; `None` when a full set's permits never
+    /// expire.
+    Full { retry_after_ms: Option<u64> },
+    /// The set at index `key` has live permits taken under capacity `stored`, which differs
+    /// from the one asked for; nothing was taken.
+    CapacityMismatch { key: usize, stored: u32 },
+    /// The step reached the server after its deadline; nothing changed.
+    Late,
+}
+
+/// A step on an existing permit: its sets and its owner token.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PermitStep<'a> {
+    /// The user keys of the permit's sets.
+    pub(crate) keys: &'a [Vec<u8>],
+    /// The permit's owner token.
+    pub(crate) token: &'a str,
+}
+
+/// Removes the permit from its sets: `true` when it was still held.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PermitReleaseStep<'a>(pub(crate) PermitStep<'a>);
+
+/// Gives a held permit a new expiry: `true` when renewed, `false` when it was no longer held
+/// (it is then removed from every set).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PermitRenewStep<'a> {
+    /// The permit's sets and owner token.
+    pub(crate) permit: PermitStep<'a>,
+    /// Whole milliseconds until the permit expires, at least 1; `None` for no expiry.
+    pub(crate) expiry_ms: Option<u64>,
+}
+
+/// Whether the permit is held in every set, after pruning expired permits.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PermitVerifyStep<'a>(pub(crate) PermitStep<'a>);
+
+/// The live permits of each set, in the order of the keys; changes nothing.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SemaphoreHeldStep<'a> {
+    /// The user keys of the sets, in one slot.
+    pub(crate) keys: &'a [Vec<u8>],
+}
+
+impl Step for SemaphoreAcquireStep<'_> {
+    type Reply = SemaphoreAcquireReply;
+
+    fn on_redis<'a>(
+        &'a self,
+        redis: &'a RedisBackend,
+    ) -> impl Future<Output = Result<SemaphoreAcquireReply>> + Send + 'a {
+        redis.semaphore_acquire(*self)
+    }
+
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<SemaphoreAcquireReply> {
+        memory.semaphore_acquire(*self)
+    }
+}
+
+impl Step for PermitReleaseStep<'_> {
+    type Reply = bool;
+
+    fn on_redis<'a>(
+        &'a self,
+        redis: &'a RedisBackend,
+    ) -> impl Future<Output = Result<bool>> + Send + 'a {
+        redis.semaphore_release(self.0)
+    }
+
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
+        memory.semaphore_release(self.0)
+    }
+}
+
+impl Step for PermitRenewStep<'_> {
+    type Reply = bool;
+
+    fn on_redis<'a>(
+        &'a self,
+        redis: &'a RedisBackend,
+    ) -> impl Future<Output = Result<bool>> + Send + 'a {
+        redis.semaphore_renew(self.permit, self.expiry_ms)
+    }
+
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
+        memory.semaphore_renew(self.permit, self.expiry_ms)
+    }
+}
+
+impl Step for PermitVerifyStep<'_> {
+    type Reply = bool;
+
+    fn on_redis<'a>(
+        &'a self,
+        redis: &'a RedisBackend,
+    ) -> impl Future<Output = Result<bool>> + Send + 'a {
+        redis.semaphore_verify(self.0)
+    }
+
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
+        memory.semaphore_verify(self.0)
+    }
+}
+
+impl Step for SemaphoreHeldStep<'_> {
+    type Reply = Vec<u32>;
+
+    fn on_redis<'a>(
+        &'a self,
+        redis: &'a RedisBackend,
+    ) -> impl Future<Output = Result<Vec<u32>>> + Send + 'a {
+        redis.semaphore_held(self.keys)
+    }
+
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<Vec<u32>> {
+        memory.semaphore_held(self.keys)
+    }
+}
