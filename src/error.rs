@@ -218,6 +218,18 @@ impl Error {
         Self::new(ErrorKind::InvalidArgument, message)
     }
 
+    /// Stored state of the wrong shape under the user key `key`, found before anything was
+    /// written: `what` says what is wrong with it.
+    pub(crate) fn corrupt_state(key: &[u8], what: impl fmt::Display) -> Self {
+        Error::new(
+            ErrorKind::CorruptState,
+            format!(
+                "{:?}: {what}; nothing was changed",
+                String::from_utf8_lossy(key)
+            ),
+        )
+    }
+
     pub(crate) fn unexpected_reply(message: impl Into<Cow<'static, str>>) -> Self {
         Self::new(ErrorKind::UnexpectedReply, message)
     }

@@ -890,3 +890,68 @@ async fn an_unanswered_verification_leaves_the_lease_held() {
     assert_eq!(answer, Some(true));
     assert_eq!(lease.release().await.expect("release"), Release::Released);
 }
+
+// ---------------------------------------------------------------------------------------------
+
+/// How many times the server ran `command`, from `INFO commandstats`.
+fn calls(server: &Server, command: &str) -> u64 {
+    let info: String = server.cmd(&["INFO", "commandstats"]);
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Read-only steps go as `EVALSHA_RO` (a replica may answer them, and the server refuses a
+/// write they would try); a user whose ACL denies it is answered through `EVALSHA`, and the
+/// handle stops asking.
+#[tokio::test]
+async fn read_only_steps_go_as_evalsha_ro_unless_the_acl_denies_it() {
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let () = server.cmd(&[
+        "ACL",
+        "SETUSER",
+        "strict",
+        "on",
+        ">secret",
+        "~*",
+        "&*",
+        "+@all",
+        "-evalsha_ro",
+        "-eval_ro",
+    ]);
+    for (user, read_only) in [("default", true), ("strict:secret", false)] {
+        let () = server.cmd(&["CONFIG", "RESETSTAT"]);
+        let url = match user {
+            "default" => format!("redis://127.0.0.1:{}", server.port()),
+            credentials => format!("redis://{credentials}@127.0.0.1:{}", server.port()),
+        };
+        let coordination: Coordination = RedisBackend::standalone(url)
+            .key_prefix(unique_prefix("ro"))
+            .connect()
+            .await
+            .expect("connect")
+            .into();
+        let lock = FencedLock::named(&coordination, "ro");
+        let mut lease = acquired(&lock, MINUTE).await;
+        for _ in 0..2 {
+            assert!(lease.verify_still_held().await.expect("verify"), "{user}");
+        }
+        assert_eq!(lease.release().await.expect("release"), Release::Released);
+        let ro = calls(&server, "evalsha_ro") + calls(&server, "eval_ro");
+        // A first EVALSHA_RO may meet NOSCRIPT, then EVAL_RO: every call counts.
+        if read_only {
+            assert!(ro >= 2, "both verifications as EVALSHA_RO: {ro} calls");
+        } else {
+            // Refused by the ACL (a rejected call, never run), then sent as EVALSHA.
+            assert_eq!(ro, 0, "{user}");
+            let plain = calls(&server, "evalsha") + calls(&server, "eval");
+            assert!(
+                plain >= 4,
+                "acquire, two verifications, release: {plain} calls"
+            );
+        }
+    }
+}

@@ -229,6 +229,13 @@ async fn a_corrupt_counter_fails_without_change(target: Target) {
         target.raw(&[b"GET", &key]),
         redis::Value::BulkString(b"not a number".to_vec())
     );
+    // Another type under the key: named as corrupt by the probe, not by the error's text.
+    target.raw(&[b"DEL", &key]);
+    target.raw(&[b"HSET", &key, b"f", b"1"]);
+    let err = limiter.acquire(b"k", 1).await.expect_err("corrupt");
+    assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
+    assert!(err.to_string().contains("fixed-window counter"), "{err}");
+    target.raw(&[b"DEL", &key]);
     // A counter that lost its expiry is given its window back instead of blocking forever.
     target.raw(&[b"SET", &key, b"5"]);
     let rejected = limiter.acquire(b"k", 1).await.expect("acquire");

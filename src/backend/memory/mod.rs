@@ -8,7 +8,7 @@
 //! `tokio::time::pause()` and `advance()` to move windows and leases forward instantly.
 //! The number of live keys is bounded ([`DEFAULT_MAX_KEYS`]); expired keys are reclaimed as
 //! time passes, and when the bound is reached a step that would create a new key fails with
-//! [`ErrorKind::CapacityExceeded`] (Redis' `noeviction`
+//! [`ErrorKind::CapacityExceeded`](crate::ErrorKind::CapacityExceeded) (Redis' `noeviction`
 //! behaviour) instead of forgetting live state.
 
 pub(crate) mod clock;
@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 use self::clock::Clock;
 use crate::backend::KeyPrefix;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
 /// Default bound on the number of live keys.
 pub const DEFAULT_MAX_KEYS: usize = 100_000;
@@ -131,11 +131,11 @@ impl MemoryBackend {
     }
 }
 
-/// The error of a step that finds another primitive's state under its key.
-pub(crate) fn other_state(primitive: &str) -> Error {
-    Error::new(
-        ErrorKind::CorruptState,
-        format!("the {primitive} key holds another primitive's state"),
+/// The error of a step that finds another primitive's state under its user key `key`.
+pub(crate) fn other_state(key: &[u8], primitive: &str) -> Error {
+    Error::corrupt_state(
+        key,
+        format_args!("the {primitive} key holds another primitive's state"),
     )
 }
 
@@ -185,7 +185,7 @@ impl MemoryBackendBuilder {
     }
 
     /// Builds the backend; fails with
-    /// [`ErrorKind::InvalidArgument`] when `max_keys` is 0.
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when `max_keys` is 0.
     pub fn build(self) -> Result<MemoryBackend> {
         if self.max_keys == 0 {
             return Err(Error::invalid_argument(
@@ -205,6 +205,7 @@ mod tests {
     use crate::backend::steps::sliding_window::SlidingWindowStep;
     use crate::backend::steps::stacked_window::StackedWindowStep;
     use crate::backend::steps::token_bucket::TokenBucketStep;
+    use crate::error::ErrorKind;
 
     /// Every step finds another primitive's state under its key corrupt, and leaves it.
     #[tokio::test]

@@ -2,6 +2,7 @@
 //! one [`RedisBackend`](super::RedisBackend).
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::OnceCell;
@@ -41,6 +42,7 @@ pub const HASH_FIELD_EXPIRY: UnsupportedFeature =
 pub struct Capabilities {
     increx_rejected_at: Mutex<Option<Instant>>,
     hash_field_expiry: OnceCell<bool>,
+    read_only_scripts_refused: AtomicBool,
 }
 
 impl Capabilities {
@@ -70,6 +72,18 @@ impl Capabilities {
 
     pub(crate) fn hash_field_expiry_cell(&self) -> &OnceCell<bool> {
         &self.hash_field_expiry
+    }
+
+    /// Whether read-only scripts may go as `EVALSHA_RO`: until the server refused it once (an
+    /// ACL allow-list written without it), for the life of the handle.
+    pub(crate) fn read_only_scripts(&self) -> bool {
+        !self.read_only_scripts_refused.load(Ordering::Relaxed)
+    }
+
+    /// Records that the server refused `EVALSHA_RO`.
+    pub(crate) fn record_read_only_scripts_refused(&self) {
+        self.read_only_scripts_refused
+            .store(true, Ordering::Relaxed);
     }
 
     fn lock_increx(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {

@@ -6,7 +6,9 @@
 //! - reconnects by itself (standalone through redis-rs' `ConnectionManager`; Cluster through
 //!   the cluster client; Sentinel by asking the sentinels again after the connection breaks);
 //! - applies a binary-safe key prefix to every key;
-//! - sends scripts as `EVALSHA` and falls back to `EVAL` once on `NOSCRIPT`;
+//! - sends scripts as `EVALSHA` and falls back to `EVAL` once on `NOSCRIPT`; the crate's
+//!   read-only steps go as `EVALSHA_RO` where the server has it (Redis 7.0+, Valkey) and the
+//!   ACL allows it;
 //! - rejects a multi-key step whose keys fall in different cluster slots before sending it,
 //!   whatever the topology, so what works on one server also works on a cluster;
 //! - keeps the server's [`Capabilities`] (`INCREX`, hash field expiry) for every primitive
@@ -20,8 +22,8 @@ mod builder;
 mod capabilities;
 mod connection;
 pub(crate) mod error_map;
-pub(crate) mod packed_grant;
 mod script;
+pub(crate) mod script_reply;
 mod server_clock;
 mod server_version;
 mod watch;
@@ -32,6 +34,7 @@ pub use builder::{
 };
 pub use capabilities::{Capabilities, HASH_FIELD_EXPIRY, INCREX, INCREX_REPROBE_AFTER};
 pub use script::Script;
+pub(crate) use script::script;
 pub(crate) use server_clock::Deadline;
 use server_clock::{ServerClock, millis};
 pub use server_version::{SERVER_FLOOR, ServerVersion};
@@ -241,19 +244,66 @@ impl RedisBackend {
             args.write_redis_args(&mut cmd);
             cmd
         };
-        let (source, sha1) = script.variant(self.shared.server.legacy_scripting());
-        let reply = match self.query_raw(&call("EVALSHA", sha1)).await {
-            Err(err) if error_map::is_noscript(&err) => {
-                tracing::debug!(
+        let legacy = self.shared.server.legacy_scripting();
+        let read_only =
+            script.is_read_only() && !legacy && self.shared.capabilities.read_only_scripts();
+        let reply = match self.send_script(script, legacy, read_only, &call).await {
+            Err(err) if read_only && error_map::refuses_command(&err) => {
+                tracing::info!(
+                    error = %err,
                     script = script.name(),
-                    "NOSCRIPT; sending the script with EVAL"
+                    "the server refuses EVALSHA_RO; sending read-only scripts as EVALSHA"
                 );
-                self.query_raw(&call("EVAL", source)).await
+                self.shared.capabilities.record_read_only_scripts_refused();
+                self.send_script(script, legacy, false, &call).await
             }
             reply => reply,
         }
         .map_err(error_map::from_redis)?;
         convert(reply, script.name())
+    }
+
+    /// Runs one of the crate's scripts and decodes its reply in the crate's convention
+    /// ([`script_reply`]): corrupt state comes back as the error naming its user key.
+    pub(crate) async fn run_script<K, A>(
+        &self,
+        script: &Script,
+        keys: &[K],
+        args: A,
+    ) -> Result<script_reply::ScriptReply>
+    where
+        K: AsRef<[u8]>,
+        A: ToRedisArgs,
+    {
+        let reply: Value = self.eval(script, keys, args).await?;
+        script_reply::decode(reply, script.name(), keys)
+    }
+
+    /// Sends `EVALSHA` (`EVALSHA_RO` if `read_only`), and on `NOSCRIPT` the source once with
+    /// `EVAL` (`EVAL_RO`), which also caches it on that server.
+    async fn send_script(
+        &self,
+        script: &Script,
+        legacy: bool,
+        read_only: bool,
+        call: &impl Fn(&str, &str) -> Cmd,
+    ) -> Result<Value, redis::RedisError> {
+        let (source, sha1) = script.variant(legacy);
+        let (evalsha, eval) = if read_only {
+            ("EVALSHA_RO", "EVAL_RO")
+        } else {
+            ("EVALSHA", "EVAL")
+        };
+        match self.query_raw(&call(evalsha, sha1)).await {
+            Err(err) if error_map::is_noscript(&err) => {
+                tracing::debug!(
+                    script = script.name(),
+                    "NOSCRIPT; sending the script with {eval}"
+                );
+                self.query_raw(&call(eval, source)).await
+            }
+            reply => reply,
+        }
     }
 
     /// Whether the server has hash field expiry (`HPEXPIRE`, Redis 7.4+). Probed once with

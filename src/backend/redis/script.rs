@@ -1,4 +1,5 @@
-//! Lua scripts, identified by their SHA-1 and sent as `EVALSHA` with one `EVAL` fallback.
+//! Lua scripts, identified by their SHA-1 and sent as `EVALSHA` with one `EVAL` fallback, and
+//! [`script!`], the one way the crate's own steps declare theirs.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -34,6 +35,8 @@ pub struct Script {
     sha1: String,
     /// The source for Redis 6.2, which asks for effects replication first, and its SHA-1.
     legacy: (String, String),
+    /// Whether the script only reads, so that it may go as `EVALSHA_RO`.
+    read_only: bool,
 }
 
 /// What Redis 6.2 needs first in a script that reads the clock (or any non-deterministic
@@ -52,7 +55,21 @@ impl Script {
             source,
             sha1,
             legacy: (legacy, legacy_sha1),
+            read_only: false,
         }
+    }
+
+    /// Marks the script as one that only reads: it is sent as `EVALSHA_RO` (and `EVAL_RO`)
+    /// where the server has them (Redis 7.0+, Valkey), which refuses any write it tries and
+    /// lets a replica answer it.
+    pub(crate) fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    /// Whether the script was marked as one that only reads.
+    pub(crate) fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// The source and SHA-1 to send: the legacy variant for a server before Redis 7.0.
@@ -79,6 +96,29 @@ impl Script {
         &self.sha1
     }
 }
+
+/// Declares one of the crate's scripts as a `LazyLock<Script>`: whether it only reads
+/// (`read_only`) or `writes`, its name (shown in traces and errors), and its files in the
+/// primitive's folder, joined in order (a primitive's shared helpers first).
+///
+/// ```ignore
+/// static VERIFY: LazyLock<Script> =
+///     script!(read_only, "fenced_lock_verify", "fenced_lock.lua", "fenced_lock_verify.lua");
+/// ```
+macro_rules! script {
+    (writes, $name:literal, $($file:literal),+ $(,)?) => {
+        ::std::sync::LazyLock::new(|| {
+            $crate::backend::redis::Script::new($name, concat!($(include_str!($file)),+))
+        })
+    };
+    (read_only, $name:literal, $($file:literal),+ $(,)?) => {
+        ::std::sync::LazyLock::new(|| {
+            $crate::backend::redis::Script::new($name, concat!($(include_str!($file)),+))
+                .read_only()
+        })
+    };
+}
+pub(crate) use script;
 
 impl fmt::Debug for Script {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -9,7 +9,10 @@
 //!
 //! - `mod.rs`: the step and reply types, with the rules both backends keep, and the [`Step`]
 //!   implementations that name the two below;
-//! - `redis.rs` and its `.lua` scripts;
+//! - `redis.rs` and its `.lua` scripts, each declared with `script!` (whether it only reads,
+//!   its name, its files) and answering in the one reply convention of
+//!   `backend::redis::script_reply` (status first, one shape for corrupt state), which
+//!   `RedisBackend::run_script` decodes;
 //! - `memory.rs`: the same step on the in-process store, with the same answers.
 
 pub(crate) mod fenced_lock;

@@ -1,5 +1,8 @@
 //! The answer every rate-limit step gives, computed on the server with its clock.
 
+use crate::backend::redis::script_reply::ScriptReply;
+use crate::error::Result;
+
 /// One rate-limit step's answer. Every duration comes from the backend's clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RateLimitReply {
@@ -12,4 +15,28 @@ pub(crate) struct RateLimitReply {
     /// For a rejection, milliseconds until the same request can be granted; `None` when
     /// granted, and when it never can (more permits than the limit).
     pub(crate) retry_after_ms: Option<u64>,
+}
+
+/// The parts `(granted, remaining, reset after, retry after)` of a rate-limit script's reply,
+/// in the script's own unit: a packed grant `remaining * 2^32 + reset`, or
+/// `{'granted' | 'denied', remaining, reset, retry (-1: none)}`.
+pub(crate) fn reply_parts(reply: ScriptReply) -> Result<(bool, u64, u64, Option<u64>)> {
+    let outcome = match reply {
+        ScriptReply::Packed(remaining, reset) => return Ok((true, remaining, reset, None)),
+        ScriptReply::Status(outcome) => outcome,
+    };
+    let granted = match outcome.status() {
+        b"granted" => true,
+        b"denied" => false,
+        _ => return Err(outcome.unexpected()),
+    };
+    if outcome.len() != 3 {
+        return Err(outcome.unexpected());
+    }
+    Ok((
+        granted,
+        outcome.uint(0)?,
+        outcome.uint(1)?,
+        outcome.optional(2)?,
+    ))
 }

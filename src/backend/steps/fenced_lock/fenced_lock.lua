@@ -2,7 +2,7 @@
 --
 -- The lease key is a string holding its owner's token, with a PX expiry; the counter key is
 -- a string of decimal digits without expiry. Every script replies with a table whose first
--- element names the outcome; {'corrupt', reason} means a key holds something else, and the
+-- element names the outcome; {'corrupt', i, what} means KEYS[i] holds something else, and the
 -- script changed nothing.
 
 -- The owner token stored in the lease key: false when there is no lease; nil and the key's
@@ -19,5 +19,5 @@ local function lease_owner(key)
 end
 
 local function corrupt_lease(kind)
-    return {'corrupt', 'the lease key holds a ' .. kind .. ', not a lease'}
+    return {'corrupt', 1, 'the lease key holds a ' .. kind .. ', not a lease'}
 end

@@ -11,7 +11,7 @@
 --                              client's cleanup must not take the lock; nothing changed
 --         {'acquired', token}  token = the counter's new value as a decimal string
 --         {'held', pttl}       pttl = the existing lease's PTTL in ms (-1: no expiry)
---         {'corrupt', reason}  a key holds something else; nothing changed
+--         {'corrupt', i, what} KEYS[i] holds something else; nothing changed
 --
 -- The token is read back with GET, never taken from INCR's reply: a Lua number is a double,
 -- which loses digits above 2^53. For the same reason the counter is compared with i64::MAX
@@ -50,21 +50,21 @@ end
 local counter_kind = redis.call('TYPE', KEYS[2])['ok']
 if counter_kind ~= 'none' then
     if counter_kind ~= 'string' then
-        return {'corrupt', 'the counter key holds a ' .. counter_kind .. ', not a counter'}
+        return {'corrupt', 2, 'the counter key holds a ' .. counter_kind .. ', not a counter'}
     end
     local value = redis.call('GET', KEYS[2])
     if string.sub(value, 1, 1) == '-' then
-        return {'corrupt', 'the counter is negative'}
+        return {'corrupt', 2, 'the counter is negative'}
     end
     -- Digits only, as INCR reads them: no sign, space, point or leading zero.
     if value ~= '0' and not string.find(value, '^[1-9][0-9]*$') then
-        return {'corrupt', 'the counter is not a decimal integer'}
+        return {'corrupt', 2, 'the counter is not a decimal integer'}
     end
     if not below(value, I64_MAX) then
-        return {'corrupt', 'the counter has reached the largest fencing token'}
+        return {'corrupt', 2, 'the counter has reached the largest fencing token'}
     end
     if redis.call('PTTL', KEYS[2]) ~= -1 then
-        return {'corrupt', 'the counter has an expiry, so its history could be lost'}
+        return {'corrupt', 2, 'the counter has an expiry, so its history could be lost'}
     end
 end
 

@@ -6,7 +6,7 @@
 --
 -- Returns {'released'}, {'no_key'} (no lease: expired or released before),
 --         {'other_owner'} (another owner's lease: left alone), or
---         {'corrupt', reason} when the key is not a lease (nothing changed).
+--         {'corrupt', 1, what} when the key is not a lease (nothing changed).
 local owner, kind = lease_owner(KEYS[1])
 if owner == nil then
     return corrupt_lease(kind)

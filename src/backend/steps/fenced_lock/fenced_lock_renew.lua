@@ -6,7 +6,7 @@
 -- ARGV[2]  the new lease in milliseconds (1 ..= 2^40)
 --
 -- Returns {'renewed'}, {'not_owner'} (no lease, or another owner's: left alone), or
---         {'corrupt', reason} when the key is not a lease (nothing changed).
+--         {'corrupt', 1, what} when the key is not a lease (nothing changed).
 local owner, kind = lease_owner(KEYS[1])
 if owner == nil then
     return corrupt_lease(kind)

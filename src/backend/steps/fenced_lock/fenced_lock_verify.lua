@@ -3,7 +3,8 @@
 -- KEYS[1]  the lease key
 -- ARGV[1]  the lease's owner token
 --
--- Returns {'held'}, {'not_held'}, or {'corrupt', reason} when the key is not a lease.
+-- Returns {'held'}, {'not_held'}, or {'corrupt', 1, what} when the key is not a lease.
+-- Reads only: it goes as EVALSHA_RO where the server has it.
 local owner, kind = lease_owner(KEYS[1])
 if owner == nil then
     return corrupt_lease(kind)

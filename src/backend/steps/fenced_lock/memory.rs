@@ -12,7 +12,7 @@ use crate::backend::memory::{MemoryBackend, Store, Value};
 use crate::backend::steps::fenced_lock::{
     FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseStep,
 };
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
 /// What a lease key holds.
 enum Lease<'a> {
@@ -26,14 +26,13 @@ impl MemoryBackend {
         let lease_key = self.physical_key(step.lease_key);
         let counter_key = self.physical_key(step.counter_key);
         ensure_same_slot(&[&lease_key, &counter_key])?;
-        let keys = [step.lease_key, step.counter_key];
         self.step(|store, now| {
-            if let Lease::Owner(_, expires_at) = lease(store, &lease_key, now, &keys)? {
+            if let Lease::Owner(_, expires_at) = lease(store, &lease_key, now, step.lease_key)? {
                 return Ok(FencedAcquireReply::Held {
                     retry_after_ms: expires_at.map(|deadline| millis_until(deadline, now)),
                 });
             }
-            let counter = counter(store, &counter_key, now, &keys)?;
+            let counter = counter(store, &counter_key, now, step.counter_key)?;
             let deadline = now
                 .checked_add(Duration::from_millis(step.lease_ms))
                 .ok_or_else(|| {
@@ -84,7 +83,7 @@ impl MemoryBackend {
     pub(super) fn fenced_release(&self, step: LeaseStep<'_>) -> Result<LeaseReleaseReply> {
         let lease_key = self.physical_key(step.lease_key);
         self.step(|store, now| {
-            let reply = match lease(store, &lease_key, now, &[step.lease_key])? {
+            let reply = match lease(store, &lease_key, now, step.lease_key)? {
                 Lease::None => LeaseReleaseReply::NoLease,
                 Lease::Owner(owner, _) if owner == step.token => LeaseReleaseReply::Released,
                 Lease::Owner(..) => LeaseReleaseReply::OtherOwner,
@@ -98,20 +97,15 @@ impl MemoryBackend {
 }
 
 /// The lease stored at `key`; corrupt state when the key holds something else.
-fn lease<'a>(
-    store: &'a mut Store,
-    key: &[u8],
-    now: Instant,
-    user_keys: &[&[u8]],
-) -> Result<Lease<'a>> {
+fn lease<'a>(store: &'a mut Store, key: &[u8], now: Instant, user_key: &[u8]) -> Result<Lease<'a>> {
     match store.get_mut(key, now) {
         None => Ok(Lease::None),
         Some(entry) => {
             let expires_at = entry.expires_at();
             match &entry.value {
                 Value::LeaseOwner(owner) => Ok(Lease::Owner(owner, expires_at)),
-                _ => Err(corrupt(
-                    user_keys,
+                _ => Err(Error::corrupt_state(
+                    user_key,
                     "the lease key holds another primitive's state",
                 )),
             }
@@ -121,19 +115,14 @@ fn lease<'a>(
 
 fn is_owner(store: &mut Store, key: &[u8], now: Instant, step: LeaseStep<'_>) -> Result<bool> {
     Ok(matches!(
-        lease(store, key, now, &[step.lease_key])?,
+        lease(store, key, now, step.lease_key)?,
         Lease::Owner(owner, _) if owner == step.token
     ))
 }
 
 /// The counter's value, `None` when absent; corrupt state unless it is an integer from 0 to
 /// `i64::MAX - 1` without expiry, as the Lua script requires.
-fn counter(
-    store: &mut Store,
-    key: &[u8],
-    now: Instant,
-    user_keys: &[&[u8]],
-) -> Result<Option<i64>> {
+fn counter(store: &mut Store, key: &[u8], now: Instant, user_key: &[u8]) -> Result<Option<i64>> {
     let Some(entry) = store.get_mut(key, now) else {
         return Ok(None);
     };
@@ -146,23 +135,13 @@ fn counter(
         Value::Int(value) => return Ok(Some(value)),
         _ => "the counter key holds another primitive's state",
     };
-    Err(corrupt(user_keys, reason))
-}
-
-fn corrupt(user_keys: &[&[u8]], reason: &str) -> Error {
-    let keys: Vec<_> = user_keys
-        .iter()
-        .map(|key| String::from_utf8_lossy(key))
-        .collect();
-    Error::new(
-        ErrorKind::CorruptState,
-        format!("fenced lock {keys:?}: {reason}; nothing was changed"),
-    )
+    Err(Error::corrupt_state(user_key, reason))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
 
     const LEASE: &[u8] = b"{l}:lease";
     const COUNTER: &[u8] = b"{l}:fence";

@@ -6,11 +6,12 @@
 -- ARGV[2]  permits per window (>= 1)
 -- ARGV[3]  window length in milliseconds (>= 1)
 --
--- Returns {granted (1/0), count after the step, ms until the window ends (-2: no window)},
--- or {-1, 0, 0} when a probe finds a counter that is not an integer (corrupt state).
+-- Returns {'granted' or 'denied', count after the step, ms until the window ends (-2: no
+-- window)}, or {'corrupt', 1, what} when a probe finds a counter that is not an integer.
 -- A grant whose count is below 2^20 and whose window ends within 2^32 ms is returned as the
 -- single integer count * 2^32 + ms instead (exact: below 2^52, which a Lua number holds).
--- A counting step on such a counter fails with INCRBY's error (nothing changed).
+-- A counting step on such a counter fails with INCRBY's error (nothing changed); the caller
+-- then asks a probe, which names what is wrong.
 --
 -- The grant path is the hot one, so it counts first and asks questions after: INCRBY, then
 -- PTTL (and the window's first PEXPIRE). A step that overshoots takes its permits back before
@@ -23,13 +24,14 @@ local call, key, argv = redis.call, KEYS[1], ARGV
 local permits = argv[1]
 if permits == '0' then
     -- A probe: read only.
-    local raw = redis.call('GET', key)
+    -- pcall: a key of another type answers WRONGTYPE as a table instead of aborting.
+    local raw = redis.pcall('GET', key)
     if not raw then
-        return {1, 0, -2}
+        return {'granted', 0, -2}
     end
-    local count = tonumber(raw)
-    if count == nil or count ~= math.floor(count) then
-        return {-1, 0, 0}
+    local count = type(raw) == 'string' and tonumber(raw)
+    if not count or count ~= math.floor(count) then
+        return {'corrupt', 1, 'the fixed-window counter is not an integer'}
     end
     local ttl = redis.call('PTTL', key)
     if ttl == -1 then
@@ -37,10 +39,10 @@ if permits == '0' then
         redis.call('PEXPIRE', key, ARGV[3])
         ttl = tonumber(ARGV[3])
     end
-    return {1, count, ttl}
+    return {'granted', count, ttl}
 end
 -- INCRBY refuses a non-integer, wrongly typed or overflowing value without changing it: the
--- error ends the script, and the caller reads it as corrupt state.
+-- error ends the script, and the caller asks a probe whether the counter is corrupt.
 local count = call('INCRBY', key, permits)
 if count > argv[2] + 0 then
     local before = call('DECRBY', key, permits)
@@ -55,7 +57,7 @@ if count > argv[2] + 0 then
             ttl = argv[3] + 0
         end
     end
-    return {0, before, ttl}
+    return {'denied', before, ttl}
 end
 local ttl = call('PTTL', key)
 if ttl == -1 then
@@ -66,4 +68,4 @@ end
 if count < 1048576 and ttl < 4294967296 then
     return count * 4294967296 + ttl
 end
-return {1, count, ttl}
+return {'granted', count, ttl}

@@ -17,7 +17,10 @@ impl MemoryBackend {
                 Some(entry) => match entry.value {
                     Value::Int(count) => (u64::try_from(count).unwrap_or(0), entry.expires_at()),
                     _ => {
-                        return Err(crate::backend::memory::other_state("fixed-window"));
+                        return Err(crate::backend::memory::other_state(
+                            step.key,
+                            "fixed-window",
+                        ));
                     }
                 },
             };

@@ -4,12 +4,12 @@ use std::sync::LazyLock;
 
 use redis::Value;
 
-use crate::backend::redis::{RedisBackend, Script, error_map, packed_grant};
+use crate::backend::redis::script_reply::ScriptReply;
+use crate::backend::redis::{RedisBackend, Script, error_map, script};
 use crate::backend::steps::fixed_window::{FixedWindowReply, FixedWindowStep};
 use crate::error::{Error, ErrorKind, Result};
 
-static FIXED_WINDOW: LazyLock<Script> =
-    LazyLock::new(|| Script::new("fixed_window", include_str!("fixed_window.lua")));
+static FIXED_WINDOW: LazyLock<Script> = script!(writes, "fixed_window", "fixed_window.lua");
 
 impl RedisBackend {
     /// Runs one fixed-window step.
@@ -20,6 +20,11 @@ impl RedisBackend {
     /// handle take the Lua path for [`INCREX_REPROBE_AFTER`](crate::backend::redis::INCREX_REPROBE_AFTER); the
     /// rejected command changed nothing, so the same request goes on through Lua at once. Probes
     /// (0 permits) always use Lua, since `INCREX` would create the key.
+    ///
+    /// A counting command refuses a counter it cannot count (not an integer, another type)
+    /// without changing it; the step then asks a probe, which checks the counter, whether
+    /// that was the reason, so corrupt state is named by the script's own check rather than
+    /// recognised in the server's error text.
     pub(super) async fn fixed_window(&self, step: FixedWindowStep<'_>) -> Result<FixedWindowReply> {
         if step.permits > 0 && self.capabilities().should_try_increx() {
             match self.fixed_window_increx(step).await {
@@ -35,37 +40,54 @@ impl RedisBackend {
                     );
                     self.capabilities().record_increx_rejected();
                 }
-                Err(err) => return Err(increx_error(err)),
+                Err(err) => return Err(self.corrupt_or(step, error_map::from_redis(err)).await),
             }
         }
-        self.fixed_window_lua(step).await
+        match self.fixed_window_lua(step).await {
+            Err(err) if step.permits > 0 => Err(self.corrupt_or(step, err).await),
+            reply => reply,
+        }
     }
 
     async fn fixed_window_lua(&self, step: FixedWindowStep<'_>) -> Result<FixedWindowReply> {
-        let reply: Value = self
-            .eval(
+        let reply = self
+            .run_script(
                 &FIXED_WINDOW,
                 &[step.key],
                 (step.permits, step.limit, step.window_ms),
             )
-            .await
-            .map_err(|err| counting_error(err, step.key))?;
-        let (status, count, ttl): (i64, u64, i64) = match packed_grant::unpack(&reply) {
+            .await?;
+        let (granted, count, ttl_ms) = match reply {
             // count * 2^32 + ms until the window ends.
-            Some((count, ttl)) => (1, count, ttl.cast_signed()),
-            None => {
-                redis::from_redis_value(reply).map_err(|err| error_map::from_redis(err.into()))?
+            ScriptReply::Packed(count, ttl) => (true, count, Some(ttl)),
+            ScriptReply::Status(outcome) => {
+                let granted = match outcome.status() {
+                    b"granted" => true,
+                    b"denied" => false,
+                    _ => return Err(outcome.unexpected()),
+                };
+                (granted, outcome.uint(0)?, outcome.optional(1)?)
             }
         };
-        if status < 0 {
-            return Err(corrupt(step.key));
-        }
         Ok(FixedWindowReply {
-            granted: status == 1,
+            granted,
             count,
-            ttl_ms: u64::try_from(ttl).ok(),
-            free_in_ms: u64::try_from(ttl).ok().map(|ttl| ttl + 1),
+            ttl_ms,
+            free_in_ms: ttl_ms.map(|ttl| ttl + 1),
         })
+    }
+
+    /// The corrupt-state error if a probe finds the counter corrupt, else `err`: for a
+    /// counting step the server refused. A refusal changed nothing, so the probe may run.
+    async fn corrupt_or(&self, step: FixedWindowStep<'_>, err: Error) -> Error {
+        if !matches!(err.kind(), ErrorKind::Server | ErrorKind::Script) {
+            return err;
+        }
+        let probe = FixedWindowStep { permits: 0, ..step };
+        match self.fixed_window_lua(probe).await {
+            Err(corrupt) if corrupt.kind() == ErrorKind::CorruptState => corrupt,
+            _ => err,
+        }
     }
 
     async fn fixed_window_increx(
@@ -101,43 +123,5 @@ impl RedisBackend {
             ttl_ms: u64::try_from(ttl).ok(),
             free_in_ms: u64::try_from(ttl).ok().map(|ttl| ttl + 1),
         })
-    }
-}
-
-fn corrupt(key: &[u8]) -> Error {
-    Error::new(
-        ErrorKind::CorruptState,
-        format!(
-            "the fixed-window counter {:?} is not an integer",
-            String::from_utf8_lossy(key)
-        ),
-    )
-}
-
-/// The script lets INCRBY's own error end a step on a counter that is not an integer (see
-/// the script): that is corrupt state, not a server failure.
-fn counting_error(err: Error, key: &[u8]) -> Error {
-    if matches!(err.kind(), ErrorKind::Server | ErrorKind::Script)
-        && refuses_counter(&err.to_string())
-    {
-        corrupt(key)
-    } else {
-        err
-    }
-}
-
-fn refuses_counter(text: &str) -> bool {
-    text.contains("not an integer") || text.contains("WRONGTYPE") || text.contains("overflow")
-}
-
-fn increx_error(err: redis::RedisError) -> Error {
-    // INCREX refuses a non-integer or wrongly typed counter without changing it. Inside a
-    // pipeline the reply's text is wrapped, so look at the whole message.
-    let corrupt_value = refuses_counter(&err.to_string());
-    let mapped = error_map::from_redis(err);
-    if corrupt_value {
-        Error::new(ErrorKind::CorruptState, mapped.to_string())
-    } else {
-        mapped
     }
 }

@@ -11,9 +11,9 @@
 -- ARGV[2]  emission interval T in us (>= 1)
 -- ARGV[3]  burst b (>= 1)
 --
--- Returns {granted (1/0), remaining permits, us until the TAT passes, us until the same
--- request conforms (-1: granted, or never)}, or {-1, 0, 0, 0} when the key holds anything
--- but an integer timestamp (corrupt state; nothing changed). A grant with fewer than 2^20
+-- Returns {'granted' or 'denied', remaining permits, us until the TAT passes, us until the
+-- same request conforms (-1: granted, or never)}, or {'corrupt', 1, what} when the key holds
+-- anything but an integer timestamp (nothing changed). A grant with fewer than 2^20
 -- permits remaining and its TAT less than 2^32 us ahead is the single integer
 -- remaining * 2^32 + us instead: Redis spends about as much on a reply table as on a call.
 -- Globals are read once into locals, and arguments read as numbers with `+ 0`, for the same
@@ -34,7 +34,7 @@ local raw = redis.pcall('GET', key)
 if raw then
     local tat = type(raw) == 'string' and tonumber(raw)
     if not tat or tat % 1 ~= 0 or tat < 0 or tat >= 9007199254740992 then
-        return {-1, 0, 0, 0}
+        return {'corrupt', 1, 'the GCRA key does not hold an integer timestamp'}
     end
     if tat > now then
         ahead = tat - now
@@ -58,10 +58,10 @@ if granted then
     if remaining < 1048576 and new_ahead < 4294967296 then
         return remaining * 4294967296 + new_ahead
     end
-    return {1, remaining, new_ahead, -1}
+    return {'granted', remaining, new_ahead, -1}
 end
 local retry = -1
 if permits <= burst then
     retry = new_ahead - tolerance
 end
-return {0, math.floor(math.max(tolerance - ahead, 0) / interval), ahead, retry}
+return {'denied', math.floor(math.max(tolerance - ahead, 0) / interval), ahead, retry}

@@ -21,7 +21,7 @@ impl MemoryBackend {
                     // which is never in the client's favour.
                     Value::Tat(tat) => micros_up(tat.saturating_duration_since(now)),
                     _ => {
-                        return Err(crate::backend::memory::other_state("GCRA"));
+                        return Err(crate::backend::memory::other_state(step.key, "GCRA"));
                     }
                 },
             };

@@ -22,7 +22,7 @@ impl MemoryBackend {
     ) -> Result<SemaphoreAcquireReply> {
         let keys = self.semaphore_keys(step.keys)?;
         self.step(|store, now| {
-            check_all(store, &keys, now)?;
+            check_all(store, &keys, step.keys, now)?;
             let deadline = deadline(now, step.expiry_ms)?;
             // (stored capacity, live permits, ms until expiries free a slot if full)
             let sets: Vec<(u32, usize, Option<u64>)> = keys
@@ -76,7 +76,7 @@ impl MemoryBackend {
     pub(super) fn semaphore_release(&self, step: PermitStep<'_>) -> Result<bool> {
         let keys = self.semaphore_keys(step.keys)?;
         self.step(|store, now| {
-            check_all(store, &keys, now)?;
+            check_all(store, &keys, step.keys, now)?;
             let mut released = false;
             for key in &keys {
                 let removed = update(store, key, now, |_, holders| {
@@ -97,7 +97,7 @@ impl MemoryBackend {
     ) -> Result<bool> {
         let keys = self.semaphore_keys(step.keys)?;
         self.step(|store, now| {
-            check_all(store, &keys, now)?;
+            check_all(store, &keys, step.keys, now)?;
             let deadline = deadline(now, expiry_ms)?;
             let held = keys.iter().all(|key| {
                 update(store, key, now, |_, holders| {
@@ -121,7 +121,7 @@ impl MemoryBackend {
     pub(super) fn semaphore_verify(&self, step: PermitStep<'_>) -> Result<bool> {
         let keys = self.semaphore_keys(step.keys)?;
         self.step(|store, now| {
-            check_all(store, &keys, now)?;
+            check_all(store, &keys, step.keys, now)?;
             Ok(keys.iter().all(|key| {
                 update(store, key, now, |_, holders| {
                     holders.contains_key(step.token)
@@ -131,10 +131,10 @@ impl MemoryBackend {
     }
 
     /// The live permits of each set; changes nothing.
-    pub(super) fn semaphore_held(&self, keys: &[Vec<u8>]) -> Result<Vec<u32>> {
-        let keys = self.semaphore_keys(keys)?;
+    pub(super) fn semaphore_held(&self, user_keys: &[Vec<u8>]) -> Result<Vec<u32>> {
+        let keys = self.semaphore_keys(user_keys)?;
         self.step(|store, now| {
-            check_all(store, &keys, now)?;
+            check_all(store, &keys, user_keys, now)?;
             Ok(keys
                 .iter()
                 .map(
@@ -172,12 +172,18 @@ fn is_live(deadline: Option<Instant>, now: Instant) -> bool {
     deadline.is_none_or(|deadline| deadline > now)
 }
 
-/// Fails, before anything changes, when a key holds anything but a semaphore.
-fn check_all(store: &mut Store, keys: &[Vec<u8>], now: Instant) -> Result<()> {
-    for key in keys {
+/// Fails, before anything changes, when a key holds anything but a semaphore (named by its
+/// user key, as on Redis).
+fn check_all(
+    store: &mut Store,
+    keys: &[Vec<u8>],
+    user_keys: &[Vec<u8>],
+    now: Instant,
+) -> Result<()> {
+    for (key, user_key) in keys.iter().zip(user_keys) {
         match store.get_mut(key, now).map(|entry| &entry.value) {
             None | Some(Value::Permits { .. }) => {}
-            Some(_) => return Err(crate::backend::memory::other_state("semaphore")),
+            Some(_) => return Err(crate::backend::memory::other_state(user_key, "semaphore")),
         }
     }
     Ok(())

@@ -3,29 +3,42 @@
 
 use std::sync::LazyLock;
 
-use crate::backend::redis::{RedisBackend, Script};
+use crate::backend::redis::script_reply::ScriptReply;
+use crate::backend::redis::{RedisBackend, Script, script};
 use crate::backend::steps::semaphore::{PermitStep, SemaphoreAcquireReply, SemaphoreAcquireStep};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 
-macro_rules! semaphore_script {
-    ($name:literal, $file:literal) => {
-        LazyLock::new(|| {
-            Script::new(
-                $name,
-                concat!(include_str!("semaphore.lua"), include_str!($file)),
-            )
-        })
-    };
-}
-
-static ACQUIRE: LazyLock<Script> = semaphore_script!("semaphore_acquire", "semaphore_acquire.lua");
-static RELEASE: LazyLock<Script> = semaphore_script!("semaphore_release", "semaphore_release.lua");
-static RENEW: LazyLock<Script> = semaphore_script!("semaphore_renew", "semaphore_renew.lua");
-static VERIFY: LazyLock<Script> = semaphore_script!("semaphore_verify", "semaphore_verify.lua");
-static HELD: LazyLock<Script> = semaphore_script!("semaphore_held", "semaphore_held.lua");
-
-/// The first element of every reply that reports a key which is not a semaphore set.
-const CORRUPT: i64 = -2;
+static ACQUIRE: LazyLock<Script> = script!(
+    writes,
+    "semaphore_acquire",
+    "semaphore.lua",
+    "semaphore_acquire.lua"
+);
+static RELEASE: LazyLock<Script> = script!(
+    writes,
+    "semaphore_release",
+    "semaphore.lua",
+    "semaphore_release.lua"
+);
+static RENEW: LazyLock<Script> = script!(
+    writes,
+    "semaphore_renew",
+    "semaphore.lua",
+    "semaphore_renew.lua"
+);
+// Not read-only: it prunes expired permits.
+static VERIFY: LazyLock<Script> = script!(
+    writes,
+    "semaphore_verify",
+    "semaphore.lua",
+    "semaphore_verify.lua"
+);
+static HELD: LazyLock<Script> = script!(
+    read_only,
+    "semaphore_held",
+    "semaphore.lua",
+    "semaphore_held.lua"
+);
 
 /// For a script that takes keys only.
 const NO_ARGS: &[u32] = &[];
@@ -36,8 +49,8 @@ impl RedisBackend {
         &self,
         step: SemaphoreAcquireStep<'_>,
     ) -> Result<SemaphoreAcquireReply> {
-        let reply: Vec<i64> = self
-            .eval(
+        let outcome = self
+            .run_script(
                 &ACQUIRE,
                 step.keys,
                 (
@@ -47,27 +60,31 @@ impl RedisBackend {
                     step.not_after_ms,
                 ),
             )
-            .await?;
-        match reply.as_slice() {
-            [1] => Ok(SemaphoreAcquireReply::Granted),
-            [-3] => Ok(SemaphoreAcquireReply::Late),
-            [0, wait] => Ok(SemaphoreAcquireReply::Full {
-                retry_after_ms: u64::try_from(*wait).ok(),
+            .await?
+            .into_outcome(ACQUIRE.name())?;
+        match (outcome.status(), outcome.len()) {
+            (b"granted", 0) => Ok(SemaphoreAcquireReply::Granted),
+            (b"late", 0) => Ok(SemaphoreAcquireReply::Late),
+            (b"full", 1) => Ok(SemaphoreAcquireReply::Full {
+                retry_after_ms: outcome.optional(0)?,
             }),
-            [-1, index, stored] => {
-                let key = key_index(step.keys, *index)?;
-                let stored =
-                    u32::try_from(*stored).map_err(|_| unexpected("semaphore_acquire", &reply))?;
+            (b"capacity_mismatch", 2) => {
+                let key = usize::try_from(outcome.int(0)?)
+                    .ok()
+                    .and_then(|i| i.checked_sub(1))
+                    .filter(|&i| i < step.keys.len())
+                    .ok_or_else(|| outcome.unexpected())?;
+                let stored = u32::try_from(outcome.int(1)?).map_err(|_| outcome.unexpected())?;
                 Ok(SemaphoreAcquireReply::CapacityMismatch { key, stored })
             }
-            _ => Err(failure("semaphore_acquire", step.keys, &reply)),
+            _ => Err(outcome.unexpected()),
         }
     }
 
     /// Removes the permit from its sets: `true` when it was still held.
     pub(super) async fn semaphore_release(&self, step: PermitStep<'_>) -> Result<bool> {
-        let reply: Vec<i64> = self.eval(&RELEASE, step.keys, step.token).await?;
-        flag("semaphore_release", step.keys, &reply)
+        let reply = self.run_script(&RELEASE, step.keys, step.token).await?;
+        flag(reply, &RELEASE, b"released", b"not_held")
     }
 
     /// Gives a held permit a new expiry: `true` when renewed, `false` when it was lost.
@@ -76,72 +93,39 @@ impl RedisBackend {
         step: PermitStep<'_>,
         expiry_ms: Option<u64>,
     ) -> Result<bool> {
-        let reply: Vec<i64> = self
-            .eval(&RENEW, step.keys, (step.token, expiry_ms.unwrap_or(0)))
+        let reply = self
+            .run_script(&RENEW, step.keys, (step.token, expiry_ms.unwrap_or(0)))
             .await?;
-        flag("semaphore_renew", step.keys, &reply)
+        flag(reply, &RENEW, b"renewed", b"lost")
     }
 
     /// Whether the permit is held in every set, after pruning.
     pub(super) async fn semaphore_verify(&self, step: PermitStep<'_>) -> Result<bool> {
-        let reply: Vec<i64> = self.eval(&VERIFY, step.keys, step.token).await?;
-        flag("semaphore_verify", step.keys, &reply)
+        let reply = self.run_script(&VERIFY, step.keys, step.token).await?;
+        flag(reply, &VERIFY, b"held", b"not_held")
     }
 
     /// The live permits of each set.
     pub(super) async fn semaphore_held(&self, keys: &[Vec<u8>]) -> Result<Vec<u32>> {
-        let reply: Vec<i64> = self.eval(&HELD, keys, NO_ARGS).await?;
-        match reply.split_first() {
-            Some((1, counts)) if counts.len() == keys.len() => counts
-                .iter()
-                .map(|&count| {
-                    u32::try_from(count).map_err(|_| unexpected("semaphore_held", &reply))
-                })
-                .collect(),
-            _ => Err(failure("semaphore_held", keys, &reply)),
+        let outcome = self
+            .run_script(&HELD, keys, NO_ARGS)
+            .await?
+            .into_outcome(HELD.name())?;
+        if outcome.status() != b"live" || outcome.len() != keys.len() {
+            return Err(outcome.unexpected());
         }
+        (0..keys.len())
+            .map(|i| u32::try_from(outcome.int(i)?).map_err(|_| outcome.unexpected()))
+            .collect()
     }
 }
 
-/// Reads a `{1}` / `{0}` reply.
-fn flag(script: &str, keys: &[Vec<u8>], reply: &[i64]) -> Result<bool> {
-    match reply {
-        [1] => Ok(true),
-        [0] => Ok(false),
-        _ => Err(failure(script, keys, reply)),
+/// Reads a reply that is one of two statuses, without values: `true` for the first.
+fn flag(reply: ScriptReply, script: &Script, yes: &[u8], no: &[u8]) -> Result<bool> {
+    let outcome = reply.into_outcome(script.name())?;
+    match (outcome.status(), outcome.len()) {
+        (status, 0) if status == yes => Ok(true),
+        (status, 0) if status == no => Ok(false),
+        _ => Err(outcome.unexpected()),
     }
-}
-
-/// The error for a reply that is not a success: corrupt state, or an unexpected reply.
-fn failure(script: &str, keys: &[Vec<u8>], reply: &[i64]) -> Error {
-    match reply {
-        [CORRUPT, index] => match key_index(keys, *index) {
-            Ok(key) => corrupt(&keys[key]),
-            Err(err) => err,
-        },
-        _ => unexpected(script, reply),
-    }
-}
-
-/// The 0-based position of the 1-based Lua key index `index`.
-fn key_index(keys: &[Vec<u8>], index: i64) -> Result<usize> {
-    usize::try_from(index)
-        .ok()
-        .and_then(|i| i.checked_sub(1))
-        .filter(|&i| i < keys.len())
-        .ok_or_else(|| Error::unexpected_reply(format!("a semaphore script named key {index}")))
-}
-
-fn corrupt(key: &[u8]) -> Error {
-    Error::new(
-        ErrorKind::CorruptState,
-        format!(
-            "the semaphore key {:?} does not hold a semaphore's sorted set",
-            String::from_utf8_lossy(key)
-        ),
-    )
-}
-
-fn unexpected(script: &str, reply: &[i64]) -> Error {
-    Error::unexpected_reply(format!("{script} answered {reply:?}"))
 }

@@ -9,10 +9,13 @@
 --          The key is deleted with its last permit (capacity included) and otherwise expires
 --          1 ms after its latest permit, or never while a permit has no expiry.
 --
--- Returns nothing: the scripts below state their replies. Every script answers {-2, i} when
--- KEYS[i] does not hold such a set (corrupt state), before changing anything.
-local CORRUPT = -2
+-- Returns nothing: the scripts below state their replies. Every script answers
+-- {'corrupt', i, what} when KEYS[i] does not hold such a set, before changing anything.
 local MAX_CAPACITY = 4294967295
+
+local function corrupt(i)
+    return {'corrupt', i, "the semaphore key does not hold a semaphore's sorted set"}
+end
 
 local function now_ms()
     local time = redis.call('TIME')

@@ -9,13 +9,15 @@
 -- ARGV[3 + n]  the server time (ms since the epoch) after which this step changes nothing;
 --              0: none
 --
--- Returns {-3} when the step arrived after ARGV[3 + n]: a command delayed past its client's
---              cleanup must not take a permit; nothing changed (not even pruning);
---         {1} when granted;
---         {0, ms} when a set is full, ms = how long until expiries alone leave a free slot
---                 in every full set (-1: a full set's permits never expire);
---         {-1, i, stored} when KEYS[i] has live permits under another capacity, stored;
---         {-2, i} when KEYS[i] is not a semaphore set (corrupt state; nothing changed).
+-- Returns {'late'} when the step arrived after ARGV[3 + n]: a command delayed past its
+--                  client's cleanup must not take a permit; nothing changed (not even
+--                  pruning);
+--         {'granted'};
+--         {'full', ms} when a set is full, ms = how long until expiries alone leave a free
+--                      slot in every full set (-1: a full set's permits never expire);
+--         {'capacity_mismatch', i, stored} when KEYS[i] has live permits under another
+--                                          capacity, stored;
+--         {'corrupt', i, what} when KEYS[i] is not a semaphore set (nothing changed).
 local member = 'p:' .. ARGV[1]
 local expiry = tonumber(ARGV[2])
 local n = #KEYS
@@ -23,12 +25,12 @@ local n = #KEYS
 local now = now_ms()
 local not_after = tonumber(ARGV[3 + n])
 if not_after > 0 and now > not_after then
-    return {-3}
+    return {'late'}
 end
 
 local stored, sizes = inspect_all()
 if not stored then
-    return {CORRUPT, sizes}
+    return corrupt(sizes)
 end
 
 local live = {}
@@ -46,7 +48,7 @@ end
 
 for i = 1, n do
     if live[i] > 0 and stored[i] ~= tonumber(ARGV[2 + i]) then
-        return {-1, i, stored[i]}
+        return {'capacity_mismatch', i, stored[i]}
     end
 end
 
@@ -69,7 +71,7 @@ for i = 1, n do
     end
 end
 if full then
-    return {0, wait}
+    return {'full', wait}
 end
 
 local score = 'inf'
@@ -80,4 +82,4 @@ for i = 1, n do
     redis.call('ZADD', KEYS[i], digits(-tonumber(ARGV[2 + i])), 'c', score, member)
     settle(KEYS[i])
 end
-return {1}
+return {'granted'}

@@ -3,15 +3,15 @@
 --
 -- KEYS[1..n]  the sets
 --
--- Returns {1, count for KEYS[1], ..., count for KEYS[n]}, or {-2, i} when KEYS[i] is not a
--- semaphore set (corrupt state).
-local valid, corrupt = inspect_all()
+-- Returns {'live', count for KEYS[1], ..., count for KEYS[n]}, or {'corrupt', i, what} when
+-- KEYS[i] is not a semaphore set. Reads only: it goes as EVALSHA_RO where the server has it.
+local valid, index = inspect_all()
 if not valid then
-    return {CORRUPT, corrupt}
+    return corrupt(index)
 end
 
 local now = now_ms()
-local counts = {1}
+local counts = {'live'}
 for i = 1, #KEYS do
     counts[i + 1] = redis.call('ZCOUNT', KEYS[i], '(' .. digits(now), '+inf')
 end

@@ -4,21 +4,21 @@
 -- KEYS[1..n]  the permit's sets
 -- ARGV[1]     its owner token
 --
--- Returns {1} when the permit was held (and is now released), {0} when it was not, or
--- {-2, i} when KEYS[i] is not a semaphore set (corrupt state; nothing changed).
+-- Returns {'released'} when the permit was held (and is now released), {'not_held'} when it
+-- was not, or {'corrupt', i, what} when KEYS[i] is not a semaphore set (nothing changed).
 local member = 'p:' .. ARGV[1]
 
-local valid, corrupt = inspect_all()
+local valid, index = inspect_all()
 if not valid then
-    return {CORRUPT, corrupt}
+    return corrupt(index)
 end
 
 local now = now_ms()
-local released = 0
+local released = 'not_held'
 for i = 1, #KEYS do
     local changed = prune(KEYS[i], now)
     if redis.call('ZREM', KEYS[i], member) == 1 then
-        released = 1
+        released = 'released'
         changed = changed + 1
     end
     if changed > 0 then

@@ -6,15 +6,15 @@
 -- ARGV[1]     its owner token
 -- ARGV[2]     the new expiry in milliseconds (0: none; at most 2^40)
 --
--- Returns {1} when renewed, {0} when the permit was lost, or {-2, i} when KEYS[i] is not a
--- semaphore set (corrupt state; nothing changed).
+-- Returns {'renewed'}, {'lost'} when the permit was lost, or {'corrupt', i, what} when
+-- KEYS[i] is not a semaphore set (nothing changed).
 local member = 'p:' .. ARGV[1]
 local expiry = tonumber(ARGV[2])
 local n = #KEYS
 
-local valid, corrupt = inspect_all()
+local valid, index = inspect_all()
 if not valid then
-    return {CORRUPT, corrupt}
+    return corrupt(index)
 end
 
 local now = now_ms()
@@ -31,7 +31,7 @@ if not held then
         redis.call('ZREM', KEYS[i], member)
         settle(KEYS[i])
     end
-    return {0}
+    return {'lost'}
 end
 
 local score = 'inf'
@@ -42,4 +42,4 @@ for i = 1, n do
     redis.call('ZADD', KEYS[i], 'XX', score, member)
     settle(KEYS[i])
 end
-return {1}
+return {'renewed'}

@@ -4,23 +4,23 @@
 -- KEYS[1..n]  the permit's sets
 -- ARGV[1]     its owner token
 --
--- Returns {1} when held, {0} when not, or {-2, i} when KEYS[i] is not a semaphore set
--- (corrupt state; nothing changed).
+-- Returns {'held'}, {'not_held'}, or {'corrupt', i, what} when KEYS[i] is not a semaphore
+-- set (nothing changed).
 local member = 'p:' .. ARGV[1]
 
-local valid, corrupt = inspect_all()
+local valid, index = inspect_all()
 if not valid then
-    return {CORRUPT, corrupt}
+    return corrupt(index)
 end
 
 local now = now_ms()
-local held = 1
+local held = 'held'
 for i = 1, #KEYS do
     if prune(KEYS[i], now) > 0 then
         settle(KEYS[i])
     end
     if not redis.call('ZSCORE', KEYS[i], member) then
-        held = 0
+        held = 'not_held'
     end
 end
 return {held}

@@ -24,7 +24,10 @@ impl MemoryBackend {
                 Some(entry) => match &mut entry.value {
                     Value::Segments(segments) => Some(segments),
                     _ => {
-                        return Err(crate::backend::memory::other_state("sliding-window"));
+                        return Err(crate::backend::memory::other_state(
+                            step.key,
+                            "sliding-window",
+                        ));
                     }
                 },
             };

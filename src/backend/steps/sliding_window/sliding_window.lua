@@ -14,9 +14,9 @@
 -- ARGV[4]  segment length in milliseconds (>= 1)
 --
 -- Every number stays below 2^53, so Lua's doubles hold it exactly.
--- Returns {granted (1/0), remaining, ms until the quota is whole, ms until the same request
--- can be granted (-1: granted, or never)}, or {-1, 0, 0, -1} when the state is not a hash
--- of such integers (corrupt state; nothing changed). A grant leaving fewer than 2^20 permits
+-- Returns {'granted' or 'denied', remaining, ms until the quota is whole, ms until the same
+-- request can be granted (-1: granted, or never)}, or {'corrupt', 1, what} when the state is
+-- not a hash of such integers (nothing changed). A grant leaving fewer than 2^20 permits
 -- with its quota whole again within 2^32 ms is the single integer remaining * 2^32 + ms
 -- instead.
 --
@@ -35,13 +35,13 @@ local window = ARGV[3] + 0
 local segment = ARGV[4] + 0
 local MAX_COUNT = 4503599627370495 -- 2^52 - 1, the largest limit
 local MAX_END = 9007199254740991 -- 2^53 - 1
-local CORRUPT = {-1, 0, 0, -1}
+local CORRUPT = {'corrupt', 1, 'the sliding window is not a hash of segment ends to counts'}
 
 local function granted(remaining, reset)
     if remaining < 1048576 and reset < 4294967296 then
         return remaining * 4294967296 + reset
     end
-    return {1, remaining, reset, -1}
+    return {'granted', remaining, reset, -1}
 end
 
 local time = call('TIME')
@@ -180,4 +180,4 @@ if permits <= limit then
         end
     end
 end
-return {0, remaining, reset, retry}
+return {'denied', remaining, reset, retry}

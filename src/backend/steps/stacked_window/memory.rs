@@ -19,7 +19,10 @@ impl MemoryBackend {
                 Some(entry) => match &entry.value {
                     Value::Windows(windows) => Some(windows),
                     _ => {
-                        return Err(crate::backend::memory::other_state("stacked-window"));
+                        return Err(crate::backend::memory::other_state(
+                            step.key,
+                            "stacked-window",
+                        ));
                     }
                 },
             };

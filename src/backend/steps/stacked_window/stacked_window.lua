@@ -10,9 +10,9 @@
 --          length in milliseconds (1 ..= 2^40), for k = 1 ..= 16
 --
 -- Every number stays below 2^53, so Lua's doubles hold it exactly.
--- Returns {granted (1/0), then per policy: its count after the step, ms until its window
--- ends (-1: no window under way)}, or {-1} when the state is not a hash of such values
--- (corrupt state; nothing changed).
+-- Returns {'granted' or 'denied', then per policy: its count after the step, ms until its
+-- window ends (-1: no window under way)}, or {'corrupt', 1, what} when the state is not a
+-- hash of such values (nothing changed).
 --
 -- Every global lookup, library call and number printed or parsed costs Redis hundreds of
 -- instructions: globals are read once into locals, arguments read as numbers with `+ 0`,
@@ -34,8 +34,9 @@ for i = 1, n do
     limits[i] = argv[2 * i] + 0
 end
 local raw = redis.pcall('HMGET', KEYS[1], unpack(names))
+local CORRUPT = 'the stacked windows are not a hash of policy indexes to "<count>:<window end>"'
 if raw.err then
-    return {-1}
+    return {'corrupt', 1, CORRUPT}
 end
 
 -- Validate everything before any write.
@@ -48,7 +49,7 @@ for i = 1, n do
         local c, f = string.match(raw[i], '^(%d+):(%d+)$')
         count, finish = tonumber(c), tonumber(f)
         if not (count and finish) or count > MAX_COUNT or finish > MAX_END then
-            return {-1}
+            return {'corrupt', 1, CORRUPT}
         end
         if finish > newest then
             newest = finish
@@ -86,7 +87,7 @@ elseif present and call('PTTL', KEYS[1]) == -1 then
     call('PEXPIREAT', KEYS[1], format('%d', newest))
 end
 
-local reply = {fits and 1 or 0}
+local reply = {fits and 'granted' or 'denied'}
 for i = 1, n do
     reply[2 * i] = counts[i]
     if ends[i] > 0 then

@@ -23,7 +23,10 @@ impl MemoryBackend {
                         refilled_at,
                     } => (tokens.min(step.limit), refilled_at),
                     _ => {
-                        return Err(crate::backend::memory::other_state("token-bucket"));
+                        return Err(crate::backend::memory::other_state(
+                            step.key,
+                            "token-bucket",
+                        ));
                     }
                 },
             };

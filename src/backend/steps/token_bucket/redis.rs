@@ -2,21 +2,18 @@
 
 use std::sync::LazyLock;
 
-use redis::Value;
-
-use crate::backend::redis::{RedisBackend, Script, packed_grant};
-use crate::backend::steps::rate_limit_reply::RateLimitReply;
+use crate::backend::redis::{RedisBackend, Script, script};
+use crate::backend::steps::rate_limit_reply::{RateLimitReply, reply_parts};
 use crate::backend::steps::token_bucket::TokenBucketStep;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 
-static TOKEN_BUCKET: LazyLock<Script> =
-    LazyLock::new(|| Script::new("token_bucket", include_str!("token_bucket.lua")));
+static TOKEN_BUCKET: LazyLock<Script> = script!(writes, "token_bucket", "token_bucket.lua");
 
 impl RedisBackend {
     /// Runs one token-bucket step.
     pub(super) async fn token_bucket(&self, step: TokenBucketStep<'_>) -> Result<RateLimitReply> {
-        let reply: Value = self
-            .eval(
+        let reply = self
+            .run_script(
                 &TOKEN_BUCKET,
                 &[step.key],
                 (
@@ -27,22 +24,12 @@ impl RedisBackend {
                 ),
             )
             .await?;
-        let (status, tokens, full_in, retry): (i64, u64, u64, i64) =
-            packed_grant::four_values(reply, "token_bucket")?;
-        if status < 0 {
-            return Err(Error::new(
-                ErrorKind::CorruptState,
-                format!(
-                    "the token bucket {:?} is not a \"<tokens>:<ms>\" string",
-                    String::from_utf8_lossy(step.key)
-                ),
-            ));
-        }
+        let (granted, remaining, reset_after_ms, retry_after_ms) = reply_parts(reply)?;
         Ok(RateLimitReply {
-            granted: status == 1,
-            remaining: tokens,
-            reset_after_ms: full_in,
-            retry_after_ms: u64::try_from(retry).ok(),
+            granted,
+            remaining,
+            reset_after_ms,
+            retry_after_ms,
         })
     }
 }

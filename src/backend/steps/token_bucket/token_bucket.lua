@@ -14,9 +14,9 @@
 -- refill an empty bucket (ceil(limit / tokens per period) periods) at most 2^52 ms, so that
 -- every time computed here, server clock included, is an exact integer.
 --
--- Returns {granted (1/0), tokens left, ms until full, ms until the same request can be
--- granted (-1: granted, or more than the limit)}, or {-1, 0, 0, -1} when the stored state is
--- malformed or of another type (corrupt; nothing changed). A grant leaving fewer than 2^20
+-- Returns {'granted' or 'denied', tokens left, ms until full, ms until the same request can
+-- be granted (-1: granted, or more than the limit)}, or {'corrupt', 1, what} when the stored
+-- state is malformed or of another type (nothing changed). A grant leaving fewer than 2^20
 -- tokens and full again within 2^32 ms is the single integer tokens * 2^32 + ms instead:
 -- Redis spends about as much on a reply table as on a call. Globals are read once into
 -- locals, and arguments read as numbers with `+ 0`, for the same reason.
@@ -33,12 +33,12 @@ local tokens, refilled = limit, now
 -- pcall: a key of another type answers WRONGTYPE, which is corrupt state, not a failure.
 local raw = redis.pcall('GET', KEYS[1])
 if type(raw) == 'table' then
-    return {-1, 0, 0, -1}
+    return {'corrupt', 1, 'the token bucket is not a "<tokens>:<ms>" string'}
 end
 if raw then
     local t, r = string.match(raw, '^(%d+):(%d+)$')
     if t == nil then
-        return {-1, 0, 0, -1}
+        return {'corrupt', 1, 'the token bucket is not a "<tokens>:<ms>" string'}
     end
     -- The state carries its own refill time, so a key that lost its expiry still refills
     -- correctly (the next take sets an expiry again): no PTTL needed.
@@ -74,7 +74,7 @@ if permits > tokens then
     if tokens < limit then
         full_in = until_holding(limit)
     end
-    return {0, tokens, full_in, retry}
+    return {'denied', tokens, full_in, retry}
 end
 if permits > 0 then
     tokens = tokens - permits
@@ -89,4 +89,4 @@ end
 if tokens < 1048576 and full_in < 4294967296 then
     return tokens * 4294967296 + full_in
 end
-return {1, tokens, full_in, -1}
+return {'granted', tokens, full_in, -1}
