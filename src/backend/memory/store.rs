@@ -72,6 +72,7 @@ impl Store {
     }
 
     /// Live keys (after reclaiming what expired by `now`).
+    #[cfg(any(test, feature = "test-util"))]
     pub(crate) fn len(&mut self, now: Instant) -> usize {
         self.reclaim(now);
         self.entries.len()

@@ -5,6 +5,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+#[cfg(feature = "test-util")]
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
@@ -17,7 +18,9 @@ pub const INCREX_REPROBE_AFTER: Duration = Duration::from_secs(5 * 60);
 /// The `INCREX` command (Redis 8.8+, Valkey 9.2+).
 pub const INCREX: UnsupportedFeature = UnsupportedFeature::new("INCREX", "Redis 8.8 or Valkey 9.2");
 
-/// Hash field expiry (`HPEXPIRE`, `HPTTL`, …; Redis 7.4+).
+/// Hash field expiry (`HPEXPIRE`, `HPTTL`, …; Redis 7.4+). Behind the `test-util` feature
+/// until a primitive needs it.
+#[cfg(feature = "test-util")]
 pub const HASH_FIELD_EXPIRY: UnsupportedFeature =
     UnsupportedFeature::new("hash field expiry (HPEXPIRE)", "Redis 7.4");
 
@@ -26,7 +29,8 @@ pub const HASH_FIELD_EXPIRY: UnsupportedFeature =
 /// - **`INCREX`**: assumed available until a server rejects it; then every user of this
 ///   handle takes the Lua path directly and the fast path is probed again only after
 ///   [`INCREX_REPROBE_AFTER`]. The clock is tokio's, so tests can pause and advance it.
-/// - **Hash field expiry**: probed once with `COMMAND INFO HPEXPIRE` and cached.
+/// - **Read-only scripts** (`EVALSHA_RO`): used until the server refuses them once (an ACL
+///   that does not allow them), then never again by this handle.
 ///
 /// # Example
 ///
@@ -35,12 +39,11 @@ pub const HASH_FIELD_EXPIRY: UnsupportedFeature =
 ///
 /// let caps = Capabilities::default();
 /// assert!(caps.should_try_increx());
-/// caps.record_increx_rejected();
-/// assert!(!caps.should_try_increx());
 /// ```
 #[derive(Debug, Default)]
 pub struct Capabilities {
     increx_rejected_at: Mutex<Option<Instant>>,
+    #[cfg(feature = "test-util")]
     hash_field_expiry: OnceCell<bool>,
     read_only_scripts_refused: AtomicBool,
 }
@@ -55,21 +58,29 @@ impl Capabilities {
         }
     }
 
-    /// Records that the server answered `INCREX` with "unknown command".
+    /// Records that the server answered `INCREX` with "unknown command" (or an ACL denied
+    /// it). Public as a test hook (feature `test-util`), to force the Lua path.
+    #[cfg(feature = "test-util")]
     pub fn record_increx_rejected(&self) {
+        self.increx_rejected();
+    }
+
+    pub(crate) fn increx_rejected(&self) {
         *self.lock_increx() = Some(Instant::now());
     }
 
     /// Records that the server executed `INCREX`.
-    pub fn record_increx_accepted(&self) {
+    pub(crate) fn increx_accepted(&self) {
         *self.lock_increx() = None;
     }
 
-    /// The cached answer of the hash-field-expiry probe, if it ran.
+    /// The cached answer of the hash-field-expiry probe, if it ran (feature `test-util`).
+    #[cfg(feature = "test-util")]
     pub fn hash_field_expiry(&self) -> Option<bool> {
         self.hash_field_expiry.get().copied()
     }
 
+    #[cfg(feature = "test-util")]
     pub(crate) fn hash_field_expiry_cell(&self) -> &OnceCell<bool> {
         &self.hash_field_expiry
     }
@@ -102,13 +113,13 @@ mod tests {
     async fn increx_is_reprobed_after_five_minutes() {
         let caps = Capabilities::default();
         assert!(caps.should_try_increx());
-        caps.record_increx_rejected();
+        caps.increx_rejected();
         assert!(!caps.should_try_increx());
         tokio::time::advance(INCREX_REPROBE_AFTER - Duration::from_millis(1)).await;
         assert!(!caps.should_try_increx());
         tokio::time::advance(Duration::from_millis(1)).await;
         assert!(caps.should_try_increx());
-        caps.record_increx_accepted();
+        caps.increx_accepted();
         assert!(caps.should_try_increx());
     }
 }

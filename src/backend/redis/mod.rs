@@ -11,7 +11,7 @@
 //!   ACL allows it;
 //! - rejects a multi-key step whose keys fall in different cluster slots before sending it,
 //!   whatever the topology, so what works on one server also works on a cluster;
-//! - keeps the server's [`Capabilities`] (`INCREX`, hash field expiry) for every primitive
+//! - keeps the server's [`Capabilities`] (`INCREX`, `EVALSHA_RO`) for every primitive
 //!   built from the same handle.
 //!
 //! Connection-level timeouts bound every reply ([`DEFAULT_RESPONSE_TIMEOUT`]). A timed-out
@@ -32,7 +32,9 @@ pub use builder::{
     DEFAULT_CONNECTION_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, DEFAULT_TRANSIENT_RETRY,
     RedisBackendBuilder,
 };
-pub use capabilities::{Capabilities, HASH_FIELD_EXPIRY, INCREX, INCREX_REPROBE_AFTER};
+#[cfg(feature = "test-util")]
+pub use capabilities::HASH_FIELD_EXPIRY;
+pub use capabilities::{Capabilities, INCREX, INCREX_REPROBE_AFTER};
 pub use script::Script;
 pub(crate) use script::script;
 pub(crate) use server_clock::Deadline;
@@ -307,11 +309,13 @@ impl RedisBackend {
     }
 
     /// Whether the server has hash field expiry (`HPEXPIRE`, Redis 7.4+). Probed once with
-    /// `COMMAND INFO`, then cached in [`Capabilities`].
+    /// `COMMAND INFO`, then cached in [`Capabilities`]. Behind the `test-util` feature until a
+    /// primitive needs it (the hash-field leases).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
+    #[cfg(feature = "test-util")]
     pub async fn hash_field_expiry(&self) -> Result<bool> {
         self.shared
             .capabilities
@@ -338,6 +342,7 @@ impl RedisBackend {
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
+    #[cfg(feature = "test-util")]
     pub async fn require_hash_field_expiry(&self) -> Result<()> {
         if self.hash_field_expiry().await? {
             Ok(())

@@ -323,7 +323,8 @@ impl RedisBackend {
     }
 
     /// How many [`KeyWatch`]es of this backend (and its clones) are pending: alive and not
-    /// woken yet.
+    /// woken yet. A test hook (feature `test-util`).
+    #[cfg(feature = "test-util")]
     pub fn watch_count(&self) -> usize {
         self.shared.watcher.tracker.registry.len()
     }

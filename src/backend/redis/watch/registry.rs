@@ -134,6 +134,7 @@ impl Registry {
     }
 
     /// How many watches are pending.
+    #[cfg(any(test, feature = "test-util"))]
     pub(super) fn len(&self) -> usize {
         self.lock().len
     }

@@ -29,7 +29,7 @@ impl RedisBackend {
         if step.permits > 0 && self.capabilities().should_try_increx() {
             match self.fixed_window_increx(step).await {
                 Ok(reply) => {
-                    self.capabilities().record_increx_accepted();
+                    self.capabilities().increx_accepted();
                     return Ok(reply);
                 }
                 Err(err) if error_map::refuses_command(&err) => {
@@ -38,7 +38,7 @@ impl RedisBackend {
                         "the server does not take INCREX; using the Lua fixed window for the next {:?}",
                         crate::backend::redis::INCREX_REPROBE_AFTER
                     );
-                    self.capabilities().record_increx_rejected();
+                    self.capabilities().increx_rejected();
                 }
                 Err(err) => return Err(self.corrupt_or(step, error_map::from_redis(err)).await),
             }
