@@ -11,6 +11,7 @@
 //! - [`FailurePolicy`]: what a layer does when the backend cannot decide, and
 //!   [`CircuitBreaker`]: how it stops asking a backend that keeps failing.
 
+mod admission;
 mod circuit_breaker;
 pub mod concurrency_limit;
 mod failure;

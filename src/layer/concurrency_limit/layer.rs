@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::HeaderValue;
 use tower_layer::Layer;
 
@@ -11,8 +12,9 @@ use super::service::ConcurrencyLimit;
 use crate::Coordination;
 use crate::coordination::semaphore::{KeyedSemaphore, MAX_MANAGED_PERMIT};
 use crate::error::Result;
+use crate::layer::admission::Responses;
 use crate::layer::circuit_breaker::{Breaker, CircuitBreaker, CircuitState};
-use crate::layer::key::KeyExtractor;
+use crate::layer::key::{KeyError, KeyExtractor};
 use crate::layer::{FailurePolicy, headers};
 
 /// The lease of a response's permit unless [`lease`](RedisConcurrencyLimitLayer::lease)
@@ -41,6 +43,7 @@ pub(crate) struct Config {
     pub(crate) local: Arc<tokio::sync::Semaphore>,
     /// The `RateLimit-Policy` value, made once.
     pub(crate) policy_field: Option<HeaderValue>,
+    pub(crate) responses: Responses,
 }
 
 /// Limits how many requests are in flight at once, per client key and/or in all, across
@@ -138,6 +141,7 @@ impl RedisConcurrencyLimitLayer {
                     usize::try_from(local).unwrap_or(usize::MAX),
                 )),
                 policy_field,
+                responses: Responses::default(),
             }),
         })
     }
@@ -181,6 +185,25 @@ impl RedisConcurrencyLimitLayer {
     /// contacting the backend, until a probe finds it back. Renewals are never blocked.
     pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
         self.config_mut().breaker = Some(Breaker::new(breaker));
+        self
+    }
+
+    /// Whether 429 and 503 answers carry an RFC 9457 `application/problem+json` body instead
+    /// of a line of text. Default: text.
+    pub fn problem_json(mut self, enabled: bool) -> Self {
+        self.config_mut().responses.problem_json = enabled;
+        self
+    }
+
+    /// Answers a request whose client key cannot be derived with `respond`'s response instead
+    /// of the key error's [status](KeyError::status) (400 for a missing or invalid header, 500
+    /// for a missing peer address, which is a server configuration problem) with a plain-text
+    /// reason.
+    pub fn key_error_response<F>(mut self, respond: F) -> Self
+    where
+        F: Fn(&KeyError) -> http::Response<Bytes> + Send + Sync + 'static,
+    {
+        self.config_mut().responses.key_error = Some(Arc::new(respond));
         self
     }
 

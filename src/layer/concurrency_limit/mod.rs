@@ -4,7 +4,6 @@
 //! See [`RedisConcurrencyLimitLayer`].
 
 mod answer;
-mod body;
 mod future;
 mod guard;
 mod layer;
@@ -12,7 +11,9 @@ mod service;
 
 /// [`crate::BoxError`], where the concurrency layer's body errors were first named.
 pub use crate::BoxError;
-pub use body::{GuardedBody, PermitLost};
+pub use crate::layer::admission::{PermitLost, ResponseBody as GuardedBody};
 pub use future::ResponseFuture;
 pub use layer::{DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_LEASE, MIN_LEASE, RedisConcurrencyLimitLayer};
 pub use service::ConcurrencyLimit;
+
+pub(crate) use guard::StreamGuard;

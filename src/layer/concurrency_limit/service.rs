@@ -7,9 +7,10 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower_service::Service;
 
-use super::body::GuardedBody;
-use super::future::ResponseFuture;
+use super::future::{self, ResponseFuture};
 use super::layer::Config;
+use super::{GuardedBody, answer};
+use crate::layer::admission::{self, decide};
 
 /// A service that holds a permit of a shared semaphore for each request, from before `S`
 /// is called to the end of the response body; built by
@@ -79,44 +80,59 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        let config = self.config.clone();
-        let key = match &config.key {
+        let key = match &self.config.key {
             None => Vec::new(),
             Some(extractor) => {
                 let (parts, body) = request.into_parts();
                 match extractor.extract(&parts) {
                     Ok(key) => {
                         let request = Request::from_parts(parts, body);
-                        return self.acquire(config, key, request);
+                        return self.acquire(key, request);
                     }
-                    Err(err) => return ResponseFuture::key_error(config, &err),
+                    Err(err) => {
+                        let answer = self
+                            .config
+                            .responses
+                            .key_error(&err, "concurrency limit key unavailable\n");
+                        return ResponseFuture::new(admission::ResponseFuture::answer(answer));
+                    }
                 }
             }
         };
-        self.acquire(config, key, request)
+        self.acquire(key, request)
     }
 }
 
 impl<S> ConcurrencyLimit<S> {
     fn acquire<ReqBody, ResBody>(
         &mut self,
-        config: Arc<Config>,
         key: Vec<u8>,
         request: Request<ReqBody>,
     ) -> ResponseFuture<S, ReqBody>
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
     {
+        let config = &self.config;
+        let admission = match decide::admit(config.breaker.as_ref()) {
+            Ok(admission) => admission,
+            // The circuit is open: nothing is sent, the failure policy answers at once.
+            Err(failure) => {
+                let decision = answer::failed(config, &failure);
+                return ResponseFuture::new(admission::ResponseFuture::decided(
+                    decision,
+                    request,
+                    &mut self.inner,
+                ));
+            }
+        };
+        let acquisition = future::acquire(config.clone(), key, admission);
         let clone = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, clone);
-        let admission = match &config.breaker {
-            None => None,
-            Some(breaker) => match breaker.admit() {
-                Some(admission) => Some(admission),
-                None => return ResponseFuture::circuit_open(config, request, ready),
-            },
-        };
-        ResponseFuture::acquire(config, key, admission, request, ready)
+        ResponseFuture::new(admission::ResponseFuture::deciding(
+            acquisition,
+            request,
+            ready,
+        ))
     }
 }
 

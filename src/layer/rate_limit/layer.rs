@@ -16,13 +16,14 @@ use crate::coordination::rate_limit::{
 };
 use crate::error::Result;
 use crate::layer::FailurePolicy;
+use crate::layer::admission::Responses;
+use crate::layer::circuit_breaker::{Breaker, CircuitBreaker, CircuitState};
 use crate::layer::key::{KeyError, KeyExtractor};
 
 /// Default bound on the wait for a decision.
 pub const DEFAULT_DECISION_TIMEOUT: Duration = Duration::from_millis(500);
 
 type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
-type KeyErrorFn = dyn Fn(&KeyError) -> http::Response<Bytes> + Send + Sync;
 
 #[derive(Clone)]
 pub(crate) struct Config {
@@ -31,9 +32,9 @@ pub(crate) struct Config {
     pub(crate) cost: Option<Arc<CostFn>>,
     pub(crate) failure: FailurePolicy,
     pub(crate) timeout: Duration,
-    pub(crate) problem_json: bool,
+    pub(crate) responses: Responses,
+    pub(crate) breaker: Option<Arc<Breaker>>,
     pub(crate) legacy_headers: bool,
-    pub(crate) key_error: Option<Arc<KeyErrorFn>>,
     pub(crate) max_wait: Option<Duration>,
     /// The rate-limit fields' fixed parts, serialized once: the policies never change.
     pub(crate) fields: crate::layer::headers::RateLimitFields,
@@ -98,9 +99,9 @@ impl RedisRateLimitLayer {
                 cost: None,
                 failure: FailurePolicy::default(),
                 timeout: DEFAULT_DECISION_TIMEOUT,
-                problem_json: false,
+                responses: Responses::default(),
+                breaker: None,
                 legacy_headers: false,
-                key_error: None,
                 max_wait: None,
             }),
         }
@@ -248,7 +249,7 @@ impl RedisRateLimitLayer {
     /// Whether 429 and 503 answers carry an RFC 9457 `application/problem+json` body.
     /// Default: no body.
     pub fn problem_json(mut self, enabled: bool) -> Self {
-        self.config_mut().problem_json = enabled;
+        self.config_mut().responses.problem_json = enabled;
         self
     }
 
@@ -266,7 +267,7 @@ impl RedisRateLimitLayer {
     where
         F: Fn(&KeyError) -> http::Response<Bytes> + Send + Sync + 'static,
     {
-        self.config_mut().key_error = Some(Arc::new(respond));
+        self.config_mut().responses.key_error = Some(Arc::new(respond));
         self
     }
 
@@ -293,6 +294,21 @@ impl RedisRateLimitLayer {
         let config = self.config_mut();
         config.limiter = config.limiter.clone().with_deny_cache(max_keys);
         self
+    }
+
+    /// Puts decisions behind a worker-local circuit breaker: after repeated availability
+    /// failures they fail at once (by the [failure policy](Self::failure_policy)) without
+    /// contacting the backend, until a probe finds it back. A decision that outlives the
+    /// [timeout](Self::timeout) then goes on in the background, so that the breaker hears
+    /// what the backend says; its permits are counted as any decision's.
+    pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
+        self.config_mut().breaker = Some(Breaker::new(breaker));
+        self
+    }
+
+    /// The circuit breaker's state; `None` without one.
+    pub fn circuit_state(&self) -> Option<CircuitState> {
+        self.config.breaker.as_ref().map(|breaker| breaker.state())
     }
 
     /// The limiter this layer applies.

@@ -7,9 +7,10 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower_service::Service;
 
-use super::body::ResponseBody;
-use super::future::ResponseFuture;
+use super::answer;
+use super::future::{self, ResponseFuture};
 use super::layer::Config;
+use crate::layer::admission::{self, ResponseBody, decide};
 
 /// A service that applies a rate limit before calling `S`; built by
 /// [`RedisRateLimitLayer`](super::RedisRateLimitLayer).
@@ -58,28 +59,45 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let config = &self.config;
         let (parts, body) = request.into_parts();
-        let key = match self.config.key.extract(&parts) {
+        let key = match config.key.extract(&parts) {
             Ok(key) => key,
-            Err(err) => return ResponseFuture::key_error(&self.config, &err),
+            Err(err) => {
+                let answer = config
+                    .responses
+                    .key_error(&err, "rate limit key unavailable");
+                return ResponseFuture::new(admission::ResponseFuture::answer(answer));
+            }
         };
-        let cost = self.config.cost.as_ref().map_or(1, |cost| cost(&parts));
+        let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
         // A key the deny cache knows is answered here: no boxed decision, no timer, no clone
         // of the inner service. A layer that waits lets the limiter queue the request instead.
-        if self.config.max_wait.is_none()
-            && let Some(decision) = self.config.limiter.cached_rejection(&key, cost)
+        if config.max_wait.is_none()
+            && let Some(decision) = config.limiter.cached_rejection(&key, cost)
         {
-            return ResponseFuture::rejected(&self.config, &decision);
+            let answer = answer::rejected(config, &decision);
+            return ResponseFuture::new(admission::ResponseFuture::answer(answer));
         }
+        let request = Request::from_parts(parts, body);
+        let admission = match decide::admit(config.breaker.as_ref()) {
+            Ok(admission) => admission,
+            // The circuit is open: nothing is sent, the failure policy answers at once.
+            Err(failure) => {
+                let decision = future::not_asked(config, &failure);
+                return ResponseFuture::new(admission::ResponseFuture::decided(
+                    decision,
+                    request,
+                    &mut self.inner,
+                ));
+            }
+        };
+        let decision = future::decide(config.clone(), key, cost, admission);
         let clone = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, clone);
-        ResponseFuture::decide(
-            self.config.clone(),
-            key,
-            cost,
-            Request::from_parts(parts, body),
-            ready,
-        )
+        ResponseFuture::new(admission::ResponseFuture::deciding(
+            decision, request, ready,
+        ))
     }
 }
 

@@ -1,4 +1,5 @@
-//! The response body of a concurrency-limited service: it holds the permit until it ends.
+//! The response body of both layers: the inner body (holding a concurrency permit until it
+//! ends), or a small one the layer wrote.
 
 use std::fmt;
 use std::future::Future;
@@ -10,20 +11,22 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tokio::sync::oneshot;
 
-use super::guard::StreamGuard;
-
 use crate::BoxError;
+use crate::layer::concurrency_limit::StreamGuard;
 
 pin_project! {
-    /// The body of a [`ConcurrencyLimit`](super::ConcurrencyLimit) response.
+    /// The body of a response that went through a layer of this crate
+    /// ([`RateLimit`](crate::layer::rate_limit::RateLimit) or
+    /// [`ConcurrencyLimit`](crate::layer::concurrency_limit::ConcurrencyLimit)): the inner
+    /// service's body, or a small body the layer wrote itself (a 429, a 503 or a key error).
     ///
-    /// For a response of the inner service, it holds the request's permit until the body
+    /// Behind the concurrency layer, the inner body holds the request's permit until it
     /// ends, fails or is dropped (a client disconnect drops it), and the permit is renewed
     /// meanwhile. If the permit is lost (a renewal finds it gone, or cannot reach the backend
     /// before it would expire), the body ends with a [`PermitLost`] error instead of streaming
-    /// on unaccounted for. A response the layer wrote itself (a 429 or a 503) holds nothing.
+    /// on unaccounted for.
     #[derive(Debug)]
-    pub struct GuardedBody<B> {
+    pub struct ResponseBody<B> {
         #[pin]
         kind: Kind<B>,
     }
@@ -46,9 +49,10 @@ pin_project! {
     }
 }
 
-impl<B> GuardedBody<B> {
+impl<B> ResponseBody<B> {
+    /// The inner service's body, holding `guard` (if any) until it ends.
     pub(crate) fn inner(body: B, guard: Option<StreamGuard>) -> Self {
-        GuardedBody {
+        ResponseBody {
             kind: Kind::Inner {
                 body,
                 guard,
@@ -58,8 +62,9 @@ impl<B> GuardedBody<B> {
         }
     }
 
+    /// A body the layer wrote.
     pub(crate) fn full(bytes: Bytes) -> Self {
-        GuardedBody {
+        ResponseBody {
             kind: Kind::Full {
                 bytes: (!bytes.is_empty()).then_some(bytes),
             },
@@ -67,7 +72,7 @@ impl<B> GuardedBody<B> {
     }
 }
 
-impl<B> Body for GuardedBody<B>
+impl<B> Body for ResponseBody<B>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,

@@ -1,0 +1,133 @@
+//! The responses a layer writes itself, built in one place: status, `Retry-After`, a text or
+//! problem+json body, and the answer to a request whose client key cannot be derived.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
+
+use super::body::ResponseBody;
+use crate::layer::headers;
+use crate::layer::key::KeyError;
+
+/// A custom answer to a request whose client key cannot be derived.
+pub(crate) type KeyErrorFn = dyn Fn(&KeyError) -> Response<Bytes> + Send + Sync;
+
+/// How a layer words the answers it writes, the same options on every layer.
+#[derive(Clone, Default)]
+pub(crate) struct Responses {
+    /// Bodies of 429 and 503 as RFC 9457 problem details (`application/problem+json`).
+    pub(crate) problem_json: bool,
+    /// The application's own answer to a key error.
+    pub(crate) key_error: Option<Arc<KeyErrorFn>>,
+}
+
+impl Responses {
+    /// A refusal (429) or an outage (503): `detail` is the problem's detail with problem+json,
+    /// `text` the body otherwise (empty for none). `retry_after` goes in `Retry-After` (and in
+    /// the problem).
+    pub(crate) fn refusal(
+        &self,
+        status: StatusCode,
+        retry_after: Option<Duration>,
+        detail: impl FnOnce() -> String,
+        text: &'static str,
+    ) -> Answer {
+        let mut answer = if self.problem_json {
+            Answer::new(status).problem(&detail(), retry_after)
+        } else if text.is_empty() {
+            Answer::new(status)
+        } else {
+            Answer::text(status, text)
+        };
+        if let Some(wait) = retry_after {
+            answer = answer.header(RETRY_AFTER, headers::retry_after(wait));
+        }
+        answer
+    }
+
+    /// The answer to a request whose client key cannot be derived: the application's own, or
+    /// the key error's status with its message (a client error), or only `server_text` (a
+    /// server error, logged: the client cannot fix the server's configuration).
+    pub(crate) fn key_error(&self, err: &KeyError, server_text: &'static str) -> Answer {
+        if let Some(respond) = &self.key_error {
+            let (parts, body) = respond(err).into_parts();
+            return Answer {
+                status: parts.status,
+                headers: parts.headers,
+                body,
+            };
+        }
+        let status = err.status();
+        if status.is_server_error() {
+            tracing::error!(error = %err, "cannot derive the client key: {server_text}");
+            Answer::text(status, server_text)
+        } else {
+            Answer::text(status, err.to_string())
+        }
+    }
+}
+
+/// A response written by a layer, before it takes the inner body's type.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Answer {
+    /// An empty answer.
+    pub(crate) fn new(status: StatusCode) -> Self {
+        Answer {
+            status,
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+        }
+    }
+
+    /// A `text/plain` answer.
+    pub(crate) fn text(status: StatusCode, body: impl Into<Bytes>) -> Self {
+        let mut answer = Answer::new(status);
+        answer.headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        answer.body = body.into();
+        answer
+    }
+
+    /// Returned if a future is polled after completing: a server error, never a panic.
+    pub(crate) fn polled_after_completion() -> Self {
+        Answer::new(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
+    /// Sets a header.
+    pub(crate) fn header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.headers.insert(name, value);
+        self
+    }
+
+    /// The headers, for fields computed elsewhere (the rate-limit fields).
+    pub(crate) fn headers_mut(&mut self) -> &mut HeaderMap {
+        &mut self.headers
+    }
+
+    /// An RFC 9457 problem details body, titled by the status.
+    fn problem(mut self, detail: &str, retry_after: Option<Duration>) -> Self {
+        let title = self.status.canonical_reason().unwrap_or("Error");
+        let (content_type, body) = headers::problem_json(self.status, title, detail, retry_after);
+        self.headers.insert(CONTENT_TYPE, content_type);
+        self.body = Bytes::from(body);
+        self
+    }
+
+    pub(crate) fn into_response<B>(self) -> Response<ResponseBody<B>> {
+        let mut response = Response::new(ResponseBody::full(self.body));
+        *response.status_mut() = self.status;
+        *response.headers_mut() = self.headers;
+        response
+    }
+}

@@ -1,0 +1,134 @@
+//! Asking the backend for a decision: within the layer's timeout, past the circuit breaker,
+//! and what the failure policy makes of a failure. The same rules for every layer.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::layer::FailurePolicy;
+use crate::layer::circuit_breaker::{Admission, Breaker};
+use crate::layer::failure::Verdict;
+
+/// Why the backend gave no decision.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The backend failed, or refused.
+    Backend(Error),
+    /// No answer within the layer's timeout.
+    TimedOut(Duration),
+    /// The circuit breaker is open: nothing was sent.
+    CircuitOpen,
+}
+
+impl Failure {
+    /// Whether the backend looks unavailable, which is what may fail open. Refusals (a
+    /// script error, a capacity mismatch, an authorization failure) are mistakes to surface,
+    /// never reasons to lift the limit.
+    pub(crate) fn is_unavailable(&self) -> bool {
+        match self {
+            Failure::Backend(err) => err.is_unavailable(),
+            Failure::TimedOut(_) | Failure::CircuitOpen => true,
+        }
+    }
+
+    /// When the backend expects to succeed again, where it says.
+    fn retry_hint(&self) -> Option<Duration> {
+        match self {
+            Failure::Backend(err) => err.retry_after(),
+            Failure::TimedOut(_) | Failure::CircuitOpen => None,
+        }
+    }
+
+    /// The failure policy's verdict, logged: `warn` for unavailability, `error` for a
+    /// refusal. `limit` names the layer's limit in the events ("rate limit").
+    pub(crate) fn verdict(&self, policy: FailurePolicy, limit: &'static str) -> Verdict {
+        let unavailable = self.is_unavailable();
+        let verdict = policy.verdict(unavailable, self.retry_hint());
+        match verdict {
+            Verdict::Pass => {
+                tracing::warn!(reason = %self, "{limit} backend unavailable; failing open");
+            }
+            Verdict::Unavailable(_) if unavailable => {
+                tracing::warn!(reason = %self, "{limit} backend unavailable; failing closed");
+            }
+            Verdict::Unavailable(_) => {
+                tracing::error!(reason = %self, "the {limit} backend refused the request; answering 503");
+            }
+        }
+        verdict
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Backend(err) => err.fmt(f),
+            Failure::TimedOut(timeout) => write!(f, "no decision within {timeout:?}"),
+            Failure::CircuitOpen => f.write_str("the circuit breaker is open"),
+        }
+    }
+}
+
+/// Permission from the breaker (if the layer has one) to send an attempt: `Ok(None)` without
+/// a breaker, [`Failure::CircuitOpen`] while it is open.
+pub(crate) fn admit(breaker: Option<&Arc<Breaker>>) -> Result<Option<Admission>, Failure> {
+    match breaker {
+        None => Ok(None),
+        Some(breaker) => breaker.admit().map(Some).ok_or(Failure::CircuitOpen),
+    }
+}
+
+/// Runs `attempt` within `timeout`, and tells the breaker (when it admitted the attempt)
+/// what the backend said.
+///
+/// The layer's own timeout (a busy runtime can cause it while the backend is healthy) is no
+/// verdict on the backend: under a breaker the attempt goes on in the background, and the
+/// breaker hears what the backend then says; silence past a further grace is the backend's
+/// failure. What a late attempt obtains is dropped (a permit is then released in the
+/// background by its drop). Without a breaker the attempt is dropped at the timeout, which
+/// every step allows (see their cancel safety).
+pub(crate) async fn within<T, F>(
+    attempt: F,
+    timeout: Duration,
+    admission: Option<Admission>,
+) -> Result<T, Failure>
+where
+    F: Future<Output = Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    let Some(admission) = admission else {
+        return match tokio::time::timeout(timeout, attempt).await {
+            Ok(outcome) => outcome.map_err(Failure::Backend),
+            Err(_) => Err(Failure::TimedOut(timeout)),
+        };
+    };
+    let mut attempt = Box::pin(attempt);
+    if let Ok(outcome) = tokio::time::timeout(timeout, &mut attempt).await {
+        settle(admission, &outcome);
+        return outcome.map_err(Failure::Backend);
+    }
+    let grace = timeout.max(LATE_VERDICT_GRACE);
+    tokio::spawn(async move {
+        match tokio::time::timeout(grace, attempt).await {
+            Ok(outcome) => settle(admission, &outcome),
+            Err(_) => admission.failed(),
+        }
+    });
+    Err(Failure::TimedOut(timeout))
+}
+
+/// How long an attempt that outlived the layer's timeout may still take before its silence
+/// counts as the backend's failure (at least the layer's timeout).
+const LATE_VERDICT_GRACE: Duration = Duration::from_secs(1);
+
+/// Tells the circuit breaker what the backend said: an answer, or unavailability. A refusal
+/// says nothing about availability and gives no verdict.
+fn settle<T>(admission: Admission, outcome: &Result<T>) {
+    match outcome {
+        Ok(_) => admission.succeeded(),
+        Err(err) if err.is_unavailable() => admission.failed(),
+        Err(_) => drop(admission),
+    }
+}

@@ -1,0 +1,56 @@
+//! What both layers share, in the shape of tower-http's asynchronous authorization: decide
+//! whether a request is admitted, then call the inner service or answer.
+//!
+//! A layer's service turns a request into a [`Decision`] at once (a key error, a rejection
+//! the deny cache knows, an open circuit) or into a boxed future that ends in one, built from
+//! [`decide::within`] (the layer's timeout, the circuit breaker) and
+//! [`Failure::verdict`](decide::Failure::verdict) (the failure policy). The shared
+//! [`ResponseFuture`] awaits it, lets the [`Grant`] prepare the request, calls the inner
+//! service, and hands its response to the grant; an [`Answer`] (the one builder of 429, 503
+//! and key-error responses) becomes the response instead. Both layers answer with the one
+//! [`ResponseBody`].
+
+mod answer;
+mod body;
+pub(crate) mod decide;
+mod future;
+
+pub(crate) use answer::{Answer, Responses};
+pub use body::{PermitLost, ResponseBody};
+pub(crate) use future::{Deciding, ResponseFuture};
+
+use http::{Request, Response};
+
+/// What a layer decided for one request.
+pub(crate) enum Decision<G> {
+    /// Call the inner service; the grant goes with the request and its response.
+    Admit(G),
+    /// Answer without calling it.
+    Answer(Answer),
+}
+
+/// What an admitted request carries: rate-limit fields to add, a permit to hold until the
+/// body ends.
+pub(crate) trait Grant: Send + 'static {
+    /// Before the inner service is called (for extensions a handler reads).
+    fn prepare<B>(&self, request: &mut Request<B>);
+
+    /// The inner service's response, as the layer sends it.
+    fn finish<B>(self, response: Response<B>) -> Response<ResponseBody<B>>;
+}
+
+/// A request admitted without a grant (a layer failing open) carries nothing.
+impl<G: Grant> Grant for Option<G> {
+    fn prepare<B>(&self, request: &mut Request<B>) {
+        if let Some(grant) = self {
+            grant.prepare(request);
+        }
+    }
+
+    fn finish<B>(self, response: Response<B>) -> Response<ResponseBody<B>> {
+        match self {
+            Some(grant) => grant.finish(response),
+            None => response.map(|body| ResponseBody::inner(body, None)),
+        }
+    }
+}
