@@ -4,15 +4,15 @@
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::routing::get;
 use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
-use leasehold::layer::FailurePolicy;
 use leasehold::layer::key::KeyExtractor;
 use leasehold::layer::rate_limit::{RateLimitInfo, RedisRateLimitLayer};
+use leasehold::layer::{CircuitBreaker, CircuitState, FailurePolicy};
 use support::http::{client, get as http_get, serve};
 use support::target::Target;
 use support::{Server, ServerKind, shared, unique_prefix};
@@ -428,4 +428,61 @@ async fn stacked_policies_are_all_listed_in_the_fields() {
     // One field line each: every policy is a member of the same List.
     assert_eq!(reply.headers.get_all("ratelimit").iter().count(), 1);
     assert_eq!(reply.headers.get_all("ratelimit-policy").iter().count(), 1);
+}
+
+/// The rate-limit layer's circuit breaker, as the concurrency layer's: repeated
+/// unavailability opens it, an open circuit answers at once, and only a probe closes it.
+#[tokio::test]
+async fn the_circuit_breaker_fails_fast_then_heals_after_a_probe() {
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let coordination = redis(server.url(), &unique_prefix("rl-breaker")).await;
+    let layer =
+        RedisRateLimitLayer::fixed_window(&coordination, "breaker", 100, Duration::from_secs(60))
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .timeout(Duration::from_millis(300))
+            .circuit_breaker(
+                CircuitBreaker::new()
+                    .failure_threshold(2)
+                    .open_for(Duration::from_millis(300)),
+            );
+    assert_eq!(layer.circuit_state(), Some(CircuitState::Closed));
+    let addr = serve(app(layer.clone())).await;
+    let client = client();
+    assert_eq!(http_get(&client, addr, "/", &[]).await.status, 200);
+
+    server.stop();
+    for _ in 0..2 {
+        assert_eq!(http_get(&client, addr, "/", &[]).await.status, 503);
+    }
+    support::eventually("the circuit opens", async || {
+        layer.circuit_state() == Some(CircuitState::Open)
+    })
+    .await;
+    // Open: answered without waiting for the backend.
+    let start = Instant::now();
+    let reply = http_get(&client, addr, "/", &[]).await;
+    assert_eq!(reply.status, 503);
+    assert!(reply.header("retry-after").is_some());
+    assert!(
+        start.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        start.elapsed()
+    );
+
+    server.start_again();
+    let healed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if http_get(&client, addr, "/", &[]).await.status == 200 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(
+        healed.is_ok(),
+        "a probe closes the circuit once Redis is back"
+    );
+    assert_eq!(layer.circuit_state(), Some(CircuitState::Closed));
 }

@@ -14,6 +14,8 @@ mod answer;
 mod body;
 pub(crate) mod decide;
 mod future;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use answer::{Answer, Responses};
 pub use body::{PermitLost, ResponseBody};

@@ -1,0 +1,214 @@
+//! The answers both layers write, driven in process with `oneshot` over the memory backend:
+//! statuses, `Retry-After`, the limit fields, problem+json and key errors.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderName, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use tower::{Layer, Service, ServiceExt, service_fn};
+
+use crate::Coordination;
+use crate::backend::memory::MemoryBackend;
+use crate::coordination::rate_limit::FixedWindow;
+use crate::layer::concurrency_limit::RedisConcurrencyLimitLayer;
+use crate::layer::key::{KeyError, KeyExtractor};
+use crate::layer::rate_limit::RedisRateLimitLayer;
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+type Reply = std::future::Ready<Result<Response<Full<Bytes>>, Infallible>>;
+/// The inner service: `200 ok`.
+type Inner = tower::util::ServiceFn<fn(Request<()>) -> Reply>;
+
+fn inner() -> Inner {
+    service_fn(|_| std::future::ready(Ok(Response::new(Full::new(Bytes::from_static(b"ok"))))))
+}
+
+/// The status, the headers and the body of `layer`'s answer to a request without headers.
+async fn answer<L, S>(layer: &L) -> (StatusCode, http::HeaderMap, String)
+where
+    L: Layer<Inner, Service = S>,
+    S: Service<Request<()>, Response = Response<super::ResponseBody<Full<Bytes>>>>,
+    S::Error: std::fmt::Debug,
+{
+    let service = layer.layer(inner());
+    let response = service.oneshot(Request::new(())).await.expect("infallible");
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.expect("a written body").to_bytes();
+    (
+        parts.status,
+        parts.headers,
+        String::from_utf8_lossy(&body).into_owned(),
+    )
+}
+
+fn header<'a>(headers: &'a http::HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|value| value.to_str().ok())
+}
+
+fn rate(coordination: &Coordination) -> RedisRateLimitLayer {
+    RedisRateLimitLayer::fixed_window(coordination, "api", 1, MINUTE)
+        .expect("valid")
+        .key(KeyExtractor::global())
+}
+
+fn concurrency(coordination: &Coordination) -> RedisConcurrencyLimitLayer {
+    RedisConcurrencyLimitLayer::new(coordination, "streams", None, Some(1)).expect("valid")
+}
+
+#[tokio::test]
+async fn a_rate_limit_rejection_is_a_429_with_retry_after_and_the_fields() {
+    let layer = rate(&Coordination::memory());
+    let (status, headers, _) = answer(&layer).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(header(&headers, "ratelimit").is_some_and(|v| v.contains("r=0")));
+
+    let (status, headers, body) = answer(&layer).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&headers, "retry-after"), Some("60"));
+    assert_eq!(
+        header(&headers, "ratelimit-policy"),
+        Some("\"api\";q=1;w=60")
+    );
+    assert!(header(&headers, "ratelimit").is_some());
+    assert_eq!(body, "");
+
+    let (status, headers, body) = answer(&layer.clone().problem_json(true)).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        header(&headers, "content-type"),
+        Some("application/problem+json")
+    );
+    assert!(body.contains(r#""status":429"#), "{body}");
+    assert!(
+        body.contains(r#"The \"api\" rate limit is exhausted."#),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn a_full_concurrency_limit_is_a_429_with_retry_after_and_the_policy() {
+    let coordination = Coordination::memory();
+    let layer = concurrency(&coordination);
+    // The first response's body holds the only slot while it is alive.
+    let held = layer
+        .layer(inner())
+        .oneshot(Request::new(()))
+        .await
+        .expect("infallible");
+    assert_eq!(held.status(), StatusCode::OK);
+
+    let (status, headers, body) = answer(&layer).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(
+        header(&headers, "retry-after").is_some_and(|s| s.parse::<u64>().is_ok_and(|s| s >= 1))
+    );
+    assert_eq!(
+        header(&headers, "ratelimit-policy"),
+        Some("\"streams-global\";q=1;qu=\"concurrent-requests\"")
+    );
+    assert_eq!(body, "too many requests in flight\n");
+
+    let (status, headers, body) = answer(&layer.clone().problem_json(true)).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        header(&headers, "content-type"),
+        Some("application/problem+json")
+    );
+    assert!(
+        body.contains(r#"Every slot of the \"streams\" concurrency limit is taken."#),
+        "{body}"
+    );
+    drop(held);
+}
+
+/// A full memory backend refuses: 503 with `Retry-After` on both layers, under either
+/// failure policy, and a problem when asked for.
+#[tokio::test]
+async fn a_refusing_backend_is_a_503_with_retry_after_on_both_layers() {
+    let backend = MemoryBackend::builder().max_keys(1).build().expect("valid");
+    let coordination = Coordination::new(backend);
+    FixedWindow::new(&coordination, "filler", 1, MINUTE)
+        .expect("valid")
+        .acquire(b"k", 1)
+        .await
+        .expect("the only key");
+    for policy in [
+        crate::layer::FailurePolicy::default(),
+        crate::layer::FailurePolicy::FailOpen,
+    ] {
+        let rate = rate(&coordination)
+            .failure_policy(policy)
+            .problem_json(true);
+        let limit = concurrency(&coordination)
+            .failure_policy(policy)
+            .problem_json(true);
+        for (status, headers, body) in [answer(&rate).await, answer(&limit).await] {
+            assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{policy:?}");
+            assert!(header(&headers, "retry-after").is_some(), "{policy:?}");
+            assert!(body.contains(r#""status":503"#), "{body}");
+            assert!(body.contains("cannot be checked right now"), "{body}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn key_errors_answer_alike_on_both_layers() {
+    let coordination = Coordination::memory();
+    let header_key = || KeyExtractor::header(HeaderName::from_static("x-api-key"));
+    let keyed =
+        RedisConcurrencyLimitLayer::new(&coordination, "keyed", Some(1), None).expect("valid");
+
+    // A client error: its status and reason, as text.
+    for (status, headers, body) in [
+        answer(&rate(&coordination).key(header_key())).await,
+        answer(&keyed.clone().key(header_key())).await,
+    ] {
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(
+            header(&headers, "content-type"),
+            Some("text/plain; charset=utf-8")
+        );
+        assert!(body.contains("x-api-key"), "{body}");
+    }
+
+    // A server error (no peer address): 500, saying little.
+    let (status, _, body) = answer(&rate(&coordination).key(KeyExtractor::peer_ip())).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "rate limit key unavailable"
+        )
+    );
+    let (status, _, body) = answer(&keyed).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "concurrency limit key unavailable\n"
+        )
+    );
+
+    // The application's own answer.
+    let custom = |err: &KeyError| {
+        Response::builder()
+            .status(StatusCode::UNAUTHORIZED)
+            .body(Bytes::from(format!("who are you? ({})", err.status())))
+            .expect("a valid response")
+    };
+    for (status, _, body) in [
+        answer(
+            &rate(&coordination)
+                .key(header_key())
+                .key_error_response(custom),
+        )
+        .await,
+        answer(&keyed.clone().key(header_key()).key_error_response(custom)).await,
+    ] {
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(body, "who are you? (400 Bad Request)");
+    }
+}
