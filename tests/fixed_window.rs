@@ -229,12 +229,37 @@ async fn a_corrupt_counter_fails_without_change(target: Target) {
         target.raw(&[b"GET", &key]),
         redis::Value::BulkString(b"not a number".to_vec())
     );
-    // Another type under the key: named as corrupt by the probe, not by the error's text.
+    // Another type under the key, or a string INCRBY does not read as an integer: named as
+    // corrupt by the probe, not by the error's text, and left as it was (no expiry added).
     target.raw(&[b"DEL", &key]);
     target.raw(&[b"HSET", &key, b"f", b"1"]);
     let err = limiter.acquire(b"k", 1).await.expect_err("corrupt");
     assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
     assert!(err.to_string().contains("fixed-window counter"), "{err}");
+    for malformed in [
+        b"1.5".as_slice(),
+        b" 5",
+        b"5 ",
+        b"05",
+        b"+5",
+        b"1e3",
+        b"0x10",
+        b"9223372036854775808",
+        b"99999999999999999999",
+    ] {
+        target.raw(&[b"SET", &key, malformed]);
+        let shown = String::from_utf8_lossy(malformed);
+        for permits in [1, 0] {
+            let err = limiter.acquire(b"k", permits).await.expect_err("corrupt");
+            assert_eq!(err.kind(), ErrorKind::CorruptState, "{shown:?}: {err}");
+        }
+        assert_eq!(
+            target.raw(&[b"GET", &key]),
+            redis::Value::BulkString(malformed.to_vec()),
+            "{shown:?}"
+        );
+        assert_eq!(target.pttl(&key), -1, "{shown:?}: no expiry added");
+    }
     target.raw(&[b"DEL", &key]);
     // A counter that lost its expiry is given its window back instead of blocking forever.
     target.raw(&[b"SET", &key, b"5"]);

@@ -1,12 +1,13 @@
-//! A worker-local circuit breaker for acquisitions, so a dead backend is not hammered.
+//! A worker-local circuit breaker for a layer's decisions, so a dead backend is not hammered.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// Settings of a circuit breaker that stops new acquisitions from reaching a backend that
-/// keeps failing.
+/// Settings of a circuit breaker that stops a layer's new decisions (rate-limit decisions,
+/// concurrency permits: "acquisitions" below) from reaching a backend that keeps failing.
+/// Either layer takes one with `.circuit_breaker(...)`.
 ///
 /// - **Closed**: acquisitions go to the backend; `failure_threshold` consecutive
 ///   availability failures ([`Error::is_unavailable`](crate::Error::is_unavailable): no

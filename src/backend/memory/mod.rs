@@ -41,6 +41,8 @@ pub const DEFAULT_MAX_KEYS: usize = 100_000;
 ///     .key_prefix("myapp:")
 ///     .build()?;
 /// assert_eq!(backend.max_keys(), 10_000);
+/// # #[cfg(feature = "test-util")]
+/// assert_eq!(backend.len(), 0);
 /// # Ok::<(), leasehold::Error>(())
 /// ```
 #[derive(Clone)]

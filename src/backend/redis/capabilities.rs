@@ -39,6 +39,11 @@ pub const HASH_FIELD_EXPIRY: UnsupportedFeature =
 ///
 /// let caps = Capabilities::default();
 /// assert!(caps.should_try_increx());
+/// # #[cfg(feature = "test-util")]
+/// # {
+/// caps.record_increx_rejected();
+/// assert!(!caps.should_try_increx());
+/// # }
 /// ```
 #[derive(Debug, Default)]
 pub struct Capabilities {

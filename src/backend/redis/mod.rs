@@ -223,6 +223,23 @@ impl RedisBackend {
         K: AsRef<[u8]>,
         A: ToRedisArgs,
     {
+        let reply = self.eval_value(script, keys, args).await?;
+        convert(reply, script.name())
+    }
+
+    /// [`eval`](Self::eval)'s reply as it came; the crate's steps decode it with
+    /// [`Script::decode`]. Read-only scripts go as `EVALSHA_RO` where the server has it
+    /// (Redis 7.0+, Valkey), until an ACL refuses it.
+    pub(crate) async fn eval_value<K, A>(
+        &self,
+        script: &Script,
+        keys: &[K],
+        args: A,
+    ) -> Result<Value>
+    where
+        K: AsRef<[u8]>,
+        A: ToRedisArgs,
+    {
         let prefix = self.shared.prefix.as_bytes();
         // One key is always in one slot; several are checked with their prefix.
         if keys.len() > 1 {
@@ -247,64 +264,39 @@ impl RedisBackend {
             cmd
         };
         let legacy = self.shared.server.legacy_scripting();
-        let read_only =
-            script.is_read_only() && !legacy && self.shared.capabilities.read_only_scripts();
-        let reply = match self.send_script(script, legacy, read_only, &call).await {
-            Err(err) if read_only && error_map::refuses_command(&err) => {
-                tracing::info!(
-                    error = %err,
-                    script = script.name(),
-                    "the server refuses EVALSHA_RO; sending read-only scripts as EVALSHA"
-                );
-                self.shared.capabilities.record_read_only_scripts_refused();
-                self.send_script(script, legacy, false, &call).await
-            }
-            reply => reply,
-        }
-        .map_err(error_map::from_redis)?;
-        convert(reply, script.name())
-    }
-
-    /// Runs one of the crate's scripts and decodes its reply in the crate's convention
-    /// ([`script_reply`]): corrupt state comes back as the error naming its user key.
-    pub(crate) async fn run_script<K, A>(
-        &self,
-        script: &Script,
-        keys: &[K],
-        args: A,
-    ) -> Result<script_reply::ScriptReply>
-    where
-        K: AsRef<[u8]>,
-        A: ToRedisArgs,
-    {
-        let reply: Value = self.eval(script, keys, args).await?;
-        script_reply::decode(reply, script.name(), keys)
-    }
-
-    /// Sends `EVALSHA` (`EVALSHA_RO` if `read_only`), and on `NOSCRIPT` the source once with
-    /// `EVAL` (`EVAL_RO`), which also caches it on that server.
-    async fn send_script(
-        &self,
-        script: &Script,
-        legacy: bool,
-        read_only: bool,
-        call: &impl Fn(&str, &str) -> Cmd,
-    ) -> Result<Value, redis::RedisError> {
         let (source, sha1) = script.variant(legacy);
-        let (evalsha, eval) = if read_only {
-            ("EVALSHA_RO", "EVAL_RO")
-        } else {
-            ("EVALSHA", "EVAL")
-        };
-        match self.query_raw(&call(evalsha, sha1)).await {
-            Err(err) if error_map::is_noscript(&err) => {
-                tracing::debug!(
-                    script = script.name(),
-                    "NOSCRIPT; sending the script with {eval}"
-                );
-                self.query_raw(&call(eval, source)).await
+        let mut read_only =
+            script.is_read_only() && !legacy && self.shared.capabilities.read_only_scripts();
+        // Written inline, not as a helper future: this runs for every decision, and each
+        // nested future costs a copy of everything below it.
+        loop {
+            let (evalsha, eval) = if read_only {
+                ("EVALSHA_RO", "EVAL_RO")
+            } else {
+                ("EVALSHA", "EVAL")
+            };
+            let reply = match self.query_raw(&call(evalsha, sha1)).await {
+                Err(err) if error_map::is_noscript(&err) => {
+                    tracing::debug!(
+                        script = script.name(),
+                        "NOSCRIPT; sending the script with {eval}"
+                    );
+                    self.query_raw(&call(eval, source)).await
+                }
+                reply => reply,
+            };
+            match reply {
+                Err(err) if read_only && error_map::refuses_command(&err) => {
+                    tracing::info!(
+                        error = %err,
+                        script = script.name(),
+                        "the server refuses EVALSHA_RO; sending read-only scripts as EVALSHA"
+                    );
+                    self.shared.capabilities.record_read_only_scripts_refused();
+                    read_only = false;
+                }
+                reply => return reply.map_err(error_map::from_redis),
             }
-            reply => reply,
         }
     }
 

@@ -72,6 +72,16 @@ impl Script {
         self.read_only
     }
 
+    /// Decodes the reply of one of the crate's scripts, run over the user `keys`, in the one
+    /// reply convention ([`script_reply`](super::script_reply)).
+    pub(crate) fn decode<K: AsRef<[u8]>>(
+        &self,
+        reply: redis::Value,
+        keys: &[K],
+    ) -> crate::Result<super::script_reply::ScriptReply> {
+        super::script_reply::decode(reply, self.name, keys)
+    }
+
     /// The source and SHA-1 to send: the legacy variant for a server before Redis 7.0.
     pub(crate) fn variant(&self, legacy: bool) -> (&str, &str) {
         if legacy {

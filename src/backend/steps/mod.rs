@@ -12,7 +12,7 @@
 //! - `redis.rs` and its `.lua` scripts, each declared with `script!` (whether it only reads,
 //!   its name, its files) and answering in the one reply convention of
 //!   `backend::redis::script_reply` (status first, one shape for corrupt state), which
-//!   `RedisBackend::run_script` decodes;
+//!   `Script::decode` decodes;
 //! - `memory.rs`: the same step on the in-process store, with the same answers.
 
 pub(crate) mod fenced_lock;

@@ -62,7 +62,7 @@ impl Responses {
         }
         let status = err.status();
         if status.is_server_error() {
-            tracing::error!(error = %err, "cannot derive the client key: {server_text}");
+            tracing::error!(error = %err, "cannot derive the client key ({})", server_text.trim_end());
             Answer::text(status, server_text)
         } else {
             Answer::text(status, err.to_string())

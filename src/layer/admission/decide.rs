@@ -3,8 +3,12 @@
 
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
+
+use pin_project_lite::pin_project;
 
 use crate::error::{Error, Result};
 use crate::layer::FailurePolicy;
@@ -80,6 +84,23 @@ pub(crate) fn admit(breaker: Option<&Arc<Breaker>>) -> Result<Option<Admission>,
     }
 }
 
+pin_project! {
+    /// An attempt bounded by the layer's timeout (see [`within`]).
+    #[project = WithinProj]
+    pub(crate) enum Within<F, T> {
+        /// Without a breaker: dropped at the timeout.
+        Bounded {
+            #[pin]
+            attempt: tokio::time::Timeout<F>,
+            timeout: Duration,
+        },
+        /// Under a breaker, which hears what the backend says even after the timeout.
+        Watched {
+            outcome: Pin<Box<dyn Future<Output = Result<T, Failure>> + Send>>,
+        },
+    }
+}
+
 /// Runs `attempt` within `timeout`, and tells the breaker (when it admitted the attempt)
 /// what the backend said.
 ///
@@ -87,23 +108,57 @@ pub(crate) fn admit(breaker: Option<&Arc<Breaker>>) -> Result<Option<Admission>,
 /// verdict on the backend: under a breaker the attempt goes on in the background, and the
 /// breaker hears what the backend then says; silence past a further grace is the backend's
 /// failure. What a late attempt obtains is dropped (a permit is then released in the
-/// background by its drop). Without a breaker the attempt is dropped at the timeout, which
-/// every step allows (see their cancel safety).
-pub(crate) async fn within<T, F>(
+/// background by its drop; a rate-limit decision has counted its permits, which errs on the
+/// side of the limit). Without a breaker the attempt is dropped at the timeout, which every
+/// step allows (see their cancel safety).
+///
+/// A hand-written future rather than an `async fn`: the attempt is moved once, into the
+/// timeout, and a layer without a breaker pays for nothing else (no box, no second copy).
+#[inline]
+pub(crate) fn within<F, T>(
     attempt: F,
     timeout: Duration,
     admission: Option<Admission>,
-) -> Result<T, Failure>
+) -> Within<F, T>
 where
     F: Future<Output = Result<T>> + Send + 'static,
     T: Send + 'static,
 {
-    let Some(admission) = admission else {
-        return match tokio::time::timeout(timeout, attempt).await {
-            Ok(outcome) => outcome.map_err(Failure::Backend),
-            Err(_) => Err(Failure::TimedOut(timeout)),
-        };
-    };
+    match admission {
+        None => Within::Bounded {
+            attempt: tokio::time::timeout(timeout, attempt),
+            timeout,
+        },
+        Some(admission) => Within::Watched {
+            outcome: Box::pin(watched(attempt, timeout, admission)),
+        },
+    }
+}
+
+impl<F, T> Future for Within<F, T>
+where
+    F: Future<Output = Result<T>>,
+{
+    type Output = Result<T, Failure>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            WithinProj::Bounded { attempt, timeout } => {
+                Poll::Ready(match ready!(attempt.poll(cx)) {
+                    Ok(outcome) => outcome.map_err(Failure::Backend),
+                    Err(_) => Err(Failure::TimedOut(*timeout)),
+                })
+            }
+            WithinProj::Watched { outcome } => outcome.as_mut().poll(cx),
+        }
+    }
+}
+
+async fn watched<F, T>(attempt: F, timeout: Duration, admission: Admission) -> Result<T, Failure>
+where
+    F: Future<Output = Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
     let mut attempt = Box::pin(attempt);
     if let Ok(outcome) = tokio::time::timeout(timeout, &mut attempt).await {
         settle(admission, &outcome);

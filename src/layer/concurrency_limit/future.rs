@@ -45,10 +45,11 @@ pub(crate) fn acquire(
     key: Vec<u8>,
     admission: Option<Admission>,
 ) -> Deciding<StreamGuard> {
-    let semaphore = config.semaphore.clone();
-    let lease = config.lease;
-    let attempt = async move { semaphore.try_acquire(&key, Some(lease)).await };
     Box::pin(async move {
+        // Built here, in the boxed future, and moved once (into the timeout).
+        let semaphore = config.semaphore.clone();
+        let lease = config.lease;
+        let attempt = async move { semaphore.try_acquire(&key, Some(lease)).await };
         match decide::within(attempt, config.timeout, admission).await {
             Ok(Attempt::Acquired(permit)) => {
                 Decision::Admit(StreamGuard::keep(permit, config.lease))

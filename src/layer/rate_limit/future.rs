@@ -44,16 +44,17 @@ pub(crate) fn decide(
     cost: u64,
     admission: Option<Admission>,
 ) -> Deciding<Option<Granted>> {
-    let limiter = config.limiter.clone();
-    let max_wait = config.max_wait;
-    let timeout = config.timeout + max_wait.unwrap_or_default();
-    let attempt = async move {
-        match max_wait {
-            Some(max_wait) => limiter.acquire_wait(&key, cost, max_wait).await,
-            None => limiter.acquire(&key, cost).await,
-        }
-    };
     Box::pin(async move {
+        // Built here, in the boxed future, and moved once (into the timeout).
+        let limiter = config.limiter.clone();
+        let max_wait = config.max_wait;
+        let timeout = config.timeout + max_wait.unwrap_or_default();
+        let attempt = async move {
+            match max_wait {
+                Some(max_wait) => limiter.acquire_wait(&key, cost, max_wait).await,
+                None => limiter.acquire(&key, cost).await,
+            }
+        };
         match decide::within(attempt, timeout, admission).await {
             Ok(decision) if decision.is_granted() => {
                 Decision::Admit(Some(Granted::new(config, decision)))

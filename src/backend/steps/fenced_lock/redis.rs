@@ -41,12 +41,13 @@ impl RedisBackend {
         step: FencedAcquireStep<'_>,
     ) -> Result<FencedAcquireReply> {
         let outcome = self
-            .run_script(
+            .eval_value(
                 &ACQUIRE,
                 &[step.lease_key, step.counter_key],
                 (step.token, step.lease_ms, step.not_after_ms),
             )
-            .await?
+            .await
+            .and_then(|reply| ACQUIRE.decode(reply, &[step.lease_key, step.counter_key]))?
             .into_outcome(ACQUIRE.name())?;
         match (outcome.status(), outcome.len()) {
             (b"late", 0) => Ok(FencedAcquireReply::Late),
@@ -64,8 +65,9 @@ impl RedisBackend {
     /// Gives the lease a new expiry if it is still held under the token.
     pub(super) async fn fenced_renew(&self, step: LeaseStep<'_>, lease_ms: u64) -> Result<bool> {
         let outcome = self
-            .run_script(&RENEW, &[step.lease_key], (step.token, lease_ms))
-            .await?
+            .eval_value(&RENEW, &[step.lease_key], (step.token, lease_ms))
+            .await
+            .and_then(|reply| RENEW.decode(reply, &[step.lease_key]))?
             .into_outcome(RENEW.name())?;
         match (outcome.status(), outcome.len()) {
             (b"renewed", 0) => Ok(true),
@@ -77,8 +79,9 @@ impl RedisBackend {
     /// Whether the lease is held under the token.
     pub(super) async fn fenced_verify(&self, step: LeaseStep<'_>) -> Result<bool> {
         let outcome = self
-            .run_script(&VERIFY, &[step.lease_key], step.token)
-            .await?
+            .eval_value(&VERIFY, &[step.lease_key], step.token)
+            .await
+            .and_then(|reply| VERIFY.decode(reply, &[step.lease_key]))?
             .into_outcome(VERIFY.name())?;
         match (outcome.status(), outcome.len()) {
             (b"held", 0) => Ok(true),
@@ -90,8 +93,9 @@ impl RedisBackend {
     /// Deletes the lease if it is held under the token.
     pub(super) async fn fenced_release(&self, step: LeaseStep<'_>) -> Result<LeaseReleaseReply> {
         let outcome = self
-            .run_script(&RELEASE, &[step.lease_key], step.token)
-            .await?
+            .eval_value(&RELEASE, &[step.lease_key], step.token)
+            .await
+            .and_then(|reply| RELEASE.decode(reply, &[step.lease_key]))?
             .into_outcome(RELEASE.name())?;
         match (outcome.status(), outcome.len()) {
             (b"released", 0) => Ok(LeaseReleaseReply::Released),

@@ -23,16 +23,25 @@
 local call, key, argv = redis.call, KEYS[1], ARGV
 local permits = argv[1]
 if permits == '0' then
-    -- A probe: read only.
+    -- A probe: it reads, and writes only to give a counter its lost expiry.
     -- pcall: a key of another type answers WRONGTYPE as a table instead of aborting.
     local raw = redis.pcall('GET', key)
     if not raw then
         return {'granted', 0, -2}
     end
-    local count = type(raw) == 'string' and tonumber(raw)
-    if not count or count ~= math.floor(count) then
+    -- A counter as INCRBY reads one: a 64-bit integer in plain decimal (no sign but a minus,
+    -- no leading zero, no space), so that a probe and a counting step agree on what is corrupt.
+    local digits = type(raw) == 'string' and (raw == '0' or string.match(raw, '^%-?([1-9]%d*)$'))
+    if digits and digits ~= true and #digits >= 19 then
+        local limit = string.sub(raw, 1, 1) == '-' and '9223372036854775808' or '9223372036854775807'
+        if #digits > 19 or digits > limit then
+            digits = nil
+        end
+    end
+    if not digits then
         return {'corrupt', 1, 'the fixed-window counter is not an integer'}
     end
+    local count = tonumber(raw)
     local ttl = redis.call('PTTL', key)
     if ttl == -1 then
         -- A counter without expiry would never reset: give it the window it lost.

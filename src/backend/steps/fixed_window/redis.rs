@@ -51,12 +51,13 @@ impl RedisBackend {
 
     async fn fixed_window_lua(&self, step: FixedWindowStep<'_>) -> Result<FixedWindowReply> {
         let reply = self
-            .run_script(
+            .eval_value(
                 &FIXED_WINDOW,
                 &[step.key],
                 (step.permits, step.limit, step.window_ms),
             )
-            .await?;
+            .await
+            .and_then(|reply| FIXED_WINDOW.decode(reply, &[step.key]))?;
         let (granted, count, ttl_ms) = match reply {
             // count * 2^32 + ms until the window ends.
             ScriptReply::Packed(count, ttl) => (true, count, Some(ttl)),

@@ -14,12 +14,13 @@ impl RedisBackend {
     /// when it consumes.
     pub(super) async fn gcra(&self, step: GcraStep<'_>) -> Result<RateLimitReply> {
         let reply = self
-            .run_script(
+            .eval_value(
                 &GCRA,
                 &[step.key],
                 (step.permits, step.interval_us, step.burst),
             )
-            .await?;
+            .await
+            .and_then(|reply| GCRA.decode(reply, &[step.key]))?;
         let (granted, remaining, reset_after_us, retry_after_us) = reply_parts(reply)?;
         Ok(reply_from_micros(
             granted,

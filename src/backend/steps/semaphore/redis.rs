@@ -50,7 +50,7 @@ impl RedisBackend {
         step: SemaphoreAcquireStep<'_>,
     ) -> Result<SemaphoreAcquireReply> {
         let outcome = self
-            .run_script(
+            .eval_value(
                 &ACQUIRE,
                 step.keys,
                 (
@@ -60,7 +60,8 @@ impl RedisBackend {
                     step.not_after_ms,
                 ),
             )
-            .await?
+            .await
+            .and_then(|reply| ACQUIRE.decode(reply, step.keys))?
             .into_outcome(ACQUIRE.name())?;
         match (outcome.status(), outcome.len()) {
             (b"granted", 0) => Ok(SemaphoreAcquireReply::Granted),
@@ -83,7 +84,10 @@ impl RedisBackend {
 
     /// Removes the permit from its sets: `true` when it was still held.
     pub(super) async fn semaphore_release(&self, step: PermitStep<'_>) -> Result<bool> {
-        let reply = self.run_script(&RELEASE, step.keys, step.token).await?;
+        let reply = self
+            .eval_value(&RELEASE, step.keys, step.token)
+            .await
+            .and_then(|reply| RELEASE.decode(reply, step.keys))?;
         flag(reply, &RELEASE, b"released", b"not_held")
     }
 
@@ -94,22 +98,27 @@ impl RedisBackend {
         expiry_ms: Option<u64>,
     ) -> Result<bool> {
         let reply = self
-            .run_script(&RENEW, step.keys, (step.token, expiry_ms.unwrap_or(0)))
-            .await?;
+            .eval_value(&RENEW, step.keys, (step.token, expiry_ms.unwrap_or(0)))
+            .await
+            .and_then(|reply| RENEW.decode(reply, step.keys))?;
         flag(reply, &RENEW, b"renewed", b"lost")
     }
 
     /// Whether the permit is held in every set, after pruning.
     pub(super) async fn semaphore_verify(&self, step: PermitStep<'_>) -> Result<bool> {
-        let reply = self.run_script(&VERIFY, step.keys, step.token).await?;
+        let reply = self
+            .eval_value(&VERIFY, step.keys, step.token)
+            .await
+            .and_then(|reply| VERIFY.decode(reply, step.keys))?;
         flag(reply, &VERIFY, b"held", b"not_held")
     }
 
     /// The live permits of each set.
     pub(super) async fn semaphore_held(&self, keys: &[Vec<u8>]) -> Result<Vec<u32>> {
         let outcome = self
-            .run_script(&HELD, keys, NO_ARGS)
-            .await?
+            .eval_value(&HELD, keys, NO_ARGS)
+            .await
+            .and_then(|reply| HELD.decode(reply, keys))?
             .into_outcome(HELD.name())?;
         if outcome.status() != b"live" || outcome.len() != keys.len() {
             return Err(outcome.unexpected());

@@ -16,12 +16,13 @@ impl RedisBackend {
         step: SlidingWindowStep<'_>,
     ) -> Result<RateLimitReply> {
         let reply = self
-            .run_script(
+            .eval_value(
                 &SLIDING_WINDOW,
                 &[step.key],
                 (step.permits, step.limit, step.window_ms, step.segment_ms),
             )
-            .await?;
+            .await
+            .and_then(|reply| SLIDING_WINDOW.decode(reply, &[step.key]))?;
         let (granted, remaining, reset_after_ms, retry_after_ms) = reply_parts(reply)?;
         Ok(RateLimitReply {
             granted,

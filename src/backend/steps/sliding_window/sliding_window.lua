@@ -35,7 +35,8 @@ local window = ARGV[3] + 0
 local segment = ARGV[4] + 0
 local MAX_COUNT = 4503599627370495 -- 2^52 - 1, the largest limit
 local MAX_END = 9007199254740991 -- 2^53 - 1
-local CORRUPT = {'corrupt', 1, 'the sliding window is not a hash of segment ends to counts'}
+-- Only the message is made on every call; its table only when returned.
+local CORRUPT = 'the sliding window is not a hash of segment ends to counts'
 
 local function granted(remaining, reset)
     if remaining < 1048576 and reset < 4294967296 then
@@ -52,7 +53,7 @@ local current = now - now % segment + segment
 -- The common steps, on the summary alone.
 local summary = redis.pcall('HMGET', key, 'n', 'o')
 if summary.err then
-    return CORRUPT
+    return {'corrupt', 1, CORRUPT}
 end
 local total, oldest = tonumber(summary[1]), tonumber(summary[2])
 if total and oldest and oldest + window > now and total % 1 == 0 and oldest % 1 == 0
@@ -66,7 +67,7 @@ if total and oldest and oldest + window > now and total % 1 == 0 and oldest % 1 
         if type(added) == 'table' then
             -- A segment count HINCRBY refuses: take the summary's share back, change nothing.
             call('HINCRBY', key, 'n', -permits)
-            return CORRUPT
+            return {'corrupt', 1, CORRUPT}
         end
         if added == permits then
             -- A new segment: the key lives until it leaves the window, never sooner than a
@@ -90,7 +91,7 @@ end
 
 local flat = redis.pcall('HGETALL', key)
 if flat.err then
-    return CORRUPT
+    return {'corrupt', 1, CORRUPT}
 end
 
 -- One pass, with no tables: most steps only need the live count and the ends.
@@ -101,7 +102,7 @@ for i = 1, #flat, 2 do
         local finish, counted = tonumber(name), tonumber(flat[i + 1])
         if not (finish and counted) or finish % 1 ~= 0 or counted % 1 ~= 0 or counted < 0
             or finish > MAX_END or counted > MAX_COUNT then
-            return CORRUPT
+            return {'corrupt', 1, CORRUPT}
         end
         if finish > newest then
             newest = finish
@@ -122,7 +123,7 @@ if permits > 0 and count + permits <= limit then
     -- Counted first: a count HINCRBY refuses fails the step before anything changed.
     local added = redis.pcall('HINCRBY', key, format('%d', current), ARGV[1])
     if type(added) == 'table' then
-        return CORRUPT
+        return {'corrupt', 1, CORRUPT}
     end
     if stale > 0 then
         for i = 1, #flat, 2 do

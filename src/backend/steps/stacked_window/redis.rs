@@ -20,8 +20,9 @@ impl RedisBackend {
             args.extend([limit, window_ms]);
         }
         let outcome = self
-            .run_script(&STACKED_WINDOW, &[step.key], args)
-            .await?
+            .eval_value(&STACKED_WINDOW, &[step.key], args)
+            .await
+            .and_then(|reply| STACKED_WINDOW.decode(reply, &[step.key]))?
             .into_outcome(STACKED_WINDOW.name())?;
         let granted = match outcome.status() {
             b"granted" => true,

@@ -13,7 +13,7 @@ impl RedisBackend {
     /// Runs one token-bucket step.
     pub(super) async fn token_bucket(&self, step: TokenBucketStep<'_>) -> Result<RateLimitReply> {
         let reply = self
-            .run_script(
+            .eval_value(
                 &TOKEN_BUCKET,
                 &[step.key],
                 (
@@ -23,7 +23,8 @@ impl RedisBackend {
                     step.period_ms,
                 ),
             )
-            .await?;
+            .await
+            .and_then(|reply| TOKEN_BUCKET.decode(reply, &[step.key]))?;
         let (granted, remaining, reset_after_ms, retry_after_ms) = reply_parts(reply)?;
         Ok(RateLimitReply {
             granted,
