@@ -30,7 +30,9 @@ use crate::error::Result;
 /// A backend: Redis (any topology) or the in-process memory backend.
 ///
 /// Build one from a [`redis::RedisBackend`] or a [`memory::MemoryBackend`] with `From`, or let
-/// [`Coordination`](crate::Coordination) do it.
+/// [`Coordination`](crate::Coordination) do it. Applications hold a `Coordination`, which every
+/// primitive, layer and extractor takes; the backend's steps are crate-private, run through
+/// one dispatch point.
 ///
 /// # Example
 ///
