@@ -260,6 +260,14 @@ async fn a_corrupt_counter_fails_without_change(target: Target) {
         );
         assert_eq!(target.pttl(&key), -1, "{shown:?}: no expiry added");
     }
+    // A negative count (which no step writes) is corrupt to a probe, which leaves it.
+    target.raw(&[b"SET", &key, b"-5"]);
+    let err = limiter.acquire(b"k", 0).await.expect_err("corrupt");
+    assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
+    assert_eq!(
+        target.raw(&[b"GET", &key]),
+        redis::Value::BulkString(b"-5".to_vec())
+    );
     target.raw(&[b"DEL", &key]);
     // A counter that lost its expiry is given its window back instead of blocking forever.
     target.raw(&[b"SET", &key, b"5"]);

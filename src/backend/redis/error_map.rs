@@ -123,7 +123,9 @@ pub(crate) fn is_unknown_command(err: &RedisError) -> bool {
 /// (`ERR unknown command`, a server too old) or denied by an ACL (`NOPERM`, an allow-list
 /// written before the command existed). Either way nothing ran.
 pub(crate) fn refuses_command(err: &RedisError) -> bool {
-    if first_failure(err).is_some_and(|(index, _, _)| index > 0) {
+    // A later reply of a pipeline, or a command a script ran (a key the ACL denies it): the
+    // command itself was taken.
+    if first_failure(err).is_some_and(|(index, _, detail)| index > 0 || is_script_error(&detail)) {
         return false;
     }
     is_unknown_command(err)

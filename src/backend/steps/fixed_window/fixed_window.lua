@@ -29,17 +29,16 @@ if permits == '0' then
     if not raw then
         return {'granted', 0, -2}
     end
-    -- A counter as INCRBY reads one: a 64-bit integer in plain decimal (no sign but a minus,
-    -- no leading zero, no space), so that a probe and a counting step agree on what is corrupt.
-    local digits = type(raw) == 'string' and (raw == '0' or string.match(raw, '^%-?([1-9]%d*)$'))
-    if digits and digits ~= true and #digits >= 19 then
-        local limit = string.sub(raw, 1, 1) == '-' and '9223372036854775808' or '9223372036854775807'
-        if #digits > 19 or digits > limit then
-            digits = nil
-        end
+    -- A counter as INCRBY reads one, and never negative (no step writes one): plain decimal
+    -- digits, no sign, no leading zero, no space, at most i64::MAX. So a probe and a counting
+    -- step agree on what is corrupt.
+    local digits = type(raw) == 'string' and (raw == '0' or string.match(raw, '^[1-9]%d*$'))
+    if digits and digits ~= true and #digits >= 19
+        and (#digits > 19 or digits > '9223372036854775807') then
+        digits = nil
     end
     if not digits then
-        return {'corrupt', 1, 'the fixed-window counter is not an integer'}
+        return {'corrupt', 1, 'the fixed-window counter is not a non-negative integer'}
     end
     local count = tonumber(raw)
     local ttl = redis.call('PTTL', key)

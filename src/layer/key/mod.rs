@@ -1,0 +1,846 @@
+//! Which client a request counts against.
+//!
+//! A rate-limit layer asks its [`KeyExtractor`] for the key of each request: requests with
+//! equal keys share one budget. The built-in extractors produce these keys:
+//!
+//! | extractor | key bytes |
+//! | --- | --- |
+//! | [`KeyExtractor::global`] | `global` |
+//! | [`KeyExtractor::peer_ip`], [`KeyExtractor::client_ip`], [`KeyExtractor::client_ip_forwarded`] | `ip:203.0.113.7`, `ip:2001:db8::1` |
+//! | [`KeyExtractor::header`] | the header value, byte for byte |
+//!
+//! IPv4-mapped IPv6 addresses (`::ffff:203.0.113.7`) count as the IPv4 address they carry, so
+//! a dual-stack listener keys a client the same way whichever socket it arrives on. IPv6
+//! clients are keyed by their full address; since one host usually holds a whole `/64`,
+//! operators may prefer to key by prefix with [`KeyExtractor::from_fn`].
+//!
+//! # The peer address
+//!
+//! [`KeyExtractor::peer_ip`] and [`KeyExtractor::client_ip`] read the TCP peer's address from
+//! the request extensions, trying in turn:
+//!
+//! - `axum::extract::ConnectInfo<SocketAddr>` (with the `axum` feature), which axum inserts
+//!   when the app is served with `into_make_service_with_connect_info::<SocketAddr>()`:
+//!
+//!   ```no_run
+//!   # #[cfg(feature = "axum")]
+//!   # async fn serve(app: axum::Router) -> std::io::Result<()> {
+//!   # use std::net::SocketAddr;
+//!   # let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//!   axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+//!   # Ok(()) }
+//!   ```
+//!
+//! - a plain [`SocketAddr`], for hyper and tower servers that insert it themselves.
+//!
+//! A request with neither fails with [`KeyErrorKind::MissingPeerAddress`]: the server is
+//! misconfigured, so it is an internal error rather than the client's fault.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use http::header::FORWARDED;
+use http::request::Parts;
+use http::{HeaderName, StatusCode};
+/// An IP network (re-exported from the `ipnet` crate), which a [`TrustedProxy`] is built
+/// from.
+pub use ipnet::IpNet;
+pub use trusted_proxy::{InvalidTrustedProxy, TrustedProxy};
+
+mod trusted_proxy;
+
+/// How many forwarding hops [`KeyExtractor::client_ip`] examines at most, so that a huge
+/// header costs little.
+const MAX_HOPS: usize = 32;
+
+/// The longest client key stored as given. A longer one (a 64 KiB header, say) is stored as
+/// [`HASHED_KEY_PREFIX`] and the hex SHA-256 of its bytes: 71 bytes, whatever the client
+/// sent, so a key costs Redis the same memory and time however large the request.
+pub const MAX_KEY_LEN: usize = 128;
+
+/// What a hashed client key starts with (see [`MAX_KEY_LEN`]). A key given that already
+/// starts with it is hashed too, so that no client can pick a key equal to another's hash.
+pub const HASHED_KEY_PREFIX: &[u8] = b"sha256:";
+
+/// Derives the rate-limit key of a request.
+///
+/// Cloning is cheap: the configuration is shared.
+///
+/// # Example
+///
+/// Behind load balancers in `10.0.0.0/8` that append to `X-Forwarded-For`:
+///
+/// ```
+/// use std::net::SocketAddr;
+///
+/// use leasehold::layer::key::KeyExtractor;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let key = KeyExtractor::client_ip(["10.0.0.0/8".parse()?]);
+///
+/// let (parts, ()) = http::Request::builder()
+///     // The client wrote the left entry itself; the balancer appended the right one.
+///     .header("x-forwarded-for", "198.51.100.9, 203.0.113.7")
+///     .extension(SocketAddr::from(([10, 0, 0, 2], 41_000)))
+///     .body(())?
+///     .into_parts();
+/// assert_eq!(key.extract(&parts)?, b"ip:203.0.113.7");
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct KeyExtractor {
+    inner: Arc<Inner>,
+}
+
+type KeyFn = dyn Fn(&Parts) -> Result<Vec<u8>, KeyError> + Send + Sync;
+
+/// The one forwarding header a `client_ip` extractor reads. Never both: a proxy appends to
+/// one of them and passes the other through, so falling back from one to the other would
+/// let a client write its own key.
+#[derive(Debug, Clone, Copy)]
+enum Forwarding {
+    XForwardedFor,
+    Forwarded,
+}
+
+enum Inner {
+    Global,
+    PeerIp,
+    ClientIp(Vec<IpNet>, Forwarding),
+    Header(HeaderName),
+    FromFn(Box<KeyFn>),
+}
+
+impl KeyExtractor {
+    fn new(inner: Inner) -> Self {
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// One key, `global`, for every request: the limit applies to the service as a whole.
+    pub fn global() -> Self {
+        Self::new(Inner::Global)
+    }
+
+    /// Keys by the TCP peer's IP address, ignoring any forwarding headers.
+    ///
+    /// Right for a server that clients reach directly. Behind a proxy every request would
+    /// share the proxy's key: use [`client_ip`](Self::client_ip) there.
+    pub fn peer_ip() -> Self {
+        Self::new(Inner::PeerIp)
+    }
+
+    /// Keys by the client's IP address as reported by trusted proxies in
+    /// `X-Forwarded-For`.
+    ///
+    /// Forwarding headers are believed only when the TCP peer lies in one of the
+    /// `trusted_proxies` networks ([`TrustedProxy`]: parse `"10.0.0.0/8"`, or a bare
+    /// address such as `"10.0.0.7"` for one proxy). Any other peer is keyed by its own address, whatever
+    /// headers it sends, so with no trusted networks this is [`peer_ip`](Self::peer_ip).
+    ///
+    /// From a trusted peer, the hops are read from `X-Forwarded-For` (several lines of the
+    /// header form one list, in order) and walked from right to left, the nearest first:
+    ///
+    /// 1. an address in a trusted network is one more proxy: remember it and go on;
+    /// 2. the first address outside them is the client, and the key;
+    /// 3. an entry that names no address (empty, unparsable) ends the walk, as does the
+    ///    32nd hop: the key is then the last trusted address seen, or the peer's.
+    ///
+    /// So when every hop is trusted the leftmost one is the key, and nothing to the left of
+    /// an entry that no trusted proxy vouches for is ever believed. Addresses are compared
+    /// after IPv4-mapped IPv6 addresses are turned into IPv4, so list IPv4 proxies as IPv4
+    /// networks. A `Forwarded` header is ignored: use
+    /// [`client_ip_forwarded`](Self::client_ip_forwarded) behind proxies that write that one.
+    pub fn client_ip(trusted_proxies: impl IntoIterator<Item = TrustedProxy>) -> Self {
+        Self::new(Inner::ClientIp(
+            trusted_proxies
+                .into_iter()
+                .map(|proxy| proxy.network())
+                .collect(),
+            Forwarding::XForwardedFor,
+        ))
+    }
+
+    /// Like [`client_ip`](Self::client_ip), but reads the `for=` parameters of the
+    /// standard `Forwarded` header (RFC 7239) and ignores `X-Forwarded-For`.
+    ///
+    /// An element that names no address (`for=unknown`, an obfuscated identifier such as
+    /// `_hidden`, an element without `for=`) ends the walk like any unparsable entry.
+    pub fn client_ip_forwarded(trusted_proxies: impl IntoIterator<Item = TrustedProxy>) -> Self {
+        Self::new(Inner::ClientIp(
+            trusted_proxies
+                .into_iter()
+                .map(|proxy| proxy.network())
+                .collect(),
+            Forwarding::Forwarded,
+        ))
+    }
+
+    /// Keys by the value of a request header, such as an API key.
+    ///
+    /// The key is the first value's bytes, as sent, up to [`MAX_KEY_LEN`] bytes; a longer
+    /// value is hashed (see [`MAX_KEY_LEN`]). A request without the header fails with
+    /// [`KeyErrorKind::MissingHeader`], and one with an empty value with
+    /// [`KeyErrorKind::InvalidHeader`]: neither names a client.
+    pub fn header(name: HeaderName) -> Self {
+        Self::new(Inner::Header(name))
+    }
+
+    /// Keys by the result of `f`, for any other rule.
+    ///
+    /// Return a [`KeyError`] from `f` to refuse a request that carries no usable key. A key
+    /// longer than [`MAX_KEY_LEN`] is hashed, as for [`header`](Self::header).
+    pub fn from_fn<F>(f: F) -> Self
+    where
+        F: Fn(&Parts) -> Result<Vec<u8>, KeyError> + Send + Sync + 'static,
+    {
+        Self::new(Inner::FromFn(Box::new(f)))
+    }
+
+    /// The key of the request with these `parts`.
+    pub fn extract(&self, parts: &Parts) -> Result<Vec<u8>, KeyError> {
+        match &*self.inner {
+            Inner::Global => Ok(b"global".to_vec()),
+            Inner::PeerIp => peer_ip(parts).map(ip_key),
+            Inner::ClientIp(trusted, header) => client_ip(parts, trusted, *header).map(ip_key),
+            Inner::Header(name) => match parts.headers.get(name) {
+                Some(value) if value.is_empty() => Err(KeyError::with_kind(
+                    KeyErrorKind::InvalidHeader,
+                    format!("empty request header `{name}`"),
+                )),
+                Some(value) => Ok(bounded(value.as_bytes())),
+                None => Err(KeyError::with_kind(
+                    KeyErrorKind::MissingHeader,
+                    format!("missing request header `{name}`"),
+                )),
+            },
+            Inner::FromFn(f) => f(parts).map(|key| {
+                if needs_hashing(&key) {
+                    bounded(&key)
+                } else {
+                    key
+                }
+            }),
+        }
+    }
+}
+
+fn needs_hashing(key: &[u8]) -> bool {
+    key.len() > MAX_KEY_LEN || key.starts_with(HASHED_KEY_PREFIX)
+}
+
+/// `key` as given, or hashed when it is longer than [`MAX_KEY_LEN`] or could pass for a
+/// hash.
+fn bounded(key: &[u8]) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+
+    if !needs_hashing(key) {
+        return key.to_vec();
+    }
+    let digest = Sha256::digest(key);
+    let mut hashed = Vec::with_capacity(HASHED_KEY_PREFIX.len() + 2 * digest.len());
+    hashed.extend_from_slice(HASHED_KEY_PREFIX);
+    for byte in digest {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        hashed.push(HEX[usize::from(byte >> 4)]);
+        hashed.push(HEX[usize::from(byte & 0xf)]);
+    }
+    hashed
+}
+
+impl fmt::Debug for KeyExtractor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &*self.inner {
+            Inner::Global => f.write_str("KeyExtractor::Global"),
+            Inner::PeerIp => f.write_str("KeyExtractor::PeerIp"),
+            Inner::ClientIp(trusted, header) => f
+                .debug_tuple("KeyExtractor::ClientIp")
+                .field(trusted)
+                .field(header)
+                .finish(),
+            Inner::Header(name) => f.debug_tuple("KeyExtractor::Header").field(name).finish(),
+            Inner::FromFn(_) => f.write_str("KeyExtractor::FromFn"),
+        }
+    }
+}
+
+fn ip_key(ip: IpAddr) -> Vec<u8> {
+    match ip {
+        // The common case, written by hand: formatting through `Display` cost more than the
+        // rest of the key's work. The text is the same.
+        IpAddr::V4(v4) => {
+            let mut key = Vec::with_capacity(18);
+            key.extend_from_slice(b"ip:");
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    key.push(b'.');
+                }
+                if octet >= 100 {
+                    key.push(b'0' + octet / 100);
+                }
+                if octet >= 10 {
+                    key.push(b'0' + octet / 10 % 10);
+                }
+                key.push(b'0' + octet % 10);
+            }
+            key
+        }
+        IpAddr::V6(v6) => format!("ip:{v6}").into_bytes(),
+    }
+}
+
+fn peer_ip(parts: &Parts) -> Result<IpAddr, KeyError> {
+    #[cfg(feature = "axum")]
+    if let Some(axum::extract::ConnectInfo(addr)) = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+    {
+        return Ok(addr.ip().to_canonical());
+    }
+    match parts.extensions.get::<SocketAddr>() {
+        Some(addr) => Ok(addr.ip().to_canonical()),
+        None => Err(KeyError::with_kind(
+            KeyErrorKind::MissingPeerAddress,
+            "no peer address in the request extensions \
+             (neither `ConnectInfo<SocketAddr>` nor `SocketAddr`)",
+        )),
+    }
+}
+
+fn client_ip(parts: &Parts, trusted: &[IpNet], header: Forwarding) -> Result<IpAddr, KeyError> {
+    let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
+    let peer = peer_ip(parts)?;
+    if !is_trusted(&peer) {
+        return Ok(peer);
+    }
+
+    let (name, parse): (_, fn(&str) -> Option<IpAddr>) = match header {
+        Forwarding::Forwarded => (FORWARDED, forwarded_for),
+        Forwarding::XForwardedFor => (HeaderName::from_static("x-forwarded-for"), x_forwarded_for),
+    };
+    let hops = parts
+        .headers
+        .get_all(name)
+        .iter()
+        .rev()
+        .flat_map(|line| line.as_bytes().rsplit(|&b| b == b','))
+        .map(|hop| {
+            let hop = std::str::from_utf8(hop).ok()?;
+            parse(hop.trim()).map(|ip| ip.to_canonical())
+        });
+
+    let mut client = peer;
+    for hop in hops.take(MAX_HOPS) {
+        match hop {
+            Some(ip) if is_trusted(&ip) => client = ip,
+            Some(ip) => return Ok(ip),
+            // No trusted proxy vouches for this entry, so whatever lies left of it may
+            // have been written by the client.
+            None => break,
+        }
+    }
+    Ok(client)
+}
+
+/// The address of one `X-Forwarded-For` entry, which some proxies write with a port.
+fn x_forwarded_for(entry: &str) -> Option<IpAddr> {
+    entry
+        .parse()
+        .or_else(|_| entry.parse::<SocketAddr>().map(|addr| addr.ip()))
+        .ok()
+}
+
+/// The address in the `for=` parameter of one `Forwarded` element.
+///
+/// Parameters are split naively on `;`: a quoted value holding `;` or `,` makes the element
+/// unreadable, which only ever ends the walk early.
+fn forwarded_for(element: &str) -> Option<IpAddr> {
+    let node = element.split(';').find_map(|pair| {
+        let (name, value) = pair.split_once('=')?;
+        name.trim()
+            .eq_ignore_ascii_case("for")
+            .then_some(value.trim())
+    })?;
+    let node = node
+        .strip_prefix('"')
+        .and_then(|node| node.strip_suffix('"'))
+        .unwrap_or(node);
+
+    // node = nodename [ ":" node-port ], where an IPv6 nodename is bracketed so that its
+    // colons are not mistaken for the port's.
+    let (name, port) = match node.strip_prefix('[') {
+        Some(rest) => rest.split_once(']')?,
+        None => node.split_at(node.find(':').unwrap_or(node.len())),
+    };
+    if !(port.is_empty() || port.strip_prefix(':').is_some_and(is_node_port)) {
+        return None;
+    }
+    // `unknown` and obfuscated identifiers such as `_hidden` name no address.
+    name.parse().ok()
+}
+
+/// A port number, or an obfuscated port such as `_9c2e` (RFC 7239, section 6.3).
+fn is_node_port(port: &str) -> bool {
+    !port.is_empty()
+        && port
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// Why a request has no rate-limit key.
+///
+/// [`status`](Self::status) is the HTTP status a layer answers with.
+#[derive(Debug)]
+pub struct KeyError {
+    kind: KeyErrorKind,
+    reason: Cow<'static, str>,
+}
+
+/// The kind of a [`KeyError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KeyErrorKind {
+    /// The request carries no peer address: the server is not set up to record it.
+    MissingPeerAddress,
+    /// The request lacks the header that holds the key.
+    MissingHeader,
+    /// The header that holds the key has a value that names no client.
+    InvalidHeader,
+    /// Raised by a [`KeyExtractor::from_fn`] closure.
+    Custom,
+}
+
+impl KeyError {
+    /// An error of kind [`KeyErrorKind::Custom`], for [`KeyExtractor::from_fn`] closures.
+    pub fn new(reason: impl Into<Cow<'static, str>>) -> Self {
+        Self::with_kind(KeyErrorKind::Custom, reason)
+    }
+
+    fn with_kind(kind: KeyErrorKind, reason: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            kind,
+            reason: reason.into(),
+        }
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> KeyErrorKind {
+        self.kind
+    }
+
+    /// The response status: `500 Internal Server Error` for a missing peer address, which is
+    /// the server's fault, and `400 Bad Request` otherwise.
+    pub fn status(&self) -> StatusCode {
+        match self.kind {
+            KeyErrorKind::MissingPeerAddress => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use http::{HeaderValue, Request};
+
+    fn parts(peer: Option<&str>, headers: &[(&str, &str)]) -> Parts {
+        let mut builder = Request::builder();
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        if let Some(peer) = peer {
+            builder = builder.extension(peer.parse::<SocketAddr>().unwrap());
+        }
+        builder.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn ip_keys_read_as_display_writes_them() {
+        let ips = [
+            "0.0.0.0",
+            "1.2.3.4",
+            "10.99.100.255",
+            "255.255.255.255",
+            "::1",
+            "2001:db8::7",
+        ];
+        for ip in ips {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert_eq!(ip_key(ip), format!("ip:{ip}").into_bytes());
+        }
+        for octet in 0..=255u8 {
+            let ip = IpAddr::from([octet, 0, octet, 9]);
+            assert_eq!(ip_key(ip), format!("ip:{ip}").into_bytes());
+        }
+    }
+
+    fn key(extractor: &KeyExtractor, parts: &Parts) -> String {
+        String::from_utf8(extractor.extract(parts).unwrap()).unwrap()
+    }
+
+    fn behind_proxies() -> KeyExtractor {
+        KeyExtractor::client_ip(["10.0.0.0/8".parse().unwrap(), "fd00::/8".parse().unwrap()])
+    }
+
+    fn behind_forwarding_proxies() -> KeyExtractor {
+        KeyExtractor::client_ip_forwarded([
+            "10.0.0.0/8".parse().unwrap(),
+            "fd00::/8".parse().unwrap(),
+        ])
+    }
+
+    /// The key `behind_proxies` (or, for a `Forwarded` header, `behind_forwarding_proxies`)
+    /// derives for a request from a trusted peer.
+    fn via_proxy(headers: &[(&str, &str)]) -> String {
+        let extractor = if headers.iter().any(|(name, _)| *name == "forwarded") {
+            behind_forwarding_proxies()
+        } else {
+            behind_proxies()
+        };
+        key(&extractor, &parts(Some("10.0.0.2:443"), headers))
+    }
+
+    #[test]
+    fn types_cross_threads() {
+        fn shareable<T: Clone + Send + Sync + 'static>() {}
+        fn boxable<T: std::error::Error + Send + Sync + 'static>() {}
+        shareable::<KeyExtractor>();
+        boxable::<KeyError>();
+    }
+
+    #[test]
+    fn global_is_one_key_for_everyone() {
+        let global = KeyExtractor::global();
+        assert_eq!(key(&global, &parts(None, &[])), "global");
+        assert_eq!(key(&global, &parts(Some("203.0.113.7:1"), &[])), "global");
+    }
+
+    #[test]
+    fn peer_ip_reads_the_socket_addr_extension() {
+        let peer = KeyExtractor::peer_ip();
+        assert_eq!(
+            key(&peer, &parts(Some("203.0.113.7:5000"), &[])),
+            "ip:203.0.113.7"
+        );
+        assert_eq!(
+            key(&peer, &parts(Some("[2001:db8::1]:5000"), &[])),
+            "ip:2001:db8::1"
+        );
+    }
+
+    #[test]
+    fn peer_ip_ignores_forwarding_headers() {
+        let parts = parts(
+            Some("203.0.113.7:5000"),
+            &[("x-forwarded-for", "198.51.100.1")],
+        );
+        assert_eq!(key(&KeyExtractor::peer_ip(), &parts), "ip:203.0.113.7");
+    }
+
+    #[cfg(feature = "axum")]
+    #[test]
+    fn peer_ip_reads_axum_connect_info() {
+        let mut parts = parts(None, &[]);
+        parts
+            .extensions
+            .insert(axum::extract::ConnectInfo(SocketAddr::from((
+                [203, 0, 113, 7],
+                5000,
+            ))));
+        assert_eq!(key(&KeyExtractor::peer_ip(), &parts), "ip:203.0.113.7");
+    }
+
+    #[test]
+    fn ipv4_mapped_peer_is_keyed_as_ipv4() {
+        let parts = parts(Some("[::ffff:203.0.113.7]:5000"), &[]);
+        assert_eq!(key(&KeyExtractor::peer_ip(), &parts), "ip:203.0.113.7");
+    }
+
+    #[test]
+    fn ipv4_mapped_peer_matches_ipv4_trusted_network() {
+        let parts = parts(
+            Some("[::ffff:10.0.0.2]:443"),
+            &[("x-forwarded-for", "::ffff:203.0.113.7")],
+        );
+        assert_eq!(key(&behind_proxies(), &parts), "ip:203.0.113.7");
+    }
+
+    #[test]
+    fn missing_peer_is_a_server_error() {
+        for extractor in [KeyExtractor::peer_ip(), behind_proxies()] {
+            let error = extractor.extract(&parts(None, &[])).unwrap_err();
+            assert_eq!(error.kind(), KeyErrorKind::MissingPeerAddress);
+            assert_eq!(error.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        }
+    }
+
+    #[test]
+    fn header_keys_by_first_value() {
+        let extractor = KeyExtractor::header(HeaderName::from_static("x-api-key"));
+        let parts = parts(None, &[("x-api-key", "alpha"), ("x-api-key", "beta")]);
+        assert_eq!(key(&extractor, &parts), "alpha");
+    }
+
+    #[test]
+    fn header_keeps_raw_bytes() {
+        let extractor = KeyExtractor::header(HeaderName::from_static("x-api-key"));
+        let mut parts = parts(None, &[]);
+        let raw = b"caf\xe9";
+        parts
+            .headers
+            .insert("x-api-key", HeaderValue::from_bytes(raw).unwrap());
+        assert_eq!(extractor.extract(&parts).unwrap(), raw);
+    }
+
+    #[test]
+    fn missing_header_is_a_bad_request() {
+        let extractor = KeyExtractor::header(HeaderName::from_static("x-api-key"));
+        let error = extractor.extract(&parts(None, &[])).unwrap_err();
+        assert_eq!(error.kind(), KeyErrorKind::MissingHeader);
+        assert_eq!(error.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(error.to_string(), "missing request header `x-api-key`");
+    }
+
+    #[test]
+    fn empty_header_is_invalid() {
+        let extractor = KeyExtractor::header(HeaderName::from_static("x-api-key"));
+        let error = extractor
+            .extract(&parts(None, &[("x-api-key", "")]))
+            .unwrap_err();
+        assert_eq!(error.kind(), KeyErrorKind::InvalidHeader);
+        assert_eq!(error.status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn from_fn_runs_the_closure() {
+        let by_path = KeyExtractor::from_fn(|parts| match parts.uri.path() {
+            "/" => Err(KeyError::new("no tenant")),
+            path => Ok(path.as_bytes().to_vec()),
+        });
+        let mut tenant = parts(None, &[]);
+        tenant.uri = "/acme".parse().unwrap();
+        assert_eq!(key(&by_path.clone(), &tenant), "/acme");
+
+        let error = by_path.extract(&parts(None, &[])).unwrap_err();
+        assert_eq!(error.kind(), KeyErrorKind::Custom);
+        assert_eq!(error.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(error.to_string(), "no tenant");
+    }
+
+    #[test]
+    fn untrusted_peer_cannot_spoof_forwarding_headers() {
+        let parts = parts(
+            Some("198.51.100.66:5000"),
+            &[
+                ("x-forwarded-for", "203.0.113.7"),
+                ("forwarded", "for=203.0.113.8"),
+            ],
+        );
+        assert_eq!(key(&behind_proxies(), &parts), "ip:198.51.100.66");
+    }
+
+    #[test]
+    fn no_trusted_proxies_means_peer_ip() {
+        let extractor = KeyExtractor::client_ip([]);
+        let parts = parts(Some("10.0.0.2:443"), &[("x-forwarded-for", "203.0.113.7")]);
+        assert_eq!(key(&extractor, &parts), "ip:10.0.0.2");
+    }
+
+    #[test]
+    fn trusted_peer_without_headers_is_the_client() {
+        assert_eq!(via_proxy(&[]), "ip:10.0.0.2");
+    }
+
+    #[test]
+    fn x_forwarded_for_through_two_trusted_proxies() {
+        // The client forged the two left entries; proxies 10.0.0.1 and 10.0.0.2 are real.
+        let chain = "192.0.2.1, 10.9.9.9, 203.0.113.7, 10.0.0.1";
+        assert_eq!(via_proxy(&[("x-forwarded-for", chain)]), "ip:203.0.113.7");
+    }
+
+    #[test]
+    fn x_forwarded_for_accepts_ports_and_ipv6() {
+        assert_eq!(
+            via_proxy(&[("x-forwarded-for", "203.0.113.7:5000")]),
+            "ip:203.0.113.7"
+        );
+        assert_eq!(
+            via_proxy(&[("x-forwarded-for", "2001:db8::1")]),
+            "ip:2001:db8::1"
+        );
+        assert_eq!(
+            via_proxy(&[("x-forwarded-for", "[2001:db8::1]:5000, fd00::1")]),
+            "ip:2001:db8::1"
+        );
+    }
+
+    #[test]
+    fn header_lines_form_one_list_in_order() {
+        let lines = [
+            ("x-forwarded-for", "192.0.2.1"),
+            ("x-forwarded-for", "203.0.113.7, 10.0.0.1"),
+            ("x-forwarded-for", "10.0.0.3"),
+        ];
+        assert_eq!(via_proxy(&lines), "ip:203.0.113.7");
+    }
+
+    #[test]
+    fn all_trusted_hops_give_the_leftmost() {
+        assert_eq!(
+            via_proxy(&[("x-forwarded-for", "10.0.0.5, 10.0.0.1")]),
+            "ip:10.0.0.5"
+        );
+    }
+
+    #[test]
+    fn garbage_stops_the_walk_at_the_last_trusted_hop() {
+        let forged = "192.0.2.1, not-an-ip, 10.0.0.1";
+        assert_eq!(via_proxy(&[("x-forwarded-for", forged)]), "ip:10.0.0.1");
+        assert_eq!(
+            via_proxy(&[("x-forwarded-for", "192.0.2.1, ")]),
+            "ip:10.0.0.2"
+        );
+        assert_eq!(
+            via_proxy(&[("x-forwarded-for", "192.0.2.1,,")]),
+            "ip:10.0.0.2"
+        );
+        assert_eq!(via_proxy(&[("x-forwarded-for", "")]), "ip:10.0.0.2");
+    }
+
+    #[test]
+    fn non_utf8_line_stops_the_walk() {
+        let mut parts = parts(Some("10.0.0.2:443"), &[("x-forwarded-for", "192.0.2.1")]);
+        let line = HeaderValue::from_bytes(b"\xff, 10.0.0.1").unwrap();
+        parts.headers.append("x-forwarded-for", line);
+        assert_eq!(key(&behind_proxies(), &parts), "ip:10.0.0.1");
+    }
+
+    #[test]
+    fn hops_beyond_the_cap_are_not_examined() {
+        let chain = format!("203.0.113.7{}", ", 10.0.0.1".repeat(MAX_HOPS));
+        assert_eq!(via_proxy(&[("x-forwarded-for", &chain)]), "ip:10.0.0.1");
+        let chain = format!("203.0.113.7{}", ", 10.0.0.1".repeat(MAX_HOPS - 1));
+        assert_eq!(via_proxy(&[("x-forwarded-for", &chain)]), "ip:203.0.113.7");
+    }
+
+    #[test]
+    fn each_extractor_reads_only_its_own_header() {
+        let headers = [
+            ("x-forwarded-for", "192.0.2.1"),
+            ("forwarded", "for=203.0.113.7"),
+        ];
+        let request = parts(Some("10.0.0.2:443"), &headers);
+        assert_eq!(key(&behind_proxies(), &request), "ip:192.0.2.1");
+        assert_eq!(
+            key(&behind_forwarding_proxies(), &request),
+            "ip:203.0.113.7"
+        );
+        // A client cannot pick its key by sending the header its proxy does not write.
+        let spoofed = parts(Some("10.0.0.2:443"), &[("forwarded", "for=198.51.100.1")]);
+        assert_eq!(key(&behind_proxies(), &spoofed), "ip:10.0.0.2");
+        let spoofed = parts(Some("10.0.0.2:443"), &[("x-forwarded-for", "198.51.100.1")]);
+        assert_eq!(key(&behind_forwarding_proxies(), &spoofed), "ip:10.0.0.2");
+    }
+
+    #[test]
+    fn forwarded_quoted_ipv6_with_port() {
+        let header = r#"for="[2001:db8:cafe::17]:4711";proto=https, for=10.0.0.1"#;
+        assert_eq!(via_proxy(&[("forwarded", header)]), "ip:2001:db8:cafe::17");
+    }
+
+    #[test]
+    fn forwarded_ipv4_with_port_and_obfuscated_port() {
+        assert_eq!(
+            via_proxy(&[("forwarded", r#"for="203.0.113.7:4711""#)]),
+            "ip:203.0.113.7"
+        );
+        assert_eq!(
+            via_proxy(&[("forwarded", r#"for="[2001:db8::1]:_p0rt""#)]),
+            "ip:2001:db8::1"
+        );
+    }
+
+    #[test]
+    fn forwarded_parameter_names_ignore_case() {
+        let header = "proto=https;For=203.0.113.7;by=10.0.0.2, FOR=10.0.0.1";
+        assert_eq!(via_proxy(&[("forwarded", header)]), "ip:203.0.113.7");
+    }
+
+    #[test]
+    fn forwarded_unknown_stops_the_walk() {
+        let header = "for=192.0.2.1, for=unknown, for=10.0.0.1";
+        assert_eq!(via_proxy(&[("forwarded", header)]), "ip:10.0.0.1");
+        assert_eq!(via_proxy(&[("forwarded", "for=unknown")]), "ip:10.0.0.2");
+    }
+
+    #[test]
+    fn forwarded_obfuscated_or_malformed_stops_the_walk() {
+        for element in [
+            "for=_hidden",
+            "proto=https",
+            "for=2001:db8::1",
+            r#"for="[2001:db8::1"#,
+            r#"for="[2001:db8::1]x""#,
+            "for=203.0.113.7:",
+        ] {
+            let header = format!("for=192.0.2.1, {element}, for=10.0.0.1");
+            assert_eq!(
+                via_proxy(&[("forwarded", &header)]),
+                "ip:10.0.0.1",
+                "{element}"
+            );
+        }
+    }
+
+    #[test]
+    fn forwarded_ipv4_mapped_is_keyed_as_ipv4() {
+        let header = r#"for="[::ffff:203.0.113.7]""#;
+        assert_eq!(via_proxy(&[("forwarded", header)]), "ip:203.0.113.7");
+    }
+
+    #[test]
+    fn long_keys_are_hashed_and_short_ones_kept() {
+        let api_key = KeyExtractor::header(HeaderName::from_static("x-api-key"));
+        let exact = "k".repeat(MAX_KEY_LEN);
+        assert_eq!(key(&api_key, &parts(None, &[("x-api-key", &exact)])), exact);
+        let long = "k".repeat(64 * 1024);
+        let hashed = key(&api_key, &parts(None, &[("x-api-key", &long)]));
+        assert_eq!(hashed.len(), HASHED_KEY_PREFIX.len() + 64);
+        assert!(hashed.starts_with("sha256:"), "{hashed}");
+        let other = key(
+            &api_key,
+            &parts(None, &[("x-api-key", &format!("{long}x"))]),
+        );
+        assert_ne!(hashed, other);
+        // A key that looks like a hash is hashed in turn: no client can take another's.
+        let forged = key(&api_key, &parts(None, &[("x-api-key", &hashed)]));
+        assert_ne!(forged, hashed);
+        assert!(forged.starts_with("sha256:"));
+        let closure = KeyExtractor::from_fn(|_| Ok(vec![b'x'; MAX_KEY_LEN + 1]));
+        assert!(key(&closure, &parts(None, &[])).starts_with("sha256:"));
+    }
+
+    #[test]
+    fn the_digest_is_sha256() {
+        let digest = String::from_utf8(bounded(&[b'a'; MAX_KEY_LEN + 1])).unwrap();
+        use sha2::{Digest, Sha256};
+        let expected: String = Sha256::digest([b'a'; MAX_KEY_LEN + 1])
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(digest, format!("sha256:{expected}"));
+    }
+}
