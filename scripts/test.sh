@@ -18,5 +18,18 @@ cargo clippy --all-targets --all-features -- -D warnings
 echo "==> cargo test"
 cargo test --all-features
 
+echo "==> cargo package --list"
+# The package ships the code, its Lua scripts, the user-facing examples, the docs and the
+# licences; the harness, benchmarks and scripts stay in the repository.
+listing="$(cargo package --list --allow-dirty --quiet)"
+for needed in LICENSE-MIT LICENSE-APACHE README.md CHANGELOG.md \
+    src/backend/steps/fixed_window/fixed_window.lua examples/quickstart.rs; do
+    grep -qx "$needed" <<<"$listing" || { echo "the package lacks $needed" >&2; exit 1; }
+done
+if grep -E '^(tests|benches|scripts|\.ci)/|^examples/load_' <<<"$listing"; then
+    echo "the package ships files its users do not need (above)" >&2
+    exit 1
+fi
+
 echo "==> cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features

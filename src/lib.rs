@@ -67,7 +67,10 @@
 //!
 //! - `axum` (default): axum extractors.
 //! - `tls`: `rediss://` connections through rustls.
+//! - `test-util`: hooks for tests that look inside the backends; not for production.
 
+// On docs.rs, items behind a feature say which.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 

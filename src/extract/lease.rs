@@ -81,6 +81,14 @@ pub trait LeaseSpec: Send + Sync + 'static {
 /// [unavailable](crate::Error::is_unavailable) (a `tracing` warning) or
 /// [refuses](crate::Error::is_refused) (a `tracing` error naming the cause).
 ///
+/// # Storage
+///
+/// Every distinct name leaves a fencing counter in Redis that never expires (see
+/// [`FencedLock`]: the counter must outlive every lease, or tokens would start again). Name
+/// leases after a bounded set of resources (a tenant, a report kind), not after something
+/// unbounded such as a job id, or delete a resource's counter yourself once nothing can use
+/// its tokens any more.
+///
 /// # Example
 ///
 /// ```
