@@ -421,5 +421,12 @@ mod tests {
         assert!(!refuses_command(&reply(
             "WRONGTYPE Operation against a key holding the wrong kind of value"
         )));
+        // Denied inside a script (a key): the command was taken, and ran.
+        assert!(!refuses_command(&reply(
+            "NOPERM No permissions to access a key script: 1f0e, on @user_script:3."
+        )));
+        assert!(!refuses_command(&reply(
+            "ERR Error running script (call to f_1f0e): @user_script:3: -NOPERM No permissions to access a key"
+        )));
     }
 }
