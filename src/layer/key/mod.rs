@@ -7,7 +7,14 @@
 //! | --- | --- |
 //! | [`KeyExtractor::global`] | `global` |
 //! | [`KeyExtractor::peer_ip`], [`KeyExtractor::client_ip`], [`KeyExtractor::client_ip_forwarded`] | `ip:203.0.113.7`, `ip:2001:db8::1` |
-//! | [`KeyExtractor::header`] | the header value, byte for byte |
+//! | [`KeyExtractor::header`] | `sha256:` and the hex SHA-256 of the header value |
+//! | [`KeyExtractor::header_in_clear`] | the header value, byte for byte |
+//!
+//! A header usually carries a credential (an API key, a bearer token), and the key is part
+//! of a Redis key name, which `MONITOR`, `SCAN`, slow logs and backups show to whoever can
+//! read them: so [`header`](KeyExtractor::header) stores only the value's digest.
+//! [`header_in_clear`](KeyExtractor::header_in_clear) keeps the value readable, for headers
+//! that name a client without being a secret (a tenant id).
 //!
 //! IPv4-mapped IPv6 addresses (`::ffff:203.0.113.7`) count as the IPv4 address they carry, so
 //! a dual-stack listener keys a client the same way whichever socket it arrives on. IPv6
@@ -106,11 +113,18 @@ enum Forwarding {
     Forwarded,
 }
 
+/// How a header's value becomes a key.
+#[derive(Debug, Clone, Copy)]
+enum Stored {
+    Digest,
+    InClear,
+}
+
 enum Inner {
     Global,
     PeerIp,
     ClientIp(Vec<IpNet>, Forwarding),
-    Header(HeaderName),
+    Header(HeaderName, Stored),
     FromFn(Box<KeyFn>),
 }
 
@@ -180,14 +194,22 @@ impl KeyExtractor {
         ))
     }
 
-    /// Keys by the value of a request header, such as an API key.
+    /// Keys by the value of a request header, such as an API key, stored as its digest:
+    /// [`HASHED_KEY_PREFIX`] and the lowercase hex SHA-256 of the first value's bytes, so
+    /// that no credential appears in Redis key names. Requests with equal values share a key
+    /// exactly as they would in clear.
     ///
-    /// The key is the first value's bytes, as sent, up to [`MAX_KEY_LEN`] bytes; a longer
-    /// value is hashed (see [`MAX_KEY_LEN`]). A request without the header fails with
-    /// [`KeyErrorKind::MissingHeader`], and one with an empty value with
-    /// [`KeyErrorKind::InvalidHeader`]: neither names a client.
+    /// A request without the header fails with [`KeyErrorKind::MissingHeader`], and one with
+    /// an empty value with [`KeyErrorKind::InvalidHeader`]: neither names a client.
     pub fn header(name: HeaderName) -> Self {
-        Self::new(Inner::Header(name))
+        Self::new(Inner::Header(name, Stored::Digest))
+    }
+
+    /// Like [`header`](Self::header), but the key is the first value's bytes, as sent, up to
+    /// [`MAX_KEY_LEN`] bytes (a longer value is hashed): for a header that names a client
+    /// without being a secret, such as a tenant id, where readable key names help.
+    pub fn header_in_clear(name: HeaderName) -> Self {
+        Self::new(Inner::Header(name, Stored::InClear))
     }
 
     /// Keys by the result of `f`, for any other rule.
@@ -207,12 +229,15 @@ impl KeyExtractor {
             Inner::Global => Ok(b"global".to_vec()),
             Inner::PeerIp => peer_ip(parts).map(ip_key),
             Inner::ClientIp(trusted, header) => client_ip(parts, trusted, *header).map(ip_key),
-            Inner::Header(name) => match parts.headers.get(name) {
+            Inner::Header(name, stored) => match parts.headers.get(name) {
                 Some(value) if value.is_empty() => Err(KeyError::with_kind(
                     KeyErrorKind::InvalidHeader,
                     format!("empty request header `{name}`"),
                 )),
-                Some(value) => Ok(bounded(value.as_bytes())),
+                Some(value) => Ok(match stored {
+                    Stored::Digest => digest(value.as_bytes()),
+                    Stored::InClear => bounded(value.as_bytes()),
+                }),
                 None => Err(KeyError::with_kind(
                     KeyErrorKind::MissingHeader,
                     format!("missing request header `{name}`"),
@@ -236,11 +261,17 @@ fn needs_hashing(key: &[u8]) -> bool {
 /// `key` as given, or hashed when it is longer than [`MAX_KEY_LEN`] or could pass for a
 /// hash.
 fn bounded(key: &[u8]) -> Vec<u8> {
+    if needs_hashing(key) {
+        digest(key)
+    } else {
+        key.to_vec()
+    }
+}
+
+/// [`HASHED_KEY_PREFIX`] and the lowercase hex SHA-256 of `key`.
+fn digest(key: &[u8]) -> Vec<u8> {
     use sha2::{Digest, Sha256};
 
-    if !needs_hashing(key) {
-        return key.to_vec();
-    }
     let digest = Sha256::digest(key);
     let mut hashed = Vec::with_capacity(HASHED_KEY_PREFIX.len() + 2 * digest.len());
     hashed.extend_from_slice(HASHED_KEY_PREFIX);
@@ -262,7 +293,11 @@ impl fmt::Debug for KeyExtractor {
                 .field(trusted)
                 .field(header)
                 .finish(),
-            Inner::Header(name) => f.debug_tuple("KeyExtractor::Header").field(name).finish(),
+            Inner::Header(name, stored) => f
+                .debug_tuple("KeyExtractor::Header")
+                .field(name)
+                .field(stored)
+                .finish(),
             Inner::FromFn(_) => f.write_str("KeyExtractor::FromFn"),
         }
     }
@@ -305,8 +340,10 @@ fn peer_ip(parts: &Parts) -> Result<IpAddr, KeyError> {
         Some(addr) => Ok(addr.ip().to_canonical()),
         None => Err(KeyError::with_kind(
             KeyErrorKind::MissingPeerAddress,
-            "no peer address in the request extensions \
-             (neither `ConnectInfo<SocketAddr>` nor `SocketAddr`)",
+            "no peer address in the request extensions (neither `ConnectInfo<SocketAddr>` \
+             nor `SocketAddr`): serve the app with \
+             `into_make_service_with_connect_info::<SocketAddr>()`, or key the limit by \
+             something else (`KeyExtractor::global`, `header`, `from_fn`)",
         )),
     }
 }
@@ -589,20 +626,34 @@ mod tests {
 
     #[test]
     fn header_keys_by_first_value() {
-        let extractor = KeyExtractor::header(HeaderName::from_static("x-api-key"));
+        let extractor = KeyExtractor::header_in_clear(HeaderName::from_static("x-api-key"));
         let parts = parts(None, &[("x-api-key", "alpha"), ("x-api-key", "beta")]);
         assert_eq!(key(&extractor, &parts), "alpha");
     }
 
     #[test]
     fn header_keeps_raw_bytes() {
-        let extractor = KeyExtractor::header(HeaderName::from_static("x-api-key"));
+        let extractor = KeyExtractor::header_in_clear(HeaderName::from_static("x-api-key"));
         let mut parts = parts(None, &[]);
         let raw = b"caf\xe9";
         parts
             .headers
             .insert("x-api-key", HeaderValue::from_bytes(raw).unwrap());
         assert_eq!(extractor.extract(&parts).unwrap(), raw);
+    }
+
+    #[test]
+    fn header_keys_are_digests_by_default() {
+        let extractor = KeyExtractor::header(HeaderName::from_static("x-api-key"));
+        let key_of = |value: &str| key(&extractor, &parts(None, &[("x-api-key", value)]));
+        // echo -n k-123 | sha256sum
+        assert_eq!(
+            key_of("k-123"),
+            "sha256:3605a9e4358da4302f8acea41f0f52cef85d0e3f727c7b020fc7305aec8d56b4"
+        );
+        assert_eq!(key_of("k-123"), key_of("k-123"));
+        assert_ne!(key_of("k-123"), key_of("k-124"));
+        assert!(!key_of("secret-token").contains("secret"));
     }
 
     #[test]
@@ -813,7 +864,7 @@ mod tests {
 
     #[test]
     fn long_keys_are_hashed_and_short_ones_kept() {
-        let api_key = KeyExtractor::header(HeaderName::from_static("x-api-key"));
+        let api_key = KeyExtractor::header_in_clear(HeaderName::from_static("x-api-key"));
         let exact = "k".repeat(MAX_KEY_LEN);
         assert_eq!(key(&api_key, &parts(None, &[("x-api-key", &exact)])), exact);
         let long = "k".repeat(64 * 1024);
