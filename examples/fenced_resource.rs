@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use leasehold::Coordination;
+use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::lock::{FencedLease, FencedLock, LockAttempt};
 
 /// Stands in for whatever the lock protects (a database row, a file service): it remembers
@@ -51,9 +52,21 @@ const A_LEASE: Duration = Duration::from_millis(200);
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The crate explains what it does (a backend failing, a limit failing open) through
+    // `tracing`: show it on stderr.
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(std::io::stderr)
+        .init();
+
     let (coordination, backend) = match std::env::var("REDIS_URL") {
         // Every process connected to this Redis contends for the same lock.
-        Ok(url) => (Coordination::connect(url.as_str()).await?, url),
+        Ok(url) => {
+            let redis = RedisBackend::connect(url).await?;
+            // Printed as logs may show it: any password masked.
+            let endpoint = redis.endpoint().to_owned();
+            (Coordination::from(redis), endpoint)
+        }
         Err(_) => (
             Coordination::memory(),
             "memory (set REDIS_URL to share the lock)".into(),

@@ -13,14 +13,27 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::get;
 use leasehold::Coordination;
+use leasehold::backend::redis::RedisBackend;
 use leasehold::layer::key::KeyExtractor;
 use leasehold::layer::rate_limit::RedisRateLimitLayer;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The crate explains what it does (a backend failing, a limit failing open) through
+    // `tracing`: show it on stderr.
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(std::io::stderr)
+        .init();
+
     let (coordination, backend) = match std::env::var("REDIS_URL") {
         // Every replica connected to this Redis shares the same limits.
-        Ok(url) => (Coordination::connect(url.as_str()).await?, url),
+        Ok(url) => {
+            let redis = RedisBackend::connect(url).await?;
+            // Printed as logs may show it: any password masked.
+            let endpoint = redis.endpoint().to_owned();
+            (Coordination::from(redis), endpoint)
+        }
         // One process on its own: no server needed.
         Err(_) => (
             Coordination::memory(),

@@ -230,6 +230,12 @@ impl Error {
         )
     }
 
+    /// The same error, its message prefixed with what was being done (`"connecting to …"`).
+    pub(crate) fn context(mut self, context: impl fmt::Display) -> Self {
+        self.inner.message = format!("{context}: {}", self.inner.message).into();
+        self
+    }
+
     pub(crate) fn unexpected_reply(message: impl Into<Cow<'static, str>>) -> Self {
         Self::new(ErrorKind::UnexpectedReply, message)
     }

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use support::http::{client, get};
-use support::{ServerKind, shared};
+use support::{Server, ServerKind, shared};
 
 /// The example binary that `cargo test` built beside this test.
 fn quickstart_binary() -> PathBuf {
@@ -124,4 +124,21 @@ async fn quickstart_uses_redis_when_redis_url_is_set() {
     // The limit lives in Redis, where every replica would see it.
     let count: Option<String> = server.cmd(&["GET", key]);
     assert_eq!(count.as_deref(), Some("5"));
+}
+
+/// A password in `REDIS_URL` is never printed: the example shows the URL with it masked.
+#[tokio::test]
+async fn quickstart_masks_the_password_of_redis_url() {
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let () = server.cmd(&["CONFIG", "SET", "requirepass", "s3cret"]);
+    let url = format!("redis://:s3cret@127.0.0.1:{}", server.port());
+    let (_running, addr, lines) = start(Some(url));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == &format!("backend: redis://:***@127.0.0.1:{}", server.port())),
+        "{lines:?}"
+    );
+    assert!(!lines.iter().any(|l| l.contains("s3cret")), "{lines:?}");
+    five_then_429(addr).await;
 }

@@ -13,7 +13,7 @@ use super::connection::{Connection, Request, SentinelConnection};
 use super::server_clock::ServerClock;
 use super::server_version::ServerVersion;
 use super::watch::Watcher;
-use super::{Capabilities, RedisBackend, Shared, error_map};
+use super::{Capabilities, RedisBackend, Shared, endpoint, error_map};
 use crate::backend::KeyPrefix;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -143,25 +143,32 @@ impl RedisBackendBuilder {
                 "timeouts must be greater than zero",
             ));
         }
+        let endpoint = endpoint::describe(&self.target);
+        // Every failure names the deployment (never its password): an application's logs
+        // then say what it could not reach.
+        let at = |err: Error| err.context(format_args!("connecting to Redis at {endpoint}"));
         let connection = match &self.target {
-            Target::Standalone(url) => self.connect_standalone(url).await?,
-            Target::Cluster(urls) => self.connect_cluster(urls).await?,
+            Target::Standalone(url) => self.connect_standalone(url).await,
+            Target::Cluster(urls) => self.connect_cluster(urls).await,
             Target::Sentinel {
                 sentinels,
                 service_name,
-            } => self.connect_sentinel(sentinels, service_name).await?,
-        };
-        let server = server_version(&connection).await?;
-        let clock = server_clock(&connection).await?;
+            } => self.connect_sentinel(sentinels, service_name).await,
+        }
+        .map_err(at)?;
+        let server = server_version(&connection).await.map_err(at)?;
+        let clock = server_clock(&connection).await.map_err(at)?;
         tracing::debug!(
             topology = connection.topology(),
             prefix = ?self.prefix,
             %server,
+            %endpoint,
             "connected to redis"
         );
         Ok(RedisBackend {
             shared: Arc::new(Shared {
                 connection,
+                endpoint,
                 server,
                 clock,
                 response_timeout: self.response_timeout,

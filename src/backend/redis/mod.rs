@@ -21,6 +21,7 @@
 mod builder;
 mod capabilities;
 mod connection;
+mod endpoint;
 pub(crate) mod error_map;
 mod script;
 pub(crate) mod script_reply;
@@ -77,6 +78,8 @@ pub struct RedisBackend {
 
 struct Shared {
     connection: Connection,
+    /// The deployment, passwords masked.
+    endpoint: String,
     server: ServerVersion,
     clock: ServerClock,
     response_timeout: Duration,
@@ -128,6 +131,12 @@ impl RedisBackend {
     /// The server capability state shared by every clone of this handle.
     pub fn capabilities(&self) -> &Capabilities {
         &self.shared.capabilities
+    }
+
+    /// The deployment this handle talks to, for logs: its URL (a cluster's node URLs, a
+    /// Sentinel's service name and sentinels) with any password replaced by `***`.
+    pub fn endpoint(&self) -> &str {
+        &self.shared.endpoint
     }
 
     /// The server this handle connected to, as its `INFO server` reported it.
@@ -437,6 +446,7 @@ impl fmt::Debug for RedisBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisBackend")
             .field("topology", &self.shared.connection.topology())
+            .field("endpoint", &self.shared.endpoint)
             .field("prefix", &self.shared.prefix)
             .finish_non_exhaustive()
     }
