@@ -40,19 +40,3 @@ pub(crate) trait Grant: Send + 'static {
     /// The inner service's response, as the layer sends it.
     fn finish<B>(self, response: Response<B>) -> Response<ResponseBody<B>>;
 }
-
-/// A request admitted without a grant (a layer failing open) carries nothing.
-impl<G: Grant> Grant for Option<G> {
-    fn prepare<B>(&self, request: &mut Request<B>) {
-        if let Some(grant) = self {
-            grant.prepare(request);
-        }
-    }
-
-    fn finish<B>(self, response: Response<B>) -> Response<ResponseBody<B>> {
-        match self {
-            Some(grant) => grant.finish(response),
-            None => response.map(|body| ResponseBody::inner(body, None)),
-        }
-    }
-}

@@ -5,14 +5,40 @@ use std::time::Duration;
 
 use http::{HeaderMap, Request, Response, StatusCode};
 
-use super::info::RateLimitInfo;
+use super::info::{FailedOpen, RateLimitInfo};
 use super::layer::Config;
 use crate::coordination::rate_limit::{RateLimitDecision, RateLimitPolicy};
 use crate::layer::admission::{Answer, Decision, Grant, ResponseBody};
 use crate::layer::failure::Verdict;
 use crate::layer::headers;
 
-/// A granted decision: the handler reads it, the response shows it.
+/// What a request the layer let through carries.
+pub(crate) enum Admitted {
+    /// A granted decision: the handler reads it, the response shows it.
+    Decided(Granted),
+    /// No decision (the layer failed open): a marker, for the extractor's rejection.
+    FailedOpen,
+}
+
+impl Grant for Admitted {
+    fn prepare<B>(&self, request: &mut Request<B>) {
+        match self {
+            Admitted::Decided(granted) => granted.prepare(request),
+            Admitted::FailedOpen => {
+                request.extensions_mut().insert(FailedOpen);
+            }
+        }
+    }
+
+    fn finish<B>(self, response: Response<B>) -> Response<ResponseBody<B>> {
+        match self {
+            Admitted::Decided(granted) => granted.finish(response),
+            Admitted::FailedOpen => response.map(|body| ResponseBody::inner(body, None)),
+        }
+    }
+}
+
+/// A granted decision.
 pub(crate) struct Granted {
     info: RateLimitInfo,
     config: Arc<Config>,
@@ -78,9 +104,9 @@ pub(crate) fn rejected(config: &Config, decision: &RateLimitDecision) -> Answer 
 pub(crate) fn failed(
     config: &Config,
     failure: &crate::layer::admission::decide::Failure,
-) -> Decision<Option<Granted>> {
+) -> Decision<Admitted> {
     match failure.verdict(config.failure, "rate limit") {
-        Verdict::Pass => Decision::Admit(None),
+        Verdict::Pass => Decision::Admit(Admitted::FailedOpen),
         Verdict::Unavailable(retry_after) => Decision::Answer(unavailable(config, retry_after)),
     }
 }

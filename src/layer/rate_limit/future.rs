@@ -10,7 +10,7 @@ use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::answer::{self, Granted};
+use super::answer::{self, Admitted, Granted};
 use super::layer::Config;
 use crate::layer::admission::decide::{self, Failure};
 use crate::layer::admission::{self, Deciding, Decision, ResponseBody};
@@ -23,7 +23,7 @@ pin_project! {
         S: Service<Request<ReqBody>>,
     {
         #[pin]
-        inner: admission::ResponseFuture<S, ReqBody, Option<Granted>>,
+        inner: admission::ResponseFuture<S, ReqBody, Admitted>,
     }
 }
 
@@ -31,7 +31,7 @@ impl<S, ReqBody> ResponseFuture<S, ReqBody>
 where
     S: Service<Request<ReqBody>>,
 {
-    pub(crate) fn new(inner: admission::ResponseFuture<S, ReqBody, Option<Granted>>) -> Self {
+    pub(crate) fn new(inner: admission::ResponseFuture<S, ReqBody, Admitted>) -> Self {
         ResponseFuture { inner }
     }
 }
@@ -43,7 +43,7 @@ pub(crate) fn decide(
     key: Vec<u8>,
     cost: u64,
     admission: Option<Admission>,
-) -> Deciding<Option<Granted>> {
+) -> Deciding<Admitted> {
     Box::pin(async move {
         // Built here, in the boxed future, and moved once (into the timeout).
         let limiter = config.limiter.clone();
@@ -57,7 +57,7 @@ pub(crate) fn decide(
         };
         match decide::within(attempt, timeout, admission).await {
             Ok(decision) if decision.is_granted() => {
-                Decision::Admit(Some(Granted::new(config, decision)))
+                Decision::Admit(Admitted::Decided(Granted::new(config, decision)))
             }
             Ok(decision) => Decision::Answer(answer::rejected(&config, &decision)),
             Err(failure) => answer::failed(&config, &failure),
@@ -66,7 +66,7 @@ pub(crate) fn decide(
 }
 
 /// The failure policy's decision when nothing could be asked (an open circuit).
-pub(crate) fn not_asked(config: &Config, failure: &Failure) -> Decision<Option<Granted>> {
+pub(crate) fn not_asked(config: &Config, failure: &Failure) -> Decision<Admitted> {
     answer::failed(config, failure)
 }
 

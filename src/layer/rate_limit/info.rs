@@ -68,6 +68,11 @@ impl RateLimitInfo {
     }
 }
 
+/// Put in a request's extensions when the layer let it through without a decision (it
+/// failed open), so that the extractor's rejection can say so.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FailedOpen;
+
 #[cfg(feature = "axum")]
 mod extract {
     use axum::extract::FromRequestParts;
@@ -78,17 +83,38 @@ mod extract {
     use super::RateLimitInfo;
 
     /// Rejection of the [`RateLimitInfo`] extractor: the route is not behind a rate-limit
-    /// layer (or the layer failed open). Answers `500 Internal Server Error`, since it is a
-    /// server configuration problem, not the client's.
+    /// layer, or the layer failed open (the backend was unavailable and the request passed
+    /// without a decision). Answers `500 Internal Server Error`, since it is a server
+    /// configuration problem, not the client's; the message says which of the two. A handler
+    /// behind a layer that may fail open takes `Option<RateLimitInfo>` instead.
     #[derive(Debug, Clone, Copy, Default)]
     #[non_exhaustive]
-    pub struct MissingRateLimitInfo;
+    pub struct MissingRateLimitInfo {
+        failed_open: bool,
+    }
+
+    impl MissingRateLimitInfo {
+        /// Whether a rate-limit layer let the request through without a decision (it failed
+        /// open), rather than no layer being in front of the route.
+        pub fn failed_open(&self) -> bool {
+            self.failed_open
+        }
+    }
 
     impl std::fmt::Display for MissingRateLimitInfo {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str(
-                "no rate-limit decision for this request: is the route behind a RateLimit layer?",
-            )
+            if self.failed_open {
+                f.write_str(
+                    "no rate-limit decision for this request: the backend was unavailable and \
+                     the layer failed open; take `Option<RateLimitInfo>` in handlers behind a \
+                     layer that may fail open",
+                )
+            } else {
+                f.write_str(
+                    "no rate-limit decision for this request: is the route behind a RateLimit \
+                     layer?",
+                )
+            }
         }
     }
 
@@ -112,7 +138,9 @@ mod extract {
                 .extensions
                 .get::<RateLimitInfo>()
                 .cloned()
-                .ok_or(MissingRateLimitInfo)
+                .ok_or(MissingRateLimitInfo {
+                    failed_open: parts.extensions.get::<super::FailedOpen>().is_some(),
+                })
         }
     }
 
