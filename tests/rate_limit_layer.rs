@@ -224,8 +224,14 @@ async fn backend_failure_follows_the_policy_and_recovers_without_a_restart() {
         reply.header("ratelimit").is_none(),
         "no decision, no fields"
     );
-    // The handler may ask for the decision: it is absent, and says so.
-    assert_eq!(http_get(&client, open_addr, "/info", &[]).await.status, 500);
+    // The handler may ask for the decision: it is absent, and says why and what to do.
+    let reply = http_get(&client, open_addr, "/info", &[]).await;
+    assert_eq!(reply.status, 500);
+    let body = String::from_utf8_lossy(&reply.body);
+    assert!(
+        body.contains("failed open") && body.contains("Option<RateLimitInfo>"),
+        "{body}"
+    );
 
     server.start_again();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);

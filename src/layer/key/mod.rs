@@ -621,6 +621,13 @@ mod tests {
             let error = extractor.extract(&parts(None, &[])).unwrap_err();
             assert_eq!(error.kind(), KeyErrorKind::MissingPeerAddress);
             assert_eq!(error.status(), StatusCode::INTERNAL_SERVER_ERROR);
+            // The server's log says how to fix it.
+            assert!(
+                error
+                    .to_string()
+                    .contains("into_make_service_with_connect_info::<SocketAddr>()"),
+                "{error}"
+            );
         }
     }
 
