@@ -117,7 +117,7 @@ conformance!(the_server_version_is_read_on_connect:
 
 async fn the_server_version_is_read_on_connect(target: Target) {
     let backend = redis_backend(target, b"").await;
-    let version = backend.server_version().to_string();
+    let version = backend.server_version().expect("connected").to_string();
     let expected = match target {
         Target::Server(ServerKind::Redis6) => "Redis 6.2.",
         Target::Server(ServerKind::Redis7) | Target::Cluster => "Redis 7.0.",
@@ -452,13 +452,30 @@ async fn connect_errors_are_clear() {
         .expect_err("no nodes");
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
 
-    // A port nobody listens on: a certain I/O failure, not a hang.
+    // A port nobody listens on: the handle is made (a service whose failure policy covers an
+    // outage boots during one), and every step fails at once with a certain I/O failure,
+    // not a hang, naming the deployment.
     let port = support::server::free_port();
-    let err = RedisBackend::connect(format!("redis://127.0.0.1:{port}"))
+    let backend = RedisBackend::connect(format!("redis://:s3cret@127.0.0.1:{port}"))
         .await
-        .expect_err("nothing listens there");
-    assert_eq!(err.kind(), ErrorKind::Io, "{err}");
-    assert!(!err.is_outcome_uncertain());
+        .expect("unreachable is no reason to refuse the handle");
+    assert_eq!(backend.server_version(), None);
+    let errors = [
+        backend.ready().await.expect_err("nothing listens there"),
+        backend
+            .server_time()
+            .await
+            .expect_err("nothing listens there"),
+    ];
+    for err in errors {
+        assert_eq!(err.kind(), ErrorKind::Io, "{err}");
+        assert!(err.is_unavailable() && !err.is_outcome_uncertain(), "{err}");
+        let shown = err.to_string();
+        assert!(
+            shown.contains(&format!("redis://:***@127.0.0.1:{port}")) && !shown.contains("s3cret"),
+            "{shown}"
+        );
+    }
 }
 
 #[tokio::test]

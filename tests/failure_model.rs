@@ -511,7 +511,10 @@ async fn a_user_denied_info_still_connects_without_the_version_check() {
         .await
         .expect("INFO denied is no reason to refuse the connection");
     // The version could not be read; steps work as on Redis 7.0+.
-    assert_eq!(backend.server_version().version(), (0, 0, 0));
+    assert_eq!(
+        backend.server_version().map(|server| server.version()),
+        Some((0, 0, 0))
+    );
     let coordination: Coordination = backend.into();
     let decision = FixedWindow::new(&coordination, "rate", 1, Duration::from_secs(60))
         .expect("valid")
@@ -519,4 +522,37 @@ async fn a_user_denied_info_still_connects_without_the_version_check() {
         .await
         .expect("a decision");
     assert!(decision.is_granted());
+}
+
+/// Redis down at start-up: the handle is made, both layers follow their failure policy
+/// (503 failing closed, served failing open), and the first request after Redis comes up
+/// connects, with nothing restarted.
+#[tokio::test]
+async fn a_service_boots_while_redis_is_down_and_connects_once_it_is_up() {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    proxy.refuse();
+    let coordination = through(proxy.url(), "boot-down").await;
+    let (closed, _) = app(&coordination, FailurePolicy::default());
+    let (open, _) = app(&coordination, FailurePolicy::FailOpen);
+    let (closed, open) = (serve(closed).await, serve(open).await);
+    for reply in each_route(closed).await {
+        assert_503_with_retry_after(&reply, "failing closed while Redis is down");
+    }
+    for reply in each_route(open).await {
+        assert_eq!(
+            reply.status, 200,
+            "failing open while Redis is down: {reply:?}"
+        );
+        assert!(
+            reply.header("ratelimit").is_none(),
+            "no decision, no fields"
+        );
+    }
+
+    proxy.pass();
+    support::eventually("the layers reach Redis once it is up", async || {
+        let replies = each_route(closed).await;
+        replies.iter().all(|reply| reply.status == 200) && replies[0].header("ratelimit").is_some()
+    })
+    .await;
 }

@@ -84,10 +84,11 @@ impl Backend {
     /// The deadline an acquisition sent now carries on the server's clock (see
     /// [`RedisBackend::acquire_deadline`](redis::RedisBackend)); `None` in memory, where no
     /// command can be delayed.
-    pub(crate) fn acquire_deadline(&self) -> Option<redis::Deadline> {
+    pub(crate) async fn acquire_deadline(&self) -> Result<Option<redis::Deadline>> {
         match self {
-            Backend::Redis(redis) => Some(redis.acquire_deadline()),
-            Backend::Memory(_) => None,
+            // Not boxed: a small future, that only connects when the handle has not yet.
+            Backend::Redis(redis) => redis.acquire_deadline().await.map(Some),
+            Backend::Memory(_) => Ok(None),
         }
     }
 

@@ -60,6 +60,11 @@ impl Coordination {
     /// [`RedisBackend::standalone`], [`RedisBackend::cluster`] or
     /// [`RedisBackend::sentinel`] and [`Coordination::new`] for anything else.
     ///
+    /// A server that cannot be reached now is no failure (see
+    /// [`RedisBackendBuilder::connect`](crate::backend::redis::RedisBackendBuilder::connect)):
+    /// a service boots during an outage, and its failure policy covers the requests until
+    /// Redis is back.
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe.

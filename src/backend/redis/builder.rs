@@ -10,6 +10,7 @@ use redis::{AsyncConnectionConfig, Client};
 use redis::Value;
 
 use super::connection::{Connection, Request, SentinelConnection};
+use super::link::{Connected, Link};
 use super::server_clock::ServerClock;
 use super::server_version::ServerVersion;
 use super::watch::Watcher;
@@ -36,6 +37,17 @@ pub(super) enum Target {
         sentinels: Vec<String>,
         service_name: String,
     },
+}
+
+impl Target {
+    /// `"standalone"`, `"cluster"` or `"sentinel"`.
+    pub(super) fn topology(&self) -> &'static str {
+        match self {
+            Target::Standalone(_) => "standalone",
+            Target::Cluster(_) => "cluster",
+            Target::Sentinel { .. } => "sentinel",
+        }
+    }
 }
 
 /// Builds a [`RedisBackend`]: the deployment to reach, a key prefix and timeouts.
@@ -129,10 +141,16 @@ impl RedisBackendBuilder {
     /// Connects and returns the backend.
     ///
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a
-    /// malformed URL, an empty address list or a zero timeout, and with an I/O error when
-    /// the deployment cannot be reached. After this succeeds, the backend reconnects by
-    /// itself: a command that meets a broken connection fails, and later ones go through
-    /// once the server is back.
+    /// malformed URL, an empty address list or a zero timeout, and with the server's refusal
+    /// (credentials, an ACL, a server below [`SERVER_FLOOR`](super::SERVER_FLOOR)) when it
+    /// answers. A deployment that cannot be reached now
+    /// ([unavailable](crate::Error::is_unavailable)) is no failure: the backend is returned
+    /// with a `tracing` warning, every step fails as unavailable (which the layers' failure
+    /// policy covers) within one connection timeout, and the first step that reaches it
+    /// connects. A service that must not start without Redis awaits
+    /// [`RedisBackend::ready`] after this. Every error names the deployment, passwords
+    /// masked. Once connected, the backend reconnects by itself: a command that meets a
+    /// broken connection fails, and later ones go through once the server is back.
     ///
     /// # Cancel safety
     ///
@@ -144,8 +162,41 @@ impl RedisBackendBuilder {
             ));
         }
         let endpoint = endpoint::describe(&self.target);
-        // Every failure names the deployment (never its password): an application's logs
-        // then say what it could not reach.
+        let topology = self.target.topology();
+        let prefix = self.prefix.clone();
+        let backend = RedisBackend {
+            shared: Arc::new(Shared {
+                link: Link::new(self.clone()),
+                endpoint,
+                topology,
+                response_timeout: self.response_timeout,
+                connection_timeout: self.connection_timeout,
+                transient_retry: self.transient_retry,
+                prefix,
+                capabilities: Capabilities::default(),
+                watcher: Watcher::new(self.target, self.response_timeout, self.connection_timeout),
+            }),
+        };
+        match backend.ready().await {
+            Ok(()) => {}
+            // Not reachable now: every step fails as unavailable, which the layers' failure
+            // policy covers, until it is; the first step that reaches it connects.
+            Err(err) if err.is_unavailable() => tracing::warn!(
+                error = %err,
+                "Redis is not reachable at start-up; steps fail as unavailable until it is"
+            ),
+            // Refused (credentials, ACL, a server below the floor) or misconfigured: waiting
+            // would not help.
+            Err(err) => return Err(err),
+        }
+        Ok(backend)
+    }
+
+    /// Connects: the connection, then the server's version and clock. Every failure names the
+    /// deployment (never its password), so that an application's logs say what it could not
+    /// reach.
+    pub(super) async fn open(&self) -> Result<Connected> {
+        let endpoint = endpoint::describe(&self.target);
         let at = |err: Error| err.context(format_args!("connecting to Redis at {endpoint}"));
         let connection = match &self.target {
             Target::Standalone(url) => self.connect_standalone(url).await,
@@ -165,24 +216,27 @@ impl RedisBackendBuilder {
             %endpoint,
             "connected to redis"
         );
-        Ok(RedisBackend {
-            shared: Arc::new(Shared {
-                connection,
-                endpoint,
-                server,
-                clock,
-                response_timeout: self.response_timeout,
-                connection_timeout: self.connection_timeout,
-                transient_retry: self.transient_retry,
-                prefix: self.prefix,
-                capabilities: Capabilities::default(),
-                watcher: Watcher::new(self.target, self.response_timeout, self.connection_timeout),
-            }),
+        Ok(Connected {
+            connection,
+            server,
+            clock,
         })
     }
 
     async fn connect_standalone(&self, url: &str) -> Result<Connection> {
         let client = Client::open(url).map_err(invalid_config)?;
+        // One plain attempt first: the manager would retry for seconds before it gives up,
+        // and a server that does not answer must cost a step (or the start-up) one connection
+        // timeout at most. The manager then connects at once.
+        let probe = AsyncConnectionConfig::new()
+            .set_response_timeout(Some(self.response_timeout))
+            .set_connection_timeout(Some(self.connection_timeout));
+        drop(
+            client
+                .get_multiplexed_async_connection_with_config(&probe)
+                .await
+                .map_err(error_map::from_redis)?,
+        );
         // Commands wait while the manager reconnects, so its backoff is kept short: six
         // attempts, 100 ms doubling to at most 500 ms (jittered up to twice that), about
         // 4 s in all; then the next command starts a new round.

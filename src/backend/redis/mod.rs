@@ -23,6 +23,7 @@ mod capabilities;
 mod connection;
 mod endpoint;
 pub(crate) mod error_map;
+mod link;
 mod script;
 pub(crate) mod script_reply;
 mod server_clock;
@@ -39,7 +40,7 @@ pub use capabilities::{Capabilities, INCREX, INCREX_REPROBE_AFTER};
 pub use script::Script;
 pub(crate) use script::script;
 pub(crate) use server_clock::Deadline;
-use server_clock::{ServerClock, millis};
+use server_clock::millis;
 pub use server_version::{SERVER_FLOOR, ServerVersion};
 pub use watch::{CLIENT_TRACKING, KeyTtl, KeyWatch};
 
@@ -50,7 +51,9 @@ use std::time::Duration;
 
 use redis::{Cmd, FromRedisValue, Pipeline, ToRedisArgs, Value};
 
-use self::connection::{Connection, Request};
+pub(crate) use self::connection::Connection;
+use self::connection::Request;
+use self::link::Link;
 use crate::backend::{KeyPrefix, ensure_same_slot};
 use crate::error::{Error, Result};
 
@@ -77,11 +80,11 @@ pub struct RedisBackend {
 }
 
 struct Shared {
-    connection: Connection,
+    link: Link,
     /// The deployment, passwords masked.
     endpoint: String,
-    server: ServerVersion,
-    clock: ServerClock,
+    /// `"standalone"`, `"cluster"` or `"sentinel"`.
+    topology: &'static str,
     response_timeout: Duration,
     connection_timeout: Duration,
     transient_retry: Duration,
@@ -139,9 +142,37 @@ impl RedisBackend {
         &self.shared.endpoint
     }
 
-    /// The server this handle connected to, as its `INFO server` reported it.
-    pub fn server_version(&self) -> &ServerVersion {
-        &self.shared.server
+    /// The server this handle connected to, as its `INFO server` reported it; `None` until
+    /// the handle has reached it (see [`ready`](Self::ready)).
+    pub fn server_version(&self) -> Option<&ServerVersion> {
+        self.shared
+            .link
+            .get_now()
+            .map(|connected| &connected.server)
+    }
+
+    /// Connects now if the handle has not reached the deployment yet, and says whether it
+    /// can: for a readiness probe, or a service that would rather not start without Redis.
+    ///
+    /// [`connect`](RedisBackendBuilder::connect) succeeds when the deployment is
+    /// unreachable ([`Error::is_unavailable`]), so that a service whose failure policy
+    /// covers an outage boots during one; every step then fails as unavailable until the
+    /// first one that reaches it connects. This fails with the same error a step would,
+    /// naming the deployment without its password.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a dropped attempt leaves nothing behind, and the next caller tries again.
+    pub async fn ready(&self) -> Result<()> {
+        self.shared.link.get().await.map(drop)
+    }
+
+    /// The connection, made now if it was not yet.
+    async fn connected(&self) -> Result<&link::Connected> {
+        match self.shared.link.get_now() {
+            Some(connected) => Ok(connected),
+            None => self.shared.link.get().await,
+        }
     }
 
     /// The configured key prefix.
@@ -160,10 +191,11 @@ impl RedisBackend {
     ///
     /// Cancel safe: it only reads.
     pub async fn server_time(&self) -> Result<Duration> {
+        let connected = self.connected().await?;
         let sent = tokio::time::Instant::now();
         let (seconds, micros): (u64, u64) = self.query(&redis::cmd("TIME")).await?;
         let now = Duration::from_secs(seconds) + Duration::from_micros(micros);
-        self.shared
+        connected
             .clock
             .update(sent, tokio::time::Instant::now(), millis(now));
         Ok(now)
@@ -182,8 +214,9 @@ impl RedisBackend {
     /// plus 1 ms per second of the reading's age) would let a delayed command through, as it
     /// would any other clock-based rule; on a Cluster the reading comes from one node, so the
     /// nodes' clocks must agree within those margins (as NTP keeps them).
-    pub(crate) fn acquire_deadline(&self) -> Deadline {
-        if self.shared.clock.is_stale() {
+    pub(crate) async fn acquire_deadline(&self) -> Result<Deadline> {
+        let clock = &self.connected().await?.clock;
+        if clock.is_stale() {
             self.refresh_clock();
         }
         // Every send may wait for a reconnection, then for its reply, within the retry bound.
@@ -193,7 +226,7 @@ impl RedisBackend {
             .saturating_add(self.shared.connection_timeout)
             .saturating_add(self.shared.transient_retry)
             .min(MAX_DEADLINE_BOUND);
-        self.shared.clock.deadline(bound)
+        Ok(clock.deadline(bound))
     }
 
     /// Reads the server's clock again in the background (one reading at a time): when the
@@ -203,7 +236,10 @@ impl RedisBackend {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        if !self.shared.clock.start_refresh() {
+        let Some(connected) = self.shared.link.get_now() else {
+            return;
+        };
+        if !connected.clock.start_refresh() {
             return;
         }
         let backend = self.clone();
@@ -211,7 +247,9 @@ impl RedisBackend {
             if let Err(err) = backend.server_time().await {
                 tracing::debug!(error = %err, "could not read the server's clock");
             }
-            backend.shared.clock.end_refresh();
+            if let Some(connected) = backend.shared.link.get_now() {
+                connected.clock.end_refresh();
+            }
         });
     }
 
@@ -272,7 +310,8 @@ impl RedisBackend {
             args.write_redis_args(&mut cmd);
             cmd
         };
-        let legacy = self.shared.server.legacy_scripting();
+        let connected = self.connected().await?;
+        let legacy = connected.server.legacy_scripting();
         let (source, sha1) = script.variant(legacy);
         let mut read_only =
             script.is_read_only() && !legacy && self.shared.capabilities.read_only_scripts();
@@ -284,13 +323,18 @@ impl RedisBackend {
             } else {
                 ("EVALSHA", "EVAL")
             };
-            let reply = match self.query_raw(&call(evalsha, sha1)).await {
+            let connection = &connected.connection;
+            let reply = match self
+                .send(connection, Request::Cmd(&call(evalsha, sha1)))
+                .await
+            {
                 Err(err) if error_map::is_noscript(&err) => {
                     tracing::debug!(
                         script = script.name(),
                         "NOSCRIPT; sending the script with {eval}"
                     );
-                    self.query_raw(&call(eval, source)).await
+                    self.send(connection, Request::Cmd(&call(eval, source)))
+                        .await
                 }
                 reply => reply,
             };
@@ -354,22 +398,37 @@ impl RedisBackend {
 
     /// Sends one native command and converts its reply.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
-        let reply = self.query_raw(cmd).await.map_err(error_map::from_redis)?;
+        let connection = self.connection().await?;
+        let reply = self
+            .query_raw(connection, cmd)
+            .await
+            .map_err(error_map::from_redis)?;
         convert(reply, "command")
+    }
+
+    /// The connection, made now if it was not yet (see [`ready`](Self::ready)), for the
+    /// steps that send native commands with [`query_raw`](Self::query_raw).
+    pub(crate) async fn connection(&self) -> Result<&Connection> {
+        Ok(&self.connected().await?.connection)
     }
 
     /// Sends one native command and returns the client's error unmapped, for steps that must
     /// recognise a particular server answer.
-    pub(crate) async fn query_raw(&self, cmd: &Cmd) -> Result<Value, redis::RedisError> {
-        self.send(Request::Cmd(cmd)).await
+    pub(crate) async fn query_raw(
+        &self,
+        connection: &Connection,
+        cmd: &Cmd,
+    ) -> Result<Value, redis::RedisError> {
+        self.send(connection, Request::Cmd(cmd)).await
     }
 
     /// Sends a pipeline in one round trip and returns its replies, or the first error.
     pub(crate) async fn query_pipeline(
         &self,
+        connection: &Connection,
         pipe: &Pipeline,
     ) -> Result<Vec<Value>, redis::RedisError> {
-        match self.send(Request::Pipeline(pipe)).await? {
+        match self.send(connection, Request::Pipeline(pipe)).await? {
             Value::Array(replies) => Ok(replies),
             other => Ok(vec![other]),
         }
@@ -384,8 +443,11 @@ impl RedisBackend {
     /// Sentinel connection has asked the sentinels for the primary again and a cluster
     /// client has refreshed its slots, so a failover that completes within the bound costs
     /// latency, not errors. A failure that may have applied is never sent again.
-    async fn send(&self, request: Request<'_>) -> Result<Value, redis::RedisError> {
-        let connection = &self.shared.connection;
+    async fn send(
+        &self,
+        connection: &Connection,
+        request: Request<'_>,
+    ) -> Result<Value, redis::RedisError> {
         let first = match connection.query(request).await {
             Err(err) if error_map::may_pass_without_effect(&err) => err,
             done => return done,
@@ -445,7 +507,7 @@ fn convert<T: FromRedisValue>(reply: Value, what: &str) -> Result<T> {
 impl fmt::Debug for RedisBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisBackend")
-            .field("topology", &self.shared.connection.topology())
+            .field("topology", &self.shared.topology)
             .field("endpoint", &self.shared.endpoint)
             .field("prefix", &self.shared.prefix)
             .finish_non_exhaustive()

@@ -40,7 +40,8 @@ pub(crate) async fn send_acquisition<'a, K, R>(
 where
     K: OwnerRelease,
 {
-    let deadline = backend.acquire_deadline();
+    // Nothing is sent yet: a backend that cannot be reached fails the acquisition as is.
+    let deadline = backend.acquire_deadline().await?;
     let in_flight = ReleaseOnDrop::arm(keys, token, ReleaseStage::UncertainAcquire)
         .not_before(deadline.map(|deadline| deadline.passed_at));
     let sent_at = Instant::now();

@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 use redis::Value;
 
 use crate::backend::redis::script_reply::ScriptReply;
-use crate::backend::redis::{RedisBackend, Script, error_map, script};
+use crate::backend::redis::{Connection, RedisBackend, Script, error_map, script};
 use crate::backend::steps::fixed_window::{FixedWindowReply, FixedWindowStep};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -27,7 +27,8 @@ impl RedisBackend {
     /// recognised in the server's error text.
     pub(super) async fn fixed_window(&self, step: FixedWindowStep<'_>) -> Result<FixedWindowReply> {
         if step.permits > 0 && self.capabilities().should_try_increx() {
-            match self.fixed_window_increx(step).await {
+            let connection = self.connection().await?;
+            match self.fixed_window_increx(connection, step).await {
                 Ok(reply) => {
                     self.capabilities().increx_accepted();
                     return Ok(reply);
@@ -93,6 +94,7 @@ impl RedisBackend {
 
     async fn fixed_window_increx(
         &self,
+        connection: &Connection,
         step: FixedWindowStep<'_>,
     ) -> Result<FixedWindowReply, redis::RedisError> {
         let key = self.physical_key(step.key);
@@ -108,14 +110,14 @@ impl RedisBackend {
             .arg("ENX")
             .cmd("PTTL")
             .arg(&key);
-        let reply = self.query_pipeline(&pipe).await?;
+        let reply = self.query_pipeline(connection, &pipe).await?;
         let ((count, applied), mut ttl): ((i64, i64), i64) =
             redis::from_redis_value(Value::Array(reply))?;
         if ttl == -1 {
             // A counter without expiry would never reset: give it the window it lost.
             let mut pexpire = redis::cmd("PEXPIRE");
             pexpire.arg(&key).arg(step.window_ms);
-            self.query_raw(&pexpire).await?;
+            self.query_raw(connection, &pexpire).await?;
             ttl = i64::try_from(step.window_ms).unwrap_or(i64::MAX);
         }
         Ok(FixedWindowReply {
