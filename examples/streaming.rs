@@ -71,7 +71,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (coordination, backend) = match std::env::var("REDIS_URL") {
         // Every replica connected to this Redis shares the same slots.
         Ok(url) => {
-            let redis = RedisBackend::connect(url).await?;
+            // This service's namespace: another service on the same Redis that names a
+            // limit alike keeps its own.
+            let redis = RedisBackend::connect(url, "streaming:").await?;
             // Printed as logs may show it: any password masked.
             let endpoint = redis.endpoint().to_owned();
             (Coordination::from(redis), endpoint)

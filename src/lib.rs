@@ -31,8 +31,9 @@
 //! use leasehold::layer::rate_limit::RedisRateLimitLayer;
 //!
 //! let coordination = match std::env::var("REDIS_URL") {
-//!     Ok(url) => Coordination::connect(url).await?, // shared by every replica
-//!     Err(_) => Coordination::memory(),             // one process, no server
+//!     // Shared by every replica; "myapp:" is this service's key namespace (required).
+//!     Ok(url) => Coordination::connect(url, "myapp:").await?,
+//!     Err(_) => Coordination::memory(), // one process, no server
 //! };
 //! let limit = RedisRateLimitLayer::fixed_window(&coordination, "hello", 5, Duration::from_secs(10))?
 //!     .key(KeyExtractor::peer_ip());

@@ -132,6 +132,7 @@ async fn the_server_version_is_read_on_connect(target: Target) {
 async fn a_server_below_the_floor_is_refused_naming_its_version() {
     let server = Server::start(ServerKind::Redis5, &[]);
     let err = RedisBackend::standalone(server.unix_url())
+        .key_prefix("")
         .connect()
         .await
         .expect_err("Redis 5.0 is below the floor");
@@ -373,6 +374,7 @@ async fn timeout_is_reported_as_uncertain(target: Target) {
     };
     let server = Server::start(kind, &[threshold, "100"]);
     let backend = RedisBackend::standalone(server.unix_url())
+        .key_prefix("")
         .response_timeout(Duration::from_millis(100))
         .connect()
         .await
@@ -441,22 +443,32 @@ async fn capabilities_are_shared_by_clones_of_one_handle() {
 
 #[tokio::test]
 async fn connect_errors_are_clear() {
-    let err = RedisBackend::connect("not a url")
+    let err = RedisBackend::connect("not a url", "")
         .await
         .expect_err("bad url");
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
 
+    // No namespace: refused, saying how to name one (two services would share keys).
+    let err = RedisBackend::standalone(shared(ServerKind::Redis7).unix_url())
+        .connect()
+        .await
+        .expect_err("no key prefix");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.to_string().contains(".key_prefix(\"myapp:\")"), "{err}");
+
     let err = RedisBackend::cluster(Vec::<String>::new())
+        .key_prefix("")
         .connect()
         .await
         .expect_err("no nodes");
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("at least one node"), "{err}");
 
     // A port nobody listens on: the handle is made (a service whose failure policy covers an
     // outage boots during one), and every step fails at once with a certain I/O failure,
     // not a hang, naming the deployment.
     let port = support::server::free_port();
-    let backend = RedisBackend::connect(format!("redis://:s3cret@127.0.0.1:{port}"))
+    let backend = RedisBackend::connect(format!("redis://:s3cret@127.0.0.1:{port}"), "")
         .await
         .expect("unreachable is no reason to refuse the handle");
     assert_eq!(backend.server_version(), None);

@@ -693,6 +693,7 @@ impl Stalling {
     async fn start() -> Stalling {
         let server = Server::start(ServerKind::Redis7, &[]);
         let backend = RedisBackend::standalone(server.unix_url())
+            .key_prefix("")
             .response_timeout(RESPONSE_TIMEOUT)
             .connect()
             .await
@@ -704,6 +705,7 @@ impl Stalling {
         assert!(warm.renew(MINUTE).await.expect("renew"));
         assert_eq!(warm.release().await.expect("release"), Release::Released);
         let patient = RedisBackend::standalone(server.unix_url())
+            .key_prefix("")
             .response_timeout(Duration::from_secs(5))
             .connect()
             .await

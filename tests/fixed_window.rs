@@ -309,7 +309,7 @@ async fn the_fast_path_uses_increx_where_the_server_has_it() {
                 .expect("utf-8"),
         ],
     );
-    let backend = RedisBackend::connect(server.unix_url())
+    let backend = RedisBackend::connect(server.unix_url(), "")
         .await
         .expect("connect");
     let limiter = FixedWindow::new(&backend.clone().into(), "api", 2, MINUTE).expect("valid");
@@ -326,7 +326,7 @@ async fn the_fast_path_uses_increx_where_the_server_has_it() {
 async fn every_limiter_of_a_handle_falls_back_to_lua_then_reprobes_after_five_minutes() {
     // A server that lacks INCREX until its module is loaded: an upgrade in place.
     let server = Server::start(ServerKind::Redis7, &["--enable-module-command", "yes"]);
-    let backend = RedisBackend::connect(server.unix_url())
+    let backend = RedisBackend::connect(server.unix_url(), "")
         .await
         .expect("connect");
     let coordination: Coordination = backend.clone().into();

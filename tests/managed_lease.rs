@@ -302,6 +302,7 @@ async fn renewals_without_answers_end_ownership_at_the_estimate() {
     let server = support::Server::start(support::ServerKind::Redis7, &[]);
     let coordination: leasehold::Coordination =
         leasehold::backend::redis::RedisBackend::standalone(server.unix_url())
+            .key_prefix("")
             .response_timeout(Duration::from_millis(100))
             .connect()
             .await

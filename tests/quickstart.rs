@@ -111,7 +111,8 @@ async fn quickstart_runs_without_redis() {
 #[tokio::test]
 async fn quickstart_uses_redis_when_redis_url_is_set() {
     let server = shared(ServerKind::Redis7);
-    let key = "rl:fw:5:hello:ip:127.0.0.1";
+    // The example names its keys with its own prefix.
+    let key = "quickstart:rl:fw:5:hello:ip:127.0.0.1";
     let () = server.cmd(&["DEL", key]);
     let (_running, addr, lines) = start(Some(server.url()));
     assert!(

@@ -830,6 +830,7 @@ impl Stalling {
     async fn start() -> Stalling {
         let server = Server::start(ServerKind::Redis7, &[]);
         let backend = RedisBackend::standalone(server.unix_url())
+            .key_prefix("")
             .response_timeout(RESPONSE_TIMEOUT)
             .connect()
             .await

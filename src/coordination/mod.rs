@@ -35,7 +35,7 @@ use crate::error::Result;
 /// assert!(now.as_secs() > 0);
 ///
 /// // Shared by every replica through Redis:
-/// // let coordination = Coordination::connect("redis://127.0.0.1:6379").await?;
+/// // let coordination = Coordination::connect("redis://127.0.0.1:6379", "myapp:").await?;
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
@@ -56,7 +56,10 @@ impl Coordination {
         Self::new(MemoryBackend::new())
     }
 
-    /// Connects to a standalone Redis server with default settings. Use
+    /// Connects to a standalone Redis server with default settings, every key prefixed with
+    /// `key_prefix`: this service's namespace, such as `"billing:"`, so that another service
+    /// on the same Redis cannot share its limits and locks by naming them alike (see
+    /// [`RedisBackendBuilder::key_prefix`](crate::backend::redis::RedisBackendBuilder::key_prefix)). Use
     /// [`RedisBackend::standalone`], [`RedisBackend::cluster`] or
     /// [`RedisBackend::sentinel`] and [`Coordination::new`] for anything else.
     ///
@@ -68,8 +71,8 @@ impl Coordination {
     /// # Cancel safety
     ///
     /// Cancel safe.
-    pub async fn connect(url: impl Into<String>) -> Result<Self> {
-        Ok(Self::new(RedisBackend::connect(url).await?))
+    pub async fn connect(url: impl Into<String>, key_prefix: impl AsRef<[u8]>) -> Result<Self> {
+        Ok(Self::new(RedisBackend::connect(url, key_prefix).await?))
     }
 
     /// The backend this handle uses.

@@ -73,7 +73,8 @@ impl Target {
 #[must_use = "a builder does nothing until `connect` is awaited"]
 pub struct RedisBackendBuilder {
     target: Target,
-    prefix: KeyPrefix,
+    /// Required: see [`key_prefix`](Self::key_prefix).
+    prefix: Option<KeyPrefix>,
     response_timeout: Duration,
     connection_timeout: Duration,
     transient_retry: Duration,
@@ -83,7 +84,7 @@ impl RedisBackendBuilder {
     fn new(target: Target) -> Self {
         RedisBackendBuilder {
             target,
-            prefix: KeyPrefix::default(),
+            prefix: None,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             connection_timeout: DEFAULT_CONNECTION_TIMEOUT,
             transient_retry: DEFAULT_TRANSIENT_RETRY,
@@ -105,9 +106,13 @@ impl RedisBackendBuilder {
         })
     }
 
-    /// A binary-safe prefix put in front of every key. Empty by default.
+    /// The binary-safe prefix put in front of every key this handle touches: this service's
+    /// namespace, such as `"billing:"`. Required: two services on one Redis that both name a
+    /// limit `"api"` would otherwise share its counters, and their locks and semaphores
+    /// alike. Give the same prefix to every replica of one service, and `""` only to share
+    /// keys with another service on purpose.
     pub fn key_prefix(mut self, prefix: impl AsRef<[u8]>) -> Self {
-        self.prefix = KeyPrefix::new(prefix);
+        self.prefix = Some(KeyPrefix::new(prefix));
         self
     }
 
@@ -161,9 +166,15 @@ impl RedisBackendBuilder {
                 "timeouts must be greater than zero",
             ));
         }
+        let Some(prefix) = self.prefix.clone() else {
+            return Err(Error::invalid_argument(
+                "no key prefix: name this service's keys with `.key_prefix(\"myapp:\")`, so \
+                 that another service on the same Redis cannot share its limits and locks by \
+                 naming them alike (`.key_prefix(\"\")` shares keys on purpose)",
+            ));
+        };
         let endpoint = endpoint::describe(&self.target);
         let topology = self.target.topology();
-        let prefix = self.prefix.clone();
         let backend = RedisBackend {
             shared: Arc::new(Shared {
                 link: Link::new(self.clone()),

@@ -122,13 +122,14 @@ impl RedisBackend {
         )
     }
 
-    /// Connects to a standalone server with default settings.
+    /// Connects to a standalone server with default settings, every key prefixed with
+    /// `key_prefix`, this service's namespace (see [`RedisBackendBuilder::key_prefix`]).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe.
-    pub async fn connect(url: impl Into<String>) -> Result<Self> {
-        Self::standalone(url).connect().await
+    pub async fn connect(url: impl Into<String>, key_prefix: impl AsRef<[u8]>) -> Result<Self> {
+        Self::standalone(url).key_prefix(key_prefix).connect().await
     }
 
     /// The server capability state shared by every clone of this handle.

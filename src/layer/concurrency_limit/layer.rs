@@ -86,7 +86,7 @@ pub(crate) struct Config {
 /// use leasehold::layer::concurrency_limit::RedisConcurrencyLimitLayer;
 /// use leasehold::layer::key::KeyExtractor;
 ///
-/// let coordination = Coordination::memory(); // or Coordination::connect(redis_url).await?
+/// let coordination = Coordination::memory(); // or Coordination::connect(redis_url, "myapp:").await?
 /// // At most 2 downloads per client IP and 100 in all, across every replica.
 /// let app: Router = Router::new()
 ///     .route("/download", get(|| async { "a large body" }))

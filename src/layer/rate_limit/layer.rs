@@ -70,7 +70,7 @@ pub(crate) struct Config {
 /// use leasehold::layer::key::KeyExtractor;
 /// use leasehold::layer::rate_limit::RedisRateLimitLayer;
 ///
-/// let coordination = Coordination::memory(); // or Coordination::connect(redis_url).await?
+/// let coordination = Coordination::memory(); // or Coordination::connect(redis_url, "myapp:").await?
 /// let app: Router = Router::new()
 ///     .route("/", get(|| async { "hello" }))
 ///     .layer(

@@ -105,7 +105,7 @@ impl KeyTtl {
 /// use leasehold::backend::redis::{KeyTtl, RedisBackend};
 ///
 /// # async fn example() -> leasehold::Result<()> {
-/// let backend = RedisBackend::connect("redis://127.0.0.1:6379").await?;
+/// let backend = RedisBackend::connect("redis://127.0.0.1:6379", "myapp:").await?;
 /// loop {
 ///     // Watch first, then look: a change in between still wakes the watch.
 ///     let mut watch = backend.watch_key(b"job:42:lease").await?;
