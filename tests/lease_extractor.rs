@@ -227,3 +227,67 @@ async fn a_name_the_spec_refuses_is_a_400() {
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     assert_eq!(reply.body, "no lease for you\n");
 }
+
+/// The lease named by axum's own `Path` extractor, as the `Lease` docs show.
+struct TenantImport;
+
+impl LeaseSpec for TenantImport {
+    async fn name(parts: &mut Parts) -> Result<Vec<u8>, String> {
+        use axum::extract::{FromRequestParts, Path};
+        let Path(tenant) = Path::<String>::from_request_parts(parts, &())
+            .await
+            .map_err(|rejection| rejection.body_text())?;
+        Ok(format!("import:{tenant}").into_bytes())
+    }
+}
+
+#[tokio::test]
+async fn a_lease_can_be_named_by_axums_path_extractor() {
+    let coordination = redis(
+        shared(ServerKind::Redis7).url(),
+        &unique_prefix("lease-path"),
+    )
+    .await;
+    // The first handler says when it holds its lease, and holds it until told to finish.
+    let (entered, finish) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Semaphore::new(0)),
+    );
+    let (entered_tx, finish_rx) = (entered.clone(), finish.clone());
+    let app = Router::new()
+        .route(
+            "/tenants/{tenant}/import",
+            get(move |lease: Lease<TenantImport>| async move {
+                entered_tx.notify_one();
+                let _finish = finish_rx.acquire().await;
+                lease.fencing_token().to_string()
+            }),
+        )
+        .with_state(coordination);
+    let addr = serve(app).await;
+    let client = client();
+    let held = {
+        let client = client.clone();
+        tokio::spawn(async move { http_get(&client, addr, "/tenants/acme/import", &[]).await })
+    };
+    tokio::time::timeout(Duration::from_secs(10), entered.notified())
+        .await
+        .expect("the first import holds its lease");
+    // `import:acme` is held; another tenant's import is free meanwhile.
+    assert_eq!(
+        http_get(&client, addr, "/tenants/acme/import", &[])
+            .await
+            .status,
+        StatusCode::CONFLICT
+    );
+    let other = {
+        let client = client.clone();
+        tokio::spawn(async move { http_get(&client, addr, "/tenants/globex/import", &[]).await })
+    };
+    tokio::time::timeout(Duration::from_secs(10), entered.notified())
+        .await
+        .expect("the other tenant's import runs at once");
+    finish.add_permits(2);
+    assert_eq!(held.await.expect("request").status, StatusCode::OK);
+    assert_eq!(other.await.expect("request").status, StatusCode::OK);
+}

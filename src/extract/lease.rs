@@ -118,6 +118,40 @@ pub trait LeaseSpec: Send + Sync + 'static {
 /// # let _ = app;
 /// # }
 /// ```
+///
+/// A lease named by a path parameter, read with axum's own `Path` extractor:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use axum::extract::{FromRequestParts, Path};
+/// use axum::{Router, routing::post};
+/// use http::request::Parts;
+/// use leasehold::Coordination;
+/// use leasehold::extract::{Lease, LeaseSpec};
+///
+/// /// One import at a time per tenant: `/tenants/{tenant}/import`.
+/// struct TenantImport;
+///
+/// impl LeaseSpec for TenantImport {
+///     async fn name(parts: &mut Parts) -> Result<Vec<u8>, String> {
+///         let Path(tenant) = Path::<String>::from_request_parts(parts, &())
+///             .await
+///             .map_err(|rejection| rejection.body_text())?;
+///         Ok(format!("import:{tenant}").into_bytes())
+///     }
+/// }
+///
+/// async fn import(lease: Lease<TenantImport>) -> String {
+///     format!("importing with token {}", lease.fencing_token())
+/// }
+///
+/// let app: Router = Router::new()
+///     .route("/tenants/{tenant}/import", post(import))
+///     .with_state(Coordination::memory());
+/// # let _ = app;
+/// # }
+/// ```
 pub struct Lease<R> {
     lease: ManagedLease,
     spec: PhantomData<fn() -> R>,

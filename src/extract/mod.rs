@@ -1,7 +1,11 @@
 //! axum extractors.
 //!
 //! - [`Lease`]: the handler runs only while holding a named, self-renewing fenced lease.
+//! - [`RateLimitInfo`]: the rate-limit decision for the request, behind a
+//!   [`RedisRateLimitLayer`](crate::layer::rate_limit::RedisRateLimitLayer) (re-exported
+//!   from [`layer::rate_limit`](crate::layer::rate_limit)).
 
 mod lease;
 
+pub use crate::layer::rate_limit::{MissingRateLimitInfo, RateLimitInfo};
 pub use lease::{Lease, LeaseRejection, LeaseSpec};

@@ -32,7 +32,9 @@ const MAX_WINDOW_MS: u64 = 1 << 40;
 /// backend's clock.
 ///
 /// For a rejection, the retry time is exact: the oldest segments are freed first, and it is
-/// the time until the last of those that the request needs has left the window.
+/// the time until the last of those that the request needs has left the window. It can
+/// therefore exceed the policy's window (its `w`) by up to one segment: with a window of
+/// 60 s in 10 segments, a client may be told to wait up to 66 s.
 ///
 /// # Policy
 ///

@@ -161,8 +161,9 @@ impl KeyExtractor {
     ///
     /// 1. an address in a trusted network is one more proxy: remember it and go on;
     /// 2. the first address outside them is the client, and the key;
-    /// 3. an entry that names no address (empty, unparsable) ends the walk, as does the
-    ///    32nd hop: the key is then the last trusted address seen, or the peer's.
+    /// 3. an entry that names no address (empty, unparsable, or an address no client sends
+    ///    from: `0.0.0.0`, `::`, `255.255.255.255`, a multicast address) ends the walk, as
+    ///    does the 32nd hop: the key is then the last trusted address seen, or the peer's.
     ///
     /// So when every hop is trusted the leftmost one is the key, and nothing to the left of
     /// an entry that no trusted proxy vouches for is ever believed. Addresses are compared
@@ -367,7 +368,9 @@ fn client_ip(parts: &Parts, trusted: &[IpNet], header: Forwarding) -> Result<IpA
         .flat_map(|line| line.as_bytes().rsplit(|&b| b == b','))
         .map(|hop| {
             let hop = std::str::from_utf8(hop).ok()?;
-            parse(hop.trim()).map(|ip| ip.to_canonical())
+            parse(hop.trim())
+                .map(|ip| ip.to_canonical())
+                .filter(can_be_a_client)
         });
 
     let mut client = peer;
@@ -381,6 +384,14 @@ fn client_ip(parts: &Parts, trusted: &[IpNet], header: Forwarding) -> Result<IpA
         }
     }
     Ok(client)
+}
+
+/// Whether a client can send from `ip`: not the unspecified address (`0.0.0.0`, `::`), the
+/// IPv4 broadcast address or a multicast address, which a forwarding header can name but no
+/// connection comes from.
+fn can_be_a_client(ip: &IpAddr) -> bool {
+    let broadcast = matches!(ip, IpAddr::V4(v4) if v4.is_broadcast());
+    !(ip.is_unspecified() || ip.is_multicast() || broadcast)
 }
 
 /// The address of one `X-Forwarded-For` entry, which some proxies write with a port.
@@ -431,6 +442,26 @@ fn is_node_port(port: &str) -> bool {
 /// Why a request has no rate-limit key.
 ///
 /// [`status`](Self::status) is the HTTP status a layer answers with.
+///
+/// # Example
+///
+/// ```
+/// use http::StatusCode;
+/// use leasehold::layer::key::{KeyError, KeyErrorKind, KeyExtractor};
+///
+/// // Key by tenant, from a header that only authenticated requests carry.
+/// let by_tenant = KeyExtractor::from_fn(|parts| {
+///     parts
+///         .headers
+///         .get("x-tenant")
+///         .map(|tenant| tenant.as_bytes().to_vec())
+///         .ok_or_else(|| KeyError::new("no tenant: is the request authenticated?"))
+/// });
+/// let (parts, ()) = http::Request::new(()).into_parts();
+/// let err = by_tenant.extract(&parts).expect_err("no tenant header");
+/// assert_eq!(err.kind(), KeyErrorKind::Custom);
+/// assert_eq!(err.status(), StatusCode::BAD_REQUEST);
+/// ```
 #[derive(Debug)]
 pub struct KeyError {
     kind: KeyErrorKind,
@@ -861,6 +892,23 @@ mod tests {
                 "{element}"
             );
         }
+    }
+
+    #[test]
+    fn addresses_no_client_sends_from_end_the_walk() {
+        for bogus in ["0.0.0.0", "::", "255.255.255.255", "224.0.0.1", "ff02::1"] {
+            // Behind the trusted proxy, the entry is not a client: the key is the proxy's.
+            let header = format!("198.51.100.9, {bogus}");
+            assert_eq!(
+                via_proxy(&[("x-forwarded-for", &header)]),
+                "ip:10.0.0.2",
+                "{bogus}"
+            );
+        }
+        assert_eq!(
+            via_proxy(&[("x-forwarded-for", "198.51.100.9")]),
+            "ip:198.51.100.9"
+        );
     }
 
     #[test]

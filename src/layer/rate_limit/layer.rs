@@ -222,7 +222,9 @@ impl RedisRateLimitLayer {
 
     /// The permits a request costs, computed from its parts (1 when not set). A cost above
     /// the limit (with several policies, the smallest one) is always rejected, without
-    /// `Retry-After`.
+    /// `Retry-After`. A cost of 0 is a probe: it is always served, even on an exhausted key,
+    /// and only reads the state for the response's fields; return at least 1 for requests
+    /// that must count.
     pub fn cost<F>(mut self, cost: F) -> Self
     where
         F: Fn(&Parts) -> u64 + Send + Sync + 'static,
