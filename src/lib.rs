@@ -10,9 +10,13 @@
 //! - [`coordination`]: the primitives, with no HTTP in sight, built from a [`Coordination`]
 //!   handle over a [`backend`]: Redis (standalone, Cluster, Sentinel) or the in-process
 //!   memory backend;
-//! - tower layers that answer `429` with `Retry-After` and the IETF `RateLimit` fields, or
-//!   hold a concurrency permit for the life of a streaming response;
-//! - axum extractors that hand a handler a held, self-renewing lease.
+//! - tower layers ([`layer`]): [`RedisRateLimitLayer`](layer::rate_limit::RedisRateLimitLayer)
+//!   answers `429` with `Retry-After` and the IETF `RateLimit` fields, and
+//!   [`RedisConcurrencyLimitLayer`](layer::concurrency_limit::RedisConcurrencyLimitLayer)
+//!   holds a concurrency permit for the life of a streaming response;
+//! - axum extractors ([`extract`]): [`Lease`](extract::Lease) hands a handler a held,
+//!   self-renewing fenced lease, and [`RateLimitInfo`](extract::RateLimitInfo) the
+//!   rate-limit decision.
 //!
 //! # Quickstart
 //!
@@ -63,6 +67,44 @@
 //!
 //! Without HTTP, the same limiter is a [`coordination::rate_limit::FixedWindow`]; every
 //! primitive starts from a [`Coordination`] handle.
+//!
+//! # More than one limit on a route
+//!
+//! [`RedisRateLimitLayer::stacked`](layer::rate_limit::RedisRateLimitLayer::stacked) checks
+//! several fixed windows on one key in one atomic step, all or nothing, and lists each in
+//! the response fields: 10 per second and 10,000 per day, say. Other algorithms (sliding
+//! window, token bucket, GCRA) have a constructor of their own on the layer.
+//!
+//! ```
+//! # fn main() -> leasehold::Result<()> {
+//! use std::time::Duration;
+//! use leasehold::Coordination;
+//! use leasehold::coordination::rate_limit::RateLimitPolicy;
+//! use leasehold::layer::rate_limit::RedisRateLimitLayer;
+//!
+//! let coordination = Coordination::memory();
+//! let per_second = RateLimitPolicy::new("per-second", 10, Duration::from_secs(1));
+//! let per_day = RateLimitPolicy::new("per-day", 10_000, Duration::from_secs(86_400));
+//! let limit = RedisRateLimitLayer::stacked(&coordination, "api", [per_second, per_day])?;
+//! # let _ = limit;
+//! # Ok(()) }
+//! ```
+//!
+//! # Streams and exclusive handlers
+//!
+//! - [`RedisConcurrencyLimitLayer`](layer::concurrency_limit::RedisConcurrencyLimitLayer)
+//!   bounds how many requests run at once, per client and in all, across every replica; a
+//!   request holds its slot until its response body ends, renewed while it streams.
+//! - [`Lease<R>`](extract::Lease) runs a handler only while it holds the lease `R` names
+//!   (one import per tenant, say), with a fencing token for every protected write; a request
+//!   that finds it held gets `409` with `Retry-After`.
+//!
+//! # Failure model
+//!
+//! Every step says what happens when Redis is unavailable (no answer: the layers' failure
+//! policy decides), refuses (an ACL, a Lua error, out of memory: always an error, never a
+//! pass) or leaves the outcome uncertain (a reply lost: cleaned up by owner token, fenced by
+//! a server-time deadline). See [`Error`] and the README's failure-model table.
 //!
 //! # Feature flags
 //!

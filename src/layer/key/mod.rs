@@ -6,7 +6,7 @@
 //! | extractor | key bytes |
 //! | --- | --- |
 //! | [`KeyExtractor::global`] | `global` |
-//! | [`KeyExtractor::peer_ip`], [`KeyExtractor::client_ip`], [`KeyExtractor::client_ip_forwarded`] | `ip:203.0.113.7`, `ip:2001:db8::1` |
+//! | [`KeyExtractor::peer_ip`], [`KeyExtractor::client_ip`], [`KeyExtractor::client_ip_forwarded`], [`KeyExtractor::client_ip_real_ip`], [`KeyExtractor::client_ip_hops`] | `ip:203.0.113.7`, `ip:2001:db8::1` |
 //! | [`KeyExtractor::header`] | `sha256:` and the hex SHA-256 of the header value |
 //! | [`KeyExtractor::header_in_clear`] | the header value, byte for byte |
 //!
@@ -62,6 +62,9 @@ mod trusted_proxy;
 /// header costs little.
 const MAX_HOPS: usize = 32;
 
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+
 /// The longest client key stored as given. A longer one (a 64 KiB header, say) is stored as
 /// [`HASHED_KEY_PREFIX`] and the hex SHA-256 of its bytes: 71 bytes, whatever the client
 /// sent, so a key costs Redis the same memory and time however large the request.
@@ -111,6 +114,7 @@ type KeyFn = dyn Fn(&Parts) -> Result<Vec<u8>, KeyError> + Send + Sync;
 enum Forwarding {
     XForwardedFor,
     Forwarded,
+    XRealIp,
 }
 
 /// How a header's value becomes a key.
@@ -124,6 +128,7 @@ enum Inner {
     Global,
     PeerIp,
     ClientIp(Vec<IpNet>, Forwarding),
+    ClientIpHops(usize),
     Header(HeaderName, Stored),
     FromFn(Box<KeyFn>),
 }
@@ -195,6 +200,35 @@ impl KeyExtractor {
         ))
     }
 
+    /// Like [`client_ip`](Self::client_ip), but reads the single address of `X-Real-IP`,
+    /// which a proxy such as nginx sets to the address it received the request from. It is
+    /// believed only from a peer in `trusted_proxies`; an entry that names no address, or an
+    /// address no client sends from, leaves the peer's address as the key.
+    pub fn client_ip_real_ip(trusted_proxies: impl IntoIterator<Item = TrustedProxy>) -> Self {
+        Self::new(Inner::ClientIp(
+            trusted_proxies
+                .into_iter()
+                .map(|proxy| proxy.network())
+                .collect(),
+            Forwarding::XRealIp,
+        ))
+    }
+
+    /// Keys by the client's IP address behind exactly `hops` proxies whose own addresses
+    /// are not known in advance (a cloud load balancer, say), each of which appends the
+    /// address it received the request from to `X-Forwarded-For`.
+    ///
+    /// Counting the TCP peer as the first hop, the client is the `hops`-th entry of
+    /// `X-Forwarded-For` from the right: with one load balancer (`hops` = 1), the rightmost
+    /// entry. A header with fewer entries (a request that did not come through every proxy)
+    /// gives its leftmost address; an entry that names no address stops the count at the
+    /// last one that did; `hops` = 0 is [`peer_ip`](Self::peer_ip). Entries further left are
+    /// never believed: whatever the client wrote there is ignored. Prefer
+    /// [`client_ip`](Self::client_ip) where the proxies' networks are known.
+    pub fn client_ip_hops(hops: usize) -> Self {
+        Self::new(Inner::ClientIpHops(hops.min(MAX_HOPS)))
+    }
+
     /// Keys by the value of a request header, such as an API key, stored as its digest:
     /// [`HASHED_KEY_PREFIX`] and the lowercase hex SHA-256 of the first value's bytes, so
     /// that no credential appears in Redis key names. Requests with equal values share a key
@@ -230,6 +264,7 @@ impl KeyExtractor {
             Inner::Global => Ok(b"global".to_vec()),
             Inner::PeerIp => peer_ip(parts).map(ip_key),
             Inner::ClientIp(trusted, header) => client_ip(parts, trusted, *header).map(ip_key),
+            Inner::ClientIpHops(hops) => client_ip_hops(parts, *hops).map(ip_key),
             Inner::Header(name, stored) => match parts.headers.get(name) {
                 Some(value) if value.is_empty() => Err(KeyError::with_kind(
                     KeyErrorKind::InvalidHeader,
@@ -293,6 +328,10 @@ impl fmt::Debug for KeyExtractor {
                 .debug_tuple("KeyExtractor::ClientIp")
                 .field(trusted)
                 .field(header)
+                .finish(),
+            Inner::ClientIpHops(hops) => f
+                .debug_tuple("KeyExtractor::ClientIpHops")
+                .field(hops)
                 .finish(),
             Inner::Header(name, stored) => f
                 .debug_tuple("KeyExtractor::Header")
@@ -358,20 +397,20 @@ fn client_ip(parts: &Parts, trusted: &[IpNet], header: Forwarding) -> Result<IpA
 
     let (name, parse): (_, fn(&str) -> Option<IpAddr>) = match header {
         Forwarding::Forwarded => (FORWARDED, forwarded_for),
-        Forwarding::XForwardedFor => (HeaderName::from_static("x-forwarded-for"), x_forwarded_for),
-    };
-    let hops = parts
-        .headers
-        .get_all(name)
-        .iter()
-        .rev()
-        .flat_map(|line| line.as_bytes().rsplit(|&b| b == b','))
-        .map(|hop| {
-            let hop = std::str::from_utf8(hop).ok()?;
-            parse(hop.trim())
+        Forwarding::XForwardedFor => (X_FORWARDED_FOR, x_forwarded_for),
+        Forwarding::XRealIp => {
+            // One address, set by the nearest proxy: no walk.
+            let real = parts
+                .headers
+                .get(X_REAL_IP)
+                .and_then(|value| value.to_str().ok())
+                .and_then(|value| x_forwarded_for(value.trim()))
                 .map(|ip| ip.to_canonical())
-                .filter(can_be_a_client)
-        });
+                .filter(can_be_a_client);
+            return Ok(real.unwrap_or(peer));
+        }
+    };
+    let hops = forwarded_hops(parts, name, parse);
 
     let mut client = peer;
     for hop in hops.take(MAX_HOPS) {
@@ -380,6 +419,40 @@ fn client_ip(parts: &Parts, trusted: &[IpNet], header: Forwarding) -> Result<IpA
             Some(ip) => return Ok(ip),
             // No trusted proxy vouches for this entry, so whatever lies left of it may
             // have been written by the client.
+            None => break,
+        }
+    }
+    Ok(client)
+}
+
+/// The addresses of a forwarding header's entries, the nearest first (right to left across
+/// its lines); `None` for an entry that names no client address.
+fn forwarded_hops<'a>(
+    parts: &'a Parts,
+    name: HeaderName,
+    parse: fn(&str) -> Option<IpAddr>,
+) -> impl Iterator<Item = Option<IpAddr>> + 'a {
+    parts
+        .headers
+        .get_all(name)
+        .iter()
+        .rev()
+        .flat_map(|line| line.as_bytes().rsplit(|&b| b == b','))
+        .map(move |hop| {
+            let hop = std::str::from_utf8(hop).ok()?;
+            parse(hop.trim())
+                .map(|ip| ip.to_canonical())
+                .filter(can_be_a_client)
+        })
+}
+
+/// The client behind `hops` proxies of unknown addresses (see
+/// [`KeyExtractor::client_ip_hops`]).
+fn client_ip_hops(parts: &Parts, hops: usize) -> Result<IpAddr, KeyError> {
+    let mut client = peer_ip(parts)?;
+    for hop in forwarded_hops(parts, X_FORWARDED_FOR, x_forwarded_for).take(hops) {
+        match hop {
+            Some(ip) => client = ip,
             None => break,
         }
     }
@@ -892,6 +965,51 @@ mod tests {
                 "{element}"
             );
         }
+    }
+
+    #[test]
+    fn x_real_ip_is_believed_from_trusted_peers_only() {
+        let real_ip = KeyExtractor::client_ip_real_ip(["10.0.0.0/8".parse().unwrap()]);
+        let headers = [
+            ("x-real-ip", "203.0.113.7"),
+            ("x-forwarded-for", "198.51.100.1"),
+        ];
+        assert_eq!(
+            key(&real_ip, &parts(Some("10.0.0.2:443"), &headers)),
+            "ip:203.0.113.7"
+        );
+        assert_eq!(
+            key(&real_ip, &parts(Some("192.0.2.5:443"), &headers)),
+            "ip:192.0.2.5",
+            "an untrusted peer is keyed by its own address"
+        );
+        for bogus in ["", "not an address", "0.0.0.0"] {
+            let headers = [("x-real-ip", bogus)];
+            assert_eq!(
+                key(&real_ip, &parts(Some("10.0.0.2:443"), &headers)),
+                "ip:10.0.0.2",
+                "{bogus:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn hops_count_from_the_peer() {
+        let peer = Some("10.9.9.9:443");
+        let xff = [("x-forwarded-for", "1.1.1.1, 198.51.100.1, 203.0.113.7")];
+        let hops = |n| key(&KeyExtractor::client_ip_hops(n), &parts(peer, &xff));
+        assert_eq!(hops(0), "ip:10.9.9.9");
+        assert_eq!(hops(1), "ip:203.0.113.7");
+        assert_eq!(hops(2), "ip:198.51.100.1");
+        assert_eq!(hops(3), "ip:1.1.1.1");
+        assert_eq!(hops(9), "ip:1.1.1.1", "fewer entries: the leftmost");
+        let broken = [("x-forwarded-for", "1.1.1.1, garbage, 203.0.113.7")];
+        let extractor = KeyExtractor::client_ip_hops(3);
+        assert_eq!(
+            key(&extractor, &parts(peer, &broken)),
+            "ip:203.0.113.7",
+            "stops at the last entry that names an address"
+        );
     }
 
     #[test]
