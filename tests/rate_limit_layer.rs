@@ -288,7 +288,7 @@ async fn missing_peer_address_is_a_server_error() {
     tokio::spawn(async move { axum::serve(listener, app(layer)).await });
     let reply = http_get(&client(), addr, "/", &[]).await;
     assert_eq!(reply.status, 500);
-    assert_eq!(reply.body, "rate limit key unavailable");
+    assert_eq!(reply.body, "rate limit key unavailable\n");
 }
 
 #[tokio::test]

@@ -25,22 +25,20 @@ pub(crate) struct Responses {
 }
 
 impl Responses {
-    /// A refusal (429) or an outage (503): `detail` is the problem's detail with problem+json,
-    /// `text` the body otherwise (empty for none). `retry_after` goes in `Retry-After` (and in
-    /// the problem).
+    /// A refusal (429) or an outage (503), saying `detail`: as an RFC 9457 problem with
+    /// problem+json, else as one line of text. `retry_after` goes in `Retry-After` (and in the
+    /// problem).
     pub(crate) fn refusal(
         &self,
         status: StatusCode,
         retry_after: Option<Duration>,
         detail: impl FnOnce() -> String,
-        text: &'static str,
     ) -> Answer {
+        let detail = detail();
         let mut answer = if self.problem_json {
-            Answer::new(status).problem(&detail(), retry_after)
-        } else if text.is_empty() {
-            Answer::new(status)
+            Answer::new(status).problem(&detail, retry_after)
         } else {
-            Answer::text(status, text)
+            Answer::line(status, detail)
         };
         if let Some(wait) = retry_after {
             answer = answer.header(RETRY_AFTER, headers::retry_after(wait));
@@ -50,7 +48,8 @@ impl Responses {
 
     /// The answer to a request whose client key cannot be derived: the application's own, or
     /// the key error's status with its message (a client error), or only `server_text` (a
-    /// server error, logged: the client cannot fix the server's configuration).
+    /// server error, logged: the client cannot fix the server's configuration). Each as one
+    /// line of text.
     pub(crate) fn key_error(&self, err: &KeyError, server_text: &'static str) -> Answer {
         if let Some(respond) = &self.key_error {
             let (parts, body) = respond(err).into_parts();
@@ -62,10 +61,10 @@ impl Responses {
         }
         let status = err.status();
         if status.is_server_error() {
-            tracing::error!(error = %err, "cannot derive the client key ({})", server_text.trim_end());
-            Answer::text(status, server_text)
+            tracing::error!(error = %err, "cannot derive the client key ({server_text})");
+            Answer::line(status, server_text)
         } else {
-            Answer::text(status, err.to_string())
+            Answer::line(status, err.to_string())
         }
     }
 }
@@ -88,14 +87,17 @@ impl Answer {
         }
     }
 
-    /// A `text/plain` answer.
-    pub(crate) fn text(status: StatusCode, body: impl Into<Bytes>) -> Self {
+    /// A `text/plain` answer of one line: `line` and a newline, as every text answer of the
+    /// crate's layers is written.
+    pub(crate) fn line(status: StatusCode, line: impl Into<String>) -> Self {
         let mut answer = Answer::new(status);
         answer.headers.insert(
             CONTENT_TYPE,
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
-        answer.body = body.into();
+        let mut line = line.into();
+        line.push('\n');
+        answer.body = Bytes::from(line);
         answer
     }
 

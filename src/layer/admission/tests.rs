@@ -73,7 +73,8 @@ async fn a_rate_limit_rejection_is_a_429_with_retry_after_and_the_fields() {
         Some("\"api\";q=1;w=60")
     );
     assert!(header(&headers, "ratelimit").is_some());
-    assert_eq!(body, "");
+    // One line of text, as every text answer of both layers.
+    assert_eq!(body, "The \"api\" rate limit is exhausted.\n");
 
     let (status, headers, body) = answer(&layer.clone().problem_json(true)).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
@@ -109,7 +110,10 @@ async fn a_full_concurrency_limit_is_a_429_with_retry_after_and_the_policy() {
         header(&headers, "ratelimit-policy"),
         Some("\"streams-global\";q=1;qu=\"concurrent-requests\"")
     );
-    assert_eq!(body, "too many requests in flight\n");
+    assert_eq!(
+        body,
+        "Every slot of the \"streams\" concurrency limit is taken.\n"
+    );
 
     let (status, headers, body) = answer(&layer.clone().problem_json(true)).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
@@ -180,7 +184,7 @@ async fn key_errors_answer_alike_on_both_layers() {
         (status, body.as_str()),
         (
             StatusCode::INTERNAL_SERVER_ERROR,
-            "rate limit key unavailable"
+            "rate limit key unavailable\n"
         )
     );
     let (status, _, body) = answer(&keyed).await;

@@ -27,17 +27,14 @@ pub(crate) fn full(config: &Config, retry_after: Option<Duration>) -> Answer {
     let wait = retry_after
         .unwrap_or(Duration::from_secs(1))
         .max(Duration::from_secs(1));
-    let answer = config.responses.refusal(
-        StatusCode::TOO_MANY_REQUESTS,
-        Some(wait),
-        || {
+    let answer = config
+        .responses
+        .refusal(StatusCode::TOO_MANY_REQUESTS, Some(wait), || {
             format!(
                 "Every slot of the \"{}\" concurrency limit is taken.",
                 config.name
             )
-        },
-        "too many requests in flight\n",
-    );
+        });
     match &config.policy_field {
         Some(policy) => answer.header(RATELIMIT_POLICY, policy.clone()),
         None => answer,
@@ -59,7 +56,6 @@ pub(crate) fn failed(config: &Config, failure: &Failure) -> Decision<StreamGuard
             StatusCode::SERVICE_UNAVAILABLE,
             Some(retry_after),
             || "The concurrency limit cannot be checked right now.".to_owned(),
-            "the concurrency limit cannot be checked right now\n",
         )),
     }
 }

@@ -93,7 +93,7 @@ where
                         let answer = self
                             .config
                             .responses
-                            .key_error(&err, "concurrency limit key unavailable\n");
+                            .key_error(&err, "concurrency limit key unavailable");
                         return ResponseFuture::new(admission::ResponseFuture::answer(answer));
                     }
                 }

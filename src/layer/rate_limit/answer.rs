@@ -93,7 +93,6 @@ pub(crate) fn rejected(config: &Config, decision: &RateLimitDecision) -> Answer 
         StatusCode::TOO_MANY_REQUESTS,
         decision.retry_after(),
         detail,
-        "",
     );
     insert_fields(config, policies, decision, answer.headers_mut());
     answer
@@ -113,12 +112,11 @@ pub(crate) fn failed(
 
 /// 503 when the backend cannot decide and the layer fails closed.
 fn unavailable(config: &Config, retry_after: Duration) -> Answer {
-    config.responses.refusal(
-        StatusCode::SERVICE_UNAVAILABLE,
-        Some(retry_after),
-        || "The rate limit cannot be checked right now.".to_owned(),
-        "",
-    )
+    config
+        .responses
+        .refusal(StatusCode::SERVICE_UNAVAILABLE, Some(retry_after), || {
+            "The rate limit cannot be checked right now.".to_owned()
+        })
 }
 
 /// `RateLimit-Policy` and `RateLimit` with one member per policy, and the legacy fields of the
