@@ -92,7 +92,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let layer = RedisRateLimitLayer::fixed_window(&coordination, "api", LIMIT, WINDOW)?
                 .key(KeyExtractor::peer_ip());
             // Settle the INCREX probe before the load starts (an older server rejects it once).
-            layer.limiter().acquire(b"warm", 1).await?;
+            layer.limiter().try_acquire(b"warm", 1).await?;
             route.route("/", get(|| async { "ok" })).layer(layer)
         }
         "deny" => {
@@ -111,8 +111,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             )?
             .key(KeyExtractor::global())
             .deny_cache(1024);
-            layer.limiter().acquire(b"global", 1).await?;
-            layer.limiter().acquire(b"global", 1).await?;
+            layer.limiter().try_acquire(b"global", 1).await?;
+            layer.limiter().try_acquire(b"global", 1).await?;
             route.route("/", get(|| async { "ok" })).layer(layer)
         }
         other => {

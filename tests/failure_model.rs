@@ -246,7 +246,7 @@ async fn an_acl_user_without_scripting_gets_503_under_fail_open() {
     let coordination = through(url, "acl").await;
     let err = FixedWindow::new(&coordination, "probe", 1, Duration::from_secs(1))
         .expect("valid")
-        .acquire(b"k", 1)
+        .try_acquire(b"k", 1)
         .await
         .expect_err("EVALSHA is denied");
     assert_eq!(err.kind(), ErrorKind::Permission, "{err:?}");
@@ -486,7 +486,7 @@ async fn redis_out_of_memory_gets_503_under_fail_open_on_both_fixed_window_paths
         let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
         let err = FixedWindow::new(&coordination, "rate", 1000, Duration::from_secs(60))
             .expect("valid")
-            .acquire(b"global", 1)
+            .try_acquire(b"global", 1)
             .await
             .expect_err("OOM");
         assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{what}: {err:?}");
@@ -518,7 +518,7 @@ async fn a_user_denied_info_still_connects_without_the_version_check() {
     let coordination: Coordination = backend.into();
     let decision = FixedWindow::new(&coordination, "rate", 1, Duration::from_secs(60))
         .expect("valid")
-        .acquire(b"k", 1)
+        .try_acquire(b"k", 1)
         .await
         .expect("a decision");
     assert!(decision.is_granted());

@@ -40,7 +40,7 @@ async fn admits_exactly_the_limit_then_rejects_with_a_retry_time(target: Target)
     let coordination = target.coordination("exact").await;
     let limiter = FixedWindow::new(&coordination, "api", 3, MINUTE).expect("valid");
     for remaining in [2, 1, 0] {
-        let decision = limiter.acquire(b"client", 1).await.expect("acquire");
+        let decision = limiter.try_acquire(b"client", 1).await.expect("acquire");
         assert!(decision.is_granted());
         assert_eq!(decision.remaining(), remaining);
         assert_eq!(decision.limit(), 3);
@@ -48,7 +48,7 @@ async fn admits_exactly_the_limit_then_rejects_with_a_retry_time(target: Target)
         assert!(decision.reset_after() <= MINUTE && decision.reset_after() > MINUTE / 2);
     }
     for _ in 0..3 {
-        let rejected = limiter.acquire(b"client", 1).await.expect("acquire");
+        let rejected = limiter.try_acquire(b"client", 1).await.expect("acquire");
         assert!(!rejected.is_granted());
         assert_eq!(rejected.remaining(), 0);
         let wait = rejected
@@ -78,33 +78,37 @@ async fn weighted_permits_and_the_limit_boundaries(target: Target) {
     let limiter = FixedWindow::new(&coordination, "api", 5, MINUTE).expect("valid");
 
     // More than the limit: rejected, no retry time, nothing consumed, nothing created.
-    let impossible = limiter.acquire(b"k", 6).await.expect("acquire");
+    let impossible = limiter.try_acquire(b"k", 6).await.expect("acquire");
     assert!(!impossible.is_granted());
     assert_eq!(impossible.retry_after(), None);
     assert_eq!(impossible.remaining(), 5);
-    let huge = limiter.acquire(b"k", u64::MAX).await.expect("acquire");
+    let huge = limiter.try_acquire(b"k", u64::MAX).await.expect("acquire");
     assert!(!huge.is_granted());
     assert_eq!(huge.retry_after(), None);
 
     // A probe consumes nothing.
-    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"k", 0).await.expect("probe");
     assert!(probe.is_granted());
     assert_eq!(probe.remaining(), 5);
 
     assert_eq!(
-        limiter.acquire(b"k", 3).await.expect("acquire").remaining(),
+        limiter
+            .try_acquire(b"k", 3)
+            .await
+            .expect("acquire")
+            .remaining(),
         2
     );
     // 3 more would pass the limit: rejected and not counted.
-    let rejected = limiter.acquire(b"k", 3).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 3).await.expect("acquire");
     assert!(!rejected.is_granted());
     assert!(rejected.retry_after().is_some());
     assert_eq!(rejected.remaining(), 2);
     // Exactly reaching the limit is allowed.
-    let last = limiter.acquire(b"k", 2).await.expect("acquire");
+    let last = limiter.try_acquire(b"k", 2).await.expect("acquire");
     assert!(last.is_granted());
     assert_eq!(last.remaining(), 0);
-    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"k", 0).await.expect("probe");
     assert!(probe.is_granted(), "a probe is never over the limit");
     assert_eq!(probe.remaining(), 0);
 
@@ -117,7 +121,7 @@ async fn weighted_permits_and_the_limit_boundaries(target: Target) {
         (1 << 19, (1 << 40) - (1 << 19)),
         (1 << 33, (1 << 40) - (1 << 19) - (1 << 33)),
     ] {
-        let decision = large.acquire(b"k", permits).await.expect("acquire");
+        let decision = large.try_acquire(b"k", permits).await.expect("acquire");
         assert!(decision.is_granted());
         assert_eq!(decision.remaining(), remaining);
         assert!(decision.reset_after() <= MINUTE && decision.reset_after() > MINUTE / 2);
@@ -137,9 +141,9 @@ async fn the_first_request_fixes_the_windows_end(target: Target) {
     let coordination = target.coordination("window-end").await;
     let limiter =
         FixedWindow::new(&coordination, "api", 10, Duration::from_millis(300)).expect("valid");
-    let first = limiter.acquire(b"k", 1).await.expect("acquire");
+    let first = limiter.try_acquire(b"k", 1).await.expect("acquire");
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let second = limiter.acquire(b"k", 1).await.expect("acquire");
+    let second = limiter.try_acquire(b"k", 1).await.expect("acquire");
     // At least 50 ms passed on every clock: a window that later requests moved would not
     // have shrunk by that much (1 ms for PTTL rounding).
     assert!(
@@ -147,11 +151,11 @@ async fn the_first_request_fixes_the_windows_end(target: Target) {
         "{first:?} then {second:?}"
     );
     // Exhaust it, then wait for the server's end of the window: the quota is back.
-    let rejected = limiter.acquire(b"k", 9).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 9).await.expect("acquire");
     assert!(!rejected.is_granted());
     let wait = rejected.retry_after().expect("retry time");
     tokio::time::sleep(wait + Duration::from_millis(5)).await;
-    let fresh = limiter.acquire(b"k", 9).await.expect("acquire");
+    let fresh = limiter.try_acquire(b"k", 9).await.expect("acquire");
     assert!(fresh.is_granted(), "{fresh:?}");
     assert_eq!(fresh.remaining(), 1);
 }
@@ -162,12 +166,12 @@ async fn memory_windows_follow_the_paused_clock() {
     let limiter = FixedWindow::new(&coordination, "api", 2, MINUTE).expect("valid");
     assert!(is_granted(&limiter, b"k", 2).await);
     tokio::time::advance(Duration::from_secs(20)).await;
-    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert_eq!(rejected.retry_after(), Some(Duration::from_secs(40)));
     tokio::time::advance(Duration::from_secs(40) - Duration::from_millis(1)).await;
     assert!(!is_granted(&limiter, b"k", 1).await);
     tokio::time::advance(Duration::from_millis(1)).await;
-    let fresh = limiter.acquire(b"k", 1).await.expect("acquire");
+    let fresh = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert!(fresh.is_granted());
     assert_eq!(fresh.reset_after(), MINUTE);
 }
@@ -184,10 +188,16 @@ async fn storage_is_one_expiring_key_per_client_key(target: Target) {
     let limiter = FixedWindow::new(&coordination, "api", 5, MINUTE).expect("valid");
     let key = storage_key(&coordination, "fw", "api", "\u{0}binary");
     // A probe or a rejection creates nothing.
-    limiter.acquire(b"\x00binary", 0).await.expect("probe");
-    limiter.acquire(b"\x00binary", 6).await.expect("impossible");
+    limiter.try_acquire(b"\x00binary", 0).await.expect("probe");
+    limiter
+        .try_acquire(b"\x00binary", 6)
+        .await
+        .expect("impossible");
     assert_eq!(target.raw(&[b"EXISTS", &key]), redis::Value::Int(0));
-    limiter.acquire(b"\x00binary", 2).await.expect("acquire");
+    limiter
+        .try_acquire(b"\x00binary", 2)
+        .await
+        .expect("acquire");
     assert_eq!(
         target.raw(&[b"GET", &key]),
         redis::Value::BulkString(b"2".to_vec())
@@ -206,7 +216,10 @@ async fn storage_is_one_expiring_key_per_client_key(target: Target) {
     assert!(ttl > 50_000 && ttl <= 60_000, "{ttl}");
     // An impossible request on a bare zero leaves no counter that would never expire.
     target.raw(&[b"SET", &key, b"0"]);
-    limiter.acquire(b"\x00binary", 6).await.expect("impossible");
+    limiter
+        .try_acquire(b"\x00binary", 6)
+        .await
+        .expect("impossible");
     assert!(
         target.pttl(&key) != -1,
         "a counter without expiry was left behind"
@@ -223,7 +236,7 @@ async fn a_corrupt_counter_fails_without_change(target: Target) {
     let limiter = FixedWindow::new(&coordination, "api", 5, MINUTE).expect("valid");
     let key = storage_key(&coordination, "fw", "api", "k");
     target.raw(&[b"SET", &key, b"not a number"]);
-    let err = limiter.acquire(b"k", 1).await.expect_err("corrupt");
+    let err = limiter.try_acquire(b"k", 1).await.expect_err("corrupt");
     assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
     assert_eq!(
         target.raw(&[b"GET", &key]),
@@ -233,7 +246,7 @@ async fn a_corrupt_counter_fails_without_change(target: Target) {
     // corrupt by the probe, not by the error's text, and left as it was (no expiry added).
     target.raw(&[b"DEL", &key]);
     target.raw(&[b"HSET", &key, b"f", b"1"]);
-    let err = limiter.acquire(b"k", 1).await.expect_err("corrupt");
+    let err = limiter.try_acquire(b"k", 1).await.expect_err("corrupt");
     assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
     assert!(err.to_string().contains("fixed-window counter"), "{err}");
     for malformed in [
@@ -250,7 +263,10 @@ async fn a_corrupt_counter_fails_without_change(target: Target) {
         target.raw(&[b"SET", &key, malformed]);
         let shown = String::from_utf8_lossy(malformed);
         for permits in [1, 0] {
-            let err = limiter.acquire(b"k", permits).await.expect_err("corrupt");
+            let err = limiter
+                .try_acquire(b"k", permits)
+                .await
+                .expect_err("corrupt");
             assert_eq!(err.kind(), ErrorKind::CorruptState, "{shown:?}: {err}");
         }
         assert_eq!(
@@ -262,7 +278,7 @@ async fn a_corrupt_counter_fails_without_change(target: Target) {
     }
     // A negative count (which no step writes) is corrupt to a probe, which leaves it.
     target.raw(&[b"SET", &key, b"-5"]);
-    let err = limiter.acquire(b"k", 0).await.expect_err("corrupt");
+    let err = limiter.try_acquire(b"k", 0).await.expect_err("corrupt");
     assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
     assert_eq!(
         target.raw(&[b"GET", &key]),
@@ -271,7 +287,7 @@ async fn a_corrupt_counter_fails_without_change(target: Target) {
     target.raw(&[b"DEL", &key]);
     // A counter that lost its expiry is given its window back instead of blocking forever.
     target.raw(&[b"SET", &key, b"5"]);
-    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert!(!rejected.is_granted());
     assert!(
         rejected
@@ -314,7 +330,7 @@ async fn the_fast_path_uses_increx_where_the_server_has_it() {
         .expect("connect");
     let limiter = FixedWindow::new(&backend.clone().into(), "api", 2, MINUTE).expect("valid");
     for _ in 0..3 {
-        limiter.acquire(b"k", 1).await.expect("acquire");
+        limiter.try_acquire(b"k", 1).await.expect("acquire");
     }
     assert!(backend.capabilities().should_try_increx());
     assert_eq!(command_calls(&server, "increx"), 3);
@@ -334,7 +350,7 @@ async fn every_limiter_of_a_handle_falls_back_to_lua_then_reprobes_after_five_mi
     let second = FixedWindow::new(&coordination, "second", 5, MINUTE).expect("valid");
 
     // The rejected INCREX changed nothing; the request went through Lua at once.
-    let decision = first.acquire(b"k", 1).await.expect("acquire");
+    let decision = first.try_acquire(b"k", 1).await.expect("acquire");
     assert!(decision.is_granted());
     assert_eq!(decision.remaining(), 4);
     assert!(!backend.capabilities().should_try_increx());
@@ -344,15 +360,15 @@ async fn every_limiter_of_a_handle_falls_back_to_lua_then_reprobes_after_five_mi
     // The server gains INCREX; the handle does not notice yet: no INCREX is sent.
     let module = support::increx_module::module_path();
     let () = server.cmd(&["MODULE", "LOAD", module.to_str().expect("utf-8")]);
-    second.acquire(b"k", 1).await.expect("acquire");
-    first.acquire(b"k", 1).await.expect("acquire");
+    second.try_acquire(b"k", 1).await.expect("acquire");
+    first.try_acquire(b"k", 1).await.expect("acquire");
     assert_eq!(command_calls(&server, "increx"), 0);
 
     // Five minutes later (paused clock) the next step probes INCREX again and keeps it.
     tokio::time::pause();
     tokio::time::advance(INCREX_REPROBE_AFTER).await;
     tokio::time::resume();
-    let decision = second.acquire(b"k", 1).await.expect("acquire");
+    let decision = second.try_acquire(b"k", 1).await.expect("acquire");
     assert!(decision.is_granted());
     assert_eq!(
         decision.remaining(),
@@ -361,7 +377,7 @@ async fn every_limiter_of_a_handle_falls_back_to_lua_then_reprobes_after_five_mi
     );
     assert_eq!(command_calls(&server, "increx"), 1);
     assert!(backend.capabilities().should_try_increx());
-    first.acquire(b"k", 1).await.expect("acquire");
+    first.try_acquire(b"k", 1).await.expect("acquire");
     assert_eq!(command_calls(&server, "increx"), 2);
 }
 

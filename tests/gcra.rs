@@ -34,7 +34,7 @@ async fn admits_the_burst_then_spaces_permits(target: Target) {
     let limiter = Gcra::new(&coordination, "api", 6, MINUTE, 3).expect("valid");
     assert_eq!(limiter.emission_interval(), 10 * SECOND);
     for (taken, remaining) in [(1, 2), (2, 1), (3, 0)] {
-        let decision = limiter.acquire(b"client", 1).await.expect("acquire");
+        let decision = limiter.try_acquire(b"client", 1).await.expect("acquire");
         assert!(decision.is_granted());
         assert_eq!(decision.remaining(), remaining);
         assert_eq!(decision.limit(), 6);
@@ -45,7 +45,7 @@ async fn admits_the_burst_then_spaces_permits(target: Target) {
         );
     }
     for _ in 0..3 {
-        let rejected = limiter.acquire(b"client", 1).await.expect("acquire");
+        let rejected = limiter.try_acquire(b"client", 1).await.expect("acquire");
         assert!(!rejected.is_granted());
         assert_eq!(rejected.remaining(), 0);
         let wait = rejected.retry_after().expect("a request that can succeed");
@@ -53,7 +53,7 @@ async fn admits_the_burst_then_spaces_permits(target: Target) {
         assert!(about(rejected.reset_after(), 30 * SECOND), "{rejected:?}");
     }
     // Another key is independent.
-    let other = limiter.acquire(b"other", 1).await.expect("acquire");
+    let other = limiter.try_acquire(b"other", 1).await.expect("acquire");
     assert!(other.is_granted());
     assert_eq!(other.remaining(), 2);
 }
@@ -69,13 +69,13 @@ async fn grants_too_large_to_pack_arrive_whole(target: Target) {
     // One permit a second with a burst of 2^21: 2^21 - 1 remain after the first.
     let wide =
         Gcra::new(&coordination, "wide", 1 << 21, SECOND * (1 << 21), 1 << 21).expect("valid");
-    let decision = wide.acquire(b"k", 1).await.expect("acquire");
+    let decision = wide.try_acquire(b"k", 1).await.expect("acquire");
     assert!(decision.is_granted());
     assert_eq!(decision.remaining(), (1 << 21) - 1);
     assert!(about(decision.reset_after(), SECOND), "{decision:?}");
     // One permit in two hours: the TAT moves 7.2 * 10^9 µs (more than 2^32) ahead.
     let slow = Gcra::new(&coordination, "slow", 1, 120 * MINUTE, 2).expect("valid");
-    let decision = slow.acquire(b"k", 1).await.expect("acquire");
+    let decision = slow.try_acquire(b"k", 1).await.expect("acquire");
     assert!(decision.is_granted());
     assert_eq!(decision.remaining(), 1);
     assert!(about(decision.reset_after(), 120 * MINUTE), "{decision:?}");
@@ -92,14 +92,14 @@ async fn weighted_permits_and_the_burst_boundaries(target: Target) {
 
     // More than the burst: rejected, no retry time, nothing consumed.
     for permits in [6, u64::MAX] {
-        let impossible = limiter.acquire(b"k", permits).await.expect("acquire");
+        let impossible = limiter.try_acquire(b"k", permits).await.expect("acquire");
         assert!(!impossible.is_granted());
         assert_eq!(impossible.retry_after(), None);
         assert_eq!(impossible.remaining(), 5);
         assert_eq!(impossible.reset_after(), Duration::ZERO);
     }
     // A probe consumes nothing.
-    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"k", 0).await.expect("probe");
     assert!(probe.is_granted());
     assert_eq!(
         (probe.remaining(), probe.reset_after()),
@@ -107,23 +107,23 @@ async fn weighted_permits_and_the_burst_boundaries(target: Target) {
     );
 
     // Three permits move the TAT by three intervals.
-    let three = limiter.acquire(b"k", 3).await.expect("acquire");
+    let three = limiter.try_acquire(b"k", 3).await.expect("acquire");
     assert_eq!(three.remaining(), 2);
     assert!(about(three.reset_after(), 36 * SECOND), "{three:?}");
     // Three more would end 12 s past the burst window: rejected, not counted.
-    let rejected = limiter.acquire(b"k", 3).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 3).await.expect("acquire");
     assert!(!rejected.is_granted());
     assert_eq!(rejected.remaining(), 2);
     assert!(about(rejected.retry_after().expect("retry"), 12 * SECOND));
     // Exactly reaching the burst is allowed.
-    let last = limiter.acquire(b"k", 2).await.expect("acquire");
+    let last = limiter.try_acquire(b"k", 2).await.expect("acquire");
     assert!(last.is_granted());
     assert_eq!(last.remaining(), 0);
     assert!(about(last.reset_after(), MINUTE), "{last:?}");
-    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"k", 0).await.expect("probe");
     assert!(probe.is_granted(), "a probe always conforms");
     assert_eq!(probe.remaining(), 0);
-    let impossible = limiter.acquire(b"k", 6).await.expect("acquire");
+    let impossible = limiter.try_acquire(b"k", 6).await.expect("acquire");
     assert_eq!(
         (impossible.is_granted(), impossible.retry_after()),
         (false, None)
@@ -131,7 +131,7 @@ async fn weighted_permits_and_the_burst_boundaries(target: Target) {
     assert!(about(impossible.reset_after(), MINUTE));
 
     // permits == burst on a fresh key.
-    let whole = limiter.acquire(b"fresh", 5).await.expect("acquire");
+    let whole = limiter.try_acquire(b"fresh", 5).await.expect("acquire");
     assert!(whole.is_granted());
     assert_eq!(whole.remaining(), 0);
 }
@@ -145,18 +145,18 @@ async fn waiting_the_retry_time_is_exactly_enough(target: Target) {
     // T = 200 ms, bursts of 2.
     let limiter = Gcra::new(&coordination, "api", 10, 2 * SECOND, 2).expect("valid");
     assert!(is_granted(&limiter, b"k", 2).await);
-    let first = limiter.acquire(b"k", 2).await.expect("acquire");
+    let first = limiter.try_acquire(b"k", 2).await.expect("acquire");
     assert!(!first.is_granted());
     let wait = first.retry_after().expect("retry");
     assert!(wait > 300 * MS && wait <= 400 * MS, "{first:?}");
     // Halfway there the server still refuses, and counts down from its own clock.
     tokio::time::sleep(wait / 2).await;
-    let second = limiter.acquire(b"k", 2).await.expect("acquire");
+    let second = limiter.try_acquire(b"k", 2).await.expect("acquire");
     assert!(!second.is_granted(), "{second:?}");
     let rest = second.retry_after().expect("retry");
     assert!(rest + wait / 2 <= wait + MS, "{first:?} then {second:?}");
     tokio::time::sleep(rest + 5 * MS).await;
-    let granted = limiter.acquire(b"k", 2).await.expect("acquire");
+    let granted = limiter.try_acquire(b"k", 2).await.expect("acquire");
     assert!(granted.is_granted(), "{granted:?}");
     assert_eq!(granted.remaining(), 0);
 }
@@ -167,20 +167,20 @@ async fn memory_retry_times_are_exact_on_the_paused_clock() {
     let coordination: Coordination = backend.clone().into();
     // T = 1 s, bursts of 2.
     let limiter = Gcra::new(&coordination, "api", 60, MINUTE, 2).expect("valid");
-    let burst = limiter.acquire(b"k", 2).await.expect("acquire");
+    let burst = limiter.try_acquire(b"k", 2).await.expect("acquire");
     assert_eq!(burst.reset_after(), 2 * SECOND);
     tokio::time::advance(300 * MS).await;
-    let one = limiter.acquire(b"k", 1).await.expect("acquire");
+    let one = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert_eq!(one.retry_after(), Some(700 * MS));
     assert_eq!((one.remaining(), one.reset_after()), (0, 1700 * MS));
-    let two = limiter.acquire(b"k", 2).await.expect("acquire");
+    let two = limiter.try_acquire(b"k", 2).await.expect("acquire");
     assert_eq!(two.retry_after(), Some(1700 * MS));
 
     tokio::time::advance(699 * MS).await;
-    let early = limiter.acquire(b"k", 1).await.expect("acquire");
+    let early = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert_eq!(early.retry_after(), Some(MS));
     tokio::time::advance(MS).await;
-    let on_time = limiter.acquire(b"k", 1).await.expect("acquire");
+    let on_time = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert!(on_time.is_granted());
     assert_eq!(
         (on_time.remaining(), on_time.reset_after()),
@@ -192,7 +192,7 @@ async fn memory_retry_times_are_exact_on_the_paused_clock() {
     assert_eq!(backend.len(), 1);
     tokio::time::advance(MS).await;
     assert_eq!(backend.len(), 0);
-    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"k", 0).await.expect("probe");
     assert_eq!(
         (probe.remaining(), probe.reset_after()),
         (2, Duration::ZERO)
@@ -206,12 +206,12 @@ async fn a_fractional_interval_rounds_against_the_client() {
     // 10 ms / 3 = 3333.3 µs: T = 3334 µs, so never more than 3 per 10 ms.
     let limiter = Gcra::new(&coordination, "api", 3, 10 * MS, 1).expect("valid");
     assert_eq!(limiter.emission_interval(), Duration::from_micros(3334));
-    let granted = limiter.acquire(b"k", 1).await.expect("acquire");
+    let granted = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert_eq!(granted.reset_after(), 4 * MS, "3334 µs rounds up");
-    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert_eq!(rejected.retry_after(), Some(4 * MS));
     tokio::time::advance(3 * MS).await;
-    let early = limiter.acquire(b"k", 1).await.expect("acquire");
+    let early = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert_eq!(early.retry_after(), Some(MS), "334 µs left rounds up");
     tokio::time::advance(MS).await;
     assert!(is_granted(&limiter, b"k", 1).await);
@@ -229,12 +229,18 @@ async fn storage_is_one_key_holding_the_servers_tat(target: Target) {
     let limiter = Gcra::new(&coordination, "api", 10, SECOND, 3).expect("valid");
     let key = storage_key(&coordination, "gcra", "api", "\u{0}binary");
     // A probe or a rejection creates nothing.
-    limiter.acquire(b"\x00binary", 0).await.expect("probe");
-    limiter.acquire(b"\x00binary", 4).await.expect("impossible");
+    limiter.try_acquire(b"\x00binary", 0).await.expect("probe");
+    limiter
+        .try_acquire(b"\x00binary", 4)
+        .await
+        .expect("impossible");
     assert_eq!(target.raw(&[b"EXISTS", &key]), redis::Value::Int(0));
 
     let before = server_micros(&coordination).await;
-    limiter.acquire(b"\x00binary", 2).await.expect("acquire");
+    limiter
+        .try_acquire(b"\x00binary", 2)
+        .await
+        .expect("acquire");
     let after = server_micros(&coordination).await;
     let redis::Value::BulkString(tat) = target.raw(&[b"GET", &key]) else {
         panic!("a string key")
@@ -252,9 +258,15 @@ async fn storage_is_one_key_holding_the_servers_tat(target: Target) {
     assert!(ttl > 100 && ttl <= 200, "{ttl}");
 
     // Full: a rejection changes neither the TAT nor the expiry.
-    limiter.acquire(b"\x00binary", 1).await.expect("acquire");
+    limiter
+        .try_acquire(b"\x00binary", 1)
+        .await
+        .expect("acquire");
     let stored = target.raw(&[b"GET", &key]);
-    let rejected = limiter.acquire(b"\x00binary", 1).await.expect("acquire");
+    let rejected = limiter
+        .try_acquire(b"\x00binary", 1)
+        .await
+        .expect("acquire");
     assert!(!rejected.is_granted());
     assert_eq!(target.raw(&[b"GET", &key]), stored);
     assert!(target.pttl(&key) <= 300);
@@ -283,7 +295,7 @@ async fn corrupt_state_fails_without_change(target: Target) {
         b"",
     ] {
         target.raw(&[b"SET", &key, bad]);
-        let err = limiter.acquire(b"k", 1).await.expect_err("corrupt");
+        let err = limiter.try_acquire(b"k", 1).await.expect_err("corrupt");
         assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
         assert_eq!(
             target.raw(&[b"GET", &key]),
@@ -293,7 +305,7 @@ async fn corrupt_state_fails_without_change(target: Target) {
     }
     target.raw(&[b"DEL", &key]);
     target.raw(&[b"HSET", &key, b"field", b"1"]);
-    let err = limiter.acquire(b"k", 0).await.expect_err("wrong type");
+    let err = limiter.try_acquire(b"k", 0).await.expect_err("wrong type");
     assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
     assert_eq!(
         target.raw(&[b"TYPE", &key]),
@@ -304,7 +316,7 @@ async fn corrupt_state_fails_without_change(target: Target) {
     target.raw(&[b"DEL", &key]);
     let an_hour_ahead = server_micros(&coordination).await + 3_600_000_000;
     target.raw(&[b"SET", &key, an_hour_ahead.to_string().as_bytes()]);
-    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert!(!rejected.is_granted());
     let wait = rejected.retry_after().expect("retry");
     assert!(wait > 59 * MINUTE && wait < 60 * MINUTE, "{rejected:?}");
@@ -312,7 +324,7 @@ async fn corrupt_state_fails_without_change(target: Target) {
     assert!(ttl > 3_500_000 && ttl <= 3_600_000, "{ttl}");
     // And a past one, even on a probe (it means a full burst, like no key).
     target.raw(&[b"SET", &key, b"1000"]);
-    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"k", 0).await.expect("probe");
     assert!(probe.is_granted());
     assert_eq!(
         (probe.remaining(), probe.reset_after()),

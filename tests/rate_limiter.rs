@@ -25,10 +25,7 @@ async fn a_queued_request_waits_exactly_until_the_server_time() {
     let limiter = memory_limiter(1, 10 * SECOND).with_queue(5, QueueOrder::OldestFirst);
     assert!(is_granted(&limiter, b"k", 1).await);
     let start = Instant::now();
-    let decision = limiter
-        .acquire_wait(b"k", 1, 20 * SECOND)
-        .await
-        .expect("wait");
+    let decision = limiter.acquire(b"k", 1, 20 * SECOND).await.expect("wait");
     assert!(decision.is_granted());
     assert_eq!(
         start.elapsed(),
@@ -40,20 +37,14 @@ async fn a_queued_request_waits_exactly_until_the_server_time() {
 #[tokio::test(start_paused = true)]
 async fn a_wait_longer_than_allowed_is_rejected_at_once() {
     let limiter = memory_limiter(1, 10 * SECOND).with_queue(5, QueueOrder::OldestFirst);
-    limiter.acquire(b"k", 1).await.expect("acquire");
+    limiter.try_acquire(b"k", 1).await.expect("acquire");
     let start = Instant::now();
-    let decision = limiter
-        .acquire_wait(b"k", 1, 5 * SECOND)
-        .await
-        .expect("wait");
+    let decision = limiter.acquire(b"k", 1, 5 * SECOND).await.expect("wait");
     assert!(!decision.is_granted());
     assert_eq!(decision.retry_after(), Some(10 * SECOND));
     assert_eq!(start.elapsed(), Duration::ZERO);
     // A request that can never succeed is not queued either.
-    let impossible = limiter
-        .acquire_wait(b"k", 2, 60 * SECOND)
-        .await
-        .expect("wait");
+    let impossible = limiter.acquire(b"k", 2, 60 * SECOND).await.expect("wait");
     assert!(!impossible.is_granted() && impossible.retry_after().is_none());
     assert_eq!(start.elapsed(), Duration::ZERO);
 }
@@ -68,10 +59,7 @@ async fn spawn_waiters(
     for &id in ids {
         let limiter = limiter.clone();
         handles.push(tokio::spawn(async move {
-            let decision = limiter
-                .acquire_wait(b"k", 1, 60 * SECOND)
-                .await
-                .expect("wait");
+            let decision = limiter.acquire(b"k", 1, 60 * SECOND).await.expect("wait");
             (id, decision.is_granted(), start.elapsed())
         }));
         // Let it reach the queue before the next one arrives.
@@ -84,7 +72,7 @@ async fn spawn_waiters(
 #[tokio::test(start_paused = true)]
 async fn oldest_first_serves_in_arrival_order_without_polling() {
     let limiter = memory_limiter(1, SECOND).with_queue(10, QueueOrder::OldestFirst);
-    limiter.acquire(b"k", 1).await.expect("acquire");
+    limiter.try_acquire(b"k", 1).await.expect("acquire");
     let handles = spawn_waiters(&limiter, &[1, 2, 3]).await;
     assert_eq!(limiter.statistics().queued_permits(), 3);
     let mut served = Vec::new();
@@ -109,7 +97,7 @@ async fn oldest_first_serves_in_arrival_order_without_polling() {
 #[tokio::test(start_paused = true)]
 async fn newest_first_serves_the_latest_and_evicts_the_oldest() {
     let limiter = memory_limiter(1, SECOND).with_queue(2, QueueOrder::NewestFirst);
-    limiter.acquire(b"k", 1).await.expect("acquire");
+    limiter.try_acquire(b"k", 1).await.expect("acquire");
     let handles = spawn_waiters(&limiter, &[1, 2, 3]).await;
     let mut served = Vec::new();
     for handle in handles {
@@ -129,27 +117,21 @@ async fn newest_first_serves_the_latest_and_evicts_the_oldest() {
 #[tokio::test(start_paused = true)]
 async fn a_full_queue_rejects_and_a_cancelled_waiter_leaves_its_place() {
     let limiter = memory_limiter(1, SECOND).with_queue(1, QueueOrder::OldestFirst);
-    limiter.acquire(b"k", 1).await.expect("acquire");
+    limiter.try_acquire(b"k", 1).await.expect("acquire");
     let waiting = {
         let limiter = limiter.clone();
-        tokio::spawn(async move { limiter.acquire_wait(b"k", 1, 60 * SECOND).await })
+        tokio::spawn(async move { limiter.acquire(b"k", 1, 60 * SECOND).await })
     };
     tokio::task::yield_now().await;
     assert_eq!(limiter.statistics().queued_permits(), 1);
-    let full = limiter
-        .acquire_wait(b"k", 1, 60 * SECOND)
-        .await
-        .expect("wait");
+    let full = limiter.acquire(b"k", 1, 60 * SECOND).await.expect("wait");
     assert!(!full.is_granted(), "no room in the queue");
 
     waiting.abort();
     assert!(waiting.await.expect_err("aborted").is_cancelled());
     assert_eq!(limiter.statistics().queued_permits(), 0);
     let start = Instant::now();
-    let decision = limiter
-        .acquire_wait(b"k", 1, 60 * SECOND)
-        .await
-        .expect("wait");
+    let decision = limiter.acquire(b"k", 1, 60 * SECOND).await.expect("wait");
     assert!(decision.is_granted());
     assert_eq!(start.elapsed(), SECOND);
 }
@@ -157,10 +139,10 @@ async fn a_full_queue_rejects_and_a_cancelled_waiter_leaves_its_place() {
 #[tokio::test(start_paused = true)]
 async fn shutdown_fails_waiters_and_later_calls() {
     let limiter = memory_limiter(1, 60 * SECOND).with_queue(10, QueueOrder::OldestFirst);
-    limiter.acquire(b"k", 1).await.expect("acquire");
+    limiter.try_acquire(b"k", 1).await.expect("acquire");
     let waiting = {
         let limiter = limiter.clone();
-        tokio::spawn(async move { limiter.acquire_wait(b"k", 1, 120 * SECOND).await })
+        tokio::spawn(async move { limiter.acquire(b"k", 1, 120 * SECOND).await })
     };
     tokio::task::yield_now().await;
     let start = Instant::now();
@@ -169,7 +151,11 @@ async fn shutdown_fails_waiters_and_later_calls() {
     assert_eq!(err.kind(), ErrorKind::Closed);
     assert_eq!(start.elapsed(), Duration::ZERO, "woken at once");
     assert_eq!(
-        limiter.acquire(b"k", 1).await.expect_err("closed").kind(),
+        limiter
+            .try_acquire(b"k", 1)
+            .await
+            .expect_err("closed")
+            .kind(),
         ErrorKind::Closed
     );
 }
@@ -182,15 +168,15 @@ async fn statistics_report_counts_availability_and_idleness() {
         (fresh.granted(), fresh.rejected(), fresh.available_permits()),
         (0, 0, None)
     );
-    limiter.acquire(b"k", 1).await.expect("acquire");
-    limiter.acquire(b"k", 2).await.expect("acquire");
+    limiter.try_acquire(b"k", 1).await.expect("acquire");
+    limiter.try_acquire(b"k", 2).await.expect("acquire");
     tokio::time::advance(Duration::from_millis(750)).await;
     let stats = limiter.statistics();
     assert_eq!((stats.granted(), stats.rejected()), (1, 1));
     assert_eq!(stats.available_permits(), Some(1));
     assert_eq!(stats.idle_duration(), Duration::from_millis(750));
     // Clones share the statistics.
-    limiter.clone().acquire(b"k", 1).await.expect("acquire");
+    limiter.clone().try_acquire(b"k", 1).await.expect("acquire");
     assert_eq!(limiter.statistics().granted(), 2);
     assert_eq!(limiter.statistics().idle_duration(), Duration::ZERO);
 }
@@ -213,8 +199,8 @@ async fn redis_limiter(server: &Server, limit: u64, window: Duration) -> RateLim
     let limiter: RateLimiter = FixedWindow::new(&coordination, "api", limit, window)
         .expect("valid")
         .into();
-    limiter.acquire(b"warm-up", 0).await.expect("probe");
-    limiter.acquire(b"warm-up", 1).await.expect("acquire");
+    limiter.try_acquire(b"warm-up", 0).await.expect("probe");
+    limiter.try_acquire(b"warm-up", 1).await.expect("acquire");
     limiter
 }
 
@@ -227,10 +213,7 @@ async fn a_waiter_retries_once_per_server_computed_wake_up() {
     let before = script_calls(&server);
     assert!(is_granted(&limiter, b"k", 1).await);
     let start = Instant::now();
-    let decision = limiter
-        .acquire_wait(b"k", 1, 5 * SECOND)
-        .await
-        .expect("wait");
+    let decision = limiter.acquire(b"k", 1, 5 * SECOND).await.expect("wait");
     assert!(decision.is_granted());
     assert!(start.elapsed() < 2 * SECOND);
     // The grant, the rejection that queued the request, and one retry at the server's time.
@@ -246,7 +229,7 @@ async fn the_deny_cache_answers_a_flood_of_a_rejected_key_locally() {
     let before = script_calls(&server);
     let mut granted = 0;
     for _ in 0..200 {
-        let decision = limiter.acquire(b"hot", 1).await.expect("acquire");
+        let decision = limiter.try_acquire(b"hot", 1).await.expect("acquire");
         if decision.is_granted() {
             granted += 1;
         } else {
@@ -277,10 +260,7 @@ async fn many_concurrent_waiters_are_all_served_within_the_limit() {
             let limiter = limiter.clone();
             let served = served.clone();
             tokio::spawn(async move {
-                let decision = limiter
-                    .acquire_wait(b"k", 1, 10 * SECOND)
-                    .await
-                    .expect("wait");
+                let decision = limiter.acquire(b"k", 1, 10 * SECOND).await.expect("wait");
                 assert!(decision.is_granted());
                 served.lock().expect("lock").push(start.elapsed());
             })

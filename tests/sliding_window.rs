@@ -47,7 +47,7 @@ async fn admits_exactly_the_limit_then_rejects_with_a_retry_time(target: Target)
     assert_eq!(limiter.policy().window(), MINUTE);
     let counted = MINUTE / 2..=MINUTE + MINUTE / 6;
     for remaining in [2, 1, 0] {
-        let decision = limiter.acquire(b"client", 1).await.expect("acquire");
+        let decision = limiter.try_acquire(b"client", 1).await.expect("acquire");
         assert!(decision.is_granted());
         assert_eq!(decision.remaining(), remaining);
         assert_eq!(decision.limit(), 3);
@@ -55,7 +55,7 @@ async fn admits_exactly_the_limit_then_rejects_with_a_retry_time(target: Target)
         assert!(counted.contains(&decision.reset_after()), "{decision:?}");
     }
     for _ in 0..3 {
-        let rejected = limiter.acquire(b"client", 1).await.expect("acquire");
+        let rejected = limiter.try_acquire(b"client", 1).await.expect("acquire");
         assert!(!rejected.is_granted());
         assert_eq!(rejected.remaining(), 0);
         let wait = rejected
@@ -77,13 +77,13 @@ scenario!(grants_too_large_to_pack_arrive_whole);
 async fn grants_too_large_to_pack_arrive_whole(target: Target) {
     let coordination = target.coordination("unpacked").await;
     let wide = SlidingWindow::new(&coordination, "wide", 1 << 21, MINUTE, 6).expect("valid");
-    let decision = wide.acquire(b"k", 1).await.expect("acquire");
+    let decision = wide.try_acquire(b"k", 1).await.expect("acquire");
     assert!(decision.is_granted());
     assert_eq!(decision.remaining(), (1 << 21) - 1);
     // A window of 60 days: more than 2^32 ms (49.7 days).
     let days = MINUTE * 60 * 24 * 60;
     let long = SlidingWindow::new(&coordination, "long", 3, days, 1).expect("valid");
-    let decision = long.acquire(b"k", 1).await.expect("acquire");
+    let decision = long.try_acquire(b"k", 1).await.expect("acquire");
     assert!(decision.is_granted());
     assert_eq!(decision.remaining(), 2);
     assert!(decision.reset_after() > days - MINUTE, "{decision:?}");
@@ -100,7 +100,7 @@ async fn weighted_permits_and_the_limit_boundaries(target: Target) {
 
     // More than the limit: rejected, no retry time, nothing consumed.
     for permits in [6, u64::MAX] {
-        let impossible = limiter.acquire(b"k", permits).await.expect("acquire");
+        let impossible = limiter.try_acquire(b"k", permits).await.expect("acquire");
         assert!(!impossible.is_granted());
         assert_eq!(impossible.retry_after(), None);
         assert_eq!(impossible.remaining(), 5);
@@ -108,35 +108,39 @@ async fn weighted_permits_and_the_limit_boundaries(target: Target) {
     }
 
     // A probe consumes nothing.
-    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"k", 0).await.expect("probe");
     assert!(probe.is_granted());
     assert_eq!(probe.remaining(), 5);
     assert_eq!(probe.reset_after(), Duration::ZERO);
 
     assert_eq!(
-        limiter.acquire(b"k", 3).await.expect("acquire").remaining(),
+        limiter
+            .try_acquire(b"k", 3)
+            .await
+            .expect("acquire")
+            .remaining(),
         2
     );
     // 3 more would pass the limit: rejected and not counted.
-    let rejected = limiter.acquire(b"k", 3).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 3).await.expect("acquire");
     assert!(!rejected.is_granted());
     assert!(rejected.retry_after().is_some());
     assert_eq!(rejected.remaining(), 2);
     // Exactly reaching the limit is allowed.
-    let last = limiter.acquire(b"k", 2).await.expect("acquire");
+    let last = limiter.try_acquire(b"k", 2).await.expect("acquire");
     assert!(last.is_granted());
     assert_eq!(last.remaining(), 0);
-    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"k", 0).await.expect("probe");
     assert!(probe.is_granted(), "a probe is never over the limit");
     assert_eq!(probe.remaining(), 0);
     assert!(probe.reset_after() > MINUTE / 2);
     // Still no retry time for the impossible, but the state is reported.
-    let impossible = limiter.acquire(b"k", 6).await.expect("acquire");
+    let impossible = limiter.try_acquire(b"k", 6).await.expect("acquire");
     assert_eq!(impossible.retry_after(), None);
     assert!(impossible.reset_after() > MINUTE / 2);
 
     // permits == limit on a fresh key.
-    let whole = limiter.acquire(b"fresh", 5).await.expect("acquire");
+    let whole = limiter.try_acquire(b"fresh", 5).await.expect("acquire");
     assert!(whole.is_granted());
     assert_eq!(whole.remaining(), 0);
 }
@@ -155,7 +159,7 @@ async fn retry_after_is_exact_and_frees_the_oldest_segment_first(target: Target)
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(is_granted(&limiter, b"k", 1).await);
 
-    let rejected = limiter.acquire(b"k", 2).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 2).await.expect("acquire");
     assert!(!rejected.is_granted(), "{rejected:?}");
     let wait = rejected.retry_after().expect("retry time");
     // Only the first segment must leave, before the second one does.
@@ -164,7 +168,7 @@ async fn retry_after_is_exact_and_frees_the_oldest_segment_first(target: Target)
     assert!(wait + started.elapsed() + MS >= window, "{rejected:?}");
 
     tokio::time::sleep(wait + Duration::from_millis(5)).await;
-    let granted = limiter.acquire(b"k", 2).await.expect("acquire");
+    let granted = limiter.try_acquire(b"k", 2).await.expect("acquire");
     assert!(granted.is_granted(), "{granted:?}");
     assert_eq!(granted.remaining(), 0, "the second segment still counts");
 }
@@ -176,34 +180,34 @@ async fn memory_frees_the_oldest_segments_first_at_the_exact_time() {
         SlidingWindow::new(&backend.clone().into(), "api", 10, SECOND, 10).expect("valid");
     // At a segment boundary B, so every time below is exact.
     align_to_segment(&backend, SEGMENT).await;
-    let first = limiter.acquire(b"k", 3).await.expect("acquire");
+    let first = limiter.try_acquire(b"k", 3).await.expect("acquire");
     assert_eq!(first.remaining(), 7);
     // Counted in the segment ending at B + 100 ms, until B + 1100 ms.
     assert_eq!(first.reset_after(), ms(1100));
 
     tokio::time::advance(ms(250)).await;
-    let second = limiter.acquire(b"k", 5).await.expect("acquire");
+    let second = limiter.try_acquire(b"k", 5).await.expect("acquire");
     assert_eq!(second.remaining(), 2);
     // The segment ending at B + 300 ms, until B + 1300 ms.
     assert_eq!(second.reset_after(), ms(1050));
 
     tokio::time::advance(ms(100)).await;
     // B + 350 ms: 4 permits need 2 freed, the first segment frees 3 at B + 1100 ms.
-    let rejected = limiter.acquire(b"k", 4).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 4).await.expect("acquire");
     assert!(!rejected.is_granted());
     assert_eq!(rejected.remaining(), 2);
     assert_eq!(rejected.retry_after(), Some(ms(750)));
     assert_eq!(rejected.reset_after(), ms(950));
     // 6 need both segments freed.
-    let rejected = limiter.acquire(b"k", 6).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 6).await.expect("acquire");
     assert_eq!(rejected.retry_after(), Some(ms(950)));
 
     tokio::time::advance(ms(749)).await;
-    let early = limiter.acquire(b"k", 4).await.expect("acquire");
+    let early = limiter.try_acquire(b"k", 4).await.expect("acquire");
     assert!(!early.is_granted());
     assert_eq!(early.retry_after(), Some(ms(1)));
     tokio::time::advance(ms(1)).await;
-    let granted = limiter.acquire(b"k", 4).await.expect("acquire");
+    let granted = limiter.try_acquire(b"k", 4).await.expect("acquire");
     assert!(granted.is_granted());
     assert_eq!(granted.remaining(), 1, "the second segment still counts");
     // Now in the segment ending at B + 1200 ms, until B + 2200 ms.
@@ -215,17 +219,17 @@ async fn memory_permits_are_never_freed_early_and_the_key_expires() {
     let backend = MemoryBackend::new();
     let limiter = SlidingWindow::new(&backend.clone().into(), "api", 2, SECOND, 10).expect("valid");
     // A probe or a rejection creates nothing.
-    limiter.acquire(b"k", 0).await.expect("probe");
-    limiter.acquire(b"k", 3).await.expect("impossible");
+    limiter.try_acquire(b"k", 0).await.expect("probe");
+    limiter.try_acquire(b"k", 3).await.expect("impossible");
     assert_eq!(backend.len(), 0);
 
     // Just after a boundary: the request is rounded forward to its segment's end.
     align_to_segment(&backend, SEGMENT).await;
     tokio::time::advance(ms(1)).await;
-    let granted = limiter.acquire(b"k", 2).await.expect("acquire");
+    let granted = limiter.try_acquire(b"k", 2).await.expect("acquire");
     assert_eq!(granted.reset_after(), ms(1099));
     assert_eq!(backend.len(), 1);
-    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert_eq!(rejected.retry_after(), Some(ms(1099)));
     assert_eq!(backend.len(), 1);
 
@@ -237,7 +241,7 @@ async fn memory_permits_are_never_freed_early_and_the_key_expires() {
         0,
         "the key expires when its last segment leaves"
     );
-    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"k", 0).await.expect("probe");
     assert_eq!(
         (probe.remaining(), probe.reset_after()),
         (2, Duration::ZERO)
@@ -271,14 +275,23 @@ async fn storage_is_one_expiring_hash_on_the_servers_clock(target: Target) {
     let limiter = SlidingWindow::new(&coordination, "api", 5, MINUTE, 6).expect("valid");
     let key = storage_key(&coordination, "sw", "api", "\u{0}binary");
     // A probe or a rejection creates nothing.
-    limiter.acquire(b"\x00binary", 0).await.expect("probe");
-    limiter.acquire(b"\x00binary", 6).await.expect("impossible");
+    limiter.try_acquire(b"\x00binary", 0).await.expect("probe");
+    limiter
+        .try_acquire(b"\x00binary", 6)
+        .await
+        .expect("impossible");
     assert_eq!(target.query::<i64>(&[b"EXISTS", &key]), 0);
 
     let before = server_ms(&coordination).await;
-    limiter.acquire(b"\x00binary", 2).await.expect("acquire");
+    limiter
+        .try_acquire(b"\x00binary", 2)
+        .await
+        .expect("acquire");
     let after = server_ms(&coordination).await;
-    limiter.acquire(b"\x00binary", 4).await.expect("rejected");
+    limiter
+        .try_acquire(b"\x00binary", 4)
+        .await
+        .expect("rejected");
     assert_eq!(target.query::<String>(&[b"TYPE", &key]), "hash");
     // One segment: the end of the server's 10 s segment holding the request; and the
     // summary: its count, and it as the oldest segment.
@@ -310,7 +323,7 @@ async fn a_grant_prunes_the_segments_that_left_the_window(target: Target) {
     let before = segments(target, &key);
     assert_eq!(before.len(), 2, "{before:?}");
 
-    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 1).await.expect("acquire");
     let wait = rejected.retry_after().expect("retry time");
     tokio::time::sleep(wait + ms(5)).await;
     assert!(is_granted(&limiter, b"k", 1).await);
@@ -350,7 +363,7 @@ async fn the_summary_follows_the_segments_and_heals(target: Target) {
         check();
         tokio::time::sleep(ms(100)).await;
     }
-    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"k", 0).await.expect("probe");
     assert_eq!(probe.remaining(), 4);
     assert!(
         probe.reset_after() > ms(1500) && probe.reset_after() <= ms(2100),
@@ -366,7 +379,7 @@ async fn the_summary_follows_the_segments_and_heals(target: Target) {
     }
     // So is a hash without one (as an older version of the script left it).
     let () = target.query(&[b"HDEL", &key, b"n", b"o"]);
-    let decision = limiter.acquire(b"k", 1).await.expect("acquire");
+    let decision = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert!(decision.is_granted());
     check();
     // Whatever the summary said, the segments decide: 9 of 10 are taken, not fewer.
@@ -374,7 +387,7 @@ async fn the_summary_follows_the_segments_and_heals(target: Target) {
         decision.remaining(),
         10 - segments(target, &key).values().sum::<u64>()
     );
-    let rejected = limiter.acquire(b"k", 3).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 3).await.expect("acquire");
     assert!(!rejected.is_granted(), "{rejected:?}");
 
     // A segment count that HINCRBY refuses fails the step with nothing changed, the
@@ -387,7 +400,7 @@ async fn the_summary_follows_the_segments_and_heals(target: Target) {
     for field in [end.to_string(), (end + 60_000).to_string()] {
         let () = target.query(&[b"HSET", &minute_key, field.as_bytes(), b"1e3"]);
     }
-    let err = minute.acquire(b"k", 1).await.expect_err("corrupt");
+    let err = minute.try_acquire(b"k", 1).await.expect_err("corrupt");
     assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
     assert_eq!(summary(target, &minute_key).0, Some(1));
 }
@@ -400,7 +413,7 @@ async fn corrupt_state_fails_without_change(target: Target) {
     let key = storage_key(&coordination, "sw", "api", "k");
 
     let () = target.query(&[b"SET", &key, b"not a hash"]);
-    let err = limiter.acquire(b"k", 1).await.expect_err("corrupt");
+    let err = limiter.try_acquire(b"k", 1).await.expect_err("corrupt");
     assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
     assert_eq!(target.query::<String>(&[b"GET", &key]), "not a hash");
 
@@ -416,7 +429,10 @@ async fn corrupt_state_fails_without_change(target: Target) {
         let () = target.query(&[b"DEL", &key]);
         let () = target.query(&[b"HSET", &key, field.as_bytes(), value.as_bytes()]);
         for permits in [0, 1] {
-            let err = limiter.acquire(b"k", permits).await.expect_err("corrupt");
+            let err = limiter
+                .try_acquire(b"k", permits)
+                .await
+                .expect_err("corrupt");
             assert_eq!(
                 err.kind(),
                 ErrorKind::CorruptState,
@@ -443,7 +459,7 @@ async fn corrupt_state_fails_without_change(target: Target) {
     for (field, value) in fields.iter().zip(["1e3", "1e3", "1"]) {
         let () = target.query(&[b"HSET", &big_key, field.as_bytes(), value.as_bytes()]);
     }
-    let err = big.acquire(b"k", 1).await.expect_err("corrupt");
+    let err = big.try_acquire(b"k", 1).await.expect_err("corrupt");
     assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
     let stored: BTreeMap<String, String> = target.query(&[b"HGETALL", &big_key]);
     assert_eq!(stored.len(), 3, "{stored:?}");
@@ -452,7 +468,7 @@ async fn corrupt_state_fails_without_change(target: Target) {
     // Segments that lost their expiry are given it back instead of living forever.
     let () = target.query(&[b"DEL", &key]);
     let () = target.query(&[b"HSET", &key, future.as_bytes(), b"5"]);
-    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert!(!rejected.is_granted());
     assert!(rejected.retry_after().is_some_and(|d| d <= MINUTE + SECOND));
     target.assert_expires_at(&key, future.parse::<u64>().expect("ms") + 60_000);
@@ -460,7 +476,7 @@ async fn corrupt_state_fails_without_change(target: Target) {
     let stale = (server_ms(&coordination).await - 120_000).to_string();
     let () = target.query(&[b"DEL", &key]);
     let () = target.query(&[b"HSET", &key, stale.as_bytes(), b"5"]);
-    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"k", 0).await.expect("probe");
     assert_eq!(
         (probe.remaining(), probe.reset_after()),
         (5, Duration::ZERO)

@@ -71,7 +71,7 @@ async fn all_or_nothing(target: Target) {
         [policy("minute", 10, MINUTE), policy("hour", 3, HOUR)],
     )
     .expect("valid");
-    let granted = limiter.acquire(b"k", 2).await.expect("acquire");
+    let granted = limiter.try_acquire(b"k", 2).await.expect("acquire");
     assert!(granted.is_granted());
     assert_eq!(remaining(&granted), [8, 1]);
     // The hour binds: fewest permits left.
@@ -84,12 +84,12 @@ async fn all_or_nothing(target: Target) {
     assert_eq!((hour.limit(), hour.reset_after()), (3, HOUR));
 
     // The minute would admit 2 more, the hour not: rejected, and the minute counts nothing.
-    let rejected = limiter.acquire(b"k", 2).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 2).await.expect("acquire");
     assert!(!rejected.is_granted());
     assert_eq!(remaining(&rejected), [8, 1]);
     let wait = rejected.retry_after().expect("a retry time");
     assert!(wait > HOUR - MINUTE && wait <= HOUR, "{wait:?}");
-    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"k", 0).await.expect("probe");
     assert!(probe.is_granted());
     assert_eq!(remaining(&probe), [8, 1], "the minute's count is unchanged");
     if !matches!(target, Target::Memory) {
@@ -105,12 +105,12 @@ async fn all_or_nothing(target: Target) {
     }
 
     // What fits in both is granted in both.
-    let last = limiter.acquire(b"k", 1).await.expect("acquire");
+    let last = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert!(last.is_granted());
     assert_eq!(remaining(&last), [7, 0]);
     // Other client keys are independent.
     assert_eq!(
-        remaining(&limiter.acquire(b"other", 3).await.expect("acquire")),
+        remaining(&limiter.try_acquire(b"other", 3).await.expect("acquire")),
         [7, 0]
     );
 }
@@ -132,7 +132,7 @@ async fn the_longest_wait_among_the_rejecting_policies_is_reported(target: Targe
     )
     .expect("valid");
     assert!(is_granted(&limiter, b"k", 1).await);
-    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert!(!rejected.is_granted());
     assert_eq!(remaining(&rejected), [0, 0, 4]);
     let states = rejected.policy_states();
@@ -153,7 +153,7 @@ async fn the_longest_wait_among_the_rejecting_policies_is_reported(target: Targe
     )
     .expect("valid");
     assert!(is_granted(&limiter, b"k", 1).await);
-    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert!(!rejected.is_granted());
     let wait = rejected.retry_after().expect("retry time");
     assert!(wait <= MINUTE && wait > MINUTE / 2, "{wait:?}");
@@ -178,7 +178,7 @@ async fn permits_above_the_smallest_limit_never_succeed(target: Target) {
         _ => storage_key(&coordination, "st", "api", "k"),
     };
     for permits in [11, 1000, u64::MAX] {
-        let impossible = limiter.acquire(b"k", permits).await.expect("acquire");
+        let impossible = limiter.try_acquire(b"k", permits).await.expect("acquire");
         assert!(!impossible.is_granted(), "{permits}");
         assert_eq!(impossible.retry_after(), None, "{permits}");
         assert_eq!(remaining(&impossible), [10, 1000]);
@@ -186,7 +186,7 @@ async fn permits_above_the_smallest_limit_never_succeed(target: Target) {
     assert!(nothing_stored(target, &coordination, &key));
     // The same with a window under way: still no retry time, still nothing counted.
     assert!(is_granted(&limiter, b"k", 4).await);
-    let impossible = limiter.acquire(b"k", 11).await.expect("acquire");
+    let impossible = limiter.try_acquire(b"k", 11).await.expect("acquire");
     assert_eq!(impossible.retry_after(), None);
     assert_eq!(remaining(&impossible), [6, 996]);
     // Exactly the smallest limit fits a fresh key.
@@ -209,7 +209,7 @@ async fn probes_create_and_change_nothing(target: Target) {
         Target::Memory => Vec::new(),
         _ => storage_key(&coordination, "st", "api", "k"),
     };
-    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"k", 0).await.expect("probe");
     assert!(probe.is_granted());
     assert_eq!(remaining(&probe), [5, 50]);
     assert_eq!(probe.retry_after(), None);
@@ -222,10 +222,10 @@ async fn probes_create_and_change_nothing(target: Target) {
     assert_eq!(resets, [MINUTE, DAY]);
     assert!(nothing_stored(target, &coordination, &key));
 
-    limiter.acquire(b"k", 5).await.expect("acquire");
+    limiter.try_acquire(b"k", 5).await.expect("acquire");
     let before = (!matches!(target, Target::Memory)).then(|| windows(target, &key));
     for _ in 0..3 {
-        let probe = limiter.acquire(b"k", 0).await.expect("probe");
+        let probe = limiter.try_acquire(b"k", 0).await.expect("probe");
         assert!(probe.is_granted(), "a probe is never over the limit");
         assert_eq!(remaining(&probe), [0, 45]);
     }
@@ -252,13 +252,13 @@ async fn a_window_that_ends_frees_only_its_policy(target: Target) {
     let key = storage_key(&coordination, "st", "api", "k");
     assert!(is_granted(&limiter, b"k", 2).await);
     let before = windows(target, &key);
-    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert!(!rejected.is_granted());
     let wait = rejected.retry_after().expect("retry time");
     assert!(wait <= Duration::from_millis(300), "{wait:?}");
 
     tokio::time::sleep(wait + Duration::from_millis(5)).await;
-    let fresh = limiter.acquire(b"k", 1).await.expect("acquire");
+    let fresh = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert!(fresh.is_granted(), "{fresh:?}");
     assert_eq!(remaining(&fresh), [1, 2], "the long window kept its count");
     let [short, long] = fresh.policy_states() else {
@@ -291,13 +291,13 @@ async fn memory_windows_follow_the_paused_clock() {
     .expect("valid");
     assert!(is_granted(&limiter, b"k", 2).await);
     tokio::time::advance(Duration::from_millis(400)).await;
-    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert_eq!(rejected.retry_after(), Some(Duration::from_millis(600)));
     assert_eq!(remaining(&rejected), [0, 1]);
 
     tokio::time::advance(Duration::from_millis(600)).await;
     // The second's window ended; the minute's goes on.
-    let granted = limiter.acquire(b"k", 1).await.expect("acquire");
+    let granted = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert!(granted.is_granted());
     assert_eq!(remaining(&granted), [1, 0]);
     let resets: Vec<_> = granted
@@ -307,14 +307,14 @@ async fn memory_windows_follow_the_paused_clock() {
         .collect();
     assert_eq!(resets, [SECOND, MINUTE - SECOND]);
     // Now only the minute rejects: its exact wait.
-    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert_eq!(rejected.retry_after(), Some(MINUTE - SECOND));
     assert_eq!((rejected.limit(), rejected.remaining()), (3, 0));
 
     tokio::time::advance(MINUTE - SECOND - Duration::from_millis(1)).await;
     assert!(!is_granted(&limiter, b"k", 1).await);
     tokio::time::advance(Duration::from_millis(1)).await;
-    let fresh = limiter.acquire(b"k", 2).await.expect("acquire");
+    let fresh = limiter.try_acquire(b"k", 2).await.expect("acquire");
     assert!(fresh.is_granted());
     assert_eq!(remaining(&fresh), [0, 1]);
     // Once the last window ends the key is gone.
@@ -339,7 +339,10 @@ async fn storage_is_one_hash_expiring_with_its_last_window(target: Target) {
     .expect("valid");
     let key = storage_key(&coordination, "st", "api", "\u{0}binary");
     let before = server_ms(&coordination).await;
-    limiter.acquire(b"\x00binary", 2).await.expect("acquire");
+    limiter
+        .try_acquire(b"\x00binary", 2)
+        .await
+        .expect("acquire");
     let after = server_ms(&coordination).await;
     assert_eq!(
         target.query::<String>(&[b"TYPE", &key]),
@@ -374,7 +377,10 @@ async fn corrupt_state_fails_without_change(target: Target) {
 
     target.query::<()>(&[b"SET", &key, b"not a hash"]);
     for permits in [0, 1] {
-        let err = limiter.acquire(b"k", permits).await.expect_err("corrupt");
+        let err = limiter
+            .try_acquire(b"k", permits)
+            .await
+            .expect_err("corrupt");
         assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
     }
     assert_eq!(target.query::<String>(&[b"GET", &key]), "not a hash");
@@ -396,7 +402,7 @@ async fn corrupt_state_fails_without_change(target: Target) {
         "99999999999999999999999:5",
     ] {
         target.query::<()>(&[b"HSET", &key, b"1", valid.as_bytes(), b"0", bad.as_bytes()]);
-        let err = limiter.acquire(b"k", 1).await.expect_err(bad);
+        let err = limiter.try_acquire(b"k", 1).await.expect_err(bad);
         assert_eq!(err.kind(), ErrorKind::CorruptState, "{bad}: {err}");
         let fields: BTreeMap<String, String> = target.query(&[b"HGETALL", &key]);
         assert_eq!(fields.len(), 2, "{bad}");
@@ -408,14 +414,14 @@ async fn corrupt_state_fails_without_change(target: Target) {
     // Windows that lost their expiry get it back, even from a probe.
     target.query::<()>(&[b"HSET", &key, b"0", valid.as_bytes()]);
     assert_eq!(target.pttl(&key), -1);
-    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"k", 0).await.expect("probe");
     assert_eq!(remaining(&probe), [4, 10]);
     let ttl = target.pttl(&key);
     assert!(ttl > 0 && ttl <= 60_000, "{ttl}");
     // Windows that all ended and lost their expiry are deleted.
     target.query::<()>(&[b"HSET", &key, b"0", b"3:1000", b"1", b"3:2000"]);
     target.query::<()>(&[b"PERSIST", &key]);
-    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"k", 0).await.expect("probe");
     assert_eq!(remaining(&probe), [5, 10], "ended windows count nothing");
     assert_eq!(target.query::<i64>(&[b"EXISTS", &key]), 0);
 }
@@ -497,7 +503,7 @@ async fn concurrent_callers_count_grants_exactly(target: Target) {
     );
     // Every grant counted in both windows, and no rejection counted in either.
     let limiter = Stacked::new(&first, "api", policies).expect("valid");
-    let probe = limiter.acquire(b"hot", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"hot", 0).await.expect("probe");
     assert_eq!(remaining(&probe), [20, 0]);
 }
 
@@ -516,7 +522,7 @@ async fn a_queued_request_waits_for_the_longest_window() {
     assert_eq!(limiter.policy().name(), "second", "the first policy");
     assert!(is_granted(&limiter, b"k", 1).await);
     let start = tokio::time::Instant::now();
-    let decision = limiter.acquire_wait(b"k", 1, MINUTE).await.expect("wait");
+    let decision = limiter.acquire(b"k", 1, MINUTE).await.expect("wait");
     assert!(decision.is_granted());
     assert_eq!(
         start.elapsed(),
@@ -536,10 +542,10 @@ async fn the_deny_cache_keeps_every_policy_state() {
     .expect("valid");
     let limiter = RateLimiter::from(stacked).with_deny_cache(10);
     assert!(is_granted(&limiter, b"k", 1).await);
-    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert_eq!(rejected.retry_after(), Some(SECOND));
     tokio::time::advance(Duration::from_millis(400)).await;
-    let cached = limiter.acquire(b"k", 1).await.expect("acquire");
+    let cached = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert!(!cached.is_granted());
     assert_eq!(cached.retry_after(), Some(Duration::from_millis(600)));
     assert_eq!(remaining(&cached), [0, 4]);

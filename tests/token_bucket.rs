@@ -44,7 +44,7 @@ async fn a_new_key_starts_full_then_rejects_with_a_retry_time(target: Target) {
     let coordination = target.coordination("burst").await;
     let limiter = TokenBucket::new(&coordination, "api", 3, 1, MINUTE).expect("valid");
 
-    let probe = limiter.acquire(b"client", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"client", 0).await.expect("probe");
     assert!(probe.is_granted());
     assert_eq!(probe.remaining(), 3);
     assert_eq!(
@@ -54,7 +54,7 @@ async fn a_new_key_starts_full_then_rejects_with_a_retry_time(target: Target) {
     );
 
     for (taken, remaining) in [(1, 2), (2, 1), (3, 0)] {
-        let decision = limiter.acquire(b"client", 1).await.expect("acquire");
+        let decision = limiter.try_acquire(b"client", 1).await.expect("acquire");
         assert!(decision.is_granted());
         assert_eq!(decision.remaining(), remaining);
         assert_eq!(decision.limit(), 3);
@@ -63,7 +63,7 @@ async fn a_new_key_starts_full_then_rejects_with_a_retry_time(target: Target) {
         assert_just_under(decision.reset_after(), MINUTE * taken);
     }
     for _ in 0..2 {
-        let rejected = limiter.acquire(b"client", 1).await.expect("acquire");
+        let rejected = limiter.try_acquire(b"client", 1).await.expect("acquire");
         assert!(!rejected.is_granted());
         assert_eq!(rejected.remaining(), 0);
         let wait = rejected.retry_after().expect("a request that can succeed");
@@ -71,7 +71,7 @@ async fn a_new_key_starts_full_then_rejects_with_a_retry_time(target: Target) {
         assert_just_under(rejected.reset_after(), 3 * MINUTE);
     }
     // Another key has its own, full bucket.
-    let other = limiter.acquire(b"other", 3).await.expect("acquire");
+    let other = limiter.try_acquire(b"other", 3).await.expect("acquire");
     assert!(other.is_granted());
     assert_eq!(other.remaining(), 0);
 }
@@ -86,42 +86,46 @@ async fn weighted_permits_and_the_limit_boundaries(target: Target) {
 
     // More than the limit: rejected, no retry time, nothing consumed.
     for permits in [6, u64::MAX] {
-        let impossible = limiter.acquire(b"k", permits).await.expect("acquire");
+        let impossible = limiter.try_acquire(b"k", permits).await.expect("acquire");
         assert!(!impossible.is_granted());
         assert_eq!(impossible.retry_after(), None);
         assert_eq!(impossible.remaining(), 5);
     }
 
     assert_eq!(
-        limiter.acquire(b"k", 3).await.expect("acquire").remaining(),
+        limiter
+            .try_acquire(b"k", 3)
+            .await
+            .expect("acquire")
+            .remaining(),
         2
     );
     // 3 more: rejected and not taken; 1 token is missing, so one period.
-    let rejected = limiter.acquire(b"k", 3).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 3).await.expect("acquire");
     assert!(!rejected.is_granted());
     assert_eq!(rejected.remaining(), 2);
     assert_just_under(rejected.retry_after().expect("retry time"), MINUTE);
     // 5 (the limit) needs 3 refills, which is also when the bucket is full.
-    let rejected = limiter.acquire(b"k", 5).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 5).await.expect("acquire");
     assert_eq!(rejected.retry_after(), Some(rejected.reset_after()));
     assert_just_under(rejected.reset_after(), 3 * MINUTE);
     // Still impossible with a partial bucket: the state is read, no retry time.
-    let impossible = limiter.acquire(b"k", 6).await.expect("acquire");
+    let impossible = limiter.try_acquire(b"k", 6).await.expect("acquire");
     assert_eq!(impossible.remaining(), 2);
     assert_eq!(impossible.retry_after(), None);
     assert_just_under(impossible.reset_after(), 3 * MINUTE);
 
     // Taking exactly what is left is allowed.
-    let last = limiter.acquire(b"k", 2).await.expect("acquire");
+    let last = limiter.try_acquire(b"k", 2).await.expect("acquire");
     assert!(last.is_granted());
     assert_eq!(last.remaining(), 0);
-    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"k", 0).await.expect("probe");
     assert!(probe.is_granted(), "a probe is never rejected");
     assert_eq!(probe.remaining(), 0);
     assert_just_under(probe.reset_after(), 5 * MINUTE);
 
     // permits == limit on a fresh key.
-    let all = limiter.acquire(b"fresh", 5).await.expect("acquire");
+    let all = limiter.try_acquire(b"fresh", 5).await.expect("acquire");
     assert!(all.is_granted());
     assert_eq!(all.remaining(), 0);
 }
@@ -133,14 +137,18 @@ async fn large_numbers_stay_exact(target: Target) {
     let max_exact = (1u64 << 53) - 1;
     let hour = 60 * MINUTE;
     let limiter = TokenBucket::new(&coordination, "big", max_exact, 1 << 40, hour).expect("valid");
-    let taken = limiter.acquire(b"k", 1).await.expect("acquire");
+    let taken = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert_eq!(taken.remaining(), max_exact - 1);
     assert_eq!(taken.reset_after(), hour);
-    let rejected = limiter.acquire(b"k", max_exact).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", max_exact).await.expect("acquire");
     assert!(!rejected.is_granted());
     assert_just_under(rejected.retry_after().expect("retry time"), hour);
     assert_eq!(
-        limiter.acquire(b"k", 0).await.expect("probe").remaining(),
+        limiter
+            .try_acquire(b"k", 0)
+            .await
+            .expect("probe")
+            .remaining(),
         max_exact - 1
     );
     if let Backend::Redis(_) = coordination.backend() {
@@ -157,7 +165,7 @@ async fn large_numbers_stay_exact(target: Target) {
         Duration::from_millis(100),
     )
     .expect("valid");
-    let taken = slow.acquire(b"k", 1 << 44).await.expect("acquire");
+    let taken = slow.try_acquire(b"k", 1 << 44).await.expect("acquire");
     assert_eq!(taken.remaining(), 1 << 44);
     let full_in = Duration::from_millis(100 << 44);
     assert_eq!(taken.reset_after(), full_in);
@@ -191,7 +199,7 @@ async fn retry_after_is_exact_on_the_servers_clock(target: Target) {
 
     // 3 tokens need two refills: retry = 2 periods - (server now - refilled_at).
     let before = server_ms(&coordination).await;
-    let rejected = limiter.acquire(b"k", 3).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 3).await.expect("acquire");
     let after = server_ms(&coordination).await;
     let wait = rejected.retry_after().expect("retry time");
     let wait_ms = u64::try_from(wait.as_millis()).expect("ms");
@@ -201,13 +209,13 @@ async fn retry_after_is_exact_on_the_servers_clock(target: Target) {
             && wait_ms <= two_periods - (before - refilled_at),
         "{wait_ms} ms, server clock {before}..{after}, refilled at {refilled_at}"
     );
-    let one_token = limiter.acquire(b"k", 1).await.expect("acquire");
+    let one_token = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert!(one_token.retry_after().expect("retry time") <= PERIOD);
 
     // After the server-computed time (and a little more for the network), it succeeds, with
     // exactly two refills: 4 tokens, 3 taken.
     tokio::time::sleep(wait + Duration::from_millis(5)).await;
-    let granted = limiter.acquire(b"k", 3).await.expect("acquire");
+    let granted = limiter.try_acquire(b"k", 3).await.expect("acquire");
     assert!(granted.is_granted(), "{granted:?}");
     assert_eq!(granted.remaining(), 1);
     // The refill time moved by whole periods only.
@@ -221,12 +229,12 @@ async fn memory_retry_after_is_exact_to_the_millisecond() {
     assert!(is_granted(&limiter, b"k", 10).await);
     tokio::time::advance(Duration::from_millis(700)).await;
 
-    let rejected = limiter.acquire(b"k", 3).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 3).await.expect("acquire");
     assert_eq!(rejected.retry_after(), Some(Duration::from_millis(1300)));
     assert_eq!(rejected.reset_after(), Duration::from_millis(4300));
     assert_eq!(
         limiter
-            .acquire(b"k", 2)
+            .try_acquire(b"k", 2)
             .await
             .expect("acquire")
             .retry_after(),
@@ -234,12 +242,12 @@ async fn memory_retry_after_is_exact_to_the_millisecond() {
     );
 
     tokio::time::advance(Duration::from_millis(1299)).await;
-    let almost = limiter.acquire(b"k", 3).await.expect("acquire");
+    let almost = limiter.try_acquire(b"k", 3).await.expect("acquire");
     assert!(!almost.is_granted());
     assert_eq!(almost.remaining(), 2, "one refill so far");
     assert_eq!(almost.retry_after(), Some(MS));
     tokio::time::advance(MS).await;
-    let granted = limiter.acquire(b"k", 3).await.expect("acquire");
+    let granted = limiter.try_acquire(b"k", 3).await.expect("acquire");
     assert!(granted.is_granted());
     assert_eq!(granted.remaining(), 1);
     // The second refill happened just now: 9 missing tokens take 5 whole periods.
@@ -255,19 +263,27 @@ async fn memory_refills_are_discrete_and_keep_the_partial_period() {
 
     tokio::time::advance(Duration::from_millis(999)).await;
     assert_eq!(
-        limiter.acquire(b"k", 0).await.expect("probe").remaining(),
+        limiter
+            .try_acquire(b"k", 0)
+            .await
+            .expect("probe")
+            .remaining(),
         0
     );
     tokio::time::advance(Duration::from_millis(501)).await;
     // 1.5 periods: one refill, and the half period under way is kept.
-    let taken = limiter.acquire(b"k", 1).await.expect("acquire");
+    let taken = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert!(taken.is_granted());
     assert_eq!(taken.remaining(), 0);
-    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert_eq!(rejected.retry_after(), Some(Duration::from_millis(500)));
     tokio::time::advance(Duration::from_millis(500)).await;
     assert_eq!(
-        limiter.acquire(b"k", 0).await.expect("probe").remaining(),
+        limiter
+            .try_acquire(b"k", 0)
+            .await
+            .expect("probe")
+            .remaining(),
         1
     );
 
@@ -275,14 +291,18 @@ async fn memory_refills_are_discrete_and_keep_the_partial_period() {
     assert_eq!(backend.len(), 1);
     tokio::time::advance(9 * SECOND - MS).await;
     assert_eq!(
-        limiter.acquire(b"k", 0).await.expect("probe").remaining(),
+        limiter
+            .try_acquire(b"k", 0)
+            .await
+            .expect("probe")
+            .remaining(),
         9
     );
     assert_eq!(backend.len(), 1);
     tokio::time::advance(MS).await;
     assert_eq!(backend.len(), 0);
     tokio::time::advance(MINUTE).await;
-    let full = limiter.acquire(b"k", 0).await.expect("probe");
+    let full = limiter.try_acquire(b"k", 0).await.expect("probe");
     assert_eq!(full.remaining(), 10);
     assert_eq!(full.reset_after(), Duration::ZERO);
 }
@@ -294,7 +314,7 @@ async fn memory_a_full_bucket_starts_its_period_at_the_first_take() {
     assert!(is_granted(&limiter, b"k", 1).await);
     tokio::time::advance(Duration::from_millis(1500)).await;
     // Full again; the next period starts now, as it would after the key expired.
-    let taken = limiter.acquire(b"k", 1).await.expect("acquire");
+    let taken = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert_eq!(taken.remaining(), 1);
     assert_eq!(taken.reset_after(), SECOND);
 }
@@ -305,11 +325,11 @@ async fn memory_tokens_per_period_above_the_limit_only_fill_the_bucket() {
     let limiter = TokenBucket::new(&coordination, "api", 3, 10, SECOND).expect("valid");
     assert_eq!(limiter.policy().window(), SECOND);
     assert!(is_granted(&limiter, b"k", 3).await);
-    let rejected = limiter.acquire(b"k", 3).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 3).await.expect("acquire");
     assert_eq!(rejected.retry_after(), Some(SECOND));
     assert_eq!(rejected.reset_after(), SECOND);
     tokio::time::advance(SECOND).await;
-    let probe = limiter.acquire(b"k", 0).await.expect("probe");
+    let probe = limiter.try_acquire(b"k", 0).await.expect("probe");
     assert_eq!(probe.remaining(), 3);
     assert!(!is_granted(&limiter, b"k", 4).await);
 }
@@ -324,11 +344,17 @@ async fn storage_is_one_string_expiring_when_the_bucket_is_full(target: Target) 
     let key = storage_key(&coordination, "tb", "api", "\u{0}binary");
 
     // A probe or a rejection creates nothing.
-    limiter.acquire(b"\x00binary", 0).await.expect("probe");
-    limiter.acquire(b"\x00binary", 6).await.expect("impossible");
+    limiter.try_acquire(b"\x00binary", 0).await.expect("probe");
+    limiter
+        .try_acquire(b"\x00binary", 6)
+        .await
+        .expect("impossible");
     assert_eq!(target.raw(&[b"EXISTS", &key]), redis::Value::Int(0));
 
-    limiter.acquire(b"\x00binary", 2).await.expect("acquire");
+    limiter
+        .try_acquire(b"\x00binary", 2)
+        .await
+        .expect("acquire");
     assert_eq!(
         target.raw(&[b"TYPE", &key]),
         redis::Value::SimpleString("string".into())
@@ -340,7 +366,10 @@ async fn storage_is_one_string_expiring_when_the_bucket_is_full(target: Target) 
     assert!(ttl > 115_000 && ttl <= 120_000, "{ttl}");
 
     // A rejection changes nothing, neither the state nor its expiry.
-    limiter.acquire(b"\x00binary", 3).await.expect("acquire");
+    limiter
+        .try_acquire(b"\x00binary", 3)
+        .await
+        .expect("acquire");
     let ttl = target.pttl(&key);
     assert!(ttl > 295_000 && ttl <= 300_000, "{ttl}");
     assert!(!is_granted(&limiter, b"\x00binary", 1).await);
@@ -351,12 +380,15 @@ async fn storage_is_one_string_expiring_when_the_bucket_is_full(target: Target) 
     let quick =
         TokenBucket::new(&coordination, "quick", 2, 2, Duration::from_millis(150)).expect("valid");
     let quick_key = storage_key(&coordination, "tb", "quick", "k");
-    let taken = quick.acquire(b"k", 1).await.expect("acquire");
+    let taken = quick.try_acquire(b"k", 1).await.expect("acquire");
     let ttl = target.pttl(&quick_key);
     assert!(ttl > 0 && ttl <= 150, "{ttl}");
     tokio::time::sleep(taken.reset_after() + Duration::from_millis(10)).await;
     assert_eq!(target.raw(&[b"EXISTS", &quick_key]), redis::Value::Int(0));
-    assert_eq!(quick.acquire(b"k", 0).await.expect("probe").remaining(), 2);
+    assert_eq!(
+        quick.try_acquire(b"k", 0).await.expect("probe").remaining(),
+        2
+    );
 }
 
 scenario!(corrupt_or_odd_state_is_handled_without_change redis);
@@ -368,7 +400,7 @@ async fn corrupt_or_odd_state_is_handled_without_change(target: Target) {
 
     for garbage in [&b"not a number"[..], b"5:abc", b"-1:5", b"1.5:1000", b"3"] {
         target.raw(&[b"SET", &key, garbage]);
-        let err = limiter.acquire(b"k", 1).await.expect_err("corrupt");
+        let err = limiter.try_acquire(b"k", 1).await.expect_err("corrupt");
         assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
         assert_eq!(
             target.raw(&[b"GET", &key]),
@@ -377,7 +409,7 @@ async fn corrupt_or_odd_state_is_handled_without_change(target: Target) {
     }
     target.raw(&[b"DEL", &key]);
     target.raw(&[b"HSET", &key, b"tokens", b"1"]);
-    let err = limiter.acquire(b"k", 0).await.expect_err("wrong type");
+    let err = limiter.try_acquire(b"k", 0).await.expect_err("wrong type");
     assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
     assert_eq!(
         target.raw(&[b"TYPE", &key]),
@@ -389,19 +421,23 @@ async fn corrupt_or_odd_state_is_handled_without_change(target: Target) {
     // More tokens than the limit (a limiter rebuilt smaller) are capped.
     target.raw(&[b"SET", &key, format!("99:{now}").as_bytes()]);
     assert_eq!(
-        limiter.acquire(b"k", 0).await.expect("probe").remaining(),
+        limiter
+            .try_acquire(b"k", 0)
+            .await
+            .expect("probe")
+            .remaining(),
         5
     );
     // A refill time ahead of the server's clock restarts the period now.
     let later = now + 3_600_000;
     target.raw(&[b"SET", &key, format!("0:{later}").as_bytes()]);
-    let rejected = limiter.acquire(b"k", 1).await.expect("acquire");
+    let rejected = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert_just_under(rejected.retry_after().expect("retry time"), MINUTE);
     // A bucket that lost its expiry still refills from its stored time, and the next take
     // gives it an expiry again.
     let earlier = now - 2 * 60_000;
     target.raw(&[b"SET", &key, format!("0:{earlier}").as_bytes()]);
-    let taken = limiter.acquire(b"k", 2).await.expect("acquire");
+    let taken = limiter.try_acquire(b"k", 2).await.expect("acquire");
     assert!(taken.is_granted());
     assert_eq!(taken.remaining(), 0);
     let ttl = target.pttl(&key);
@@ -491,7 +527,11 @@ async fn concurrent_callers_never_exceed_the_bucket(target: Target) {
     );
     let limiter = TokenBucket::new(&first, "api", LIMIT, 1, 60 * MINUTE).expect("valid");
     assert_eq!(
-        limiter.acquire(b"hot", 0).await.expect("probe").remaining(),
+        limiter
+            .try_acquire(b"hot", 0)
+            .await
+            .expect("probe")
+            .remaining(),
         0
     );
 }

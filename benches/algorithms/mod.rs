@@ -204,11 +204,11 @@ impl Limiter {
     /// Asks for one permit for `client_key`; true when granted.
     pub async fn acquire(&self, client_key: &[u8]) -> Result<bool> {
         let decision = match self {
-            Limiter::FixedWindow(l) => l.acquire(client_key, 1).await?,
-            Limiter::SlidingWindow(l) => l.acquire(client_key, 1).await?,
-            Limiter::TokenBucket(l) => l.acquire(client_key, 1).await?,
-            Limiter::Gcra(l) => l.acquire(client_key, 1).await?,
-            Limiter::Stacked(l) => l.acquire(client_key, 1).await?,
+            Limiter::FixedWindow(l) => l.try_acquire(client_key, 1).await?,
+            Limiter::SlidingWindow(l) => l.try_acquire(client_key, 1).await?,
+            Limiter::TokenBucket(l) => l.try_acquire(client_key, 1).await?,
+            Limiter::Gcra(l) => l.try_acquire(client_key, 1).await?,
+            Limiter::Stacked(l) => l.try_acquire(client_key, 1).await?,
         };
         Ok(decision.is_granted())
     }

@@ -201,9 +201,9 @@ pub fn command_calls(server: &Server, command: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Any algorithm's limiter, for helpers that serve them all: its inherent `acquire`.
+/// Any algorithm's limiter, for helpers that serve them all: its inherent `try_acquire`.
 pub trait Acquire: Send + Sync + 'static {
-    fn acquire(
+    fn try_acquire(
         &self,
         key: &[u8],
         permits: u64,
@@ -214,12 +214,12 @@ macro_rules! acquire_is_the_inherent_method {
     ($($limiter:ty),+) => {
         $(
             impl Acquire for $limiter {
-                fn acquire(
+                fn try_acquire(
                     &self,
                     key: &[u8],
                     permits: u64,
                 ) -> impl Future<Output = leasehold::Result<RateLimitDecision>> + Send {
-                    <$limiter>::acquire(self, key, permits)
+                    <$limiter>::try_acquire(self, key, permits)
                 }
             }
         )+
@@ -237,7 +237,7 @@ acquire_is_the_inherent_method!(
 /// Whether `limiter` grants `permits` of `key` now; the request itself must not fail.
 pub async fn is_granted(limiter: &impl Acquire, key: &[u8], permits: u64) -> bool {
     limiter
-        .acquire(key, permits)
+        .try_acquire(key, permits)
         .await
         .expect("acquire")
         .is_granted()

@@ -46,11 +46,11 @@ impl Algorithm {
 
     pub(crate) async fn acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
         match self {
-            Algorithm::FixedWindow(limiter) => limiter.acquire(key, permits).await,
-            Algorithm::SlidingWindow(limiter) => limiter.acquire(key, permits).await,
-            Algorithm::TokenBucket(limiter) => limiter.acquire(key, permits).await,
-            Algorithm::Gcra(limiter) => limiter.acquire(key, permits).await,
-            Algorithm::Stacked(limiter) => limiter.acquire(key, permits).await,
+            Algorithm::FixedWindow(limiter) => limiter.try_acquire(key, permits).await,
+            Algorithm::SlidingWindow(limiter) => limiter.try_acquire(key, permits).await,
+            Algorithm::TokenBucket(limiter) => limiter.try_acquire(key, permits).await,
+            Algorithm::Gcra(limiter) => limiter.try_acquire(key, permits).await,
+            Algorithm::Stacked(limiter) => limiter.try_acquire(key, permits).await,
         }
     }
 }

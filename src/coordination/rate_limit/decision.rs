@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The outcome of one [`acquire`](super::FixedWindow::acquire): whether the permits were
+/// The outcome of one [`try_acquire`](super::FixedWindow::try_acquire): whether the permits were
 /// granted, and the state of the limit according to the server's clock.
 ///
 /// A limiter with several policies ([`Stacked`](super::Stacked)) reports one
@@ -26,7 +26,7 @@ use std::time::Duration;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> leasehold::Result<()> {
 /// let limiter = FixedWindow::new(&Coordination::memory(), "api", 2, Duration::from_secs(60))?;
-/// let decision = limiter.acquire(b"client-1", 1).await?;
+/// let decision = limiter.try_acquire(b"client-1", 1).await?;
 /// assert!(decision.is_granted());
 /// assert_eq!(decision.remaining(), 1);
 /// assert_eq!(decision.retry_after(), None);
@@ -68,7 +68,7 @@ enum States {
 ///         RateLimitPolicy::new("day", 1000, Duration::from_secs(86_400)),
 ///     ],
 /// )?;
-/// let decision = limiter.acquire(b"client-1", 1).await?;
+/// let decision = limiter.try_acquire(b"client-1", 1).await?;
 /// let [second, day] = decision.policy_states() else { unreachable!() };
 /// assert_eq!((second.limit(), second.remaining()), (10, 9));
 /// assert_eq!((day.limit(), day.remaining()), (1000, 999));

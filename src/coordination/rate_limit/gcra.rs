@@ -59,16 +59,16 @@ use crate::error::{Error, Result};
 /// // 10 per second, one every 100 ms, and up to 3 at once.
 /// let limiter = Gcra::new(&coordination, "search", 10, Duration::from_secs(1), 3)?;
 ///
-/// let burst = limiter.acquire(b"alice", 3).await?;
+/// let burst = limiter.try_acquire(b"alice", 3).await?;
 /// assert!(burst.is_granted());
 /// assert_eq!(burst.remaining(), 0);
-/// let rejected = limiter.acquire(b"alice", 1).await?;
+/// let rejected = limiter.try_acquire(b"alice", 1).await?;
 /// assert!(!rejected.is_granted());
 /// let wait = rejected.retry_after().expect("a retry time for a request that can succeed");
 /// assert!(wait <= Duration::from_millis(100));
 ///
 /// // Other keys have their own arrival times.
-/// assert!(limiter.acquire(b"bob", 1).await?.is_granted());
+/// assert!(limiter.try_acquire(b"bob", 1).await?.is_granted());
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -155,7 +155,7 @@ impl Gcra {
     /// Not cancel safe: if the future is dropped after the request was sent, the permits may
     /// have been consumed although no decision is returned. An error whose
     /// [`is_outcome_uncertain`](crate::Error::is_outcome_uncertain) is true means the same.
-    pub async fn acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
+    pub async fn try_acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
         // An impossible request still reads the state (for the response fields) but must
         // never be counted; burst + 1 keeps it impossible and the script's numbers exact.
         let asked = permits.min(self.burst + 1);

@@ -19,7 +19,7 @@ use crate::error::{Error, ErrorKind, Result};
 /// A rate limiter of any algorithm, with optional local features:
 ///
 /// - a **waiting queue** ([`with_queue`](Self::with_queue)), so that
-///   [`acquire_wait`](Self::acquire_wait) waits for permits instead of being rejected;
+///   [`acquire`](Self::acquire) waits for permits instead of being rejected;
 /// - a **deny cache** ([`with_deny_cache`](Self::with_deny_cache)) that answers requests for
 ///   a key rejected moments ago locally, until its retry time, without a round trip;
 /// - [`statistics`](Self::statistics) of this instance.
@@ -41,9 +41,9 @@ use crate::error::{Error, ErrorKind, Result};
 /// let window = FixedWindow::new(&Coordination::memory(), "jobs", 1, Duration::from_millis(100))?;
 /// let limiter = RateLimiter::from(window).with_queue(10, QueueOrder::OldestFirst);
 ///
-/// assert!(limiter.acquire(b"worker", 1).await?.is_granted());
+/// assert!(limiter.try_acquire(b"worker", 1).await?.is_granted());
 /// // The window is spent: wait (up to a second) for the next one instead of failing.
-/// let decision = limiter.acquire_wait(b"worker", 1, Duration::from_secs(1)).await?;
+/// let decision = limiter.acquire(b"worker", 1, Duration::from_secs(1)).await?;
 /// assert!(decision.is_granted());
 /// # Ok(()) }
 /// ```
@@ -87,7 +87,7 @@ impl RateLimiter {
         }
     }
 
-    /// A new limiter of the same algorithm whose [`acquire_wait`](Self::acquire_wait) queues
+    /// A new limiter of the same algorithm whose [`acquire`](Self::acquire) queues
     /// up to `queue_limit` permits in total, served in `order`. (Queues are per client key;
     /// the limit bounds them all together.) The new limiter has its own statistics.
     pub fn with_queue(self, queue_limit: u64, order: QueueOrder) -> Self {
@@ -128,12 +128,12 @@ impl RateLimiter {
     }
 
     /// Asks for `permits` permits for `key` now, without waiting (see each algorithm's
-    /// `acquire` for the decision's meaning).
+    /// `try_acquire` for the decision's meaning).
     ///
     /// # Cancel safety
     ///
     /// Not cancel safe: once sent, the permits may be consumed even if the future is dropped.
-    pub async fn acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
+    pub async fn try_acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
         let decision = self.decide(key, permits).await?;
         self.inner.counters.record(decision.is_granted());
         Ok(decision)
@@ -147,7 +147,8 @@ impl RateLimiter {
     /// at once). The first in line sleeps until the availability time the server computed,
     /// then retries once; each retry that fails sets the next wake-up from its own answer.
     /// There is no polling loop. Without a queue ([`with_queue`](Self::with_queue)) this is
-    /// [`acquire`](Self::acquire).
+    /// [`try_acquire`](Self::try_acquire). As in `tokio::sync`, `try_acquire` never waits and
+    /// `acquire` may.
     ///
     /// Fails with [`ErrorKind::Closed`] once the limiter is [shut down](Self::shutdown).
     ///
@@ -156,7 +157,7 @@ impl RateLimiter {
     /// Cancel safe while waiting: dropping the future leaves the line and wakes the next
     /// request, and nothing was consumed. If it is dropped during a retry that was already
     /// sent, the permits may have been consumed.
-    pub async fn acquire_wait(
+    pub async fn acquire(
         &self,
         key: &[u8],
         permits: u64,

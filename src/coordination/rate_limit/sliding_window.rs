@@ -75,16 +75,16 @@ const MAX_WINDOW_MS: u64 = 1 << 40;
 /// let limiter = SlidingWindow::new(&coordination, "login", 3, Duration::from_secs(60), 6)?;
 ///
 /// for _ in 0..3 {
-///     assert!(limiter.acquire(b"alice", 1).await?.is_granted());
+///     assert!(limiter.try_acquire(b"alice", 1).await?.is_granted());
 /// }
-/// let rejected = limiter.acquire(b"alice", 1).await?;
+/// let rejected = limiter.try_acquire(b"alice", 1).await?;
 /// assert!(!rejected.is_granted());
 /// let wait = rejected.retry_after().expect("a retry time for a request that can succeed");
 /// assert!(wait > Duration::from_secs(60) - Duration::from_secs(1));
 /// assert!(wait <= Duration::from_secs(70));
 ///
 /// // Other keys have their own windows.
-/// assert!(limiter.acquire(b"bob", 1).await?.is_granted());
+/// assert!(limiter.try_acquire(b"bob", 1).await?.is_granted());
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -163,7 +163,7 @@ impl SlidingWindow {
     /// Not cancel safe: if the future is dropped after the request was sent, the permits may
     /// have been consumed although no decision is returned. An error whose
     /// [`is_outcome_uncertain`](crate::Error::is_outcome_uncertain) is true means the same.
-    pub async fn acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
+    pub async fn try_acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
         let limit = self.policy.quota();
         // An impossible request still reads the state (for the response fields) but must
         // never be counted; limit + 1 keeps it impossible and exact in Lua.

@@ -84,16 +84,16 @@ const MAX_WINDOW_MS: u64 = 1 << 40;
 ///     ],
 /// )?;
 ///
-/// assert!(limiter.acquire(b"alice", 5).await?.is_granted());
+/// assert!(limiter.try_acquire(b"alice", 5).await?.is_granted());
 /// // The minute is spent: rejected, and the day's window counts nothing more.
-/// let rejected = limiter.acquire(b"alice", 1).await?;
+/// let rejected = limiter.try_acquire(b"alice", 1).await?;
 /// assert!(!rejected.is_granted());
 /// assert!(rejected.retry_after().is_some_and(|wait| wait <= Duration::from_secs(60)));
 /// let [minute, day] = rejected.policy_states() else { unreachable!() };
 /// assert_eq!((minute.remaining(), day.remaining()), (0, 2));
 ///
 /// // More than the smallest limit can never succeed: no retry time.
-/// let impossible = limiter.acquire(b"bob", 6).await?;
+/// let impossible = limiter.try_acquire(b"bob", 6).await?;
 /// assert_eq!(impossible.retry_after(), None);
 /// # Ok(()) }
 /// ```
@@ -219,7 +219,7 @@ impl Stacked {
     /// have been consumed (in every window) although no decision is returned. An error whose
     /// [`is_outcome_uncertain`](crate::Error::is_outcome_uncertain) is true means the same.
     /// Either way the windows move together: the script runs whole or not at all.
-    pub async fn acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
+    pub async fn try_acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
         // An impossible request still reads the state (for the response fields) but must
         // never be counted; the smallest limit + 1 keeps it impossible and exact in Lua.
         let asked = permits.min(self.smallest_limit + 1);

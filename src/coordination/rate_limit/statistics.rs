@@ -22,8 +22,8 @@ use tokio::time::Instant;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> leasehold::Result<()> {
 /// let limiter = RateLimiter::from(FixedWindow::new(&Coordination::memory(), "api", 1, Duration::from_secs(60))?);
-/// limiter.acquire(b"k", 1).await?;
-/// limiter.acquire(b"k", 1).await?;
+/// limiter.try_acquire(b"k", 1).await?;
+/// limiter.try_acquire(b"k", 1).await?;
 /// let stats = limiter.statistics();
 /// assert_eq!((stats.granted(), stats.rejected()), (1, 1));
 /// assert_eq!(stats.available_permits(), Some(0));

@@ -62,15 +62,15 @@ const MAX_REFILL_MS: u64 = 1 << 52;
 /// assert_eq!(limiter.policy().quota(), 10);
 /// assert_eq!(limiter.policy().window(), Duration::from_secs(5));
 ///
-/// assert!(limiter.acquire(b"alice", 10).await?.is_granted());
-/// let rejected = limiter.acquire(b"alice", 3).await?;
+/// assert!(limiter.try_acquire(b"alice", 10).await?.is_granted());
+/// let rejected = limiter.try_acquire(b"alice", 3).await?;
 /// assert!(!rejected.is_granted());
 /// // 3 tokens need two refills.
 /// let wait = rejected.retry_after().expect("a retry time for a request that can succeed");
 /// assert!(wait > Duration::from_secs(1) && wait <= Duration::from_secs(2));
 ///
 /// // Other keys have their own buckets.
-/// assert!(limiter.acquire(b"bob", 1).await?.is_granted());
+/// assert!(limiter.try_acquire(b"bob", 1).await?.is_granted());
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -155,7 +155,7 @@ impl TokenBucket {
     /// Not cancel safe: if the future is dropped after the request was sent, the tokens may
     /// have been taken although no decision is returned. An error whose
     /// [`is_outcome_uncertain`](crate::Error::is_outcome_uncertain) is true means the same.
-    pub async fn acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
+    pub async fn try_acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
         let limit = self.policy.quota();
         // An impossible request still reads the state (for the response fields) but must
         // never be granted; limit + 1 keeps it impossible and exact in a Lua double.

@@ -136,7 +136,7 @@ async fn a_refusing_backend_is_a_503_with_retry_after_on_both_layers() {
     let coordination = Coordination::new(backend);
     FixedWindow::new(&coordination, "filler", 1, MINUTE)
         .expect("valid")
-        .acquire(b"k", 1)
+        .try_acquire(b"k", 1)
         .await
         .expect("the only key");
     for policy in [

@@ -51,8 +51,8 @@ pub(crate) fn decide(
         let timeout = config.timeout + max_wait.unwrap_or_default();
         let attempt = async move {
             match max_wait {
-                Some(max_wait) => limiter.acquire_wait(&key, cost, max_wait).await,
-                None => limiter.acquire(&key, cost).await,
+                Some(max_wait) => limiter.acquire(&key, cost, max_wait).await,
+                None => limiter.try_acquire(&key, cost).await,
             }
         };
         match decide::within(attempt, timeout, admission).await {
