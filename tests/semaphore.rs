@@ -150,7 +150,7 @@ async fn release_frees_a_slot_once(target: Target) {
     assert!(!permit.renew(Some(MINUTE)).await.expect("renew"));
 
     let mut next = acquired(&semaphore, None).await;
-    assert_ne!(next.token(), permit.token());
+    assert_ne!(next.owner_token(), permit.owner_token());
     assert_eq!(next.remaining_estimate(), None, "no expiry");
     assert!(next.release().await.expect("release"));
     assert_eq!(semaphore.held().await.expect("held"), 0);
@@ -391,11 +391,14 @@ async fn storage_follows_the_permits(target: Target) {
         target.query(&[b"ZRANGE", &key, b"0", b"-1", b"WITHSCORES"]);
     assert_eq!(members.len(), 3, "{members:?}");
     assert_eq!(members[0], (b"c".to_vec(), "-3".to_owned()));
-    assert_eq!(members[1].0, format!("p:{}", minute.token()).into_bytes());
+    assert_eq!(
+        members[1].0,
+        format!("p:{}", minute.owner_token()).into_bytes()
+    );
     assert_eq!(
         members[2],
         (
-            format!("p:{}", short.token()).into_bytes(),
+            format!("p:{}", short.owner_token()).into_bytes(),
             "inf".to_owned()
         )
     );

@@ -130,7 +130,7 @@ impl ManagedPermit {
     pub fn keep(permit: SemaphorePermit, options: &ManagedPermitOptions) -> Result<ManagedPermit> {
         options.validate()?;
         Ok(ManagedPermit {
-            token: permit.token().to_owned(),
+            token: permit.owner_token().to_owned(),
             keeper: Keeper::spawn(permit, options.keep)?,
         })
     }

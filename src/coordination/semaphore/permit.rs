@@ -71,7 +71,7 @@ use crate::error::Result;
 /// else {
 ///     return Ok(()); // someone else is exporting
 /// };
-/// assert_eq!(permit.token().len(), 32);
+/// assert_eq!(permit.owner_token().len(), 32);
 /// assert!(permit.remaining_estimate() <= Some(Duration::from_secs(30)));
 ///
 /// // Long work: check in, and extend the expiry.
@@ -92,8 +92,9 @@ impl SemaphorePermit {
         SemaphorePermit { holding }
     }
 
-    /// The permit's owner token: 32 lower-case hex digits, unique to this permit.
-    pub fn token(&self) -> &str {
+    /// The permit's owner token: 32 lower-case hex digits, unique to this permit (as a
+    /// lease's [`owner_token`](crate::coordination::lock::FencedLease::owner_token) is).
+    pub fn owner_token(&self) -> &str {
         self.holding.token()
     }
 
@@ -181,7 +182,7 @@ impl fmt::Debug for SemaphorePermit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SemaphorePermit")
             .field("keys", &format_args!("{}", self.holding.keys()))
-            .field("token", &self.holding.token())
+            .field("owner_token", &self.holding.token())
             .field("expiry", &self.holding.expiry())
             .field("state", &self.holding.state())
             .finish()
