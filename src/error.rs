@@ -230,6 +230,21 @@ impl Error {
         )
     }
 
+    /// The same error without its source, for an answer several callers receive (the
+    /// source is not `Clone`; its text is in the message).
+    pub(crate) fn clone_without_source(&self) -> Self {
+        Error {
+            inner: Box::new(Inner {
+                kind: self.inner.kind,
+                message: self.inner.message.clone(),
+                unsupported: self.inner.unsupported,
+                uncertain: self.inner.uncertain,
+                retry_after: self.inner.retry_after,
+                source: None,
+            }),
+        }
+    }
+
     /// The same error, its message prefixed with what was being done (`"connecting to …"`).
     pub(crate) fn context(mut self, context: impl fmt::Display) -> Self {
         self.inner.message = format!("{context}: {}", self.inner.message).into();

@@ -556,3 +556,40 @@ async fn a_service_boots_while_redis_is_down_and_connects_once_it_is_up() {
     })
     .await;
 }
+
+/// A server that takes connections and never answers: every step waits for one shared,
+/// bounded attempt (two connection timeouts and three response timeouts at most), not for
+/// one attempt each, however many steps ask at once.
+#[tokio::test]
+async fn concurrent_steps_share_one_bounded_connection_attempt() {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    proxy.blackhole();
+    let backend = RedisBackend::standalone(proxy.url())
+        .key_prefix(unique_prefix("one-attempt"))
+        .connection_timeout(Duration::from_millis(200))
+        .response_timeout(Duration::from_millis(200))
+        .connect()
+        .await
+        .expect("an unanswering server is no reason to refuse the handle");
+    // Past the half second for which the start-up attempt's failure is the answer, so that
+    // the steps below start a new attempt together.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let started = Instant::now();
+    let steps: Vec<_> = (0..16)
+        .map(|_| {
+            let backend = backend.clone();
+            tokio::spawn(async move { backend.server_time().await })
+        })
+        .collect();
+    for step in steps {
+        let err = step.await.expect("step").expect_err("no answer");
+        assert!(err.is_unavailable() && !err.is_outcome_uncertain(), "{err}");
+    }
+    // 16 attempts one after another would take 16 times as long.
+    assert!(
+        started.elapsed() < Duration::from_millis(1_500),
+        "{:?}",
+        started.elapsed()
+    );
+    proxy.pass();
+}

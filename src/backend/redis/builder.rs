@@ -29,7 +29,8 @@ pub const DEFAULT_TRANSIENT_RETRY: Duration = Duration::from_secs(1);
 /// The longest pause between two reconnection attempts of a standalone connection.
 const RECONNECT_MAX_DELAY: Duration = Duration::from_millis(500);
 
-#[derive(Debug, Clone)]
+/// Not `Debug`: its URLs may hold passwords (see [`endpoint::describe`]).
+#[derive(Clone)]
 pub(super) enum Target {
     Standalone(String),
     Cluster(Vec<String>),
@@ -69,7 +70,7 @@ impl Target {
 ///     .await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use = "a builder does nothing until `connect` is awaited"]
 pub struct RedisBackendBuilder {
     target: Target,
@@ -150,9 +151,11 @@ impl RedisBackendBuilder {
     /// (credentials, an ACL, a server below [`SERVER_FLOOR`](super::SERVER_FLOOR)) when it
     /// answers. A deployment that cannot be reached now
     /// ([unavailable](crate::Error::is_unavailable)) is no failure: the backend is returned
-    /// with a `tracing` warning, every step fails as unavailable (which the layers' failure
-    /// policy covers) within one connection timeout, and the first step that reaches it
-    /// connects. A service that must not start without Redis awaits
+    /// with a `tracing` warning, and every step fails as unavailable (which the layers'
+    /// failure policy covers) until one reaches it and connects. Steps share one connection
+    /// attempt at a time, run in the background and bounded by two connection timeouts and
+    /// three response timeouts; a failed attempt is every step's answer for half a second
+    /// more. A service that must not start without Redis awaits
     /// [`RedisBackend::ready`] after this. Every error names the deployment, passwords
     /// masked. Once connected, the backend reconnects by itself: a command that meets a
     /// broken connection fails, and later ones go through once the server is back.
@@ -209,6 +212,24 @@ impl RedisBackendBuilder {
     pub(super) async fn open(&self) -> Result<Connected> {
         let endpoint = endpoint::describe(&self.target);
         let at = |err: Error| err.context(format_args!("connecting to Redis at {endpoint}"));
+        // Two handshakes (a probe, then the connection kept), then INFO and TIME: a bound on
+        // the whole, since a server that stops answering half-way would otherwise hold every
+        // waiting step for the client's retries. Nothing was sent that could apply.
+        let bound = self
+            .connection_timeout
+            .saturating_mul(2)
+            .saturating_add(self.response_timeout.saturating_mul(3));
+        match tokio::time::timeout(bound, self.open_within()).await {
+            Ok(opened) => opened.map_err(|err| at(err.uncertain(false))),
+            Err(_) => Err(at(Error::new(
+                ErrorKind::Timeout,
+                format!("no connection within {bound:?}"),
+            ))),
+        }
+    }
+
+    async fn open_within(&self) -> Result<Connected> {
+        let endpoint = endpoint::describe(&self.target);
         let connection = match &self.target {
             Target::Standalone(url) => self.connect_standalone(url).await,
             Target::Cluster(urls) => self.connect_cluster(urls).await,
@@ -216,10 +237,9 @@ impl RedisBackendBuilder {
                 sentinels,
                 service_name,
             } => self.connect_sentinel(sentinels, service_name).await,
-        }
-        .map_err(at)?;
-        let server = server_version(&connection).await.map_err(at)?;
-        let clock = server_clock(&connection).await.map_err(at)?;
+        }?;
+        let server = server_version(&connection).await?;
+        let clock = server_clock(&connection).await?;
         tracing::debug!(
             topology = connection.topology(),
             prefix = ?self.prefix,
@@ -356,4 +376,37 @@ async fn server_version(connection: &Connection) -> Result<ServerVersion> {
 
 fn invalid_config(err: redis::RedisError) -> Error {
     Error::invalid_argument(format!("invalid Redis configuration: {err}")).with_source(err)
+}
+
+/// The deployment with its passwords masked, never the URLs as given.
+impl std::fmt::Debug for RedisBackendBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBackendBuilder")
+            .field("endpoint", &endpoint::describe(&self.target))
+            .field("prefix", &self.prefix)
+            .field("response_timeout", &self.response_timeout)
+            .field("connection_timeout", &self.connection_timeout)
+            .field("transient_retry", &self.transient_retry)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::RedisBackend;
+
+    #[test]
+    fn debug_never_shows_a_password() {
+        let shown = format!(
+            "{:?}",
+            RedisBackend::standalone("redis://app:s3cret@10.0.0.1:6379").key_prefix("p:")
+        );
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("redis://app:***@10.0.0.1:6379"), "{shown}");
+        let shown = format!(
+            "{:?}",
+            RedisBackend::sentinel(["redis://:s3cret@s:26379"], "mymaster")
+        );
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
 }

@@ -6,15 +6,23 @@ use super::builder::Target;
 const MASK: &str = "***";
 
 /// `url` with its password (`redis://user:secret@host`, or `?pass=` / `?password=` of a
-/// `redis+unix://` URL) replaced by `***`. A URL that does not parse is not shown at all: it
-/// may hold a password where none is expected.
+/// `redis+unix://` URL) replaced by `***`, and a user name given without a password too
+/// (`redis://secret@host` may be a password in the wrong place). A URL that does not parse,
+/// or has credentials but no host (`redis:/:secret@host`), is not shown at all: it may hold
+/// a password where none is expected.
 pub(crate) fn redact(url: &str) -> String {
+    const UNSHOWN: &str = "<a URL that does not parse as a Redis URL>";
     let Ok(mut parsed) = url::Url::parse(url) else {
-        return "<a URL that does not parse>".to_owned();
+        return UNSHOWN.to_owned();
     };
+    if !parsed.has_host() && url.contains('@') {
+        return UNSHOWN.to_owned();
+    }
+    // Both fail only for URLs that cannot have credentials, which have none.
     if parsed.password().is_some() {
-        // Fails only for URLs that cannot have credentials, which have no password.
         _ = parsed.set_password(Some(MASK));
+    } else if !parsed.username().is_empty() {
+        _ = parsed.set_username(MASK);
     }
     let secret = |name: &str| matches!(name, "pass" | "password");
     if parsed.query_pairs().any(|(name, _)| secret(&name)) {
@@ -72,6 +80,14 @@ mod tests {
             "redis+unix:///run/redis.sock?db=2&pass=***&user=app"
         );
         assert!(!redact("redis://app:s3cret@[::1").contains("s3cret"));
+        assert!(!redact("redis:/:s3cret@host:6379").contains("s3cret"));
+        assert!(!redact("redis:user:s3cret@host").contains("s3cret"));
+        assert_eq!(redact("redis://s3cret@host:6379"), "redis://***@host:6379");
+        assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(
+            redact("rediss://app:p%40ss@[::1]:6380"),
+            "rediss://app:***@[::1]:6380"
+        );
         assert_eq!(
             describe(&Target::Cluster(vec![
                 "redis://:pw@a:7000".into(),

@@ -222,7 +222,8 @@ impl KeyExtractor {
     /// `X-Forwarded-For` from the right: with one load balancer (`hops` = 1), the rightmost
     /// entry. A header with fewer entries (a request that did not come through every proxy)
     /// gives its leftmost address; an entry that names no address stops the count at the
-    /// last one that did; `hops` = 0 is [`peer_ip`](Self::peer_ip). Entries further left are
+    /// last one that did; `hops` = 0 is [`peer_ip`](Self::peer_ip), and more than 32 count as
+    /// 32 (the most hops any walk examines). Entries further left are
     /// never believed: whatever the client wrote there is ignored. Prefer
     /// [`client_ip`](Self::client_ip) where the proxies' networks are known.
     pub fn client_ip_hops(hops: usize) -> Self {
@@ -232,7 +233,9 @@ impl KeyExtractor {
     /// Keys by the value of a request header, such as an API key, stored as its digest:
     /// [`HASHED_KEY_PREFIX`] and the lowercase hex SHA-256 of the first value's bytes, so
     /// that no credential appears in Redis key names. Requests with equal values share a key
-    /// exactly as they would in clear.
+    /// exactly as they would in clear. The digest has no secret: a key from a small space
+    /// (a short numeric id) can be found again from a Redis key name by trying every value;
+    /// hash with a secret of your own in [`from_fn`](Self::from_fn) where that matters.
     ///
     /// A request without the header fails with [`KeyErrorKind::MissingHeader`], and one with
     /// an empty value with [`KeyErrorKind::InvalidHeader`]: neither names a client.
@@ -400,9 +403,12 @@ fn client_ip(parts: &Parts, trusted: &[IpNet], header: Forwarding) -> Result<IpA
         Forwarding::XForwardedFor => (X_FORWARDED_FOR, x_forwarded_for),
         Forwarding::XRealIp => {
             // One address, set by the nearest proxy: no walk.
-            let real = parts
-                .headers
-                .get(X_REAL_IP)
+            // Several values: a proxy appended its own to one the client sent, and which is
+            // whose cannot be told; the peer's address is the key then.
+            let mut values = parts.headers.get_all(X_REAL_IP).iter();
+            let real = values
+                .next()
+                .filter(|_| values.next().is_none())
                 .and_then(|value| value.to_str().ok())
                 .and_then(|value| x_forwarded_for(value.trim()))
                 .map(|ip| ip.to_canonical())
@@ -982,6 +988,15 @@ mod tests {
             key(&real_ip, &parts(Some("192.0.2.5:443"), &headers)),
             "ip:192.0.2.5",
             "an untrusted peer is keyed by its own address"
+        );
+        let twice = parts(
+            Some("10.0.0.2:443"),
+            &[("x-real-ip", "198.51.100.66"), ("x-real-ip", "203.0.113.7")],
+        );
+        assert_eq!(
+            key(&real_ip, &twice),
+            "ip:10.0.0.2",
+            "which is the proxy's?"
         );
         for bogus in ["", "not an address", "0.0.0.0"] {
             let headers = [("x-real-ip", bogus)];
