@@ -300,7 +300,8 @@ impl IntoResponse for LeaseRejection {
                         .unwrap_or(Duration::from_secs(1))
                         .max(Duration::from_secs(1)),
                 ),
-                "the resource is locked by another request\n".to_owned(),
+                // No body, as the layers' refusals: the status and `Retry-After` say it.
+                String::new(),
             ),
             LeaseRejection::InvalidName(reason) => {
                 (StatusCode::BAD_REQUEST, None, format!("{reason}\n"))
@@ -317,11 +318,15 @@ impl IntoResponse for LeaseRejection {
                     StatusCode::SERVICE_UNAVAILABLE,
                     // When the backend says (a full memory backend), else a second.
                     Some(err.retry_after().unwrap_or(Duration::from_secs(1))),
-                    "the lock service is unavailable\n".to_owned(),
+                    String::new(),
                 )
             }
         };
-        let mut response = (status, body).into_response();
+        let mut response = if body.is_empty() {
+            status.into_response()
+        } else {
+            (status, body).into_response()
+        };
         if let Some(wait) = retry_after {
             let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
             response

@@ -25,20 +25,20 @@ pub(crate) struct Responses {
 }
 
 impl Responses {
-    /// A refusal (429) or an outage (503), saying `detail`: as an RFC 9457 problem with
-    /// problem+json, else as one line of text. `retry_after` goes in `Retry-After` (and in the
-    /// problem).
+    /// A refusal (429) or an outage (503): its status, `Retry-After` and the limit's fields
+    /// say everything, so it has no body, unless problem+json is on (then an RFC 9457 problem
+    /// saying `detail`). Only answers the client must act on (a key error) carry text. The
+    /// detail is formatted only when sent: a flood of rejections costs no formatting.
     pub(crate) fn refusal(
         &self,
         status: StatusCode,
         retry_after: Option<Duration>,
         detail: impl FnOnce() -> String,
     ) -> Answer {
-        let detail = detail();
         let mut answer = if self.problem_json {
-            Answer::new(status).problem(&detail, retry_after)
+            Answer::new(status).problem(&detail(), retry_after)
         } else {
-            Answer::line(status, detail)
+            Answer::new(status)
         };
         if let Some(wait) = retry_after {
             answer = answer.header(RETRY_AFTER, headers::retry_after(wait));
