@@ -108,7 +108,7 @@ async fn acquire(lock: &FencedLock, lease: Duration) -> Result<FencedLease, Stri
     for _ in 0..20 {
         match lock.try_acquire(lease).await.map_err(|e| e.to_string())? {
             LockAttempt::Acquired(lease) => return Ok(lease),
-            LockAttempt::Held { retry_after } => {
+            LockAttempt::Busy { retry_after } => {
                 let wait = retry_after.unwrap_or(Duration::from_millis(100));
                 tokio::time::sleep(wait.min(Duration::from_secs(1))).await;
             }

@@ -33,7 +33,7 @@ async fn acquired(lock: &FencedLock, lease: Duration) -> FencedLease {
 /// How long the holder's lease has left, as a contender sees it; the lock must be held.
 async fn contender_wait(lock: &FencedLock) -> Option<Duration> {
     match lock.try_acquire(MINUTE).await.expect("try_acquire") {
-        LockAttempt::Held { retry_after } => retry_after,
+        LockAttempt::Busy { retry_after } => retry_after,
         LockAttempt::Acquired(lease) => panic!("acquired a held lock: {lease:?}"),
     }
 }
@@ -780,7 +780,7 @@ async fn a_grant_after_its_lease_ran_out_is_not_returned() {
         .await
         .expect("answered");
     assert!(
-        matches!(attempt, LockAttempt::Held { retry_after: None }),
+        matches!(attempt, LockAttempt::Busy { retry_after: None }),
         "{attempt:?}"
     );
     assert_eq!(stalling.calls("incr"), incr + 1, "the grant ran");

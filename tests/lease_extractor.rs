@@ -166,7 +166,7 @@ async fn a_held_lease_is_a_409_with_retry_after_and_is_free_once_the_handler_is_
             .await
             .expect("try")
         {
-            leasehold::coordination::lock::LockAttempt::Held { .. } => break,
+            leasehold::coordination::lock::LockAttempt::Busy { .. } => break,
             leasehold::coordination::lock::LockAttempt::Acquired(mut lease) => {
                 lease.release().await.expect("release");
                 assert!(Instant::now() < deadline, "the holder never took the lease");

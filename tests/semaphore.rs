@@ -120,7 +120,7 @@ async fn capacity_is_respected_and_full_says_when_a_slot_frees(target: Target) {
     let single = Semaphore::new(&coordination, "single", 1).expect("valid");
     let _held = acquired(&single, None).await;
     match single.try_acquire(Some(MINUTE)).await.expect("try") {
-        Attempt::Full { retry_after } => assert_eq!(retry_after, None),
+        Attempt::Busy { retry_after } => assert_eq!(retry_after, None),
         Attempt::Acquired(permit) => panic!("over capacity: {permit:?}"),
     }
 }

@@ -4,11 +4,14 @@
 //! an application passes around. Each primitive takes its decisions in one atomic step on
 //! the backend, with the backend's clock.
 
+mod attempt;
 pub mod lock;
 mod owner;
 pub mod ownership;
 pub mod rate_limit;
 pub mod semaphore;
+
+pub use attempt::Attempt;
 
 use std::time::Duration;
 

@@ -207,7 +207,7 @@ where
                 .map_err(LeaseRejection::Unavailable)?
             {
                 LockAttempt::Acquired(lease) => lease,
-                LockAttempt::Held { retry_after } => {
+                LockAttempt::Busy { retry_after } => {
                     return Err(LeaseRejection::Held { retry_after });
                 }
             }
@@ -217,7 +217,7 @@ where
                 Err(_) => {
                     // Gave up waiting: say how long the current holder has left.
                     let retry_after = match lock.try_acquire(options.lease_duration()).await {
-                        Ok(LockAttempt::Held { retry_after }) => retry_after,
+                        Ok(LockAttempt::Busy { retry_after }) => retry_after,
                         Ok(LockAttempt::Acquired(lease)) => {
                             let lease = ManagedLease::keep(lease, &options)
                                 .map_err(LeaseRejection::Unavailable)?;

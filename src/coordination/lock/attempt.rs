@@ -1,13 +1,11 @@
-//! The answer to an immediate acquisition.
-
-use std::time::Duration;
+//! The answer to an immediate acquisition of a lock.
 
 use super::FencedLease;
+use crate::coordination::Attempt;
 
-/// The outcome of [`FencedLock::try_acquire`](super::FencedLock::try_acquire): a lease, or a
-/// lock held by someone else and how long its lease has left.
-///
-/// Dropping an `Acquired` attempt drops its lease, which releases it in the background.
+/// The outcome of [`FencedLock::try_acquire`](super::FencedLock::try_acquire): a lease, or
+/// [`Attempt::Busy`] with the holder's time left (see [`Attempt`], shared with the
+/// semaphores).
 ///
 /// # Example
 ///
@@ -18,55 +16,17 @@ use super::FencedLease;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> leasehold::Result<()> {
-/// let lock = FencedLock::named(&Coordination::memory(), "nightly-export");
-/// let first = lock.try_acquire(Duration::from_secs(10)).await?;
-/// assert!(first.is_acquired());
-///
-/// match lock.try_acquire(Duration::from_secs(10)).await? {
-///     LockAttempt::Acquired(_lease) => unreachable!("the lock is held"),
-///     LockAttempt::Held { retry_after } => {
-///         // The first lease expires within 10 s unless it is released or renewed.
-///         assert!(retry_after.is_some_and(|wait| wait <= Duration::from_secs(10)));
-///     }
-/// }
+/// let lock = FencedLock::named(&Coordination::memory(), "report");
+/// let attempt: LockAttempt = lock.try_acquire(Duration::from_secs(10)).await?;
+/// let lease = attempt.into_lease().expect("the lock was free");
+/// assert!(lease.fencing_token() >= 1);
 /// # Ok(()) }
 /// ```
-#[must_use = "dropping an acquired lease releases it"]
-#[derive(Debug)]
-pub enum LockAttempt {
-    /// The lock is held under this lease.
-    Acquired(FencedLease),
-    /// Another lease holds the lock; nothing changed.
-    Held {
-        /// How long the holder's lease has left on the backend's clock (its `PTTL`): when it
-        /// expires unless it is renewed or released first. Suitable for `Retry-After`.
-        /// `None` when the lease key has no expiry (something other than this lock wrote
-        /// it), or when a grant arrived too late to be used (see
-        /// [`FencedLock::try_acquire`](super::FencedLock::try_acquire)).
-        retry_after: Option<Duration>,
-    },
-}
+pub type LockAttempt = Attempt<FencedLease>;
 
-impl LockAttempt {
-    /// Whether the lock was acquired.
-    pub fn is_acquired(&self) -> bool {
-        matches!(self, LockAttempt::Acquired(_))
-    }
-
+impl Attempt<FencedLease> {
     /// The lease, if the lock was acquired.
     pub fn into_lease(self) -> Option<FencedLease> {
-        match self {
-            LockAttempt::Acquired(lease) => Some(lease),
-            LockAttempt::Held { .. } => None,
-        }
-    }
-
-    /// For a held lock, how long the holder's lease has left (see [`LockAttempt::Held`]);
-    /// `None` when the lock was acquired.
-    pub fn retry_after(&self) -> Option<Duration> {
-        match self {
-            LockAttempt::Acquired(_) => None,
-            LockAttempt::Held { retry_after } => *retry_after,
-        }
+        self.acquired()
     }
 }

@@ -168,7 +168,7 @@ impl FencedLock {
     /// A grant whose answer arrives after `lease` has already run out by the local clock
     /// (measured from before the request was sent) is not handed out: its lease is released
     /// by owner token in the background, and the answer is
-    /// [`LockAttempt::Held`] with no `retry_after`. The counter has then moved on, as it
+    /// [`LockAttempt::Busy`] with no `retry_after`. The counter has then moved on, as it
     /// does for any grant whose answer is lost: fencing tokens can skip values.
     ///
     /// # Cancel safety
@@ -206,7 +206,7 @@ impl FencedLock {
                             fencing_token,
                         )))
                     }
-                    None => Ok(LockAttempt::Held { retry_after: None }),
+                    None => Ok(LockAttempt::Busy { retry_after: None }),
                 }
             }
             FencedAcquireReply::Late => {
@@ -216,7 +216,7 @@ impl FencedLock {
             FencedAcquireReply::Held { retry_after_ms } => {
                 in_flight.disarm();
                 tracing::debug!(lease = %self.keys, retry_after_ms, "fenced lock held");
-                Ok(LockAttempt::Held {
+                Ok(LockAttempt::Busy {
                     retry_after: retry_after_ms.map(Duration::from_millis),
                 })
             }

@@ -53,7 +53,7 @@ impl FencedLock {
             };
             let retry_after = match self.try_acquire(lease).await? {
                 LockAttempt::Acquired(lease) => return Ok(lease),
-                LockAttempt::Held { retry_after } => retry_after,
+                LockAttempt::Busy { retry_after } => retry_after,
             };
             match &mut watch {
                 // Fires at the next invalidation, or when the holder's lease (the time left

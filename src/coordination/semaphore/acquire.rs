@@ -47,13 +47,13 @@ pub(super) async fn try_acquire(
                     Ok(Attempt::Acquired(SemaphorePermit::new(holding)))
                 }
                 // Granted too late to be of use: released, and answered as a full semaphore.
-                None => Ok(Attempt::Full { retry_after: None }),
+                None => Ok(Attempt::Busy { retry_after: None }),
             }
         }
         SemaphoreAcquireReply::Full { retry_after_ms } => {
             in_flight.disarm();
             tracing::debug!(keys = %sets, retry_after_ms, "semaphore full");
-            Ok(Attempt::Full {
+            Ok(Attempt::Busy {
                 retry_after: retry_after_ms.map(Duration::from_millis),
             })
         }

@@ -115,7 +115,7 @@ impl KeyedSemaphore {
 
     /// Takes a permit for the client key `key` now, in its own semaphore and in the global
     /// one at once, or in neither; never waits or queues. When either is full,
-    /// [`Attempt::Full`] says how long until expiries free a slot in every full one.
+    /// [`Attempt::Busy`] says how long until expiries free a slot in every full one.
     ///
     /// `expiry` and the errors are as for
     /// [`Semaphore::try_acquire`](super::Semaphore::try_acquire); a capacity mismatch names

@@ -54,7 +54,7 @@ pub(crate) fn acquire(
             Ok(Attempt::Acquired(permit)) => {
                 Decision::Admit(StreamGuard::keep(permit, config.lease))
             }
-            Ok(Attempt::Full { retry_after }) => {
+            Ok(Attempt::Busy { retry_after }) => {
                 Decision::Answer(answer::full(&config, retry_after))
             }
             Err(failure) => answer::failed(&config, &failure),
