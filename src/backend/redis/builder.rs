@@ -219,7 +219,7 @@ impl RedisBackendBuilder {
             .connection_timeout
             .saturating_mul(2)
             .saturating_add(self.response_timeout.saturating_mul(3));
-        match tokio::time::timeout(bound, self.open_within()).await {
+        match tokio::time::timeout(bound, self.open_within(&endpoint)).await {
             Ok(opened) => opened.map_err(|err| at(err.uncertain(false))),
             Err(_) => Err(at(Error::new(
                 ErrorKind::Timeout,
@@ -228,8 +228,7 @@ impl RedisBackendBuilder {
         }
     }
 
-    async fn open_within(&self) -> Result<Connected> {
-        let endpoint = endpoint::describe(&self.target);
+    async fn open_within(&self, endpoint: &str) -> Result<Connected> {
         let connection = match &self.target {
             Target::Standalone(url) => self.connect_standalone(url).await,
             Target::Cluster(urls) => self.connect_cluster(urls).await,

@@ -117,6 +117,25 @@ impl Outcome {
         }
     }
 
+    /// A reply that is one of two statuses without values: `true` for `yes`, `false` for
+    /// `no` (`{'renewed'}` or `{'not_owner'}`, say).
+    pub(crate) fn flag(&self, yes: &[u8], no: &[u8]) -> Result<bool> {
+        match (self.status(), self.len()) {
+            (status, 0) if status == yes => Ok(true),
+            (status, 0) if status == no => Ok(false),
+            _ => Err(self.unexpected()),
+        }
+    }
+
+    /// A rate limiter's `'granted'` or `'denied'`, whatever values follow.
+    pub(crate) fn granted(&self) -> Result<bool> {
+        match self.status() {
+            b"granted" => Ok(true),
+            b"denied" => Ok(false),
+            _ => Err(self.unexpected()),
+        }
+    }
+
     /// The error for a status, or values, the step does not know.
     pub(crate) fn unexpected(&self) -> Error {
         Error::unexpected_reply(format!(

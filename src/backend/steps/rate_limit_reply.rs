@@ -25,11 +25,7 @@ pub(crate) fn reply_parts(reply: ScriptReply) -> Result<(bool, u64, u64, Option<
         ScriptReply::Packed(remaining, reset) => return Ok((true, remaining, reset, None)),
         ScriptReply::Status(outcome) => outcome,
     };
-    let granted = match outcome.status() {
-        b"granted" => true,
-        b"denied" => false,
-        _ => return Err(outcome.unexpected()),
-    };
+    let granted = outcome.granted()?;
     if outcome.len() != 3 {
         return Err(outcome.unexpected());
     }

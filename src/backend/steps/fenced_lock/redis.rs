@@ -69,11 +69,7 @@ impl RedisBackend {
             .await
             .and_then(|reply| RENEW.decode(reply, &[step.lease_key]))?
             .into_outcome(RENEW.name())?;
-        match (outcome.status(), outcome.len()) {
-            (b"renewed", 0) => Ok(true),
-            (b"not_owner", 0) => Ok(false),
-            _ => Err(outcome.unexpected()),
-        }
+        outcome.flag(b"renewed", b"not_owner")
     }
 
     /// Whether the lease is held under the token.
@@ -83,11 +79,7 @@ impl RedisBackend {
             .await
             .and_then(|reply| VERIFY.decode(reply, &[step.lease_key]))?
             .into_outcome(VERIFY.name())?;
-        match (outcome.status(), outcome.len()) {
-            (b"held", 0) => Ok(true),
-            (b"not_held", 0) => Ok(false),
-            _ => Err(outcome.unexpected()),
-        }
+        outcome.flag(b"held", b"not_held")
     }
 
     /// Deletes the lease if it is held under the token.

@@ -63,12 +63,7 @@ impl RedisBackend {
             // count * 2^32 + ms until the window ends.
             ScriptReply::Packed(count, ttl) => (true, count, Some(ttl)),
             ScriptReply::Status(outcome) => {
-                let granted = match outcome.status() {
-                    b"granted" => true,
-                    b"denied" => false,
-                    _ => return Err(outcome.unexpected()),
-                };
-                (granted, outcome.uint(0)?, outcome.optional(1)?)
+                (outcome.granted()?, outcome.uint(0)?, outcome.optional(1)?)
             }
         };
         Ok(FixedWindowReply {

@@ -3,7 +3,6 @@
 
 use std::sync::LazyLock;
 
-use crate::backend::redis::script_reply::ScriptReply;
 use crate::backend::redis::{RedisBackend, Script, script};
 use crate::backend::steps::semaphore::{PermitStep, SemaphoreAcquireReply, SemaphoreAcquireStep};
 use crate::error::Result;
@@ -88,7 +87,9 @@ impl RedisBackend {
             .eval_value(&RELEASE, step.keys, step.token)
             .await
             .and_then(|reply| RELEASE.decode(reply, step.keys))?;
-        flag(reply, &RELEASE, b"released", b"not_held")
+        reply
+            .into_outcome(RELEASE.name())?
+            .flag(b"released", b"not_held")
     }
 
     /// Gives a held permit a new expiry: `true` when renewed, `false` when it was lost.
@@ -101,7 +102,7 @@ impl RedisBackend {
             .eval_value(&RENEW, step.keys, (step.token, expiry_ms.unwrap_or(0)))
             .await
             .and_then(|reply| RENEW.decode(reply, step.keys))?;
-        flag(reply, &RENEW, b"renewed", b"lost")
+        reply.into_outcome(RENEW.name())?.flag(b"renewed", b"lost")
     }
 
     /// Whether the permit is held in every set, after pruning.
@@ -110,7 +111,9 @@ impl RedisBackend {
             .eval_value(&VERIFY, step.keys, step.token)
             .await
             .and_then(|reply| VERIFY.decode(reply, step.keys))?;
-        flag(reply, &VERIFY, b"held", b"not_held")
+        reply
+            .into_outcome(VERIFY.name())?
+            .flag(b"held", b"not_held")
     }
 
     /// The live permits of each set.
@@ -126,15 +129,5 @@ impl RedisBackend {
         (0..keys.len())
             .map(|i| u32::try_from(outcome.int(i)?).map_err(|_| outcome.unexpected()))
             .collect()
-    }
-}
-
-/// Reads a reply that is one of two statuses, without values: `true` for the first.
-fn flag(reply: ScriptReply, script: &Script, yes: &[u8], no: &[u8]) -> Result<bool> {
-    let outcome = reply.into_outcome(script.name())?;
-    match (outcome.status(), outcome.len()) {
-        (status, 0) if status == yes => Ok(true),
-        (status, 0) if status == no => Ok(false),
-        _ => Err(outcome.unexpected()),
     }
 }

@@ -24,11 +24,7 @@ impl RedisBackend {
             .await
             .and_then(|reply| STACKED_WINDOW.decode(reply, &[step.key]))?
             .into_outcome(STACKED_WINDOW.name())?;
-        let granted = match outcome.status() {
-            b"granted" => true,
-            b"denied" => false,
-            _ => return Err(outcome.unexpected()),
-        };
+        let granted = outcome.granted()?;
         if outcome.len() != 2 * step.windows.len() {
             return Err(outcome.unexpected());
         }
