@@ -24,7 +24,7 @@ use http_body::{Body, Frame};
 use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
 use leasehold::layer::CircuitBreaker;
-use leasehold::layer::concurrency_limit::RedisConcurrencyLimitLayer;
+use leasehold::layer::concurrency_limit::{Capacity, RedisConcurrencyLimitLayer};
 use leasehold::layer::key::KeyExtractor;
 
 /// One event per second, 30 in all: `data: <n>`.
@@ -85,11 +85,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ),
     };
 
-    let streams = RedisConcurrencyLimitLayer::new(&coordination, "events", Some(2), Some(100))?
-        .key(KeyExtractor::peer_ip())
-        // Renewed every 5 s while a stream runs; a crashed replica's slots free within 10 s.
-        .lease(Duration::from_secs(10))
-        .circuit_breaker(CircuitBreaker::new());
+    let streams = RedisConcurrencyLimitLayer::new(
+        &coordination,
+        "events",
+        Capacity::per_key(2).and_global(100),
+    )?
+    .key(KeyExtractor::peer_ip())
+    // Renewed every 5 s while a stream runs; a crashed replica's slots free within 10 s.
+    .lease(Duration::from_secs(10))
+    .circuit_breaker(CircuitBreaker::new());
     let app = Router::new()
         .route("/events", get(events).layer(streams))
         .route("/", get(|| async { "Try /events\n" }));

@@ -22,7 +22,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
-use leasehold::coordination::semaphore::KeyedSemaphore;
+use leasehold::coordination::semaphore::{Capacity, KeyedSemaphore};
 use leasehold::layer::concurrency_limit::RedisConcurrencyLimitLayer;
 use leasehold::layer::key::KeyExtractor;
 use leasehold::layer::{CircuitBreaker, CircuitState, FailurePolicy};
@@ -138,7 +138,7 @@ async fn held_becomes(
 #[tokio::test]
 async fn one_stream_over_capacity_gets_a_429_and_a_disconnect_frees_its_slot() {
     let coordination = redis(shared(ServerKind::Redis7).url(), &unique_prefix("cl-cap")).await;
-    let layer = RedisConcurrencyLimitLayer::new(&coordination, "streams", Some(3), None)
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "streams", Capacity::per_key(3))
         .expect("valid")
         .key(KeyExtractor::peer_ip());
     let semaphore = layer.semaphore().clone();
@@ -182,7 +182,8 @@ async fn a_finished_stream_frees_its_slot_and_nothing_is_left() {
     let server = shared(ServerKind::Redis7);
     let coordination = redis(server.url(), &prefix).await;
     let layer =
-        RedisConcurrencyLimitLayer::new(&coordination, "done", Some(1), Some(5)).expect("valid");
+        RedisConcurrencyLimitLayer::new(&coordination, "done", Capacity::per_key(1).and_global(5))
+            .expect("valid");
     let addr = serve(app(layer)).await;
     let client = client();
 
@@ -201,7 +202,7 @@ async fn a_stream_longer_than_its_lease_keeps_its_slot() {
     let server = shared(ServerKind::Redis7);
     let coordination = redis(server.url(), &prefix).await;
     let lease = Duration::from_millis(300);
-    let layer = RedisConcurrencyLimitLayer::new(&coordination, "renew", None, Some(1))
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "renew", Capacity::global(1))
         .expect("valid")
         .lease(lease);
     let semaphore = layer.semaphore().clone();
@@ -245,7 +246,7 @@ async fn a_stream_whose_permit_is_lost_is_cut() {
     let prefix = unique_prefix("cl-lost");
     let server = shared(ServerKind::Redis7);
     let coordination = redis(server.url(), &prefix).await;
-    let layer = RedisConcurrencyLimitLayer::new(&coordination, "lost", None, Some(5))
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "lost", Capacity::global(5))
         .expect("valid")
         .lease(Duration::from_millis(400));
     let addr = serve(app(layer)).await;
@@ -301,7 +302,7 @@ async fn streams_through_a_proxy_with_prefix(
 ) -> (support::proxy::Proxy, SocketAddr, HttpClient) {
     let proxy = support::proxy::Proxy::to_port(shared(ServerKind::Redis7).port());
     let coordination = redis(proxy.url(), prefix).await;
-    let layer = RedisConcurrencyLimitLayer::new(&coordination, "stall", None, Some(5))
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "stall", Capacity::global(5))
         .expect("valid")
         .lease(Duration::from_secs(2));
     let addr = serve(app(layer)).await;
@@ -407,7 +408,7 @@ async fn a_stream_rides_out_a_sentinel_failover_or_is_cut_cleanly() {
             .await
             .expect("connect through sentinel")
             .into();
-    let layer = RedisConcurrencyLimitLayer::new(&coordination, "failover", None, Some(5))
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "failover", Capacity::global(5))
         .expect("valid")
         .lease(LEASE);
     let addr = serve(app(layer)).await;
@@ -467,7 +468,8 @@ async fn a_crashed_worker_frees_its_slot_within_one_lease() {
     assert_eq!(status, StatusCode::OK);
 
     let coordination = redis(server.url(), &prefix).await;
-    let semaphore = KeyedSemaphore::new(&coordination, "crash", None, Some(2)).expect("valid");
+    let semaphore =
+        KeyedSemaphore::new(&coordination, "crash", Capacity::global(2)).expect("valid");
     assert_eq!(semaphore.held(b"").await.expect("held"), (None, Some(1)));
 
     // Killed mid-stream: no release is sent, renewals stop, the lease runs out.
@@ -505,7 +507,7 @@ async fn redis_restarted_mid_stream_fails_closed_then_recovers_with_nothing_leak
     let server = Server::start(ServerKind::Redis7, &[]);
     let prefix = unique_prefix("cl-restart");
     let coordination = redis(server.url(), &prefix).await;
-    let layer = RedisConcurrencyLimitLayer::new(&coordination, "restart", None, Some(2))
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "restart", Capacity::global(2))
         .expect("valid")
         .lease(Duration::from_millis(600))
         .timeout(Duration::from_millis(300));
@@ -544,7 +546,7 @@ async fn redis_restarted_mid_stream_fails_closed_then_recovers_with_nothing_leak
 async fn failing_open_grants_local_permits_up_to_the_capacity() {
     let server = Server::start(ServerKind::Redis7, &[]);
     let coordination = redis(server.url(), &unique_prefix("cl-open")).await;
-    let layer = RedisConcurrencyLimitLayer::new(&coordination, "open", None, Some(2))
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "open", Capacity::global(2))
         .expect("valid")
         .failure_policy(FailurePolicy::FailOpen)
         .timeout(Duration::from_millis(300));
@@ -569,7 +571,7 @@ async fn failing_open_grants_local_permits_up_to_the_capacity() {
 async fn the_circuit_breaker_fails_fast_then_heals_after_a_probe() {
     let server = Server::start(ServerKind::Redis7, &[]);
     let coordination = redis(server.url(), &unique_prefix("cl-breaker")).await;
-    let layer = RedisConcurrencyLimitLayer::new(&coordination, "breaker", None, Some(2))
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "breaker", Capacity::global(2))
         .expect("valid")
         .timeout(Duration::from_millis(300))
         .circuit_breaker(
@@ -630,7 +632,7 @@ async fn the_circuit_breaker_fails_fast_then_heals_after_a_probe() {
 #[tokio::test]
 async fn a_missing_key_header_is_a_client_error() {
     let coordination = Coordination::memory();
-    let layer = RedisConcurrencyLimitLayer::new(&coordination, "keyed", Some(1), None)
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "keyed", Capacity::per_key(1))
         .expect("valid")
         .key(KeyExtractor::header(http::HeaderName::from_static(
             "x-api-key",
@@ -720,7 +722,7 @@ async fn worker_process() {
     };
     let lease = Duration::from_millis(lease.parse().expect("lease in ms"));
     let coordination = redis(url.to_owned(), prefix).await;
-    let layer = RedisConcurrencyLimitLayer::new(&coordination, "crash", None, Some(2))
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "crash", Capacity::global(2))
         .expect("valid")
         .lease(lease);
     let addr = serve(app(layer)).await;

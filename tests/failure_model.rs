@@ -14,7 +14,7 @@ use axum::routing::get;
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::rate_limit::FixedWindow;
-use leasehold::layer::concurrency_limit::RedisConcurrencyLimitLayer;
+use leasehold::layer::concurrency_limit::{Capacity, RedisConcurrencyLimitLayer};
 use leasehold::layer::key::KeyExtractor;
 use leasehold::layer::rate_limit::RedisRateLimitLayer;
 use leasehold::layer::{CircuitBreaker, CircuitState, FailurePolicy};
@@ -44,10 +44,11 @@ fn app(coordination: &Coordination, policy: FailurePolicy) -> (Router, RedisConc
             .key(KeyExtractor::global())
             .timeout(DECISION_TIMEOUT)
             .failure_policy(policy);
-    let concurrent = RedisConcurrencyLimitLayer::new(coordination, "concurrent", None, Some(100))
-        .expect("valid")
-        .timeout(DECISION_TIMEOUT)
-        .failure_policy(policy);
+    let concurrent =
+        RedisConcurrencyLimitLayer::new(coordination, "concurrent", Capacity::global(100))
+            .expect("valid")
+            .timeout(DECISION_TIMEOUT)
+            .failure_policy(policy);
     let router = Router::new()
         .route("/rate", get(|| async { "ok" }).layer(rate))
         .route(
@@ -167,15 +168,16 @@ async fn refused_connections_under_fail_open_pass_and_open_the_breaker() {
         .key(KeyExtractor::global())
         .timeout(DECISION_TIMEOUT)
         .failure_policy(FailurePolicy::FailOpen);
-    let concurrent = RedisConcurrencyLimitLayer::new(&coordination, "concurrent", None, Some(100))
-        .expect("valid")
-        .timeout(DECISION_TIMEOUT)
-        .failure_policy(FailurePolicy::FailOpen)
-        .circuit_breaker(
-            CircuitBreaker::new()
-                .failure_threshold(2)
-                .open_for(Duration::from_secs(60)),
-        );
+    let concurrent =
+        RedisConcurrencyLimitLayer::new(&coordination, "concurrent", Capacity::global(100))
+            .expect("valid")
+            .timeout(DECISION_TIMEOUT)
+            .failure_policy(FailurePolicy::FailOpen)
+            .circuit_breaker(
+                CircuitBreaker::new()
+                    .failure_threshold(2)
+                    .open_for(Duration::from_secs(60)),
+            );
     let router = Router::new()
         .route("/rate", get(|| async { "ok" }).layer(rate))
         .route(
@@ -317,12 +319,13 @@ async fn a_full_memory_backend_gets_503_with_the_time_space_frees() {
             "x-client",
         )))
         .failure_policy(FailurePolicy::FailOpen);
-    let concurrent = RedisConcurrencyLimitLayer::new(&coordination, "concurrent", Some(5), None)
-        .expect("valid")
-        .key(KeyExtractor::header(http::HeaderName::from_static(
-            "x-client",
-        )))
-        .failure_policy(FailurePolicy::FailOpen);
+    let concurrent =
+        RedisConcurrencyLimitLayer::new(&coordination, "concurrent", Capacity::per_key(5))
+            .expect("valid")
+            .key(KeyExtractor::header(http::HeaderName::from_static(
+                "x-client",
+            )))
+            .failure_policy(FailurePolicy::FailOpen);
     let router = Router::new()
         .route("/rate", get(|| async { "ok" }).layer(rate))
         .route("/concurrent", get(|| async { "ok" }).layer(concurrent));

@@ -10,7 +10,7 @@ use std::time::Duration;
 use leasehold::backend::key_slot;
 use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::semaphore::{
-    Attempt, KeyedSemaphore, Semaphore, SemaphorePermit, abandoned_releases,
+    Attempt, Capacity, KeyedSemaphore, Semaphore, SemaphorePermit, abandoned_releases,
 };
 use leasehold::{Coordination, ErrorKind};
 use support::target::{Target, scenario, server_ms};
@@ -415,7 +415,8 @@ scenario!(nothing_is_left_behind);
 async fn nothing_is_left_behind(target: Target) {
     let coordination = target.coordination("leaks").await;
     let semaphore = Semaphore::new(&coordination, "jobs", 4).expect("valid");
-    let keyed = KeyedSemaphore::new(&coordination, "api", Some(2), Some(4)).expect("valid");
+    let keyed = KeyedSemaphore::new(&coordination, "api", Capacity::per_key(2).and_global(4))
+        .expect("valid");
 
     let mut released = acquired(&semaphore, None).await;
     let dropped = acquired(&semaphore, None).await;
@@ -458,7 +459,8 @@ scenario!(keyed_capacity_is_per_key_and_global_all_or_nothing);
 
 async fn keyed_capacity_is_per_key_and_global_all_or_nothing(target: Target) {
     let coordination = target.coordination("keyed").await;
-    let keyed = KeyedSemaphore::new(&coordination, "exports", Some(1), Some(2)).expect("valid");
+    let keyed = KeyedSemaphore::new(&coordination, "exports", Capacity::per_key(1).and_global(2))
+        .expect("valid");
     assert_eq!((keyed.per_key(), keyed.global()), (Some(1), Some(2)));
 
     let alice = keyed
@@ -518,7 +520,8 @@ async fn keyed_capacity_is_per_key_and_global_all_or_nothing(target: Target) {
     assert!(carol.is_acquired());
 
     // A mismatch on either side takes nothing from the other.
-    let other = KeyedSemaphore::new(&coordination, "exports", Some(1), Some(5)).expect("valid");
+    let other = KeyedSemaphore::new(&coordination, "exports", Capacity::per_key(1).and_global(5))
+        .expect("valid");
     let err = other
         .try_acquire(b"dave", None)
         .await
@@ -528,7 +531,8 @@ async fn keyed_capacity_is_per_key_and_global_all_or_nothing(target: Target) {
     assert_eq!(keyed.held(b"dave").await.expect("held"), (Some(0), Some(2)));
 
     // One side only.
-    let per_key = KeyedSemaphore::new(&coordination, "per-key", Some(1), None).expect("valid");
+    let per_key =
+        KeyedSemaphore::new(&coordination, "per-key", Capacity::per_key(1)).expect("valid");
     let _p = per_key.try_acquire(b"k", None).await.expect("try");
     assert_eq!(per_key.held(b"k").await.expect("held"), (Some(1), None));
     assert!(
@@ -538,7 +542,7 @@ async fn keyed_capacity_is_per_key_and_global_all_or_nothing(target: Target) {
             .expect("try")
             .is_acquired()
     );
-    let global = KeyedSemaphore::new(&coordination, "global", None, Some(1)).expect("valid");
+    let global = KeyedSemaphore::new(&coordination, "global", Capacity::global(1)).expect("valid");
     let _g = global.try_acquire(b"k", None).await.expect("try");
     assert_eq!(global.held(b"other").await.expect("held"), (None, Some(1)));
     assert!(
@@ -558,7 +562,8 @@ async fn keyed_keys_share_a_slot(target: Target) {
     let coordination = target.coordination("slot").await;
     // A name with braces of its own cannot split the pair.
     for name in [b"api".as_slice(), b"a}b{c", b"{x}"] {
-        let keyed = KeyedSemaphore::new(&coordination, name, Some(1), Some(3)).expect("valid");
+        let keyed = KeyedSemaphore::new(&coordination, name, Capacity::per_key(1).and_global(3))
+            .expect("valid");
         let (per_key, global) = keyed_keys(name, b"client}{");
         let (per_key, global) = (
             physical(&coordination, &per_key),
@@ -600,7 +605,12 @@ async fn binary_names_and_keys(target: Target) {
     assert!(permit.verify_still_held().await.expect("verify"));
     assert!(permit.release().await.expect("release"));
 
-    let keyed = KeyedSemaphore::new(&coordination, b"n\x00}{", Some(1), Some(2)).expect("valid");
+    let keyed = KeyedSemaphore::new(
+        &coordination,
+        b"n\x00}{",
+        Capacity::per_key(1).and_global(2),
+    )
+    .expect("valid");
     let client = b"\xfe\x00:key".as_slice();
     let mut permit = keyed
         .try_acquire(client, None)
@@ -662,7 +672,8 @@ async fn corrupt_state_fails_without_change(target: Target) {
     }
 
     // Keyed: a corrupt global key stops the client key's acquisition before it writes.
-    let keyed = KeyedSemaphore::new(&coordination, "api", Some(1), Some(2)).expect("valid");
+    let keyed = KeyedSemaphore::new(&coordination, "api", Capacity::per_key(1).and_global(2))
+        .expect("valid");
     let (per_key, global) = keyed_keys(b"api", b"k");
     let (per_key, global) = (
         physical(&coordination, &per_key),
@@ -782,18 +793,14 @@ async fn invalid_arguments_are_refused_before_anything_is_sent() {
     let coordination = Coordination::memory();
     let err = Semaphore::new(&coordination, "s", 0).expect_err("zero");
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
-    for (per_key, global) in [
-        (None, None),
-        (Some(0), None),
-        (None, Some(0)),
-        (Some(1), Some(0)),
+    for capacity in [
+        Capacity::per_key(0),
+        Capacity::global(0),
+        Capacity::per_key(1).and_global(0),
+        Capacity::global(1).and_per_key(0),
     ] {
-        let err = KeyedSemaphore::new(&coordination, "k", per_key, global).expect_err("invalid");
-        assert_eq!(
-            err.kind(),
-            ErrorKind::InvalidArgument,
-            "{per_key:?} {global:?}"
-        );
+        let err = KeyedSemaphore::new(&coordination, "k", capacity).expect_err("invalid");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{capacity:?}");
     }
     let semaphore = Semaphore::new(&coordination, "s", 1).expect("valid");
     for invalid in [

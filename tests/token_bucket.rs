@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use leasehold::backend::Backend;
 use leasehold::backend::memory::MemoryBackend;
-use leasehold::coordination::rate_limit::TokenBucket;
+use leasehold::coordination::rate_limit::{Refill, TokenBucket};
 use leasehold::{Coordination, ErrorKind};
 use support::target::{Target, concurrent_grants, is_granted, scenario, server_ms, storage_key};
 
@@ -42,7 +42,7 @@ scenario!(a_new_key_starts_full_then_rejects_with_a_retry_time);
 
 async fn a_new_key_starts_full_then_rejects_with_a_retry_time(target: Target) {
     let coordination = target.coordination("burst").await;
-    let limiter = TokenBucket::new(&coordination, "api", 3, 1, MINUTE).expect("valid");
+    let limiter = TokenBucket::new(&coordination, "api", 3, Refill::new(1, MINUTE)).expect("valid");
 
     let probe = limiter.try_acquire(b"client", 0).await.expect("probe");
     assert!(probe.is_granted());
@@ -82,7 +82,7 @@ scenario!(weighted_permits_and_the_limit_boundaries);
 
 async fn weighted_permits_and_the_limit_boundaries(target: Target) {
     let coordination = target.coordination("weights").await;
-    let limiter = TokenBucket::new(&coordination, "api", 5, 1, MINUTE).expect("valid");
+    let limiter = TokenBucket::new(&coordination, "api", 5, Refill::new(1, MINUTE)).expect("valid");
 
     // More than the limit: rejected, no retry time, nothing consumed.
     for permits in [6, u64::MAX] {
@@ -136,7 +136,8 @@ async fn large_numbers_stay_exact(target: Target) {
     let coordination = target.coordination("large").await;
     let max_exact = (1u64 << 53) - 1;
     let hour = 60 * MINUTE;
-    let limiter = TokenBucket::new(&coordination, "big", max_exact, 1 << 40, hour).expect("valid");
+    let limiter = TokenBucket::new(&coordination, "big", max_exact, Refill::new(1 << 40, hour))
+        .expect("valid");
     let taken = limiter.try_acquire(b"k", 1).await.expect("acquire");
     assert_eq!(taken.remaining(), max_exact - 1);
     assert_eq!(taken.reset_after(), hour);
@@ -161,8 +162,7 @@ async fn large_numbers_stay_exact(target: Target) {
         &coordination,
         "slow",
         1 << 45,
-        1,
-        Duration::from_millis(100),
+        Refill::new(1, Duration::from_millis(100)),
     )
     .expect("valid");
     let taken = slow.try_acquire(b"k", 1 << 44).await.expect("acquire");
@@ -183,7 +183,8 @@ scenario!(retry_after_is_exact_on_the_servers_clock redis);
 async fn retry_after_is_exact_on_the_servers_clock(target: Target) {
     const PERIOD: Duration = Duration::from_millis(300);
     let coordination = target.coordination("retry").await;
-    let limiter = TokenBucket::new(&coordination, "api", 10, 2, PERIOD).expect("valid");
+    let limiter =
+        TokenBucket::new(&coordination, "api", 10, Refill::new(2, PERIOD)).expect("valid");
     let key = storage_key(&coordination, "tb", "api", "k");
 
     // The refill time stored is the server's clock at the step.
@@ -225,7 +226,8 @@ async fn retry_after_is_exact_on_the_servers_clock(target: Target) {
 #[tokio::test(start_paused = true)]
 async fn memory_retry_after_is_exact_to_the_millisecond() {
     let coordination = Coordination::memory();
-    let limiter = TokenBucket::new(&coordination, "api", 10, 2, SECOND).expect("valid");
+    let limiter =
+        TokenBucket::new(&coordination, "api", 10, Refill::new(2, SECOND)).expect("valid");
     assert!(is_granted(&limiter, b"k", 10).await);
     tokio::time::advance(Duration::from_millis(700)).await;
 
@@ -258,7 +260,8 @@ async fn memory_retry_after_is_exact_to_the_millisecond() {
 async fn memory_refills_are_discrete_and_keep_the_partial_period() {
     let backend = MemoryBackend::new();
     let coordination = Coordination::new(backend.clone());
-    let limiter = TokenBucket::new(&coordination, "api", 10, 1, SECOND).expect("valid");
+    let limiter =
+        TokenBucket::new(&coordination, "api", 10, Refill::new(1, SECOND)).expect("valid");
     assert!(is_granted(&limiter, b"k", 10).await);
 
     tokio::time::advance(Duration::from_millis(999)).await;
@@ -310,7 +313,7 @@ async fn memory_refills_are_discrete_and_keep_the_partial_period() {
 #[tokio::test(start_paused = true)]
 async fn memory_a_full_bucket_starts_its_period_at_the_first_take() {
     let coordination = Coordination::memory();
-    let limiter = TokenBucket::new(&coordination, "api", 2, 1, SECOND).expect("valid");
+    let limiter = TokenBucket::new(&coordination, "api", 2, Refill::new(1, SECOND)).expect("valid");
     assert!(is_granted(&limiter, b"k", 1).await);
     tokio::time::advance(Duration::from_millis(1500)).await;
     // Full again; the next period starts now, as it would after the key expired.
@@ -322,7 +325,8 @@ async fn memory_a_full_bucket_starts_its_period_at_the_first_take() {
 #[tokio::test(start_paused = true)]
 async fn memory_tokens_per_period_above_the_limit_only_fill_the_bucket() {
     let coordination = Coordination::memory();
-    let limiter = TokenBucket::new(&coordination, "api", 3, 10, SECOND).expect("valid");
+    let limiter =
+        TokenBucket::new(&coordination, "api", 3, Refill::new(10, SECOND)).expect("valid");
     assert_eq!(limiter.policy().window(), SECOND);
     assert!(is_granted(&limiter, b"k", 3).await);
     let rejected = limiter.try_acquire(b"k", 3).await.expect("acquire");
@@ -340,7 +344,7 @@ scenario!(storage_is_one_string_expiring_when_the_bucket_is_full redis);
 
 async fn storage_is_one_string_expiring_when_the_bucket_is_full(target: Target) {
     let coordination = target.coordination("storage").await;
-    let limiter = TokenBucket::new(&coordination, "api", 5, 1, MINUTE).expect("valid");
+    let limiter = TokenBucket::new(&coordination, "api", 5, Refill::new(1, MINUTE)).expect("valid");
     let key = storage_key(&coordination, "tb", "api", "\u{0}binary");
 
     // A probe or a rejection creates nothing.
@@ -377,8 +381,13 @@ async fn storage_is_one_string_expiring_when_the_bucket_is_full(target: Target) 
     assert!(target.pttl(&key) <= ttl);
 
     // An idle key disappears when its bucket would be full: a missing key is a full bucket.
-    let quick =
-        TokenBucket::new(&coordination, "quick", 2, 2, Duration::from_millis(150)).expect("valid");
+    let quick = TokenBucket::new(
+        &coordination,
+        "quick",
+        2,
+        Refill::new(2, Duration::from_millis(150)),
+    )
+    .expect("valid");
     let quick_key = storage_key(&coordination, "tb", "quick", "k");
     let taken = quick.try_acquire(b"k", 1).await.expect("acquire");
     let ttl = target.pttl(&quick_key);
@@ -395,7 +404,7 @@ scenario!(corrupt_or_odd_state_is_handled_without_change redis);
 
 async fn corrupt_or_odd_state_is_handled_without_change(target: Target) {
     let coordination = target.coordination("corrupt").await;
-    let limiter = TokenBucket::new(&coordination, "api", 5, 1, MINUTE).expect("valid");
+    let limiter = TokenBucket::new(&coordination, "api", 5, Refill::new(1, MINUTE)).expect("valid");
     let key = storage_key(&coordination, "tb", "api", "k");
 
     for garbage in [&b"not a number"[..], b"5:abc", b"-1:5", b"1.5:1000", b"3"] {
@@ -463,8 +472,8 @@ async fn invalid_configuration_is_rejected_at_construction() {
         (1, 1, Duration::from_millis((1 << 52) + 1)),
         (1, 1, Duration::MAX),
     ] {
-        let err =
-            TokenBucket::new(&coordination, "api", limit, per_period, period).expect_err("invalid");
+        let err = TokenBucket::new(&coordination, "api", limit, Refill::new(per_period, period))
+            .expect_err("invalid");
         assert_eq!(
             err.kind(),
             ErrorKind::InvalidArgument,
@@ -477,7 +486,8 @@ async fn invalid_configuration_is_rejected_at_construction() {
         (max_exact, u64::MAX, Duration::from_millis(1 << 52)),
         (1, 1, Duration::from_micros(1001)),
     ] {
-        TokenBucket::new(&coordination, "api", limit, per_period, period).expect("valid");
+        TokenBucket::new(&coordination, "api", limit, Refill::new(per_period, period))
+            .expect("valid");
     }
 }
 
@@ -496,8 +506,13 @@ async fn the_policy_is_the_limit_per_time_to_refill_an_empty_bucket() {
         ),
         (1, 1, Duration::from_micros(1999), MS),
     ] {
-        let limiter =
-            TokenBucket::new(&coordination, "uploads", limit, per_period, period).expect("valid");
+        let limiter = TokenBucket::new(
+            &coordination,
+            "uploads",
+            limit,
+            Refill::new(per_period, period),
+        )
+        .expect("valid");
         let policy = limiter.policy();
         assert_eq!(policy.name(), "uploads");
         assert_eq!(policy.quota(), limit);
@@ -518,14 +533,15 @@ async fn concurrent_callers_never_exceed_the_bucket(target: Target) {
     let handles = target.handles(&first, CALLERS).await;
     // One token an hour: nothing refills during the test.
     let granted = concurrent_grants(handles, ATTEMPTS, |coordination| {
-        TokenBucket::new(coordination, "api", LIMIT, 1, 60 * MINUTE).expect("valid")
+        TokenBucket::new(coordination, "api", LIMIT, Refill::new(1, 60 * MINUTE)).expect("valid")
     })
     .await;
     assert_eq!(
         granted, LIMIT,
         "{CALLERS}×{ATTEMPTS} attempts against a bucket of {LIMIT}"
     );
-    let limiter = TokenBucket::new(&first, "api", LIMIT, 1, 60 * MINUTE).expect("valid");
+    let limiter =
+        TokenBucket::new(&first, "api", LIMIT, Refill::new(1, 60 * MINUTE)).expect("valid");
     assert_eq!(
         limiter
             .try_acquire(b"hot", 0)

@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use leasehold::coordination::rate_limit::{
-    FixedWindow, Gcra, RateLimitPolicy, SlidingWindow, Stacked, TokenBucket,
+    FixedWindow, Gcra, RateLimitPolicy, Refill, SlidingWindow, Stacked, TokenBucket,
 };
 use leasehold::{Coordination, Result};
 use redis::Value;
@@ -111,8 +111,7 @@ impl Algorithm {
                 coordination,
                 NAME,
                 LIMIT,
-                TOKENS_PER_PERIOD,
-                window,
+                Refill::new(TOKENS_PER_PERIOD, window),
             )?),
             Algorithm::Gcra => Limiter::Gcra(Gcra::new(
                 coordination,

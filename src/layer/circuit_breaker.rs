@@ -85,10 +85,10 @@ impl Default for CircuitBreaker {
 /// ```
 /// use leasehold::Coordination;
 /// use leasehold::layer::{CircuitBreaker, CircuitState};
-/// use leasehold::layer::concurrency_limit::RedisConcurrencyLimitLayer;
+/// use leasehold::layer::concurrency_limit::{Capacity, RedisConcurrencyLimitLayer};
 ///
 /// # fn main() -> leasehold::Result<()> {
-/// let layer = RedisConcurrencyLimitLayer::new(&Coordination::memory(), "jobs", None, Some(8))?
+/// let layer = RedisConcurrencyLimitLayer::new(&Coordination::memory(), "jobs", Capacity::global(8))?
 ///     .circuit_breaker(CircuitBreaker::new());
 /// // Export it as a gauge, for example.
 /// assert_eq!(layer.circuit_state(), Some(CircuitState::Closed));

@@ -9,11 +9,11 @@ use crate::Coordination;
 use crate::backend::steps::gcra::{GcraStep, MAX_TOLERANCE_US};
 use crate::error::{Error, Result};
 
-/// `limit` permits per `period` for each client key, spaced evenly, with bursts of up to
+/// `limit` permits per `window` for each client key, spaced evenly, with bursts of up to
 /// `burst` permits at once: the generic cell rate algorithm.
 ///
-/// One permit is worth the emission interval `T = period / limit`, rounded **up** to a
-/// whole microsecond (so the sustained rate never exceeds `limit` per `period`). Each client
+/// One permit is worth the emission interval `T = window / limit`, rounded **up** to a
+/// whole microsecond (so the sustained rate never exceeds `limit` per `window`). Each client
 /// key has a theoretical arrival time (TAT), "now" when it has none. A request of `n`
 /// permits conforms when `max(TAT, now) + n·T − burst·T ≤ now` (the formulation of
 /// go-redis/redis_rate, whose `Burst` is this `burst`, and of redis-cell and throttled,
@@ -33,9 +33,9 @@ use crate::error::{Error, Result};
 ///
 /// # Policy
 ///
-/// [`policy`](Gcra::policy) advertises `limit` permits per `period`: the sustained rate.
+/// [`policy`](Gcra::policy) advertises `limit` permits per `window`: the sustained rate.
 /// A client that has been idle may take up to `burst` permits at once and then the
-/// sustained rate, so any one stretch of `period` can see up to `burst + limit − 1`.
+/// sustained rate, so any one stretch of `window` can see up to `burst + limit − 1`.
 ///
 /// # Storage
 ///
@@ -81,19 +81,19 @@ pub struct Gcra {
 }
 
 impl Gcra {
-    /// Creates a limiter of `limit` permits per `period` allowing bursts of `burst` permits,
+    /// Creates a limiter of `limit` permits per `window` allowing bursts of `burst` permits,
     /// named `name` (which separates its keys from other limiters' and is shown to HTTP
     /// clients as the policy name).
     ///
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when
-    /// `limit` or `burst` is 0, when `period / limit` is shorter than one microsecond, or
-    /// when `burst · period / limit` exceeds 2^50 µs (about 35 years: beyond it the
+    /// `limit` or `burst` is 0, when `window / limit` is shorter than one microsecond, or
+    /// when `burst · window / limit` exceeds 2^50 µs (about 35 years: beyond it the
     /// script's numbers would lose precision).
     pub fn new(
         coordination: &Coordination,
         name: impl Into<String>,
         limit: u64,
-        period: Duration,
+        window: Duration,
         burst: u64,
     ) -> Result<Self> {
         let name = name.into();
@@ -102,33 +102,33 @@ impl Gcra {
                 "a GCRA limit and burst must be at least 1, not {limit} and {burst}"
             )));
         }
-        let interval_ns = period.as_nanos() / u128::from(limit);
+        let interval_ns = window.as_nanos() / u128::from(limit);
         if interval_ns < 1000 {
             return Err(Error::invalid_argument(format!(
-                "a GCRA emission interval (period / limit) must be at least 1 µs, not \
-                 {period:?} / {limit}"
+                "a GCRA emission interval (window / limit) must be at least 1 µs, not \
+                 {window:?} / {limit}"
             )));
         }
-        let interval_us = period.as_nanos().div_ceil(u128::from(limit) * 1000);
+        let interval_us = window.as_nanos().div_ceil(u128::from(limit) * 1000);
         let interval_us = u64::try_from(interval_us)
             .ok()
             .filter(|t| t.checked_mul(burst).is_some_and(|b| b <= MAX_TOLERANCE_US))
             .ok_or_else(|| {
                 Error::invalid_argument(format!(
-                    "a GCRA burst of {burst} permits of {period:?} / {limit} each is longer \
+                    "a GCRA burst of {burst} permits of {window:?} / {limit} each is longer \
                      than 2^50 µs"
                 ))
             })?;
         Ok(Gcra {
             coordination: coordination.clone(),
             keys: LimiterKeys::new(b"gcra", name.as_bytes()),
-            policy: RateLimitPolicy::new(name, limit, period),
+            policy: RateLimitPolicy::new(name, limit, window),
             interval_us,
             burst,
         })
     }
 
-    /// The limiter's policy: its name, and `limit` permits per `period` (the sustained
+    /// The limiter's policy: its name, and `limit` permits per `window` (the sustained
     /// rate; bursts of up to [`burst`](Gcra::burst) come on top, see the type's docs).
     pub fn policy(&self) -> &RateLimitPolicy {
         &self.policy
@@ -139,7 +139,7 @@ impl Gcra {
         self.burst
     }
 
-    /// What one permit costs: `period / limit`, rounded up to a whole microsecond.
+    /// What one permit costs: `window / limit`, rounded up to a whole microsecond.
     pub fn emission_interval(&self) -> Duration {
         Duration::from_micros(self.interval_us)
     }

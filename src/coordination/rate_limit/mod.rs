@@ -29,4 +29,4 @@ pub use queue::QueueOrder;
 pub use sliding_window::SlidingWindow;
 pub use stacked::{MAX_STACKED_POLICIES, Stacked};
 pub use statistics::RateLimitStatistics;
-pub use token_bucket::TokenBucket;
+pub use token_bucket::{Refill, TokenBucket};

@@ -16,26 +16,26 @@ const MAX_EXACT: u64 = (1 << 53) - 1;
 /// server's clock in ms, it stays exact in a Lua number.
 const MAX_REFILL_MS: u64 = 1 << 52;
 
-/// A bucket of at most `token_limit` tokens for each client key, refilled with
-/// `tokens_per_period` tokens at the end of every `period`.
+/// A bucket of at most `capacity` tokens for each client key, refilled by a [`Refill`]:
+/// `tokens` at the end of every `interval`.
 ///
-/// A new client key starts with a full bucket, so it may take up to `token_limit` permits at
+/// A new client key starts with a full bucket, so it may take up to `capacity` permits at
 /// once; each permit takes a token, and a request takes all its tokens or none (a rejected
-/// request consumes nothing). Refills are discrete: whole periods are counted from the last
-/// refill, the period under way is kept, and the bucket never holds more than `token_limit`.
-/// A full bucket has no period under way: its first period starts when a token is taken
+/// request consumes nothing). Refills are discrete: whole intervals are counted from the last
+/// refill, the interval under way is kept, and the bucket never holds more than `capacity`.
+/// A full bucket has no interval under way: its first interval starts when a token is taken
 /// from it. The decision and every time in it come from the backend's clock, and
 /// [`retry_after`](RateLimitDecision::retry_after) is exact: it is the time until the refill
 /// that brings enough tokens for the same request.
 ///
 /// # Policy
 ///
-/// [`policy`](Self::policy) advertises `token_limit` permits per the time an empty bucket
-/// takes to refill (`ceil(token_limit / tokens_per_period)` periods). A client that takes at
+/// [`policy`](Self::policy) advertises `capacity` permits per the time an empty bucket
+/// takes to refill (`ceil(capacity / tokens)` intervals), its window. A client that takes at
 /// most that many permits in any such window is never rejected, and the decision's
-/// `remaining` (at most `token_limit`) and `reset_after` (at most that time) stay within the
-/// advertised policy. `tokens_per_period` per `period` would describe the sustained rate but
-/// hide the burst, and show clients more remaining permits than the quota.
+/// `remaining` (at most `capacity`) and `reset_after` (at most that time) stay within the
+/// advertised policy. `tokens` per `interval` would describe the sustained rate but hide the
+/// burst, and show clients more remaining permits than the quota.
 ///
 /// # Storage
 ///
@@ -52,13 +52,13 @@ const MAX_REFILL_MS: u64 = 1 << 52;
 /// ```
 /// use std::time::Duration;
 /// use leasehold::Coordination;
-/// use leasehold::coordination::rate_limit::TokenBucket;
+/// use leasehold::coordination::rate_limit::{Refill, TokenBucket};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> leasehold::Result<()> {
 /// let coordination = Coordination::memory();
 /// // Bursts of up to 10, then 2 more every second.
-/// let limiter = TokenBucket::new(&coordination, "uploads", 10, 2, Duration::from_secs(1))?;
+/// let limiter = TokenBucket::new(&coordination, "uploads", 10, Refill::new(2, Duration::from_secs(1)))?;
 /// assert_eq!(limiter.policy().quota(), 10);
 /// assert_eq!(limiter.policy().window(), Duration::from_secs(5));
 ///
@@ -84,38 +84,39 @@ pub struct TokenBucket {
 }
 
 impl TokenBucket {
-    /// Creates a limiter whose buckets hold at most `token_limit` tokens and gain
-    /// `tokens_per_period` tokens every `period`, named `name` (which separates its keys from
-    /// other limiters' and is shown to HTTP clients as the policy name).
+    /// Creates a limiter whose buckets hold at most `capacity` tokens and gain `refill`'s
+    /// tokens at the end of each of its intervals, named `name` (which separates its keys from
+    /// other limiters' and is shown to HTTP clients as the policy name). The refill is its own
+    /// type so that the capacity and the tokens per interval cannot be swapped silently.
     ///
-    /// A `tokens_per_period` above `token_limit` is accepted: every refill fills the bucket.
+    /// A refill of more tokens than `capacity` is accepted: every refill fills the bucket.
     ///
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when
-    /// `token_limit` or `tokens_per_period` is 0, `token_limit` is 2^53 or more, `period` is
-    /// shorter than one millisecond, or an empty bucket would take more than 2^52 ms (some
+    /// `capacity` or the refill's tokens is 0, `capacity` is 2^53 or more, the refill's interval
+    /// is shorter than one millisecond, or an empty bucket would take more than 2^52 ms (some
     /// 142,000 years) to refill: Redis scripts compute with doubles, exact below 2^53.
-    /// Sub-millisecond parts of `period` are dropped.
+    /// Sub-millisecond parts of the interval are dropped.
     pub fn new(
         coordination: &Coordination,
         name: impl Into<String>,
-        token_limit: u64,
-        tokens_per_period: u64,
-        period: Duration,
+        capacity: u64,
+        refill: Refill,
     ) -> Result<Self> {
         let name = name.into();
-        if token_limit == 0 || token_limit > MAX_EXACT {
+        let Refill { tokens, interval } = refill;
+        if capacity == 0 || capacity > MAX_EXACT {
             return Err(Error::invalid_argument(format!(
-                "a token bucket must hold between 1 and {MAX_EXACT} tokens, not {token_limit}"
+                "a token bucket must hold between 1 and {MAX_EXACT} tokens, not {capacity}"
             )));
         }
-        if tokens_per_period == 0 {
+        if tokens == 0 {
             return Err(Error::invalid_argument(
-                "a token bucket must gain at least 1 token per period",
+                "a token bucket must gain at least 1 token per refill",
             ));
         }
-        let period_ms = u64::try_from(period.as_millis()).unwrap_or(u64::MAX);
-        let tokens_per_period = tokens_per_period.min(token_limit);
-        let refill_ms = token_limit
+        let period_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+        let tokens_per_period = tokens.min(capacity);
+        let refill_ms = capacity
             .div_ceil(tokens_per_period)
             .checked_mul(period_ms)
             .filter(|ms| *ms <= MAX_REFILL_MS);
@@ -123,22 +124,22 @@ impl TokenBucket {
             Some(ms) if period_ms > 0 => ms,
             _ => {
                 return Err(Error::invalid_argument(format!(
-                    "a token-bucket period must last at least 1 ms and an empty bucket must \
-                     refill within {MAX_REFILL_MS} ms; not {period:?} for {token_limit} tokens, \
-                     {tokens_per_period} per period"
+                    "a token-bucket refill interval must last at least 1 ms and an empty bucket \
+                     must refill within {MAX_REFILL_MS} ms; not {interval:?} for {capacity} \
+                     tokens, {tokens} per refill"
                 )));
             }
         };
         Ok(TokenBucket {
             coordination: coordination.clone(),
             keys: LimiterKeys::new(b"tb", name.as_bytes()),
-            policy: RateLimitPolicy::new(name, token_limit, Duration::from_millis(refill_ms)),
+            policy: RateLimitPolicy::new(name, capacity, Duration::from_millis(refill_ms)),
             tokens_per_period,
             period_ms,
         })
     }
 
-    /// The limiter's policy: its name, `token_limit` as the quota, and the time an empty
+    /// The limiter's policy: its name, the capacity as the quota, and the time an empty
     /// bucket takes to refill as the window (see [Policy](Self#policy)).
     pub fn policy(&self) -> &RateLimitPolicy {
         &self.policy
@@ -173,6 +174,41 @@ impl TokenBucket {
             })
             .await?;
         Ok(RateLimitDecision::from_reply(limit, &reply))
+    }
+}
+
+/// How a [`TokenBucket`] refills: `tokens` tokens at the end of every `interval`.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::coordination::rate_limit::Refill;
+///
+/// let refill = Refill::new(2, Duration::from_secs(1));
+/// assert_eq!(refill.tokens(), 2);
+/// assert_eq!(refill.interval(), Duration::from_secs(1));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Refill {
+    tokens: u64,
+    interval: Duration,
+}
+
+impl Refill {
+    /// `tokens` tokens at the end of every `interval` (checked by [`TokenBucket::new`]).
+    pub const fn new(tokens: u64, interval: Duration) -> Self {
+        Refill { tokens, interval }
+    }
+
+    /// The tokens each refill adds.
+    pub const fn tokens(&self) -> u64 {
+        self.tokens
+    }
+
+    /// The time between refills.
+    pub const fn interval(&self) -> Duration {
+        self.interval
     }
 }
 

@@ -4,9 +4,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Attempt;
 use super::acquire::try_acquire;
 use super::sets::PermitSets;
+use super::{Attempt, Capacity};
 use crate::Coordination;
 use crate::backend::Backend;
 use crate::error::{Error, Result};
@@ -26,8 +26,9 @@ use crate::error::{Error, Result};
 /// Up to two Redis keys per client key, both in the slot of the hash tag
 /// `{<name length>:<name>}`:
 ///
-/// - `<prefix>sem:{<name length>:<name>}:key:<client key>` with `per_key`;
-/// - `<prefix>sem:{<name length>:<name>}:global` with `global`, shared by every client key.
+/// - `<prefix>sem:{<name length>:<name>}:key:<client key>` with a per-key capacity;
+/// - `<prefix>sem:{<name length>:<name>}:global` with a global capacity, shared by every
+///   client key.
 ///
 /// Each is a sorted set laid out, and expiring, as a [`Semaphore`](super::Semaphore)'s key
 /// is: it goes with its last permit, so idle client keys leave nothing behind. All of one
@@ -39,12 +40,13 @@ use crate::error::{Error, Result};
 /// ```
 /// use std::time::Duration;
 /// use leasehold::Coordination;
-/// use leasehold::coordination::semaphore::KeyedSemaphore;
+/// use leasehold::coordination::semaphore::{Capacity, KeyedSemaphore};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> leasehold::Result<()> {
 /// // At most 1 report per client, and 2 in all.
-/// let reports = KeyedSemaphore::new(&Coordination::memory(), "reports", Some(1), Some(2))?;
+/// let capacity = Capacity::per_key(1).and_global(2);
+/// let reports = KeyedSemaphore::new(&Coordination::memory(), "reports", capacity)?;
 /// let expiry = Some(Duration::from_secs(60));
 ///
 /// let alice = reports.try_acquire(b"alice", expiry).await?;
@@ -68,22 +70,17 @@ pub struct KeyedSemaphore {
 }
 
 impl KeyedSemaphore {
-    /// Semaphores named `name`: `per_key` permits for each client key, and `global` permits
-    /// in all; `None` leaves that side unlimited.
+    /// Semaphores named `name`, with `capacity` permits for each client key, in all, or
+    /// both (a side it leaves out is unlimited).
     ///
-    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when both
-    /// are `None` or either is 0. Nothing is sent.
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when
+    /// either capacity is 0. Nothing is sent.
     pub fn new(
         coordination: &Coordination,
         name: impl AsRef<[u8]>,
-        per_key: Option<u32>,
-        global: Option<u32>,
+        capacity: Capacity,
     ) -> Result<Self> {
-        if per_key.is_none() && global.is_none() {
-            return Err(Error::invalid_argument(
-                "a keyed semaphore needs a per-key or a global capacity",
-            ));
-        }
+        let (per_key, global) = (capacity.of_each_key(), capacity.in_all());
         if per_key == Some(0) || global == Some(0) {
             return Err(Error::invalid_argument(
                 "a keyed semaphore's capacities must be at least 1",

@@ -16,6 +16,7 @@
 mod abandoned;
 mod acquire;
 mod attempt;
+mod capacity;
 mod cleanup;
 mod expiry;
 mod keyed;
@@ -27,6 +28,7 @@ mod sets;
 
 pub use abandoned::{abandoned_release_counts, abandoned_releases};
 pub use attempt::Attempt;
+pub use capacity::Capacity;
 pub use keyed::KeyedSemaphore;
 pub use managed::{
     LossReason, MAX_MANAGED_PERMIT, MIN_MANAGED_PERMIT, ManagedPermit, ManagedPermitOptions,

@@ -12,7 +12,7 @@ use tower::{Layer, Service, ServiceExt, service_fn};
 use crate::Coordination;
 use crate::backend::memory::MemoryBackend;
 use crate::coordination::rate_limit::FixedWindow;
-use crate::layer::concurrency_limit::RedisConcurrencyLimitLayer;
+use crate::layer::concurrency_limit::{Capacity, RedisConcurrencyLimitLayer};
 use crate::layer::key::{KeyError, KeyExtractor};
 use crate::layer::rate_limit::RedisRateLimitLayer;
 
@@ -55,7 +55,7 @@ fn rate(coordination: &Coordination) -> RedisRateLimitLayer {
 }
 
 fn concurrency(coordination: &Coordination) -> RedisConcurrencyLimitLayer {
-    RedisConcurrencyLimitLayer::new(coordination, "streams", None, Some(1)).expect("valid")
+    RedisConcurrencyLimitLayer::new(coordination, "streams", Capacity::global(1)).expect("valid")
 }
 
 #[tokio::test]
@@ -159,8 +159,8 @@ async fn a_refusing_backend_is_a_503_with_retry_after_on_both_layers() {
 async fn key_errors_answer_alike_on_both_layers() {
     let coordination = Coordination::memory();
     let header_key = || KeyExtractor::header(HeaderName::from_static("x-api-key"));
-    let keyed =
-        RedisConcurrencyLimitLayer::new(&coordination, "keyed", Some(1), None).expect("valid");
+    let keyed = RedisConcurrencyLimitLayer::new(&coordination, "keyed", Capacity::per_key(1))
+        .expect("valid");
 
     // A client error: its status and reason, as text.
     for (status, headers, body) in [

@@ -10,7 +10,7 @@ use tower_layer::Layer;
 
 use super::service::ConcurrencyLimit;
 use crate::Coordination;
-use crate::coordination::semaphore::{KeyedSemaphore, MAX_MANAGED_PERMIT};
+use crate::coordination::semaphore::{Capacity, KeyedSemaphore, MAX_MANAGED_PERMIT};
 use crate::error::Result;
 use crate::layer::admission::Responses;
 use crate::layer::circuit_breaker::{Breaker, CircuitBreaker, CircuitState};
@@ -83,7 +83,7 @@ pub(crate) struct Config {
 /// use axum::{Router, routing::get};
 /// use leasehold::Coordination;
 /// use leasehold::layer::CircuitBreaker;
-/// use leasehold::layer::concurrency_limit::RedisConcurrencyLimitLayer;
+/// use leasehold::layer::concurrency_limit::{Capacity, RedisConcurrencyLimitLayer};
 /// use leasehold::layer::key::KeyExtractor;
 ///
 /// let coordination = Coordination::memory(); // or Coordination::connect(redis_url, "myapp:").await?
@@ -91,7 +91,7 @@ pub(crate) struct Config {
 /// let app: Router = Router::new()
 ///     .route("/download", get(|| async { "a large body" }))
 ///     .layer(
-///         RedisConcurrencyLimitLayer::new(&coordination, "downloads", Some(2), Some(100))?
+///         RedisConcurrencyLimitLayer::new(&coordination, "downloads", Capacity::per_key(2).and_global(100))?
 ///             .key(KeyExtractor::peer_ip())
 ///             .lease(Duration::from_secs(20))
 ///             .circuit_breaker(CircuitBreaker::new()),
@@ -106,21 +106,21 @@ pub struct RedisConcurrencyLimitLayer {
 }
 
 impl RedisConcurrencyLimitLayer {
-    /// At most `per_key` requests in flight per client key and `global` in all (`None`:
-    /// unlimited on that side), in the semaphores named `name` (see [`KeyedSemaphore`] for
-    /// the storage). Client keys default to the peer IP ([`KeyExtractor::peer_ip`]); without
-    /// a per-key capacity no key is extracted.
+    /// At most `capacity` requests in flight per client key, in all, or both, in the
+    /// semaphores named `name` (see [`KeyedSemaphore`] for the storage). Client keys default
+    /// to the peer IP ([`KeyExtractor::peer_ip`]); without a per-key capacity no key is
+    /// extracted.
     ///
-    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when both
-    /// capacities are `None` or either is 0.
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when
+    /// either capacity is 0: see [why layers are made with `?`](crate::layer#errors).
     pub fn new(
         coordination: &Coordination,
         name: impl Into<String>,
-        per_key: Option<u32>,
-        global: Option<u32>,
+        capacity: Capacity,
     ) -> Result<Self> {
         let name = name.into();
-        let semaphore = KeyedSemaphore::new(coordination, &name, per_key, global)?;
+        let semaphore = KeyedSemaphore::new(coordination, &name, capacity)?;
+        let (per_key, global) = (capacity.of_each_key(), capacity.in_all());
         let local = global.or(per_key).unwrap_or(1);
         let policy_field = headers::concurrency_policy(
             per_key

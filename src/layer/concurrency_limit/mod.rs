@@ -11,6 +11,7 @@ mod service;
 
 /// [`crate::BoxError`], where the concurrency layer's body errors were first named.
 pub use crate::BoxError;
+pub use crate::coordination::semaphore::Capacity;
 pub use crate::layer::admission::{PermitLost, ResponseBody as GuardedBody};
 pub use future::ResponseFuture;
 pub use layer::{DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_LEASE, MIN_LEASE, RedisConcurrencyLimitLayer};

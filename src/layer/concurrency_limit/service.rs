@@ -27,11 +27,11 @@ use crate::layer::admission::{self, decide};
 /// use http::{Request, Response};
 /// use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 /// use leasehold::Coordination;
-/// use leasehold::layer::concurrency_limit::RedisConcurrencyLimitLayer;
+/// use leasehold::layer::concurrency_limit::{Capacity, RedisConcurrencyLimitLayer};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> leasehold::Result<()> {
-/// let layer = RedisConcurrencyLimitLayer::new(&Coordination::memory(), "plain", None, Some(1))?;
+/// let layer = RedisConcurrencyLimitLayer::new(&Coordination::memory(), "plain", Capacity::global(1))?;
 /// let mut service = ServiceBuilder::new().layer(layer).service(service_fn(|_: Request<()>| async {
 ///     Ok::<_, Infallible>(Response::new(http_body_util::Full::new(bytes::Bytes::from("hi"))))
 /// }));

@@ -11,7 +11,7 @@ use tower_layer::Layer;
 use super::RateLimit;
 use crate::Coordination;
 use crate::coordination::rate_limit::{
-    FixedWindow, Gcra, QueueOrder, RateLimitPolicy, RateLimiter, SlidingWindow, Stacked,
+    FixedWindow, Gcra, QueueOrder, RateLimitPolicy, RateLimiter, Refill, SlidingWindow, Stacked,
     TokenBucket,
 };
 use crate::error::Result;
@@ -142,39 +142,57 @@ impl RedisRateLimitLayer {
         )?))
     }
 
-    /// A layer with a [`TokenBucket`] limiter: bursts of up to `token_limit` requests,
-    /// refilled by `tokens_per_period` every `period`. Fails on invalid configuration (see
-    /// [`TokenBucket::new`]).
+    /// A layer with a [`TokenBucket`] limiter: bursts of up to `capacity` requests, and
+    /// `refill`'s tokens back at the end of each of its intervals. Fails on invalid
+    /// configuration (see [`TokenBucket::new`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leasehold::Coordination;
+    /// use leasehold::coordination::rate_limit::Refill;
+    /// use leasehold::layer::rate_limit::RedisRateLimitLayer;
+    ///
+    /// # fn main() -> leasehold::Result<()> {
+    /// // Bursts of 20, then 5 more every second.
+    /// let layer = RedisRateLimitLayer::token_bucket(
+    ///     &Coordination::memory(),
+    ///     "uploads",
+    ///     20,
+    ///     Refill::new(5, Duration::from_secs(1)),
+    /// )?;
+    /// assert_eq!(layer.limiter().policy().quota(), 20);
+    /// # Ok(()) }
+    /// ```
     pub fn token_bucket(
         coordination: &Coordination,
         name: impl Into<String>,
-        token_limit: u64,
-        tokens_per_period: u64,
-        period: Duration,
+        capacity: u64,
+        refill: Refill,
     ) -> Result<Self> {
         Ok(Self::new(TokenBucket::new(
             coordination,
             name,
-            token_limit,
-            tokens_per_period,
-            period,
+            capacity,
+            refill,
         )?))
     }
 
-    /// A layer with a [`Gcra`] limiter: `limit` requests per `period`, evenly spaced, with
+    /// A layer with a [`Gcra`] limiter: `limit` requests per `window`, evenly spaced, with
     /// bursts of up to `burst`. Fails on invalid configuration (see [`Gcra::new`]).
     pub fn gcra(
         coordination: &Coordination,
         name: impl Into<String>,
         limit: u64,
-        period: Duration,
+        window: Duration,
         burst: u64,
     ) -> Result<Self> {
         Ok(Self::new(Gcra::new(
             coordination,
             name,
             limit,
-            period,
+            window,
             burst,
         )?))
     }
