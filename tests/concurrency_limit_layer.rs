@@ -634,9 +634,7 @@ async fn a_missing_key_header_is_a_client_error() {
     let coordination = Coordination::memory();
     let layer = RedisConcurrencyLimitLayer::new(&coordination, "keyed", Capacity::per_key(1))
         .expect("valid")
-        .key(KeyExtractor::header(http::HeaderName::from_static(
-            "x-api-key",
-        )));
+        .key(KeyExtractor::header("x-api-key").expect("a header name"));
     let addr = serve(app(layer)).await;
     let client = client();
     let reply = http_get(&client, addr, "/", &[]).await;

@@ -315,16 +315,12 @@ async fn a_full_memory_backend_gets_503_with_the_time_space_frees() {
         .into();
     let rate = RedisRateLimitLayer::fixed_window(&coordination, "rate", 5, Duration::from_secs(60))
         .expect("valid")
-        .key(KeyExtractor::header(http::HeaderName::from_static(
-            "x-client",
-        )))
+        .key(KeyExtractor::header("x-client").expect("a header name"))
         .failure_policy(FailurePolicy::FailOpen);
     let concurrent =
         RedisConcurrencyLimitLayer::new(&coordination, "concurrent", Capacity::per_key(5))
             .expect("valid")
-            .key(KeyExtractor::header(http::HeaderName::from_static(
-                "x-client",
-            )))
+            .key(KeyExtractor::header("x-client").expect("a header name"))
             .failure_policy(FailurePolicy::FailOpen);
     let router = Router::new()
         .route("/rate", get(|| async { "ok" }).layer(rate))
@@ -355,9 +351,7 @@ async fn a_huge_client_key_is_stored_hashed() {
         .into();
     let rate = RedisRateLimitLayer::fixed_window(&coordination, "rate", 5, Duration::from_secs(60))
         .expect("valid")
-        .key(KeyExtractor::header(http::HeaderName::from_static(
-            "x-api-key",
-        )));
+        .key(KeyExtractor::header("x-api-key").expect("a header name"));
     let addr = serve(
         Router::new()
             .route("/rate", get(|| async { "ok" }))

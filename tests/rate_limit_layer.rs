@@ -127,9 +127,7 @@ async fn rejections_with_problem_json_and_costs() {
         .await;
     let layer = RedisRateLimitLayer::fixed_window(&coordination, "api", 5, Duration::from_secs(30))
         .expect("valid")
-        .key(KeyExtractor::header(http::HeaderName::from_static(
-            "x-api-key",
-        )))
+        .key(KeyExtractor::header("x-api-key").expect("a header name"))
         .cost(|parts| {
             parts
                 .headers

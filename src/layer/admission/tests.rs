@@ -5,7 +5,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderName, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use tower::{Layer, Service, ServiceExt, service_fn};
 
@@ -158,7 +158,7 @@ async fn a_refusing_backend_is_a_503_with_retry_after_on_both_layers() {
 #[tokio::test]
 async fn key_errors_answer_alike_on_both_layers() {
     let coordination = Coordination::memory();
-    let header_key = || KeyExtractor::header(HeaderName::from_static("x-api-key"));
+    let header_key = || KeyExtractor::header("x-api-key").expect("a header name");
     let keyed = RedisConcurrencyLimitLayer::new(&coordination, "keyed", Capacity::per_key(1))
         .expect("valid");
 

@@ -48,6 +48,7 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
+use crate::error::{Error, Result};
 use http::header::FORWARDED;
 use http::request::Parts;
 use http::{HeaderName, StatusCode};
@@ -239,15 +240,35 @@ impl KeyExtractor {
     ///
     /// A request without the header fails with [`KeyErrorKind::MissingHeader`], and one with
     /// an empty value with [`KeyErrorKind::InvalidHeader`]: neither names a client.
-    pub fn header(name: HeaderName) -> Self {
-        Self::new(Inner::Header(name, Stored::Digest))
+    ///
+    /// `name` is any header name, in any case (`"X-Api-Key"` or a [`HeaderName`]); one that
+    /// is not a valid header name fails with
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument), naming it.
+    ///
+    /// ```
+    /// use leasehold::layer::key::KeyExtractor;
+    ///
+    /// # fn main() -> leasehold::Result<()> {
+    /// let by_api_key = KeyExtractor::header("X-Api-Key")?;
+    /// assert!(KeyExtractor::header("no spaces").is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn header(name: impl AsRef<str>) -> Result<Self> {
+        Ok(Self::new(Inner::Header(
+            header_name(name.as_ref())?,
+            Stored::Digest,
+        )))
     }
 
     /// Like [`header`](Self::header), but the key is the first value's bytes, as sent, up to
     /// [`MAX_KEY_LEN`] bytes (a longer value is hashed): for a header that names a client
     /// without being a secret, such as a tenant id, where readable key names help.
-    pub fn header_in_clear(name: HeaderName) -> Self {
-        Self::new(Inner::Header(name, Stored::InClear))
+    /// `name` is read as by [`header`](Self::header).
+    pub fn header_in_clear(name: impl AsRef<str>) -> Result<Self> {
+        Ok(Self::new(Inner::Header(
+            header_name(name.as_ref())?,
+            Stored::InClear,
+        )))
     }
 
     /// Keys by the result of `f`, for any other rule.
@@ -597,6 +618,16 @@ impl fmt::Display for KeyError {
 
 impl std::error::Error for KeyError {}
 
+/// A header name given as text, lowercased as HTTP/2 sends it.
+fn header_name(name: &str) -> Result<HeaderName> {
+    HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+        Error::invalid_argument(format!(
+            "{name:?} is not a header name: it needs at least one character and only \
+             letters, digits and !#$%&'*+-.^_`|~"
+        ))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -658,6 +689,22 @@ mod tests {
             behind_proxies()
         };
         key(&extractor, &parts(Some("10.0.0.2:443"), headers))
+    }
+
+    #[test]
+    fn header_names_are_text_in_any_case_and_bad_ones_are_named() {
+        let parts = parts(None, &[("x-tenant", "acme")]);
+        for name in ["x-tenant", "X-Tenant", "X-TENANT"] {
+            let extractor = KeyExtractor::header_in_clear(name).unwrap();
+            assert_eq!(key(&extractor, &parts), "acme", "{name}");
+        }
+        let typed = KeyExtractor::header_in_clear(HeaderName::from_static("x-tenant")).unwrap();
+        assert_eq!(key(&typed, &parts), "acme");
+        for bad in ["", "x tenant", "x-tenant:", "x\ntenant"] {
+            let err = KeyExtractor::header(bad).map(|_| ()).unwrap_err();
+            assert_eq!(err.kind(), crate::ErrorKind::InvalidArgument);
+            assert!(err.to_string().contains(&format!("{bad:?}")), "{err}");
+        }
     }
 
     #[test]
@@ -743,14 +790,14 @@ mod tests {
 
     #[test]
     fn header_keys_by_first_value() {
-        let extractor = KeyExtractor::header_in_clear(HeaderName::from_static("x-api-key"));
+        let extractor = KeyExtractor::header_in_clear("x-api-key").unwrap();
         let parts = parts(None, &[("x-api-key", "alpha"), ("x-api-key", "beta")]);
         assert_eq!(key(&extractor, &parts), "alpha");
     }
 
     #[test]
     fn header_keeps_raw_bytes() {
-        let extractor = KeyExtractor::header_in_clear(HeaderName::from_static("x-api-key"));
+        let extractor = KeyExtractor::header_in_clear("x-api-key").unwrap();
         let mut parts = parts(None, &[]);
         let raw = b"caf\xe9";
         parts
@@ -761,7 +808,7 @@ mod tests {
 
     #[test]
     fn header_keys_are_digests_by_default() {
-        let extractor = KeyExtractor::header(HeaderName::from_static("x-api-key"));
+        let extractor = KeyExtractor::header("x-api-key").unwrap();
         let key_of = |value: &str| key(&extractor, &parts(None, &[("x-api-key", value)]));
         // echo -n k-123 | sha256sum
         assert_eq!(
@@ -775,7 +822,7 @@ mod tests {
 
     #[test]
     fn missing_header_is_a_bad_request() {
-        let extractor = KeyExtractor::header(HeaderName::from_static("x-api-key"));
+        let extractor = KeyExtractor::header("x-api-key").unwrap();
         let error = extractor.extract(&parts(None, &[])).unwrap_err();
         assert_eq!(error.kind(), KeyErrorKind::MissingHeader);
         assert_eq!(error.status(), StatusCode::BAD_REQUEST);
@@ -784,7 +831,7 @@ mod tests {
 
     #[test]
     fn empty_header_is_invalid() {
-        let extractor = KeyExtractor::header(HeaderName::from_static("x-api-key"));
+        let extractor = KeyExtractor::header("x-api-key").unwrap();
         let error = extractor
             .extract(&parts(None, &[("x-api-key", "")]))
             .unwrap_err();
@@ -1052,7 +1099,7 @@ mod tests {
 
     #[test]
     fn long_keys_are_hashed_and_short_ones_kept() {
-        let api_key = KeyExtractor::header_in_clear(HeaderName::from_static("x-api-key"));
+        let api_key = KeyExtractor::header_in_clear("x-api-key").unwrap();
         let exact = "k".repeat(MAX_KEY_LEN);
         assert_eq!(key(&api_key, &parts(None, &[("x-api-key", &exact)])), exact);
         let long = "k".repeat(64 * 1024);
