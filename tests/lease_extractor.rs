@@ -18,6 +18,8 @@ use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::lock::FencedLock;
 use leasehold::extract::{Lease, LeaseSpec};
+use leasehold::layer::key::KeyError;
+use leasehold::layer::{Rejection, RejectionKind};
 use support::http::{client, get as http_get, serve};
 use support::{Server, ServerKind, shared, unique_prefix};
 
@@ -34,7 +36,7 @@ async fn redis(url: String, prefix: &str) -> Coordination {
 struct JobName;
 
 impl LeaseSpec for JobName {
-    async fn name(parts: &mut Parts) -> Result<Vec<u8>, String> {
+    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
         parts
             .uri
             .path()
@@ -42,7 +44,7 @@ impl LeaseSpec for JobName {
             .map(|(_, name)| name)
             .filter(|name| !name.is_empty())
             .map(|name| name.as_bytes().to_vec())
-            .ok_or_else(|| "a job name is needed: /jobs/{name}".to_owned())
+            .ok_or_else(|| KeyError::new("a job name is needed: /jobs/{name}"))
     }
 }
 
@@ -50,7 +52,7 @@ impl LeaseSpec for JobName {
 struct WaitForJob;
 
 impl LeaseSpec for WaitForJob {
-    async fn name(parts: &mut Parts) -> Result<Vec<u8>, String> {
+    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
         JobName::name(parts).await
     }
 
@@ -215,8 +217,8 @@ async fn no_name_is_a_400_and_a_dead_backend_a_503() {
 async fn a_name_the_spec_refuses_is_a_400() {
     struct Refuses;
     impl LeaseSpec for Refuses {
-        async fn name(_parts: &mut Parts) -> Result<Vec<u8>, String> {
-            Err("no lease for you".to_owned())
+        async fn name(_parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
+            Err(KeyError::new("no lease for you"))
         }
     }
     let router = Router::new()
@@ -232,11 +234,11 @@ async fn a_name_the_spec_refuses_is_a_400() {
 struct TenantImport;
 
 impl LeaseSpec for TenantImport {
-    async fn name(parts: &mut Parts) -> Result<Vec<u8>, String> {
+    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
         use axum::extract::{FromRequestParts, Path};
         let Path(tenant) = Path::<String>::from_request_parts(parts, &())
             .await
-            .map_err(|rejection| rejection.body_text())?;
+            .map_err(|rejection| KeyError::new(rejection.body_text()))?;
         Ok(format!("import:{tenant}").into_bytes())
     }
 }
@@ -290,4 +292,68 @@ async fn a_lease_can_be_named_by_axums_path_extractor() {
     finish.add_permits(2);
     assert_eq!(held.await.expect("request").status, StatusCode::OK);
     assert_eq!(other.await.expect("request").status, StatusCode::OK);
+}
+
+/// The answers of an application that words its own refusals, as the layers take them too.
+fn own_answers(rejection: &Rejection<'_>) -> Option<http::Response<bytes::Bytes>> {
+    let body = match rejection.kind() {
+        RejectionKind::LeaseHeld => format!("busy: {}", rejection.detail()),
+        RejectionKind::InvalidKey => format!("bad name: {}", rejection.detail()),
+        _ => return None,
+    };
+    http::Response::builder()
+        .status(rejection.status())
+        .body(body.into())
+        .ok()
+}
+
+/// A lease named by its path, answered by `own_answers`.
+struct OwnAnswers;
+
+impl LeaseSpec for OwnAnswers {
+    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
+        match parts.uri.path().strip_prefix("/own/") {
+            Some(name) if !name.is_empty() => Ok(name.as_bytes().to_vec()),
+            _ => Err(KeyError::new("a name is needed")),
+        }
+    }
+
+    fn rejection_response(rejection: &Rejection<'_>) -> Option<http::Response<bytes::Bytes>> {
+        own_answers(rejection)
+    }
+}
+
+#[tokio::test]
+async fn a_spec_answers_its_own_rejections_and_keeps_retry_after() {
+    let coordination = Coordination::memory();
+    let held = FencedLock::named(&coordination, "taken")
+        .try_acquire(Duration::from_secs(30))
+        .await
+        .expect("try")
+        .into_lease()
+        .expect("free");
+    let router = Router::new()
+        .route(
+            "/own/{*name}",
+            get(|_lease: Lease<OwnAnswers>| async { "ran" }),
+        )
+        .route("/own/", get(|_lease: Lease<OwnAnswers>| async { "ran" }))
+        .with_state(coordination);
+    let addr = serve(router).await;
+    let client = client();
+
+    let reply = http_get(&client, addr, "/own/taken", &[]).await;
+    assert_eq!(reply.status, StatusCode::CONFLICT);
+    assert_eq!(reply.body, "busy: The lease is held by another request.");
+    // The extractor adds the holder's time left, which the answer did not set.
+    assert!((29..=30).contains(&reply.retry_after_secs()));
+
+    let reply = http_get(&client, addr, "/own/", &[]).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.body, "bad name: a name is needed");
+
+    // `None` keeps the extractor's answer: a free lease runs the handler.
+    let reply = http_get(&client, addr, "/own/free", &[]).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    drop(held);
 }

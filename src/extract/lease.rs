@@ -5,17 +5,22 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use axum::extract::{FromRef, FromRequestParts};
 use axum::response::{IntoResponse, Response};
-use http::header::RETRY_AFTER;
+use bytes::Bytes;
+use http::StatusCode;
 use http::request::Parts;
-use http::{HeaderValue, StatusCode};
 
 use crate::Coordination;
 use crate::coordination::lock::{
     FencedLock, LockAttempt, ManagedLease, ManagedLeaseOptions, OwnershipLost,
 };
 use crate::error::{Error, ErrorKind};
+use crate::layer::admission::Responses;
+use crate::layer::key::KeyError;
+use crate::layer::{Rejection, RejectionKind};
 
 /// Which lease a request needs, and how it is kept: implement it for a type of your own and
 /// take [`Lease<YourType>`](Lease) in a handler.
@@ -26,19 +31,20 @@ use crate::error::{Error, ErrorKind};
 /// use std::time::Duration;
 /// use http::request::Parts;
 /// use leasehold::extract::LeaseSpec;
+/// use leasehold::layer::key::KeyError;
 ///
 /// /// One import at a time per tenant, named by the `/tenants/{tenant}/import` path.
 /// struct TenantImport;
 ///
 /// impl LeaseSpec for TenantImport {
-///     async fn name(parts: &mut Parts) -> Result<Vec<u8>, String> {
+///     async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
 ///         let tenant = parts
 ///             .uri
 ///             .path()
 ///             .strip_prefix("/tenants/")
 ///             .and_then(|rest| rest.split('/').next())
 ///             .filter(|tenant| !tenant.is_empty())
-///             .ok_or("no tenant in the path")?;
+///             .ok_or_else(|| KeyError::new("no tenant in the path"))?;
 ///         Ok(format!("import:{tenant}").into_bytes())
 ///     }
 ///
@@ -49,8 +55,10 @@ use crate::error::{Error, ErrorKind};
 /// ```
 pub trait LeaseSpec: Send + Sync + 'static {
     /// The lease's name for this request (for example from a path parameter). An error
-    /// rejects the request with `400 Bad Request` and the message.
-    fn name(parts: &mut Parts) -> impl Future<Output = Result<Vec<u8>, String>> + Send;
+    /// rejects the request as a key error does on the layers: with its
+    /// [status](KeyError::status) (`400 Bad Request` for [`KeyError::new`]) and its message
+    /// as one line of text.
+    fn name(parts: &mut Parts) -> impl Future<Output = Result<Vec<u8>, KeyError>> + Send;
 
     /// How the lease is kept while the handler runs. Default: [`ManagedLeaseOptions::new`].
     fn options() -> ManagedLeaseOptions {
@@ -61,6 +69,15 @@ pub trait LeaseSpec: Send + Sync + 'static {
     /// Default: no wait.
     fn max_wait() -> Duration {
         Duration::ZERO
+    }
+
+    /// The application's own answers to the requests refused for want of the lease: as for
+    /// the layers' `rejection_response`, `Some` response, or `None` (the default) for the
+    /// extractor's. `Retry-After` is added when the response has none. A function written
+    /// for the layers serves here as is.
+    fn rejection_response(rejection: &Rejection<'_>) -> Option<Response<Bytes>> {
+        let _ = rejection;
+        None
     }
 }
 
@@ -98,11 +115,12 @@ pub trait LeaseSpec: Send + Sync + 'static {
 /// use http::request::Parts;
 /// use leasehold::Coordination;
 /// use leasehold::extract::{Lease, LeaseSpec};
+/// use leasehold::layer::key::KeyError;
 ///
 /// struct Reindex;
 ///
 /// impl LeaseSpec for Reindex {
-///     async fn name(_parts: &mut Parts) -> Result<Vec<u8>, String> {
+///     async fn name(_parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
 ///         Ok(b"reindex".to_vec())
 ///     }
 /// }
@@ -129,15 +147,16 @@ pub trait LeaseSpec: Send + Sync + 'static {
 /// use http::request::Parts;
 /// use leasehold::Coordination;
 /// use leasehold::extract::{Lease, LeaseSpec};
+/// use leasehold::layer::key::KeyError;
 ///
 /// /// One import at a time per tenant: `/tenants/{tenant}/import`.
 /// struct TenantImport;
 ///
 /// impl LeaseSpec for TenantImport {
-///     async fn name(parts: &mut Parts) -> Result<Vec<u8>, String> {
+///     async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
 ///         let Path(tenant) = Path::<String>::from_request_parts(parts, &())
 ///             .await
-///             .map_err(|rejection| rejection.body_text())?;
+///             .map_err(|rejection| KeyError::new(rejection.body_text()))?;
 ///         Ok(format!("import:{tenant}").into_bytes())
 ///     }
 /// }
@@ -195,7 +214,9 @@ where
     type Rejection = LeaseRejection;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let name = R::name(parts).await.map_err(LeaseRejection::InvalidName)?;
+        let name = R::name(parts)
+            .await
+            .map_err(|err| LeaseRejection::new::<R>(Reason::InvalidName(err)))?;
         let coordination = Coordination::from_ref(state);
         let lock = FencedLock::named(&coordination, &name);
         let options = R::options();
@@ -204,35 +225,41 @@ where
             match lock
                 .try_acquire(options.lease_duration())
                 .await
-                .map_err(LeaseRejection::Unavailable)?
+                .map_err(|err| LeaseRejection::new::<R>(Reason::Unavailable(err)))?
             {
                 LockAttempt::Acquired(lease) => lease,
                 LockAttempt::Busy { retry_after } => {
-                    return Err(LeaseRejection::Held { retry_after });
+                    return Err(LeaseRejection::new::<R>(Reason::Held { retry_after }));
                 }
             }
         } else {
             match tokio::time::timeout(max_wait, lock.acquire_with(&options)).await {
-                Ok(lease) => lease.map_err(LeaseRejection::Unavailable)?,
+                Ok(lease) => {
+                    lease.map_err(|err| LeaseRejection::new::<R>(Reason::Unavailable(err)))?
+                }
                 Err(_) => {
                     // Gave up waiting: say how long the current holder has left.
                     let retry_after = match lock.try_acquire(options.lease_duration()).await {
                         Ok(LockAttempt::Busy { retry_after }) => retry_after,
                         Ok(LockAttempt::Acquired(lease)) => {
-                            let lease = ManagedLease::keep(lease, &options)
-                                .map_err(LeaseRejection::Unavailable)?;
+                            let lease = ManagedLease::keep(lease, &options).map_err(|err| {
+                                LeaseRejection::new::<R>(Reason::Unavailable(err))
+                            })?;
                             return Ok(Lease {
                                 lease,
                                 spec: PhantomData,
                             });
                         }
-                        Err(err) => return Err(LeaseRejection::Unavailable(err)),
+                        Err(err) => {
+                            return Err(LeaseRejection::new::<R>(Reason::Unavailable(err)));
+                        }
                     };
-                    return Err(LeaseRejection::Held { retry_after });
+                    return Err(LeaseRejection::new::<R>(Reason::Held { retry_after }));
                 }
             }
         };
-        let lease = ManagedLease::keep(lease, &options).map_err(LeaseRejection::Unavailable)?;
+        let lease = ManagedLease::keep(lease, &options)
+            .map_err(|err| LeaseRejection::new::<R>(Reason::Unavailable(err)))?;
         Ok(Lease {
             lease,
             spec: PhantomData,
@@ -242,97 +269,179 @@ where
 
 /// Why a [`Lease`] could not be taken for a request; answers as an HTTP response.
 ///
+/// The answer is the [`LeaseSpec::rejection_response`] of the lease's spec, or else the
+/// extractor's: `409 Conflict` with `Retry-After` when the lease is held elsewhere, the key
+/// error's status and message when no name can be derived, `503` with `Retry-After` when
+/// the backend fails (the backend's hint when it has one, else a second).
+///
 /// # Example
 ///
-/// ```
-/// use std::time::Duration;
-/// use axum::response::IntoResponse;
-/// use http::StatusCode;
-/// use leasehold::extract::LeaseRejection;
+/// A handler that answers for itself, taking `Result<Lease<R>, LeaseRejection>`:
 ///
-/// let response = LeaseRejection::Held { retry_after: Some(Duration::from_millis(2500)) }
-///     .into_response();
-/// assert_eq!(response.status(), StatusCode::CONFLICT);
-/// assert_eq!(response.headers()["retry-after"], "3");
 /// ```
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum LeaseRejection {
-    /// Held elsewhere: `409 Conflict`, with `Retry-After` from the lease's time left.
-    Held {
-        /// How long the current holder's lease has left, on the server's clock.
-        retry_after: Option<Duration>,
-    },
-    /// No lease name could be derived from the request: `400 Bad Request`.
-    InvalidName(String),
-    /// The backend failed: `503 Service Unavailable` with `Retry-After` when the backend
-    /// says ([`Error::retry_after`]), else `Retry-After: 1`.
+/// use axum::response::{IntoResponse, Response};
+/// use http::request::Parts;
+/// use leasehold::extract::{Lease, LeaseRejection, LeaseSpec};
+/// use leasehold::layer::RejectionKind;
+/// use leasehold::layer::key::KeyError;
+///
+/// struct Nightly;
+///
+/// impl LeaseSpec for Nightly {
+///     async fn name(_parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
+///         Ok(b"nightly".to_vec())
+///     }
+/// }
+///
+/// async fn nightly(lease: Result<Lease<Nightly>, LeaseRejection>) -> Response {
+///     match lease {
+///         Ok(lease) => format!("running with token {}", lease.fencing_token()).into_response(),
+///         Err(rejection) if rejection.kind() == RejectionKind::LeaseHeld => {
+///             "already running elsewhere".into_response()
+///         }
+///         Err(rejection) => rejection.into_response(),
+///     }
+/// }
+/// # let _ = nightly;
+/// ```
+pub struct LeaseRejection {
+    reason: Reason,
+    respond: fn(&Rejection<'_>) -> Option<Response<Bytes>>,
+}
+
+enum Reason {
+    Held { retry_after: Option<Duration> },
+    InvalidName(KeyError),
     Unavailable(Error),
+}
+
+impl LeaseRejection {
+    fn new<R: LeaseSpec>(reason: Reason) -> Self {
+        LeaseRejection {
+            reason,
+            respond: R::rejection_response,
+        }
+    }
+
+    /// Why the lease was not taken: [`RejectionKind::LeaseHeld`],
+    /// [`InvalidKey`](RejectionKind::InvalidKey) (no name) or
+    /// [`Unavailable`](RejectionKind::Unavailable).
+    pub fn kind(&self) -> RejectionKind {
+        match self.reason {
+            Reason::Held { .. } => RejectionKind::LeaseHeld,
+            Reason::InvalidName(_) => RejectionKind::InvalidKey,
+            Reason::Unavailable(_) => RejectionKind::Unavailable,
+        }
+    }
+
+    /// The status of the extractor's answer.
+    pub fn status(&self) -> StatusCode {
+        match &self.reason {
+            Reason::Held { .. } => StatusCode::CONFLICT,
+            Reason::InvalidName(err) => err.status(),
+            Reason::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The extractor's `Retry-After`, before rounding up to whole seconds: the holder's time
+    /// left (at least a second: `Retry-After: 0` invites an immediate retry), or the
+    /// backend's hint (else a second); `None` for a name that cannot be derived.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match &self.reason {
+            Reason::Held { retry_after } => Some(
+                retry_after
+                    .unwrap_or(Duration::from_secs(1))
+                    .max(Duration::from_secs(1)),
+            ),
+            Reason::InvalidName(_) => None,
+            Reason::Unavailable(err) => Some(err.retry_after().unwrap_or(Duration::from_secs(1))),
+        }
+    }
+
+    /// The backend's error, when it failed.
+    pub fn error(&self) -> Option<&Error> {
+        match &self.reason {
+            Reason::Unavailable(err) => Some(err),
+            _ => None,
+        }
+    }
+
+    /// The error of a name that cannot be derived.
+    pub fn key_error(&self) -> Option<&KeyError> {
+        match &self.reason {
+            Reason::InvalidName(err) => Some(err),
+            _ => None,
+        }
+    }
+
+    fn log(&self) {
+        let Reason::Unavailable(err) = &self.reason else {
+            return;
+        };
+        if err.kind() == ErrorKind::InvalidArgument {
+            tracing::error!(error = %err, "the lease extractor is misconfigured");
+        } else if err.is_refused() {
+            tracing::error!(error = %err, "the lease backend refused the lease");
+        } else {
+            tracing::warn!(error = %err, "the lease backend is unavailable");
+        }
+    }
+}
+
+impl fmt::Debug for LeaseRejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeaseRejection")
+            .field("kind", &self.kind())
+            .field("retry_after", &self.retry_after())
+            .field("reason", &self.to_string())
+            .finish()
+    }
 }
 
 impl fmt::Display for LeaseRejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LeaseRejection::Held { .. } => f.write_str("the lease is held by another request"),
-            LeaseRejection::InvalidName(reason) => write!(f, "no lease name: {reason}"),
-            LeaseRejection::Unavailable(err) => write!(f, "the lease backend failed: {err}"),
+        match &self.reason {
+            Reason::Held { .. } => f.write_str("the lease is held by another request"),
+            Reason::InvalidName(reason) => write!(f, "no lease name: {reason}"),
+            Reason::Unavailable(err) => write!(f, "the lease backend failed: {err}"),
         }
     }
 }
 
 impl std::error::Error for LeaseRejection {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            LeaseRejection::Unavailable(err) => Some(err),
-            _ => None,
+        match &self.reason {
+            Reason::Unavailable(err) => Some(err),
+            Reason::InvalidName(err) => Some(err),
+            Reason::Held { .. } => None,
         }
     }
 }
 
 impl IntoResponse for LeaseRejection {
     fn into_response(self) -> Response {
-        let (status, retry_after, body) = match &self {
-            LeaseRejection::Held { retry_after } => (
-                StatusCode::CONFLICT,
-                // At least a second: `Retry-After: 0` invites an immediate retry.
-                Some(
-                    retry_after
-                        .unwrap_or(Duration::from_secs(1))
-                        .max(Duration::from_secs(1)),
-                ),
-                // No body, as the layers' refusals: the status and `Retry-After` say it.
-                String::new(),
-            ),
-            LeaseRejection::InvalidName(reason) => {
-                (StatusCode::BAD_REQUEST, None, format!("{reason}\n"))
-            }
-            LeaseRejection::Unavailable(err) => {
-                if err.kind() == ErrorKind::InvalidArgument {
-                    tracing::error!(error = %err, "the lease extractor is misconfigured");
-                } else if err.is_refused() {
-                    tracing::error!(error = %err, "the lease backend refused the lease");
-                } else {
-                    tracing::warn!(error = %err, "the lease backend is unavailable");
-                }
-                (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    // When the backend says (a full memory backend), else a second.
-                    Some(err.retry_after().unwrap_or(Duration::from_secs(1))),
-                    String::new(),
-                )
+        self.log();
+        let detail = || match &self.reason {
+            Reason::Unavailable(_) => "The lease cannot be taken right now.".to_owned(),
+            _ => "The lease is held by another request.".to_owned(),
+        };
+        // The layers' answers, without problem+json.
+        let responses = Responses {
+            problem_json: false,
+            custom: Some(Arc::new(self.respond)),
+        };
+        let answer = match &self.reason {
+            Reason::InvalidName(err) => responses.key_error(err, "lease name unavailable"),
+            _ => {
+                let rejection =
+                    Rejection::new(self.kind(), self.status(), self.retry_after(), &detail)
+                        .with_error(self.error());
+                responses.refusal(&rejection)
             }
         };
-        let mut response = if body.is_empty() {
-            status.into_response()
-        } else {
-            (status, body).into_response()
-        };
-        if let Some(wait) = retry_after {
-            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-            response
-                .headers_mut()
-                .insert(RETRY_AFTER, HeaderValue::from(secs));
-        }
+        let (status, headers, body) = answer.into_parts();
+        let mut response = (status, body).into_response();
+        response.headers_mut().extend(headers);
         response
     }
 }

@@ -42,13 +42,15 @@
 //! assert!(err.to_string().contains("7 segments"), "{err}");
 //! ```
 
-mod admission;
+pub(crate) mod admission;
 mod circuit_breaker;
 pub mod concurrency_limit;
 mod failure;
 pub(crate) mod headers;
 pub mod key;
 pub mod rate_limit;
+mod rejection;
 
 pub use circuit_breaker::{CircuitBreaker, CircuitState};
 pub use failure::FailurePolicy;
+pub use rejection::{Rejection, RejectionKind};

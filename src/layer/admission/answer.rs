@@ -11,34 +11,32 @@ use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 use super::body::ResponseBody;
 use crate::layer::headers;
 use crate::layer::key::KeyError;
-
-/// A custom answer to a request whose client key cannot be derived.
-pub(crate) type KeyErrorFn = dyn Fn(&KeyError) -> Response<Bytes> + Send + Sync;
+use crate::layer::rejection::{Rejection, RejectionFn};
 
 /// How a layer words the answers it writes, the same options on every layer.
 #[derive(Clone, Default)]
 pub(crate) struct Responses {
     /// Bodies of 429 and 503 as RFC 9457 problem details (`application/problem+json`).
     pub(crate) problem_json: bool,
-    /// The application's own answer to a key error.
-    pub(crate) key_error: Option<Arc<KeyErrorFn>>,
+    /// The application's own answers.
+    pub(crate) custom: Option<Arc<RejectionFn>>,
 }
 
 impl Responses {
-    /// A refusal (429) or an outage (503): its status, `Retry-After` and the limit's fields
-    /// say everything, so it has no body, unless problem+json is on (then an RFC 9457 problem
-    /// saying `detail`). Only answers the client must act on (a key error) carry text. The
-    /// detail is formatted only when sent: a flood of rejections costs no formatting.
-    pub(crate) fn refusal(
-        &self,
-        status: StatusCode,
-        retry_after: Option<Duration>,
-        detail: impl FnOnce() -> String,
-    ) -> Answer {
+    /// A refusal (429) or an outage (503): the application's answer if it has one, else the
+    /// crate's. Its status, `Retry-After` and the limit's fields say everything, so it has no
+    /// body, unless problem+json is on (then an RFC 9457 problem saying the rejection's
+    /// detail). Only answers the client must act on (a key error) carry text. The detail is
+    /// formatted only when sent: a flood of rejections costs no formatting.
+    pub(crate) fn refusal(&self, rejection: &Rejection<'_>) -> Answer {
+        let retry_after = rejection.retry_after();
+        if let Some(answer) = self.custom(rejection) {
+            return answer;
+        }
         let mut answer = if self.problem_json {
-            Answer::new(status).problem(&detail(), retry_after)
+            Answer::new(rejection.status()).problem(&rejection.detail(), retry_after)
         } else {
-            Answer::new(status)
+            Answer::new(rejection.status())
         };
         if let Some(wait) = retry_after {
             answer = answer.header(RETRY_AFTER, headers::retry_after(wait));
@@ -51,21 +49,26 @@ impl Responses {
     /// server error, logged: the client cannot fix the server's configuration). Each as one
     /// line of text.
     pub(crate) fn key_error(&self, err: &KeyError, server_text: &'static str) -> Answer {
-        if let Some(respond) = &self.key_error {
-            let (parts, body) = respond(err).into_parts();
-            return Answer {
-                status: parts.status,
-                headers: parts.headers,
-                body,
-            };
-        }
         let status = err.status();
+        let detail = || {
+            if status.is_server_error() {
+                server_text.to_owned()
+            } else {
+                err.to_string()
+            }
+        };
         if status.is_server_error() {
             tracing::error!(error = %err, "cannot derive the client key ({server_text})");
-            Answer::line(status, server_text)
-        } else {
-            Answer::line(status, err.to_string())
         }
+        let rejection = Rejection::invalid_key(err, &detail);
+        self.custom(&rejection)
+            .unwrap_or_else(|| Answer::line(status, detail()))
+    }
+
+    /// The application's answer, with the rejection's `Retry-After` when it sets none.
+    fn custom(&self, rejection: &Rejection<'_>) -> Option<Answer> {
+        let response = (self.custom.as_ref()?)(rejection)?;
+        Some(Answer::from_response(response, rejection.retry_after()))
     }
 }
 
@@ -101,6 +104,23 @@ impl Answer {
         answer
     }
 
+    /// An application's response, given `Retry-After` from `retry_after` unless it has one.
+    pub(crate) fn from_response(response: Response<Bytes>, retry_after: Option<Duration>) -> Self {
+        let (parts, body) = response.into_parts();
+        let mut answer = Answer {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        };
+        if let Some(wait) = retry_after {
+            answer
+                .headers
+                .entry(RETRY_AFTER)
+                .or_insert_with(|| headers::retry_after(wait));
+        }
+        answer
+    }
+
     /// Returned if a future is polled after completing: a server error, never a panic.
     pub(crate) fn polled_after_completion() -> Self {
         Answer::new(StatusCode::INTERNAL_SERVER_ERROR)
@@ -124,6 +144,12 @@ impl Answer {
         self.headers.insert(CONTENT_TYPE, content_type);
         self.body = Bytes::from(body);
         self
+    }
+
+    /// The answer as a plain response, for the extractors.
+    #[cfg(feature = "axum")]
+    pub(crate) fn into_parts(self) -> (StatusCode, HeaderMap, Bytes) {
+        (self.status, self.headers, self.body)
     }
 
     pub(crate) fn into_response<B>(self) -> Response<ResponseBody<B>> {

@@ -37,6 +37,14 @@ impl Failure {
         }
     }
 
+    /// The backend's error, when it answered.
+    pub(crate) fn error(&self) -> Option<&Error> {
+        match self {
+            Failure::Backend(err) => Some(err),
+            Failure::TimedOut(_) | Failure::CircuitOpen => None,
+        }
+    }
+
     /// When the backend expects to succeed again, where it says.
     fn retry_hint(&self) -> Option<Duration> {
         match self {

@@ -13,8 +13,9 @@ use crate::Coordination;
 use crate::backend::memory::MemoryBackend;
 use crate::coordination::rate_limit::FixedWindow;
 use crate::layer::concurrency_limit::{Capacity, RedisConcurrencyLimitLayer};
-use crate::layer::key::{KeyError, KeyExtractor};
+use crate::layer::key::KeyExtractor;
 use crate::layer::rate_limit::RedisRateLimitLayer;
+use crate::layer::{Rejection, RejectionKind};
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -193,23 +194,102 @@ async fn key_errors_answer_alike_on_both_layers() {
         )
     );
 
-    // The application's own answer.
-    let custom = |err: &KeyError| {
+    // The application's own answer, from the rejection's key error.
+    let custom = |rejection: &Rejection<'_>| {
+        let err = rejection.key_error()?;
         Response::builder()
             .status(StatusCode::UNAUTHORIZED)
             .body(Bytes::from(format!("who are you? ({})", err.status())))
-            .expect("a valid response")
+            .ok()
     };
     for (status, _, body) in [
         answer(
             &rate(&coordination)
                 .key(header_key())
-                .key_error_response(custom),
+                .rejection_response(custom),
         )
         .await,
-        answer(&keyed.clone().key(header_key()).key_error_response(custom)).await,
+        answer(&keyed.clone().key(header_key()).rejection_response(custom)).await,
     ] {
         assert_eq!(status, StatusCode::UNAUTHORIZED);
         assert_eq!(body, "who are you? (400 Bad Request)");
     }
+}
+
+/// One function words every refusal of both layers; the layers add `Retry-After` when it
+/// sets none, and the rate limit's fields; `None` keeps a layer's own answer.
+#[tokio::test]
+async fn one_rejection_hook_serves_both_layers() {
+    fn own(rejection: &Rejection<'_>) -> Option<Response<Bytes>> {
+        let code = match rejection.kind() {
+            RejectionKind::RateLimited => {
+                let decision = rejection.rate_limit()?;
+                format!("slow down: {} left", decision.remaining())
+            }
+            RejectionKind::ConcurrencyLimited => "one at a time".to_owned(),
+            _ => return None,
+        };
+        Response::builder()
+            .status(rejection.status())
+            .header("x-own", "1")
+            .body(Bytes::from(format!("{code}; {}", rejection.detail())))
+            .ok()
+    }
+    let coordination = Coordination::memory();
+
+    let layer = rate(&coordination).rejection_response(own);
+    assert_eq!(answer(&layer).await.0, StatusCode::OK);
+    let (status, headers, body) = answer(&layer).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        body,
+        r#"slow down: 0 left; The "api" rate limit is exhausted."#
+    );
+    assert_eq!(header(&headers, "x-own"), Some("1"));
+    assert_eq!(header(&headers, "retry-after"), Some("60"));
+    assert!(header(&headers, "ratelimit").is_some());
+
+    let limit = concurrency(&coordination).rejection_response(own);
+    let held = limit
+        .layer(inner())
+        .oneshot(Request::new(()))
+        .await
+        .expect("infallible");
+    let (status, headers, body) = answer(&limit).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(body.starts_with("one at a time; Every slot"), "{body}");
+    assert!(header(&headers, "retry-after").is_some());
+    assert!(header(&headers, "ratelimit-policy").is_some());
+    drop(held);
+
+    // A kind the hook leaves alone: the layer's own key error.
+    let keyed = rate(&coordination)
+        .key(KeyExtractor::header("x-api-key").expect("a header name"))
+        .rejection_response(own);
+    let (status, _, body) = answer(&keyed).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.ends_with('\n') && body.contains("x-api-key"), "{body}");
+
+    // An outage, under a hook that words it, keeps the layer's Retry-After.
+    let backend = MemoryBackend::builder().max_keys(1).build().expect("valid");
+    let full = Coordination::new(backend);
+    FixedWindow::new(&full, "filler", 1, MINUTE)
+        .expect("valid")
+        .try_acquire(b"k", 1)
+        .await
+        .expect("the only key");
+    let outage = rate(&full).rejection_response(|rejection: &Rejection<'_>| {
+        assert_eq!(rejection.kind(), RejectionKind::Unavailable);
+        assert!(rejection.error().is_some_and(|err| err.is_refused()));
+        Response::builder()
+            .status(rejection.status())
+            .body(Bytes::from_static(b"later"))
+            .ok()
+    });
+    let (status, headers, body) = answer(&outage).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, "later")
+    );
+    assert!(header(&headers, "retry-after").is_some());
 }

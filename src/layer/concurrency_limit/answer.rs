@@ -10,6 +10,7 @@ use crate::layer::admission::decide::Failure;
 use crate::layer::admission::{Answer, Decision, Grant, ResponseBody};
 use crate::layer::failure::Verdict;
 use crate::layer::headers::RATELIMIT_POLICY;
+use crate::layer::{Rejection, RejectionKind};
 
 /// The permit is held by the response body, until it ends.
 impl Grant for StreamGuard {
@@ -27,14 +28,18 @@ pub(crate) fn full(config: &Config, retry_after: Option<Duration>) -> Answer {
     let wait = retry_after
         .unwrap_or(Duration::from_secs(1))
         .max(Duration::from_secs(1));
-    let answer = config
-        .responses
-        .refusal(StatusCode::TOO_MANY_REQUESTS, Some(wait), || {
-            format!(
-                "Every slot of the \"{}\" concurrency limit is taken.",
-                config.name
-            )
-        });
+    let detail = || {
+        format!(
+            "Every slot of the \"{}\" concurrency limit is taken.",
+            config.name
+        )
+    };
+    let answer = config.responses.refusal(&Rejection::new(
+        RejectionKind::ConcurrencyLimited,
+        StatusCode::TOO_MANY_REQUESTS,
+        Some(wait),
+        &detail,
+    ));
     match &config.policy_field {
         Some(policy) => answer.header(RATELIMIT_POLICY, policy.clone()),
         None => answer,
@@ -52,10 +57,16 @@ pub(crate) fn failed(config: &Config, failure: &Failure) -> Decision<StreamGuard
                 Decision::Answer(full(config, None))
             }
         },
-        Verdict::Unavailable(retry_after) => Decision::Answer(config.responses.refusal(
-            StatusCode::SERVICE_UNAVAILABLE,
-            Some(retry_after),
-            || "The concurrency limit cannot be checked right now.".to_owned(),
-        )),
+        Verdict::Unavailable(retry_after) => {
+            let detail = || "The concurrency limit cannot be checked right now.".to_owned();
+            let rejection = Rejection::new(
+                RejectionKind::Unavailable,
+                StatusCode::SERVICE_UNAVAILABLE,
+                Some(retry_after),
+                &detail,
+            )
+            .with_error(failure.error());
+            Decision::Answer(config.responses.refusal(&rejection))
+        }
     }
 }

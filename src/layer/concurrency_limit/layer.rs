@@ -12,9 +12,10 @@ use super::service::ConcurrencyLimit;
 use crate::Coordination;
 use crate::coordination::semaphore::{Capacity, KeyedSemaphore, MAX_MANAGED_PERMIT};
 use crate::error::Result;
+use crate::layer::Rejection;
 use crate::layer::admission::Responses;
 use crate::layer::circuit_breaker::{Breaker, CircuitBreaker, CircuitState};
-use crate::layer::key::{KeyError, KeyExtractor};
+use crate::layer::key::KeyExtractor;
 use crate::layer::{FailurePolicy, headers};
 
 /// The lease of a response's permit unless [`lease`](RedisConcurrencyLimitLayer::lease)
@@ -195,15 +196,21 @@ impl RedisConcurrencyLimitLayer {
         self
     }
 
-    /// Answers a request whose client key cannot be derived with `respond`'s response instead
-    /// of the key error's [status](KeyError::status) (400 for a missing or invalid header, 500
-    /// for a missing peer address, which is a server configuration problem) with a plain-text
-    /// reason.
-    pub fn key_error_response<F>(mut self, respond: F) -> Self
+    /// The application's own answers to the requests this layer refuses: `respond` sees
+    /// each [`Rejection`] (a full limit, an outage, a key that cannot be derived) and returns
+    /// a response, or `None` to keep the layer's. The layer adds `Retry-After` when the
+    /// response has none, and `RateLimit-Policy` to a full limit's. The same function serves every layer and the `Lease` extractor
+    /// (see [`Rejection`]).
+    ///
+    /// Default: the status and `Retry-After` alone (problem+json with
+    /// [`problem_json`](Self::problem_json)); for a key error, its [status](crate::layer::key::KeyError::status)
+    /// (400 for a missing or invalid header, 500 for a missing peer address, which is a
+    /// server configuration problem) with a one-line reason.
+    pub fn rejection_response<F>(mut self, respond: F) -> Self
     where
-        F: Fn(&KeyError) -> http::Response<Bytes> + Send + Sync + 'static,
+        F: Fn(&Rejection<'_>) -> Option<http::Response<Bytes>> + Send + Sync + 'static,
     {
-        self.config_mut().responses.key_error = Some(Arc::new(respond));
+        self.config_mut().responses.custom = Some(Arc::new(respond));
         self
     }
 

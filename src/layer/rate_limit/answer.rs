@@ -11,6 +11,7 @@ use crate::coordination::rate_limit::{RateLimitDecision, RateLimitPolicy};
 use crate::layer::admission::{Answer, Decision, Grant, ResponseBody};
 use crate::layer::failure::Verdict;
 use crate::layer::headers;
+use crate::layer::{Rejection, RejectionKind};
 
 /// What a request the layer let through carries.
 pub(crate) enum Admitted {
@@ -89,11 +90,14 @@ pub(crate) fn rejected(config: &Config, decision: &RateLimitDecision) -> Answer 
                 .map_or("", |policy| policy.name())
         ),
     };
-    let mut answer = config.responses.refusal(
+    let rejection = Rejection::new(
+        RejectionKind::RateLimited,
         StatusCode::TOO_MANY_REQUESTS,
         decision.retry_after(),
-        detail,
-    );
+        &detail,
+    )
+    .with_decision(decision);
+    let mut answer = config.responses.refusal(&rejection);
     insert_fields(config, policies, decision, answer.headers_mut());
     answer
 }
@@ -106,17 +110,27 @@ pub(crate) fn failed(
 ) -> Decision<Admitted> {
     match failure.verdict(config.failure, "rate limit") {
         Verdict::Pass => Decision::Admit(Admitted::FailedOpen),
-        Verdict::Unavailable(retry_after) => Decision::Answer(unavailable(config, retry_after)),
+        Verdict::Unavailable(retry_after) => {
+            Decision::Answer(unavailable(config, retry_after, failure))
+        }
     }
 }
 
 /// 503 when the backend cannot decide and the layer fails closed.
-fn unavailable(config: &Config, retry_after: Duration) -> Answer {
-    config
-        .responses
-        .refusal(StatusCode::SERVICE_UNAVAILABLE, Some(retry_after), || {
-            "The rate limit cannot be checked right now.".to_owned()
-        })
+fn unavailable(
+    config: &Config,
+    retry_after: Duration,
+    failure: &crate::layer::admission::decide::Failure,
+) -> Answer {
+    let detail = || "The rate limit cannot be checked right now.".to_owned();
+    let rejection = Rejection::new(
+        RejectionKind::Unavailable,
+        StatusCode::SERVICE_UNAVAILABLE,
+        Some(retry_after),
+        &detail,
+    )
+    .with_error(failure.error());
+    config.responses.refusal(&rejection)
 }
 
 /// `RateLimit-Policy` and `RateLimit` with one member per policy, and the legacy fields of the

@@ -1,0 +1,184 @@
+//! What a layer or the `Lease` extractor refuses a request with, before it becomes a
+//! response: what an application's own answers are made from, the same for all of them.
+
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+
+use crate::coordination::rate_limit::RateLimitDecision;
+use crate::error::Error;
+use crate::layer::key::KeyError;
+
+/// An application's own answer to a [`Rejection`]: `Some` response, or `None` for the
+/// crate's. Both layers and the `Lease` extractor take the same function.
+pub(crate) type RejectionFn = dyn Fn(&Rejection<'_>) -> Option<Response<Bytes>> + Send + Sync;
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RejectionKind {
+    /// A rate limit is exhausted, or the request costs more than it allows: `429`.
+    RateLimited,
+    /// A concurrency limit is full: `429`.
+    ConcurrencyLimited,
+    /// The lease is held by another request: `409`.
+    LeaseHeld,
+    /// The backend gave no decision (it is unavailable, refused, or took too long) and no
+    /// request may pass without one: `503`.
+    Unavailable,
+    /// No client key, or no lease name, can be derived from the request: the
+    /// [`KeyError`]'s status (`400`, or `500` for a server set up without peer addresses).
+    InvalidKey,
+}
+
+/// A request refused by a rate-limit or concurrency-limit layer or by the
+/// [`Lease`](crate::extract::Lease) extractor, as an application's own answer sees it: its
+/// kind, the status and `Retry-After` the crate would answer with, a sentence saying why,
+/// and what it came from.
+///
+/// The crate answers with the status and `Retry-After` alone (problem+json when a layer has
+/// it on), and with one line of text for a key error. An application that wants its own
+/// bodies gives one function, `Fn(&Rejection) -> Option<Response<Bytes>>` (`None` keeps the
+/// crate's answer), to every place that refuses:
+/// [`RedisRateLimitLayer::rejection_response`](crate::layer::rate_limit::RedisRateLimitLayer::rejection_response),
+/// [`RedisConcurrencyLimitLayer::rejection_response`](crate::layer::concurrency_limit::RedisConcurrencyLimitLayer::rejection_response)
+/// and [`LeaseSpec::rejection_response`](crate::extract::LeaseSpec::rejection_response).
+/// A layer then adds `Retry-After` when the response has none, and the rate-limit layer its
+/// `RateLimit` fields.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use bytes::Bytes;
+/// use http::{Response, StatusCode};
+/// use leasehold::Coordination;
+/// use leasehold::layer::rate_limit::RedisRateLimitLayer;
+/// use leasehold::layer::{Rejection, RejectionKind};
+///
+/// /// JSON bodies for the refusals clients meet, the crate's answers for the rest.
+/// fn json(rejection: &Rejection<'_>) -> Option<Response<Bytes>> {
+///     let code = match rejection.kind() {
+///         RejectionKind::RateLimited => "slow_down",
+///         RejectionKind::LeaseHeld => "busy",
+///         _ => return None,
+///     };
+///     let body = format!(r#"{{"error":"{code}","message":"{}"}}"#, rejection.detail());
+///     Response::builder()
+///         .status(rejection.status())
+///         .header("content-type", "application/json")
+///         .body(Bytes::from(body))
+///         .ok()
+/// }
+///
+/// # fn main() -> leasehold::Result<()> {
+/// let layer = RedisRateLimitLayer::fixed_window(
+///     &Coordination::memory(),
+///     "api",
+///     100,
+///     Duration::from_secs(60),
+/// )?
+/// .rejection_response(json);
+/// # let _ = layer;
+/// # Ok(()) }
+/// ```
+pub struct Rejection<'a> {
+    kind: RejectionKind,
+    status: StatusCode,
+    retry_after: Option<Duration>,
+    /// Formatted only when asked: a flood of rejections formats nothing.
+    detail: &'a (dyn Fn() -> String + 'a),
+    key_error: Option<&'a KeyError>,
+    error: Option<&'a Error>,
+    decision: Option<&'a RateLimitDecision>,
+}
+
+impl<'a> Rejection<'a> {
+    pub(crate) fn new(
+        kind: RejectionKind,
+        status: StatusCode,
+        retry_after: Option<Duration>,
+        detail: &'a (dyn Fn() -> String + 'a),
+    ) -> Self {
+        Rejection {
+            kind,
+            status,
+            retry_after,
+            detail,
+            key_error: None,
+            error: None,
+            decision: None,
+        }
+    }
+
+    /// The rejection of a request whose key (or lease name) cannot be derived.
+    pub(crate) fn invalid_key(err: &'a KeyError, detail: &'a (dyn Fn() -> String + 'a)) -> Self {
+        Rejection {
+            key_error: Some(err),
+            ..Rejection::new(RejectionKind::InvalidKey, err.status(), None, detail)
+        }
+    }
+
+    pub(crate) fn with_error(mut self, error: Option<&'a Error>) -> Self {
+        self.error = error;
+        self
+    }
+
+    pub(crate) fn with_decision(mut self, decision: &'a RateLimitDecision) -> Self {
+        self.decision = Some(decision);
+        self
+    }
+
+    /// Why the request was refused.
+    pub fn kind(&self) -> RejectionKind {
+        self.kind
+    }
+
+    /// The status the crate answers with.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// When the request may succeed if sent again (the crate's `Retry-After`, before
+    /// rounding up to whole seconds); `None` when waiting does not help (a request that
+    /// costs more than the limit, a key error).
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// One sentence saying why, for a client: the crate's problem+json `detail`, or a key
+    /// error's message. A server's own faults are not spelled out (a missing peer address
+    /// says only that the key is unavailable; the reason goes to `tracing`).
+    pub fn detail(&self) -> String {
+        (self.detail)()
+    }
+
+    /// The key error, for [`RejectionKind::InvalidKey`].
+    pub fn key_error(&self) -> Option<&KeyError> {
+        self.key_error
+    }
+
+    /// The backend's error, for [`RejectionKind::Unavailable`] when the backend answered
+    /// (`None` for a timeout or an open circuit breaker).
+    pub fn error(&self) -> Option<&Error> {
+        self.error
+    }
+
+    /// The rate-limit decision, for [`RejectionKind::RateLimited`].
+    pub fn rate_limit(&self) -> Option<&RateLimitDecision> {
+        self.decision
+    }
+}
+
+impl fmt::Debug for Rejection<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rejection")
+            .field("kind", &self.kind)
+            .field("status", &self.status)
+            .field("retry_after", &self.retry_after)
+            .field("detail", &self.detail())
+            .finish_non_exhaustive()
+    }
+}
