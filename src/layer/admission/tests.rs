@@ -293,3 +293,54 @@ async fn one_rejection_hook_serves_both_layers() {
     );
     assert!(header(&headers, "retry-after").is_some());
 }
+
+/// Behind two rate-limit layers the handler reads the inner one's decision, and none when
+/// the inner one failed open, even though the outer one decided.
+#[tokio::test]
+async fn the_handler_sees_the_innermost_rate_limit() {
+    use crate::layer::rate_limit::RateLimitInfo;
+
+    fn reports(request: Request<()>) -> Reply {
+        let seen = request
+            .extensions()
+            .get::<RateLimitInfo>()
+            .map_or("none".to_owned(), |info| info.policy().name().to_owned());
+        std::future::ready(Ok(Response::new(Full::new(Bytes::from(seen)))))
+    }
+    let outer = rate(&Coordination::memory());
+    let inner = RedisRateLimitLayer::fixed_window(&Coordination::memory(), "inner", 5, MINUTE)
+        .expect("valid")
+        .key(KeyExtractor::global());
+    let service = outer.layer(inner.layer(service_fn(reports as fn(Request<()>) -> Reply)));
+    let response = service.oneshot(Request::new(())).await.expect("infallible");
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    assert_eq!(body, "inner");
+
+    // Nothing listens on port 1: the inner layer's backend is unavailable.
+    let unreachable = Coordination::connect("redis://127.0.0.1:1", "test:")
+        .await
+        .expect("a lazy connection");
+    let failing_open = RedisRateLimitLayer::fixed_window(&unreachable, "inner", 5, MINUTE)
+        .expect("valid")
+        .key(KeyExtractor::global())
+        .failure_policy(crate::layer::FailurePolicy::FailOpen)
+        .timeout(Duration::from_millis(50));
+    let outer = rate(&Coordination::memory());
+    let service = outer.layer(failing_open.layer(service_fn(reports as fn(Request<()>) -> Reply)));
+    let response = service.oneshot(Request::new(())).await.expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    // The outer layer's fields are still on the response.
+    assert!(response.headers().contains_key("ratelimit"));
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    assert_eq!(body, "none");
+}

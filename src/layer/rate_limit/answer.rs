@@ -21,12 +21,20 @@ pub(crate) enum Admitted {
     FailedOpen,
 }
 
+/// Behind several rate-limit layers, a request's extensions describe the innermost: each
+/// layer replaces what an outer one put there, so a handler never reads an outer layer's
+/// decision for an inner one that failed open.
 impl Grant for Admitted {
     fn prepare<B>(&self, request: &mut Request<B>) {
         match self {
-            Admitted::Decided(granted) => granted.prepare(request),
+            Admitted::Decided(granted) => {
+                request.extensions_mut().remove::<FailedOpen>();
+                granted.prepare(request);
+            }
             Admitted::FailedOpen => {
-                request.extensions_mut().insert(FailedOpen);
+                let extensions = request.extensions_mut();
+                extensions.remove::<RateLimitInfo>();
+                extensions.insert(FailedOpen);
             }
         }
     }

@@ -14,7 +14,9 @@ use crate::coordination::rate_limit::{Policies, RateLimitDecision, RateLimitPoli
 ///
 /// With the `axum` feature it is also an extractor; without it, read it from
 /// `request.extensions()`. When the backend failed and the layer is set to fail open, no
-/// decision exists and the extension is absent.
+/// decision exists and the extension is absent. Behind several rate-limit layers it is the
+/// innermost layer's decision (the one nearest the handler), and absent when that one failed
+/// open, whatever the outer ones decided.
 ///
 /// # Example
 ///
