@@ -23,7 +23,7 @@ echo "==> cargo package --list"
 # licences; the harness, benchmarks and scripts stay in the repository.
 listing="$(cargo package --list --allow-dirty --quiet)"
 for needed in LICENSE-MIT LICENSE-APACHE README.md CHANGELOG.md \
-    src/backend/steps/fixed_window/fixed_window.lua examples/quickstart.rs; do
+    src/backend/steps/fixed_window/fixed_window.lua examples/quickstart.rs examples/api_service.rs; do
     grep -qx "$needed" <<<"$listing" || { echo "the package lacks $needed" >&2; exit 1; }
 done
 if grep -E '^(tests|benches|scripts|\.ci)/|^examples/load_' <<<"$listing"; then

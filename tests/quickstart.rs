@@ -5,75 +5,19 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
-
+use support::example::{self, Running};
 use support::http::{client, get};
 use support::{Server, ServerKind, shared};
 
-/// The example binary that `cargo test` built beside this test.
-fn quickstart_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    // target/<profile>/deps/<test> -> target/<profile>/examples/quickstart
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>");
-    let binary = profile_dir.join("examples").join("quickstart");
-    assert!(
-        binary.exists(),
-        "{} is missing: run the tests with `cargo test` (which builds examples)",
-        binary.display()
-    );
-    binary
-}
-
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts the quickstart on a free port and waits (bounded) for its "listening" line.
+/// Starts the quickstart, with `REDIS_URL` when given.
 fn start(redis_url: Option<String>) -> (Running, std::net::SocketAddr, Vec<String>) {
-    let port = support::server::free_port();
-    let mut command = Command::new(quickstart_binary());
-    command
-        .env("PORT", port.to_string())
-        .env_remove("REDIS_URL")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    if let Some(url) = redis_url {
-        command.env("REDIS_URL", url);
-    }
-    let mut child = command.spawn().expect("start the quickstart");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let running = Running(child);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut lines = Vec::new();
-    loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(10))
-            .unwrap_or_else(|_| panic!("no 'listening' line within 10 s; got {lines:?}"));
-        let done = line.starts_with("listening on ");
-        lines.push(line);
-        if done {
-            break;
-        }
-    }
-    (running, ([127, 0, 0, 1], port).into(), lines)
+    let env: Vec<(&str, String)> = redis_url
+        .map(|url| ("REDIS_URL", url))
+        .into_iter()
+        .collect();
+    let running = example::start("quickstart", &env);
+    let (addr, lines) = (running.addr, running.lines.clone());
+    (running, addr, lines)
 }
 
 async fn five_then_429(addr: std::net::SocketAddr) {

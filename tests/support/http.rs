@@ -4,8 +4,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, Request, StatusCode};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -63,20 +64,49 @@ pub async fn get(
     path: &str,
     headers: &[(&str, &str)],
 ) -> Reply {
-    let mut request = Request::get(format!("http://{addr}{path}"));
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let request = request.body(Empty::new()).expect("valid request");
-    let response = tokio::time::timeout(Duration::from_secs(10), client.request(request))
-        .await
-        .expect("a response within 10 s")
-        .expect("a response");
+    send(client, Method::GET, addr, path, headers).await
+}
+
+/// `method http://addr/path` without a body, with extra headers, read whole within 10 s.
+pub async fn send(
+    client: &Client<HttpConnector, Empty<Bytes>>,
+    method: Method,
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Reply {
+    let response = open(client, method, addr, path, headers).await;
     let (parts, body) = response.into_parts();
-    let body = body.collect().await.expect("body").to_bytes();
+    let body = tokio::time::timeout(Duration::from_secs(10), body.collect())
+        .await
+        .expect("a whole body within 10 s")
+        .expect("body")
+        .to_bytes();
     Reply {
         status: parts.status,
         headers: parts.headers,
         body,
     }
+}
+
+/// `method http://addr/path` with extra headers: the response within 10 s, its body unread
+/// (a stream the caller reads as far as it needs).
+pub async fn open(
+    client: &Client<HttpConnector, Empty<Bytes>>,
+    method: Method,
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Response<Incoming> {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request.body(Empty::new()).expect("valid request");
+    tokio::time::timeout(Duration::from_secs(10), client.request(request))
+        .await
+        .expect("a response within 10 s")
+        .expect("a response")
 }

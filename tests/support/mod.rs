@@ -6,6 +6,7 @@
 
 pub mod binaries;
 pub mod cluster;
+pub mod example;
 pub mod http;
 pub mod increx_module;
 pub mod proxy;
