@@ -44,7 +44,7 @@ impl Algorithm {
         }
     }
 
-    pub(crate) async fn acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
+    pub(crate) async fn try_acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
         match self {
             Algorithm::FixedWindow(limiter) => limiter.try_acquire(key, permits).await,
             Algorithm::SlidingWindow(limiter) => limiter.try_acquire(key, permits).await,

@@ -265,7 +265,7 @@ impl RateLimiter {
         {
             return Ok(cached);
         }
-        let decision = self.inner.algorithm.acquire(key, permits).await?;
+        let decision = self.inner.algorithm.try_acquire(key, permits).await?;
         self.inner.counters.record_available(decision.remaining());
         if let Some(cache) = &self.inner.deny_cache
             && !decision.is_granted()
