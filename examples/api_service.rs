@@ -33,7 +33,7 @@ use axum::extract::{FromRequestParts, Path};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use bytes::Bytes;
-use http::header::CONTENT_TYPE;
+use http::header::{CONTENT_TYPE, WWW_AUTHENTICATE};
 use http::request::Parts;
 use http::{Response, StatusCode};
 use http_body::{Body, Frame};
@@ -51,6 +51,7 @@ const REBUILD_TIME: Duration = Duration::from_secs(1);
 
 /// Every refusal of the service as a JSON object, the same for both layers and the lease.
 fn json_rejection(rejection: &Rejection<'_>) -> Option<Response<Bytes>> {
+    let mut response = Response::builder().header(CONTENT_TYPE, "application/json");
     let (status, error) = match rejection.kind() {
         RejectionKind::RateLimited => (rejection.status(), "rate_limited"),
         RejectionKind::ConcurrencyLimited => (rejection.status(), "too_many_streams"),
@@ -62,9 +63,12 @@ fn json_rejection(rejection: &Rejection<'_>) -> Option<Response<Bytes>> {
                 .key_error()
                 .is_some_and(|err| err.kind() == KeyErrorKind::MissingHeader) =>
         {
+            response = response.header(WWW_AUTHENTICATE, "ApiKey header=\"x-api-key\"");
             (StatusCode::UNAUTHORIZED, "api_key_required")
         }
-        // Anything else (a new kind, a server fault): the crate's own answer.
+        // An empty API key, a path that names no report; a 500 if the server is set up wrong.
+        RejectionKind::InvalidKey => (rejection.status(), "invalid_request"),
+        // A kind this version does not know: the crate's own answer.
         _ => return None,
     };
     let body = format!(
@@ -72,11 +76,7 @@ fn json_rejection(rejection: &Rejection<'_>) -> Option<Response<Bytes>> {
         json_string(&rejection.detail())
     );
     // `Retry-After` is added by the layer or the extractor; the rate limits add their fields.
-    Response::builder()
-        .status(status)
-        .header(CONTENT_TYPE, "application/json")
-        .body(Bytes::from(body))
-        .ok()
+    response.status(status).body(Bytes::from(body)).ok()
 }
 
 /// A JSON string literal.
@@ -158,7 +158,8 @@ impl LeaseSpec for ReportRebuild {
     }
 }
 
-async fn rebuild(Path(id): Path<u64>, lease: Lease<ReportRebuild>) -> String {
+/// The lease comes first: a path that names no report is its rejection, in the service's JSON.
+async fn rebuild(lease: Lease<ReportRebuild>, Path(id): Path<u64>) -> String {
     // Every write of the rebuild would carry the token, so that storage refuses a late one.
     let token = lease.fencing_token();
     tokio::time::sleep(REBUILD_TIME).await;

@@ -31,5 +31,9 @@ if grep -E '^(tests|benches|scripts|\.ci)/|^examples/load_' <<<"$listing"; then
     exit 1
 fi
 
+echo "==> cargo publish --dry-run"
+# Builds the packaged crate on its own, as crates.io would receive it.
+cargo publish --dry-run --allow-dirty --quiet
+
 echo "==> cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features

@@ -99,6 +99,19 @@
 //!   (one import per tenant, say), with a fencing token for every protected write; a request
 //!   that finds it held gets `409` with `Retry-After`.
 //!
+//! # Your own answers
+//!
+//! The crate answers a refusal with its status, `Retry-After` and the limit's fields (an RFC
+//! 9457 problem with `problem_json`). One function of yours,
+//! `Fn(&Rejection) -> Option<Response<Bytes>>`, can word every refusal instead: give it to
+//! both layers' `rejection_response` and to
+//! [`LeaseSpec::rejection_response`](extract::LeaseSpec::rejection_response); see
+//! [`layer::Rejection`].
+//!
+//! `cargo run --example api_service` puts it all together: stacked per-client limits behind
+//! trusted proxies, a per-API-key bucket, streams, a lease per report, JSON refusals and a
+//! failure policy per limit.
+//!
 //! # Failure model
 //!
 //! Every step says what happens when Redis is unavailable (no answer: the layers' failure

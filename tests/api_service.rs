@@ -20,8 +20,14 @@ use support::{Server, ServerKind, eventually};
 /// The example on a server of its own behind a proxy, trusting the loopback address (where
 /// the test's requests come from) as its load balancer.
 fn start() -> (Server, Proxy, Running) {
+    start_with(|_| {})
+}
+
+/// As [`start`], with `before` applied to the proxy before the example starts.
+fn start_with(before: impl FnOnce(&Proxy)) -> (Server, Proxy, Running) {
     let server = Server::start(ServerKind::Redis7, &[]);
     let proxy = Proxy::to_port(server.port());
+    before(&proxy);
     let running = example::start(
         "api_service",
         &[
@@ -92,8 +98,12 @@ async fn the_limits_answer_with_their_fields_and_one_json_convention() {
     let (granted, rejected) = within_one_window(Duration::from_secs(2), |n| {
         let client = client.clone();
         async move {
-            let key = format!("k-{n}");
-            let headers = [("x-api-key", key.as_str())];
+            // A client of its own per try, so that retries stay within its 10 per second.
+            let (key, from) = (format!("k-{n}"), format!("203.0.113.{}", 50 + n));
+            let headers = [
+                ("x-api-key", key.as_str()),
+                ("x-forwarded-for", from.as_str()),
+            ];
             let mut granted = Vec::new();
             for _ in 0..5 {
                 granted.push(get(&client, addr, "/api/hello", &headers).await);
@@ -178,6 +188,20 @@ async fn the_limits_answer_with_their_fields_and_one_json_convention() {
         .filter(|r| r.status == StatusCode::TOO_MANY_REQUESTS)
         .collect();
     assert_eq!(refused.len(), 1, "{replies:?}");
+    // Every request counted in both policies: the day's quota shows the eleven... but for the
+    // refused one, which took nothing from either.
+    let mut day_left: Vec<&str> = replies
+        .iter()
+        .filter_map(|r| r.header("ratelimit"))
+        .filter_map(|field| field.split(", ").nth(1))
+        .collect();
+    day_left.sort_unstable();
+    assert!(
+        day_left
+            .first()
+            .is_some_and(|d| d.starts_with("\"day\";r=9990;")),
+        "{day_left:?}"
+    );
     assert_json_refusal(refused[0], StatusCode::TOO_MANY_REQUESTS, "rate_limited");
     assert!(text(refused[0]).contains(r#"The \"second\" rate limit"#));
     assert_eq!(refused[0].retry_after_secs(), 1);
@@ -261,13 +285,52 @@ async fn a_stream_holds_its_slot_and_a_rebuild_its_lease() {
             .parse()
             .expect("a number")
     };
-    // The same report afterwards, under a newer token.
-    let again = send(&client, Method::POST, addr, "/reports/7/rebuild", &[]).await;
-    assert_eq!(again.status, StatusCode::OK, "{}", text(&again));
-    assert!(token(&again) > token(&ran));
-    // A path that names no report: the extractor's 400.
+    // The same report afterwards (once the lease's release, in the background, is done),
+    // under a newer token.
+    let mut again = None;
+    eventually("the report can be rebuilt again", async || {
+        let reply = send(&client, Method::POST, addr, "/reports/7/rebuild", &[]).await;
+        let done = reply.status == StatusCode::OK;
+        again = Some(reply);
+        done
+    })
+    .await;
+    let again = again.expect("a reply");
+    assert!(
+        token(&again) > token(&ran),
+        "{} after {}",
+        text(&again),
+        text(&ran)
+    );
+    // A path that names no report: the lease's name fails, answered in the service's JSON.
     let reply = send(&client, Method::POST, addr, "/reports/x/rebuild", &[]).await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert!(
+        text(&reply).contains("\"invalid_request\""),
+        "{}",
+        text(&reply)
+    );
+}
+
+#[tokio::test]
+async fn the_service_boots_while_redis_is_down_and_connects_when_it_is_back() {
+    let (_server, proxy, running) = start_with(Proxy::refuse);
+    let (client, addr) = (client(), running.addr);
+    // Up and answering, by each limit's failure policy.
+    let reply = get(&client, addr, "/", &[]).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert!(reply.header("ratelimit").is_none());
+    let reply = get(&client, addr, "/events", &[]).await;
+    assert_json_refusal(&reply, StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+
+    proxy.pass();
+    eventually("the limits decide", async || {
+        get(&client, addr, "/", &[])
+            .await
+            .header("ratelimit")
+            .is_some()
+    })
+    .await;
 }
 
 #[tokio::test]

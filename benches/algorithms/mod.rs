@@ -157,7 +157,7 @@ impl Algorithm {
             Algorithm::FixedWindow => &[1, LIMIT, WINDOW_MS],
             // permits, limit, window ms, segment ms
             Algorithm::SlidingWindow => &[1, LIMIT, WINDOW_MS, WINDOW_MS / u64::from(SEGMENTS)],
-            // permits, limit, tokens per period, period ms
+            // permits, capacity, refill tokens, refill interval ms
             Algorithm::TokenBucket => &[1, LIMIT, TOKENS_PER_PERIOD, WINDOW_MS],
             // permits, emission interval µs, burst
             Algorithm::Gcra => &[1, GCRA_INTERVAL_US, GCRA_BURST],

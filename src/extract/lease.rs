@@ -92,9 +92,11 @@ pub trait LeaseSpec: Send + Sync + 'static {
 /// should carry.
 ///
 /// Rejections ([`LeaseRejection`]): `409 Conflict` with `Retry-After` (the lease's time left)
-/// when it is held elsewhere (after waiting up to [`LeaseSpec::max_wait`]), `400` when no
-/// name can be derived, `503` when the backend fails. There is no fail-open policy: a handler
-/// that needs mutual exclusion never runs without the lease, whether the backend is
+/// when it is held elsewhere (after waiting up to [`LeaseSpec::max_wait`]), the
+/// [`KeyError`]'s status (`400` for [`KeyError::new`]) when no name can be derived, `503` when
+/// the backend fails; [`LeaseSpec::rejection_response`] words them as the application wants.
+/// There is no fail-open policy: a handler that needs mutual exclusion never runs without the
+/// lease, whether the backend is
 /// [unavailable](crate::Error::is_unavailable) (a `tracing` warning) or
 /// [refuses](crate::Error::is_refused) (a `tracing` error naming the cause).
 ///
@@ -439,9 +441,12 @@ impl IntoResponse for LeaseRejection {
                 responses.refusal(&rejection)
             }
         };
+        // Built from the parts, as the layers build theirs: an empty body has no
+        // `Content-Type`, and an application's answer keeps only the headers it set.
         let (status, headers, body) = answer.into_parts();
-        let mut response = (status, body).into_response();
-        response.headers_mut().extend(headers);
+        let mut response = Response::new(axum::body::Body::from(body));
+        *response.status_mut() = status;
+        *response.headers_mut() = headers;
         response
     }
 }

@@ -36,7 +36,8 @@
 //!
 //! let coordination = Coordination::memory();
 //! // 60 s do not split into 7 segments of whole milliseconds.
-//! let err = RedisRateLimitLayer::sliding_window(&coordination, "api", 100, Duration::from_secs(60), 7)
+//! let minute = Duration::from_secs(60);
+//! let err = RedisRateLimitLayer::sliding_window(&coordination, "api", 100, minute, 7)
 //!     .expect_err("an invalid window");
 //! assert_eq!(err.kind(), ErrorKind::InvalidArgument);
 //! assert!(err.to_string().contains("7 segments"), "{err}");

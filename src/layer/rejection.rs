@@ -41,12 +41,15 @@ pub enum RejectionKind {
 /// The crate answers with the status and `Retry-After` alone (problem+json when a layer has
 /// it on), and with one line of text for a key error. An application that wants its own
 /// bodies gives one function, `Fn(&Rejection) -> Option<Response<Bytes>>` (`None` keeps the
-/// crate's answer), to every place that refuses:
-/// [`RedisRateLimitLayer::rejection_response`](crate::layer::rate_limit::RedisRateLimitLayer::rejection_response),
-/// [`RedisConcurrencyLimitLayer::rejection_response`](crate::layer::concurrency_limit::RedisConcurrencyLimitLayer::rejection_response)
-/// and [`LeaseSpec::rejection_response`](crate::extract::LeaseSpec::rejection_response).
+/// crate's answer), to every place that refuses: [`RedisRateLimitLayer::rejection_response`],
+/// [`RedisConcurrencyLimitLayer::rejection_response`] and
+/// [`LeaseSpec::rejection_response`].
 /// A layer then adds `Retry-After` when the response has none, and the rate-limit layer its
 /// `RateLimit` fields.
+///
+/// [`RedisRateLimitLayer::rejection_response`]: crate::layer::rate_limit::RedisRateLimitLayer::rejection_response
+/// [`RedisConcurrencyLimitLayer::rejection_response`]: crate::layer::concurrency_limit::RedisConcurrencyLimitLayer::rejection_response
+/// [`LeaseSpec::rejection_response`]: crate::extract::LeaseSpec::rejection_response
 ///
 /// # Example
 ///
@@ -84,6 +87,7 @@ pub enum RejectionKind {
 /// # let _ = layer;
 /// # Ok(()) }
 /// ```
+#[derive(Clone, Copy)]
 pub struct Rejection<'a> {
     kind: RejectionKind,
     status: StatusCode,
@@ -149,8 +153,7 @@ impl<'a> Rejection<'a> {
     }
 
     /// One sentence saying why, for a client: the crate's problem+json `detail`, or a key
-    /// error's message. A server's own faults are not spelled out (a missing peer address
-    /// says only that the key is unavailable; the reason goes to `tracing`).
+    /// error's message (for a missing peer address, what to change in the server's set-up).
     pub fn detail(&self) -> String {
         (self.detail)()
     }

@@ -216,8 +216,8 @@ impl fmt::Debug for TokenBucket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TokenBucket")
             .field("policy", &self.policy)
-            .field("tokens_per_period", &self.tokens_per_period)
-            .field("period_ms", &self.period_ms)
+            .field("refill_tokens", &self.tokens_per_period)
+            .field("refill_interval_ms", &self.period_ms)
             .finish_non_exhaustive()
     }
 }

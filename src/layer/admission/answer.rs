@@ -45,20 +45,20 @@ impl Responses {
     }
 
     /// The answer to a request whose client key cannot be derived: the application's own, or
-    /// the key error's status with its message (a client error), or only `server_text` (a
-    /// server error, logged: the client cannot fix the server's configuration). Each as one
-    /// line of text.
+    /// the key error's status with its message, as one line of text. A server error (no peer
+    /// address) starts with `server_text`, is logged, and says what to change as well: it is
+    /// met on the first request, by whoever is setting the service up, and names no secret.
     pub(crate) fn key_error(&self, err: &KeyError, server_text: &'static str) -> Answer {
         let status = err.status();
         let detail = || {
             if status.is_server_error() {
-                server_text.to_owned()
+                format!("{server_text}: {err}")
             } else {
                 err.to_string()
             }
         };
         if status.is_server_error() {
-            tracing::error!(error = %err, "cannot derive the client key ({server_text})");
+            tracing::error!(error = %err, "cannot derive the request's key ({server_text})");
         }
         let rejection = Rejection::invalid_key(err, &detail);
         self.custom(&rejection)

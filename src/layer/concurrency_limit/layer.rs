@@ -189,8 +189,8 @@ impl RedisConcurrencyLimitLayer {
         self
     }
 
-    /// Whether 429 and 503 answers carry an RFC 9457 `application/problem+json` body instead
-    /// of a line of text. Default: text.
+    /// Whether 429 and 503 answers carry an RFC 9457 `application/problem+json` body.
+    /// Default: no body.
     pub fn problem_json(mut self, enabled: bool) -> Self {
         self.config_mut().responses.problem_json = enabled;
         self
@@ -199,13 +199,14 @@ impl RedisConcurrencyLimitLayer {
     /// The application's own answers to the requests this layer refuses: `respond` sees
     /// each [`Rejection`] (a full limit, an outage, a key that cannot be derived) and returns
     /// a response, or `None` to keep the layer's. The layer adds `Retry-After` when the
-    /// response has none, and `RateLimit-Policy` to a full limit's. The same function serves every layer and the `Lease` extractor
-    /// (see [`Rejection`]).
+    /// response has none, and `RateLimit-Policy` to a full limit's.
+    /// The same function serves every layer and the `Lease` extractor (see [`Rejection`]).
     ///
     /// Default: the status and `Retry-After` alone (problem+json with
-    /// [`problem_json`](Self::problem_json)); for a key error, its [status](crate::layer::key::KeyError::status)
-    /// (400 for a missing or invalid header, 500 for a missing peer address, which is a
-    /// server configuration problem) with a one-line reason.
+    /// [`problem_json`](Self::problem_json)); for a key error, its
+    /// [status](crate::layer::key::KeyError::status) (400 for a missing or invalid header, 500
+    /// for a missing peer address, which is a server configuration problem) with a one-line
+    /// reason.
     pub fn rejection_response<F>(mut self, respond: F) -> Self
     where
         F: Fn(&Rejection<'_>) -> Option<http::Response<Bytes>> + Send + Sync + 'static,
