@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body as AxumBody;
-use axum::extract::{FromRequestParts, Path};
+use axum::extract::{FromRequestParts, OriginalUri, Path};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use bytes::Bytes;
@@ -49,8 +49,9 @@ use leasehold::layer::{FailurePolicy, Rejection, RejectionKind};
 /// How long a report takes to rebuild: long enough to try a second rebuild meanwhile.
 const REBUILD_TIME: Duration = Duration::from_secs(1);
 
-/// Every refusal of the service as a JSON object, the same for both layers and the lease.
-fn json_rejection(rejection: &Rejection<'_>) -> Option<Response<Bytes>> {
+/// Every refusal of the service as a JSON object naming the refused path, the same for both
+/// layers and the lease.
+fn json_rejection(rejection: &Rejection<'_>, request: &Parts) -> Option<Response<Bytes>> {
     let mut response = Response::builder().header(CONTENT_TYPE, "application/json");
     let (status, error) = match rejection.kind() {
         RejectionKind::RateLimited => (rejection.status(), "rate_limited"),
@@ -71,9 +72,15 @@ fn json_rejection(rejection: &Rejection<'_>) -> Option<Response<Bytes>> {
         // A kind this version does not know: the crate's own answer.
         _ => return None,
     };
+    // Behind `nest`, a router sees its own part of the path; axum keeps the whole one.
+    let path = match request.extensions.get::<OriginalUri>() {
+        Some(OriginalUri(uri)) => uri.path(),
+        None => request.uri.path(),
+    };
     let body = format!(
-        "{{\"error\":\"{error}\",\"message\":{}}}\n",
-        json_string(&rejection.detail())
+        "{{\"error\":\"{error}\",\"message\":{},\"path\":{}}}\n",
+        json_string(&rejection.detail()),
+        json_string(path)
     );
     // `Retry-After` is added by the layer or the extractor; the rate limits add their fields.
     response.status(status).body(Bytes::from(body)).ok()
@@ -153,8 +160,8 @@ impl LeaseSpec for ReportRebuild {
         Ok(format!("report:{id}").into_bytes())
     }
 
-    fn rejection_response(rejection: &Rejection<'_>) -> Option<Response<Bytes>> {
-        json_rejection(rejection)
+    fn rejection_response(rejection: &Rejection<'_>, request: &Parts) -> Option<Response<Bytes>> {
+        json_rejection(rejection, request)
     }
 }
 

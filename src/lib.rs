@@ -103,8 +103,8 @@
 //!
 //! The crate answers a refusal with its status, `Retry-After` and the limit's fields (an RFC
 //! 9457 problem with `problem_json`). One function of yours,
-//! `Fn(&Rejection) -> Option<Response<Bytes>>`, can word every refusal instead: give it to
-//! both layers' `rejection_response` and to
+//! `Fn(&Rejection, &Parts) -> Option<Response<Bytes>>`, can word every refusal instead, with
+//! the request's parts in view: give it to both layers' `rejection_response` and to
 //! [`LeaseSpec::rejection_response`](extract::LeaseSpec::rejection_response); see
 //! [`layer::Rejection`].
 //!

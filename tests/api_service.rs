@@ -131,6 +131,11 @@ async fn the_limits_answer_with_their_fields_and_one_json_convention() {
         );
     }
     assert_json_refusal(&rejected, StatusCode::TOO_MANY_REQUESTS, "rate_limited");
+    assert!(
+        text(&rejected).ends_with(",\"path\":\"/api/hello\"}\n"),
+        "{}",
+        text(&rejected)
+    );
     assert!(text(&rejected).contains(r#"The \"api-key\" rate limit is exhausted."#));
     assert!((1..=2).contains(&rejected.retry_after_secs()));
 
@@ -277,6 +282,11 @@ async fn a_stream_holds_its_slot_and_a_rebuild_its_lease() {
     };
     assert_eq!(ran.status, StatusCode::OK, "{}", text(&ran));
     assert_json_refusal(&refused, StatusCode::CONFLICT, "rebuild_in_progress");
+    assert!(
+        text(&refused).contains("\"path\":\"/reports/7/rebuild\""),
+        "{}",
+        text(&refused)
+    );
     let token = |reply: &Reply| -> u64 {
         let text = text(reply);
         let start = text.find("\"fencing_token\":").expect("a token") + 16;

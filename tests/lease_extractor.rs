@@ -306,9 +306,9 @@ async fn a_lease_can_be_named_by_axums_path_extractor() {
 }
 
 /// The answers of an application that words its own refusals, as the layers take them too.
-fn own_answers(rejection: &Rejection<'_>) -> Option<http::Response<bytes::Bytes>> {
+fn own_answers(rejection: &Rejection<'_>, request: &Parts) -> Option<http::Response<bytes::Bytes>> {
     let body = match rejection.kind() {
-        RejectionKind::LeaseHeld => format!("busy: {}", rejection.detail()),
+        RejectionKind::LeaseHeld => format!("{} busy: {}", request.uri.path(), rejection.detail()),
         RejectionKind::InvalidKey => format!("bad name: {}", rejection.detail()),
         _ => return None,
     };
@@ -329,8 +329,11 @@ impl LeaseSpec for OwnAnswers {
         }
     }
 
-    fn rejection_response(rejection: &Rejection<'_>) -> Option<http::Response<bytes::Bytes>> {
-        own_answers(rejection)
+    fn rejection_response(
+        rejection: &Rejection<'_>,
+        request: &Parts,
+    ) -> Option<http::Response<bytes::Bytes>> {
+        own_answers(rejection, request)
     }
 }
 
@@ -355,7 +358,10 @@ async fn a_spec_answers_its_own_rejections_and_keeps_retry_after() {
 
     let reply = http_get(&client, addr, "/own/taken", &[]).await;
     assert_eq!(reply.status, StatusCode::CONFLICT);
-    assert_eq!(reply.body, "busy: The lease is held by another request.");
+    assert_eq!(
+        reply.body,
+        "/own/taken busy: The lease is held by another request."
+    );
     // The extractor adds the holder's time left, which the answer did not set.
     assert!((29..=30).contains(&reply.retry_after_secs()));
 

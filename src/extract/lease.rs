@@ -5,8 +5,6 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use std::sync::Arc;
-
 use axum::extract::{FromRef, FromRequestParts};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -18,7 +16,7 @@ use crate::coordination::lock::{
     FencedLock, LockAttempt, ManagedLease, ManagedLeaseOptions, OwnershipLost,
 };
 use crate::error::{Error, ErrorKind};
-use crate::layer::admission::Responses;
+use crate::layer::admission::{Answer, Responses};
 use crate::layer::key::KeyError;
 use crate::layer::{Rejection, RejectionKind};
 
@@ -73,10 +71,13 @@ pub trait LeaseSpec: Send + Sync + 'static {
 
     /// The application's own answers to the requests refused for want of the lease: as for
     /// the layers' `rejection_response`, `Some` response, or `None` (the default) for the
-    /// extractor's. `Retry-After` is added when the response has none. A function written
-    /// for the layers serves here as is.
-    fn rejection_response(rejection: &Rejection<'_>) -> Option<Response<Bytes>> {
-        let _ = rejection;
+    /// extractor's. It sees the refused request's parts, and is asked when the rejection is
+    /// made (so also for a handler that takes `Result<Lease<R>, LeaseRejection>`).
+    /// `Retry-After` is added when the response has none. A function written for the layers
+    /// serves here as is (a function: a spec has no state of its own; read what it needs from
+    /// the request's extensions).
+    fn rejection_response(rejection: &Rejection<'_>, request: &Parts) -> Option<Response<Bytes>> {
+        let _ = (rejection, request);
         None
     }
 }
@@ -216,57 +217,63 @@ where
     type Rejection = LeaseRejection;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let name = R::name(parts)
-            .await
-            .map_err(|err| LeaseRejection::new::<R>(Reason::InvalidName(err)))?;
         let coordination = Coordination::from_ref(state);
-        let lock = FencedLock::named(&coordination, &name);
-        let options = R::options();
-        let max_wait = R::max_wait();
-        let lease = if max_wait.is_zero() {
-            match lock
-                .try_acquire(options.lease_duration())
-                .await
-                .map_err(|err| LeaseRejection::new::<R>(Reason::Unavailable(err)))?
-            {
-                LockAttempt::Acquired(lease) => lease,
-                LockAttempt::Busy { retry_after } => {
-                    return Err(LeaseRejection::new::<R>(Reason::Held { retry_after }));
-                }
-            }
-        } else {
-            match tokio::time::timeout(max_wait, lock.acquire_with(&options)).await {
-                Ok(lease) => {
-                    lease.map_err(|err| LeaseRejection::new::<R>(Reason::Unavailable(err)))?
-                }
-                Err(_) => {
-                    // Gave up waiting: say how long the current holder has left.
-                    let retry_after = match lock.try_acquire(options.lease_duration()).await {
-                        Ok(LockAttempt::Busy { retry_after }) => retry_after,
-                        Ok(LockAttempt::Acquired(lease)) => {
-                            let lease = ManagedLease::keep(lease, &options).map_err(|err| {
-                                LeaseRejection::new::<R>(Reason::Unavailable(err))
-                            })?;
-                            return Ok(Lease {
-                                lease,
-                                spec: PhantomData,
-                            });
-                        }
-                        Err(err) => {
-                            return Err(LeaseRejection::new::<R>(Reason::Unavailable(err)));
-                        }
-                    };
-                    return Err(LeaseRejection::new::<R>(Reason::Held { retry_after }));
-                }
-            }
-        };
-        let lease = ManagedLease::keep(lease, &options)
-            .map_err(|err| LeaseRejection::new::<R>(Reason::Unavailable(err)))?;
-        Ok(Lease {
-            lease,
-            spec: PhantomData,
-        })
+        match take::<R>(parts, &coordination).await {
+            Ok(lease) => Ok(lease),
+            // The application's answer is written here, where the request is at hand.
+            Err(reason) => Err(LeaseRejection::new::<R>(reason, parts)),
+        }
     }
+}
+
+/// Takes `R`'s lease for the request, or says why not.
+async fn take<R: LeaseSpec>(
+    parts: &mut Parts,
+    coordination: &Coordination,
+) -> Result<Lease<R>, Reason> {
+    let name = R::name(parts).await.map_err(Reason::InvalidName)?;
+    let lock = FencedLock::named(coordination, &name);
+    let options = R::options();
+    let max_wait = R::max_wait();
+    let lease = if max_wait.is_zero() {
+        match lock
+            .try_acquire(options.lease_duration())
+            .await
+            .map_err(Reason::Unavailable)?
+        {
+            LockAttempt::Acquired(lease) => lease,
+            LockAttempt::Busy { retry_after } => {
+                return Err(Reason::Held { retry_after });
+            }
+        }
+    } else {
+        match tokio::time::timeout(max_wait, lock.acquire_with(&options)).await {
+            Ok(lease) => lease.map_err(Reason::Unavailable)?,
+            Err(_) => {
+                // Gave up waiting: say how long the current holder has left.
+                let retry_after = match lock.try_acquire(options.lease_duration()).await {
+                    Ok(LockAttempt::Busy { retry_after }) => retry_after,
+                    Ok(LockAttempt::Acquired(lease)) => {
+                        let lease =
+                            ManagedLease::keep(lease, &options).map_err(Reason::Unavailable)?;
+                        return Ok(Lease {
+                            lease,
+                            spec: PhantomData,
+                        });
+                    }
+                    Err(err) => {
+                        return Err(Reason::Unavailable(err));
+                    }
+                };
+                return Err(Reason::Held { retry_after });
+            }
+        }
+    };
+    let lease = ManagedLease::keep(lease, &options).map_err(Reason::Unavailable)?;
+    Ok(Lease {
+        lease,
+        spec: PhantomData,
+    })
 }
 
 /// Why a [`Lease`] could not be taken for a request; answers as an HTTP response.
@@ -308,7 +315,8 @@ where
 /// ```
 pub struct LeaseRejection {
     reason: Reason,
-    respond: fn(&Rejection<'_>) -> Option<Response<Bytes>>,
+    /// The application's answer, written from the request when it was refused.
+    custom: Option<Answer>,
 }
 
 enum Reason {
@@ -318,10 +326,34 @@ enum Reason {
 }
 
 impl LeaseRejection {
-    fn new<R: LeaseSpec>(reason: Reason) -> Self {
-        LeaseRejection {
+    fn new<R: LeaseSpec>(reason: Reason, request: &Parts) -> Self {
+        let mut rejection = LeaseRejection {
             reason,
-            respond: R::rejection_response,
+            custom: None,
+        };
+        let detail = || rejection.detail();
+        let described = rejection.describe(&detail);
+        let custom = R::rejection_response(&described, request)
+            .map(|response| Answer::from_response(response, described.retry_after()));
+        rejection.custom = custom;
+        rejection
+    }
+
+    /// The rejection as the layers describe theirs.
+    fn describe<'a>(&'a self, detail: &'a (dyn Fn() -> String + 'a)) -> Rejection<'a> {
+        match &self.reason {
+            Reason::InvalidName(err) => Rejection::invalid_key(err, detail),
+            _ => Rejection::new(self.kind(), self.status(), self.retry_after(), detail)
+                .with_error(self.error()),
+        }
+    }
+
+    /// The sentence of the extractor's answer.
+    fn detail(&self) -> String {
+        match &self.reason {
+            Reason::Held { .. } => "The lease is held by another request.".to_owned(),
+            Reason::InvalidName(err) => err.to_string(),
+            Reason::Unavailable(_) => "The lease cannot be taken right now.".to_owned(),
         }
     }
 
@@ -377,15 +409,21 @@ impl LeaseRejection {
     }
 
     fn log(&self) {
-        let Reason::Unavailable(err) = &self.reason else {
-            return;
-        };
-        if err.kind() == ErrorKind::InvalidArgument {
-            tracing::error!(error = %err, "the lease extractor is misconfigured");
-        } else if err.is_refused() {
-            tracing::error!(error = %err, "the lease backend refused the lease");
-        } else {
-            tracing::warn!(error = %err, "the lease backend is unavailable");
+        match &self.reason {
+            Reason::Unavailable(err) => {
+                if err.kind() == ErrorKind::InvalidArgument {
+                    tracing::error!(error = %err, "the lease extractor is misconfigured");
+                } else if err.is_refused() {
+                    tracing::error!(error = %err, "the lease backend refused the lease");
+                } else {
+                    tracing::warn!(error = %err, "the lease backend is unavailable");
+                }
+            }
+            // The crate's own answer logs it; the application's does not.
+            Reason::InvalidName(err) if err.status().is_server_error() && self.custom.is_some() => {
+                tracing::error!(error = %err, "cannot derive the request's key (lease name unavailable)");
+            }
+            _ => {}
         }
     }
 }
@@ -421,24 +459,22 @@ impl std::error::Error for LeaseRejection {
 }
 
 impl IntoResponse for LeaseRejection {
-    fn into_response(self) -> Response {
+    fn into_response(mut self) -> Response {
         self.log();
-        let detail = || match &self.reason {
-            Reason::Unavailable(_) => "The lease cannot be taken right now.".to_owned(),
-            _ => "The lease is held by another request.".to_owned(),
-        };
-        // The layers' answers, without problem+json.
-        let responses = Responses {
-            problem_json: false,
-            custom: Some(Arc::new(self.respond)),
-        };
-        let answer = match &self.reason {
-            Reason::InvalidName(err) => responses.key_error(err, "lease name unavailable"),
-            _ => {
-                let rejection =
-                    Rejection::new(self.kind(), self.status(), self.retry_after(), &detail)
-                        .with_error(self.error());
-                responses.refusal(&rejection)
+        let answer = match self.custom.take() {
+            Some(answer) => answer,
+            // The layers' answers, without problem+json.
+            None => {
+                let responses = Responses::default();
+                match &self.reason {
+                    Reason::InvalidName(err) => {
+                        responses.key_error(err, "lease name unavailable", None)
+                    }
+                    _ => {
+                        let detail = || self.detail();
+                        responses.refusal(&self.describe(&detail), None)
+                    }
+                }
             }
         };
         // Built from the parts, as the layers build theirs: an empty body has no

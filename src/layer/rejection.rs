@@ -5,15 +5,17 @@ use std::fmt;
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::request::Parts;
 use http::{Response, StatusCode};
 
 use crate::coordination::rate_limit::RateLimitDecision;
 use crate::error::Error;
 use crate::layer::key::KeyError;
 
-/// An application's own answer to a [`Rejection`]: `Some` response, or `None` for the
-/// crate's. Both layers and the `Lease` extractor take the same function.
-pub(crate) type RejectionFn = dyn Fn(&Rejection<'_>) -> Option<Response<Bytes>> + Send + Sync;
+/// An application's own answer to a [`Rejection`] of a request: `Some` response, or `None`
+/// for the crate's. Both layers and the `Lease` extractor take the same function.
+pub(crate) type RejectionFn =
+    dyn Fn(&Rejection<'_>, &Parts) -> Option<Response<Bytes>> + Send + Sync;
 
 /// Why a request was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -40,8 +42,9 @@ pub enum RejectionKind {
 ///
 /// The crate answers with the status and `Retry-After` alone (problem+json when a layer has
 /// it on), and with one line of text for a key error. An application that wants its own
-/// bodies gives one function, `Fn(&Rejection) -> Option<Response<Bytes>>` (`None` keeps the
-/// crate's answer), to every place that refuses: [`RedisRateLimitLayer::rejection_response`],
+/// bodies gives one function, `Fn(&Rejection, &Parts) -> Option<Response<Bytes>>` (it sees
+/// the refused request's parts; `None` keeps the crate's answer), to every place that
+/// refuses: [`RedisRateLimitLayer::rejection_response`],
 /// [`RedisConcurrencyLimitLayer::rejection_response`] and
 /// [`LeaseSpec::rejection_response`].
 /// A layer then adds `Retry-After` when the response has none, and the rate-limit layer its
@@ -56,13 +59,19 @@ pub enum RejectionKind {
 /// ```
 /// use std::time::Duration;
 /// use bytes::Bytes;
+/// use http::request::Parts;
 /// use http::{Response, StatusCode};
 /// use leasehold::Coordination;
 /// use leasehold::layer::rate_limit::RedisRateLimitLayer;
 /// use leasehold::layer::{Rejection, RejectionKind};
 ///
-/// /// JSON bodies for the refusals clients meet, the crate's answers for the rest.
-/// fn json(rejection: &Rejection<'_>) -> Option<Response<Bytes>> {
+/// /// JSON bodies for the refusals clients meet, for clients that take JSON; the crate's
+/// /// answers for the rest.
+/// fn json(rejection: &Rejection<'_>, request: &Parts) -> Option<Response<Bytes>> {
+///     let accept = request.headers.get("accept")?.to_str().ok()?;
+///     if !accept.contains("json") {
+///         return None;
+///     }
 ///     let code = match rejection.kind() {
 ///         RejectionKind::RateLimited => "slow_down",
 ///         RejectionKind::LeaseHeld => "busy",

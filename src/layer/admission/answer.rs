@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::request::Parts;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 
+use super::Decision;
 use super::body::ResponseBody;
 use crate::layer::headers;
 use crate::layer::key::KeyError;
@@ -28,9 +30,12 @@ impl Responses {
     /// body, unless problem+json is on (then an RFC 9457 problem saying the rejection's
     /// detail). Only answers the client must act on (a key error) carry text. The detail is
     /// formatted only when sent: a flood of rejections costs no formatting.
-    pub(crate) fn refusal(&self, rejection: &Rejection<'_>) -> Answer {
+    ///
+    /// The hook sees the request, so it is asked only where the request is at hand: build
+    /// refusals through [`later`](Self::later) where it may not be.
+    pub(crate) fn refusal(&self, rejection: &Rejection<'_>, request: Option<&Parts>) -> Answer {
         let retry_after = rejection.retry_after();
-        if let Some(answer) = self.custom(rejection) {
+        if let Some(answer) = request.and_then(|request| self.custom(rejection, request)) {
             return answer;
         }
         let mut answer = if self.problem_json {
@@ -48,7 +53,12 @@ impl Responses {
     /// the key error's status with its message, as one line of text. A server error (no peer
     /// address) starts with `server_text`, is logged, and says what to change as well: it is
     /// met on the first request, by whoever is setting the service up, and names no secret.
-    pub(crate) fn key_error(&self, err: &KeyError, server_text: &'static str) -> Answer {
+    pub(crate) fn key_error(
+        &self,
+        err: &KeyError,
+        server_text: &'static str,
+        request: Option<&Parts>,
+    ) -> Answer {
         let status = err.status();
         let detail = || {
             if status.is_server_error() {
@@ -61,14 +71,35 @@ impl Responses {
             tracing::error!(error = %err, "cannot derive the request's key ({server_text})");
         }
         let rejection = Rejection::invalid_key(err, &detail);
-        self.custom(&rejection)
+        request
+            .and_then(|request| self.custom(&rejection, request))
             .unwrap_or_else(|| Answer::line(status, detail()))
     }
 
     /// The application's answer, with the rejection's `Retry-After` when it sets none.
-    fn custom(&self, rejection: &Rejection<'_>) -> Option<Answer> {
-        let response = (self.custom.as_ref()?)(rejection)?;
+    pub(crate) fn custom(&self, rejection: &Rejection<'_>, request: &Parts) -> Option<Answer> {
+        let response = (self.custom.as_ref()?)(rejection, request)?;
         Some(Answer::from_response(response, rejection.retry_after()))
+    }
+
+    /// Whether the application answers for itself (see [`later`](Self::later)).
+    pub(crate) fn hooked(&self) -> bool {
+        self.custom.is_some()
+    }
+
+    /// A refusal decided where the request is not at hand (in a boxed decision): `build`
+    /// writes it now when the layer has no hook (nothing would look at the request), and once
+    /// the request is back when it has one (`hooked`), so that the hook sees it. Only the
+    /// refusals of a layer with a hook pay for the box.
+    pub(crate) fn later<G>(
+        hooked: bool,
+        build: impl FnOnce(Option<&Parts>) -> Answer + Send + 'static,
+    ) -> Decision<G> {
+        if hooked {
+            Decision::Refuse(Box::new(move |request| build(Some(request))))
+        } else {
+            Decision::Answer(build(None))
+        }
     }
 }
 

@@ -104,6 +104,12 @@ where
             Decision::Answer(answer) => State::Answered {
                 answer: Some(answer),
             },
+            Decision::Refuse(refuse) => {
+                let (parts, _body) = request.into_parts();
+                State::Answered {
+                    answer: Some(refuse(&parts)),
+                }
+            }
         }
     }
 }

@@ -29,7 +29,13 @@ pub(crate) enum Decision<G> {
     Admit(G),
     /// Answer without calling it.
     Answer(Answer),
+    /// Answer without calling it, written once the request is at hand (for the
+    /// application's hook, which sees it): see [`Responses::later`].
+    Refuse(Refusal),
 }
+
+/// A refusal to write from the request's parts.
+pub(crate) type Refusal = Box<dyn FnOnce(&http::request::Parts) -> Answer + Send>;
 
 /// What an admitted request carries: rate-limit fields to add, a permit to hold until the
 /// body ends.

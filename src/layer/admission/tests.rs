@@ -5,6 +5,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use tower::{Layer, Service, ServiceExt, service_fn};
@@ -196,7 +197,7 @@ async fn key_errors_answer_alike_on_both_layers() {
     }
 
     // The application's own answer, from the rejection's key error.
-    let custom = |rejection: &Rejection<'_>| {
+    let custom = |rejection: &Rejection<'_>, _request: &Parts| {
         let err = rejection.key_error()?;
         Response::builder()
             .status(StatusCode::UNAUTHORIZED)
@@ -217,11 +218,12 @@ async fn key_errors_answer_alike_on_both_layers() {
     }
 }
 
-/// One function words every refusal of both layers; the layers add `Retry-After` when it
-/// sets none, and the rate limit's fields; `None` keeps a layer's own answer.
+/// One function words every refusal of both layers, with the request in view; the layers add
+/// `Retry-After` when it sets none, and the rate limit's fields; `None` keeps a layer's own
+/// answer.
 #[tokio::test]
 async fn one_rejection_hook_serves_both_layers() {
-    fn own(rejection: &Rejection<'_>) -> Option<Response<Bytes>> {
+    fn own(rejection: &Rejection<'_>, request: &Parts) -> Option<Response<Bytes>> {
         let code = match rejection.kind() {
             RejectionKind::RateLimited => {
                 let decision = rejection.rate_limit()?;
@@ -233,10 +235,23 @@ async fn one_rejection_hook_serves_both_layers() {
         Response::builder()
             .status(rejection.status())
             .header("x-own", "1")
+            .header("x-path", request.uri.path())
             .body(Bytes::from(format!("{code}; {}", rejection.detail())))
             .ok()
     }
     let coordination = Coordination::memory();
+
+    // Decided by the backend (the answer written once the request is back), then by the deny
+    // cache (in `call`): the hook sees the request both times.
+    let cached = rate(&Coordination::memory())
+        .deny_cache(8)
+        .rejection_response(own);
+    assert_eq!(answer(&cached).await.0, StatusCode::OK);
+    for _ in 0..2 {
+        let (status, headers, _) = answer(&cached).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(header(&headers, "x-path"), Some("/"));
+    }
 
     let layer = rate(&coordination).rejection_response(own);
     assert_eq!(answer(&layer).await.0, StatusCode::OK);
@@ -279,7 +294,7 @@ async fn one_rejection_hook_serves_both_layers() {
         .try_acquire(b"k", 1)
         .await
         .expect("the only key");
-    let outage = rate(&full).rejection_response(|rejection: &Rejection<'_>| {
+    let outage = rate(&full).rejection_response(|rejection: &Rejection<'_>, _: &Parts| {
         assert_eq!(rejection.kind(), RejectionKind::Unavailable);
         assert!(rejection.error().is_some_and(|err| err.is_refused()));
         Response::builder()

@@ -1,13 +1,15 @@
 //! What the concurrency-limit layer answers itself, and what an admitted request holds.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use http::request::Parts;
 use http::{Request, Response, StatusCode};
 
 use super::guard::StreamGuard;
 use super::layer::Config;
 use crate::layer::admission::decide::Failure;
-use crate::layer::admission::{Answer, Decision, Grant, ResponseBody};
+use crate::layer::admission::{Answer, Decision, Grant, ResponseBody, Responses};
 use crate::layer::failure::Verdict;
 use crate::layer::headers::RATELIMIT_POLICY;
 use crate::layer::{Rejection, RejectionKind};
@@ -22,7 +24,11 @@ impl Grant for StreamGuard {
 }
 
 /// 429: every slot is taken. `retry_after` is when the earliest permit would expire.
-pub(crate) fn full(config: &Config, retry_after: Option<Duration>) -> Answer {
+pub(crate) fn full(
+    config: &Config,
+    retry_after: Option<Duration>,
+    request: Option<&Parts>,
+) -> Answer {
     // A slot may free sooner (a release), never later than this unless renewed; at least a
     // second, since `Retry-After: 0` invites an immediate retry.
     let wait = retry_after
@@ -34,12 +40,15 @@ pub(crate) fn full(config: &Config, retry_after: Option<Duration>) -> Answer {
             config.name
         )
     };
-    let answer = config.responses.refusal(&Rejection::new(
-        RejectionKind::ConcurrencyLimited,
-        StatusCode::TOO_MANY_REQUESTS,
-        Some(wait),
-        &detail,
-    ));
+    let answer = config.responses.refusal(
+        &Rejection::new(
+            RejectionKind::ConcurrencyLimited,
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(wait),
+            &detail,
+        ),
+        request,
+    );
     match &config.policy_field {
         Some(policy) => answer.header(RATELIMIT_POLICY, policy.clone()),
         None => answer,
@@ -48,25 +57,29 @@ pub(crate) fn full(config: &Config, retry_after: Option<Duration>) -> Answer {
 
 /// What the failure policy makes of a request that got no permit from the backend: a
 /// worker-local permit (failing open), or 503.
-pub(crate) fn failed(config: &Config, failure: &Failure) -> Decision<StreamGuard> {
+pub(crate) fn failed(config: Arc<Config>, failure: Failure) -> Decision<StreamGuard> {
     match failure.verdict(config.failure, "concurrency limit") {
         Verdict::Pass => match config.local.clone().try_acquire_owned() {
             Ok(local) => Decision::Admit(StreamGuard::local(local)),
             Err(_) => {
                 tracing::warn!(reason = %failure, "every local permit of the concurrency limit is taken");
-                Decision::Answer(full(config, None))
+                Responses::later(config.responses.hooked(), move |request| {
+                    full(&config, None, request)
+                })
             }
         },
         Verdict::Unavailable(retry_after) => {
-            let detail = || "The concurrency limit cannot be checked right now.".to_owned();
-            let rejection = Rejection::new(
-                RejectionKind::Unavailable,
-                StatusCode::SERVICE_UNAVAILABLE,
-                Some(retry_after),
-                &detail,
-            )
-            .with_error(failure.error());
-            Decision::Answer(config.responses.refusal(&rejection))
+            Responses::later(config.responses.hooked(), move |request| {
+                let detail = || "The concurrency limit cannot be checked right now.".to_owned();
+                let rejection = Rejection::new(
+                    RejectionKind::Unavailable,
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    Some(retry_after),
+                    &detail,
+                )
+                .with_error(failure.error());
+                config.responses.refusal(&rejection, request)
+            })
         }
     }
 }

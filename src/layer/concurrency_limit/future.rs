@@ -15,7 +15,7 @@ use super::answer;
 use super::guard::StreamGuard;
 use super::layer::Config;
 use crate::coordination::semaphore::Attempt;
-use crate::layer::admission::{self, Deciding, Decision, ResponseBody, decide};
+use crate::layer::admission::{self, Deciding, Decision, ResponseBody, Responses, decide};
 use crate::layer::circuit_breaker::Admission;
 
 pin_project! {
@@ -55,9 +55,11 @@ pub(crate) fn acquire(
                 Decision::Admit(StreamGuard::keep(permit, config.lease))
             }
             Ok(Attempt::Busy { retry_after }) => {
-                Decision::Answer(answer::full(&config, retry_after))
+                Responses::later(config.responses.hooked(), move |request| {
+                    answer::full(&config, retry_after, request)
+                })
             }
-            Err(failure) => answer::failed(&config, &failure),
+            Err(failure) => answer::failed(config, failure),
         }
     })
 }

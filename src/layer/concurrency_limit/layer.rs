@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::HeaderValue;
+use http::request::Parts;
 use tower_layer::Layer;
 
 use super::service::ConcurrencyLimit;
@@ -197,8 +198,9 @@ impl RedisConcurrencyLimitLayer {
     }
 
     /// The application's own answers to the requests this layer refuses: `respond` sees
-    /// each [`Rejection`] (a full limit, an outage, a key that cannot be derived) and returns
-    /// a response, or `None` to keep the layer's. The layer adds `Retry-After` when the
+    /// each [`Rejection`] (a full limit, an outage, a key that cannot be derived) with the
+    /// request's parts (for its `Accept`, say) and returns a response, or `None` to keep the
+    /// layer's. The layer adds `Retry-After` when the
     /// response has none, and `RateLimit-Policy` to a full limit's.
     /// The same function serves every layer and the `Lease` extractor (see [`Rejection`]).
     ///
@@ -209,7 +211,7 @@ impl RedisConcurrencyLimitLayer {
     /// reason.
     pub fn rejection_response<F>(mut self, respond: F) -> Self
     where
-        F: Fn(&Rejection<'_>) -> Option<http::Response<Bytes>> + Send + Sync + 'static,
+        F: Fn(&Rejection<'_>, &Parts) -> Option<http::Response<Bytes>> + Send + Sync + 'static,
     {
         self.config_mut().responses.custom = Some(Arc::new(respond));
         self

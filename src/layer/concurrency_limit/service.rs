@@ -90,10 +90,11 @@ where
                         return self.acquire(key, request);
                     }
                     Err(err) => {
-                        let answer = self
-                            .config
-                            .responses
-                            .key_error(&err, "concurrency limit key unavailable");
+                        let answer = self.config.responses.key_error(
+                            &err,
+                            "concurrency limit key unavailable",
+                            Some(&parts),
+                        );
                         return ResponseFuture::new(admission::ResponseFuture::answer(answer));
                     }
                 }
@@ -117,7 +118,7 @@ impl<S> ConcurrencyLimit<S> {
             Ok(admission) => admission,
             // The circuit is open: nothing is sent, the failure policy answers at once.
             Err(failure) => {
-                let decision = answer::failed(config, &failure);
+                let decision = answer::failed(config.clone(), failure);
                 return ResponseFuture::new(admission::ResponseFuture::decided(
                     decision,
                     request,

@@ -1,14 +1,15 @@
 //! What the rate-limit layer answers itself, and the fields it adds to allowed responses.
 
 use std::sync::Arc;
-use std::time::Duration;
 
+use http::request::Parts;
 use http::{HeaderMap, Request, Response, StatusCode};
 
 use super::info::{FailedOpen, RateLimitInfo};
 use super::layer::Config;
 use crate::coordination::rate_limit::{RateLimitDecision, RateLimitPolicy};
-use crate::layer::admission::{Answer, Decision, Grant, ResponseBody};
+use crate::layer::admission::decide::Failure;
+use crate::layer::admission::{Answer, Decision, Grant, ResponseBody, Responses};
 use crate::layer::failure::Verdict;
 use crate::layer::headers;
 use crate::layer::{Rejection, RejectionKind};
@@ -79,8 +80,13 @@ impl Grant for Granted {
     }
 }
 
-/// 429 for a rejected request.
-pub(crate) fn rejected(config: &Config, decision: &RateLimitDecision) -> Answer {
+/// 429 for a rejected request; the application's hook, if any, answers when `request` is
+/// given.
+pub(crate) fn rejected(
+    config: &Config,
+    decision: &RateLimitDecision,
+    request: Option<&Parts>,
+) -> Answer {
     let policies = config.limiter.policies();
     let detail = || match decision.retry_after() {
         // The binding policy is one that rejected a request of 1 permit or more: it has fewer
@@ -105,40 +111,30 @@ pub(crate) fn rejected(config: &Config, decision: &RateLimitDecision) -> Answer 
         &detail,
     )
     .with_decision(decision);
-    let mut answer = config.responses.refusal(&rejection);
+    let mut answer = config.responses.refusal(&rejection, request);
     insert_fields(config, policies, decision, answer.headers_mut());
     answer
 }
 
 /// The failure policy's answer when the backend gave no decision: pass without a limit, or
-/// 503.
-pub(crate) fn failed(
-    config: &Config,
-    failure: &crate::layer::admission::decide::Failure,
-) -> Decision<Admitted> {
+/// 503 (written once the request is at hand, for the application's hook).
+pub(crate) fn failed(config: Arc<Config>, failure: Failure) -> Decision<Admitted> {
     match failure.verdict(config.failure, "rate limit") {
         Verdict::Pass => Decision::Admit(Admitted::FailedOpen),
         Verdict::Unavailable(retry_after) => {
-            Decision::Answer(unavailable(config, retry_after, failure))
+            Responses::later(config.responses.hooked(), move |request| {
+                let detail = || "The rate limit cannot be checked right now.".to_owned();
+                let rejection = Rejection::new(
+                    RejectionKind::Unavailable,
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    Some(retry_after),
+                    &detail,
+                )
+                .with_error(failure.error());
+                config.responses.refusal(&rejection, request)
+            })
         }
     }
-}
-
-/// 503 when the backend cannot decide and the layer fails closed.
-fn unavailable(
-    config: &Config,
-    retry_after: Duration,
-    failure: &crate::layer::admission::decide::Failure,
-) -> Answer {
-    let detail = || "The rate limit cannot be checked right now.".to_owned();
-    let rejection = Rejection::new(
-        RejectionKind::Unavailable,
-        StatusCode::SERVICE_UNAVAILABLE,
-        Some(retry_after),
-        &detail,
-    )
-    .with_error(failure.error());
-    config.responses.refusal(&rejection)
 }
 
 /// `RateLimit-Policy` and `RateLimit` with one member per policy, and the legacy fields of the

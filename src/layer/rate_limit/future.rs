@@ -13,7 +13,7 @@ use tower_service::Service;
 use super::answer::{self, Admitted, Granted};
 use super::layer::Config;
 use crate::layer::admission::decide::{self, Failure};
-use crate::layer::admission::{self, Deciding, Decision, ResponseBody};
+use crate::layer::admission::{self, Deciding, Decision, ResponseBody, Responses};
 use crate::layer::circuit_breaker::Admission;
 
 pin_project! {
@@ -59,15 +59,17 @@ pub(crate) fn decide(
             Ok(decision) if decision.is_granted() => {
                 Decision::Admit(Admitted::Decided(Granted::new(config, decision)))
             }
-            Ok(decision) => Decision::Answer(answer::rejected(&config, &decision)),
-            Err(failure) => answer::failed(&config, &failure),
+            Ok(decision) => Responses::later(config.responses.hooked(), move |request| {
+                answer::rejected(&config, &decision, request)
+            }),
+            Err(failure) => answer::failed(config, failure),
         }
     })
 }
 
 /// The failure policy's decision when nothing could be asked (an open circuit).
-pub(crate) fn not_asked(config: &Config, failure: &Failure) -> Decision<Admitted> {
-    answer::failed(config, failure)
+pub(crate) fn not_asked(config: &Arc<Config>, failure: Failure) -> Decision<Admitted> {
+    answer::failed(config.clone(), failure)
 }
 
 impl<S, ReqBody, ResBody> Future for ResponseFuture<S, ReqBody>

@@ -282,8 +282,9 @@ impl RedisRateLimitLayer {
     }
 
     /// The application's own answers to the requests this layer refuses: `respond` sees
-    /// each [`Rejection`] (a full limit, an outage, a key that cannot be derived) and returns
-    /// a response, or `None` to keep the layer's. The layer adds `Retry-After` when the
+    /// each [`Rejection`] (a full limit, an outage, a key that cannot be derived) with the
+    /// request's parts (for its `Accept`, say) and returns a response, or `None` to keep the
+    /// layer's. The layer adds `Retry-After` when the
     /// response has none, and the `RateLimit` fields of a rate limit's decision.
     /// The same function serves every layer and the `Lease` extractor (see [`Rejection`]).
     ///
@@ -294,7 +295,7 @@ impl RedisRateLimitLayer {
     /// reason.
     pub fn rejection_response<F>(mut self, respond: F) -> Self
     where
-        F: Fn(&Rejection<'_>) -> Option<http::Response<Bytes>> + Send + Sync + 'static,
+        F: Fn(&Rejection<'_>, &Parts) -> Option<http::Response<Bytes>> + Send + Sync + 'static,
     {
         self.config_mut().responses.custom = Some(Arc::new(respond));
         self

@@ -64,9 +64,10 @@ where
         let key = match config.key.extract(&parts) {
             Ok(key) => key,
             Err(err) => {
-                let answer = config
-                    .responses
-                    .key_error(&err, "rate limit key unavailable");
+                let answer =
+                    config
+                        .responses
+                        .key_error(&err, "rate limit key unavailable", Some(&parts));
                 return ResponseFuture::new(admission::ResponseFuture::answer(answer));
             }
         };
@@ -76,7 +77,7 @@ where
         if config.max_wait.is_none()
             && let Some(decision) = config.limiter.cached_rejection(&key, cost)
         {
-            let answer = answer::rejected(config, &decision);
+            let answer = answer::rejected(config, &decision, Some(&parts));
             return ResponseFuture::new(admission::ResponseFuture::answer(answer));
         }
         let request = Request::from_parts(parts, body);
@@ -84,7 +85,7 @@ where
             Ok(admission) => admission,
             // The circuit is open: nothing is sent, the failure policy answers at once.
             Err(failure) => {
-                let decision = future::not_asked(config, &failure);
+                let decision = future::not_asked(config, failure);
                 return ResponseFuture::new(admission::ResponseFuture::decided(
                     decision,
                     request,
