@@ -374,3 +374,68 @@ async fn a_spec_answers_its_own_rejections_and_keeps_retry_after() {
     assert_eq!(reply.status, StatusCode::OK);
     drop(held);
 }
+
+/// A lease named by the peer's address, on an app served without it: the server's fault.
+struct ByPeer;
+
+impl LeaseSpec for ByPeer {
+    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
+        leasehold::layer::key::KeyExtractor::peer_ip().extract(parts)
+    }
+}
+
+/// The same, answered by the application with the rejection's sentence.
+struct ByPeerOwnAnswer;
+
+impl LeaseSpec for ByPeerOwnAnswer {
+    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
+        ByPeer::name(parts).await
+    }
+
+    fn rejection_response(
+        rejection: &Rejection<'_>,
+        _request: &Parts,
+    ) -> Option<http::Response<bytes::Bytes>> {
+        http::Response::builder()
+            .status(rejection.status())
+            .body(format!("own: {}", rejection.detail()).into())
+            .ok()
+    }
+}
+
+#[tokio::test]
+async fn a_name_the_server_cannot_derive_is_a_500_that_says_what_to_change() {
+    use tower::ServiceExt;
+    let router = Router::new()
+        .route("/plain", get(|_lease: Lease<ByPeer>| async { "never" }))
+        .route(
+            "/own",
+            get(|_lease: Lease<ByPeerOwnAnswer>| async { "never" }),
+        )
+        .with_state(Coordination::memory());
+    for (path, starts) in [
+        ("/plain", "lease name unavailable: no peer address"),
+        ("/own", "own: lease name unavailable: no peer address"),
+    ] {
+        // Without `into_make_service_with_connect_info`: no peer address in the request.
+        let request = http::Request::get(path)
+            .body(axum::body::Body::empty())
+            .expect("a request");
+        let response = router.clone().oneshot(request).await.expect("infallible");
+        assert_eq!(
+            response.status(),
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "{path}"
+        );
+        let body = http_body_util::BodyExt::collect(response.into_body())
+            .await
+            .expect("a body")
+            .to_bytes();
+        let body = std::str::from_utf8(&body).expect("text");
+        assert!(body.starts_with(starts), "{path}: {body}");
+        assert!(
+            body.contains("into_make_service_with_connect_info"),
+            "{body}"
+        );
+    }
+}

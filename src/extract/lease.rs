@@ -16,7 +16,7 @@ use crate::coordination::lock::{
     FencedLock, LockAttempt, ManagedLease, ManagedLeaseOptions, OwnershipLost,
 };
 use crate::error::{Error, ErrorKind};
-use crate::layer::admission::{Answer, Responses};
+use crate::layer::admission::{Answer, Responses, key_error_detail, log_key_error};
 use crate::layer::key::KeyError;
 use crate::layer::{Rejection, RejectionKind};
 
@@ -276,6 +276,9 @@ async fn take<R: LeaseSpec>(
     })
 }
 
+/// What the answer to a lease name that is the server's fault starts with.
+const LEASE_NAME_UNAVAILABLE: &str = "lease name unavailable";
+
 /// Why a [`Lease`] could not be taken for a request; answers as an HTTP response.
 ///
 /// The answer is the [`LeaseSpec::rejection_response`] of the lease's spec, or else the
@@ -352,7 +355,7 @@ impl LeaseRejection {
     fn detail(&self) -> String {
         match &self.reason {
             Reason::Held { .. } => "The lease is held by another request.".to_owned(),
-            Reason::InvalidName(err) => err.to_string(),
+            Reason::InvalidName(err) => key_error_detail(err, LEASE_NAME_UNAVAILABLE),
             Reason::Unavailable(_) => "The lease cannot be taken right now.".to_owned(),
         }
     }
@@ -421,7 +424,7 @@ impl LeaseRejection {
             }
             // The crate's own answer logs it; the application's does not.
             Reason::InvalidName(err) if err.status().is_server_error() && self.custom.is_some() => {
-                tracing::error!(error = %err, "cannot derive the request's key (lease name unavailable)");
+                log_key_error(err, LEASE_NAME_UNAVAILABLE);
             }
             _ => {}
         }
@@ -468,7 +471,7 @@ impl IntoResponse for LeaseRejection {
                 let responses = Responses::default();
                 match &self.reason {
                     Reason::InvalidName(err) => {
-                        responses.key_error(err, "lease name unavailable", None)
+                        responses.key_error(err, LEASE_NAME_UNAVAILABLE, None)
                     }
                     _ => {
                         let detail = || self.detail();

@@ -11,9 +11,10 @@ use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 
 use super::Decision;
 use super::body::ResponseBody;
+use super::decide::Failure;
 use crate::layer::headers;
 use crate::layer::key::KeyError;
-use crate::layer::rejection::{Rejection, RejectionFn};
+use crate::layer::rejection::{Rejection, RejectionFn, RejectionKind};
 
 /// How a layer words the answers it writes, the same options on every layer.
 #[derive(Clone, Default)]
@@ -34,6 +35,10 @@ impl Responses {
     /// The hook sees the request, so it is asked only where the request is at hand: build
     /// refusals through [`later`](Self::later) where it may not be.
     pub(crate) fn refusal(&self, rejection: &Rejection<'_>, request: Option<&Parts>) -> Answer {
+        debug_assert!(
+            request.is_some() || !self.hooked(),
+            "a refusal written without its request skips the application's hook: use `later`"
+        );
         let retry_after = rejection.retry_after();
         if let Some(answer) = request.and_then(|request| self.custom(rejection, request)) {
             return answer;
@@ -56,19 +61,13 @@ impl Responses {
     pub(crate) fn key_error(
         &self,
         err: &KeyError,
-        server_text: &'static str,
+        server_text: &str,
         request: Option<&Parts>,
     ) -> Answer {
         let status = err.status();
-        let detail = || {
-            if status.is_server_error() {
-                format!("{server_text}: {err}")
-            } else {
-                err.to_string()
-            }
-        };
+        let detail = || key_error_detail(err, server_text);
         if status.is_server_error() {
-            tracing::error!(error = %err, "cannot derive the request's key ({server_text})");
+            log_key_error(err, server_text);
         }
         let rejection = Rejection::invalid_key(err, &detail);
         request
@@ -76,8 +75,28 @@ impl Responses {
             .unwrap_or_else(|| Answer::line(status, detail()))
     }
 
+    /// 503 when the backend gave no decision for `limit` ("rate limit") and no request may
+    /// pass without one.
+    pub(crate) fn outage(
+        &self,
+        limit: &'static str,
+        retry_after: Duration,
+        failure: &Failure,
+        request: Option<&Parts>,
+    ) -> Answer {
+        let detail = || format!("The {limit} cannot be checked right now.");
+        let rejection = Rejection::new(
+            RejectionKind::Unavailable,
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some(retry_after),
+            &detail,
+        )
+        .with_error(failure.error());
+        self.refusal(&rejection, request)
+    }
+
     /// The application's answer, with the rejection's `Retry-After` when it sets none.
-    pub(crate) fn custom(&self, rejection: &Rejection<'_>, request: &Parts) -> Option<Answer> {
+    fn custom(&self, rejection: &Rejection<'_>, request: &Parts) -> Option<Answer> {
         let response = (self.custom.as_ref()?)(rejection, request)?;
         Some(Answer::from_response(response, rejection.retry_after()))
     }
@@ -101,6 +120,21 @@ impl Responses {
             Decision::Answer(build(None))
         }
     }
+}
+
+/// The sentence of a key error's answer: its message, after `server_text` ("rate limit key
+/// unavailable") when it is the server's fault.
+pub(crate) fn key_error_detail(err: &KeyError, server_text: &str) -> String {
+    if err.status().is_server_error() {
+        format!("{server_text}: {err}")
+    } else {
+        err.to_string()
+    }
+}
+
+/// Logs a key error that is the server's fault, which whoever runs the service must fix.
+pub(crate) fn log_key_error(err: &KeyError, server_text: &str) {
+    tracing::error!(error = %err, "cannot derive the request's key ({server_text})");
 }
 
 /// A response written by a layer, before it takes the inner body's type.

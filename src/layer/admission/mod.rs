@@ -7,8 +7,10 @@
 //! [`Failure::verdict`](decide::Failure::verdict) (the failure policy). The shared
 //! [`ResponseFuture`] awaits it, lets the [`Grant`] prepare the request, calls the inner
 //! service, and hands its response to the grant; an [`Answer`] (the one builder of 429, 503
-//! and key-error responses) becomes the response instead. Both layers answer with the one
-//! [`ResponseBody`].
+//! and key-error responses) becomes the response instead. A refusal decided in a boxed future
+//! of a layer with an application hook is a [`Decision::Refuse`] instead, written by
+//! [`Responses::later`] once the request is back, so that the hook sees it. Both layers
+//! answer with the one [`ResponseBody`].
 
 mod answer;
 mod body;
@@ -17,7 +19,7 @@ mod future;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use answer::{Answer, Responses};
+pub(crate) use answer::{Answer, Responses, key_error_detail, log_key_error};
 pub use body::{PermitLost, ResponseBody};
 pub(crate) use future::{Deciding, ResponseFuture};
 

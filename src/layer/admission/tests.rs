@@ -197,7 +197,8 @@ async fn key_errors_answer_alike_on_both_layers() {
     }
 
     // The application's own answer, from the rejection's key error.
-    let custom = |rejection: &Rejection<'_>, _request: &Parts| {
+    let custom = |rejection: &Rejection<'_>, request: &Parts| {
+        assert_eq!(request.uri.path(), "/");
         let err = rejection.key_error()?;
         Response::builder()
             .status(StatusCode::UNAUTHORIZED)
@@ -274,6 +275,7 @@ async fn one_rejection_hook_serves_both_layers() {
     let (status, headers, body) = answer(&limit).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
     assert!(body.starts_with("one at a time; Every slot"), "{body}");
+    assert_eq!(header(&headers, "x-path"), Some("/"));
     assert!(header(&headers, "retry-after").is_some());
     assert!(header(&headers, "ratelimit-policy").is_some());
     drop(held);
@@ -294,7 +296,8 @@ async fn one_rejection_hook_serves_both_layers() {
         .try_acquire(b"k", 1)
         .await
         .expect("the only key");
-    let outage = rate(&full).rejection_response(|rejection: &Rejection<'_>, _: &Parts| {
+    let outage = rate(&full).rejection_response(|rejection: &Rejection<'_>, request: &Parts| {
+        assert_eq!(request.uri.path(), "/");
         assert_eq!(rejection.kind(), RejectionKind::Unavailable);
         assert!(rejection.error().is_some_and(|err| err.is_refused()));
         Response::builder()

@@ -70,15 +70,9 @@ pub(crate) fn failed(config: Arc<Config>, failure: Failure) -> Decision<StreamGu
         },
         Verdict::Unavailable(retry_after) => {
             Responses::later(config.responses.hooked(), move |request| {
-                let detail = || "The concurrency limit cannot be checked right now.".to_owned();
-                let rejection = Rejection::new(
-                    RejectionKind::Unavailable,
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    Some(retry_after),
-                    &detail,
-                )
-                .with_error(failure.error());
-                config.responses.refusal(&rejection, request)
+                config
+                    .responses
+                    .outage("concurrency limit", retry_after, &failure, request)
             })
         }
     }

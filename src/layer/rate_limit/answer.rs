@@ -123,15 +123,9 @@ pub(crate) fn failed(config: Arc<Config>, failure: Failure) -> Decision<Admitted
         Verdict::Pass => Decision::Admit(Admitted::FailedOpen),
         Verdict::Unavailable(retry_after) => {
             Responses::later(config.responses.hooked(), move |request| {
-                let detail = || "The rate limit cannot be checked right now.".to_owned();
-                let rejection = Rejection::new(
-                    RejectionKind::Unavailable,
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    Some(retry_after),
-                    &detail,
-                )
-                .with_error(failure.error());
-                config.responses.refusal(&rejection, request)
+                config
+                    .responses
+                    .outage("rate limit", retry_after, &failure, request)
             })
         }
     }

@@ -12,7 +12,7 @@ use tower_service::Service;
 
 use super::answer::{self, Admitted, Granted};
 use super::layer::Config;
-use crate::layer::admission::decide::{self, Failure};
+use crate::layer::admission::decide;
 use crate::layer::admission::{self, Deciding, Decision, ResponseBody, Responses};
 use crate::layer::circuit_breaker::Admission;
 
@@ -65,11 +65,6 @@ pub(crate) fn decide(
             Err(failure) => answer::failed(config, failure),
         }
     })
-}
-
-/// The failure policy's decision when nothing could be asked (an open circuit).
-pub(crate) fn not_asked(config: &Arc<Config>, failure: Failure) -> Decision<Admitted> {
-    answer::failed(config.clone(), failure)
 }
 
 impl<S, ReqBody, ResBody> Future for ResponseFuture<S, ReqBody>

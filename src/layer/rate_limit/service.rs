@@ -85,7 +85,7 @@ where
             Ok(admission) => admission,
             // The circuit is open: nothing is sent, the failure policy answers at once.
             Err(failure) => {
-                let decision = future::not_asked(config, failure);
+                let decision = answer::failed(config.clone(), failure);
                 return ResponseFuture::new(admission::ResponseFuture::decided(
                     decision,
                     request,
