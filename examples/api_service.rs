@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body as AxumBody;
-use axum::extract::{FromRequestParts, OriginalUri, Path};
+use axum::extract::{FromRequestParts, Path};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use bytes::Bytes;
@@ -72,11 +72,7 @@ fn json_rejection(rejection: &Rejection<'_>, request: &Parts) -> Option<Response
         // A kind this version does not know: the crate's own answer.
         _ => return None,
     };
-    // Behind `nest`, a router sees its own part of the path; axum keeps the whole one.
-    let path = match request.extensions.get::<OriginalUri>() {
-        Some(OriginalUri(uri)) => uri.path(),
-        None => request.uri.path(),
-    };
+    let path = request.uri.path();
     let body = format!(
         "{{\"error\":\"{error}\",\"message\":{},\"path\":{}}}\n",
         json_string(&rejection.detail()),
@@ -208,12 +204,13 @@ fn app(coordination: &Coordination, trusted: Vec<TrustedProxy>) -> leasehold::Re
     .lease(Duration::from_secs(10))
     .rejection_response(json_rejection);
 
+    // Merged rather than nested: a layer behind `nest` sees the path without its prefix.
     let api = Router::new()
-        .route("/quota", get(quota))
-        .route("/hello", get(|| async { "Hello, API client!\n" }))
+        .route("/api/quota", get(quota))
+        .route("/api/hello", get(|| async { "Hello, API client!\n" }))
         .layer(per_api_key);
     Ok(Router::new()
-        .nest("/api", api)
+        .merge(api)
         .route("/events", get(events).layer(streams))
         .route("/reports/{id}/rebuild", post(rebuild))
         .route(
