@@ -13,7 +13,7 @@ use http::request::Parts;
 
 use crate::Coordination;
 use crate::coordination::lock::{
-    FencedLock, LockAttempt, ManagedLease, ManagedLeaseOptions, OwnershipLost,
+    FencedLease, FencedLock, LockAttempt, ManagedLease, ManagedLeaseOptions, OwnershipLost,
 };
 use crate::error::{Error, ErrorKind};
 use crate::layer::admission::{Answer, Responses, key_error_detail, log_key_error};
@@ -236,37 +236,12 @@ async fn take<R: LeaseSpec>(
     let options = R::options();
     let max_wait = R::max_wait();
     let lease = if max_wait.is_zero() {
-        match lock
-            .try_acquire(options.lease_duration())
-            .await
-            .map_err(Reason::Unavailable)?
-        {
-            LockAttempt::Acquired(lease) => lease,
-            LockAttempt::Busy { retry_after } => {
-                return Err(Reason::Held { retry_after });
-            }
-        }
+        try_once(&lock, &options).await?
     } else {
         match tokio::time::timeout(max_wait, lock.acquire_with(&options)).await {
             Ok(lease) => lease.map_err(Reason::Unavailable)?,
-            Err(_) => {
-                // Gave up waiting: say how long the current holder has left.
-                let retry_after = match lock.try_acquire(options.lease_duration()).await {
-                    Ok(LockAttempt::Busy { retry_after }) => retry_after,
-                    Ok(LockAttempt::Acquired(lease)) => {
-                        let lease =
-                            ManagedLease::keep(lease, &options).map_err(Reason::Unavailable)?;
-                        return Ok(Lease {
-                            lease,
-                            spec: PhantomData,
-                        });
-                    }
-                    Err(err) => {
-                        return Err(Reason::Unavailable(err));
-                    }
-                };
-                return Err(Reason::Held { retry_after });
-            }
+            // Gave up waiting: one last try, which also says how long the holder has left.
+            Err(_) => try_once(&lock, &options).await?,
         }
     };
     let lease = ManagedLease::keep(lease, &options).map_err(Reason::Unavailable)?;
@@ -274,6 +249,18 @@ async fn take<R: LeaseSpec>(
         lease,
         spec: PhantomData,
     })
+}
+
+/// The lease now, or how long its current holder has left.
+async fn try_once(lock: &FencedLock, options: &ManagedLeaseOptions) -> Result<FencedLease, Reason> {
+    match lock
+        .try_acquire(options.lease_duration())
+        .await
+        .map_err(Reason::Unavailable)?
+    {
+        LockAttempt::Acquired(lease) => Ok(lease),
+        LockAttempt::Busy { retry_after } => Err(Reason::Held { retry_after }),
+    }
 }
 
 /// What the answer to a lease name that is the server's fault starts with.
