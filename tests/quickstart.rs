@@ -10,14 +10,12 @@ use support::http::{client, get};
 use support::{Server, ServerKind, shared};
 
 /// Starts the quickstart, with `REDIS_URL` when given.
-fn start(redis_url: Option<String>) -> (Running, std::net::SocketAddr, Vec<String>) {
+fn start(redis_url: Option<String>) -> Running {
     let env: Vec<(&str, String)> = redis_url
         .map(|url| ("REDIS_URL", url))
         .into_iter()
         .collect();
-    let running = example::start("quickstart", &env);
-    let (addr, lines) = (running.addr, running.lines.clone());
-    (running, addr, lines)
+    example::start("quickstart", &env)
 }
 
 async fn five_then_429(addr: std::net::SocketAddr) {
@@ -37,7 +35,8 @@ async fn five_then_429(addr: std::net::SocketAddr) {
 
 #[tokio::test]
 async fn quickstart_runs_without_redis() {
-    let (_running, addr, lines) = start(None);
+    let running = start(None);
+    let (addr, lines) = (running.addr, &running.lines);
     assert!(
         lines.iter().any(|l| l.starts_with("backend: memory")),
         "{lines:?}"
@@ -58,7 +57,8 @@ async fn quickstart_uses_redis_when_redis_url_is_set() {
     // The example names its keys with its own prefix.
     let key = "quickstart:rl:fw:5:hello:ip:127.0.0.1";
     let () = server.cmd(&["DEL", key]);
-    let (_running, addr, lines) = start(Some(server.url()));
+    let running = start(Some(server.url()));
+    let (addr, lines) = (running.addr, &running.lines);
     assert!(
         lines
             .iter()
@@ -77,7 +77,8 @@ async fn quickstart_masks_the_password_of_redis_url() {
     let server = Server::start(ServerKind::Redis7, &[]);
     let () = server.cmd(&["CONFIG", "SET", "requirepass", "s3cret"]);
     let url = format!("redis://:s3cret@127.0.0.1:{}", server.port());
-    let (_running, addr, lines) = start(Some(url));
+    let running = start(Some(url));
+    let (addr, lines) = (running.addr, &running.lines);
     assert!(
         lines
             .iter()
