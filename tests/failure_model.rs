@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::routing::get;
 use leasehold::backend::memory::MemoryBackend;
-use leasehold::backend::redis::RedisBackend;
+use leasehold::backend::redis::{DEFAULT_TRANSIENT_RETRY, RedisBackend};
 use leasehold::coordination::rate_limit::FixedWindow;
 use leasehold::layer::concurrency_limit::{Capacity, RedisConcurrencyLimitLayer};
 use leasehold::layer::key::KeyExtractor;
@@ -221,6 +221,56 @@ async fn refused_connections_under_fail_open_pass_and_open_the_breaker() {
     proxy.pass();
 }
 
+/// Redis gone and its port refusing, no circuit breaker: once the outage outlasts the
+/// transient-retry bound, every request is answered at once (a refused connection is
+/// certain), rather than after the layer's timeout. Timed from the moment of the cut.
+#[tokio::test]
+async fn an_outage_costs_no_timeout_once_it_outlasts_the_retry_bound() {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = through(proxy.url(), "outage").await;
+    let (router, _) = app(&coordination, FailurePolicy::default());
+    let addr = serve(router).await;
+    assert!(each_route(addr).await.iter().all(|r| r.status == 200));
+
+    proxy.refuse();
+    proxy.cut();
+    let cut = Instant::now();
+    // Inside the bound a restart would cost latency, not errors; past it, nothing waits.
+    let settled = DEFAULT_TRANSIENT_RETRY + Duration::from_millis(100);
+    let mut slow = Vec::new();
+    let mut past_the_bound = 0;
+    while cut.elapsed() < settled + Duration::from_secs(2) {
+        for route in ROUTES {
+            let started = Instant::now();
+            let reply = http_get(&client(), addr, route, &[]).await;
+            let took = started.elapsed();
+            assert_503_with_retry_after(&reply, route);
+            assert!(
+                took < DECISION_TIMEOUT + Duration::from_millis(100),
+                "{route}: {took:?}"
+            );
+            if started.duration_since(cut) > settled {
+                past_the_bound += 1;
+                if took > FAST {
+                    slow.push((started.duration_since(cut), route, took));
+                }
+            }
+        }
+    }
+    assert!(past_the_bound >= 10, "{past_the_bound} requests");
+    assert!(slow.is_empty(), "waited past the bound: {slow:?}");
+
+    proxy.pass();
+    support::eventually("served again", async || {
+        each_route(addr).await.iter().all(|r| r.status == 200)
+    })
+    .await;
+}
+
+/// An answer that waited for nothing: well under the decision timeout, with room for a
+/// busy machine.
+const FAST: Duration = Duration::from_millis(100);
+
 /// Every route answers 503 with Retry-After under fail-open: a refusal is never a pass.
 async fn refusals_are_503(addr: SocketAddr, what: &str) {
     for _ in 0..3 {
@@ -257,53 +307,54 @@ async fn an_acl_user_without_scripting_gets_503_under_fail_open() {
     refusals_are_503(serve(router).await, "NOPERM").await;
 }
 
+/// Timed from the moment the app's connections are killed: the reconnect that meets the new
+/// password is every waiting step's answer at once, and the next ones', until a reconnect
+/// succeeds. Only a request whose command was already on the killed connection may pass.
 #[tokio::test]
 async fn a_password_rotated_under_a_running_app_gets_503_under_fail_open() {
     let server = Server::start(ServerKind::Redis7, &[]);
-    let () = server.cmd(&["CONFIG", "SET", "requirepass", "old"]);
-    let url = format!("redis://:old@127.0.0.1:{}", server.port());
+    let () = server.cmd(&["ACL", "SETUSER", "app", "on", ">old", "~*", "&*", "+@all"]);
+    let url = format!("redis://app:old@127.0.0.1:{}", server.port());
     let coordination = through(url, "rotated").await;
     let (router, _) = app(&coordination, FailurePolicy::FailOpen);
     let addr = serve(router).await;
     assert!(each_route(addr).await.iter().all(|r| r.status == 200));
 
     // Rotate, and drop the app's connections so that it must authenticate again.
-    let admin = |args: &[&str]| {
-        let mut cmd = redis::cmd(args[0]);
-        for arg in &args[1..] {
-            cmd.arg(*arg);
+    let () = server.cmd(&["ACL", "SETUSER", "app", "resetpass", ">new"]);
+    let killed: i64 = server.cmd(&["CLIENT", "KILL", "USER", "app"]);
+    assert!(killed >= 1, "the app held a connection");
+    let mut served = Vec::new();
+    for round in 0..6 {
+        for route in ROUTES {
+            let started = Instant::now();
+            let reply = http_get(&client(), addr, route, &[]).await;
+            let took = started.elapsed();
+            assert!(
+                took < DECISION_TIMEOUT,
+                "request {round} on {route} paid the timeout ({took:?}): {reply:?}"
+            );
+            if reply.status == 200 {
+                served.push((round, route));
+            } else {
+                assert_503_with_retry_after(&reply, &format!("request {round} on {route}"));
+            }
         }
-        let mut con = redis::Client::open(format!("redis://:old@127.0.0.1:{}", server.port()))
-            .expect("url")
-            .get_connection()
-            .expect("admin connection");
-        cmd.query::<redis::Value>(&mut con).expect("admin command");
-    };
-    admin(&["CONFIG", "SET", "requirepass", "new"]);
-    let mut con = redis::Client::open(format!("redis://:new@127.0.0.1:{}", server.port()))
-        .expect("url")
-        .get_connection()
-        .expect("admin connection");
-    let _: redis::Value = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .query(&mut con)
-        .expect("kill the app's connections");
-    // The command that meets the dropped connection is unavailable; the reconnect after it is
-    // refused for its credentials.
-    let deadline = Instant::now() + support::PATIENCE;
-    loop {
-        match coordination.server_time().await {
-            Err(err) if err.kind() == ErrorKind::Authentication => break,
-            other => assert!(
-                Instant::now() < deadline,
-                "no authentication error: {other:?}"
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    refusals_are_503(addr, "WRONGPASS").await;
+    assert!(
+        served.len() <= 1 && served.iter().all(|(round, _)| *round == 0),
+        "only the request on the killed connection may pass: {served:?}"
+    );
+    let err = coordination.server_time().await.expect_err("refused");
+    assert_eq!(err.kind(), ErrorKind::Authentication, "{err:?}");
+    assert!(err.is_refused());
+
+    // The refusal lasts until a reconnect succeeds: the old password back, the app is served.
+    let () = server.cmd(&["ACL", "SETUSER", "app", ">old"]);
+    support::eventually("served again", async || {
+        each_route(addr).await.iter().all(|r| r.status == 200)
+    })
+    .await;
 }
 
 #[tokio::test]

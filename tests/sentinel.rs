@@ -5,12 +5,31 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold::ErrorKind;
+use leasehold::Coordination;
 use leasehold::backend::redis::{RedisBackend, Script};
-use support::{sentinel, unique_prefix};
+use leasehold::coordination::lock::FencedLock;
+use support::{Server, sentinel, unique_prefix};
+
+/// The tests fail over one shared setup, and one counts the commands its primary took: one
+/// at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Waits (bounded) until the node that was primary serves as a replica: from then on it
+/// answers writes with READONLY, and no client can still write to it.
+fn wait_demoted(old_primary: &Server) {
+    support::wait_until(
+        Duration::from_secs(15),
+        "the old primary to become a replica",
+        || match old_primary.info_field("replication", "role").as_deref() {
+            Some("slave") => Ok(()),
+            other => Err(format!("role {other:?}")),
+        },
+    );
+}
 
 #[tokio::test]
 async fn follows_the_primary_across_a_failover() {
+    let _serial = SERIAL.lock().await;
     let setup = sentinel();
     let prefix = unique_prefix("sentinel");
     let backend = RedisBackend::sentinel(setup.sentinel_urls(), setup.service_name())
@@ -35,14 +54,7 @@ async fn follows_the_primary_across_a_failover() {
         .into_iter()
         .find(|node| node.port() == old_primary)
         .expect("the old primary is a data node");
-    support::wait_until(
-        Duration::from_secs(15),
-        "the old primary to become a replica",
-        || match old.info_field("replication", "role").as_deref() {
-            Some("slave") => Ok(()),
-            other => Err(format!("role {other:?}")),
-        },
-    );
+    wait_demoted(old);
 
     // Commands may fail while the old primary demotes itself (READONLY, dropped connection);
     // the backend then asks the sentinels again and reaches the new primary.
@@ -55,11 +67,10 @@ async fn follows_the_primary_across_a_failover() {
         {
             Ok(value) => break value,
             Err(err) => {
+                // A failover is unavailability (a lost connection, a timeout, a failover
+                // reply outlasting the retry bound), never a refusal.
                 assert!(
-                    matches!(
-                        err.kind(),
-                        ErrorKind::Io | ErrorKind::Timeout | ErrorKind::Server
-                    ),
+                    err.is_unavailable(),
                     "unexpected error during failover: {err}"
                 );
                 failures.push(err.to_string());
@@ -76,4 +87,91 @@ async fn follows_the_primary_across_a_failover() {
     let key = format!("{prefix}n");
     let stored: Option<i64> = setup.current_master().cmd(&["GET", &key]);
     assert_eq!(stored, Some(value));
+}
+
+/// Acquisitions carry a deadline on the server's clock: the first one after a failover reads
+/// the new primary's clock first, whose `TIME` its command statistics show, rather than
+/// counting on the old primary's (a new primary behind the old one could otherwise take an
+/// acquisition after its cleanup).
+#[tokio::test]
+async fn the_first_acquisition_after_a_failover_reads_the_new_primarys_clock() {
+    let _serial = SERIAL.lock().await;
+    let setup = sentinel();
+    let coordination: Coordination =
+        RedisBackend::sentinel(setup.sentinel_urls(), setup.service_name())
+            .key_prefix(unique_prefix("sentinel-clock"))
+            .connect()
+            .await
+            .expect("connect through sentinel")
+            .into();
+    let lock = FencedLock::new(&coordination, "{job}:lease", "{job}:fence").expect("valid");
+    let mut lease = lock
+        .try_acquire(Duration::from_secs(30))
+        .await
+        .expect("acquire")
+        .into_lease()
+        .expect("free");
+    lease.release().await.expect("release");
+    let old_primary = setup.master_port();
+
+    setup.failover();
+    let old = setup
+        .data_nodes()
+        .into_iter()
+        .find(|node| node.port() == old_primary)
+        .expect("the old primary is a data node");
+    wait_demoted(old);
+    // The new primary logs every command it runs, in order.
+    let new_primary = setup.current_master();
+    let () = new_primary.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    let () = new_primary.cmd(&["CONFIG", "SET", "slowlog-max-len", "10000"]);
+    let () = new_primary.cmd(&["SLOWLOG", "RESET"]);
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let mut lease = loop {
+        match lock.try_acquire(Duration::from_secs(30)).await {
+            Ok(attempt) => break attempt.into_lease().expect("free"),
+            Err(err) => {
+                assert!(err.is_unavailable(), "during the failover: {err}");
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "never reached the new primary: {err}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let log: Vec<(u64, Vec<String>)> = new_primary
+        .cmd::<Vec<redis::Value>>(&["SLOWLOG", "GET", "-1"])
+        .into_iter()
+        .filter_map(|entry| {
+            let redis::Value::Array(fields) = entry else {
+                return None;
+            };
+            let id: u64 = redis::from_redis_value(fields.first()?.clone()).ok()?;
+            let args: Vec<String> = redis::from_redis_value(fields.get(3)?.clone()).ok()?;
+            Some((id, args))
+        })
+        .collect();
+    let () = new_primary.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "10000"]);
+    let first = |command: &str| {
+        log.iter()
+            .filter(|(_, args)| {
+                args.first()
+                    .is_some_and(|c| c.eq_ignore_ascii_case(command))
+            })
+            .map(|(id, _)| *id)
+            .min()
+    };
+    let script = [first("evalsha"), first("eval")]
+        .into_iter()
+        .flatten()
+        .min();
+    let script = script.unwrap_or_else(|| panic!("no acquisition ran there: {log:?}"));
+    let time = first("time").unwrap_or_else(|| panic!("no TIME on the new primary: {log:?}"));
+    assert!(
+        time < script,
+        "the first acquisition ran before the new primary's clock was read: {log:?}"
+    );
+    lease.release().await.expect("release");
 }

@@ -3,13 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionManagerConfig;
 use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{AsyncConnectionConfig, Client};
 
 use redis::Value;
 
-use super::connection::{Connection, Request, SentinelConnection};
+use super::connection::{Connection, Request};
 use super::link::{Connected, Link};
 use super::server_clock::ServerClock;
 use super::server_version::ServerVersion;
@@ -25,9 +24,6 @@ pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(1);
 /// Default bound on sending a step again after a transient failure (see
 /// [`RedisBackendBuilder::transient_retry`]).
 pub const DEFAULT_TRANSIENT_RETRY: Duration = Duration::from_secs(1);
-
-/// The longest pause between two reconnection attempts of a standalone connection.
-const RECONNECT_MAX_DELAY: Duration = Duration::from_millis(500);
 
 /// Not `Debug`: its URLs may hold passwords (see [`endpoint::describe`]).
 #[derive(Clone)]
@@ -157,8 +153,13 @@ impl RedisBackendBuilder {
     /// three response timeouts; a failed attempt is every step's answer for half a second
     /// more. A service that must not start without Redis awaits
     /// [`RedisBackend::ready`] after this. Every error names the deployment, passwords
-    /// masked. Once connected, the backend reconnects by itself: a command that meets a
-    /// broken connection fails, and later ones go through once the server is back.
+    /// masked. Once connected, the backend reconnects by itself, the same way: a command
+    /// that meets a broken connection fails, and later ones make a new connection (one
+    /// attempt at a time, its failure the answer for half a second), so a server that
+    /// refuses the credentials is every step's answer at once, and a server that is back
+    /// is used again at once. Every new connection reads the server's version and clock
+    /// again: after a failover, the first acquisition carries a deadline on the new
+    /// primary's clock.
     ///
     /// # Cancel safety
     ///
@@ -188,6 +189,7 @@ impl RedisBackendBuilder {
                 transient_retry: self.transient_retry,
                 prefix,
                 capabilities: Capabilities::default(),
+                outage: super::outage::Outage::new(),
                 watcher: Watcher::new(self.target, self.response_timeout, self.connection_timeout),
             }),
         };
@@ -212,7 +214,7 @@ impl RedisBackendBuilder {
     pub(super) async fn open(&self) -> Result<Connected> {
         let endpoint = endpoint::describe(&self.target);
         let at = |err: Error| err.context(format_args!("connecting to Redis at {endpoint}"));
-        // Two handshakes (a probe, then the connection kept), then INFO and TIME: a bound on
+        // Up to two handshakes (a sentinel, then the primary it names), then INFO and TIME: a bound on
         // the whole, since a server that stops answering half-way would otherwise hold every
         // waiting step for the client's retries. Nothing was sent that could apply.
         let bound = self
@@ -240,7 +242,7 @@ impl RedisBackendBuilder {
         let server = server_version(&connection).await?;
         let clock = server_clock(&connection).await?;
         tracing::debug!(
-            topology = connection.topology(),
+            topology = self.target.topology(),
             prefix = ?self.prefix,
             %server,
             %endpoint,
@@ -253,32 +255,24 @@ impl RedisBackendBuilder {
         })
     }
 
-    async fn connect_standalone(&self, url: &str) -> Result<Connection> {
-        let client = Client::open(url).map_err(invalid_config)?;
-        // One plain attempt first: the manager would retry for seconds before it gives up,
-        // and a server that does not answer must cost a step (or the start-up) one connection
-        // timeout at most. The manager then connects at once.
-        let probe = AsyncConnectionConfig::new()
-            .set_response_timeout(Some(self.response_timeout))
-            .set_connection_timeout(Some(self.connection_timeout));
-        drop(
-            client
-                .get_multiplexed_async_connection_with_config(&probe)
-                .await
-                .map_err(error_map::from_redis)?,
-        );
-        // Commands wait while the manager reconnects, so its backoff is kept short: six
-        // attempts, 100 ms doubling to at most 500 ms (jittered up to twice that), about
-        // 4 s in all; then the next command starts a new round.
-        let config = ConnectionManagerConfig::new()
+    /// The bounds of every connection to one server: the connection timeout for the
+    /// handshake, the response timeout for each reply.
+    fn server_config(&self) -> AsyncConnectionConfig {
+        AsyncConnectionConfig::new()
             .set_response_timeout(Some(self.response_timeout))
             .set_connection_timeout(Some(self.connection_timeout))
-            .set_max_delay(RECONNECT_MAX_DELAY);
-        let manager = client
-            .get_connection_manager_with_config(config)
+    }
+
+    /// One plain attempt: no retries inside the client, so that a server that refuses (a
+    /// password, an ACL) or does not answer costs a step one attempt, and the link decides
+    /// when to try again.
+    async fn connect_standalone(&self, url: &str) -> Result<Connection> {
+        let client = Client::open(url).map_err(invalid_config)?;
+        let connection = client
+            .get_multiplexed_async_connection_with_config(&self.server_config())
             .await
             .map_err(error_map::from_redis)?;
-        Ok(Connection::Standalone(manager))
+        Ok(Connection::Server(connection))
     }
 
     async fn connect_cluster(&self, urls: &[String]) -> Result<Connection> {
@@ -311,20 +305,20 @@ impl RedisBackendBuilder {
         }
         // Without the `tls` feature redis-rs takes the name as a `String`.
         #[allow(clippy::unnecessary_to_owned)]
-        let client = SentinelClient::build(
+        let mut client = SentinelClient::build(
             sentinels.to_vec(),
             service_name.to_owned(),
             None,
             SentinelServerType::Master,
         )
         .map_err(invalid_config)?;
-        let config = AsyncConnectionConfig::new()
-            .set_response_timeout(Some(self.response_timeout))
-            .set_connection_timeout(Some(self.connection_timeout));
-        let connection = SentinelConnection::connect(client, config)
+        // Asks the sentinels for the primary on every attempt: after a failover, the
+        // connection that broke is replaced by one to the new primary.
+        let connection = client
+            .get_async_connection_with_config(&self.server_config())
             .await
             .map_err(error_map::from_redis)?;
-        Ok(Connection::Sentinel(Box::new(connection)))
+        Ok(Connection::Server(connection))
     }
 }
 

@@ -138,16 +138,23 @@ pub(crate) fn is_noscript(err: &RedisError) -> bool {
     matches!(err.kind(), RedisKind::Server(ServerErrorKind::NoScript))
 }
 
-/// Whether the error suggests the connection no longer reaches the primary (Sentinel
-/// failover): a lost connection, a write refused by a demoted replica (`READONLY`, also from
-/// inside a script) or a replica that lost its primary (`MASTERDOWN`). Not `LOADING` or
-/// `BUSY`: the server is the right one, just not ready.
-pub(crate) fn suggests_primary_moved(err: &RedisError) -> bool {
-    err.is_io_error()
+/// Whether a connection that failed so must be replaced: it broke (a lost connection, a
+/// reply stream out of step), or it no longer reaches the primary after a failover (a write
+/// refused by a demoted primary, `READONLY`, also from inside a script, or a replica that
+/// lost its primary, `MASTERDOWN`: a new connection asks the sentinels again). Not a timeout
+/// (the connection still works; a new one would wait as long), nor `LOADING` or `BUSY` (the
+/// server is the right one, just not ready).
+pub(crate) fn breaks_connection(err: &RedisError) -> bool {
+    err.is_unrecoverable_error()
         || err.is_connection_dropped()
-        || err.is_connection_refusal()
         || first_failure(err)
             .is_some_and(|(_, code, _)| matches!(code.as_str(), "READONLY" | "MASTERDOWN"))
+}
+
+/// [`may_pass_without_effect`] for the crate's error: a failed connection attempt that
+/// certainly sent nothing (refused, a failover reply).
+pub(crate) fn may_pass(err: &Error) -> bool {
+    matches!(err.kind(), ErrorKind::Transient | ErrorKind::Io) && !err.is_outcome_uncertain()
 }
 
 #[cfg(test)]
@@ -391,23 +398,27 @@ mod tests {
 
     #[test]
     fn a_demoted_primary_is_asked_for_again_a_loading_one_is_not() {
-        assert!(suggests_primary_moved(&reply(
+        assert!(breaks_connection(&reply(
             "READONLY You can't write against a read only replica."
         )));
-        assert!(suggests_primary_moved(&reply(
+        assert!(breaks_connection(&reply(
             "ERR Error running script (call to f_1f0e): @user_script:1: @user_script: 1: -READONLY You can't write against a read only replica."
         )));
-        assert!(suggests_primary_moved(&reply(
+        assert!(breaks_connection(&reply(
             "MASTERDOWN Link with MASTER is down"
         )));
-        assert!(suggests_primary_moved(&io(io::ErrorKind::ConnectionReset)));
-        assert!(!suggests_primary_moved(&reply(
+        assert!(breaks_connection(&io(io::ErrorKind::ConnectionReset)));
+        assert!(!breaks_connection(&reply(
             "LOADING Redis is loading the dataset in memory"
         )));
-        assert!(!suggests_primary_moved(&reply(
+        assert!(!breaks_connection(&reply(
             "BUSY Redis is busy running a script."
         )));
-        assert!(!suggests_primary_moved(&reply("NOPERM denied")));
+        assert!(!breaks_connection(&reply("NOPERM denied")));
+        // A timed-out connection still works; a new one would wait as long.
+        assert!(!breaks_connection(&io(io::ErrorKind::TimedOut)));
+        assert!(breaks_connection(&io(io::ErrorKind::BrokenPipe)));
+        assert!(breaks_connection(&client(RedisKind::Parse)));
     }
 
     #[test]

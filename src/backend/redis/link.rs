@@ -1,20 +1,32 @@
-//! The connection to the deployment, made at start-up when it answers and on first use when
-//! it does not: a service whose failure policy covers an unreachable Redis still boots.
+//! The connection to the deployment: made at start-up when it answers, on first use when it
+//! does not (a service whose failure policy covers an unreachable Redis still boots), and
+//! made again, whole, once it breaks.
 //!
 //! One attempt runs at a time, in a task of its own, and every step that needs the
 //! connection waits for that attempt's outcome: a step that gives up (its layer's timeout)
 //! does not cancel it, so a slow handshake still completes, and steps queue behind no more
 //! than one attempt. A failed attempt is the answer for [`FAIL_FAST`] more, so that an
-//! outage costs each step at most one bounded attempt, not one each.
+//! outage or a refusal costs each step at most one bounded attempt, not one each; a refusal
+//! (a rotated password, an ACL) is so the answer from the first reconnect that meets it, at
+//! once, until a reconnect succeeds.
+//!
+//! Every attempt makes the whole [`Connected`]: the connection, then the server's version and
+//! its clock. A reconnect can reach another server (the primary Sentinel names after a
+//! failover, a restarted server), so what was learned of the old one is never carried over:
+//! the first acquisition on the new connection carries a deadline read from the new server's
+//! clock. A Cluster connection follows its nodes by itself and is never made again.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use arc_swap::ArcSwapOption;
+use redis::RedisError;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::builder::RedisBackendBuilder;
 use super::connection::Connection;
+use super::error_map;
 use super::server_clock::ServerClock;
 use super::server_version::ServerVersion;
 use crate::error::{Error, ErrorKind, Result};
@@ -22,30 +34,39 @@ use crate::error::{Error, ErrorKind, Result};
 /// How long a failed attempt stays the answer before the next step tries again.
 const FAIL_FAST: Duration = Duration::from_millis(500);
 
-/// What connecting learned, kept for the handle's life: the connection (which reconnects by
-/// itself from then on), the server's version and its clock.
+/// What one connection attempt learned: the connection, the server's version and its clock.
 pub(super) struct Connected {
     pub(super) connection: Connection,
     pub(super) server: ServerVersion,
     pub(super) clock: ServerClock,
 }
 
-/// The connection, once made.
+/// The connection in use, made again when it breaks.
 pub(super) struct Link {
     inner: Arc<Inner>,
 }
 
 struct Inner {
     builder: RedisBackendBuilder,
-    connected: OnceLock<Connected>,
+    /// The connection in use: empty until made, and once it broke. Read by every step
+    /// without a lock; written only under `attempt`'s lock, or by the one attempt running.
+    current: ArcSwapOption<Connected>,
     /// The latest attempt: `None` in the channel while it runs.
     attempt: Mutex<Option<watch::Receiver<Option<Outcome>>>>,
+}
+
+/// What a step that found no connection does.
+enum Attempt {
+    /// Uses the one made since it looked.
+    Made(Arc<Connected>),
+    /// Waits for the attempt running.
+    Wait(watch::Receiver<Option<Outcome>>),
 }
 
 /// How an attempt ended.
 #[derive(Clone)]
 enum Outcome {
-    Connected,
+    Connected(Arc<Connected>),
     Failed { at: Instant, error: Arc<Error> },
 }
 
@@ -54,20 +75,23 @@ impl Link {
         Link {
             inner: Arc::new(Inner {
                 builder,
-                connected: OnceLock::new(),
+                current: ArcSwapOption::empty(),
                 attempt: Mutex::new(None),
             }),
         }
     }
 
-    /// The connection, made now if it was not yet (see the module's docs).
+    /// The connection, made now if there is none (see the module's docs).
     ///
     /// Cancel safe: the attempt goes on without the caller.
-    pub(super) async fn get(&self) -> Result<&Connected> {
-        if let Some(connected) = self.inner.connected.get() {
+    pub(super) async fn get(&self) -> Result<Arc<Connected>> {
+        if let Some(connected) = self.get_now() {
             return Ok(connected);
         }
-        let mut outcome = self.attempt()?;
+        let mut outcome = match self.attempt()? {
+            Attempt::Made(connected) => return Ok(connected),
+            Attempt::Wait(outcome) => outcome,
+        };
         let ended = outcome
             .wait_for(Option::is_some)
             .await
@@ -75,33 +99,53 @@ impl Link {
             .ok()
             .flatten();
         match ended {
+            Some(Outcome::Connected(connected)) => Ok(connected),
             Some(Outcome::Failed { error, .. }) => Err(error.clone_without_source()),
-            // Connected, or an attempt that ended without a word (its task was dropped with
-            // the runtime): what the cell holds decides.
-            _ => {
-                self.inner.connected.get().ok_or_else(|| {
-                    Error::new(ErrorKind::Io, "the connection attempt was abandoned")
-                })
-            }
+            // An attempt that ended without a word: its task was dropped with the runtime.
+            None => Err(Error::new(
+                ErrorKind::Io,
+                "the connection attempt was abandoned",
+            )),
         }
     }
 
-    /// The connection if it was made.
-    pub(super) fn get_now(&self) -> Option<&Connected> {
-        self.inner.connected.get()
+    /// The connection in use, if there is one.
+    pub(super) fn get_now(&self) -> Option<Arc<Connected>> {
+        self.inner.current.load_full()
+    }
+
+    /// Drops `connected` when `err` says it broke, or no longer reaches the primary (see
+    /// [`error_map::breaks_connection`]), so that the next step makes a new one. A
+    /// connection made since is kept.
+    pub(super) fn forget_if_broken(&self, connected: &Arc<Connected>, err: &RedisError) {
+        if connected.connection.reconnects() && error_map::breaks_connection(err) {
+            self.forget(connected);
+        }
+    }
+
+    fn forget(&self, broken: &Arc<Connected>) {
+        let _attempt = self.lock_attempt();
+        let current = self.inner.current.load();
+        if current
+            .as_ref()
+            .is_some_and(|current| Arc::ptr_eq(current, broken))
+        {
+            tracing::debug!("the connection broke; the next step connects again");
+            self.inner.current.store(None);
+        }
     }
 
     /// The attempt to wait for: the one running, or a new one, unless the latest failed
-    /// less than [`FAIL_FAST`] ago (then its failure is the answer).
-    fn attempt(&self) -> Result<watch::Receiver<Option<Outcome>>> {
-        let mut latest = self
-            .inner
-            .attempt
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+    /// less than [`FAIL_FAST`] ago (then its failure is the answer) or made the connection
+    /// since the caller looked.
+    fn attempt(&self) -> Result<Attempt> {
+        let mut latest = self.lock_attempt();
+        if let Some(connected) = self.get_now() {
+            return Ok(Attempt::Made(connected));
+        }
         if let Some(outcome) = latest.as_ref() {
             match &*outcome.borrow() {
-                None => return Ok(outcome.clone()),
+                None => return Ok(Attempt::Wait(outcome.clone())),
                 Some(Outcome::Failed { at, error }) if at.elapsed() < FAIL_FAST => {
                     return Err(error.clone_without_source());
                 }
@@ -113,9 +157,11 @@ impl Link {
         tokio::spawn(async move {
             let ended = match inner.builder.open().await {
                 Ok(connected) => {
-                    // The only writer: one attempt runs at a time.
-                    _ = inner.connected.set(connected);
-                    Outcome::Connected
+                    let connected = Arc::new(connected);
+                    // Stored before the outcome is told, so that a waiter woken by it and
+                    // any step after it find the connection.
+                    inner.current.store(Some(connected.clone()));
+                    Outcome::Connected(connected)
                 }
                 Err(err) => Outcome::Failed {
                     at: Instant::now(),
@@ -125,6 +171,14 @@ impl Link {
             _ = tell.send(Some(ended));
         });
         *latest = Some(outcome.clone());
-        Ok(outcome)
+        Ok(Attempt::Wait(outcome))
+    }
+
+    fn lock_attempt(&self) -> std::sync::MutexGuard<'_, Option<watch::Receiver<Option<Outcome>>>> {
+        // Holds only a receiver: a panic elsewhere cannot leave it inconsistent.
+        self.inner
+            .attempt
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

@@ -3,8 +3,9 @@
 //! Every step is one script call (or one native command): decisions are taken on the server
 //! with the server's clock. The backend:
 //!
-//! - reconnects by itself (standalone through redis-rs' `ConnectionManager`; Cluster through
-//!   the cluster client; Sentinel by asking the sentinels again after the connection breaks);
+//! - reconnects by itself: a standalone or Sentinel connection that breaks is replaced by a
+//!   new one (asking the sentinels again), one attempt at a time, whose refusal is every
+//!   step's answer at once; a Cluster connection heals itself through the cluster client;
 //! - applies a binary-safe key prefix to every key;
 //! - sends scripts as `EVALSHA` and falls back to `EVAL` once on `NOSCRIPT`; the crate's
 //!   read-only steps go as `EVALSHA_RO` where the server has it (Redis 7.0+, Valkey) and the
@@ -24,6 +25,7 @@ mod connection;
 mod endpoint;
 pub(crate) mod error_map;
 mod link;
+mod outage;
 mod script;
 pub(crate) mod script_reply;
 mod server_clock;
@@ -51,7 +53,6 @@ use std::time::Duration;
 
 use redis::{Cmd, FromRedisValue, Pipeline, ToRedisArgs, Value};
 
-pub(crate) use self::connection::Connection;
 use self::connection::Request;
 use self::link::Link;
 use crate::backend::{KeyPrefix, ensure_same_slot};
@@ -91,6 +92,8 @@ struct Shared {
     prefix: KeyPrefix,
     capabilities: Capabilities,
     watcher: watch::Watcher,
+    /// Since when the backend has failed without effect (see [`RedisBackend::send`]).
+    outage: outage::Outage,
 }
 
 impl RedisBackend {
@@ -143,13 +146,13 @@ impl RedisBackend {
         &self.shared.endpoint
     }
 
-    /// The server this handle connected to, as its `INFO server` reported it; `None` until
-    /// the handle has reached it (see [`ready`](Self::ready)).
-    pub fn server_version(&self) -> Option<&ServerVersion> {
+    /// The server this handle is connected to, as its `INFO server` reported it; `None`
+    /// until the handle has reached it (see [`ready`](Self::ready)) and while it reconnects.
+    pub fn server_version(&self) -> Option<ServerVersion> {
         self.shared
             .link
             .get_now()
-            .map(|connected| &connected.server)
+            .map(|connected| connected.server.clone())
     }
 
     /// Connects now if the handle has not reached the deployment yet, and says whether it
@@ -168,12 +171,9 @@ impl RedisBackend {
         self.shared.link.get().await.map(drop)
     }
 
-    /// The connection, made now if it was not yet.
-    async fn connected(&self) -> Result<&link::Connected> {
-        match self.shared.link.get_now() {
-            Some(connected) => Ok(connected),
-            None => self.shared.link.get().await,
-        }
+    /// The connection, made now if there is none.
+    async fn connected(&self) -> Result<Arc<link::Connected>> {
+        self.shared.link.get().await
     }
 
     /// The configured key prefix.
@@ -194,7 +194,16 @@ impl RedisBackend {
     pub async fn server_time(&self) -> Result<Duration> {
         let connected = self.connected().await?;
         let sent = tokio::time::Instant::now();
-        let (seconds, micros): (u64, u64) = self.query(&redis::cmd("TIME")).await?;
+        // On the connection whose clock it updates: a reconnect may reach another server.
+        let reply = connected
+            .connection
+            .query(Request::Cmd(&redis::cmd("TIME")))
+            .await
+            .map_err(|err| {
+                self.shared.link.forget_if_broken(&connected, &err);
+                error_map::from_redis(err)
+            })?;
+        let (seconds, micros): (u64, u64) = convert(reply, "TIME")?;
         let now = Duration::from_secs(seconds) + Duration::from_micros(micros);
         connected
             .clock
@@ -209,14 +218,19 @@ impl RedisBackend {
     /// the transient-retry bound, and the local instant it gives is when the server has
     /// certainly passed it: the cleanup waits until then.
     ///
-    /// The server's clock is bounded from its latest `TIME` reading: on connect, then again in
-    /// the background by the first acquisition once it is a minute old, or after an
-    /// acquisition arrived late. A server clock stepped back by more than the margins (100 ms,
-    /// plus 1 ms per second of the reading's age) would let a delayed command through, as it
-    /// would any other clock-based rule; on a Cluster the reading comes from one node, so the
-    /// nodes' clocks must agree within those margins (as NTP keeps them).
+    /// The server's clock is bounded from its latest `TIME` reading: on every new connection
+    /// (so after a failover, before any acquisition uses the new primary's clock), then again
+    /// in the background by the first acquisition once it is a minute old, or after an
+    /// acquisition arrived late. The margins (100 ms, plus 1 ms per second of the reading's
+    /// age) cover a clock stepped back by that much, and two servers whose clocks differ by
+    /// that much: a Cluster's nodes (the reading comes from one of them), and the old and the
+    /// new primary for an acquisition that was sent to the old one and, refused there
+    /// (`READONLY`), sent again to the new one within the transient-retry bound. More than
+    /// that would let a delayed command through, as it would any other clock-based rule: keep
+    /// the servers' clocks in step (NTP keeps them within a few milliseconds).
     pub(crate) async fn acquire_deadline(&self) -> Result<Deadline> {
-        let clock = &self.connected().await?.clock;
+        let connected = self.connected().await?;
+        let clock = &connected.clock;
         if clock.is_stale() {
             self.refresh_clock();
         }
@@ -311,8 +325,7 @@ impl RedisBackend {
             args.write_redis_args(&mut cmd);
             cmd
         };
-        let connected = self.connected().await?;
-        let legacy = connected.server.legacy_scripting();
+        let legacy = self.connected().await?.server.legacy_scripting();
         let (source, sha1) = script.variant(legacy);
         let mut read_only =
             script.is_read_only() && !legacy && self.shared.capabilities.read_only_scripts();
@@ -324,23 +337,18 @@ impl RedisBackend {
             } else {
                 ("EVALSHA", "EVAL")
             };
-            let connection = &connected.connection;
-            let reply = match self
-                .send(connection, Request::Cmd(&call(evalsha, sha1)))
-                .await
-            {
-                Err(err) if error_map::is_noscript(&err) => {
+            let reply = match self.send(Request::Cmd(&call(evalsha, sha1))).await {
+                Err(SendError::Reply(err)) if error_map::is_noscript(&err) => {
                     tracing::debug!(
                         script = script.name(),
                         "NOSCRIPT; sending the script with {eval}"
                     );
-                    self.send(connection, Request::Cmd(&call(eval, source)))
-                        .await
+                    self.send(Request::Cmd(&call(eval, source))).await
                 }
                 reply => reply,
             };
             match reply {
-                Err(err) if read_only && error_map::refuses_command(&err) => {
+                Err(SendError::Reply(err)) if read_only && error_map::refuses_command(&err) => {
                     tracing::info!(
                         error = %err,
                         script = script.name(),
@@ -349,7 +357,7 @@ impl RedisBackend {
                     self.shared.capabilities.record_read_only_scripts_refused();
                     read_only = false;
                 }
-                reply => return reply.map_err(error_map::from_redis),
+                reply => return reply.map_err(SendError::into_error),
             }
         }
     }
@@ -399,37 +407,19 @@ impl RedisBackend {
 
     /// Sends one native command and converts its reply.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
-        let connection = self.connection().await?;
-        let reply = self
-            .query_raw(connection, cmd)
-            .await
-            .map_err(error_map::from_redis)?;
+        let reply = self.query_raw(cmd).await.map_err(SendError::into_error)?;
         convert(reply, "command")
-    }
-
-    /// The connection, made now if it was not yet (see [`ready`](Self::ready)), for the
-    /// steps that send native commands with [`query_raw`](Self::query_raw).
-    pub(crate) async fn connection(&self) -> Result<&Connection> {
-        Ok(&self.connected().await?.connection)
     }
 
     /// Sends one native command and returns the client's error unmapped, for steps that must
     /// recognise a particular server answer.
-    pub(crate) async fn query_raw(
-        &self,
-        connection: &Connection,
-        cmd: &Cmd,
-    ) -> Result<Value, redis::RedisError> {
-        self.send(connection, Request::Cmd(cmd)).await
+    pub(crate) async fn query_raw(&self, cmd: &Cmd) -> Result<Value, SendError> {
+        self.send(Request::Cmd(cmd)).await
     }
 
     /// Sends a pipeline in one round trip and returns its replies, or the first error.
-    pub(crate) async fn query_pipeline(
-        &self,
-        connection: &Connection,
-        pipe: &Pipeline,
-    ) -> Result<Vec<Value>, redis::RedisError> {
-        match self.send(connection, Request::Pipeline(pipe)).await? {
+    pub(crate) async fn query_pipeline(&self, pipe: &Pipeline) -> Result<Vec<Value>, SendError> {
+        match self.send(Request::Pipeline(pipe)).await? {
             Value::Array(replies) => Ok(replies),
             other => Ok(vec![other]),
         }
@@ -437,41 +427,95 @@ impl RedisBackend {
 }
 
 impl RedisBackend {
-    /// Sends one request; a failure that certainly left the server untouched and may pass
-    /// by itself (a transient reply such as `READONLY` or `LOADING`, a refused connection) is
-    /// sent again with jittered backoff while the
-    /// [transient retry bound](RedisBackendBuilder::transient_retry) lasts. By then a
-    /// Sentinel connection has asked the sentinels for the primary again and a cluster
-    /// client has refreshed its slots, so a failover that completes within the bound costs
-    /// latency, not errors. A failure that may have applied is never sent again.
-    async fn send(
-        &self,
-        connection: &Connection,
-        request: Request<'_>,
-    ) -> Result<Value, redis::RedisError> {
-        let first = match connection.query(request).await {
-            Err(err) if error_map::may_pass_without_effect(&err) => err,
-            done => return done,
-        };
-        // From the first failure; a bound too large to add means no bound short of a year.
-        let now = tokio::time::Instant::now();
-        let deadline = now
-            .checked_add(self.shared.transient_retry)
-            .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600));
-        let mut pause = TRANSIENT_RETRY_FIRST_PAUSE;
-        let mut last = first;
+    /// Sends one request on the connection, made now if there is none; a failure that
+    /// certainly left the server untouched and may pass by itself (a transient reply such as
+    /// `READONLY` or `LOADING`, a refused connection) is sent again with jittered backoff
+    /// while the [transient retry bound](RedisBackendBuilder::transient_retry) lasts. A
+    /// connection that broke is replaced first: a Sentinel connection asks the sentinels for
+    /// the primary again, and a cluster client refreshes its slots, so a failover that
+    /// completes within the bound costs latency, not errors. A failure that may have applied
+    /// is never sent again.
+    ///
+    /// The bound counts from the start of the outage, not of the step: once the backend has
+    /// failed so for longer than the bound, a step's answer is its first failure, at once,
+    /// until a step succeeds. A long outage so costs each step no wait at all (a refused
+    /// connection, every step's answer for half a second at a time) rather than the bound or
+    /// the layer's timeout.
+    async fn send(&self, request: Request<'_>) -> Result<Value, SendError> {
+        let mut retry: Option<(tokio::time::Instant, Duration)> = None;
         loop {
-            let wait = crate::jitter::between(pause / 2, pause);
-            if tokio::time::Instant::now() + wait >= deadline {
-                return Err(last);
+            let failure = match self.shared.link.get().await {
+                Ok(connected) => match connected.connection.query(request).await {
+                    Ok(reply) => {
+                        self.shared.outage.end();
+                        return Ok(reply);
+                    }
+                    Err(err) => {
+                        self.shared.link.forget_if_broken(&connected, &err);
+                        if !error_map::may_pass_without_effect(&err) {
+                            return Err(SendError::Reply(err));
+                        }
+                        SendError::Reply(err)
+                    }
+                },
+                Err(err) if error_map::may_pass(&err) => SendError::Connect(err),
+                Err(err) => return Err(SendError::Connect(err)),
+            };
+            let now = tokio::time::Instant::now();
+            let (deadline, pause) = retry.get_or_insert_with(|| {
+                // A bound too large to add means no bound short of a year.
+                let since = self.shared.outage.since(now);
+                let deadline = since
+                    .checked_add(self.shared.transient_retry)
+                    .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600));
+                (deadline, TRANSIENT_RETRY_FIRST_PAUSE)
+            });
+            let wait = crate::jitter::between(*pause / 2, *pause);
+            if now + wait >= *deadline {
+                return Err(failure);
             }
-            tracing::debug!(error = %last, retry_in = ?wait, "transient failure; sending again");
+            tracing::debug!(error = %failure, retry_in = ?wait, "transient failure; sending again");
             tokio::time::sleep(wait).await;
-            match connection.query(request).await {
-                Err(err) if error_map::may_pass_without_effect(&err) => last = err,
-                done => return done,
-            }
-            pause = (pause * 2).min(TRANSIENT_RETRY_MAX_PAUSE);
+            *pause = (*pause * 2).min(TRANSIENT_RETRY_MAX_PAUSE);
+        }
+    }
+}
+
+/// Why a request got no reply.
+#[derive(Debug)]
+pub(crate) enum SendError {
+    /// No connection could be made: the attempt's error, naming the deployment.
+    Connect(Error),
+    /// The server, or the connection, failed the request.
+    Reply(redis::RedisError),
+}
+
+impl SendError {
+    /// The crate's error.
+    pub(crate) fn into_error(self) -> Error {
+        match self {
+            SendError::Connect(err) => err,
+            SendError::Reply(err) => error_map::from_redis(err),
+        }
+    }
+
+    /// The server's refusal of the command itself (see [`error_map::refuses_command`]).
+    pub(crate) fn refuses_command(&self) -> bool {
+        matches!(self, SendError::Reply(err) if error_map::refuses_command(err))
+    }
+}
+
+impl From<redis::RedisError> for SendError {
+    fn from(err: redis::RedisError) -> Self {
+        SendError::Reply(err)
+    }
+}
+
+impl fmt::Display for SendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendError::Connect(err) => err.fmt(f),
+            SendError::Reply(err) => err.fmt(f),
         }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 use redis::Value;
 
 use crate::backend::redis::script_reply::ScriptReply;
-use crate::backend::redis::{Connection, RedisBackend, Script, error_map, script};
+use crate::backend::redis::{RedisBackend, Script, SendError, script};
 use crate::backend::steps::fixed_window::{FixedWindowReply, FixedWindowStep};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -27,13 +27,12 @@ impl RedisBackend {
     /// recognised in the server's error text.
     pub(super) async fn fixed_window(&self, step: FixedWindowStep<'_>) -> Result<FixedWindowReply> {
         if step.permits > 0 && self.capabilities().should_try_increx() {
-            let connection = self.connection().await?;
-            match self.fixed_window_increx(connection, step).await {
+            match self.fixed_window_increx(step).await {
                 Ok(reply) => {
                     self.capabilities().increx_accepted();
                     return Ok(reply);
                 }
-                Err(err) if error_map::refuses_command(&err) => {
+                Err(err) if err.refuses_command() => {
                     tracing::info!(
                         error = %err,
                         "the server does not take INCREX; using the Lua fixed window for the next {:?}",
@@ -41,7 +40,7 @@ impl RedisBackend {
                     );
                     self.capabilities().increx_rejected();
                 }
-                Err(err) => return Err(self.corrupt_or(step, error_map::from_redis(err)).await),
+                Err(err) => return Err(self.corrupt_or(step, err.into_error()).await),
             }
         }
         match self.fixed_window_lua(step).await {
@@ -89,9 +88,8 @@ impl RedisBackend {
 
     async fn fixed_window_increx(
         &self,
-        connection: &Connection,
         step: FixedWindowStep<'_>,
-    ) -> Result<FixedWindowReply, redis::RedisError> {
+    ) -> Result<FixedWindowReply, SendError> {
         let key = self.physical_key(step.key);
         let mut pipe = redis::pipe();
         pipe.cmd("INCREX")
@@ -105,14 +103,14 @@ impl RedisBackend {
             .arg("ENX")
             .cmd("PTTL")
             .arg(&key);
-        let reply = self.query_pipeline(connection, &pipe).await?;
+        let reply = self.query_pipeline(&pipe).await?;
         let ((count, applied), mut ttl): ((i64, i64), i64) =
-            redis::from_redis_value(Value::Array(reply))?;
+            redis::from_redis_value(Value::Array(reply)).map_err(redis::RedisError::from)?;
         if ttl == -1 {
             // A counter without expiry would never reset: give it the window it lost.
             let mut pexpire = redis::cmd("PEXPIRE");
             pexpire.arg(&key).arg(step.window_ms);
-            self.query_raw(connection, &pexpire).await?;
+            self.query_raw(&pexpire).await?;
             ttl = i64::try_from(step.window_ms).unwrap_or(i64::MAX);
         }
         Ok(FixedWindowReply {
