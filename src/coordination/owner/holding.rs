@@ -6,7 +6,7 @@
 //!
 //! | state | renew | verify | release | drop |
 //! |---|---|---|---|---|
-//! | **held** | `false`, not sent, past the estimate. Sent otherwise: renewed → held, the estimate counts from before this request (never for more than an earlier unanswered renewal asked, which may still arrive); gone or another's → **lost**; failed certainly without effect → as before; may have applied (no answer, cancelled) → held, the estimate the earlier of the old one and the one asked for | `false`, not sent, past the estimate; else asked, and `false` if the estimate ran out meanwhile; a failure changes nothing | sent → **released**; a failure that may pass is retried once, bounded; unconfirmed while it may have applied → **uncertain**; refused → as before | released in the background |
+//! | **held** | `false`, not sent, past the estimate. Sent otherwise: renewed → held, the estimate counts from before this request (never for more than an earlier unanswered renewal asked, which may still arrive); gone or another's → **lost**; failed certainly without effect → as before; may have applied (no answer, cancelled) → held, the estimate the earlier of the old one and the one asked for | `false`, not sent, past the estimate; else asked, and `false` if the estimate ran out meanwhile; a failure changes nothing | sent → **released**; a failure that may pass is retried once, bounded; unconfirmed while it may have applied → **uncertain**; refused certainly without effect → as before; refused after it may have applied (a script that failed part way, an unreadable reply) → **uncertain** | released in the background |
 //! | **uncertain** (a release may have run) | `false`, not sent | `false`, not sent | sent, which settles it | released in the background |
 //! | **lost** | `false`, not sent | `false`, not sent | sent (owner-checked: it finds nothing of this holder's) | nothing |
 //! | **released** | `false`, not sent | `false`, not sent | nothing sent: already released | nothing |
@@ -208,8 +208,14 @@ impl<K: HoldingKeys> Holding<K> {
         };
         if !worth_retrying(&err) {
             in_flight.disarm();
-            self.state = before;
-            tracing::debug!(keys = %self.keys, error = %err, "{} release refused", K::WHAT);
+            // A refusal that may have applied (a script that failed part way, a reply that
+            // could not be read) leaves it uncertain: only another release settles it.
+            self.state = if had_no_effect(&err) {
+                before
+            } else {
+                State::Uncertain
+            };
+            tracing::debug!(keys = %self.keys, error = %err, state = ?self.state, "{} release refused", K::WHAT);
             return Err(err);
         }
         match release_bounded(&self.keys, &self.token).await {
@@ -262,9 +268,10 @@ mod tests {
     use crate::coordination::ownership::AbandonedCounters;
     use crate::error::{Error, ErrorKind};
 
-    /// Answers renewals from a script of replies; releases succeed.
+    /// Answers renewals and releases from scripts of replies; past them, they succeed.
     struct Scripted {
         renewals: Mutex<VecDeque<Result<bool>>>,
+        releases: Mutex<VecDeque<Result<bool>>>,
         abandoned: &'static AbandonedCounters,
     }
 
@@ -284,7 +291,11 @@ mod tests {
         }
 
         async fn release_owned(&self, _token: &str) -> Result<bool> {
-            Ok(true)
+            self.releases
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop_front()
+                .unwrap_or(Ok(true))
         }
     }
 
@@ -305,6 +316,7 @@ mod tests {
     fn holding(renewals: Vec<Result<bool>>, expiry: Duration) -> Holding<Scripted> {
         let keys = Arc::new(Scripted {
             renewals: Mutex::new(renewals.into()),
+            releases: Mutex::new(VecDeque::new()),
             abandoned: Box::leak(Box::new(AbandonedCounters::new())),
         });
         let in_flight = ReleaseOnDrop::arm(&keys, "t", ReleaseStage::UncertainAcquire);
@@ -360,5 +372,38 @@ mod tests {
         assert_eq!(held.release().await.expect("released"), Some(true));
         assert!(held.is_released());
         assert_eq!(held.release().await.expect("already"), None);
+    }
+
+    fn refused_releases(held: &Holding<Scripted>, replies: Vec<Result<bool>>) {
+        *held.keys.releases.lock().unwrap_or_else(|e| e.into_inner()) = replies.into();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_release_refused_after_it_may_have_applied_is_uncertain() {
+        let mut held = holding(vec![], Duration::from_secs(60));
+        let part_way = Error::new(ErrorKind::Script, "failed part way").uncertain(true);
+        refused_releases(&held, vec![Err(part_way)]);
+        assert!(held.release().await.is_err());
+        assert_eq!(held.state(), State::Uncertain);
+        // Nothing but a release is sent now, and it settles it.
+        assert!(!held.renew(Some(1_000)).await.expect("not sent"));
+        assert_eq!(held.release().await.expect("released"), Some(true));
+        assert!(held.is_released());
+
+        let mut held = holding(vec![], Duration::from_secs(60));
+        // As the decoder makes it: the script ran, its reply could not be read.
+        let unreadable = Error::unexpected_reply("garbled");
+        refused_releases(&held, vec![Err(unreadable)]);
+        assert!(held.release().await.is_err());
+        assert_eq!(held.state(), State::Uncertain);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_release_refused_without_effect_leaves_it_held() {
+        let mut held = holding(vec![], Duration::from_secs(60));
+        let denied = Error::new(ErrorKind::Permission, "NOPERM");
+        refused_releases(&held, vec![Err(denied)]);
+        assert!(held.release().await.is_err());
+        assert_eq!(held.state(), State::Held);
     }
 }
