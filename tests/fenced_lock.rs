@@ -14,6 +14,7 @@ use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::lock::{
     FencedLease, FencedLock, LockAttempt, Release, abandoned_releases,
 };
+use leasehold::coordination::semaphore::{Capacity, KeyedSemaphore, Semaphore};
 use leasehold::{Coordination, ErrorKind};
 use support::target::{Target, scenario, server_ms};
 use support::{Server, ServerKind, eventually, unique_prefix};
@@ -455,6 +456,54 @@ async fn cross_slot_pairs_are_refused_before_anything_is_sent(target: Target) {
 
     assert_eq!(target.count_keys(&coordination), 0);
     assert_eq!(target.count_keys(&split), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(long_names_are_stored_as_their_digest);
+
+/// A lock (or semaphore) named from a request, with a 64 KiB name: its keys stay short, two
+/// long names are two locks, and a name that looks like a digest is not another's.
+async fn long_names_are_stored_as_their_digest(target: Target) {
+    let coordination = target.coordination("long-name").await;
+    let long = vec![b'n'; 64 * 1024];
+    let lock = FencedLock::named(&coordination, &long);
+    assert!(lock.lease_key().starts_with(b"lock:{71:sha256:"));
+    assert!(lock.lease_key().len() < 100, "{}", lock.lease_key().len());
+    let _held = acquired(&lock, MINUTE).await;
+    let other = FencedLock::named(&coordination, [long.as_slice(), b"x"].concat());
+    let _also = acquired(&other, MINUTE).await;
+    let lookalike = String::from_utf8_lossy(&lock.lease_key()[9..80]).into_owned();
+    assert!(lookalike.starts_with("sha256:"), "{lookalike}");
+    let _third = acquired(&FencedLock::named(&coordination, &lookalike), MINUTE).await;
+
+    let semaphore = Semaphore::new(&coordination, &long, 1).expect("valid");
+    let permit = semaphore.try_acquire(Some(MINUTE)).await.expect("try");
+    assert!(permit.is_acquired());
+    let keyed = KeyedSemaphore::new(&coordination, &long, Capacity::per_key(1)).expect("valid");
+    let permit = keyed
+        .try_acquire(&long, Some(MINUTE))
+        .await
+        .expect("try")
+        .into_permit()
+        .expect("free");
+    assert!(
+        !keyed
+            .try_acquire(&long, Some(MINUTE))
+            .await
+            .expect("try")
+            .is_acquired()
+    );
+    drop(permit);
+    if !is_memory(target) {
+        let prefix = physical(&coordination, b"");
+        // At most two digests (a keyed semaphore's name and client key) and their framing.
+        let longest = target.key_lengths(&coordination).into_iter().max();
+        assert!(
+            longest.is_some_and(|len| len < prefix.len() + 2 * 71 + 32),
+            "{longest:?} bytes"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

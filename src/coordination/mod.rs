@@ -6,12 +6,14 @@
 
 mod attempt;
 pub mod lock;
+pub(crate) mod name;
 mod owner;
 pub mod ownership;
 pub mod rate_limit;
 pub mod semaphore;
 
 pub use attempt::Attempt;
+pub use name::{HASHED_NAME_PREFIX, MAX_NAME_LEN};
 
 use std::time::Duration;
 

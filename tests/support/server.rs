@@ -342,6 +342,11 @@ impl Server {
     /// How many keys start with `prefix` on this server (`KEYS`, with the prefix's glob
     /// characters escaped).
     pub fn count_keys(&self, prefix: &[u8]) -> usize {
+        self.keys(prefix).len()
+    }
+
+    /// The keys that start with `prefix` on this server.
+    pub fn keys(&self, prefix: &[u8]) -> Vec<Vec<u8>> {
         let mut pattern = Vec::new();
         for &byte in prefix {
             if matches!(byte, b'*' | b'?' | b'[' | b']' | b'\\') {
@@ -350,11 +355,10 @@ impl Server {
             pattern.push(byte);
         }
         pattern.push(b'*');
-        let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
+        redis::cmd("KEYS")
             .arg(&pattern)
             .query(&mut self.connection())
-            .expect("KEYS");
-        keys.len()
+            .expect("KEYS")
     }
 
     /// Whether the server answers PING over TCP right now (500 ms timeouts).

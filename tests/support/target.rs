@@ -276,21 +276,29 @@ impl Target {
     /// How many keys exist now under `coordination`'s key prefix: on the target's server (every
     /// node of the cluster), or in the memory backend (whose keys all carry its prefix).
     pub fn count_keys(self, coordination: &Coordination) -> usize {
+        if let Backend::Memory(memory) = coordination.backend() {
+            return memory.len();
+        }
+        self.key_lengths(coordination).len()
+    }
+
+    /// The lengths of the Redis keys under `coordination`'s prefix, prefix included.
+    pub fn key_lengths(self, coordination: &Coordination) -> Vec<usize> {
         let backend = match coordination.backend() {
-            Backend::Memory(memory) => return memory.len(),
             Backend::Redis(backend) => backend,
-            _ => unreachable!(),
+            _ => panic!("only a Redis backend has Redis keys"),
         };
         let prefix = backend.key_prefix();
-        match self {
-            Target::Server(kind) => shared(kind).count_keys(prefix),
-            Target::Increx => increx().count_keys(prefix),
+        let keys = match self {
+            Target::Server(kind) => shared(kind).keys(prefix),
+            Target::Increx => increx().keys(prefix),
             Target::Cluster => cluster()
                 .nodes()
                 .iter()
-                .map(|node| node.count_keys(prefix))
-                .sum(),
+                .flat_map(|node| node.keys(prefix))
+                .collect(),
             Target::Memory => unreachable!("a memory target has a memory backend"),
-        }
+        };
+        keys.iter().map(Vec::len).collect()
     }
 }

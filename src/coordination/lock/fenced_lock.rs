@@ -10,6 +10,7 @@ use super::{FencedLease, LockAttempt};
 use crate::Coordination;
 use crate::backend::ensure_same_slot;
 use crate::backend::steps::fenced_lock::FencedAcquireReply;
+use crate::coordination::name;
 use crate::coordination::owner::{
     Holding, Sent, arrived_after_its_deadline, new_token, send_acquisition,
 };
@@ -25,10 +26,10 @@ use crate::error::{Error, Result};
 /// refuse a token lower than the highest it has accepted (equal ones are the same holder).
 /// See the [module documentation](super) for the pattern.
 ///
-/// Acquisition is immediate: [`try_acquire`](Self::try_acquire) never waits, queues or
-/// polls, and promises no fairness; a caller that finds the lock held decides whether and
-/// when to retry (its [`retry_after`](LockAttempt::retry_after) says when the lease runs
-/// out). See [`FencedLease`] for renewing, releasing and what failures do.
+/// [`try_acquire`](Self::try_acquire) is immediate: it never waits, queues or polls, and
+/// promises no fairness; a caller that finds the lock held decides whether and when to retry
+/// (its [`retry_after`](LockAttempt::retry_after) says when the lease runs out).
+/// [`acquire`](Self::acquire) waits for the lock, woken when its lease key changes. See [`FencedLease`] for renewing, releasing and what failures do.
 ///
 /// Cheap to clone: clones share the same keys.
 ///
@@ -121,16 +122,16 @@ impl FencedLock {
 
     /// A lock over the pair `lock:{<name length>:<name>}:lease` and
     /// `lock:{<name length>:<name>}:fence`, which share a hash tag and so a cluster slot,
-    /// whatever bytes the name holds. Nothing is sent.
+    /// whatever bytes the name holds. A name longer than
+    /// [`MAX_NAME_LEN`](crate::coordination::MAX_NAME_LEN) bytes (one taken from a request,
+    /// say) is stored as its digest, `sha256:<hex>`, so that its keys stay short whatever it
+    /// holds. Nothing is sent.
     ///
     /// A key prefix that itself starts an empty hash tag (`{}`) would split the pair; the
     /// first acquisition then fails with
     /// [`ErrorKind::CrossSlot`](crate::ErrorKind::CrossSlot) before anything is sent.
     pub fn named(coordination: &Coordination, name: impl AsRef<[u8]>) -> Self {
-        let name = name.as_ref();
-        let mut tagged = format!("lock:{{{}:", name.len()).into_bytes();
-        tagged.extend_from_slice(name);
-        tagged.push(b'}');
+        let tagged = name::hash_tagged(b"lock", name.as_ref());
         let lease = [tagged.as_slice(), b":lease"].concat();
         let counter = [tagged.as_slice(), b":fence"].concat();
         FencedLock {

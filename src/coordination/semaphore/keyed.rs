@@ -9,6 +9,7 @@ use super::sets::PermitSets;
 use super::{Attempt, Capacity};
 use crate::Coordination;
 use crate::backend::Backend;
+use crate::coordination::name;
 use crate::error::{Error, Result};
 
 /// Per-client-key and/or global capacity, acquired in one atomic step on one slot: a permit
@@ -29,6 +30,9 @@ use crate::error::{Error, Result};
 /// - `<prefix>sem:{<name length>:<name>}:key:<client key>` with a per-key capacity;
 /// - `<prefix>sem:{<name length>:<name>}:global` with a global capacity, shared by every
 ///   client key.
+///
+/// A name or a client key longer than [`MAX_NAME_LEN`](crate::coordination::MAX_NAME_LEN)
+/// bytes is stored as its digest, `sha256:<hex>`.
 ///
 /// Each is a sorted set laid out, and expiring, as a [`Semaphore`](super::Semaphore)'s key
 /// is: it goes with its last permit, so idle client keys leave nothing behind. All of one
@@ -86,15 +90,9 @@ impl KeyedSemaphore {
                 "a keyed semaphore's capacities must be at least 1",
             ));
         }
-        let name = name.as_ref();
-        let mut tagged = b"sem:{".to_vec();
-        tagged.extend_from_slice(name.len().to_string().as_bytes());
-        tagged.push(b':');
-        tagged.extend_from_slice(name);
-        tagged.push(b'}');
         Ok(KeyedSemaphore {
             backend: coordination.backend().clone(),
-            tagged: tagged.into(),
+            tagged: name::hash_tagged(b"sem", name.as_ref()).into(),
             per_key,
             global,
         })
@@ -146,10 +144,11 @@ impl KeyedSemaphore {
         let mut keys = Vec::with_capacity(2);
         let mut capacities = Vec::with_capacity(2);
         if let Some(capacity) = self.per_key {
+            let key = name::bounded(key);
             let mut per_key = Vec::with_capacity(self.tagged.len() + 5 + key.len());
             per_key.extend_from_slice(&self.tagged);
             per_key.extend_from_slice(b":key:");
-            per_key.extend_from_slice(key);
+            per_key.extend_from_slice(&key);
             keys.push(per_key);
             capacities.push(capacity);
         }

@@ -8,6 +8,7 @@ use super::Attempt;
 use super::acquire::try_acquire;
 use super::sets::PermitSets;
 use crate::Coordination;
+use crate::coordination::name;
 use crate::error::{Error, Result};
 
 /// A counting semaphore shared through the backend: at most `capacity` permits held at once,
@@ -40,7 +41,8 @@ use crate::error::{Error, Result};
 /// # Servers
 ///
 /// The scripts read the server clock (`TIME`) before writing, which needs effects
-/// replication of scripts: Redis 7+ and Valkey 7.2+ always use it. Expiries are absolute
+/// replication of scripts: Redis 7+ and Valkey 7.2+ always use it, and on Redis 6.2 every
+/// script asks for it first (`redis.replicate_commands()`). Expiries are absolute
 /// server timestamps: after a failover to a replica whose clock differs, permits expire
 /// early or late, and an asynchronous failover can lose recent grants and releases.
 ///
@@ -74,7 +76,9 @@ pub struct Semaphore {
 }
 
 impl Semaphore {
-    /// A semaphore of `capacity` permits named `name`, stored at `<prefix>sem:<name>`.
+    /// A semaphore of `capacity` permits named `name`, stored at `<prefix>sem:<name>`; a
+    /// name longer than [`MAX_NAME_LEN`](crate::coordination::MAX_NAME_LEN) bytes is stored
+    /// as its digest.
     ///
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when
     /// `capacity` is 0. Nothing is sent.
@@ -85,7 +89,7 @@ impl Semaphore {
             ));
         }
         let mut key = b"sem:".to_vec();
-        key.extend_from_slice(name.as_ref());
+        key.extend_from_slice(&name::bounded(name.as_ref()));
         Ok(Semaphore {
             sets: Arc::new(PermitSets::new(coordination.backend().clone(), vec![key])),
             capacity,

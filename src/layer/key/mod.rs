@@ -48,6 +48,9 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
+use crate::coordination::name::{bounded, digest, needs_hashing};
+#[cfg(doc)]
+use crate::coordination::{HASHED_NAME_PREFIX, MAX_NAME_LEN};
 use crate::error::{Error, Result};
 use http::header::FORWARDED;
 use http::request::Parts;
@@ -65,15 +68,6 @@ const MAX_HOPS: usize = 32;
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
-
-/// The longest client key stored as given. A longer one (a 64 KiB header, say) is stored as
-/// [`HASHED_KEY_PREFIX`] and the hex SHA-256 of its bytes: 71 bytes, whatever the client
-/// sent, so a key costs Redis the same memory and time however large the request.
-pub const MAX_KEY_LEN: usize = 128;
-
-/// What a hashed client key starts with (see [`MAX_KEY_LEN`]). A key given that already
-/// starts with it is hashed too, so that no client can pick a key equal to another's hash.
-pub const HASHED_KEY_PREFIX: &[u8] = b"sha256:";
 
 /// Derives the rate-limit key of a request.
 ///
@@ -232,7 +226,7 @@ impl KeyExtractor {
     }
 
     /// Keys by the value of a request header, such as an API key, stored as its digest:
-    /// [`HASHED_KEY_PREFIX`] and the lowercase hex SHA-256 of the first value's bytes, so
+    /// [`HASHED_NAME_PREFIX`] and the lowercase hex SHA-256 of the first value's bytes, so
     /// that no credential appears in Redis key names. Requests with equal values share a key
     /// exactly as they would in clear. The digest has no secret: a key from a small space
     /// (a short numeric id) can be found again from a Redis key name by trying every value;
@@ -261,7 +255,7 @@ impl KeyExtractor {
     }
 
     /// Like [`header`](Self::header), but the key is the first value's bytes, as sent, up to
-    /// [`MAX_KEY_LEN`] bytes (a longer value is hashed): for a header that names a client
+    /// [`MAX_NAME_LEN`] bytes (a longer value is hashed): for a header that names a client
     /// without being a secret, such as a tenant id, where readable key names help.
     /// `name` is read as by [`header`](Self::header).
     pub fn header_in_clear(name: impl AsRef<str>) -> Result<Self> {
@@ -274,7 +268,7 @@ impl KeyExtractor {
     /// Keys by the result of `f`, for any other rule.
     ///
     /// Return a [`KeyError`] from `f` to refuse a request that carries no usable key. A key
-    /// longer than [`MAX_KEY_LEN`] is hashed, as for [`header`](Self::header).
+    /// longer than [`MAX_NAME_LEN`] is hashed, as for [`header`](Self::header).
     pub fn from_fn<F>(f: F) -> Self
     where
         F: Fn(&Parts) -> Result<Vec<u8>, KeyError> + Send + Sync + 'static,
@@ -296,7 +290,7 @@ impl KeyExtractor {
                 )),
                 Some(value) => Ok(match stored {
                     Stored::Digest => digest(value.as_bytes()),
-                    Stored::InClear => bounded(value.as_bytes()),
+                    Stored::InClear => bounded(value.as_bytes()).into_owned(),
                 }),
                 None => Err(KeyError::with_kind(
                     KeyErrorKind::MissingHeader,
@@ -305,42 +299,13 @@ impl KeyExtractor {
             },
             Inner::FromFn(f) => f(parts).map(|key| {
                 if needs_hashing(&key) {
-                    bounded(&key)
+                    digest(&key)
                 } else {
                     key
                 }
             }),
         }
     }
-}
-
-fn needs_hashing(key: &[u8]) -> bool {
-    key.len() > MAX_KEY_LEN || key.starts_with(HASHED_KEY_PREFIX)
-}
-
-/// `key` as given, or hashed when it is longer than [`MAX_KEY_LEN`] or could pass for a
-/// hash.
-fn bounded(key: &[u8]) -> Vec<u8> {
-    if needs_hashing(key) {
-        digest(key)
-    } else {
-        key.to_vec()
-    }
-}
-
-/// [`HASHED_KEY_PREFIX`] and the lowercase hex SHA-256 of `key`.
-fn digest(key: &[u8]) -> Vec<u8> {
-    use sha2::{Digest, Sha256};
-
-    let digest = Sha256::digest(key);
-    let mut hashed = Vec::with_capacity(HASHED_KEY_PREFIX.len() + 2 * digest.len());
-    hashed.extend_from_slice(HASHED_KEY_PREFIX);
-    for byte in digest {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        hashed.push(HEX[usize::from(byte >> 4)]);
-        hashed.push(HEX[usize::from(byte & 0xf)]);
-    }
-    hashed
 }
 
 impl fmt::Debug for KeyExtractor {
@@ -631,6 +596,7 @@ fn header_name(name: &str) -> Result<HeaderName> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::coordination::{HASHED_NAME_PREFIX, MAX_NAME_LEN};
 
     use http::{HeaderValue, Request};
 
@@ -1100,11 +1066,11 @@ mod tests {
     #[test]
     fn long_keys_are_hashed_and_short_ones_kept() {
         let api_key = KeyExtractor::header_in_clear("x-api-key").unwrap();
-        let exact = "k".repeat(MAX_KEY_LEN);
+        let exact = "k".repeat(MAX_NAME_LEN);
         assert_eq!(key(&api_key, &parts(None, &[("x-api-key", &exact)])), exact);
         let long = "k".repeat(64 * 1024);
         let hashed = key(&api_key, &parts(None, &[("x-api-key", &long)]));
-        assert_eq!(hashed.len(), HASHED_KEY_PREFIX.len() + 64);
+        assert_eq!(hashed.len(), HASHED_NAME_PREFIX.len() + 64);
         assert!(hashed.starts_with("sha256:"), "{hashed}");
         let other = key(
             &api_key,
@@ -1115,18 +1081,7 @@ mod tests {
         let forged = key(&api_key, &parts(None, &[("x-api-key", &hashed)]));
         assert_ne!(forged, hashed);
         assert!(forged.starts_with("sha256:"));
-        let closure = KeyExtractor::from_fn(|_| Ok(vec![b'x'; MAX_KEY_LEN + 1]));
+        let closure = KeyExtractor::from_fn(|_| Ok(vec![b'x'; MAX_NAME_LEN + 1]));
         assert!(key(&closure, &parts(None, &[])).starts_with("sha256:"));
-    }
-
-    #[test]
-    fn the_digest_is_sha256() {
-        let digest = String::from_utf8(bounded(&[b'a'; MAX_KEY_LEN + 1])).unwrap();
-        use sha2::{Digest, Sha256};
-        let expected: String = Sha256::digest([b'a'; MAX_KEY_LEN + 1])
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        assert_eq!(digest, format!("sha256:{expected}"));
     }
 }
