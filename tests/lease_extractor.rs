@@ -16,11 +16,13 @@ use http::StatusCode;
 use http::request::Parts;
 use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
-use leasehold::coordination::lock::FencedLock;
-use leasehold::extract::{Lease, LeaseSpec};
+use leasehold::coordination::lock::{FencedLock, ManagedLeaseOptions};
+use leasehold::extract::{DEFAULT_LEASE_TIMEOUT, Lease, LeaseSpec};
 use leasehold::layer::key::KeyError;
 use leasehold::layer::{Rejection, RejectionKind};
 use support::http::{client, get as http_get, serve};
+use support::proxy::Proxy;
+use support::target::Target;
 use support::{Server, ServerKind, shared, unique_prefix};
 
 async fn redis(url: String, prefix: &str) -> Coordination {
@@ -438,4 +440,122 @@ async fn a_name_the_server_cannot_derive_is_a_500_that_says_what_to_change() {
             "{body}"
         );
     }
+}
+
+/// Options that cannot be kept (a lifetime limit on a lease released with its handle).
+struct Misconfigured;
+
+impl LeaseSpec for Misconfigured {
+    async fn name(_parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
+        Ok(b"misconfigured".to_vec())
+    }
+
+    fn options() -> ManagedLeaseOptions {
+        ManagedLeaseOptions::new().max_lifetime(Some(Duration::from_secs(5)))
+    }
+}
+
+#[tokio::test]
+async fn options_that_cannot_be_kept_are_a_503_before_anything_is_sent() {
+    let target = Target::Server(ServerKind::Redis7);
+    let coordination = target.coordination("lease-misconfigured").await;
+    let router = Router::new()
+        .route(
+            "/",
+            get(|lease: Lease<Misconfigured>| async move { lease.fencing_token().to_string() }),
+        )
+        .with_state(coordination.clone());
+    let addr = serve(router).await;
+    for _ in 0..3 {
+        let reply = http_get(&client(), addr, "/", &[]).await;
+        assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE, "{reply:?}");
+    }
+    // No lock was taken: not even the fencing counter every acquisition leaves exists.
+    assert_eq!(target.count_keys(&coordination), 0);
+}
+
+/// The job lease, answered within 200 ms.
+struct Quick;
+
+impl LeaseSpec for Quick {
+    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
+        JobName::name(parts).await
+    }
+
+    fn timeout() -> Duration {
+        Duration::from_millis(200)
+    }
+}
+
+/// The job lease, waiting up to 300 ms, answered within 200 ms more.
+struct QuickWait;
+
+impl LeaseSpec for QuickWait {
+    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
+        JobName::name(parts).await
+    }
+
+    fn max_wait() -> Duration {
+        Duration::from_millis(300)
+    }
+
+    fn timeout() -> Duration {
+        Duration::from_millis(200)
+    }
+}
+
+/// Redis silent (a blackhole, so every reply waits for the backend's 1 s response timeout):
+/// each route answers 503 within its bound, timed from the moment the silence starts.
+#[tokio::test]
+async fn a_silent_backend_is_a_503_within_the_lease_timeout() {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = redis(proxy.url(), &unique_prefix("lease-silent")).await;
+    let router = Router::new()
+        .route(
+            "/default/jobs/{name}",
+            get(|lease: Lease<JobName>| async move { lease.fencing_token().to_string() }),
+        )
+        .route(
+            "/quick/jobs/{name}",
+            get(|lease: Lease<Quick>| async move { lease.fencing_token().to_string() }),
+        )
+        .route(
+            "/wait/jobs/{name}",
+            get(|lease: Lease<QuickWait>| async move { lease.fencing_token().to_string() }),
+        )
+        .with_state(coordination);
+    let addr = serve(router).await;
+    assert_eq!(
+        http_get(&client(), addr, "/default/jobs/a", &[])
+            .await
+            .status,
+        StatusCode::OK
+    );
+
+    proxy.blackhole();
+    let slack = Duration::from_millis(250);
+    for (route, bound) in [
+        ("/default/jobs/a", DEFAULT_LEASE_TIMEOUT),
+        ("/quick/jobs/a", Duration::from_millis(200)),
+        ("/wait/jobs/a", Duration::from_millis(500)),
+    ] {
+        let started = Instant::now();
+        let reply = http_get(&client(), addr, route, &[]).await;
+        let took = started.elapsed();
+        assert_eq!(
+            reply.status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "{route}: {reply:?}"
+        );
+        assert!(reply.retry_after_secs() >= 1, "{route}: {reply:?}");
+        assert!(
+            took >= bound.min(Duration::from_millis(200)),
+            "{route}: {took:?}"
+        );
+        assert!(
+            took < bound + slack,
+            "{route} took {took:?}, bound {bound:?}"
+        );
+    }
+    proxy.pass();
 }

@@ -69,6 +69,16 @@ pub trait LeaseSpec: Send + Sync + 'static {
         Duration::ZERO
     }
 
+    /// How long the backend may take to answer an attempt to take the lease before the
+    /// request is answered `503`, as the layers bound their decisions: the immediate try
+    /// when [`max_wait`](Self::max_wait) is zero, and the last try after waiting otherwise.
+    /// A request is so answered within `max_wait() + timeout()`, whatever the backend does.
+    /// Default [`DEFAULT_LEASE_TIMEOUT`]. An acquisition cut short may still have taken the
+    /// lease: it is released in the background (see [`FencedLock::try_acquire`]).
+    fn timeout() -> Duration {
+        DEFAULT_LEASE_TIMEOUT
+    }
+
     /// The application's own answers to the requests refused for want of the lease: as for
     /// the layers' `rejection_response`, `Some` response, or `None` (the default) for the
     /// extractor's. It sees the refused request's parts, and is asked when the rejection is
@@ -95,13 +105,21 @@ pub trait LeaseSpec: Send + Sync + 'static {
 /// Rejections ([`LeaseRejection`]): `409 Conflict` with `Retry-After` (the lease's time left)
 /// when it is held elsewhere (after waiting up to [`LeaseSpec::max_wait`]), the
 /// [`KeyError`]'s status (`400` for [`KeyError::new`]) when no name can be derived, `503` when
-/// the backend fails; [`LeaseSpec::rejection_response`] words them as the application wants.
+/// the backend fails or gives no answer within [`LeaseSpec::timeout`] (so every request is
+/// answered within `max_wait + timeout`), or when [`LeaseSpec::options`] cannot be kept
+/// (checked before anything is sent); [`LeaseSpec::rejection_response`] words them as the
+/// application wants.
 /// There is no fail-open policy: a handler that needs mutual exclusion never runs without the
 /// lease, whether the backend is
 /// [unavailable](crate::Error::is_unavailable) (a `tracing` warning) or
 /// [refuses](crate::Error::is_refused) (a `tracing` error naming the cause).
 ///
 /// # Storage
+///
+/// The name comes from the request, so it is bounded as client keys are: a name longer than
+/// [`MAX_NAME_LEN`](crate::coordination::MAX_NAME_LEN) bytes is stored as its digest
+/// (`sha256:<hex>`), so the lock's keys stay short whatever the request holds (see
+/// [`FencedLock::named`]).
 ///
 /// Every distinct name leaves a fencing counter in Redis that never expires (see
 /// [`FencedLock`]: the counter must outlive every lease, or tokens would start again). Name
@@ -231,17 +249,20 @@ async fn take<R: LeaseSpec>(
     parts: &mut Parts,
     coordination: &Coordination,
 ) -> Result<Lease<R>, Reason> {
+    // Options that cannot be kept are refused before anything is sent: no lock taken and
+    // released, no fencing token spent, on every request.
+    let options = R::options();
+    options.validate().map_err(Reason::Unavailable)?;
     let name = R::name(parts).await.map_err(Reason::InvalidName)?;
     let lock = FencedLock::named(coordination, &name);
-    let options = R::options();
-    let max_wait = R::max_wait();
+    let (max_wait, timeout) = (R::max_wait(), R::timeout());
     let lease = if max_wait.is_zero() {
-        try_once(&lock, &options).await?
+        try_once(&lock, &options, timeout).await?
     } else {
         match tokio::time::timeout(max_wait, lock.acquire_with(&options)).await {
             Ok(lease) => lease.map_err(Reason::Unavailable)?,
             // Gave up waiting: one last try, which also says how long the holder has left.
-            Err(_) => try_once(&lock, &options).await?,
+            Err(_) => try_once(&lock, &options, timeout).await?,
         }
     };
     let lease = ManagedLease::keep(lease, &options).map_err(Reason::Unavailable)?;
@@ -251,17 +272,31 @@ async fn take<R: LeaseSpec>(
     })
 }
 
-/// The lease now, or how long its current holder has left.
-async fn try_once(lock: &FencedLock, options: &ManagedLeaseOptions) -> Result<FencedLease, Reason> {
-    match lock
-        .try_acquire(options.lease_duration())
+/// The lease now, or how long its current holder has left, within `timeout`.
+async fn try_once(
+    lock: &FencedLock,
+    options: &ManagedLeaseOptions,
+    timeout: Duration,
+) -> Result<FencedLease, Reason> {
+    let attempt = tokio::time::timeout(timeout, lock.try_acquire(options.lease_duration()))
         .await
-        .map_err(Reason::Unavailable)?
-    {
+        .map_err(|_| {
+            Reason::Unavailable(
+                Error::new(
+                    ErrorKind::Timeout,
+                    format!("no answer from the lease backend within {timeout:?}"),
+                )
+                .uncertain(true),
+            )
+        })?;
+    match attempt.map_err(Reason::Unavailable)? {
         LockAttempt::Acquired(lease) => Ok(lease),
         LockAttempt::Busy { retry_after } => Err(Reason::Held { retry_after }),
     }
 }
+
+/// The default of [`LeaseSpec::timeout`]: the layers' decision timeout.
+pub const DEFAULT_LEASE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// What the answer to a lease name that is the server's fault starts with.
 const LEASE_NAME_UNAVAILABLE: &str = "lease name unavailable";

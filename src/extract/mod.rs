@@ -8,4 +8,4 @@
 mod lease;
 
 pub use crate::layer::rate_limit::{MissingRateLimitInfo, RateLimitInfo};
-pub use lease::{Lease, LeaseRejection, LeaseSpec};
+pub use lease::{DEFAULT_LEASE_TIMEOUT, Lease, LeaseRejection, LeaseSpec};
