@@ -66,8 +66,33 @@ impl Body for Ticks {
     }
 }
 
+/// A body that sends one chunk and then nothing more, its client still connected.
+struct Stalls {
+    sent: bool,
+}
+
+impl Body for Stalls {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if std::mem::replace(&mut self.sent, true) {
+            Poll::Pending
+        } else {
+            Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"tick\n")))))
+        }
+    }
+}
+
 fn app(layer: RedisConcurrencyLimitLayer) -> Router {
     Router::new()
+        .route(
+            "/stall",
+            get(|| async { AxumBody::new(Stalls { sent: false }) }),
+        )
         .route(
             "/stream",
             get(|uri: http::Uri| async move {
@@ -96,7 +121,16 @@ async fn open_stream(
     client: &HttpClient,
     addr: SocketAddr,
 ) -> (StatusCode, Incoming, http::HeaderMap) {
-    let request = Request::get(format!("http://{addr}/stream"))
+    open(client, addr, "/stream").await
+}
+
+/// Opens `GET path` and waits for its status and, when 200, its first chunk.
+async fn open(
+    client: &HttpClient,
+    addr: SocketAddr,
+    path: &str,
+) -> (StatusCode, Incoming, http::HeaderMap) {
+    let request = Request::get(format!("http://{addr}{path}"))
         .body(Empty::new())
         .expect("valid request");
     let response = tokio::time::timeout(PROMPTLY, client.request(request))
@@ -275,6 +309,42 @@ async fn a_stream_whose_permit_is_lost_is_cut() {
     .expect("the stream ends within the renewal period");
     assert!(cut, "the stream is cut with an error, not completed");
     assert_eq!(server.count_keys(prefix.as_bytes()), 0);
+}
+
+#[tokio::test]
+async fn a_body_that_stalls_is_cut_at_the_longest_hold_and_frees_its_slot() {
+    let coordination = redis(shared(ServerKind::Redis7).url(), &unique_prefix("cl-hold")).await;
+    let max_hold = Duration::from_millis(400);
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "hold", Capacity::global(1))
+        .expect("valid")
+        .max_hold(max_hold);
+    let semaphore = layer.semaphore().clone();
+    let addr = serve(app(layer)).await;
+    let client = client();
+
+    // A stream that ends within the hold ends as it should.
+    let (status, mut body, _) = open(&client, addr, "/stream?ticks=3").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(stream_until_the_end(&mut body, PROMPTLY).await.is_ok());
+    held_becomes(&semaphore, (None, Some(0)), PROMPTLY).await;
+
+    // A body that stalls while its client stays connected holds the only slot...
+    let opened = Instant::now();
+    let (status, mut body, _) = open(&client, addr, "/stall").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(http_get(&client, addr, "/", &[]).await.status, 429);
+    // ...until the longest hold, when it is cut and its slot comes back.
+    let cut = stream_until_the_end(&mut body, PROMPTLY)
+        .await
+        .expect_err("cut with an error");
+    let held_for = cut.duration_since(opened);
+    assert!(held_for >= max_hold, "cut after {held_for:?}");
+    assert!(
+        held_for < max_hold + Duration::from_millis(500),
+        "cut after {held_for:?}"
+    );
+    held_becomes(&semaphore, (None, Some(0)), PROMPTLY).await;
+    assert_eq!(http_get(&client, addr, "/", &[]).await.status, 200);
 }
 
 /// Reads `body` until it ends: `Ok(())` when it completed, `Err(at)` when it failed.

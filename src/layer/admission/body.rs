@@ -12,7 +12,7 @@ use pin_project_lite::pin_project;
 use tokio::sync::oneshot;
 
 use crate::BoxError;
-use crate::layer::concurrency_limit::StreamGuard;
+use crate::layer::concurrency_limit::{Cut, StreamGuard};
 
 pin_project! {
     /// The body of a response that went through a layer of this crate
@@ -24,7 +24,9 @@ pin_project! {
     /// ends, fails or is dropped (a client disconnect drops it), and the permit is renewed
     /// meanwhile. If the permit is lost (a renewal finds it gone, or cannot reach the backend
     /// before it would expire), the body ends with a [`PermitLost`] error instead of streaming
-    /// on unaccounted for.
+    /// on unaccounted for; if the response reaches the layer's
+    /// [longest hold](crate::layer::concurrency_limit::RedisConcurrencyLimitLayer::max_hold),
+    /// with a [`HoldLimitReached`] error, and the permit is released.
     #[derive(Debug)]
     pub struct ResponseBody<B> {
         #[pin]
@@ -97,10 +99,14 @@ where
                 if releasing.is_some() {
                     return poll_release(releasing, done, cx);
                 }
-                if guard.as_mut().is_some_and(|guard| guard.poll_lost(cx)) {
+                if let Some(cut) = guard.as_mut().and_then(|guard| guard.poll_cut(cx)) {
+                    // Dropping the guard releases the permit in the background.
                     *guard = None;
                     *done = true;
-                    return Poll::Ready(Some(Err(Box::new(PermitLost))));
+                    return Poll::Ready(Some(Err(match cut {
+                        Cut::Lost => Box::new(PermitLost),
+                        Cut::HoldLimit => Box::new(HoldLimitReached),
+                    })));
                 }
                 match ready!(body.poll_frame(cx)) {
                     Some(Ok(frame)) => Poll::Ready(Some(Ok(frame))),
@@ -192,3 +198,39 @@ impl fmt::Display for PermitLost {
 }
 
 impl std::error::Error for PermitLost {}
+
+/// A streaming response was cut because it held its concurrency slot for the layer's
+/// [longest hold](crate::layer::concurrency_limit::RedisConcurrencyLimitLayer::max_hold): its
+/// body had not ended (a stalled upstream, a client reading slowly), and its permit was
+/// released.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::layer::concurrency_limit::{BoxError, HoldLimitReached, PermitLost};
+///
+/// // Tell why a stream was cut, for example when logging.
+/// fn why_cut(error: &BoxError) -> Option<&'static str> {
+///     if error.is::<HoldLimitReached>() {
+///         Some("held its slot too long")
+///     } else if error.is::<PermitLost>() {
+///         Some("lost its permit")
+///     } else {
+///         None
+///     }
+/// }
+/// assert_eq!(why_cut(&BoxError::from("some other failure")), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HoldLimitReached;
+
+impl fmt::Display for HoldLimitReached {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "the response held its concurrency slot for the longest hold; the stream was cut",
+        )
+    }
+}
+
+impl std::error::Error for HoldLimitReached {}

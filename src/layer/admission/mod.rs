@@ -20,7 +20,7 @@ mod future;
 mod tests;
 
 pub(crate) use answer::{Answer, Responses, key_error_detail, log_key_error};
-pub use body::{PermitLost, ResponseBody};
+pub use body::{HoldLimitReached, PermitLost, ResponseBody};
 pub(crate) use future::{Deciding, ResponseFuture};
 
 use http::{Request, Response};

@@ -363,3 +363,56 @@ async fn the_handler_sees_the_innermost_rate_limit() {
         .to_bytes();
     assert_eq!(body, "none");
 }
+
+/// A body that never yields a frame.
+struct Stalled;
+
+impl http_body::Body for Stalled {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        std::task::Poll::Pending
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_past_the_longest_hold_ends_with_hold_limit_reached() {
+    let coordination = Coordination::memory();
+    let layer = concurrency(&coordination).max_hold(Duration::from_secs(5));
+    let semaphore = layer.semaphore().clone();
+    let stalls = service_fn(|_: Request<()>| {
+        std::future::ready(Ok::<_, Infallible>(Response::new(Stalled)))
+    });
+    let response = layer
+        .layer(stalls)
+        .oneshot(Request::new(()))
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(semaphore.held(b"").await.expect("held"), (None, Some(1)));
+    let mut body = response.into_body();
+    let started = tokio::time::Instant::now();
+    let error = match body.frame().await {
+        Some(Err(error)) => error,
+        Some(Ok(_)) => panic!("a frame from a stalled body"),
+        None => panic!("ended without an error"),
+    };
+    assert!(
+        error.is::<crate::layer::concurrency_limit::HoldLimitReached>(),
+        "{error}"
+    );
+    assert_eq!(started.elapsed(), Duration::from_secs(5));
+    assert!(body.frame().await.is_none(), "nothing after the cut");
+    // The permit is released in the background.
+    for _ in 0..100 {
+        if semaphore.held(b"").await.expect("held") == (None, Some(0)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the permit was not released");
+}

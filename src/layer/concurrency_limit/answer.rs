@@ -60,7 +60,7 @@ pub(crate) fn full(
 pub(crate) fn failed(config: Arc<Config>, failure: Failure) -> Decision<StreamGuard> {
     match failure.verdict(config.failure, "concurrency limit") {
         Verdict::Pass => match config.local.clone().try_acquire_owned() {
-            Ok(local) => Decision::Admit(StreamGuard::local(local)),
+            Ok(local) => Decision::Admit(StreamGuard::local(local, config.max_hold)),
             Err(_) => {
                 tracing::warn!(reason = %failure, "every local permit of the concurrency limit is taken");
                 Responses::later(config.responses.hooked(), move |request| {

@@ -52,7 +52,7 @@ pub(crate) fn acquire(
         let attempt = async move { semaphore.try_acquire(&key, Some(lease)).await };
         match decide::within(attempt, config.timeout, admission).await {
             Ok(Attempt::Acquired(permit)) => {
-                Decision::Admit(StreamGuard::keep(permit, config.lease))
+                Decision::Admit(StreamGuard::keep(permit, config.lease, config.max_hold))
             }
             Ok(Attempt::Busy { retry_after }) => {
                 Responses::later(config.responses.hooked(), move |request| {

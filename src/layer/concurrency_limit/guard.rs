@@ -7,6 +7,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
+use tokio::time::Sleep;
 
 use crate::coordination::ownership::LossReason;
 use crate::coordination::semaphore::{ManagedPermit, ManagedPermitOptions, SemaphorePermit};
@@ -14,23 +15,40 @@ use crate::coordination::semaphore::{ManagedPermit, ManagedPermitOptions, Semaph
 /// Completes when the permit is lost.
 type Lost = Pin<Box<dyn Future<Output = LossReason> + Send + Sync>>;
 
+/// Why a stream must be cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cut {
+    /// The permit was lost.
+    Lost,
+    /// The response held its slot for the layer's longest hold.
+    HoldLimit,
+}
+
 /// The permit of one response, held from the inner service's call to the end of its body.
 ///
 /// A coordinated permit is a [`ManagedPermit`]: renewed at half its lease, riding out a
 /// backend that does not answer while the permit's estimate lasts, released when told to
 /// ([`finish`](Self::finish), at the body's end, which may wait for the release) or when
-/// this guard is dropped (a disconnect: nothing waits). If the permit is lost, the guard says
-/// so to the body, which ends the stream with an error.
+/// this guard is dropped (a disconnect: nothing waits). If the permit is lost, or the
+/// response reaches the layer's longest hold, the guard says so to the body, which ends the
+/// stream with an error (and drops the guard, which releases the permit).
 pub(crate) struct StreamGuard {
     permit: Option<ManagedPermit>,
     lost: Option<Lost>,
     /// A worker-local permit granted while failing open.
     local: Option<OwnedSemaphorePermit>,
+    /// When the response has held its slot for the layer's longest hold, if it has one.
+    hold_limit: Option<Pin<Box<Sleep>>>,
 }
 
 impl StreamGuard {
-    /// Keeps `permit` renewed to an expiry of `lease`.
-    pub(crate) fn keep(permit: SemaphorePermit, lease: Duration) -> Self {
+    /// Keeps `permit` renewed to an expiry of `lease`, for at most `max_hold`.
+    pub(crate) fn keep(
+        permit: SemaphorePermit,
+        lease: Duration,
+        max_hold: Option<Duration>,
+    ) -> Self {
+        let hold_limit = hold_limit(max_hold);
         match ManagedPermit::keep(permit, &ManagedPermitOptions::new(lease)) {
             Ok(permit) => {
                 let mut ownership = permit.ownership();
@@ -38,6 +56,7 @@ impl StreamGuard {
                     lost: Some(Box::pin(async move { ownership.lost().await })),
                     permit: Some(permit),
                     local: None,
+                    hold_limit,
                 }
             }
             // No runtime to renew it (the permit was dropped, which releases it the way a
@@ -48,30 +67,43 @@ impl StreamGuard {
                     lost: Some(Box::pin(std::future::ready(LossReason::Uncertain))),
                     permit: None,
                     local: None,
+                    hold_limit,
                 }
             }
         }
     }
 
-    /// A guard for a permit of this process only, while the backend is unavailable.
-    pub(crate) fn local(permit: OwnedSemaphorePermit) -> Self {
+    /// A guard for a permit of this process only, while the backend is unavailable, for at
+    /// most `max_hold`.
+    pub(crate) fn local(permit: OwnedSemaphorePermit, max_hold: Option<Duration>) -> Self {
         StreamGuard {
             permit: None,
             lost: None,
             local: Some(permit),
+            hold_limit: hold_limit(max_hold),
         }
     }
 
-    /// Whether the permit was lost; if not, `cx` is woken when it is.
-    pub(crate) fn poll_lost(&mut self, cx: &mut Context<'_>) -> bool {
-        match self.lost.as_mut().map(|lost| lost.as_mut().poll(cx)) {
-            Some(Poll::Ready(reason)) => {
-                tracing::warn!(%reason, "a streaming response's permit was lost; cutting the stream");
-                self.lost = None;
-                true
-            }
-            Some(Poll::Pending) | None => false,
+    /// Whether the stream must be cut (its permit was lost, or it reached the longest
+    /// hold); if not, `cx` is woken when it must.
+    pub(crate) fn poll_cut(&mut self, cx: &mut Context<'_>) -> Option<Cut> {
+        if let Some(Poll::Ready(reason)) = self.lost.as_mut().map(|lost| lost.as_mut().poll(cx)) {
+            tracing::warn!(%reason, "a streaming response's permit was lost; cutting the stream");
+            self.lost = None;
+            return Some(Cut::Lost);
         }
+        if let Some(Poll::Ready(())) = self
+            .hold_limit
+            .as_mut()
+            .map(|limit| limit.as_mut().poll(cx))
+        {
+            tracing::warn!(
+                "a streaming response held its slot for the longest hold; cutting the stream"
+            );
+            self.hold_limit = None;
+            return Some(Cut::HoldLimit);
+        }
+        None
     }
 
     /// Releases the permit; the receiver completes once it is released (or the release gave
@@ -92,6 +124,11 @@ impl StreamGuard {
         });
         Some(released)
     }
+}
+
+/// The timer of the longest hold, from now.
+fn hold_limit(max_hold: Option<Duration>) -> Option<Pin<Box<Sleep>>> {
+    max_hold.map(|limit| Box::pin(tokio::time::sleep(limit)))
 }
 
 impl fmt::Debug for StreamGuard {

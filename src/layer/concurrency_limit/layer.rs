@@ -38,6 +38,8 @@ pub(crate) struct Config {
     /// `None` without a per-key capacity: every request then shares the global semaphore.
     pub(crate) key: Option<KeyExtractor>,
     pub(crate) lease: Duration,
+    /// The longest a response holds its slot; `None`: as long as its body lasts.
+    pub(crate) max_hold: Option<Duration>,
     pub(crate) timeout: Duration,
     pub(crate) failure: FailurePolicy,
     pub(crate) breaker: Option<Arc<Breaker>>,
@@ -136,6 +138,7 @@ impl RedisConcurrencyLimitLayer {
                 key: per_key.map(|_| KeyExtractor::peer_ip()),
                 semaphore,
                 lease: DEFAULT_LEASE,
+                max_hold: None,
                 timeout: DEFAULT_ACQUIRE_TIMEOUT,
                 failure: FailurePolicy::default(),
                 breaker: None,
@@ -164,6 +167,18 @@ impl RedisConcurrencyLimitLayer {
     /// than that costs the stream nothing.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.config_mut().lease = lease.clamp(MIN_LEASE, MAX_MANAGED_PERMIT);
+        self
+    }
+
+    /// The longest a response may hold its slot, from the moment its permit was taken: past
+    /// it, its body ends with a [`HoldLimitReached`](super::HoldLimitReached) error and the
+    /// permit is released. Off by default: a response holds its slot for as long as its
+    /// body streams, renewed, which is what a long download or an event stream wants. Set it
+    /// where a body that stalls while its client stays connected (a stuck upstream, a client
+    /// that stops reading without closing) must not hold a slot without bound: the upstream
+    /// cleanup timeout of a proxy's concurrency limit. It applies to worker-local permits too.
+    pub fn max_hold(mut self, limit: Duration) -> Self {
+        self.config_mut().max_hold = Some(limit);
         self
     }
 
@@ -247,6 +262,7 @@ impl fmt::Debug for RedisConcurrencyLimitLayer {
             .field("per_key", &self.config.semaphore.per_key())
             .field("global", &self.config.semaphore.global())
             .field("lease", &self.config.lease)
+            .field("max_hold", &self.config.max_hold)
             .field("timeout", &self.config.timeout)
             .field("failure", &self.config.failure)
             .field("circuit_state", &self.circuit_state())
