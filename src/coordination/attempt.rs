@@ -40,8 +40,10 @@ pub enum Attempt<T> {
     /// Others hold it; nothing changed.
     Busy {
         /// How long until expiries alone free it, on the backend's clock: a lease's time left,
-        /// or when enough permits expire. `None` when what holds it never expires. A release
-        /// may free it sooner.
+        /// or when enough permits expire. `None` when that is not known: what holds it never
+        /// expires, or this attempt's own grant arrived after its expiry had already run out
+        /// by the local estimate (it was released at once: nobody could have used it). A
+        /// release may free it sooner.
         retry_after: Option<Duration>,
     },
 }

@@ -5,7 +5,9 @@
 //! - [`FencedLease`]: one holder's lease, with its [fencing token](FencedLease::fencing_token)
 //!   and its random [owner token](FencedLease::owner_token).
 //!
-//! Acquisition is immediate ([`LockAttempt`]): it never waits, queues or polls. The owner
+//! [`FencedLock::try_acquire`] takes the lock now or says how long its holder has left
+//! ([`LockAttempt`]); [`FencedLock::acquire`] waits for it, woken when the lease key changes
+//! (on Redis) rather than polling. The owner
 //! token guards renewal, verification and release, so a stale holder can never extend or
 //! delete a later holder's lease ([`Release`] says what a release found). A lease that its
 //! holder drops, or that may have been granted without an answer, is released in the
