@@ -17,7 +17,7 @@ use leasehold::coordination::lock::{
 use leasehold::coordination::semaphore::{Capacity, KeyedSemaphore, Semaphore};
 use leasehold::{Coordination, ErrorKind};
 use support::target::{Target, scenario, server_ms};
-use support::{Server, ServerKind, eventually, unique_prefix};
+use support::{Cluster, Server, ServerKind, eventually, unique_prefix};
 
 const MINUTE: Duration = Duration::from_secs(60);
 /// 2^53: the first integer after it is the first a double cannot hold.
@@ -1005,4 +1005,90 @@ async fn read_only_steps_go_as_evalsha_ro_unless_the_acl_denies_it() {
             );
         }
     }
+}
+
+/// Four holders, each with a handle of its own (as four processes), loop on one lock while
+/// its slot moves from master to master the way a reshard moves it, its two keys migrated one
+/// at a time: the steps that meet the slot half-moved (`ASK`, `TRYAGAIN`) cost latency, not
+/// errors, and no two holders ever hold it at once. A private cluster: its slot map changes.
+#[tokio::test]
+async fn waiting_acquisitions_ride_out_a_slot_move() {
+    let cluster = Arc::new(Cluster::start(ServerKind::Redis7));
+    let prefix = unique_prefix("slot-move");
+    let mut holders = Vec::new();
+    for _ in 0..4 {
+        let coordination: Coordination = RedisBackend::cluster(cluster.urls())
+            .key_prefix(&prefix)
+            .connect()
+            .await
+            .expect("connect")
+            .into();
+        holders.push(coordination);
+    }
+    let slot = key_slot(&physical(
+        &holders[0],
+        FencedLock::named(&holders[0], "moving").lease_key(),
+    ));
+    let in_use = Arc::new(AtomicU32::new(0));
+    let failures = Arc::new(Mutex::new(Vec::<String>::new()));
+    let rounds = Arc::new(AtomicU32::new(0));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let tasks: Vec<_> = holders
+        .iter()
+        .map(|coordination| {
+            let lock = FencedLock::named(coordination, "moving");
+            let (in_use, failures, rounds, stop) = (
+                in_use.clone(),
+                failures.clone(),
+                rounds.clone(),
+                stop.clone(),
+            );
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    match tokio::time::timeout(Duration::from_secs(5), lock.acquire(MINUTE)).await {
+                        Ok(Ok(mut lease)) => {
+                            assert_eq!(in_use.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                            tokio::time::sleep(Duration::from_millis(2)).await;
+                            in_use.fetch_sub(1, Ordering::SeqCst);
+                            if let Err(err) = lease.release().await {
+                                failures.lock().unwrap().push(format!("release: {err}"));
+                            }
+                            rounds.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(Err(err)) => failures.lock().unwrap().push(format!("acquire: {err}")),
+                        Err(_) => failures.lock().unwrap().push("no lease within 5 s".into()),
+                    }
+                }
+            })
+        })
+        .collect();
+
+    // Three moves, through every master, each about half a second as a reshard takes.
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let moving = cluster.clone();
+        tokio::task::spawn_blocking(move || {
+            let from = moving.owner_of(slot).port();
+            let to = moving
+                .nodes()
+                .iter()
+                .find(|node| node.port() != from)
+                .expect("another master");
+            moving.move_slot(slot, to, Duration::from_millis(150));
+        })
+        .await
+        .expect("the slot moved");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    for task in tasks {
+        task.await.expect("a holder never saw another");
+    }
+    let failures = failures.lock().unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} failures: {failures:?}",
+        failures.len()
+    );
+    assert!(rounds.load(Ordering::Relaxed) >= 20, "{rounds:?} rounds");
 }

@@ -71,6 +71,98 @@ impl Cluster {
         redis::cluster::ClusterClient::new(self.urls()).expect("valid cluster urls")
     }
 
+    /// The node that serves `slot` now, by its own view (node 0's).
+    pub fn owner_of(&self, slot: u16) -> &Server {
+        let mut con = self.nodes[0].connection();
+        let ranges: Vec<(u16, u16, (String, u16))> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query::<Vec<redis::Value>>(&mut con)
+            .expect("CLUSTER SLOTS")
+            .into_iter()
+            .map(|range| {
+                let redis::Value::Array(fields) = range else {
+                    panic!("a slot range: {range:?}");
+                };
+                let first: u16 = redis::from_redis_value(fields[0].clone()).expect("first");
+                let last: u16 = redis::from_redis_value(fields[1].clone()).expect("last");
+                let (host, port): (String, u16) = match &fields[2] {
+                    redis::Value::Array(master) => (
+                        redis::from_redis_value(master[0].clone()).expect("host"),
+                        redis::from_redis_value(master[1].clone()).expect("port"),
+                    ),
+                    other => panic!("a master: {other:?}"),
+                };
+                (first, last, (host, port))
+            })
+            .collect();
+        let (_, _, (_, port)) = ranges
+            .iter()
+            .find(|(first, last, _)| (*first..=*last).contains(&slot))
+            .unwrap_or_else(|| panic!("nobody serves slot {slot}: {ranges:?}"));
+        self.nodes
+            .iter()
+            .find(|node| node.port() == *port)
+            .expect("a node of ours")
+    }
+
+    /// Moves `slot` from the node that serves it to `to`, as `redis-cli --cluster reshard`
+    /// does: `SETSLOT IMPORTING` on the target, `MIGRATING` on the source, `MIGRATE` of its
+    /// keys a few at a time, `SETSLOT NODE` everywhere. `pause` is slept between the steps,
+    /// so that clients meet the slot half-moved (`ASK`, `TRYAGAIN`).
+    pub fn move_slot(&self, slot: u16, to: &Server, pause: Duration) {
+        let from = self.owner_of(slot);
+        assert_ne!(from.port(), to.port(), "slot {slot} is already there");
+        let id = |node: &Server| -> String {
+            redis::cmd("CLUSTER")
+                .arg("MYID")
+                .query(&mut node.connection())
+                .expect("CLUSTER MYID")
+        };
+        let (from_id, to_id) = (id(from), id(to));
+        let setslot = |node: &Server, how: &str, id: &str| {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg(how)
+                .arg(id)
+                .query(&mut node.connection())
+                .unwrap_or_else(|e| panic!("SETSLOT {slot} {how} on {}: {e}", node.url()));
+        };
+        setslot(to, "IMPORTING", &from_id);
+        setslot(from, "MIGRATING", &to_id);
+        std::thread::sleep(pause);
+        loop {
+            let keys: Vec<Vec<u8>> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(slot)
+                .arg(1)
+                .query(&mut from.connection())
+                .expect("GETKEYSINSLOT");
+            if keys.is_empty() {
+                break;
+            }
+            // One key at a time, a pause between: a two-key step meets its keys split.
+            let _: redis::Value = redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(to.port())
+                .arg("")
+                .arg(0)
+                .arg(5000)
+                .arg("KEYS")
+                .arg(&keys)
+                .query(&mut from.connection())
+                .expect("MIGRATE");
+            std::thread::sleep(pause);
+        }
+        setslot(to, "NODE", &to_id);
+        setslot(from, "NODE", &to_id);
+        for node in &self.nodes {
+            if node.port() != from.port() && node.port() != to.port() {
+                setslot(node, "NODE", &to_id);
+            }
+        }
+    }
+
     /// Waits (bounded) until every node reports `cluster_state:ok` and its CLUSTER NODES view
     /// shows exactly our 3 nodes as connected masters that each own slots.
     pub fn wait_converged(&self, timeout: Duration) {
