@@ -7,20 +7,23 @@
 mod support;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::routing::get;
+use http::request::Parts;
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::backend::redis::{DEFAULT_TRANSIENT_RETRY, RedisBackend};
 use leasehold::coordination::rate_limit::FixedWindow;
+use leasehold::extract::{Lease, LeaseSpec};
 use leasehold::layer::concurrency_limit::{Capacity, RedisConcurrencyLimitLayer};
-use leasehold::layer::key::KeyExtractor;
+use leasehold::layer::key::{KeyError, KeyExtractor};
 use leasehold::layer::rate_limit::RedisRateLimitLayer;
 use leasehold::layer::{CircuitBreaker, CircuitState, FailurePolicy};
 use leasehold::{Coordination, ErrorKind};
 use support::http::{Reply, client, get as http_get, serve};
-use support::proxy::Proxy;
+use support::proxy::{Direction, Proxy};
 use support::{Server, ServerKind, shared, unique_prefix};
 
 /// The layers' decision timeout in these tests.
@@ -35,8 +38,23 @@ async fn through(url: String, test: &str) -> Coordination {
         .into()
 }
 
+/// A lease of a name of its own for each request (so that no request finds another's lease
+/// still held), answered within the layers' decision timeout.
+struct EachRequest;
+
+impl LeaseSpec for EachRequest {
+    async fn name(_parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        Ok(format!("lease-{}", NEXT.fetch_add(1, Ordering::Relaxed)).into_bytes())
+    }
+
+    fn timeout() -> Duration {
+        DECISION_TIMEOUT
+    }
+}
+
 /// `/rate` behind a fixed window of 1000 per minute, `/concurrent` behind a concurrency limit
-/// of 100; both with `policy`.
+/// of 100, both with `policy`; `/lease` takes a `Lease` (which never fails open).
 fn app(coordination: &Coordination, policy: FailurePolicy) -> (Router, RedisConcurrencyLimitLayer) {
     let rate =
         RedisRateLimitLayer::fixed_window(coordination, "rate", 1000, Duration::from_secs(60))
@@ -49,21 +67,38 @@ fn app(coordination: &Coordination, policy: FailurePolicy) -> (Router, RedisConc
             .expect("valid")
             .timeout(DECISION_TIMEOUT)
             .failure_policy(policy);
-    let router = Router::new()
-        .route("/rate", get(|| async { "ok" }).layer(rate))
-        .route(
-            "/concurrent",
-            get(|| async { "ok" }).layer(concurrent.clone()),
-        );
+    let router =
+        Router::new()
+            .route("/rate", get(|| async { "ok" }).layer(rate))
+            .route(
+                "/concurrent",
+                get(|| async { "ok" }).layer(concurrent.clone()),
+            )
+            .merge(
+                Router::new()
+                    .route(
+                        LEASE,
+                        get(|lease: Lease<EachRequest>| async move {
+                            lease.fencing_token().to_string()
+                        }),
+                    )
+                    .with_state(coordination.clone()),
+            );
     (router, concurrent)
 }
 
+/// The layers' routes.
 const ROUTES: [&str; 2] = ["/rate", "/concurrent"];
+/// The `Lease` extractor's route.
+const LEASE: &str = "/lease";
+/// Every route: the layers' and the lease's.
+const ALL_ROUTES: [&str; 3] = ["/rate", "/concurrent", LEASE];
 
+/// One request to every route, the lease's included.
 async fn each_route(addr: SocketAddr) -> Vec<Reply> {
     let client = client();
     let mut replies = Vec::new();
-    for route in ROUTES {
+    for route in ALL_ROUTES {
         replies.push(http_get(&client, addr, route, &[]).await);
     }
     replies
@@ -83,7 +118,7 @@ async fn a_stall_shorter_than_the_decision_timeout_gives_normal_answers() {
     let addr = serve(router).await;
     assert!(each_route(addr).await.iter().all(|r| r.status == 200));
 
-    for route in ROUTES {
+    for route in ALL_ROUTES {
         proxy.stall();
         let client = client();
         let request = tokio::spawn(async move { http_get(&client, addr, route, &[]).await });
@@ -105,9 +140,9 @@ async fn a_blackhole_answers_503_within_the_decision_timeout_and_nothing_hangs()
     proxy.blackhole();
     let started = Instant::now();
     let mut requests = Vec::new();
-    for i in 0..8 {
+    for i in 0..9 {
         let client = client();
-        let route = ROUTES[i % 2];
+        let route = ALL_ROUTES[i % ALL_ROUTES.len()];
         requests.push(tokio::spawn(async move {
             let sent = Instant::now();
             let reply = http_get(&client, addr, route, &[]).await;
@@ -136,7 +171,7 @@ async fn after_a_cut_requests_are_served_once_the_backend_reconnects() {
     let connections = proxy.connections_accepted();
 
     proxy.cut();
-    for route in ROUTES {
+    for route in ALL_ROUTES {
         let client = client();
         let deadline = Instant::now() + support::PATIENCE;
         loop {
@@ -183,7 +218,12 @@ async fn refused_connections_under_fail_open_pass_and_open_the_breaker() {
         .route(
             "/concurrent",
             get(|| async { "ok" }).layer(concurrent.clone()),
-        );
+        )
+        .route(
+            LEASE,
+            get(|lease: Lease<EachRequest>| async move { lease.fencing_token().to_string() }),
+        )
+        .with_state(coordination.clone());
     let addr = serve(router).await;
     let client = client();
     assert_eq!(http_get(&client, addr, "/rate", &[]).await.status, 200);
@@ -195,13 +235,15 @@ async fn refused_connections_under_fail_open_pass_and_open_the_breaker() {
 
     proxy.refuse();
     proxy.cut();
-    // The limit of 1 is exhausted, yet an unreachable backend lets requests through.
+    // The limit of 1 is exhausted, yet an unreachable backend lets requests through; a
+    // lease never fails open.
     for _ in 0..3 {
         assert_eq!(http_get(&client, addr, "/rate", &[]).await.status, 200);
         assert_eq!(
             http_get(&client, addr, "/concurrent", &[]).await.status,
             200
         );
+        assert_503_with_retry_after(&http_get(&client, addr, LEASE, &[]).await, LEASE);
     }
     support::eventually("the circuit opens", async || {
         concurrent.circuit_state() == Some(CircuitState::Open)
@@ -240,7 +282,7 @@ async fn an_outage_costs_no_timeout_once_it_outlasts_the_retry_bound() {
     let mut slow = Vec::new();
     let mut past_the_bound = 0;
     while cut.elapsed() < settled + Duration::from_secs(2) {
-        for route in ROUTES {
+        for route in ALL_ROUTES {
             let started = Instant::now();
             let reply = http_get(&client(), addr, route, &[]).await;
             let took = started.elapsed();
@@ -274,7 +316,7 @@ const FAST: Duration = Duration::from_millis(100);
 /// Every route answers 503 with Retry-After under fail-open: a refusal is never a pass.
 async fn refusals_are_503(addr: SocketAddr, what: &str) {
     for _ in 0..3 {
-        for (route, reply) in ROUTES.iter().zip(each_route(addr).await) {
+        for (route, reply) in ALL_ROUTES.iter().zip(each_route(addr).await) {
             assert_503_with_retry_after(&reply, &format!("{what} on {route}"));
         }
     }
@@ -326,7 +368,7 @@ async fn a_password_rotated_under_a_running_app_gets_503_under_fail_open() {
     assert!(killed >= 1, "the app held a connection");
     let mut served = Vec::new();
     for round in 0..6 {
-        for route in ROUTES {
+        for route in ALL_ROUTES {
             let started = Instant::now();
             let reply = http_get(&client(), addr, route, &[]).await;
             let took = started.elapsed();
@@ -375,13 +417,18 @@ async fn a_full_memory_backend_gets_503_with_the_time_space_frees() {
             .failure_policy(FailurePolicy::FailOpen);
     let router = Router::new()
         .route("/rate", get(|| async { "ok" }).layer(rate))
-        .route("/concurrent", get(|| async { "ok" }).layer(concurrent));
+        .route("/concurrent", get(|| async { "ok" }).layer(concurrent))
+        .route(
+            LEASE,
+            get(|lease: Lease<EachRequest>| async move { lease.fencing_token().to_string() }),
+        )
+        .with_state(coordination);
     let addr = serve(router).await;
     let client = client();
     // The one key: a client's window.
     let first = http_get(&client, addr, "/rate", &[("x-client", "a")]).await;
     assert_eq!(first.status, 200);
-    for route in ROUTES {
+    for route in ALL_ROUTES {
         let reply = http_get(&client, addr, route, &[("x-client", "b")]).await;
         assert_503_with_retry_after(&reply, route);
         // Space frees when the first client's window ends, about a minute from now.
@@ -453,7 +500,7 @@ async fn a_sentinel_failover_under_load_costs_503s_for_a_while_and_nothing_hangs
             let mut seen = Vec::new();
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let sent = Instant::now();
-                let reply = http_get(&client, addr, ROUTES[worker % 2], &[]).await;
+                let reply = http_get(&client, addr, ALL_ROUTES[worker % 3], &[]).await;
                 let retry_after = reply.header("retry-after").map(str::to_owned);
                 seen.push((sent - started, sent.elapsed(), reply.status, retry_after));
                 tokio::time::sleep(Duration::from_millis(10)).await;
@@ -586,7 +633,12 @@ async fn a_service_boots_while_redis_is_down_and_connects_once_it_is_up() {
     for reply in each_route(closed).await {
         assert_503_with_retry_after(&reply, "failing closed while Redis is down");
     }
-    for reply in each_route(open).await {
+    for (route, reply) in ALL_ROUTES.iter().zip(each_route(open).await) {
+        if *route == LEASE {
+            // A lease never fails open.
+            assert_503_with_retry_after(&reply, "a lease while Redis is down");
+            continue;
+        }
         assert_eq!(
             reply.status, 200,
             "failing open while Redis is down: {reply:?}"
@@ -640,4 +692,236 @@ async fn concurrent_steps_share_one_bounded_connection_attempt() {
         started.elapsed()
     );
     proxy.pass();
+}
+
+/// No answer at all, failing open: the rate limit lets the request through and the
+/// concurrency limit grants a worker-local permit, each within the decision timeout; the
+/// lease, which never fails open, answers 503 as fast.
+#[tokio::test]
+async fn a_blackhole_under_fail_open_passes_within_the_decision_timeout() {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = through(proxy.url(), "blackhole-open").await;
+    let (router, concurrent) = app(&coordination, FailurePolicy::FailOpen);
+    let addr = serve(router).await;
+    assert!(each_route(addr).await.iter().all(|r| r.status == 200));
+
+    proxy.blackhole();
+    for route in ALL_ROUTES {
+        let started = Instant::now();
+        let reply = http_get(&client(), addr, route, &[]).await;
+        let took = started.elapsed();
+        assert!(
+            took < DECISION_TIMEOUT + Duration::from_millis(300),
+            "{route} answered after {took:?}"
+        );
+        if route == LEASE {
+            assert_503_with_retry_after(&reply, route);
+        } else {
+            assert_eq!(reply.status, 200, "{route} fails open: {reply:?}");
+            assert!(
+                reply.header("ratelimit").is_none(),
+                "no decision, no fields"
+            );
+        }
+    }
+    // The local permit went back with its response: another request gets one.
+    assert_eq!(
+        http_get(&client(), addr, "/concurrent", &[]).await.status,
+        200
+    );
+    assert_eq!(concurrent.circuit_state(), None);
+    proxy.pass();
+}
+
+/// Redis healthy but slower than the layers' timeout (its replies take 600 ms, the layers
+/// wait 400 ms, its own response timeout is 1 s): the layers answer 503 at their timeout,
+/// and a circuit breaker that hears the late replies stays closed, since the backend did
+/// answer. Once it is fast again, everything is served.
+#[tokio::test]
+async fn a_slow_but_healthy_backend_is_a_503_at_the_layer_timeout_and_keeps_the_breaker_closed() {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = through(proxy.url(), "slow").await;
+    let breaker = CircuitBreaker::new().failure_threshold(1);
+    let rate =
+        RedisRateLimitLayer::fixed_window(&coordination, "rate", 1000, Duration::from_secs(60))
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .timeout(DECISION_TIMEOUT)
+            .circuit_breaker(breaker);
+    let concurrent =
+        RedisConcurrencyLimitLayer::new(&coordination, "concurrent", Capacity::global(100))
+            .expect("valid")
+            .timeout(DECISION_TIMEOUT)
+            .circuit_breaker(breaker);
+    let router = Router::new()
+        .route("/rate", get(|| async { "ok" }).layer(rate.clone()))
+        .route(
+            "/concurrent",
+            get(|| async { "ok" }).layer(concurrent.clone()),
+        );
+    let addr = serve(router).await;
+    for route in ROUTES {
+        assert_eq!(http_get(&client(), addr, route, &[]).await.status, 200);
+    }
+
+    proxy.latency(Direction::ToServer, Duration::from_millis(300));
+    proxy.latency(Direction::ToClient, Duration::from_millis(300));
+    for route in ROUTES {
+        let started = Instant::now();
+        let reply = http_get(&client(), addr, route, &[]).await;
+        let took = started.elapsed();
+        assert_503_with_retry_after(&reply, route);
+        assert!(took >= DECISION_TIMEOUT, "{route}: {took:?}");
+        assert!(
+            took < DECISION_TIMEOUT + Duration::from_millis(300),
+            "{route}: {took:?}"
+        );
+    }
+    // The late replies arrive (600 ms after sending) and say the backend is up.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(rate.circuit_state(), Some(CircuitState::Closed));
+    assert_eq!(concurrent.circuit_state(), Some(CircuitState::Closed));
+
+    proxy.pass();
+    for route in ROUTES {
+        assert_eq!(
+            http_get(&client(), addr, route, &[]).await.status,
+            200,
+            "{route}"
+        );
+    }
+}
+
+/// A lease of its own for each request, waited for up to 2 s as the layers above wait.
+struct Patient;
+
+impl LeaseSpec for Patient {
+    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
+        EachRequest::name(parts).await
+    }
+
+    fn timeout() -> Duration {
+        Duration::from_secs(2)
+    }
+}
+
+/// Makes `server` a replica of `primary` (it answers writes with `READONLY`), and waits until
+/// it says so.
+fn demote(server: &Server, primary: &Server) {
+    let port = primary.port().to_string();
+    let () = server.cmd(&["REPLICAOF", "127.0.0.1", &port]);
+    support::wait_until(
+        Duration::from_secs(10),
+        "the server to be a replica",
+        || match server.info_field("replication", "role").as_deref() {
+            Some("slave") => Ok(()),
+            other => Err(format!("role {other:?}")),
+        },
+    );
+}
+
+/// A failover reply (`READONLY`, from a primary demoted to a replica) is sent again while the
+/// transient-retry bound lasts: a demotion shorter than the bound costs a step, and a request
+/// behind a layer whose timeout covers it, latency, not an error; one that outlasts the bound
+/// is a `Transient` error, certainly without effect, and 503 behind a layer (a pass failing
+/// open).
+#[tokio::test]
+async fn a_failover_reply_is_sent_again_within_the_bound_then_answered() {
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let other = Server::start(ServerKind::Redis7, &[]);
+    let coordination = through(server.url(), "failover-reply").await;
+    let window =
+        FixedWindow::new(&coordination, "rate", 1000, Duration::from_secs(60)).expect("valid");
+    let patient =
+        RedisRateLimitLayer::fixed_window(&coordination, "rate", 1000, Duration::from_secs(60))
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .timeout(Duration::from_secs(2));
+    let open =
+        RedisRateLimitLayer::fixed_window(&coordination, "rate", 1000, Duration::from_secs(60))
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .timeout(Duration::from_secs(2))
+            .failure_policy(FailurePolicy::FailOpen);
+    let addr = serve(
+        Router::new()
+            .route("/patient", get(|| async { "ok" }).layer(patient))
+            .route("/open", get(|| async { "ok" }).layer(open))
+            .route(
+                LEASE,
+                get(|lease: Lease<Patient>| async move { lease.fencing_token().to_string() }),
+            )
+            .with_state(coordination.clone()),
+    )
+    .await;
+    assert!(
+        window
+            .try_acquire(b"global", 1)
+            .await
+            .expect("healthy")
+            .is_granted()
+    );
+
+    // Demoted for 300 ms, well within the 1 s bound: the step waits, and is granted.
+    for route in [None, Some("/patient"), Some(LEASE)] {
+        demote(&server, &other);
+        let promote = std::thread::spawn({
+            let url = server.url();
+            move || {
+                std::thread::sleep(Duration::from_millis(300));
+                let mut con = redis::Client::open(url)
+                    .and_then(|client| client.get_connection())
+                    .expect("admin connection");
+                redis::cmd("REPLICAOF")
+                    .arg("NO")
+                    .arg("ONE")
+                    .query::<()>(&mut con)
+                    .expect("promoted");
+            }
+        });
+        let started = Instant::now();
+        match route {
+            None => assert!(
+                window
+                    .try_acquire(b"global", 1)
+                    .await
+                    .expect("sent again until it was taken")
+                    .is_granted()
+            ),
+            Some(route) => assert_eq!(
+                http_get(&client(), addr, route, &[]).await.status,
+                200,
+                "{route}"
+            ),
+        }
+        let took = started.elapsed();
+        promote.join().expect("promoted");
+        assert!(
+            took >= Duration::from_millis(250),
+            "{route:?} waited {took:?}"
+        );
+        assert!(took < Duration::from_secs(1), "{route:?} took {took:?}");
+    }
+
+    // Demoted for good: past the bound, the error (and the layers' answers).
+    demote(&server, &other);
+    let started = Instant::now();
+    let err = window
+        .try_acquire(b"global", 1)
+        .await
+        .expect_err("still a replica");
+    assert_eq!(err.kind(), ErrorKind::Transient, "{err:?}");
+    assert!(
+        err.is_unavailable() && !err.is_outcome_uncertain(),
+        "{err:?}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(800),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_503_with_retry_after(&http_get(&client(), addr, "/patient", &[]).await, "closed");
+    assert_503_with_retry_after(&http_get(&client(), addr, LEASE, &[]).await, LEASE);
+    assert_eq!(http_get(&client(), addr, "/open", &[]).await.status, 200);
+    let () = server.cmd(&["REPLICAOF", "NO", "ONE"]);
 }
