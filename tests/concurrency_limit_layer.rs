@@ -87,8 +87,29 @@ impl Body for Stalls {
     }
 }
 
+/// A body that sends 64 KiB chunks as fast as it is polled, forever.
+struct Flood;
+
+impl Body for Flood {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        static CHUNK: [u8; 64 * 1024] = [b'x'; 64 * 1024];
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(&CHUNK)))))
+    }
+}
+
 fn app(layer: RedisConcurrencyLimitLayer) -> Router {
     Router::new()
+        .route("/flood", get(|| async { AxumBody::new(Flood) }))
+        .route(
+            "/stuck",
+            get(|| async { std::future::pending::<&'static str>().await }),
+        )
         .route(
             "/stall",
             get(|| async { AxumBody::new(Stalls { sent: false }) }),
@@ -345,6 +366,41 @@ async fn a_body_that_stalls_is_cut_at_the_longest_hold_and_frees_its_slot() {
     );
     held_becomes(&semaphore, (None, Some(0)), PROMPTLY).await;
     assert_eq!(http_get(&client, addr, "/", &[]).await.status, 200);
+}
+
+/// The longest hold frees a slot whatever the response is doing: a handler that never
+/// returns, and a body the client stops reading (its socket buffers fill, and the server
+/// stops polling the body), each with its client connected. Timed from the request.
+#[tokio::test]
+async fn the_longest_hold_frees_the_slot_of_a_stuck_handler_and_of_an_unread_body() {
+    let coordination = redis(shared(ServerKind::Redis7).url(), &unique_prefix("cl-stuck")).await;
+    let max_hold = Duration::from_millis(400);
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "stuck", Capacity::global(1))
+        .expect("valid")
+        .max_hold(max_hold);
+    let semaphore = layer.semaphore().clone();
+    let addr = serve(app(layer)).await;
+
+    for path in ["/stuck", "/flood"] {
+        // A raw client that sends its request and never reads.
+        let mut socket = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let sent = Instant::now();
+        tokio::io::AsyncWriteExt::write_all(
+            &mut socket,
+            format!("GET {path} HTTP/1.1\r\nhost: test\r\n\r\n").as_bytes(),
+        )
+        .await
+        .expect("request sent");
+        held_becomes(&semaphore, (None, Some(1)), PROMPTLY).await;
+        let freed = held_becomes(&semaphore, (None, Some(0)), PROMPTLY).await;
+        let held_for = sent.elapsed();
+        assert!(held_for >= max_hold, "{path}: freed after {held_for:?}");
+        assert!(
+            held_for < max_hold + Duration::from_millis(700),
+            "{path}: freed after {held_for:?} ({freed:?} of polling)"
+        );
+        drop(socket);
+    }
 }
 
 /// Reads `body` until it ends: `Ok(())` when it completed, `Err(at)` when it failed.

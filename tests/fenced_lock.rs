@@ -1045,7 +1045,10 @@ async fn waiting_acquisitions_ride_out_a_slot_move() {
             );
             tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
-                    match tokio::time::timeout(Duration::from_secs(5), lock.acquire(MINUTE)).await {
+                    // A short lease: a waiter whose invalidation went to the node the slot left
+                    // wakes at the holder's time left at the latest.
+                    let lease = Duration::from_secs(2);
+                    match tokio::time::timeout(Duration::from_secs(5), lock.acquire(lease)).await {
                         Ok(Ok(mut lease)) => {
                             assert_eq!(in_use.fetch_add(1, Ordering::SeqCst), 0, "two holders");
                             tokio::time::sleep(Duration::from_millis(2)).await;

@@ -154,6 +154,7 @@ async fn the_first_acquisition_after_a_failover_reads_the_new_primarys_clock() {
         })
         .collect();
     let () = new_primary.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "10000"]);
+    let () = new_primary.cmd(&["CONFIG", "SET", "slowlog-max-len", "128"]);
     let first = |command: &str| {
         log.iter()
             .filter(|(_, args)| {

@@ -23,6 +23,8 @@ pub(crate) use key_prefix::KeyPrefix;
 pub(crate) use slot::ensure_same_slot;
 pub use slot::{SLOT_COUNT, key_slot};
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use crate::error::Result;
@@ -89,6 +91,19 @@ impl Backend {
             // Not boxed: a small future, that only connects when the handle has not yet.
             Backend::Redis(redis) => redis.acquire_deadline().await.map(Some),
             Backend::Memory(_) => Ok(None),
+        }
+    }
+
+    /// Completes once `deadline` has certainly passed on the server's clock (see
+    /// [`RedisBackend::until_passed`](redis::RedisBackend)): what the release of an
+    /// acquisition whose outcome is uncertain waits for.
+    pub(crate) fn until_passed(
+        &self,
+        deadline: redis::Deadline,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        match self {
+            Backend::Redis(redis) => Box::pin(redis.until_passed(deadline)),
+            Backend::Memory(_) => Box::pin(tokio::time::sleep_until(deadline.passed_at)),
         }
     }
 

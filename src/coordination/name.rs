@@ -28,6 +28,18 @@ pub(crate) fn bounded(name: &[u8]) -> Cow<'_, [u8]> {
     }
 }
 
+/// `key` as given, or its [`digest`] when it is longer than [`MAX_NAME_LEN`]: for a key that
+/// comes bounded already, such as the client key a layer extracted (a header's is a digest,
+/// which a second digest would make unequal to the same client's key elsewhere). A key that
+/// looks like a digest is kept: whoever chose it is not a client forging another's.
+pub(crate) fn shortened(key: &[u8]) -> Cow<'_, [u8]> {
+    if key.len() > MAX_NAME_LEN {
+        Cow::Owned(digest(key))
+    } else {
+        Cow::Borrowed(key)
+    }
+}
+
 /// [`HASHED_NAME_PREFIX`] and the lowercase hex SHA-256 of `name`.
 pub(crate) fn digest(name: &[u8]) -> Vec<u8> {
     use sha2::{Digest, Sha256};
@@ -81,6 +93,13 @@ mod tests {
         let long = hash_tagged(b"sem", &[b'n'; 4096]);
         assert!(long.starts_with(b"sem:{71:sha256:"), "{long:?}");
         assert_eq!(long.len(), b"sem:{71:}".len() + 71);
+    }
+
+    #[test]
+    fn a_key_is_shortened_only_when_long() {
+        let hashed = digest(b"a client");
+        assert_eq!(shortened(&hashed), hashed.as_slice(), "not hashed twice");
+        assert_eq!(shortened(&[b'k'; 200]), digest(&[b'k'; 200]).as_slice());
     }
 
     #[test]

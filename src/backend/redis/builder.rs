@@ -335,7 +335,7 @@ impl RedisBackendBuilder {
             .get_async_connection_with_config(&self.server_config())
             .await
             .map_err(error_map::from_redis)?;
-        Ok(Connection::Server(connection))
+        Ok(Connection::Primary(connection))
     }
 }
 

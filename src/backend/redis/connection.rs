@@ -5,13 +5,18 @@ use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisError, Value};
 
+use super::error_map;
+
 /// A live connection to a deployment. Cloning shares the underlying connection.
 pub(crate) enum Connection {
-    /// One server: a standalone server, or the primary that Sentinel named. It never
-    /// reconnects by itself: once a step finds it broken, the link makes a new one (asking
-    /// the sentinels again), so that nothing retries behind the steps' backs (see
+    /// A standalone server. It never reconnects by itself: once a step finds it broken, the
+    /// link makes a new one, so that nothing retries behind the steps' backs (see
     /// [`Link`](super::link::Link)).
     Server(MultiplexedConnection),
+    /// The primary that Sentinel named, replaced as a standalone server's is, and also
+    /// when it may no longer be the primary (see [`must_replace`](Self::must_replace)): the
+    /// new connection asks the sentinels again.
+    Primary(MultiplexedConnection),
     /// A Redis Cluster; the client follows MOVED/ASK, refreshes its slot map and reconnects
     /// to its nodes itself.
     Cluster(ClusterConnection),
@@ -42,14 +47,31 @@ impl Connection {
     /// Sends one request and returns its raw reply.
     pub(crate) async fn query(&self, request: Request<'_>) -> Result<Value, RedisError> {
         match self {
-            Connection::Server(connection) => request.send(&mut connection.clone()).await,
+            Connection::Server(connection) | Connection::Primary(connection) => {
+                request.send(&mut connection.clone()).await
+            }
             Connection::Cluster(cluster) => request.send(&mut cluster.clone()).await,
         }
     }
 
-    /// Whether a broken connection is replaced by a new one (one server), rather than
-    /// healing itself (a Cluster's).
-    pub(crate) fn reconnects(&self) -> bool {
-        matches!(self, Connection::Server(_))
+    /// Whether a connection that failed a request so must be replaced by a new one:
+    ///
+    /// - any that broke (a lost connection, a reply stream out of step);
+    /// - Sentinel's primary, also when it answers as a replica (`READONLY`, also from inside
+    ///   a script, or `MASTERDOWN`: it was demoted) or not at all within the response
+    ///   timeout (a primary that died without closing its connections: the sentinels have
+    ///   promoted another meanwhile, and the kernel would take minutes to notice);
+    /// - never a Cluster's, which the cluster client heals node by node.
+    ///
+    /// A standalone server that times out or answers `READONLY` is the one server there is:
+    /// a new connection would reach it again, at the cost of a handshake per reply.
+    pub(crate) fn must_replace(&self, err: &RedisError) -> bool {
+        match self {
+            Connection::Server(_) => error_map::breaks_connection(err),
+            Connection::Primary(_) => {
+                error_map::breaks_connection(err) || err.is_timeout() || error_map::is_demoted(err)
+            }
+            Connection::Cluster(_) => false,
+        }
     }
 }

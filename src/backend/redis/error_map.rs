@@ -138,17 +138,23 @@ pub(crate) fn is_noscript(err: &RedisError) -> bool {
     matches!(err.kind(), RedisKind::Server(ServerErrorKind::NoScript))
 }
 
-/// Whether a connection that failed so must be replaced: it broke (a lost connection, a
-/// reply stream out of step), or it no longer reaches the primary after a failover (a write
-/// refused by a demoted primary, `READONLY`, also from inside a script, or a replica that
-/// lost its primary, `MASTERDOWN`: a new connection asks the sentinels again). Not a timeout
-/// (the connection still works; a new one would wait as long), nor `LOADING` or `BUSY` (the
-/// server is the right one, just not ready).
+/// Whether the connection broke: it was lost, or its reply stream is out of step. Not a
+/// timeout (the connection still works), nor any reply.
 pub(crate) fn breaks_connection(err: &RedisError) -> bool {
-    err.is_unrecoverable_error()
-        || err.is_connection_dropped()
-        || first_failure(err)
-            .is_some_and(|(_, code, _)| matches!(code.as_str(), "READONLY" | "MASTERDOWN"))
+    err.is_unrecoverable_error() || err.is_connection_dropped()
+}
+
+/// Whether the server answered as a replica: a write refused by a demoted primary
+/// (`READONLY`, also from inside a script) or a replica that lost its primary
+/// (`MASTERDOWN`). Not `LOADING` or `BUSY`: the server is the right one, just not ready.
+pub(crate) fn is_demoted(err: &RedisError) -> bool {
+    first_failure(err)
+        .is_some_and(|(_, code, _)| matches!(code.as_str(), "READONLY" | "MASTERDOWN"))
+}
+
+/// Whether the server answered (an error reply), rather than the connection failing.
+pub(crate) fn is_reply(err: &RedisError) -> bool {
+    first_failure(err).is_some()
 }
 
 /// [`may_pass_without_effect`] for the crate's error: a failed connection attempt that
@@ -398,23 +404,20 @@ mod tests {
 
     #[test]
     fn a_demoted_primary_is_asked_for_again_a_loading_one_is_not() {
-        assert!(breaks_connection(&reply(
+        assert!(is_demoted(&reply(
             "READONLY You can't write against a read only replica."
         )));
-        assert!(breaks_connection(&reply(
+        assert!(is_demoted(&reply(
             "ERR Error running script (call to f_1f0e): @user_script:1: @user_script: 1: -READONLY You can't write against a read only replica."
         )));
-        assert!(breaks_connection(&reply(
-            "MASTERDOWN Link with MASTER is down"
-        )));
+        assert!(is_demoted(&reply("MASTERDOWN Link with MASTER is down")));
         assert!(breaks_connection(&io(io::ErrorKind::ConnectionReset)));
-        assert!(!breaks_connection(&reply(
+        assert!(!is_demoted(&reply(
             "LOADING Redis is loading the dataset in memory"
         )));
-        assert!(!breaks_connection(&reply(
-            "BUSY Redis is busy running a script."
-        )));
+        assert!(!is_demoted(&reply("BUSY Redis is busy running a script.")));
         assert!(!breaks_connection(&reply("NOPERM denied")));
+        assert!(!is_demoted(&reply("NOPERM denied")));
         // A timed-out connection still works; a new one would wait as long.
         assert!(!breaks_connection(&io(io::ErrorKind::TimedOut)));
         assert!(breaks_connection(&io(io::ErrorKind::BrokenPipe)));

@@ -26,7 +26,6 @@ use tokio::time::Instant;
 
 use super::builder::RedisBackendBuilder;
 use super::connection::Connection;
-use super::error_map;
 use super::server_clock::ServerClock;
 use super::server_version::ServerVersion;
 use crate::error::{Error, ErrorKind, Result};
@@ -85,28 +84,46 @@ impl Link {
     ///
     /// Cancel safe: the attempt goes on without the caller.
     pub(super) async fn get(&self) -> Result<Arc<Connected>> {
-        if let Some(connected) = self.get_now() {
-            return Ok(connected);
+        loop {
+            if let Some(connected) = self.get_now() {
+                return Ok(connected);
+            }
+            let mut outcome = match self.attempt()? {
+                Attempt::Made(connected) => return Ok(connected),
+                Attempt::Wait(outcome) => outcome,
+            };
+            let ended = outcome
+                .wait_for(Option::is_some)
+                .await
+                .map(|ended| ended.clone())
+                .ok()
+                .flatten();
+            match ended {
+                // Unless another step found it broken meanwhile: then it makes a new one.
+                Some(Outcome::Connected(connected)) if self.is_current(&connected) => {
+                    return Ok(connected);
+                }
+                Some(Outcome::Connected(_)) => {}
+                Some(Outcome::Failed { error, .. }) => return Err(error.clone_without_source()),
+                // An attempt that ended without a word: its task was dropped with its
+                // runtime. The next step starts another.
+                None => {
+                    return Err(Error::new(
+                        ErrorKind::Io,
+                        "the connection attempt was abandoned",
+                    ));
+                }
+            }
         }
-        let mut outcome = match self.attempt()? {
-            Attempt::Made(connected) => return Ok(connected),
-            Attempt::Wait(outcome) => outcome,
-        };
-        let ended = outcome
-            .wait_for(Option::is_some)
-            .await
-            .map(|ended| ended.clone())
-            .ok()
-            .flatten();
-        match ended {
-            Some(Outcome::Connected(connected)) => Ok(connected),
-            Some(Outcome::Failed { error, .. }) => Err(error.clone_without_source()),
-            // An attempt that ended without a word: its task was dropped with the runtime.
-            None => Err(Error::new(
-                ErrorKind::Io,
-                "the connection attempt was abandoned",
-            )),
-        }
+    }
+
+    /// Whether `connected` is the connection in use.
+    fn is_current(&self, connected: &Arc<Connected>) -> bool {
+        self.inner
+            .current
+            .load()
+            .as_ref()
+            .is_some_and(|current| Arc::ptr_eq(current, connected))
     }
 
     /// The connection in use, if there is one.
@@ -114,24 +131,16 @@ impl Link {
         self.inner.current.load_full()
     }
 
-    /// Drops `connected` when `err` says it broke, or no longer reaches the primary (see
-    /// [`error_map::breaks_connection`]), so that the next step makes a new one. A
-    /// connection made since is kept.
+    /// Drops `connected` when `err` says it must be replaced (see
+    /// [`Connection::must_replace`]), so that the next step makes a new one. A connection
+    /// made since is kept.
     pub(super) fn forget_if_broken(&self, connected: &Arc<Connected>, err: &RedisError) {
-        if connected.connection.reconnects() && error_map::breaks_connection(err) {
-            self.forget(connected);
-        }
-    }
-
-    fn forget(&self, broken: &Arc<Connected>) {
-        let _attempt = self.lock_attempt();
-        let current = self.inner.current.load();
-        if current
-            .as_ref()
-            .is_some_and(|current| Arc::ptr_eq(current, broken))
-        {
-            tracing::debug!("the connection broke; the next step connects again");
-            self.inner.current.store(None);
+        if connected.connection.must_replace(err) {
+            let _attempt = self.lock_attempt();
+            if self.is_current(connected) {
+                tracing::debug!(error = %err, "the connection must be replaced; the next step connects again");
+                self.inner.current.store(None);
+            }
         }
     }
 
@@ -144,12 +153,14 @@ impl Link {
             return Ok(Attempt::Made(connected));
         }
         if let Some(outcome) = latest.as_ref() {
+            // An attempt whose task is gone (dropped with its runtime) never ends: replaced.
+            let running = outcome.has_changed().is_ok();
             match &*outcome.borrow() {
-                None => return Ok(Attempt::Wait(outcome.clone())),
+                None if running => return Ok(Attempt::Wait(outcome.clone())),
                 Some(Outcome::Failed { at, error }) if at.elapsed() < FAIL_FAST => {
                     return Err(error.clone_without_source());
                 }
-                Some(_) => {}
+                _ => {}
             }
         }
         let (tell, outcome) = watch::channel(None);

@@ -47,6 +47,7 @@ pub use server_version::{SERVER_FLOOR, ServerVersion};
 pub use watch::{CLIENT_TRACKING, KeyTtl, KeyWatch};
 
 use std::fmt;
+use std::future::Future;
 use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
@@ -171,11 +172,6 @@ impl RedisBackend {
         self.shared.link.get().await.map(drop)
     }
 
-    /// The connection, made now if there is none.
-    async fn connected(&self) -> Result<Arc<link::Connected>> {
-        self.shared.link.get().await
-    }
-
     /// The configured key prefix.
     pub fn key_prefix(&self) -> &[u8] {
         self.shared.prefix.as_bytes()
@@ -193,14 +189,19 @@ impl RedisBackend {
     /// Cancel safe: it only reads.
     pub async fn server_time(&self) -> Result<Duration> {
         let connected = self.connected().await?;
+        self.read_clock(&connected).await
+    }
+
+    /// Reads the clock of the server behind `connected` and updates its reading: on that
+    /// connection, since a reconnect may reach another server.
+    async fn read_clock(&self, connected: &Arc<link::Connected>) -> Result<Duration> {
         let sent = tokio::time::Instant::now();
-        // On the connection whose clock it updates: a reconnect may reach another server.
         let reply = connected
             .connection
             .query(Request::Cmd(&redis::cmd("TIME")))
             .await
             .map_err(|err| {
-                self.shared.link.forget_if_broken(&connected, &err);
+                self.shared.link.forget_if_broken(connected, &err);
                 error_map::from_redis(err)
             })?;
         let (seconds, micros): (u64, u64) = convert(reply, "TIME")?;
@@ -259,13 +260,40 @@ impl RedisBackend {
         }
         let backend = self.clone();
         runtime.spawn(async move {
-            if let Err(err) = backend.server_time().await {
+            if let Err(err) = backend.read_clock(&connected).await {
                 tracing::debug!(error = %err, "could not read the server's clock");
             }
-            if let Some(connected) = backend.shared.link.get_now() {
-                connected.clock.end_refresh();
-            }
+            connected.clock.end_refresh();
         });
+    }
+
+    /// Completes once the server's clock has certainly passed `deadline`: at its
+    /// `passed_at`, and then, if the connection in use now reaches a server connected since
+    /// the deadline was read (a new primary after a failover, whose clock may be behind the
+    /// old one's), once that server's clock has passed it too. The release of an acquisition
+    /// whose outcome is uncertain waits for this: the acquisition may have been sent again to
+    /// that server within the transient-retry bound, and must not be able to land there after
+    /// the release.
+    pub(crate) fn until_passed(
+        &self,
+        deadline: Deadline,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let backend = self.clone();
+        async move {
+            tokio::time::sleep_until(deadline.passed_at).await;
+            loop {
+                // No connection now: the release that follows makes one, and waits no more.
+                let Ok(connected) = backend.connected().await else {
+                    return;
+                };
+                let passed_at = connected.clock.passed_at(deadline.server_ms);
+                if passed_at <= tokio::time::Instant::now() {
+                    return;
+                }
+                tracing::debug!(wait = ?passed_at.saturating_duration_since(tokio::time::Instant::now()), "the server connected now is behind the deadline's; the release waits");
+                tokio::time::sleep_until(passed_at).await;
+            }
+        }
     }
 
     /// Runs `script` as one atomic step with the given user keys (the prefix is applied
@@ -325,10 +353,12 @@ impl RedisBackend {
             args.write_redis_args(&mut cmd);
             cmd
         };
-        let legacy = self.connected().await?.server.legacy_scripting();
+        let server = &self.connected().await?.server;
+        let legacy = server.legacy_scripting();
         let (source, sha1) = script.variant(legacy);
-        let mut read_only =
-            script.is_read_only() && !legacy && self.shared.capabilities.read_only_scripts();
+        let mut read_only = script.is_read_only()
+            && server.may_have_read_only_scripts()
+            && self.shared.capabilities.read_only_scripts();
         // Written inline, not as a helper future: this runs for every decision, and each
         // nested future costs a copy of everything below it.
         loop {
@@ -442,7 +472,7 @@ impl RedisBackend {
     /// connection, every step's answer for half a second at a time) rather than the bound or
     /// the layer's timeout.
     async fn send(&self, request: Request<'_>) -> Result<Value, SendError> {
-        let mut retry: Option<(tokio::time::Instant, Duration)> = None;
+        let mut retry = Retry::new();
         loop {
             let failure = match self.shared.link.get().await {
                 Ok(connected) => match connected.connection.query(request).await {
@@ -453,6 +483,10 @@ impl RedisBackend {
                     Err(err) => {
                         self.shared.link.forget_if_broken(&connected, &err);
                         if !error_map::may_pass_without_effect(&err) {
+                            // An answer, if the server gave one, says it is there.
+                            if error_map::is_reply(&err) {
+                                self.shared.outage.end();
+                            }
                             return Err(SendError::Reply(err));
                         }
                         SendError::Reply(err)
@@ -461,23 +495,65 @@ impl RedisBackend {
                 Err(err) if error_map::may_pass(&err) => SendError::Connect(err),
                 Err(err) => return Err(SendError::Connect(err)),
             };
-            let now = tokio::time::Instant::now();
-            let (deadline, pause) = retry.get_or_insert_with(|| {
-                // A bound too large to add means no bound short of a year.
-                let since = self.shared.outage.since(now);
-                let deadline = since
-                    .checked_add(self.shared.transient_retry)
-                    .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600));
-                (deadline, TRANSIENT_RETRY_FIRST_PAUSE)
-            });
-            let wait = crate::jitter::between(*pause / 2, *pause);
-            if now + wait >= *deadline {
+            if !retry.again(self, &failure).await {
                 return Err(failure);
             }
-            tracing::debug!(error = %failure, retry_in = ?wait, "transient failure; sending again");
-            tokio::time::sleep(wait).await;
-            *pause = (*pause * 2).min(TRANSIENT_RETRY_MAX_PAUSE);
         }
+    }
+
+    /// The connection, made now if there is none; a failed attempt that may pass (a refused
+    /// connection) is tried again as [`send`](Self::send) sends a step again, within the
+    /// same bound, from the same outage.
+    async fn connected(&self) -> Result<Arc<link::Connected>> {
+        let mut retry = Retry::new();
+        loop {
+            match self.shared.link.get().await {
+                Ok(connected) => return Ok(connected),
+                Err(err) if error_map::may_pass(&err) => {
+                    if !retry.again(self, &err).await {
+                        return Err(err);
+                    }
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+}
+
+/// The pace of sending again what failed without effect (see [`RedisBackend::send`]): from
+/// the start of the outage, within the transient-retry bound, with jittered pauses doubling
+/// from [`TRANSIENT_RETRY_FIRST_PAUSE`] to [`TRANSIENT_RETRY_MAX_PAUSE`].
+struct Retry {
+    /// The end of the bound, and the next pause; set at the first failure.
+    state: Option<(tokio::time::Instant, Duration)>,
+}
+
+impl Retry {
+    fn new() -> Self {
+        Retry { state: None }
+    }
+
+    /// After `failure`: waits the next pause and says to send again, or says not to when
+    /// the bound would be passed.
+    async fn again(&mut self, backend: &RedisBackend, failure: &(dyn fmt::Display + Sync)) -> bool {
+        let shared = &backend.shared;
+        let now = tokio::time::Instant::now();
+        let (deadline, pause) = self.state.get_or_insert_with(|| {
+            // A bound too large to add means no bound short of a year.
+            let since = shared.outage.since(now, shared.transient_retry);
+            let deadline = since
+                .checked_add(shared.transient_retry)
+                .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600));
+            (deadline, TRANSIENT_RETRY_FIRST_PAUSE)
+        });
+        let wait = crate::jitter::between(*pause / 2, *pause);
+        if now + wait >= *deadline {
+            return false;
+        }
+        tracing::debug!(error = %failure, retry_in = ?wait, "transient failure; sending again");
+        tokio::time::sleep(wait).await;
+        *pause = (*pause * 2).min(TRANSIENT_RETRY_MAX_PAUSE);
+        true
     }
 }
 

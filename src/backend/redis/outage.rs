@@ -1,19 +1,29 @@
 //! Since when a backend has been failing without effect, shared by every step of a handle.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// The start of the current outage: the first failure, since the last success, that left
+/// The current outage: from the first failure, since the server last answered, that left
 /// the server untouched and may pass by itself (a refused connection, a failover reply).
 /// Steps send again only while the outage is younger than the transient-retry bound, so a
 /// long one costs each step nothing more than its first failure.
+///
+/// An outage ends when the server answers anything (a reply, an error reply), and one whose
+/// latest failure is older than the bound is over too: nothing may have been sent since it
+/// (a quiet service), and the next failure starts a new one.
+///
+/// One per handle: on a Cluster, a node that fails while the others answer keeps starting
+/// new outages, and steps to it each wait up to the bound.
 #[derive(Debug)]
 pub(super) struct Outage {
     /// The instant the times below count from.
     origin: Instant,
     /// Milliseconds from `origin` to the outage's start, plus one; zero when there is none.
     since: AtomicU64,
+    /// Milliseconds from `origin` to the outage's latest failure, plus one.
+    latest: AtomicU64,
 }
 
 impl Outage {
@@ -21,48 +31,88 @@ impl Outage {
         Outage {
             origin: Instant::now(),
             since: AtomicU64::new(0),
+            latest: AtomicU64::new(0),
         }
     }
 
-    /// The start of the outage under way, which starts `now` if none is.
-    pub(super) fn since(&self, now: Instant) -> Instant {
-        let at = u64::try_from(now.saturating_duration_since(self.origin).as_millis())
-            .unwrap_or(u64::MAX - 1)
-            .saturating_add(1);
-        let since = match self
-            .since
-            .compare_exchange(0, at, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => at,
-            Err(started) => started,
+    /// A failure at `now`: the start of the outage under way, which starts `now` if none is
+    /// (or if the latest failure of the one there was is older than `bound`).
+    pub(super) fn since(&self, now: Instant, bound: Duration) -> Instant {
+        let at = self.stamp(now);
+        let latest = self.latest.swap(at, Ordering::AcqRel);
+        let stale = latest != 0 && at.saturating_sub(latest) > millis(bound);
+        let started = self.since.load(Ordering::Acquire);
+        let since = if started == 0 || stale {
+            match self
+                .since
+                .compare_exchange(started, at, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => at,
+                Err(other) => other,
+            }
+        } else {
+            started
         };
-        self.origin + std::time::Duration::from_millis(since - 1)
+        self.origin + Duration::from_millis(since.max(1) - 1)
     }
 
-    /// A step succeeded: the outage, if any, is over. One load when there is none, since
+    /// The server answered: the outage, if any, is over. One load when there is none, since
     /// every step calls it.
     pub(super) fn end(&self) {
         if self.since.load(Ordering::Relaxed) != 0 {
             self.since.store(0, Ordering::Release);
         }
     }
+
+    fn stamp(&self, now: Instant) -> u64 {
+        millis(now.saturating_duration_since(self.origin)).saturating_add(1)
+    }
+}
+
+/// Whole milliseconds, saturating below `u64::MAX` (whose successor marks a stamp).
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX - 1)
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
+    const BOUND: Duration = Duration::from_secs(1);
+
     #[tokio::test(start_paused = true)]
-    async fn an_outage_starts_at_its_first_failure_and_ends_at_a_success() {
+    async fn an_outage_starts_at_its_first_failure_and_ends_at_an_answer() {
         let outage = Outage::new();
-        let first = Instant::now() + Duration::from_millis(30);
         tokio::time::advance(Duration::from_millis(30)).await;
-        assert_eq!(outage.since(Instant::now()), first);
-        tokio::time::advance(Duration::from_secs(5)).await;
-        assert_eq!(outage.since(Instant::now()), first, "still the same outage");
+        let first = Instant::now();
+        assert_eq!(outage.since(Instant::now(), BOUND), first);
+        tokio::time::advance(Duration::from_millis(600)).await;
+        assert_eq!(
+            outage.since(Instant::now(), BOUND),
+            first,
+            "still the same outage"
+        );
+        tokio::time::advance(Duration::from_millis(600)).await;
+        assert_eq!(
+            outage.since(Instant::now(), BOUND),
+            first,
+            "failures less than the bound apart: one outage, however long"
+        );
         outage.end();
-        assert_eq!(outage.since(Instant::now()), Instant::now(), "a new one");
+        assert_eq!(
+            outage.since(Instant::now(), BOUND),
+            Instant::now(),
+            "a new one"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_outage_whose_latest_failure_is_older_than_the_bound_is_over() {
+        let outage = Outage::new();
+        let first = Instant::now();
+        assert_eq!(outage.since(first, BOUND), first);
+        // A quiet hour, then a failure: a new outage, with its whole bound.
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        assert_eq!(outage.since(Instant::now(), BOUND), Instant::now());
     }
 }

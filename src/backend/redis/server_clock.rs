@@ -114,6 +114,27 @@ impl ServerClock {
         }
     }
 
+    /// The local instant from which this server's clock has certainly passed `server_ms`: its
+    /// lowest reading, plus the margins, is beyond it.
+    pub(super) fn passed_at(&self, server_ms: u64) -> Instant {
+        let anchor = *self.lock();
+        let drift = MARGIN
+            + Duration::from_millis(
+                anchor
+                    .received
+                    .elapsed()
+                    .as_secs()
+                    .saturating_mul(DRIFT_PER_SECOND_MS),
+            );
+        anchor
+            .received
+            .checked_add(Duration::from_millis(
+                server_ms.saturating_sub(anchor.server_ms),
+            ))
+            .and_then(|at| at.checked_add(drift))
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 24 * 3600))
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Anchor> {
         // A plain value: a panic elsewhere cannot leave it torn.
         self.anchor

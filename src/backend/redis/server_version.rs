@@ -70,13 +70,16 @@ impl ServerVersion {
         Ok(server)
     }
 
-    /// A server whose version could not be read (`INFO` denied by an ACL), taken to be Redis
-    /// 7.0 or later.
+    /// A server whose version could not be read (`INFO` denied by an ACL). Its scripts are
+    /// sent as Redis 6.2 needs them, asking for effects replication first, which every later
+    /// server takes as a no-op: on 6.2 with `lua-replicate-commands no` a script that reads
+    /// the clock before it writes would fail without it. `EVALSHA_RO` is tried, and given up
+    /// at the first refusal (Redis 6.2 does not know it).
     pub(crate) fn unknown() -> Self {
         ServerVersion {
             name: "Redis",
             version: (0, 0, 0),
-            redis: (7, 0, 0),
+            redis: (0, 0, 0),
         }
     }
 
@@ -91,9 +94,15 @@ impl ServerVersion {
     }
 
     /// Whether scripts need what Redis before 7.0 needs (see
-    /// [`Script`](super::Script)).
+    /// [`Script`](super::Script)): on Redis 6.2, and on a server of unknown version.
     pub(crate) fn legacy_scripting(&self) -> bool {
         self.redis < (7, 0, 0)
+    }
+
+    /// Whether the server may have `EVALSHA_RO` (Redis 7.0+ and Valkey, and a server of
+    /// unknown version, where a refusal then turns it off).
+    pub(crate) fn may_have_read_only_scripts(&self) -> bool {
+        self.redis >= (7, 0, 0) || self.redis == (0, 0, 0)
     }
 }
 

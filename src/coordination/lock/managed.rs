@@ -45,6 +45,7 @@ impl ManagedLeaseOptions {
                 lease: Duration::from_secs(30),
                 release_on_drop: true,
                 max_lifetime: None,
+                hold_limit: None,
             },
             poll_interval: Duration::from_millis(50),
         }

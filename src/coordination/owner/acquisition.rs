@@ -43,7 +43,7 @@ where
     // Nothing is sent yet: a backend that cannot be reached fails the acquisition as is.
     let deadline = backend.acquire_deadline().await?;
     let in_flight = ReleaseOnDrop::arm(keys, token, ReleaseStage::UncertainAcquire)
-        .not_before(deadline.map(|deadline| deadline.passed_at));
+        .not_before(backend, deadline);
     let sent_at = Instant::now();
     match send(deadline.map_or(0, |deadline| deadline.server_ms)).await {
         Ok(reply) => Ok(Sent {

@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use tokio::time::Instant;
-
 use super::{OwnerRelease, ReleaseStage, release_in_background_after};
+use crate::backend::Backend;
+use crate::backend::redis::Deadline;
 
 /// Releases what a token holds in the background if dropped while armed: for a request whose
 /// future may be dropped after it was sent, leaving the holding's fate unknown.
@@ -13,8 +13,8 @@ pub(crate) struct ReleaseOnDrop<T: OwnerRelease> {
     token: String,
     why: ReleaseStage,
     armed: bool,
-    /// The release waits for this instant: the request's deadline has then passed.
-    not_before: Option<Instant>,
+    /// The release waits until the request's deadline has passed on this backend's clock.
+    not_before: Option<(Backend, Deadline)>,
 }
 
 impl<T: OwnerRelease> ReleaseOnDrop<T> {
@@ -28,9 +28,10 @@ impl<T: OwnerRelease> ReleaseOnDrop<T> {
         }
     }
 
-    /// Releases no sooner than `at`: from then on the request can no longer take effect.
-    pub(crate) fn not_before(mut self, at: Option<Instant>) -> Self {
-        self.not_before = at;
+    /// Releases no sooner than `deadline` has passed on `backend`'s clock (see
+    /// [`Backend::until_passed`]): from then on the request can no longer take effect.
+    pub(crate) fn not_before(mut self, backend: &Backend, deadline: Option<Deadline>) -> Self {
+        self.not_before = deadline.map(|deadline| (backend.clone(), deadline));
         self
     }
 
@@ -53,7 +54,9 @@ impl<T: OwnerRelease> Drop for ReleaseOnDrop<T> {
                 Arc::clone(&self.keys),
                 std::mem::take(&mut self.token),
                 self.why,
-                self.not_before,
+                self.not_before
+                    .take()
+                    .map(|(backend, deadline)| backend.until_passed(deadline)),
             );
         }
     }

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use super::{
     OwnerRelease, ReleaseOnDrop, ReleaseStage, had_no_effect, release_bounded, worth_retrying,
 };
-use crate::error::Result;
+use crate::error::{ErrorKind, Result};
 
 /// The steps a holding takes on its backend, besides the release every owner has.
 pub(crate) trait HoldingKeys: OwnerRelease {
@@ -210,10 +210,10 @@ impl<K: HoldingKeys> Holding<K> {
             in_flight.disarm();
             // A refusal that may have applied (a script that failed part way, a reply that
             // could not be read) leaves it uncertain: only another release settles it.
-            self.state = if had_no_effect(&err) {
-                before
-            } else {
+            self.state = if err.is_outcome_uncertain() || err.kind() == ErrorKind::UnexpectedReply {
                 State::Uncertain
+            } else {
+                before
             };
             tracing::debug!(keys = %self.keys, error = %err, state = ?self.state, "{} release refused", K::WHAT);
             return Err(err);
@@ -400,10 +400,15 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_release_refused_without_effect_leaves_it_held() {
-        let mut held = holding(vec![], Duration::from_secs(60));
-        let denied = Error::new(ErrorKind::Permission, "NOPERM");
-        refused_releases(&held, vec![Err(denied)]);
-        assert!(held.release().await.is_err());
-        assert_eq!(held.state(), State::Held);
+        for refused in [
+            Error::new(ErrorKind::Permission, "NOPERM"),
+            // An error reply outside a script (`WRONGTYPE`, say): the command did not run.
+            Error::new(ErrorKind::Server, "WRONGTYPE"),
+        ] {
+            let mut held = holding(vec![], Duration::from_secs(60));
+            refused_releases(&held, vec![Err(refused)]);
+            assert!(held.release().await.is_err());
+            assert_eq!(held.state(), State::Held);
+        }
     }
 }

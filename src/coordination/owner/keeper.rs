@@ -67,6 +67,10 @@ pub(crate) struct KeepOptions {
     pub(crate) release_on_drop: bool,
     /// The longest the holding is kept in all; only for a detached holding.
     pub(crate) max_lifetime: Option<Duration>,
+    /// The longest the crate itself keeps a holding released with its handle (the
+    /// concurrency layer's longest hold): a lifetime limit, told and released the same way,
+    /// that the public options refuse only because a holder can drop its handle instead.
+    pub(crate) hold_limit: Option<Duration>,
 }
 
 impl KeepOptions {
@@ -167,8 +171,10 @@ async fn keep<H: Renewable>(
     lost: watch::Sender<Option<LossReason>>,
 ) {
     // A limit too far to count is no limit.
-    let lifetime_end = options
-        .max_lifetime
+    let lifetime_end = [options.max_lifetime, options.hold_limit]
+        .into_iter()
+        .flatten()
+        .min()
         .and_then(|limit| Instant::now().checked_add(limit));
     let period = options.lease / 2;
     // Ownership ends this much before the estimate does (see `SAFETY_MARGIN_MIN`).
@@ -300,6 +306,7 @@ mod tests {
             lease: Duration::from_secs(1),
             release_on_drop,
             max_lifetime,
+            hold_limit: None,
         };
         assert!(options(true, None).validate().is_ok());
         assert!(options(false, None).validate().is_ok());

@@ -3,9 +3,10 @@
 use crate::error::{Error, ErrorKind};
 
 /// Whether a failed step certainly changed nothing on the backend: refused before it was
-/// sent (arguments, slots, a refused connection), refused by the server before it ran
-/// (a failover reply, credentials, an ACL, OOM), or answered by a step that validates before
-/// it writes (corrupt state, a full memory backend).
+/// sent (arguments, slots, a refused connection, a connection that could not be made in
+/// time), refused by the server before it ran (a failover reply, credentials, an ACL, OOM),
+/// answered by a step that validates before it writes (corrupt state, a full memory
+/// backend), or an acquisition that arrived after its deadline.
 ///
 /// Anything else may have run: a timeout or a connection lost after sending, a server error
 /// reply (a script can fail after a write), or a reply of an unexpected shape.
@@ -14,6 +15,7 @@ pub(crate) fn had_no_effect(err: &Error) -> bool {
         && matches!(
             err.kind(),
             ErrorKind::Io
+                | ErrorKind::Timeout
                 | ErrorKind::Transient
                 | ErrorKind::Authentication
                 | ErrorKind::Permission
@@ -50,6 +52,9 @@ mod tests {
         assert!(!had_no_effect(
             &Error::new(ErrorKind::Timeout, "slow").uncertain(true)
         ));
+        // No connection within the bound, or an acquisition that arrived too late.
+        assert!(had_no_effect(&Error::new(ErrorKind::Timeout, "connecting")));
+        assert!(had_no_effect(&arrived_late()));
         assert!(!had_no_effect(&Error::new(ErrorKind::Server, "OOM")));
         assert!(!had_no_effect(&Error::unexpected_reply("odd")));
     }

@@ -2,6 +2,8 @@
 //! retries in the background until they succeed or are given up.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,20 +47,23 @@ pub(crate) fn release_in_background<T: OwnerRelease>(
     release_in_background_after(keys, token, why, None);
 }
 
-/// [`release_in_background`], not before `not_before`: the instant from which the command
-/// whose outcome is uncertain can no longer take effect (its deadline has passed on the
-/// server's clock), so that the release cannot be overtaken by it.
+/// What a release waits for before it is sent: the moment from which the command whose
+/// outcome is uncertain can no longer take effect (its deadline has passed on the server's
+/// clock), so that the release cannot be overtaken by it.
+pub(crate) type Wait = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// [`release_in_background`], not before `not_before` completes (see [`Wait`]).
 pub(crate) fn release_in_background_after<T: OwnerRelease>(
     keys: Arc<T>,
     token: String,
     why: ReleaseStage,
-    not_before: Option<Instant>,
+    not_before: Option<Wait>,
 ) {
     match Handle::try_current() {
         Ok(runtime) => {
             runtime.spawn(async move {
-                if let Some(at) = not_before {
-                    tokio::time::sleep_until(at).await;
+                if let Some(wait) = not_before {
+                    wait.await;
                 }
                 release_with_backoff(keys, token, why).await;
             });

@@ -32,7 +32,8 @@ use crate::error::{Error, Result};
 ///   client key.
 ///
 /// A name or a client key longer than [`MAX_NAME_LEN`](crate::coordination::MAX_NAME_LEN)
-/// bytes is stored as its digest, `sha256:<hex>`.
+/// bytes is stored as its digest, `sha256:<hex>` (a client key that already is a digest, as
+/// a layer's header key is, is stored as it is).
 ///
 /// Each is a sorted set laid out, and expiring, as a [`Semaphore`](super::Semaphore)'s key
 /// is: it goes with its last permit, so idle client keys leave nothing behind. All of one
@@ -144,7 +145,7 @@ impl KeyedSemaphore {
         let mut keys = Vec::with_capacity(2);
         let mut capacities = Vec::with_capacity(2);
         if let Some(capacity) = self.per_key {
-            let key = name::bounded(key);
+            let key = name::shortened(key);
             let mut per_key = Vec::with_capacity(self.tagged.len() + 5 + key.len());
             per_key.extend_from_slice(&self.tagged);
             per_key.extend_from_slice(b":key:");

@@ -44,6 +44,7 @@ impl ManagedPermitOptions {
                 lease: expiry,
                 release_on_drop: true,
                 max_lifetime: None,
+                hold_limit: None,
             },
         }
     }
@@ -62,6 +63,13 @@ impl ManagedPermitOptions {
     /// Default: no limit.
     pub fn max_lifetime(mut self, limit: Option<Duration>) -> Self {
         self.keep.max_lifetime = limit;
+        self
+    }
+
+    /// The longest the crate keeps the permit, though it is released with its handle (see
+    /// `KeepOptions::hold_limit`): for the concurrency layer's longest hold.
+    pub(crate) fn hold_limit(mut self, limit: Option<Duration>) -> Self {
+        self.keep.hold_limit = limit;
         self
     }
 

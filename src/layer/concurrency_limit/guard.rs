@@ -20,7 +20,7 @@ type Lost = Pin<Box<dyn Future<Output = LossReason> + Send + Sync>>;
 pub(crate) enum Cut {
     /// The permit was lost.
     Lost,
-    /// The response held its slot for the layer's longest hold.
+    /// The response held its slot for the layer's longest hold; the permit is released.
     HoldLimit,
 }
 
@@ -37,26 +37,30 @@ pub(crate) struct StreamGuard {
     lost: Option<Lost>,
     /// A worker-local permit granted while failing open.
     local: Option<OwnedSemaphorePermit>,
-    /// When the response has held its slot for the layer's longest hold, if it has one.
+    /// When a worker-local permit has been held for the layer's longest hold, if it has one.
+    /// (A coordinated permit's keeper keeps that time itself, whether the body is polled or
+    /// not, and tells it as a loss for its lifetime limit.)
     hold_limit: Option<Pin<Box<Sleep>>>,
 }
 
 impl StreamGuard {
-    /// Keeps `permit` renewed to an expiry of `lease`, for at most `max_hold`.
+    /// Keeps `permit` renewed to an expiry of `lease`, for at most `max_hold`: past it, its
+    /// keeper releases it, whatever the response is doing (its handler still running, its
+    /// body not polled because the client does not read), and says so to the body.
     pub(crate) fn keep(
         permit: SemaphorePermit,
         lease: Duration,
         max_hold: Option<Duration>,
     ) -> Self {
-        let hold_limit = hold_limit(max_hold);
-        match ManagedPermit::keep(permit, &ManagedPermitOptions::new(lease)) {
+        let options = ManagedPermitOptions::new(lease).hold_limit(max_hold);
+        match ManagedPermit::keep(permit, &options) {
             Ok(permit) => {
                 let mut ownership = permit.ownership();
                 StreamGuard {
                     lost: Some(Box::pin(async move { ownership.lost().await })),
                     permit: Some(permit),
                     local: None,
-                    hold_limit,
+                    hold_limit: None,
                 }
             }
             // No runtime to renew it (the permit was dropped, which releases it the way a
@@ -67,7 +71,7 @@ impl StreamGuard {
                     lost: Some(Box::pin(std::future::ready(LossReason::Uncertain))),
                     permit: None,
                     local: None,
-                    hold_limit,
+                    hold_limit: None,
                 }
             }
         }
@@ -88,8 +92,15 @@ impl StreamGuard {
     /// hold); if not, `cx` is woken when it must.
     pub(crate) fn poll_cut(&mut self, cx: &mut Context<'_>) -> Option<Cut> {
         if let Some(Poll::Ready(reason)) = self.lost.as_mut().map(|lost| lost.as_mut().poll(cx)) {
-            tracing::warn!(%reason, "a streaming response's permit was lost; cutting the stream");
             self.lost = None;
+            // The keeper's lifetime limit is the layer's longest hold.
+            if reason == LossReason::LifetimeLimit {
+                tracing::warn!(
+                    "a streaming response held its slot for the longest hold; cutting the stream"
+                );
+                return Some(Cut::HoldLimit);
+            }
+            tracing::warn!(%reason, "a streaming response's permit was lost; cutting the stream");
             return Some(Cut::Lost);
         }
         if let Some(Poll::Ready(())) = self

@@ -171,12 +171,16 @@ impl RedisConcurrencyLimitLayer {
     }
 
     /// The longest a response may hold its slot, from the moment its permit was taken: past
-    /// it, its body ends with a [`HoldLimitReached`](super::HoldLimitReached) error and the
-    /// permit is released. Off by default: a response holds its slot for as long as its
-    /// body streams, renewed, which is what a long download or an event stream wants. Set it
-    /// where a body that stalls while its client stays connected (a stuck upstream, a client
-    /// that stops reading without closing) must not hold a slot without bound: the upstream
-    /// cleanup timeout of a proxy's concurrency limit. It applies to worker-local permits too.
+    /// it, the permit is released and the body ends with a
+    /// [`HoldLimitReached`](super::HoldLimitReached) error. Off by default: a response holds
+    /// its slot for as long as its body streams, renewed, which is what a long download or
+    /// an event stream wants. Set it where a response that stalls while its client stays
+    /// connected (a stuck handler or upstream, a client that stops reading without closing)
+    /// must not hold a slot without bound: the upstream cleanup timeout of a proxy's
+    /// concurrency limit. The permit's keeper releases it at the bound whatever the response
+    /// is doing (its handler still running, its body not polled because the client's
+    /// buffers are full); a worker-local permit (failing open) is released when its body is
+    /// next polled past the bound, or dropped.
     pub fn max_hold(mut self, limit: Duration) -> Self {
         self.config_mut().max_hold = Some(limit);
         self
