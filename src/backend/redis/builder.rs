@@ -165,7 +165,9 @@ impl RedisBackendBuilder {
     /// that meets a broken connection fails, and later ones make a new connection (one
     /// attempt at a time, its failure the answer for half a second), so a server that
     /// refuses the credentials is every step's answer at once, and a server that is back
-    /// is used again at once. Every new connection reads the server's version and clock
+    /// is used again within half a second. A refused connection is tried again within
+    /// [`transient_retry`](Self::transient_retry), so a restart shorter than that costs
+    /// latency, not errors. Every new connection reads the server's version and clock
     /// again: after a failover, the first acquisition carries a deadline on the new
     /// primary's clock.
     ///

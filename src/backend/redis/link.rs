@@ -12,9 +12,11 @@
 //!
 //! Every attempt makes the whole [`Connected`]: the connection, then the server's version and
 //! its clock. A reconnect can reach another server (the primary Sentinel names after a
-//! failover, a restarted server), so what was learned of the old one is never carried over:
-//! the first acquisition on the new connection carries a deadline read from the new server's
-//! clock. A Cluster connection follows its nodes by itself and is never made again.
+//! failover, a restarted server), so its version and clock are read again: the first
+//! acquisition on the new connection carries a deadline read from the new server's clock.
+//! (The handle's [`Capabilities`](super::Capabilities) are kept: they are learned from
+//! refusals, and a refusal on the new server is learned again.) A Cluster connection follows
+//! its nodes by itself and is never made again.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -222,13 +222,15 @@ impl RedisBackend {
     /// The server's clock is bounded from its latest `TIME` reading: on every new connection
     /// (so after a failover, before any acquisition uses the new primary's clock), then again
     /// in the background by the first acquisition once it is a minute old, or after an
-    /// acquisition arrived late. The margins (100 ms, plus 1 ms per second of the reading's
-    /// age) cover a clock stepped back by that much, and two servers whose clocks differ by
-    /// that much: a Cluster's nodes (the reading comes from one of them), and the old and the
-    /// new primary for an acquisition that was sent to the old one and, refused there
-    /// (`READONLY`), sent again to the new one within the transient-retry bound. More than
-    /// that would let a delayed command through, as it would any other clock-based rule: keep
-    /// the servers' clocks in step (NTP keeps them within a few milliseconds).
+    /// acquisition arrived late. Two margins bound the reading: 1 ms per second of its age
+    /// covers the local clock drifting from the server's, and 100 ms a server clock stepped
+    /// back by that much, or a Cluster's nodes (the reading comes from one of them)
+    /// disagreeing by that much. More would let a delayed command through, as it would any
+    /// other clock-based rule: keep the servers' clocks in step (NTP keeps them within a few
+    /// milliseconds). An acquisition sent again to another server within the transient-retry
+    /// bound (refused by a demoted primary, then sent to the new one) keeps its deadline;
+    /// [`until_passed`](Self::until_passed), which its cleanup waits for, also waits for the
+    /// clock of the server connected then.
     pub(crate) async fn acquire_deadline(&self) -> Result<Deadline> {
         let connected = self.connected().await?;
         let clock = &connected.clock;
