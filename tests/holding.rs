@@ -300,6 +300,86 @@ async fn a_late_acquisition_leaves_nothing_once_delivered(kind: Kind, expiry: Op
     assert!(contender_takes_it(kind, &contender).await, "{kind:?}");
 }
 
+/// A managed holding whose keeper is renewing it when its holder asks for the release: the
+/// renewal in flight is given up and the release sent. Here both are held by the network,
+/// the client's connection breaks, and the release goes again over a new connection; the
+/// held renewal, delivered after it, must not bring back what was released.
+async fn a_release_asked_during_a_renewal_frees_it_and_the_late_renewal_changes_nothing(
+    kind: Kind,
+) {
+    let server = support::Server::start(ServerKind::Redis7, &[]);
+    let proxy = Proxy::to_port(server.port());
+    let prefix = unique_prefix("release-renewing");
+    let holder: Coordination = RedisBackend::standalone(proxy.url())
+        .key_prefix(&prefix)
+        .response_timeout(Duration::from_millis(300))
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    let contender: Coordination = RedisBackend::standalone(server.url())
+        .key_prefix(&prefix)
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    let release: Box<dyn FnOnce() -> tokio::task::JoinHandle<bool> + Send> = match kind {
+        Kind::Lease => {
+            let lock = FencedLock::named(&holder, "resource");
+            let options = ManagedLeaseOptions::new().lease(LEASE);
+            let lease = ManagedLease::try_acquire(&lock, &options)
+                .await
+                .expect("acquire")
+                .expect("free");
+            Box::new(move || tokio::spawn(async move { lease.release().await.is_ok() }))
+        }
+        Kind::Permit => {
+            let semaphore = Semaphore::new(&holder, "resource", 1).expect("valid");
+            let permit = semaphore
+                .try_acquire(Some(LEASE))
+                .await
+                .expect("acquire")
+                .into_permit()
+                .expect("free");
+            let permit =
+                ManagedPermit::keep(permit, &ManagedPermitOptions::new(LEASE)).expect("keep");
+            Box::new(move || tokio::spawn(async move { permit.release().await.is_ok() }))
+        }
+    };
+    let calls = || support::target::command_calls(&server, "evalsha");
+    // Held from just before the renewal (due at half the lease) until it has left the client.
+    tokio::time::sleep(LEASE / 2 - Duration::from_millis(300)).await;
+    let sent = proxy.bytes_received(support::proxy::Direction::ToServer);
+    let ran = calls();
+    proxy.stall();
+    support::eventually("the renewal is sent", async || {
+        proxy.bytes_received(support::proxy::Direction::ToServer) > sent
+    })
+    .await;
+    let released = release();
+    // The release is held too; the client's connection breaks, and the release goes again.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    proxy.sever();
+    proxy.pass();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), released)
+            .await
+            .expect("the release ends")
+            .expect("the release task"),
+        "{kind:?}: released"
+    );
+    assert!(contender_takes_it(kind, &contender).await, "{kind:?}: free");
+    // The held renewal (and the first release) arrive now, and find nothing of the holder's.
+    let before = calls();
+    proxy.deliver_held();
+    support::eventually("the held commands run", async || calls() >= before + 2).await;
+    assert!(calls() > ran + 2, "the renewal ran after the release");
+    assert!(
+        contender_takes_it(kind, &contender).await,
+        "{kind:?}: the late renewal brought it back"
+    );
+}
+
 mod a_late_acquisition_leaves_nothing_once_delivered {
     use super::*;
 
@@ -340,6 +420,7 @@ macro_rules! for_each_holding {
 }
 
 for_each_holding!(
+    a_release_asked_during_a_renewal_frees_it_and_the_late_renewal_changes_nothing,
     the_lifetime_limit_is_told_before_the_release,
     a_stall_shorter_than_the_estimate_costs_nothing,
     a_stall_longer_than_the_estimate_ends_ownership_before_anyone_takes_over,

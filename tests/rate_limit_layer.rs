@@ -500,3 +500,49 @@ async fn the_circuit_breaker_fails_fast_then_heals_after_a_probe() {
     );
     assert_eq!(layer.circuit_state(), Some(CircuitState::Closed));
 }
+
+/// `INCREX` on a server that has it, but denied by an ACL (an allow-list written before the
+/// command existed): the layer's decisions go through the Lua fixed window, the limit holds
+/// exactly, and the handle skips `INCREX` for the re-probe period rather than meeting the
+/// refusal on every request.
+#[tokio::test]
+async fn increx_denied_by_an_acl_falls_back_to_lua_through_the_layer() {
+    let module = support::increx_module::module_path();
+    let module = module.to_str().expect("utf-8 module path");
+    let server = Server::start(ServerKind::Redis7, &["--loadmodule", module]);
+    let () = server.cmd(&[
+        "ACL", "SETUSER", "app", "on", ">secret", "~*", "&*", "+@all", "-increx",
+    ]);
+    let backend =
+        RedisBackend::standalone(format!("redis://app:secret@127.0.0.1:{}", server.port()))
+            .key_prefix(unique_prefix("increx-acl"))
+            .connect()
+            .await
+            .expect("connect");
+    let coordination = Coordination::from(backend.clone());
+    let layer = RedisRateLimitLayer::fixed_window(&coordination, "api", 3, Duration::from_secs(60))
+        .expect("valid")
+        .key(KeyExtractor::global());
+    let addr = serve(app(layer)).await;
+    let client = client();
+    let statuses: Vec<u16> = {
+        let mut statuses = Vec::new();
+        for _ in 0..5 {
+            statuses.push(http_get(&client, addr, "/", &[]).await.status.as_u16());
+        }
+        statuses
+    };
+    assert_eq!(statuses, [200, 200, 200, 429, 429]);
+    assert!(
+        !backend.capabilities().should_try_increx(),
+        "INCREX is skipped now"
+    );
+    let rejected = server
+        .info_field("commandstats", "cmdstat_increx")
+        .and_then(|stat| {
+            stat.split(',')
+                .find_map(|field| field.strip_prefix("rejected_calls=")?.parse::<u64>().ok())
+        });
+    assert_eq!(rejected, Some(1), "refused once, then not sent again");
+    assert!(support::target::command_calls(&server, "evalsha") >= 5);
+}

@@ -972,3 +972,58 @@ async fn a_failed_verification_leaves_the_permit_held() {
     assert_eq!(answer, Some(true));
     assert_eq!(stalling.semaphore.held().await.expect("held"), 1);
 }
+
+/// A grant that reaches the client after its expiry already ran out (the reply took 400 ms,
+/// the permit lasts 200 ms): nobody could use it, so it is released by its token at once and
+/// answered as busy with no time to wait; the semaphore is free for the next holder.
+#[tokio::test]
+async fn a_grant_that_arrives_after_its_expiry_is_released_and_answered_as_busy() {
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let proxy = support::proxy::Proxy::to_port(server.port());
+    let prefix = support::unique_prefix("late-grant");
+    let holder: Coordination = RedisBackend::standalone(proxy.url())
+        .key_prefix(&prefix)
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    let semaphore = Semaphore::new(&holder, "late", 1).expect("valid");
+    // The script is loaded: the acquisition below is one EVALSHA, the release another.
+    drop(acquired(&semaphore, Some(MINUTE)).await);
+    eventually("the first permit is released", async || {
+        semaphore.held().await.expect("held") == 0
+    })
+    .await;
+    let calls = || support::target::command_calls(&server, "evalsha");
+    let before = calls();
+
+    proxy.latency(
+        support::proxy::Direction::ToClient,
+        Duration::from_millis(400),
+    );
+    let attempt = semaphore
+        .try_acquire(Some(Duration::from_millis(200)))
+        .await
+        .expect("answered");
+    assert!(
+        matches!(attempt, Attempt::Busy { retry_after: None }),
+        "{attempt:?}"
+    );
+    // The release by token went out at once (and its reply is on its way back).
+    eventually("the late grant is released", async || calls() >= before + 2).await;
+    proxy.latency(support::proxy::Direction::ToClient, Duration::ZERO);
+    let contender: Coordination = RedisBackend::standalone(server.url())
+        .key_prefix(&prefix)
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    let other = Semaphore::new(&contender, "late", 1).expect("valid");
+    assert!(
+        other
+            .try_acquire(Some(MINUTE))
+            .await
+            .expect("try")
+            .is_acquired()
+    );
+}
