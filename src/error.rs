@@ -37,7 +37,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// | kind | class | may have applied | from |
 /// |---|---|---|---|
 /// | [`Io`](ErrorKind::Io) | unavailable | when the connection broke after the request was written | refused, reset or dropped connections; the cluster client finding no connection for a slot |
-/// | [`Timeout`](ErrorKind::Timeout) | unavailable | yes, but for an acquisition that reached the server after its deadline (it changed nothing) | no reply within the response timeout; an acquisition that arrived too late to take effect |
+/// | [`Timeout`](ErrorKind::Timeout) | unavailable | yes, but for an acquisition that reached the server after its deadline, or a connection not made in time (nothing was sent) | no reply within the response timeout; an acquisition that arrived too late to take effect; no connection within its bound |
 /// | [`Transient`](ErrorKind::Transient) | unavailable | no | `READONLY`, `MASTERDOWN`, `CLUSTERDOWN`, `TRYAGAIN`, `LOADING`, `BUSY`, `NOREPLICAS`, an unfollowed `MOVED`/`ASK`; Sentinel naming no primary |
 /// | [`Authentication`](ErrorKind::Authentication) | refused | no | `WRONGPASS`, `NOAUTH`, a failed `AUTH` on (re)connect |
 /// | [`Permission`](ErrorKind::Permission) | refused | no, unless a script met it part way | `NOPERM` (an ACL denies the command or a key) |

@@ -465,8 +465,9 @@ async fn connect_errors_are_clear() {
     assert!(err.to_string().contains("at least one node"), "{err}");
 
     // A port nobody listens on: the handle is made (a service whose failure policy covers an
-    // outage boots during one), and every step fails at once with a certain I/O failure,
-    // not a hang, naming the deployment.
+    // outage boots during one), and every step fails with a certain I/O failure (a step
+    // tries again within the transient-retry bound first), not a hang, naming the
+    // deployment.
     let port = support::server::free_port();
     let backend = RedisBackend::connect(format!("redis://:s3cret@127.0.0.1:{port}"), "")
         .await

@@ -140,7 +140,7 @@ impl RedisBackendBuilder {
     /// [`DEFAULT_TRANSIENT_RETRY`]; zero sends once). It covers what a failover or a restart
     /// answers: `READONLY` from a demoted primary, `MASTERDOWN`, `CLUSTERDOWN`, `TRYAGAIN`,
     /// `LOADING`, `BUSY`, and refused connections. Each attempt waits with jittered backoff
-    /// (20 ms doubling to 250 ms) and the last failure is returned when the bound would be
+    /// (20 ms doubling to 100 ms) and the last failure is returned when the bound would be
     /// passed. A step whose outcome is uncertain (a timeout, a connection lost after
     /// sending) is never sent again. Layers bound the whole step with their own timeout too.
     pub fn transient_retry(mut self, bound: Duration) -> Self {
@@ -159,13 +159,14 @@ impl RedisBackendBuilder {
     /// failure policy covers) until one reaches it and connects. Steps share one connection
     /// attempt at a time, run in the background and bounded by two connection timeouts and
     /// three response timeouts; a failed attempt is every step's answer for half a second
-    /// more. A service that must not start without Redis awaits
+    /// more (a refused connection, 50 ms). A service that must not start without Redis awaits
     /// [`RedisBackend::ready`] after this. Every error names the deployment, passwords
     /// masked. Once connected, the backend reconnects by itself, the same way: a command
     /// that meets a broken connection fails, and later ones make a new connection (one
-    /// attempt at a time, its failure the answer for half a second), so a server that
-    /// refuses the credentials is every step's answer at once, and a server that is back
-    /// is used again within half a second. A refused connection is tried again within
+    /// attempt at a time, its failure the answer for half a second, a refused
+    /// connection's for 50 ms), so a server that refuses the credentials is every step's
+    /// answer at once, and a server that is back is used again within that time. A refused
+    /// connection is tried again within
     /// [`transient_retry`](Self::transient_retry), so a restart shorter than that costs
     /// latency, not errors. Every new connection reads the server's version and clock
     /// again: after a failover, the first acquisition carries a deadline on the new
@@ -337,7 +338,7 @@ impl RedisBackendBuilder {
             .get_async_connection_with_config(&self.server_config())
             .await
             .map_err(error_map::from_redis)?;
-        Ok(Connection::Primary(connection))
+        Ok(Connection::primary(connection))
     }
 }
 
@@ -370,7 +371,8 @@ async fn server_version(connection: &Connection) -> Result<ServerVersion> {
                 return Err(err);
             }
             // INFO is in ACL's @dangerous category, which many application users lack: the
-            // floor cannot be checked, and the server is taken to script like Redis 7.0+.
+            // floor cannot be checked, and scripts are sent as Redis 6.2 needs them (see
+            // `ServerVersion::unknown`), which every later server takes too.
             tracing::warn!(error = %err, "INFO is denied; the server's version is not checked");
             return Ok(ServerVersion::unknown());
         }

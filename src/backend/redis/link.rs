@@ -8,7 +8,9 @@
 //! than one attempt. A failed attempt is the answer for [`FAIL_FAST`] more, so that an
 //! outage or a refusal costs each step at most one bounded attempt, not one each; a refusal
 //! (a rotated password, an ACL) is so the answer from the first reconnect that meets it, at
-//! once, until a reconnect succeeds.
+//! once, until a reconnect succeeds. A refused connection, which costs an attempt one round
+//! trip, is the answer for [`FAIL_FAST_REFUSED`] only, so that a server back from a restart
+//! is found within a step's retries.
 //!
 //! Every attempt makes the whole [`Connected`]: the connection, then the server's version and
 //! its clock. A reconnect can reach another server (the primary Sentinel names after a
@@ -34,6 +36,9 @@ use crate::error::{Error, ErrorKind, Result};
 
 /// How long a failed attempt stays the answer before the next step tries again.
 const FAIL_FAST: Duration = Duration::from_millis(500);
+/// How long a refused connection (nothing listens: a server restarting, or gone) stays the
+/// answer.
+const FAIL_FAST_REFUSED: Duration = Duration::from_millis(50);
 
 /// What one connection attempt learned: the connection, the server's version and its clock.
 pub(super) struct Connected {
@@ -71,6 +76,16 @@ enum Outcome {
     Failed { at: Instant, error: Arc<Error> },
 }
 
+/// How long a failed attempt stays the answer: a certain I/O failure (a refused connection)
+/// briefly, anything else (no answer in time, credentials, an ACL) for [`FAIL_FAST`].
+fn answer_for(error: &Error) -> Duration {
+    if error.kind() == ErrorKind::Io && !error.is_outcome_uncertain() {
+        FAIL_FAST_REFUSED
+    } else {
+        FAIL_FAST
+    }
+}
+
 impl Link {
     pub(super) fn new(builder: RedisBackendBuilder) -> Self {
         Link {
@@ -86,7 +101,12 @@ impl Link {
     ///
     /// Cancel safe: the attempt goes on without the caller.
     pub(super) async fn get(&self) -> Result<Arc<Connected>> {
+        // A connection found broken before this step could use it is made again once; one
+        // found broken again is used all the same (its failure is then the step's), so that
+        // a server that keeps failing its connections cannot hold a step in this loop.
+        let mut tries = 0;
         loop {
+            tries += 1;
             if let Some(connected) = self.get_now() {
                 return Ok(connected);
             }
@@ -102,7 +122,7 @@ impl Link {
                 .flatten();
             match ended {
                 // Unless another step found it broken meanwhile: then it makes a new one.
-                Some(Outcome::Connected(connected)) if self.is_current(&connected) => {
+                Some(Outcome::Connected(connected)) if tries > 1 || self.is_current(&connected) => {
                     return Ok(connected);
                 }
                 Some(Outcome::Connected(_)) => {}
@@ -159,7 +179,7 @@ impl Link {
             let running = outcome.has_changed().is_ok();
             match &*outcome.borrow() {
                 None if running => return Ok(Attempt::Wait(outcome.clone())),
-                Some(Outcome::Failed { at, error }) if at.elapsed() < FAIL_FAST => {
+                Some(Outcome::Failed { at, error }) if at.elapsed() < answer_for(error) => {
                     return Err(error.clone_without_source());
                 }
                 _ => {}

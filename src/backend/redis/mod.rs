@@ -221,8 +221,8 @@ impl RedisBackend {
     ///
     /// The server's clock is bounded from its latest `TIME` reading: on every new connection
     /// (so after a failover, before any acquisition uses the new primary's clock), then again
-    /// in the background by the first acquisition once it is a minute old, or after an
-    /// acquisition arrived late. Two margins bound the reading: 1 ms per second of its age
+    /// by the first acquisition once it is a minute old (before it relies on it), or in the
+    /// background after an acquisition arrived late. Two margins bound the reading: 1 ms per second of its age
     /// covers the local clock drifting from the server's, and 100 ms a server clock stepped
     /// back by that much, or a Cluster's nodes (the reading comes from one of them)
     /// disagreeing by that much. More would let a delayed command through, as it would any
@@ -234,22 +234,21 @@ impl RedisBackend {
     pub(crate) async fn acquire_deadline(&self) -> Result<Deadline> {
         let connected = self.connected().await?;
         let clock = &connected.clock;
-        if clock.is_stale() {
-            self.refresh_clock();
+        // An old reading widens the deadline by its drift allowance (a day's is 86 s), which
+        // the cleanup of an uncertain acquisition would wait out: read it again first, one
+        // reading at a time (the others go on with the old one).
+        if clock.is_stale() && clock.start_refresh() {
+            if let Err(err) = self.read_clock(&connected).await {
+                tracing::debug!(error = %err, "could not read the server's clock; using the old reading");
+            }
+            clock.end_refresh();
         }
-        // Every send may wait for a reconnection, then for its reply, within the retry bound.
-        let bound = self
-            .shared
-            .response_timeout
-            .saturating_add(self.shared.connection_timeout)
-            .saturating_add(self.shared.transient_retry)
-            .min(MAX_DEADLINE_BOUND);
-        Ok(clock.deadline(bound))
+        Ok(clock.deadline(self.deadline_bound()))
     }
 
-    /// Reads the server's clock again in the background (one reading at a time): when the
-    /// reading is old, or when an acquisition arrived after its deadline, which a clock that
-    /// moved (another node after a failover) could cause.
+    /// Reads the server's clock again in the background (one reading at a time): when an
+    /// acquisition arrived after its deadline, which a clock that moved (another node after a
+    /// failover) could cause.
     pub(crate) fn refresh_clock(&self) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
@@ -276,6 +275,11 @@ impl RedisBackend {
     /// whose outcome is uncertain waits for this: the acquisition may have been sent again to
     /// that server within the transient-retry bound, and must not be able to land there after
     /// the release.
+    ///
+    /// The wait for another server's clock is bounded by the deadline's own bound: a server
+    /// further behind than that (a clock stepped back by more than the margins) defeats the
+    /// rule whatever the release waits, and is logged as a warning rather than holding the
+    /// release for as long as the clocks disagree.
     pub(crate) fn until_passed(
         &self,
         deadline: Deadline,
@@ -283,19 +287,41 @@ impl RedisBackend {
         let backend = self.clone();
         async move {
             tokio::time::sleep_until(deadline.passed_at).await;
+            let latest = deadline.passed_at + backend.deadline_bound();
             loop {
                 // No connection now: the release that follows makes one, and waits no more.
                 let Ok(connected) = backend.connected().await else {
                     return;
                 };
                 let passed_at = connected.clock.passed_at(deadline.server_ms);
-                if passed_at <= tokio::time::Instant::now() {
+                let now = tokio::time::Instant::now();
+                if passed_at <= now {
                     return;
                 }
-                tracing::debug!(wait = ?passed_at.saturating_duration_since(tokio::time::Instant::now()), "the server connected now is behind the deadline's; the release waits");
+                if passed_at > latest {
+                    tracing::warn!(
+                        behind = ?passed_at.saturating_duration_since(deadline.passed_at),
+                        "the server connected now has a clock further behind the one an \
+                         acquisition's deadline was read from than the margins allow; its \
+                         cleanup waits no longer than the deadline's bound"
+                    );
+                    tokio::time::sleep_until(latest).await;
+                    return;
+                }
+                tracing::debug!(wait = ?passed_at.saturating_duration_since(now), "the server connected now is behind the deadline's; the release waits");
                 tokio::time::sleep_until(passed_at).await;
             }
         }
+    }
+
+    /// How far ahead of the server's clock an acquisition's deadline is set: every send may
+    /// wait for a reconnection, then for its reply, within the retry bound.
+    fn deadline_bound(&self) -> Duration {
+        self.shared
+            .response_timeout
+            .saturating_add(self.shared.connection_timeout)
+            .saturating_add(self.shared.transient_retry)
+            .min(MAX_DEADLINE_BOUND)
     }
 
     /// Runs `script` as one atomic step with the given user keys (the prefix is applied
@@ -470,9 +496,9 @@ impl RedisBackend {
     ///
     /// The bound counts from the start of the outage, not of the step: once the backend has
     /// failed so for longer than the bound, a step's answer is its first failure, at once,
-    /// until a step succeeds. A long outage so costs each step no wait at all (a refused
-    /// connection, every step's answer for half a second at a time) rather than the bound or
-    /// the layer's timeout.
+    /// until the server answers again. A long outage so costs each step no wait at all (a
+    /// refused connection, tried again by one step at a time) rather than the bound or the
+    /// layer's timeout.
     async fn send(&self, request: Request<'_>) -> Result<Value, SendError> {
         let mut retry = Retry::new();
         loop {
@@ -540,9 +566,10 @@ impl Retry {
     async fn again(&mut self, backend: &RedisBackend, failure: &(dyn fmt::Display + Sync)) -> bool {
         let shared = &backend.shared;
         let now = tokio::time::Instant::now();
+        // Every failure is recorded, so that the outage is remembered while it lasts.
+        let since = shared.outage.failure(now);
         let (deadline, pause) = self.state.get_or_insert_with(|| {
             // A bound too large to add means no bound short of a year.
-            let since = shared.outage.since(now, shared.transient_retry);
             let deadline = since
                 .checked_add(shared.transient_retry)
                 .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600));
@@ -604,7 +631,7 @@ const MAX_DEADLINE_BOUND: Duration = Duration::from_secs(3600);
 /// The first pause before a transient failure is sent again (then doubled, jittered).
 const TRANSIENT_RETRY_FIRST_PAUSE: Duration = Duration::from_millis(20);
 /// The longest pause between two sends of a transient failure.
-const TRANSIENT_RETRY_MAX_PAUSE: Duration = Duration::from_millis(250);
+const TRANSIENT_RETRY_MAX_PAUSE: Duration = Duration::from_millis(100);
 
 /// A user key with the backend's prefix, written into a command as one argument without
 /// being joined into a buffer of its own first.

@@ -11,8 +11,8 @@ use tokio::time::Instant;
 /// long one costs each step nothing more than its first failure.
 ///
 /// An outage ends when the server answers anything (a reply, an error reply), and one whose
-/// latest failure is older than the bound is over too: nothing may have been sent since it
-/// (a quiet service), and the next failure starts a new one.
+/// latest failure is older than [`OUTAGE_MEMORY`] is over too: nothing was sent since (a
+/// quiet service), and the next failure starts a new one, with a whole bound to pass.
 ///
 /// One per handle: on a Cluster, a node that fails while the others answer keeps starting
 /// new outages, and steps to it each wait up to the bound.
@@ -36,11 +36,11 @@ impl Outage {
     }
 
     /// A failure at `now`: the start of the outage under way, which starts `now` if none is
-    /// (or if the latest failure of the one there was is older than `bound`).
-    pub(super) fn since(&self, now: Instant, bound: Duration) -> Instant {
+    /// (or if the latest failure of the one there was is older than [`OUTAGE_MEMORY`]).
+    pub(super) fn failure(&self, now: Instant) -> Instant {
         let at = self.stamp(now);
         let latest = self.latest.swap(at, Ordering::AcqRel);
-        let stale = latest != 0 && at.saturating_sub(latest) > millis(bound);
+        let stale = latest != 0 && at.saturating_sub(latest) > millis(OUTAGE_MEMORY);
         let started = self.since.load(Ordering::Acquire);
         let since = if started == 0 || stale {
             match self
@@ -69,6 +69,12 @@ impl Outage {
     }
 }
 
+/// How long after its latest failure an outage is remembered: long enough that sparse
+/// requests (one every few seconds) during one outage all find it, and are answered at once
+/// once it has outlasted the bound; short enough that a quiet service meets a new failure as
+/// a new outage.
+pub(super) const OUTAGE_MEMORY: Duration = Duration::from_secs(30);
+
 /// Whole milliseconds, saturating below `u64::MAX` (whose successor marks a stamp).
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX - 1)
@@ -78,41 +84,34 @@ fn millis(duration: Duration) -> u64 {
 mod tests {
     use super::*;
 
-    const BOUND: Duration = Duration::from_secs(1);
-
     #[tokio::test(start_paused = true)]
     async fn an_outage_starts_at_its_first_failure_and_ends_at_an_answer() {
         let outage = Outage::new();
         tokio::time::advance(Duration::from_millis(30)).await;
         let first = Instant::now();
-        assert_eq!(outage.since(Instant::now(), BOUND), first);
-        tokio::time::advance(Duration::from_millis(600)).await;
-        assert_eq!(
-            outage.since(Instant::now(), BOUND),
-            first,
-            "still the same outage"
-        );
-        tokio::time::advance(Duration::from_millis(600)).await;
-        assert_eq!(
-            outage.since(Instant::now(), BOUND),
-            first,
-            "failures less than the bound apart: one outage, however long"
-        );
+        assert_eq!(outage.failure(Instant::now()), first);
+        // Sparse failures, seconds apart: one outage, however long.
+        for _ in 0..10 {
+            tokio::time::advance(Duration::from_secs(5)).await;
+            assert_eq!(
+                outage.failure(Instant::now()),
+                first,
+                "still the same outage"
+            );
+        }
         outage.end();
-        assert_eq!(
-            outage.since(Instant::now(), BOUND),
-            Instant::now(),
-            "a new one"
-        );
+        assert_eq!(outage.failure(Instant::now()), Instant::now(), "a new one");
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_outage_whose_latest_failure_is_older_than_the_bound_is_over() {
+    async fn an_outage_whose_latest_failure_is_old_is_over() {
         let outage = Outage::new();
         let first = Instant::now();
-        assert_eq!(outage.since(first, BOUND), first);
+        assert_eq!(outage.failure(first), first);
         // A quiet hour, then a failure: a new outage, with its whole bound.
         tokio::time::advance(Duration::from_secs(3600)).await;
-        assert_eq!(outage.since(Instant::now(), BOUND), Instant::now());
+        assert_eq!(outage.failure(Instant::now()), Instant::now());
+        tokio::time::advance(OUTAGE_MEMORY + Duration::from_millis(1)).await;
+        assert_eq!(outage.failure(Instant::now()), Instant::now());
     }
 }

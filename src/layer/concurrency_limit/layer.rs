@@ -180,9 +180,9 @@ impl RedisConcurrencyLimitLayer {
     /// concurrency limit. The permit's keeper releases it at the bound whatever the response
     /// is doing (its handler still running, its body not polled because the client's
     /// buffers are full); a worker-local permit (failing open) is released when its body is
-    /// next polled past the bound, or dropped.
+    /// next polled past the bound, or dropped. A bound under a millisecond counts as one.
     pub fn max_hold(mut self, limit: Duration) -> Self {
-        self.config_mut().max_hold = Some(limit);
+        self.config_mut().max_hold = Some(limit.max(Duration::from_millis(1)));
         self
     }
 
