@@ -89,6 +89,20 @@ fn app(coordination: &Coordination, policy: FailurePolicy) -> (Router, RedisConc
     (router, concurrent)
 }
 
+/// The app of [`app`] with `policy`, served, reaching the shared Redis through a fault proxy
+/// of its own, and healthy on every route before the fault a test then injects.
+async fn served_through_a_proxy(
+    test: &str,
+    policy: FailurePolicy,
+) -> (Proxy, Coordination, RedisConcurrencyLimitLayer, SocketAddr) {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = through(proxy.url(), test).await;
+    let (router, concurrent) = app(&coordination, policy);
+    let addr = serve(router).await;
+    assert!(each_route(addr).await.iter().all(|r| r.status == 200));
+    (proxy, coordination, concurrent, addr)
+}
+
 /// The layers' routes.
 const ROUTES: [&str; 2] = ["/rate", "/concurrent"];
 /// The `Lease` extractor's route.
@@ -114,11 +128,8 @@ fn assert_503_with_retry_after(reply: &Reply, what: &str) {
 
 #[tokio::test]
 async fn a_stall_shorter_than_the_decision_timeout_gives_normal_answers() {
-    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
-    let coordination = through(proxy.url(), "stall").await;
-    let (router, _) = app(&coordination, FailurePolicy::default());
-    let addr = serve(router).await;
-    assert!(each_route(addr).await.iter().all(|r| r.status == 200));
+    let (proxy, _coordination, _concurrent, addr) =
+        served_through_a_proxy("stall", FailurePolicy::default()).await;
 
     for route in ALL_ROUTES {
         proxy.stall();
@@ -133,11 +144,8 @@ async fn a_stall_shorter_than_the_decision_timeout_gives_normal_answers() {
 
 #[tokio::test]
 async fn a_blackhole_answers_503_within_the_decision_timeout_and_nothing_hangs() {
-    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
-    let coordination = through(proxy.url(), "blackhole").await;
-    let (router, _) = app(&coordination, FailurePolicy::default());
-    let addr = serve(router).await;
-    assert!(each_route(addr).await.iter().all(|r| r.status == 200));
+    let (proxy, _coordination, _concurrent, addr) =
+        served_through_a_proxy("blackhole", FailurePolicy::default()).await;
 
     proxy.blackhole();
     let started = Instant::now();
@@ -165,11 +173,8 @@ async fn a_blackhole_answers_503_within_the_decision_timeout_and_nothing_hangs()
 
 #[tokio::test]
 async fn after_a_cut_requests_are_served_once_the_backend_reconnects() {
-    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
-    let coordination = through(proxy.url(), "cut").await;
-    let (router, _) = app(&coordination, FailurePolicy::default());
-    let addr = serve(router).await;
-    assert!(each_route(addr).await.iter().all(|r| r.status == 200));
+    let (proxy, _coordination, _concurrent, addr) =
+        served_through_a_proxy("cut", FailurePolicy::default()).await;
     let connections = proxy.connections_accepted();
 
     proxy.cut();
@@ -270,11 +275,8 @@ async fn refused_connections_under_fail_open_pass_and_open_the_breaker() {
 /// certain), rather than after the layer's timeout. Timed from the moment of the cut.
 #[tokio::test]
 async fn an_outage_costs_no_timeout_once_it_outlasts_the_retry_bound() {
-    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
-    let coordination = through(proxy.url(), "outage").await;
-    let (router, _) = app(&coordination, FailurePolicy::default());
-    let addr = serve(router).await;
-    assert!(each_route(addr).await.iter().all(|r| r.status == 200));
+    let (proxy, _coordination, _concurrent, addr) =
+        served_through_a_proxy("outage", FailurePolicy::default()).await;
 
     proxy.refuse();
     proxy.cut();
@@ -329,11 +331,8 @@ async fn an_outage_costs_no_timeout_once_it_outlasts_the_retry_bound() {
 /// errors.
 #[tokio::test]
 async fn a_restart_within_the_retry_bound_costs_latency_not_errors() {
-    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
-    let coordination = through(proxy.url(), "restart").await;
-    let (router, _) = app(&coordination, FailurePolicy::default());
-    let addr = serve(router).await;
-    assert!(each_route(addr).await.iter().all(|r| r.status == 200));
+    let (proxy, _coordination, _concurrent, addr) =
+        served_through_a_proxy("restart", FailurePolicy::default()).await;
 
     proxy.refuse();
     proxy.cut();
@@ -826,11 +825,8 @@ async fn concurrent_steps_share_one_bounded_connection_attempt() {
 /// lease, which never fails open, answers 503 as fast.
 #[tokio::test]
 async fn a_blackhole_under_fail_open_passes_within_the_decision_timeout() {
-    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
-    let coordination = through(proxy.url(), "blackhole-open").await;
-    let (router, concurrent) = app(&coordination, FailurePolicy::FailOpen);
-    let addr = serve(router).await;
-    assert!(each_route(addr).await.iter().all(|r| r.status == 200));
+    let (proxy, _coordination, concurrent, addr) =
+        served_through_a_proxy("blackhole-open", FailurePolicy::FailOpen).await;
 
     proxy.blackhole();
     for route in ALL_ROUTES {

@@ -8,19 +8,28 @@ use std::time::Duration;
 use leasehold::Coordination;
 use leasehold::backend::redis::{RedisBackend, Script};
 use leasehold::coordination::lock::FencedLock;
-use support::{Server, sentinel, unique_prefix};
+use support::{SentinelSetup, Server, sentinel, unique_prefix};
 
 /// The tests fail over one shared setup, and one counts the commands its primary took: one
 /// at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Waits (bounded) until the node that was primary serves as a replica: from then on it
-/// answers writes with READONLY, and no client can still write to it.
-fn wait_demoted(old_primary: &Server) {
+/// Fails over, then waits (bounded) until the node that was primary serves as a replica.
+/// Until Sentinel demotes it, the old primary still takes writes (and loses them when it
+/// resyncs): no client can tell. Once it is a replica, it answers writes with READONLY.
+fn fail_over(setup: &SentinelSetup) {
+    let old_primary = setup.master_port();
+    setup.failover();
+    assert_ne!(setup.master_port(), old_primary);
+    let old: &Server = setup
+        .data_nodes()
+        .into_iter()
+        .find(|node| node.port() == old_primary)
+        .expect("the old primary is a data node");
     support::wait_until(
         Duration::from_secs(15),
         "the old primary to become a replica",
-        || match old_primary.info_field("replication", "role").as_deref() {
+        || match old.info_field("replication", "role").as_deref() {
             Some("slave") => Ok(()),
             other => Err(format!("role {other:?}")),
         },
@@ -43,18 +52,8 @@ async fn follows_the_primary_across_a_failover() {
         .await
         .expect("first");
     assert_eq!(first, 1);
-    let old_primary = setup.master_port();
 
-    setup.failover();
-    assert_ne!(setup.master_port(), old_primary);
-    // Until Sentinel demotes it, the old primary still takes writes (and loses them when it
-    // resyncs): no client can tell. Once it is a replica, it answers READONLY.
-    let old = setup
-        .data_nodes()
-        .into_iter()
-        .find(|node| node.port() == old_primary)
-        .expect("the old primary is a data node");
-    wait_demoted(old);
+    fail_over(setup);
 
     // Commands may fail while the old primary demotes itself (READONLY, dropped connection);
     // the backend then asks the sentinels again and reaches the new primary.
@@ -112,15 +111,8 @@ async fn the_first_acquisition_after_a_failover_reads_the_new_primarys_clock() {
         .into_lease()
         .expect("free");
     lease.release().await.expect("release");
-    let old_primary = setup.master_port();
 
-    setup.failover();
-    let old = setup
-        .data_nodes()
-        .into_iter()
-        .find(|node| node.port() == old_primary)
-        .expect("the old primary is a data node");
-    wait_demoted(old);
+    fail_over(setup);
     // The new primary logs every command it runs, in order.
     let new_primary = setup.current_master();
     let () = new_primary.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::server_clock::millis;
+
 /// The current outage: from the first failure, since the server last answered, that left
 /// the server untouched and may pass by itself (a refused connection, a failover reply).
 /// Steps send again only while the outage is younger than the transient-retry bound, so a
@@ -64,8 +66,12 @@ impl Outage {
         }
     }
 
+    /// Milliseconds from `origin` to `now`, plus one (zero marks no stamp); a stamp too far to
+    /// count stays the largest.
     fn stamp(&self, now: Instant) -> u64 {
-        millis(now.saturating_duration_since(self.origin)).saturating_add(1)
+        millis(now.saturating_duration_since(self.origin))
+            .saturating_add(1)
+            .min(u64::MAX - 1)
     }
 }
 
@@ -74,11 +80,6 @@ impl Outage {
 /// once it has outlasted the bound; short enough that a quiet service meets a new failure as
 /// a new outage.
 pub(super) const OUTAGE_MEMORY: Duration = Duration::from_secs(30);
-
-/// Whole milliseconds, saturating below `u64::MAX` (whose successor marks a stamp).
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX - 1)
-}
 
 #[cfg(test)]
 mod tests {

@@ -22,6 +22,32 @@ struct Anchor {
     server_ms: u64,
 }
 
+impl Anchor {
+    /// What is added to any bound read from this reading: [`MARGIN`], and the drift its age
+    /// allows.
+    fn margin(&self) -> Duration {
+        MARGIN
+            + Duration::from_millis(
+                self.received
+                    .elapsed()
+                    .as_secs()
+                    .saturating_mul(DRIFT_PER_SECOND_MS),
+            )
+    }
+
+    /// The local instant from which the server's clock has certainly passed `server_ms`: the
+    /// lower bound of its reading (`server_ms` at `received`, counting on from there)
+    /// reaches it plus the margin. An instant too far to represent is never reached.
+    fn passed_at(&self, server_ms: u64) -> Instant {
+        self.received
+            .checked_add(Duration::from_millis(
+                server_ms.saturating_sub(self.server_ms),
+            ))
+            .and_then(|at| at.checked_add(self.margin()))
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 24 * 3600))
+    }
+}
+
 /// The latest reading of the server's clock: with it, any local instant has a server time
 /// known to lie between two bounds.
 #[derive(Debug)]
@@ -89,50 +115,20 @@ impl ServerClock {
     pub(super) fn deadline(&self, bound: Duration) -> Deadline {
         let anchor = *self.lock();
         let now = Instant::now();
-        let drift = MARGIN
-            + Duration::from_millis(
-                anchor
-                    .received
-                    .elapsed()
-                    .as_secs()
-                    .saturating_mul(DRIFT_PER_SECOND_MS),
-            );
         let latest_now = anchor
             .server_ms
             .saturating_add(millis(now.saturating_duration_since(anchor.sent)));
-        let server_ms = latest_now.saturating_add(millis(bound.saturating_add(drift)));
-        // The lower bound reaches `server_ms + drift` this long after `received`; an instant
-        // too far to represent is never reached.
-        let passed_at = anchor
-            .received
-            .checked_add(Duration::from_millis(server_ms - anchor.server_ms))
-            .and_then(|at| at.checked_add(drift))
-            .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600));
+        let server_ms = latest_now.saturating_add(millis(bound.saturating_add(anchor.margin())));
         Deadline {
             server_ms,
-            passed_at,
+            passed_at: anchor.passed_at(server_ms),
         }
     }
 
     /// The local instant from which this server's clock has certainly passed `server_ms`: its
     /// lowest reading, plus the margins, is beyond it.
     pub(super) fn passed_at(&self, server_ms: u64) -> Instant {
-        let anchor = *self.lock();
-        let drift = MARGIN
-            + Duration::from_millis(
-                anchor
-                    .received
-                    .elapsed()
-                    .as_secs()
-                    .saturating_mul(DRIFT_PER_SECOND_MS),
-            );
-        anchor
-            .received
-            .checked_add(Duration::from_millis(
-                server_ms.saturating_sub(anchor.server_ms),
-            ))
-            .and_then(|at| at.checked_add(drift))
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 24 * 3600))
+        self.lock().passed_at(server_ms)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Anchor> {
