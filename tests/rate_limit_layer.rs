@@ -546,3 +546,87 @@ async fn increx_denied_by_an_acl_falls_back_to_lua_through_the_layer() {
     assert_eq!(rejected, Some(1), "refused once, then not sent again");
     assert!(support::target::command_calls(&server, "evalsha") >= 5);
 }
+
+/// One IPv6 host sending each request from a new address of its `/64` (as any cloud VM can):
+/// held to one budget, by the peer address and behind trusted proxies alike; another `/64`
+/// has its own. Per address on request (`ipv6_prefix(128)`), each address is a client.
+#[tokio::test]
+async fn a_host_rotating_through_its_ipv6_64_is_held_to_one_budget() {
+    use tower::{Layer, ServiceExt, service_fn};
+
+    let coordination = Target::Server(ServerKind::Redis7)
+        .coordination("ipv6-64")
+        .await;
+    let service = |name: &str, key: KeyExtractor| {
+        RedisRateLimitLayer::fixed_window(&coordination, name, 3, Duration::from_secs(60))
+            .expect("valid")
+            .key(key)
+            .layer(service_fn(|_request: http::Request<String>| async {
+                Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
+                    bytes::Bytes::from_static(b"ok"),
+                )))
+            }))
+    };
+    // From the host itself, or through a trusted proxy that names it in X-Forwarded-For.
+    let direct = |address: String| {
+        http::Request::builder()
+            .extension(
+                format!("[{address}]:4000")
+                    .parse::<std::net::SocketAddr>()
+                    .expect("addr"),
+            )
+            .body(String::new())
+            .expect("request")
+    };
+    let proxied = |address: String| {
+        http::Request::builder()
+            .extension(std::net::SocketAddr::from(([10, 0, 0, 2], 41_000)))
+            .header("x-forwarded-for", address)
+            .body(String::new())
+            .expect("request")
+    };
+    let trusted = || KeyExtractor::client_ip(["10.0.0.0/8".parse().expect("a network")]);
+    for (name, key, request) in [
+        (
+            "peer",
+            KeyExtractor::peer_ip(),
+            &direct as &dyn Fn(String) -> http::Request<String>,
+        ),
+        ("proxied", trusted(), &proxied),
+    ] {
+        let service = service(name, key);
+        let mut statuses = Vec::new();
+        for host in 0..8u16 {
+            let address = format!("2001:db8:1:2:{host:x}:{:x}:{host:x}:1", host * 7 + 1);
+            let reply = service
+                .clone()
+                .oneshot(request(address))
+                .await
+                .expect("infallible");
+            statuses.push(reply.status().as_u16());
+        }
+        assert_eq!(statuses, [200, 200, 200, 429, 429, 429, 429, 429], "{name}");
+        let neighbour = service
+            .clone()
+            .oneshot(request("2001:db8:1:3::1".into()))
+            .await
+            .expect("infallible");
+        assert_eq!(
+            neighbour.status(),
+            200,
+            "{name}: another /64 is another client"
+        );
+    }
+    let per_address = service(
+        "per-address",
+        KeyExtractor::peer_ip().ipv6_prefix(128).expect("valid"),
+    );
+    for host in 0..5u16 {
+        let reply = per_address
+            .clone()
+            .oneshot(direct(format!("2001:db8:1:2::{host:x}")))
+            .await
+            .expect("infallible");
+        assert_eq!(reply.status(), 200, "per address, each its own budget");
+    }
+}

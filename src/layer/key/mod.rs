@@ -6,7 +6,7 @@
 //! | extractor | key bytes |
 //! | --- | --- |
 //! | [`KeyExtractor::global`] | `global` |
-//! | [`KeyExtractor::peer_ip`], [`KeyExtractor::client_ip`], [`KeyExtractor::client_ip_forwarded`], [`KeyExtractor::client_ip_real_ip`], [`KeyExtractor::client_ip_hops`] | `ip:203.0.113.7`, `ip:2001:db8::1` |
+//! | [`KeyExtractor::peer_ip`], [`KeyExtractor::client_ip`], [`KeyExtractor::client_ip_forwarded`], [`KeyExtractor::client_ip_real_ip`], [`KeyExtractor::client_ip_hops`] | `ip:203.0.113.7`; an IPv6 client's `/64`, `ip:2001:db8:1:2::/64` (see [`ipv6_prefix`](KeyExtractor::ipv6_prefix)) |
 //! | [`KeyExtractor::header`] | `sha256:` and the hex SHA-256 of the header value |
 //! | [`KeyExtractor::header_in_clear`] | the header value, byte for byte |
 //!
@@ -18,8 +18,11 @@
 //!
 //! IPv4-mapped IPv6 addresses (`::ffff:203.0.113.7`) count as the IPv4 address they carry, so
 //! a dual-stack listener keys a client the same way whichever socket it arrives on. IPv6
-//! clients are keyed by their full address; since one host usually holds a whole `/64`,
-//! operators may prefer to key by prefix with [`KeyExtractor::from_fn`].
+//! clients are keyed by their network, a `/64` by default ([`DEFAULT_IPV6_PREFIX`]), since
+//! one host usually holds a whole `/64` and could otherwise take a fresh budget with each of
+//! its addresses: [`KeyExtractor::ipv6_prefix`] chooses another length (`128` keys each
+//! address on its own), and [`KeyExtractor::client_address`] gives the address itself for
+//! keys of your own. The mapping is undone before the prefix is taken.
 //!
 //! # The peer address
 //!
@@ -45,7 +48,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use crate::coordination::name::{bounded, digest, needs_hashing};
@@ -98,7 +101,16 @@ const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 #[derive(Clone)]
 pub struct KeyExtractor {
     inner: Arc<Inner>,
+    /// The IPv6 prefix length the address extractors key by (see
+    /// [`ipv6_prefix`](KeyExtractor::ipv6_prefix)).
+    ipv6_prefix: u8,
 }
+
+/// The IPv6 prefix length an address extractor keys clients by unless
+/// [`KeyExtractor::ipv6_prefix`] says otherwise: a `/64`, the network one host (a cloud VM, a
+/// home connection) is usually given, so that a host cannot take a fresh budget with each of
+/// its addresses.
+pub const DEFAULT_IPV6_PREFIX: u8 = 64;
 
 type KeyFn = dyn Fn(&Parts) -> Result<Vec<u8>, KeyError> + Send + Sync;
 
@@ -132,6 +144,81 @@ impl KeyExtractor {
     fn new(inner: Inner) -> Self {
         Self {
             inner: Arc::new(inner),
+            ipv6_prefix: DEFAULT_IPV6_PREFIX,
+        }
+    }
+
+    /// Keys IPv6 clients by the network of their address's first `bits` bits (default
+    /// [`DEFAULT_IPV6_PREFIX`], a `/64`; 128 keys each address on its own), for the address
+    /// extractors ([`peer_ip`](Self::peer_ip), [`client_ip`](Self::client_ip) and the others
+    /// that read forwarding headers); the others ignore it. An IPv4 client, an IPv4-mapped
+    /// IPv6 address (`::ffff:203.0.113.7`) included, is keyed by its IPv4 address: the
+    /// mapping is undone before the prefix is taken.
+    ///
+    /// One host usually holds a whole `/64` (a cloud VM's routed block, a home connection's
+    /// LAN) and can send each request from a new address in it: keyed per address, it would
+    /// get a fresh budget each time, and a new key in the store for each request. A shorter
+    /// prefix groups more: a site is often given a `/56` or a `/48` (express-rate-limit
+    /// masks to a `/56` by default), at the cost of sharing one budget among its hosts.
+    ///
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for 0
+    /// (every IPv6 client one key: use [`global`](Self::global)) or more than 128.
+    ///
+    /// ```
+    /// use std::net::SocketAddr;
+    /// use leasehold::layer::key::KeyExtractor;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let by_site = KeyExtractor::peer_ip().ipv6_prefix(56)?;
+    /// let (parts, ()) = http::Request::builder()
+    ///     .extension("[2001:db8:aa:bbcc::7]:443".parse::<SocketAddr>()?)
+    ///     .body(())?
+    ///     .into_parts();
+    /// assert_eq!(by_site.extract(&parts)?, b"ip:2001:db8:aa:bb00::/56");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn ipv6_prefix(mut self, bits: u8) -> Result<Self> {
+        if !(1..=128).contains(&bits) {
+            return Err(Error::invalid_argument(format!(
+                "an IPv6 prefix is from 1 to 128 bits long, not {bits} (0 would key every \
+                 IPv6 client alike: use KeyExtractor::global for that)"
+            )));
+        }
+        self.ipv6_prefix = bits;
+        Ok(self)
+    }
+
+    /// The client's address as this extractor finds it, for keys of your own: the TCP
+    /// peer's for [`peer_ip`](Self::peer_ip), the client's after the walk through the
+    /// trusted proxies for [`client_ip`](Self::client_ip) and the others that read
+    /// forwarding headers, IPv4-mapped addresses turned into IPv4, whole (before
+    /// [`ipv6_prefix`](Self::ipv6_prefix)). `None` for an extractor that keys by no address.
+    ///
+    /// ```
+    /// use std::net::SocketAddr;
+    /// use leasehold::layer::key::{KeyError, KeyExtractor};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let proxies = KeyExtractor::client_ip(["10.0.0.0/8".parse()?]);
+    /// // Keyed by the client's address and its tenant, behind the same proxies.
+    /// let per_tenant = KeyExtractor::from_fn(move |parts| {
+    ///     let address = proxies
+    ///         .client_address(parts)?
+    ///         .ok_or_else(|| KeyError::new("no client address"))?;
+    ///     let tenant = parts.headers.get("x-tenant").map_or(&b""[..], |v| v.as_bytes());
+    ///     Ok([address.to_string().as_bytes(), b"/", tenant].concat())
+    /// });
+    /// # let _ = per_tenant;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn client_address(&self, parts: &Parts) -> Result<Option<IpAddr>, KeyError> {
+        match &*self.inner {
+            Inner::PeerIp => peer_ip(parts).map(Some),
+            Inner::ClientIp(trusted, header) => client_ip(parts, trusted, *header).map(Some),
+            Inner::ClientIpHops(hops) => client_ip_hops(parts, *hops).map(Some),
+            Inner::Global | Inner::Header(..) | Inner::FromFn(_) => Ok(None),
         }
     }
 
@@ -280,9 +367,9 @@ impl KeyExtractor {
     pub fn extract(&self, parts: &Parts) -> Result<Vec<u8>, KeyError> {
         match &*self.inner {
             Inner::Global => Ok(b"global".to_vec()),
-            Inner::PeerIp => peer_ip(parts).map(ip_key),
-            Inner::ClientIp(trusted, header) => client_ip(parts, trusted, *header).map(ip_key),
-            Inner::ClientIpHops(hops) => client_ip_hops(parts, *hops).map(ip_key),
+            Inner::PeerIp | Inner::ClientIp(..) | Inner::ClientIpHops(_) => self
+                .client_address(parts)
+                .map(|address| address.map_or_else(Vec::new, |ip| ip_key(ip, self.ipv6_prefix))),
             Inner::Header(name, stored) => match parts.headers.get(name) {
                 Some(value) if value.is_empty() => Err(KeyError::with_kind(
                     KeyErrorKind::InvalidHeader,
@@ -332,7 +419,9 @@ impl fmt::Debug for KeyExtractor {
     }
 }
 
-fn ip_key(ip: IpAddr) -> Vec<u8> {
+/// `ip:` and the address: an IPv4 one whole, an IPv6 one as its network of `ipv6_prefix`
+/// bits (`ip:2001:db8:1:2::/64`), or whole at 128 bits.
+fn ip_key(ip: IpAddr, ipv6_prefix: u8) -> Vec<u8> {
     match ip {
         // The common case, written by hand: formatting through `Display` cost more than the
         // rest of the key's work. The text is the same.
@@ -353,7 +442,12 @@ fn ip_key(ip: IpAddr) -> Vec<u8> {
             }
             key
         }
-        IpAddr::V6(v6) => format!("ip:{v6}").into_bytes(),
+        IpAddr::V6(v6) if ipv6_prefix >= 128 => format!("ip:{v6}").into_bytes(),
+        IpAddr::V6(v6) => {
+            let mask = u128::MAX << (128 - u32::from(ipv6_prefix.max(1)));
+            let network = Ipv6Addr::from(u128::from(v6) & mask);
+            format!("ip:{network}/{ipv6_prefix}").into_bytes()
+        }
     }
 }
 
@@ -459,11 +553,20 @@ fn can_be_a_client(ip: &IpAddr) -> bool {
     !(ip.is_unspecified() || ip.is_multicast() || broadcast)
 }
 
-/// The address of one `X-Forwarded-For` entry, which some proxies write with a port.
+/// The address of one `X-Forwarded-For` entry, which some proxies write with a port, and
+/// some bracket when IPv6 (`[2001:db8::1]`, with or without a port).
 fn x_forwarded_for(entry: &str) -> Option<IpAddr> {
     entry
         .parse()
         .or_else(|_| entry.parse::<SocketAddr>().map(|addr| addr.ip()))
+        .or_else(|_| {
+            entry
+                .strip_prefix('[')
+                .and_then(|rest| rest.strip_suffix(']'))
+                .ok_or(())
+                .and_then(|inner| inner.parse::<std::net::Ipv6Addr>().map_err(drop))
+                .map(IpAddr::V6)
+        })
         .ok()
 }
 
@@ -623,12 +726,120 @@ mod tests {
         ];
         for ip in ips {
             let ip: IpAddr = ip.parse().unwrap();
-            assert_eq!(ip_key(ip), format!("ip:{ip}").into_bytes());
+            assert_eq!(ip_key(ip, 128), format!("ip:{ip}").into_bytes());
         }
         for octet in 0..=255u8 {
             let ip = IpAddr::from([octet, 0, octet, 9]);
-            assert_eq!(ip_key(ip), format!("ip:{ip}").into_bytes());
+            assert_eq!(ip_key(ip, 64), format!("ip:{ip}").into_bytes());
         }
+    }
+
+    #[test]
+    fn ipv6_clients_are_keyed_by_their_prefix() {
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        let key = |text: &str, bits| String::from_utf8(ip_key(ip(text), bits)).unwrap();
+        assert_eq!(
+            key("2001:db8:1:2:aaaa:bbbb:cccc:dddd", 64),
+            "ip:2001:db8:1:2::/64"
+        );
+        assert_eq!(key("2001:db8:1:2::1", 64), key("2001:db8:1:2:ffff::9", 64));
+        assert_ne!(key("2001:db8:1:2::1", 64), key("2001:db8:1:3::1", 64));
+        assert_eq!(key("2001:db8:aa:bbcc::7", 56), "ip:2001:db8:aa:bb00::/56");
+        assert_eq!(key("2001:db8::7", 128), "ip:2001:db8::7");
+        assert_eq!(key("2001:db8::7", 1), "ip:::/1");
+        assert_eq!(key("ff00::7", 1), "ip:8000::/1");
+    }
+
+    #[test]
+    fn a_host_rotating_through_its_64_is_one_client_on_every_address_extractor() {
+        let first = parts(Some("[2001:db8:1:2::1]:5000"), &[]);
+        let second = parts(Some("[2001:db8:1:2:9:9:9:9]:5000"), &[]);
+        let peer = KeyExtractor::peer_ip();
+        assert_eq!(key(&peer, &first), key(&peer, &second));
+        assert_eq!(key(&peer, &first), "ip:2001:db8:1:2::/64");
+        let per_address = KeyExtractor::peer_ip().ipv6_prefix(128).unwrap();
+        assert_ne!(key(&per_address, &first), key(&per_address, &second));
+        // Behind trusted proxies, through each forwarding header.
+        let via = |header: &str, value: &str| parts(Some("10.0.0.2:41000"), &[(header, value)]);
+        for (extractor, header, one, other) in [
+            (
+                behind_proxies(),
+                "x-forwarded-for",
+                "2001:db8:1:2::1",
+                "2001:db8:1:2::2",
+            ),
+            (
+                behind_forwarding_proxies(),
+                "forwarded",
+                r#"for="[2001:db8:1:2::1]""#,
+                r#"for="[2001:db8:1:2::2]:80""#,
+            ),
+            (
+                KeyExtractor::client_ip_real_ip(["10.0.0.0/8".parse().unwrap()]),
+                "x-real-ip",
+                "2001:db8:1:2::1",
+                "2001:db8:1:2::2",
+            ),
+            (
+                KeyExtractor::client_ip_hops(1),
+                "x-forwarded-for",
+                "2001:db8:1:2::1",
+                "2001:db8:1:2::2",
+            ),
+        ] {
+            let (one, other) = (
+                key(&extractor, &via(header, one)),
+                key(&extractor, &via(header, other)),
+            );
+            assert_eq!(one, "ip:2001:db8:1:2::/64", "{header}");
+            assert_eq!(one, other, "{header}");
+        }
+        // The mapping is undone first: an IPv4-mapped client stays one IPv4 address.
+        let mapped = parts(Some("[::ffff:203.0.113.7]:5000"), &[]);
+        assert_eq!(key(&peer, &mapped), "ip:203.0.113.7");
+        let neighbour = parts(Some("[::ffff:203.0.113.8]:5000"), &[]);
+        assert_ne!(key(&peer, &mapped), key(&peer, &neighbour));
+    }
+
+    #[test]
+    fn an_ipv6_prefix_outside_1_to_128_is_refused() {
+        for bits in [0, 129, 255] {
+            let err = KeyExtractor::peer_ip()
+                .ipv6_prefix(bits)
+                .expect_err("refused");
+            assert_eq!(err.kind(), crate::ErrorKind::InvalidArgument, "{bits}");
+        }
+        assert!(KeyExtractor::peer_ip().ipv6_prefix(48).is_ok());
+    }
+
+    #[test]
+    fn a_bracketed_ipv6_entry_without_a_port_is_read() {
+        assert_eq!(
+            via_proxy(&[("x-forwarded-for", "[2001:db8::7], fd00::1")]),
+            "ip:2001:db8::/64"
+        );
+        assert_eq!(
+            x_forwarded_for("[203.0.113.7]"),
+            None,
+            "brackets are for IPv6"
+        );
+    }
+
+    #[test]
+    fn the_client_address_is_the_one_the_walk_finds_whole() {
+        let proxies = behind_proxies();
+        let request = parts(
+            Some("10.0.0.2:41000"),
+            &[("x-forwarded-for", "2001:db8:1:2::7, 10.0.0.9")],
+        );
+        assert_eq!(
+            proxies.client_address(&request).unwrap(),
+            Some("2001:db8:1:2::7".parse().unwrap())
+        );
+        assert_eq!(
+            KeyExtractor::global().client_address(&request).unwrap(),
+            None
+        );
     }
 
     fn key(extractor: &KeyExtractor, parts: &Parts) -> String {
@@ -697,7 +908,7 @@ mod tests {
         );
         assert_eq!(
             key(&peer, &parts(Some("[2001:db8::1]:5000"), &[])),
-            "ip:2001:db8::1"
+            "ip:2001:db8::/64"
         );
     }
 
@@ -860,11 +1071,11 @@ mod tests {
         );
         assert_eq!(
             via_proxy(&[("x-forwarded-for", "2001:db8::1")]),
-            "ip:2001:db8::1"
+            "ip:2001:db8::/64"
         );
         assert_eq!(
             via_proxy(&[("x-forwarded-for", "[2001:db8::1]:5000, fd00::1")]),
-            "ip:2001:db8::1"
+            "ip:2001:db8::/64"
         );
     }
 
@@ -939,7 +1150,7 @@ mod tests {
     #[test]
     fn forwarded_quoted_ipv6_with_port() {
         let header = r#"for="[2001:db8:cafe::17]:4711";proto=https, for=10.0.0.1"#;
-        assert_eq!(via_proxy(&[("forwarded", header)]), "ip:2001:db8:cafe::17");
+        assert_eq!(via_proxy(&[("forwarded", header)]), "ip:2001:db8:cafe::/64");
     }
 
     #[test]
@@ -950,7 +1161,7 @@ mod tests {
         );
         assert_eq!(
             via_proxy(&[("forwarded", r#"for="[2001:db8::1]:_p0rt""#)]),
-            "ip:2001:db8::1"
+            "ip:2001:db8::/64"
         );
     }
 
