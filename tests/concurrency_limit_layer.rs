@@ -665,7 +665,11 @@ async fn redis_restarted_mid_stream_fails_closed_then_recovers_with_nothing_leak
     })
     .await;
     assert!(recovered.is_ok(), "serves again once Redis is back");
-    assert_eq!(server.count_keys(prefix.as_bytes()), 0, "nothing leaked");
+    // A release still in the background on a busy machine completes.
+    support::eventually("nothing leaked", async || {
+        server.count_keys(prefix.as_bytes()) == 0
+    })
+    .await;
 }
 
 #[tokio::test]

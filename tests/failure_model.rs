@@ -242,10 +242,18 @@ async fn refused_connections_under_fail_open_pass_and_open_the_breaker() {
 
     proxy.refuse();
     proxy.cut();
-    // The limit of 1 is exhausted, yet an unreachable backend lets requests through; a
-    // lease never fails open.
+    // Unreachable, the backend cannot decide: the rate limit admits by its fallback in this
+    // process (its quota of 1, fresh here), the concurrency limit by local permits; a lease
+    // never fails open.
+    let rate: Vec<u16> = {
+        let mut statuses = Vec::new();
+        for _ in 0..3 {
+            statuses.push(http_get(&client, addr, "/rate", &[]).await.status.as_u16());
+        }
+        statuses
+    };
+    assert_eq!(rate, [200, 429, 429], "the fallback's quota");
     for _ in 0..3 {
-        assert_eq!(http_get(&client, addr, "/rate", &[]).await.status, 200);
         assert_eq!(
             http_get(&client, addr, "/concurrent", &[]).await.status,
             200
@@ -1047,4 +1055,71 @@ async fn a_failover_reply_is_sent_again_within_the_bound_then_answered() {
     assert_503_with_retry_after(&http_get(&client(), addr, LEASE, &[]).await, LEASE);
     assert_eq!(http_get(&client(), addr, "/open", &[]).await.status, 200);
     let () = server.cmd(&["REPLICAOF", "NO", "ONE"]);
+}
+
+/// A flood that pushes every decision past the layer's timeout (Redis answers, but slower
+/// than the layer waits), failing open: requests are admitted by the fallback in this
+/// process, its quota and no more, never without limit; with a share, that share. The same
+/// with a circuit breaker opened by a silent Redis, which answers every request at once.
+#[tokio::test]
+async fn a_flood_past_the_timeout_under_fail_open_admits_no_more_than_the_fallback() {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = through(proxy.url(), "flood-open").await;
+    let layer = |name: &str| {
+        RedisRateLimitLayer::fixed_window(&coordination, name, 4, Duration::from_secs(60))
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .timeout(Duration::from_millis(200))
+            .failure_policy(FailurePolicy::FailOpen)
+    };
+    let router = Router::new()
+        .route("/whole", get(|| async { "ok" }).layer(layer("whole")))
+        .route(
+            "/half",
+            get(|| async { "ok" }).layer(layer("half").fail_open_share(0.5)),
+        )
+        .route(
+            "/breaker",
+            get(|| async { "ok" }).layer(
+                layer("breaker").circuit_breaker(CircuitBreaker::new().failure_threshold(1)),
+            ),
+        );
+    let addr = serve(router).await;
+    assert_eq!(http_get(&client(), addr, "/whole", &[]).await.status, 200);
+
+    proxy.latency(Direction::ToClient, Duration::from_millis(500));
+    for (route, quota) in [("/whole", 4), ("/half", 2)] {
+        let flood: Vec<_> = (0..12)
+            .map(|_| tokio::spawn(async move { http_get(&client(), addr, route, &[]).await }))
+            .collect();
+        let mut admitted = 0;
+        for request in flood {
+            let reply = request.await.expect("the request task");
+            match reply.status.as_u16() {
+                200 => admitted += 1,
+                429 => assert!(reply.retry_after_secs() >= 1, "{route}: {reply:?}"),
+                other => panic!("{route}: {other} {reply:?}"),
+            }
+        }
+        assert_eq!(admitted, quota, "{route}: the fallback's quota, no more");
+    }
+
+    // Silent now: the breaker opens on the first failure, and answers from the fallback at
+    // once.
+    proxy.latency(Direction::ToClient, Duration::ZERO);
+    proxy.blackhole();
+    let mut admitted = 0;
+    for _ in 0..10 {
+        let reply = http_get(&client(), addr, "/breaker", &[]).await;
+        if reply.status == 200 {
+            admitted += 1;
+        } else {
+            assert_eq!(reply.status, 429, "{reply:?}");
+        }
+    }
+    assert_eq!(
+        admitted, 4,
+        "the fallback's quota through an open circuit too"
+    );
+    proxy.pass();
 }

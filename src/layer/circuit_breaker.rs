@@ -1,5 +1,6 @@
 //! A worker-local circuit breaker for a layer's decisions, so a dead backend is not hammered.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -110,7 +111,14 @@ pub enum CircuitState {
 pub(crate) struct Breaker {
     settings: CircuitBreaker,
     state: Mutex<State>,
+    /// Attempts that outlived the layer's timeout and are heard out in the background.
+    late: AtomicUsize,
 }
+
+/// The most attempts a breaker hears out in the background after the layer's timeout: a
+/// flood that pushes every decision past the timeout would otherwise spawn one task per
+/// request. Beyond it, a late attempt is dropped at the timeout, and gives no verdict.
+pub(crate) const MAX_LATE_ATTEMPTS: usize = 64;
 
 #[derive(Debug)]
 enum State {
@@ -150,6 +158,7 @@ impl Breaker {
                 failures: 0,
                 round: 0,
             }),
+            late: AtomicUsize::new(0),
         })
     }
 
@@ -213,6 +222,28 @@ impl Breaker {
 }
 
 impl Admission {
+    /// Claims one of the breaker's [`MAX_LATE_ATTEMPTS`] slots for an attempt heard out in
+    /// the background, released when the returned guard drops; `None` when all are taken.
+    pub(crate) fn hear_out_late(&self) -> Option<LateAttempt> {
+        let breaker = &self.breaker;
+        let mut taken = breaker.late.load(Ordering::Relaxed);
+        loop {
+            if taken >= MAX_LATE_ATTEMPTS {
+                tracing::debug!("too many late attempts heard out; dropping this one");
+                return None;
+            }
+            match breaker.late.compare_exchange_weak(
+                taken,
+                taken + 1,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(LateAttempt(breaker.clone())),
+                Err(now) => taken = now,
+            }
+        }
+    }
+
     /// The backend answered. A probe's answer closes the circuit; any other resets the count
     /// of a closed circuit, but does not close an open one: an acquisition admitted before
     /// the circuit opened says nothing about the backend now.
@@ -249,6 +280,15 @@ impl Admission {
     }
 }
 
+/// A slot for a late attempt (see [`Admission::hear_out_late`]), given back on drop.
+pub(crate) struct LateAttempt(Arc<Breaker>);
+
+impl Drop for LateAttempt {
+    fn drop(&mut self) {
+        self.0.late.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 impl Drop for Admission {
     fn drop(&mut self) {
         let Some(probe_round) = self.probe else {
@@ -282,6 +322,18 @@ mod tests {
                 .open_for(Duration::from_secs(10))
                 .half_open_probes(probes),
         )
+    }
+
+    #[test]
+    fn at_most_a_bounded_number_of_late_attempts_are_heard_out() {
+        let breaker = breaker(3, 1);
+        let admission = breaker.admit().expect("closed");
+        let slots: Vec<_> = (0..MAX_LATE_ATTEMPTS)
+            .map(|_| admission.hear_out_late().expect("a free slot"))
+            .collect();
+        assert!(admission.hear_out_late().is_none(), "the cap");
+        drop(slots);
+        assert!(admission.hear_out_late().is_some(), "given back");
     }
 
     #[tokio::test(start_paused = true)]

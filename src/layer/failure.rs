@@ -35,8 +35,13 @@ pub enum FailurePolicy {
         /// The `Retry-After` advertised with the 503.
         retry_after: Duration,
     },
-    /// Let the request through unlimited (and without rate-limit fields): availability over
-    /// enforcement while the backend is down. Refusals still answer 503.
+    /// Admit the request by a limit kept in this process, never without limit: availability
+    /// over coordination while the backend cannot decide. The rate-limit layer counts each
+    /// policy's quota (or this instance's
+    /// [share](crate::layer::rate_limit::RedisRateLimitLayer::fail_open_share) of it) per
+    /// client key, answering `429` beyond it; the concurrency layer grants worker-local
+    /// permits up to its capacity. Admitted requests carry no rate-limit fields. Refusals
+    /// still answer 503.
     FailOpen,
 }
 

@@ -172,8 +172,14 @@ where
         settle(admission, &outcome);
         return outcome.map_err(Failure::Backend);
     }
+    // At most a bounded number heard out at once: beyond it the attempt is dropped here
+    // (which every step allows) and gives no verdict.
+    let Some(slot) = admission.hear_out_late() else {
+        return Err(Failure::TimedOut(timeout));
+    };
     let grace = timeout.max(LATE_VERDICT_GRACE);
     tokio::spawn(async move {
+        let _slot = slot;
         match tokio::time::timeout(grace, attempt).await {
             Ok(outcome) => settle(admission, &outcome),
             Err(_) => admission.failed(),

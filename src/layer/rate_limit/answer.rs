@@ -1,6 +1,7 @@
 //! What the rate-limit layer answers itself, and the fields it adds to allowed responses.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::request::Parts;
 use http::{HeaderMap, Request, Response, StatusCode};
@@ -116,11 +117,34 @@ pub(crate) fn rejected(
     answer
 }
 
-/// The failure policy's answer when the backend gave no decision: pass without a limit, or
-/// 503 (written once the request is at hand, for the application's hook).
-pub(crate) fn failed(config: Arc<Config>, failure: Failure) -> Decision<Admitted> {
+/// The failure policy's answer when the backend gave no decision: the fail-open fallback's
+/// decision for `key` (admitted, or 429), or 503 (written once the request is at hand, for
+/// the application's hook).
+pub(crate) async fn failed(
+    config: Arc<Config>,
+    failure: Failure,
+    key: Option<Vec<u8>>,
+    cost: u64,
+) -> Decision<Admitted> {
     match failure.verdict(config.failure, "rate limit") {
-        Verdict::Pass => Decision::Admit(Admitted::FailedOpen),
+        Verdict::Pass => match (&config.fallback, key) {
+            (Some(fallback), Some(key)) => match fallback.try_acquire(&key, cost).await {
+                Ok(local) if local.is_granted() => Decision::Admit(Admitted::FailedOpen),
+                Ok(local) => Responses::later(config.responses.hooked(), move |request| {
+                    rejected(&config, &local, request)
+                }),
+                // The fallback is full (a flood of distinct keys): no budget to admit from.
+                Err(err) => Responses::later(config.responses.hooked(), move |request| {
+                    config.responses.outage(
+                        "rate limit",
+                        err.retry_after().unwrap_or(Duration::from_secs(1)),
+                        &Failure::Backend(err),
+                        request,
+                    )
+                }),
+            },
+            _ => Decision::Admit(Admitted::FailedOpen),
+        },
         Verdict::Unavailable(retry_after) => {
             Responses::later(config.responses.hooked(), move |request| {
                 config

@@ -49,6 +49,8 @@ pub(crate) fn decide(
         let limiter = config.limiter.clone();
         let max_wait = config.max_wait;
         let timeout = config.timeout + max_wait.unwrap_or_default();
+        // Kept for the fail-open fallback only: a layer failing closed pays nothing for it.
+        let kept = config.fallback.is_some().then(|| key.clone());
         let attempt = async move {
             match max_wait {
                 Some(max_wait) => limiter.acquire(&key, cost, max_wait).await,
@@ -62,7 +64,7 @@ pub(crate) fn decide(
             Ok(decision) => Responses::later(config.responses.hooked(), move |request| {
                 answer::rejected(&config, &decision, request)
             }),
-            Err(failure) => answer::failed(config, failure),
+            Err(failure) => answer::failed(config, failure, kept, cost).await,
         }
     })
 }

@@ -39,6 +39,11 @@ pub(crate) struct Config {
     pub(crate) max_wait: Option<Duration>,
     /// The rate-limit fields' fixed parts, serialized once: the policies never change.
     pub(crate) fields: crate::layer::headers::RateLimitFields,
+    /// This instance's share of each policy, for the fallback.
+    pub(crate) fail_open_share: f64,
+    /// What admits requests while failing open: each policy's share, counted in this process
+    /// (see [`RedisRateLimitLayer::fail_open_share`]). `Some` under [`FailurePolicy::FailOpen`].
+    pub(crate) fallback: Option<RateLimiter>,
 }
 
 /// Applies a rate limit to every request of the wrapped service, deciding in the backend
@@ -104,6 +109,8 @@ impl RedisRateLimitLayer {
                 breaker: None,
                 legacy_headers: false,
                 max_wait: None,
+                fail_open_share: 1.0,
+                fallback: None,
             }),
         }
     }
@@ -254,8 +261,34 @@ impl RedisRateLimitLayer {
 
     /// What to do when the backend is unavailable or times out. Default: fail closed (503
     /// with `Retry-After: 1`). Refusals answer 503 whatever the policy.
+    ///
+    /// [`FailOpen`](FailurePolicy::FailOpen) admits requests through a fallback limit kept
+    /// in this process, never without limit: each policy's quota (or this instance's
+    /// [share](Self::fail_open_share) of it) per window, for each client key, counted in
+    /// fixed windows. A request over it is answered `429` with `Retry-After`. So a flood that
+    /// pushes decisions past the timeout (expensive over-limit requests, a co-tenant's long
+    /// script making Redis answer `BUSY`) cannot switch the limit off: while the backend
+    /// cannot decide, at most the fallback's budget is admitted per instance.
     pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
-        self.config_mut().failure = policy;
+        let config = self.config_mut();
+        config.failure = policy;
+        config.fallback = fallback(config);
+        self
+    }
+
+    /// This instance's share of each quota while failing open (see
+    /// [`failure_policy`](Self::failure_policy)), from 0 to 1: `1.0` (the default) admits
+    /// a whole quota in each instance, so `n` replicas admit up to `n` quotas in all while
+    /// Redis is away; `1.0 / n` keeps them to about one quota. A share is rounded down to
+    /// whole permits, at least one per window; one outside 0 to 1 is taken as the nearer end.
+    pub fn fail_open_share(mut self, share: f64) -> Self {
+        let config = self.config_mut();
+        config.fail_open_share = if share.is_nan() {
+            1.0
+        } else {
+            share.clamp(0.0, 1.0)
+        };
+        config.fallback = fallback(config);
         self
     }
 
@@ -348,6 +381,32 @@ impl RedisRateLimitLayer {
 
     fn config_mut(&mut self) -> &mut Config {
         Arc::make_mut(&mut self.config)
+    }
+}
+
+/// The fallback of a failing-open layer: its policies scaled by its share, as fixed windows
+/// on a backend of this process.
+fn fallback(config: &Config) -> Option<RateLimiter> {
+    if config.failure != FailurePolicy::FailOpen {
+        return None;
+    }
+    let policies = config.limiter.policies().iter().map(|policy| {
+        // Rounded down, at least one: a share is what an instance may admit alone.
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss
+        )]
+        let quota = ((policy.quota() as f64) * config.fail_open_share).floor() as u64;
+        RateLimitPolicy::new(policy.name(), quota.max(1), policy.window())
+    });
+    match Stacked::new(&Coordination::memory(), "fail-open", policies) {
+        Ok(stacked) => Some(RateLimiter::from(stacked)),
+        // The limiter's own policies were valid; a scaled one can only be smaller.
+        Err(err) => {
+            tracing::error!(error = %err, "no fail-open fallback for this rate limit; failing open passes");
+            None
+        }
     }
 }
 

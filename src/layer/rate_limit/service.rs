@@ -83,13 +83,14 @@ where
         let request = Request::from_parts(parts, body);
         let admission = match decide::admit(config.breaker.as_ref()) {
             Ok(admission) => admission,
-            // The circuit is open: nothing is sent, the failure policy answers at once.
+            // The circuit is open: nothing is sent, the failure policy answers (failing open,
+            // from the fallback in this process).
             Err(failure) => {
-                let decision = answer::failed(config.clone(), failure);
-                return ResponseFuture::new(admission::ResponseFuture::decided(
-                    decision,
-                    request,
-                    &mut self.inner,
+                let decision = Box::pin(answer::failed(config.clone(), failure, Some(key), cost));
+                let clone = self.inner.clone();
+                let ready = std::mem::replace(&mut self.inner, clone);
+                return ResponseFuture::new(admission::ResponseFuture::deciding(
+                    decision, request, ready,
                 ));
             }
         };
