@@ -484,42 +484,73 @@ async fn a_password_rotated_under_a_running_app_gets_503_under_fail_open() {
     .await;
 }
 
+/// A memory backend filled by a flood of distinct client keys still serves a new client
+/// within its limit (rate-limit state is evicted, counted) and never evicts what is held: a
+/// lease taken before the flood is still held after it. Once what is held fills the store, a
+/// new lease is a 503 with `Retry-After`, when space frees.
 #[tokio::test]
-async fn a_full_memory_backend_gets_503_with_the_time_space_frees() {
-    let coordination: Coordination = MemoryBackend::builder()
-        .max_keys(1)
-        .build()
+async fn a_full_memory_backend_serves_new_clients_and_never_evicts_a_lease() {
+    let backend = MemoryBackend::builder().max_keys(8).build().expect("valid");
+    let coordination: Coordination = backend.clone().into();
+    let held = FencedLock::named(&coordination, "job")
+        .try_acquire(Duration::from_secs(60))
+        .await
+        .expect("acquire")
+        .into_lease()
+        .expect("free");
+    let rate = RedisRateLimitLayer::fixed_window(&coordination, "rate", 2, Duration::from_secs(60))
         .expect("valid")
-        .into();
-    let rate = RedisRateLimitLayer::fixed_window(&coordination, "rate", 5, Duration::from_secs(60))
-        .expect("valid")
-        .key(KeyExtractor::header("x-client").expect("a header name"))
-        .failure_policy(FailurePolicy::FailOpen);
-    let concurrent =
-        RedisConcurrencyLimitLayer::new(&coordination, "concurrent", Capacity::per_key(5))
-            .expect("valid")
-            .key(KeyExtractor::header("x-client").expect("a header name"))
-            .failure_policy(FailurePolicy::FailOpen);
+        .key(KeyExtractor::header_in_clear("x-client").expect("a header name"));
     let router = Router::new()
         .route("/rate", get(|| async { "ok" }).layer(rate))
-        .route("/concurrent", get(|| async { "ok" }).layer(concurrent))
         .route(
             LEASE,
             get(|lease: Lease<EachRequest>| async move { lease.fencing_token().to_string() }),
         )
-        .with_state(coordination);
+        .with_state(coordination.clone());
     let addr = serve(router).await;
     let client = client();
-    // The one key: a client's window.
-    let first = http_get(&client, addr, "/rate", &[("x-client", "a")]).await;
-    assert_eq!(first.status, 200);
-    for route in ALL_ROUTES {
-        let reply = http_get(&client, addr, route, &[("x-client", "b")]).await;
-        assert_503_with_retry_after(&reply, route);
-        // Space frees when the first client's window ends, about a minute from now.
-        let wait = reply.retry_after_secs();
-        assert!((55..=60).contains(&wait), "{route}: Retry-After {wait}");
+
+    // A flood of new clients: each is served, the oldest windows evicted for them.
+    for flooder in 0..50 {
+        let id = format!("flood-{flooder}");
+        let reply = http_get(&client, addr, "/rate", &[("x-client", &id)]).await;
+        assert_eq!(reply.status, 200, "{id}: {reply:?}");
     }
+    assert!(
+        backend.evictions() >= 40,
+        "{} evictions",
+        backend.evictions()
+    );
+    // A new client within its limit, then over it.
+    let statuses: Vec<u16> = {
+        let mut statuses = Vec::new();
+        for _ in 0..3 {
+            let reply = http_get(&client, addr, "/rate", &[("x-client", "new")]).await;
+            statuses.push(reply.status.as_u16());
+        }
+        statuses
+    };
+    assert_eq!(statuses, [200, 200, 429]);
+    // The lease held through the flood is still held.
+    assert!(held.verify_still_held().await.expect("verify"));
+    let contender = FencedLock::named(&coordination, "job")
+        .try_acquire(Duration::from_secs(60))
+        .await
+        .expect("try");
+    assert!(!contender.is_acquired(), "the lease was evicted");
+
+    // Each lease leaves a fencing counter, which is held: they fill the store at last.
+    let mut refused = None;
+    for _ in 0..8 {
+        let reply = http_get(&client, addr, LEASE, &[]).await;
+        if reply.status != 200 {
+            refused = Some(reply);
+            break;
+        }
+    }
+    let refused = refused.expect("a store full of what is held refuses a new lease");
+    assert_503_with_retry_after(&refused, "full of held keys");
 }
 
 #[tokio::test]

@@ -7,9 +7,14 @@
 //! Time comes from a monotonic clock built on tokio's `Instant`, so tests can call
 //! `tokio::time::pause()` and `advance()` to move windows and leases forward instantly.
 //! The number of live keys is bounded ([`DEFAULT_MAX_KEYS`]); expired keys are reclaimed as
-//! time passes, and when the bound is reached a step that would create a new key fails with
-//! [`ErrorKind::CapacityExceeded`](crate::ErrorKind::CapacityExceeded) (Redis' `noeviction`
-//! behaviour) instead of forgetting live state.
+//! time passes. When the bound is reached, rate-limit state (windows, buckets) is evicted,
+//! the entry nearest its expiry first: a client whose state is forgotten may be admitted
+//! again within its window, a bounded over-admission counted by
+//! [`MemoryBackend::evictions`], rather than every new client being refused (a flood of
+//! client keys would otherwise lock every new client out). Rate-limit state never fills the
+//! last quarter of the bound: it is kept for what is held (leases, permits, fencing
+//! counters), which is never evicted; a step that would create a held key in a store full of
+//! held things fails with [`ErrorKind::CapacityExceeded`](crate::ErrorKind::CapacityExceeded).
 
 pub(crate) mod clock;
 mod store;
@@ -102,6 +107,14 @@ impl MemoryBackend {
     /// The bound on live keys.
     pub fn max_keys(&self) -> usize {
         self.lock_store().max_keys()
+    }
+
+    /// How many rate-limit entries were evicted so far to make room for new keys in a full
+    /// backend: each one a client that may be admitted again within its window. A number
+    /// that grows says the bound is too small for the keys in use (or that a flood of client
+    /// keys is under way).
+    pub fn evictions(&self) -> u64 {
+        self.lock_store().evictions()
     }
 
     /// The configured key prefix.

@@ -31,6 +31,24 @@ pub(crate) enum Value {
     LeaseOwner(String),
 }
 
+impl Value {
+    /// Whether an entry holding this may be evicted when the store is full: rate-limit state
+    /// (a window, a bucket, GCRA's arrival time), which always expires and whose loss costs
+    /// a bounded over-admission. Never what is held (a lease, permits) nor a counter without
+    /// expiry (a lock's fencing counter), whose loss would be unsafe.
+    fn is_evictable(&self, expires_at: Option<Instant>) -> bool {
+        match self {
+            Value::Segments(_)
+            | Value::Bucket { .. }
+            | Value::Tat(_)
+            | Value::Windows(_)
+            // A fixed window's counter; a fencing counter has no expiry.
+            | Value::Int(_) => expires_at.is_some(),
+            Value::Permits { .. } | Value::LeaseOwner(_) => false,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Entry {
     pub(crate) value: Value,
@@ -50,15 +68,36 @@ impl Entry {
 ///
 /// Expired entries are invisible at once and reclaimed through a min-heap of deadlines on
 /// every access, so reclaiming costs O(log n) per expired key and a stream of new,
-/// short-lived keys cannot grow the map past its bound. When the bound is reached and
-/// nothing has expired, a new key is refused with [`ErrorKind::CapacityExceeded`] rather
-/// than evicting a live one: forgetting a lease or a fencing counter would be unsafe.
+/// short-lived keys cannot grow the map past its bound.
+///
+/// When the bound is reached and nothing has expired, rate-limit state is evicted (see
+/// [`Value::is_evictable`]), the entry nearest its expiry first: a client whose window is
+/// forgotten may be admitted again within it, a bounded over-admission counted in
+/// [`evictions`](Self::evictions), rather than every new client being refused. A new
+/// rate-limit key never leaves fewer than a [reserve](held_reserve) of free keys, kept for
+/// what is held, so a flood of client keys can neither take the room of leases and permits
+/// nor evict them: a held key is refused with [`ErrorKind::CapacityExceeded`] only when the
+/// store is full of held things.
 #[derive(Debug)]
 pub(crate) struct Store {
     entries: HashMap<Vec<u8>, Entry>,
     deadlines: BinaryHeap<Reverse<(Instant, u64, Vec<u8>)>>,
+    /// The deadlines of evictable entries, the nearest first (superseded ones skipped).
+    evictable: BinaryHeap<Reverse<(Instant, u64, Vec<u8>)>>,
     max_keys: usize,
     next_schedule: u64,
+    /// Rate-limit entries evicted to make room.
+    evictions: u64,
+}
+
+/// The share of a store's keys that rate-limit state cannot take: a quarter, at least one
+/// key when the store has more than one.
+fn held_reserve(max_keys: usize) -> usize {
+    if max_keys > 1 {
+        (max_keys / 4).max(1)
+    } else {
+        0
+    }
 }
 
 impl Store {
@@ -66,9 +105,16 @@ impl Store {
         Store {
             entries: HashMap::new(),
             deadlines: BinaryHeap::new(),
+            evictable: BinaryHeap::new(),
             max_keys,
             next_schedule: 0,
+            evictions: 0,
         }
+    }
+
+    /// How many rate-limit entries were evicted to make room.
+    pub(crate) fn evictions(&self) -> u64 {
+        self.evictions
     }
 
     /// Live keys (after reclaiming what expired by `now`).
@@ -96,12 +142,15 @@ impl Store {
         expires_at: Option<Instant>,
         now: Instant,
     ) -> Result<()> {
-        if !self.entries.contains_key(key) {
-            self.ensure_room_for(1, now)?;
-        } else {
+        let evictable = value.is_evictable(expires_at);
+        if self.entries.contains_key(key) {
             self.reclaim(now);
+        } else if evictable {
+            self.make_room_for_rate_limit_state(now)?;
+        } else {
+            self.ensure_room_for(1, now)?;
         }
-        let schedule = self.schedule(key, expires_at);
+        let schedule = self.schedule(key, expires_at, evictable);
         self.entries.insert(
             key.to_vec(),
             Entry {
@@ -119,24 +168,67 @@ impl Store {
         self.entries.len().saturating_add(new_keys) <= self.max_keys
     }
 
-    /// Fails with [`ErrorKind::CapacityExceeded`] unless `new_keys` keys that do not exist yet
-    /// could be stored now. The error's [`retry_after`](Error::retry_after) is when the first
-    /// key expires (`None` when no key expires: only a deletion can free space).
+    /// Makes room for `new_keys` held keys that do not exist yet, evicting rate-limit state
+    /// if need be; fails with [`ErrorKind::CapacityExceeded`] when what is held fills the
+    /// store. The error's [`retry_after`](Error::retry_after) is when the first key expires
+    /// (`None` when no key expires: only a deletion can free space).
     pub(crate) fn ensure_room_for(&mut self, new_keys: usize, now: Instant) -> Result<()> {
-        if self.has_room_for(new_keys, now) {
-            return Ok(());
+        while !self.has_room_for(new_keys, now) {
+            if !self.evict_one() {
+                return Err(self.full(now));
+            }
         }
+        Ok(())
+    }
+
+    /// Makes room for one new rate-limit key: within the bound less the held reserve,
+    /// evicting the rate-limit entry nearest its expiry if need be. Without one to evict (what
+    /// is held takes the room), the key is refused as a held one would be.
+    fn make_room_for_rate_limit_state(&mut self, now: Instant) -> Result<()> {
+        self.reclaim(now);
+        let room = self.max_keys.saturating_sub(held_reserve(self.max_keys));
+        while self.entries.len() >= room.max(1) {
+            if !self.evict_one() {
+                return self.ensure_room_for(1, now);
+            }
+        }
+        Ok(())
+    }
+
+    /// Evicts the rate-limit entry nearest its expiry; `false` when there is none.
+    fn evict_one(&mut self) -> bool {
+        while let Some(Reverse((_, schedule, key))) = self.evictable.pop() {
+            if self
+                .entries
+                .get(&key)
+                .is_some_and(|entry| entry.schedule == schedule)
+            {
+                self.entries.remove(&key);
+                self.evictions += 1;
+                tracing::debug!(
+                    evictions = self.evictions,
+                    "the memory backend is full; evicted the rate-limit state nearest its expiry"
+                );
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The error of a store full of what is held.
+    fn full(&mut self, now: Instant) -> Error {
         let frees_in = self
             .first_deadline()
             .map(|first| first.saturating_duration_since(now));
-        Err(Error::new(
+        Error::new(
             ErrorKind::CapacityExceeded,
             format!(
-                "the memory backend holds its maximum of {} live keys",
+                "the memory backend holds its maximum of {} live keys, held leases, permits \
+                 and fencing counters",
                 self.max_keys
             ),
         )
-        .with_retry_after(frees_in))
+        .with_retry_after(frees_in)
     }
 
     /// Deletes a key; its scheduled expiry is then ignored.
@@ -155,7 +247,11 @@ impl Store {
         if !self.entries.contains_key(key) {
             return false;
         }
-        let schedule = self.schedule(key, expires_at);
+        let evictable = self
+            .entries
+            .get(key)
+            .is_some_and(|entry| entry.value.is_evictable(expires_at));
+        let schedule = self.schedule(key, expires_at, evictable);
         if let Some(entry) = self.entries.get_mut(key) {
             entry.expires_at = expires_at;
             entry.schedule = schedule;
@@ -163,11 +259,15 @@ impl Store {
         true
     }
 
-    fn schedule(&mut self, key: &[u8], expires_at: Option<Instant>) -> u64 {
+    fn schedule(&mut self, key: &[u8], expires_at: Option<Instant>, evictable: bool) -> u64 {
         self.next_schedule += 1;
         if let Some(deadline) = expires_at {
             self.deadlines
                 .push(Reverse((deadline, self.next_schedule, key.to_vec())));
+            if evictable {
+                self.evictable
+                    .push(Reverse((deadline, self.next_schedule, key.to_vec())));
+            }
             self.compact_if_sparse();
         }
         self.next_schedule
@@ -212,18 +312,30 @@ impl Store {
     /// Renewals leave superseded deadlines in the heap; rebuild it when they dominate so it
     /// stays proportional to the live keys.
     fn compact_if_sparse(&mut self) {
-        if self.deadlines.len() <= 2 * self.entries.len() + 64 {
-            return;
+        let bound = 2 * self.entries.len() + 64;
+        if self.deadlines.len() > bound {
+            self.deadlines = self.live_deadlines(|_| true);
         }
-        self.deadlines = self
-            .entries
+        if self.evictable.len() > bound {
+            self.evictable =
+                self.live_deadlines(|entry| entry.value.is_evictable(entry.expires_at));
+        }
+    }
+
+    /// The deadlines of the live entries that `keep` keeps.
+    fn live_deadlines(
+        &self,
+        keep: impl Fn(&Entry) -> bool,
+    ) -> BinaryHeap<Reverse<(Instant, u64, Vec<u8>)>> {
+        self.entries
             .iter()
+            .filter(|(_, entry)| keep(entry))
             .filter_map(|(key, entry)| {
                 entry
                     .expires_at
                     .map(|deadline| Reverse((deadline, entry.schedule, key.clone())))
             })
-            .collect();
+            .collect()
     }
 }
 
@@ -263,44 +375,94 @@ mod tests {
                 Ok(()) => {}
                 Err(err) => assert_eq!(err.kind(), ErrorKind::CapacityExceeded),
             }
-            // Keys live 1 s and arrive every 1 ms: once full, the store stays exactly full
-            // (each expiry makes room for the next key), never larger.
-            let expected = (i as usize + 1).min(100);
+            // Rate-limit keys live 1 s and arrive every 1 ms: once they fill their share (the
+            // bound less the held reserve), each new one evicts the oldest; never more.
+            let expected = (i as usize + 1).min(75);
             assert_eq!(store.len(now), expected);
             assert!(store.deadlines.len() <= 2 * 100 + 64 + 1);
             tokio::time::advance(Duration::from_millis(1)).await;
         }
     }
 
+    fn lease(owner: &str) -> Value {
+        Value::LeaseOwner(owner.to_owned())
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn full_store_refuses_new_keys_but_updates_existing_ones() {
+    async fn a_store_full_of_held_keys_refuses_new_keys_but_updates_existing_ones() {
         let mut store = Store::new(1);
         let now = Instant::now();
         store
-            .insert(b"a", Value::Int(1), Some(now + SECOND), now)
+            .insert(b"a", lease("x"), Some(now + SECOND), now)
             .unwrap();
-        let err = store.insert(b"b", Value::Int(1), None, now).unwrap_err();
+        let err = store.insert(b"b", lease("y"), None, now).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
         assert!(err.is_refused());
         assert_eq!(err.retry_after(), Some(SECOND), "when \"a\" expires");
+        // A held key is never evicted, not even for rate-limit state.
+        let err = store
+            .insert(b"c", Value::Int(1), Some(now + SECOND), now)
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
         // Renewed later: the superseded deadline is not the answer.
         store
-            .insert(b"a", Value::Int(2), Some(now + 2 * SECOND), now)
+            .insert(b"a", lease("x"), Some(now + 2 * SECOND), now)
             .unwrap();
-        let err = store.insert(b"b", Value::Int(1), None, now).unwrap_err();
+        let err = store.insert(b"b", lease("y"), None, now).unwrap_err();
         assert_eq!(err.retry_after(), Some(2 * SECOND));
         // Without an expiry, only a deletion frees space: no time to give.
         store.insert(b"a", Value::Int(3), None, now).unwrap();
-        let err = store.insert(b"b", Value::Int(1), None, now).unwrap_err();
+        let err = store.insert(b"b", lease("y"), None, now).unwrap_err();
         assert_eq!(err.retry_after(), None);
         store
-            .insert(b"a", Value::Int(2), Some(now + SECOND), now)
+            .insert(b"a", lease("x"), Some(now + SECOND), now)
             .unwrap();
         // Once "a" expires, there is room again.
         tokio::time::advance(SECOND).await;
         let now = Instant::now();
         store.insert(b"b", Value::Int(1), None, now).unwrap();
         assert_eq!(store.len(now), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rate_limit_state_is_evicted_nearest_its_expiry_and_held_keys_keep_their_reserve() {
+        let mut store = Store::new(8);
+        let now = Instant::now();
+        // Rate-limit state takes at most 6 of 8 keys: the seventh evicts the one nearest its
+        // expiry.
+        for i in 0..6u8 {
+            let expiry = now + SECOND * u32::from(10 - i);
+            store
+                .insert(&[i], Value::Int(1), Some(expiry), now)
+                .unwrap();
+        }
+        store
+            .insert(b"new", Value::Int(1), Some(now + SECOND * 20), now)
+            .unwrap();
+        assert_eq!(store.evictions(), 1);
+        assert!(
+            store.get_mut(&[5], now).is_none(),
+            "the nearest expiry went"
+        );
+        assert!(store.get_mut(&[4], now).is_some());
+        assert_eq!(store.len(now), 6);
+        // What is held has its reserve, then takes the rate-limit state's room too.
+        for held in 0..8u8 {
+            store
+                .insert(&[b'h', held], lease("t"), Some(now + SECOND), now)
+                .unwrap();
+        }
+        assert_eq!(store.len(now), 8);
+        assert_eq!(store.evictions(), 1 + 6, "every rate-limit entry made room");
+        // Full of what is held: nothing more is evicted, a new key of either kind refused.
+        let err = store.insert(b"late", lease("t"), None, now).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
+        let err = store
+            .insert(b"client", Value::Int(1), Some(now + SECOND), now)
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
+        // A counter without expiry (a fencing counter) is held too.
+        assert!(!Value::Int(1).is_evictable(None));
     }
 
     #[tokio::test(start_paused = true)]

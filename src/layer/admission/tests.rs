@@ -12,7 +12,6 @@ use tower::{Layer, Service, ServiceExt, service_fn};
 
 use crate::Coordination;
 use crate::backend::memory::MemoryBackend;
-use crate::coordination::rate_limit::FixedWindow;
 use crate::layer::concurrency_limit::{Capacity, RedisConcurrencyLimitLayer};
 use crate::layer::key::KeyExtractor;
 use crate::layer::rate_limit::RedisRateLimitLayer;
@@ -127,17 +126,27 @@ async fn a_full_concurrency_limit_is_a_429_with_retry_after_and_the_policy() {
     drop(held);
 }
 
-/// A full memory backend refuses: 503 with `Retry-After` on both layers, under either
-/// failure policy, and a problem when asked for.
+/// A permit that takes the one key of a memory backend of one key: held, so never evicted.
+async fn held_filler(
+    coordination: &Coordination,
+) -> crate::coordination::semaphore::SemaphorePermit {
+    crate::coordination::semaphore::Semaphore::new(coordination, "filler", 1)
+        .expect("valid")
+        .try_acquire(Some(MINUTE))
+        .await
+        .expect("the only key")
+        .into_permit()
+        .expect("free")
+}
+
+/// A memory backend full of what is held refuses: 503 with `Retry-After` on both layers,
+/// under either failure policy, and a problem when asked for.
 #[tokio::test]
 async fn a_refusing_backend_is_a_503_with_retry_after_on_both_layers() {
     let backend = MemoryBackend::builder().max_keys(1).build().expect("valid");
     let coordination = Coordination::new(backend);
-    FixedWindow::new(&coordination, "filler", 1, MINUTE)
-        .expect("valid")
-        .try_acquire(b"k", 1)
-        .await
-        .expect("the only key");
+    // Full of what is held, which is never evicted.
+    let _filler = held_filler(&coordination).await;
     for policy in [
         crate::layer::FailurePolicy::default(),
         crate::layer::FailurePolicy::FailOpen,
@@ -291,11 +300,7 @@ async fn one_rejection_hook_serves_both_layers() {
     // An outage, under a hook that words it, keeps the layer's Retry-After.
     let backend = MemoryBackend::builder().max_keys(1).build().expect("valid");
     let full = Coordination::new(backend);
-    FixedWindow::new(&full, "filler", 1, MINUTE)
-        .expect("valid")
-        .try_acquire(b"k", 1)
-        .await
-        .expect("the only key");
+    let _filler = held_filler(&full).await;
     let outage = rate(&full).rejection_response(|rejection: &Rejection<'_>, request: &Parts| {
         assert_eq!(request.uri.path(), "/");
         assert_eq!(rejection.kind(), RejectionKind::Unavailable);
