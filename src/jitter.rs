@@ -10,7 +10,7 @@ pub(crate) fn between(low: Duration, high: Duration) -> Duration {
         return low;
     }
     // Jitter needs no strong randomness; a zero on failure only drops it once.
-    low + Duration::from_micros(getrandom::u64().unwrap_or(0) % span)
+    low.saturating_add(Duration::from_micros(getrandom::u64().unwrap_or(0) % span))
 }
 
 #[cfg(test)]

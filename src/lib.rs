@@ -137,6 +137,7 @@ mod error;
 pub mod extract;
 mod jitter;
 pub mod layer;
+mod time;
 
 pub use coordination::Coordination;
 pub use error::{Error, ErrorKind, Result, UnsupportedFeature};

@@ -201,7 +201,7 @@ impl Breaker {
     }
 
     fn open(&self, state: &mut State) {
-        let until = Instant::now() + jittered(self.settings.open_for);
+        let until = crate::time::after(Instant::now(), jittered(self.settings.open_for));
         let (State::Closed { round, .. }
         | State::HalfOpen { round, .. }
         | State::Open { round, .. }) = state;
@@ -308,7 +308,7 @@ impl Drop for Admission {
 /// `base` plus or minus up to a fifth, at random.
 fn jittered(base: Duration) -> Duration {
     let fifth = base / 5;
-    crate::jitter::between(base - fifth, base + fifth)
+    crate::jitter::between(base - fifth, base.saturating_add(fifth))
 }
 
 #[cfg(test)]
@@ -322,6 +322,18 @@ mod tests {
                 .open_for(Duration::from_secs(10))
                 .half_open_probes(probes),
         )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_circuit_open_for_ever_opens_without_overflowing() {
+        let breaker = Breaker::new(
+            CircuitBreaker::new()
+                .failure_threshold(1)
+                .open_for(Duration::MAX),
+        );
+        breaker.admit().expect("closed").failed();
+        assert_eq!(breaker.state(), CircuitState::Open);
+        assert!(breaker.admit().is_none());
     }
 
     #[test]

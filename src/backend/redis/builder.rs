@@ -350,12 +350,11 @@ async fn server_clock(connection: &Connection) -> Result<ServerClock> {
         .await
         .map_err(error_map::from_redis)?;
     let received = tokio::time::Instant::now();
-    let (seconds, micros): (u64, u64) = redis::from_redis_value(reply)
-        .map_err(|err| Error::unexpected_reply(format!("TIME: {err}")))?;
+    let now = super::server_clock::time_reply(reply)?;
     Ok(ServerClock::new(
         sent,
         received,
-        seconds.saturating_mul(1000) + micros / 1000,
+        super::server_clock::millis(now),
     ))
 }
 

@@ -204,8 +204,7 @@ impl RedisBackend {
                 self.shared.link.forget_if_broken(connected, &err);
                 error_map::from_redis(err)
             })?;
-        let (seconds, micros): (u64, u64) = convert(reply, "TIME")?;
-        let now = Duration::from_secs(seconds) + Duration::from_micros(micros);
+        let now = server_clock::time_reply(reply)?;
         connected
             .clock
             .update(sent, tokio::time::Instant::now(), millis(now));
@@ -287,7 +286,7 @@ impl RedisBackend {
         let backend = self.clone();
         async move {
             tokio::time::sleep_until(deadline.passed_at).await;
-            let latest = deadline.passed_at + backend.deadline_bound();
+            let latest = crate::time::after(deadline.passed_at, backend.deadline_bound());
             loop {
                 // No connection now: the release that follows makes one, and waits no more.
                 let Ok(connected) = backend.connected().await else {
@@ -569,10 +568,7 @@ impl Retry {
         // Every failure is recorded, so that the outage is remembered while it lasts.
         let since = shared.outage.failure(now);
         let (deadline, pause) = self.state.get_or_insert_with(|| {
-            // A bound too large to add means no bound short of a year.
-            let deadline = since
-                .checked_add(shared.transient_retry)
-                .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600));
+            let deadline = crate::time::after(since, shared.transient_retry);
             (deadline, TRANSIENT_RETRY_FIRST_PAUSE)
         });
         let wait = crate::jitter::between(*pause / 2, *pause);

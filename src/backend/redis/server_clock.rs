@@ -44,7 +44,7 @@ impl Anchor {
                 server_ms.saturating_sub(self.server_ms),
             ))
             .and_then(|at| at.checked_add(self.margin()))
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 24 * 3600))
+            .unwrap_or_else(|| crate::time::after(Instant::now(), crate::time::FAR))
     }
 }
 
@@ -139,6 +139,25 @@ impl ServerClock {
     }
 }
 
+/// The latest a server's `TIME` may read (2^40 seconds since the epoch, about the year
+/// 36812): beyond it, a reply is taken for what it is, not a clock.
+const LATEST_TIME_SECS: u64 = 1 << 40;
+
+/// A `TIME` reply (seconds and microseconds since the epoch) as a duration since the epoch.
+/// Fails with [`ErrorKind::UnexpectedReply`](crate::ErrorKind::UnexpectedReply) for a reply
+/// that is no clock (a hostile server, or a man in the middle on a plaintext link, could
+/// send one near `u64::MAX`, whose arithmetic would overflow).
+pub(super) fn time_reply(reply: redis::Value) -> crate::Result<Duration> {
+    let (seconds, micros): (u64, u64) = redis::from_redis_value(reply)
+        .map_err(|err| crate::Error::unexpected_reply(format!("TIME: {err}")))?;
+    if seconds > LATEST_TIME_SECS || micros >= 1_000_000 {
+        return Err(crate::Error::unexpected_reply(format!(
+            "TIME answered {seconds} s and {micros} µs, which is no clock"
+        )));
+    }
+    Ok(Duration::from_secs(seconds) + Duration::from_micros(micros))
+}
+
 /// Whole milliseconds, saturating.
 pub(super) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
@@ -147,6 +166,34 @@ pub(super) fn millis(duration: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_time_reply_that_is_no_clock_is_refused() {
+        use redis::Value;
+        let reply = |seconds: &str, micros: &str| {
+            Value::Array(vec![
+                Value::BulkString(seconds.as_bytes().to_vec()),
+                Value::BulkString(micros.as_bytes().to_vec()),
+            ])
+        };
+        assert_eq!(
+            time_reply(reply("1796150401", "250000")).expect("a clock"),
+            Duration::from_millis(1_796_150_401_250)
+        );
+        for (seconds, micros) in [
+            ("18446744073709551615", "999999"),
+            ("1796150401", "1000000"),
+            ("1099511627777", "0"),
+        ] {
+            let err = time_reply(reply(seconds, micros)).expect_err("no clock");
+            assert_eq!(
+                err.kind(),
+                crate::ErrorKind::UnexpectedReply,
+                "{seconds} {micros}"
+            );
+        }
+        assert!(time_reply(Value::Nil).is_err());
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_deadline_passes_once_the_slowest_reading_is_beyond_it() {

@@ -73,7 +73,7 @@ impl DenyCache {
             return;
         };
         let now = Instant::now();
-        let until = now + wait;
+        let until = crate::time::after(now, wait);
         let mut state = self.lock();
         if !state.entries.contains_key(key) && state.entries.len() >= self.max_keys {
             if state.next_sweep.is_some_and(|at| now < at) {

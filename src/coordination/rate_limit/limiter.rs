@@ -163,13 +163,13 @@ impl RateLimiter {
         permits: u64,
         max_wait: Duration,
     ) -> Result<RateLimitDecision> {
-        let deadline = Instant::now() + max_wait;
+        let deadline = crate::time::after(Instant::now(), max_wait);
         let first = self.decide(key, permits).await?;
         let (Some(queue), Some(wait)) = (&self.inner.queue, first.retry_after()) else {
             self.inner.counters.record(first.is_granted());
             return Ok(first);
         };
-        let Some(ticket) = (Instant::now() + wait <= deadline)
+        let Some(ticket) = (crate::time::after(Instant::now(), wait) <= deadline)
             .then(|| queue.enqueue(key, permits))
             .flatten()
         else {
@@ -179,7 +179,7 @@ impl RateLimiter {
         self.inner.counters.touch();
 
         let mut last = first;
-        let mut retry_at = Instant::now() + wait;
+        let mut retry_at = crate::time::after(Instant::now(), wait);
         loop {
             match ticket.role() {
                 Role::Closed => return Err(closed()),
@@ -206,7 +206,7 @@ impl RateLimiter {
                     let decision = self.decide(key, permits).await?;
                     match decision.retry_after() {
                         Some(wait) if !decision.is_granted() => {
-                            retry_at = Instant::now() + wait;
+                            retry_at = crate::time::after(Instant::now(), wait);
                             last = decision;
                         }
                         _ => {
@@ -287,5 +287,40 @@ impl fmt::Debug for RateLimiter {
             .field("queue", &self.inner.settings.queue)
             .field("deny_cache", &self.inner.settings.deny_cache)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::Coordination;
+    use crate::coordination::rate_limit::FixedWindow;
+
+    /// A wait configured as forever waits, without overflowing the instant it ends at.
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_of_forever_waits_for_the_next_window() {
+        let window = FixedWindow::new(&Coordination::memory(), "jobs", 1, Duration::from_secs(1))
+            .expect("valid");
+        let limiter = RateLimiter::from(window).with_queue(10, QueueOrder::OldestFirst);
+        assert!(
+            limiter
+                .acquire(b"k", 1, Duration::MAX)
+                .await
+                .expect("granted")
+                .is_granted()
+        );
+        let started = Instant::now();
+        let decision = limiter
+            .acquire(b"k", 1, Duration::MAX)
+            .await
+            .expect("answered");
+        assert!(decision.is_granted());
+        assert!(
+            started.elapsed() >= Duration::from_millis(900),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }

@@ -421,3 +421,20 @@ async fn a_body_past_the_longest_hold_ends_with_hold_limit_reached() {
     }
     panic!("the permit was not released");
 }
+
+/// A layer configured to wait forever (`wait(Duration::MAX, n)`) answers without
+/// overflowing: a request waits for the next window.
+#[tokio::test(start_paused = true)]
+async fn a_layer_that_waits_forever_answers() {
+    let coordination = Coordination::memory();
+    let layer = RedisRateLimitLayer::fixed_window(&coordination, "api", 1, Duration::from_secs(1))
+        .expect("valid")
+        .key(KeyExtractor::global())
+        .wait(Duration::MAX, 10);
+    assert_eq!(answer(&layer).await.0, StatusCode::OK);
+    assert_eq!(
+        answer(&layer).await.0,
+        StatusCode::OK,
+        "after waiting for the next window"
+    );
+}

@@ -48,7 +48,7 @@ pub(crate) fn decide(
         // Built here, in the boxed future, and moved once (into the timeout).
         let limiter = config.limiter.clone();
         let max_wait = config.max_wait;
-        let timeout = config.timeout + max_wait.unwrap_or_default();
+        let timeout = config.timeout.saturating_add(max_wait.unwrap_or_default());
         // Kept for the fail-open fallback only: a layer failing closed pays nothing for it.
         let kept = config.fallback.is_some().then(|| key.clone());
         let attempt = async move {

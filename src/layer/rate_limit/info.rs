@@ -122,10 +122,12 @@ mod extract {
 
     impl std::error::Error for MissingRateLimitInfo {}
 
+    /// A `500` whose body says only that: the explanation (which would tell a client that the
+    /// limits are off while the backend is away) goes to the log.
     impl IntoResponse for MissingRateLimitInfo {
         fn into_response(self) -> Response {
             tracing::error!("{self}");
-            (StatusCode::INTERNAL_SERVER_ERROR, self.to_string()).into_response()
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal server error\n").into_response()
         }
     }
 

@@ -1,7 +1,8 @@
 -- GCRA: one theoretical arrival time (TAT) per key, in whole microseconds since the epoch on
 -- the server's clock. A request of n permits conforms when max(TAT, now) + n*T - b*T <= now,
 -- and then moves the TAT to max(TAT, now) + n*T. A rejected request and a probe (0 permits)
--- create nothing and change nothing but a lost expiry.
+-- create nothing and change nothing but a lost expiry, or a TAT further ahead than any grant
+-- sets it (b*T), which a clock stepped back left: it is brought back to now + b*T.
 --
 -- Lua numbers are doubles: the caller keeps b*T <= 2^50 us, so (with now ~ 2^51 us) every
 -- value below is an integer under 2^53, exact, and every floor/ceil of a quotient is exact.
@@ -28,6 +29,7 @@ local time = call('TIME')
 local now = time[1] * 1000000 + time[2]
 
 local ahead = 0
+local stepped = false
 local key = KEYS[1]
 -- pcall: another type under the key answers WRONGTYPE as a table instead of aborting.
 local raw = redis.pcall('GET', key)
@@ -38,6 +40,13 @@ if raw then
     end
     if tat > now then
         ahead = tat - now
+        if ahead > tolerance then
+            -- No grant sets a TAT more than the tolerance ahead: a clock that has since
+            -- stepped back set this one. It counts as a full burst (and is written so),
+            -- rather than refusing the key for the length of the step.
+            ahead = tolerance
+            stepped = true
+        end
     end
 end
 
@@ -48,6 +57,9 @@ if granted and permits > 0 then
     local format = string.format
     call('SET', key, format('%d', now + new_ahead),
         'PX', format('%d', math.ceil(new_ahead / 1000)))
+elseif stepped then
+    local format = string.format
+    call('SET', key, format('%d', now + ahead), 'PX', format('%d', math.ceil(ahead / 1000)))
 elseif raw and call('PTTL', key) == -1 then
     -- A TAT without expiry would outlive its use: let it go when it passes.
     call('PEXPIRE', key, math.max(1, math.ceil(ahead / 1000)))
