@@ -160,7 +160,7 @@ async fn the_limits_answer_with_their_fields_and_one_json_convention() {
     let keys: Vec<String> = server.cmd(&["KEYS", "api-service:*"]);
     assert!(
         keys.iter()
-            .any(|k| k.starts_with("api-service:rl:tb:7:api-key:sha256:")),
+            .any(|k| k.starts_with("api-service:rl:tb:7:api-key:hdr:x-api-key:sha256:")),
         "{keys:?}"
     );
     assert!(

@@ -7,8 +7,15 @@
 //! | --- | --- |
 //! | [`KeyExtractor::global`] | `global` |
 //! | [`KeyExtractor::peer_ip`], [`KeyExtractor::client_ip`], [`KeyExtractor::client_ip_forwarded`], [`KeyExtractor::client_ip_real_ip`], [`KeyExtractor::client_ip_hops`] | `ip:203.0.113.7`; an IPv6 client's `/64`, `ip:2001:db8:1:2::/64` (see [`ipv6_prefix`](KeyExtractor::ipv6_prefix)) |
-//! | [`KeyExtractor::header`] | `sha256:` and the hex SHA-256 of the header value |
-//! | [`KeyExtractor::header_in_clear`] | the header value, byte for byte |
+//! | [`KeyExtractor::header`] | `hdr:`, the header's name, `:sha256:` and the hex SHA-256 of its value: `hdr:x-api-key:sha256:3605…` |
+//! | [`KeyExtractor::header_in_clear`] | `hdr:`, the header's name, `:` and its value, byte for byte: `hdr:x-tenant:acme` |
+//! | [`KeyExtractor::from_fn`] | `fn:` and the closure's key |
+//!
+//! Each key starts with its source, so that no client can send a header (or make a closure
+//! return) a key another extractor gives, such as `ip:203.0.113.7` or `global`, and spend
+//! that client's budget where two layers share a limit's name. Braces in a client's own bytes
+//! are written `%7B` and `%7D` (and `%` as `%25`): a key is part of a Redis key name, where a
+//! `{hash tag}` would let the client choose its cluster slot.
 //!
 //! A header usually carries a credential (an API key, a bearer token), and the key is part
 //! of a Redis key name, which `MONITOR`, `SCAN`, slow logs and backups show to whoever can
@@ -313,8 +320,12 @@ impl KeyExtractor {
     }
 
     /// Keys by the value of a request header, such as an API key, stored as its digest:
-    /// [`HASHED_NAME_PREFIX`] and the lowercase hex SHA-256 of the first value's bytes, so
-    /// that no credential appears in Redis key names. Requests with equal values share a key
+    /// `hdr:`, the header's name, `:`, then [`HASHED_NAME_PREFIX`] and the lowercase hex
+    /// SHA-256 of the first value's bytes, so that no credential appears in Redis key names.
+    ///
+    /// The client chooses what it sends: a header names a client only once the application
+    /// has authenticated it (checked the API key, say, in a layer before this one). Keyed by
+    /// a header nobody checks, a client takes a fresh budget by sending a new value. Requests with equal values share a key
     /// exactly as they would in clear. The digest has no secret: a key from a small space
     /// (a short numeric id) can be found again from a Redis key name by trying every value;
     /// hash with a secret of your own in [`from_fn`](Self::from_fn) where that matters.
@@ -341,9 +352,12 @@ impl KeyExtractor {
         )))
     }
 
-    /// Like [`header`](Self::header), but the key is the first value's bytes, as sent, up to
-    /// [`MAX_NAME_LEN`] bytes (a longer value is hashed): for a header that names a client
-    /// without being a secret, such as a tenant id, where readable key names help.
+    /// Like [`header`](Self::header), but the key is `hdr:`, the header's name, `:` and the
+    /// first value's bytes, as sent (braces escaped), up to [`MAX_NAME_LEN`] bytes (a longer
+    /// value is hashed): for a header that names a client without being a secret, such as a
+    /// tenant id, where readable key names help. Values are compared byte for byte (`Acme`
+    /// and `acme` are two clients): normalise them in [`from_fn`](Self::from_fn) where that
+    /// matters.
     /// `name` is read as by [`header`](Self::header).
     pub fn header_in_clear(name: impl AsRef<str>) -> Result<Self> {
         Ok(Self::new(Inner::Header(
@@ -354,8 +368,9 @@ impl KeyExtractor {
 
     /// Keys by the result of `f`, for any other rule.
     ///
-    /// Return a [`KeyError`] from `f` to refuse a request that carries no usable key. A key
-    /// longer than [`MAX_NAME_LEN`] is hashed, as for [`header`](Self::header).
+    /// Return a [`KeyError`] from `f` to refuse a request that carries no usable key. The
+    /// stored key is `fn:` and `f`'s key, braces escaped; a key longer than
+    /// [`MAX_NAME_LEN`] is hashed, as for [`header`](Self::header).
     pub fn from_fn<F>(f: F) -> Self
     where
         F: Fn(&Parts) -> Result<Vec<u8>, KeyError> + Send + Sync + 'static,
@@ -376,8 +391,14 @@ impl KeyExtractor {
                     format!("empty request header `{name}`"),
                 )),
                 Some(value) => Ok(match stored {
-                    Stored::Digest => digest(value.as_bytes()),
-                    Stored::InClear => bounded(value.as_bytes()).into_owned(),
+                    Stored::Digest => tagged(
+                        &[b"hdr:", name.as_str().as_bytes(), b":"],
+                        &digest(value.as_bytes()),
+                    ),
+                    Stored::InClear => tagged(
+                        &[b"hdr:", name.as_str().as_bytes(), b":"],
+                        &neutralised(&bounded(value.as_bytes())),
+                    ),
                 }),
                 None => Err(KeyError::with_kind(
                     KeyErrorKind::MissingHeader,
@@ -385,11 +406,12 @@ impl KeyExtractor {
                 )),
             },
             Inner::FromFn(f) => f(parts).map(|key| {
-                if needs_hashing(&key) {
+                let key = if needs_hashing(&key) {
                     digest(&key)
                 } else {
                     key
-                }
+                };
+                tagged(&[b"fn:"], &neutralised(&key))
             }),
         }
     }
@@ -417,6 +439,36 @@ impl fmt::Debug for KeyExtractor {
             Inner::FromFn(_) => f.write_str("KeyExtractor::FromFn"),
         }
     }
+}
+
+/// `tag` (the key's source, so that keys from two extractors never collide) and `key`.
+fn tagged(tag: &[&[u8]], key: &[u8]) -> Vec<u8> {
+    let mut tagged =
+        Vec::with_capacity(tag.iter().map(|part| part.len()).sum::<usize>() + key.len());
+    for part in tag {
+        tagged.extend_from_slice(part);
+    }
+    tagged.extend_from_slice(key);
+    tagged
+}
+
+/// `key` with its braces written as `%7B` and `%7D` (and `%` as `%25`, so that two keys stay
+/// two): a client's key is part of a Redis key name, where a `{hash tag}` would choose the
+/// cluster slot.
+fn neutralised(key: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if !key.iter().any(|b| matches!(b, b'{' | b'}' | b'%')) {
+        return std::borrow::Cow::Borrowed(key);
+    }
+    let mut escaped = Vec::with_capacity(key.len() + 8);
+    for &byte in key {
+        match byte {
+            b'{' => escaped.extend_from_slice(b"%7B"),
+            b'}' => escaped.extend_from_slice(b"%7D"),
+            b'%' => escaped.extend_from_slice(b"%25"),
+            other => escaped.push(other),
+        }
+    }
+    std::borrow::Cow::Owned(escaped)
 }
 
 /// `ip:` and the address: an IPv4 one whole, an IPv6 one as its network of `ipv6_prefix`
@@ -873,10 +925,10 @@ mod tests {
         let parts = parts(None, &[("x-tenant", "acme")]);
         for name in ["x-tenant", "X-Tenant", "X-TENANT"] {
             let extractor = KeyExtractor::header_in_clear(name).unwrap();
-            assert_eq!(key(&extractor, &parts), "acme", "{name}");
+            assert_eq!(key(&extractor, &parts), "hdr:x-tenant:acme", "{name}");
         }
         let typed = KeyExtractor::header_in_clear(HeaderName::from_static("x-tenant")).unwrap();
-        assert_eq!(key(&typed, &parts), "acme");
+        assert_eq!(key(&typed, &parts), "hdr:x-tenant:acme");
         for bad in ["", "x tenant", "x-tenant:", "x\ntenant"] {
             let err = KeyExtractor::header(bad).map(|_| ()).unwrap_err();
             assert_eq!(err.kind(), crate::ErrorKind::InvalidArgument);
@@ -969,7 +1021,7 @@ mod tests {
     fn header_keys_by_first_value() {
         let extractor = KeyExtractor::header_in_clear("x-api-key").unwrap();
         let parts = parts(None, &[("x-api-key", "alpha"), ("x-api-key", "beta")]);
-        assert_eq!(key(&extractor, &parts), "alpha");
+        assert_eq!(key(&extractor, &parts), "hdr:x-api-key:alpha");
     }
 
     #[test]
@@ -980,7 +1032,10 @@ mod tests {
         parts
             .headers
             .insert("x-api-key", HeaderValue::from_bytes(raw).unwrap());
-        assert_eq!(extractor.extract(&parts).unwrap(), raw);
+        assert_eq!(
+            extractor.extract(&parts).unwrap(),
+            [&b"hdr:x-api-key:"[..], raw].concat()
+        );
     }
 
     #[test]
@@ -990,7 +1045,7 @@ mod tests {
         // echo -n k-123 | sha256sum
         assert_eq!(
             key_of("k-123"),
-            "sha256:3605a9e4358da4302f8acea41f0f52cef85d0e3f727c7b020fc7305aec8d56b4"
+            "hdr:x-api-key:sha256:3605a9e4358da4302f8acea41f0f52cef85d0e3f727c7b020fc7305aec8d56b4"
         );
         assert_eq!(key_of("k-123"), key_of("k-123"));
         assert_ne!(key_of("k-123"), key_of("k-124"));
@@ -1024,7 +1079,7 @@ mod tests {
         });
         let mut tenant = parts(None, &[]);
         tenant.uri = "/acme".parse().unwrap();
-        assert_eq!(key(&by_path.clone(), &tenant), "/acme");
+        assert_eq!(key(&by_path.clone(), &tenant), "fn:/acme");
 
         let error = by_path.extract(&parts(None, &[])).unwrap_err();
         assert_eq!(error.kind(), KeyErrorKind::Custom);
@@ -1277,22 +1332,70 @@ mod tests {
     #[test]
     fn long_keys_are_hashed_and_short_ones_kept() {
         let api_key = KeyExtractor::header_in_clear("x-api-key").unwrap();
+        let tag = "hdr:x-api-key:";
         let exact = "k".repeat(MAX_NAME_LEN);
-        assert_eq!(key(&api_key, &parts(None, &[("x-api-key", &exact)])), exact);
+        assert_eq!(
+            key(&api_key, &parts(None, &[("x-api-key", &exact)])),
+            format!("{tag}{exact}")
+        );
         let long = "k".repeat(64 * 1024);
         let hashed = key(&api_key, &parts(None, &[("x-api-key", &long)]));
-        assert_eq!(hashed.len(), HASHED_NAME_PREFIX.len() + 64);
-        assert!(hashed.starts_with("sha256:"), "{hashed}");
+        assert_eq!(hashed.len(), tag.len() + HASHED_NAME_PREFIX.len() + 64);
+        assert!(hashed.starts_with("hdr:x-api-key:sha256:"), "{hashed}");
         let other = key(
             &api_key,
             &parts(None, &[("x-api-key", &format!("{long}x"))]),
         );
         assert_ne!(hashed, other);
-        // A key that looks like a hash is hashed in turn: no client can take another's.
-        let forged = key(&api_key, &parts(None, &[("x-api-key", &hashed)]));
+        // A value that looks like a hash is hashed in turn: no client can take another's.
+        let lookalike = &hashed[tag.len()..];
+        let forged = key(&api_key, &parts(None, &[("x-api-key", lookalike)]));
         assert_ne!(forged, hashed);
-        assert!(forged.starts_with("sha256:"));
+        assert!(forged.starts_with("hdr:x-api-key:sha256:"));
         let closure = KeyExtractor::from_fn(|_| Ok(vec![b'x'; MAX_NAME_LEN + 1]));
-        assert!(key(&closure, &parts(None, &[])).starts_with("sha256:"));
+        assert!(key(&closure, &parts(None, &[])).starts_with("fn:sha256:"));
+    }
+
+    #[test]
+    fn no_extractor_can_forge_another_ones_key() {
+        let peer = parts(Some("203.0.113.7:5000"), &[]);
+        let victim = key(&KeyExtractor::peer_ip(), &peer);
+        let global = key(&KeyExtractor::global(), &peer);
+        let in_clear = KeyExtractor::header_in_clear("x-tenant").unwrap();
+        let closure = KeyExtractor::from_fn(|parts| {
+            Ok(parts
+                .headers
+                .get("x-tenant")
+                .map_or_else(Vec::new, |v| v.as_bytes().to_vec()))
+        });
+        for forged in [victim.as_str(), global.as_str(), "hdr:x-api-key:sha256:00"] {
+            let request = parts(None, &[("x-tenant", forged)]);
+            let by_header = key(&in_clear, &request);
+            let by_closure = key(&closure, &request);
+            for key in [&by_header, &by_closure] {
+                assert_ne!(key.as_str(), victim);
+                assert_ne!(key.as_str(), global);
+                assert_ne!(key.as_str(), "hdr:x-api-key:sha256:00");
+            }
+        }
+        // Two headers with the same value are two clients.
+        let a = KeyExtractor::header("x-a").unwrap();
+        let b = KeyExtractor::header("x-b").unwrap();
+        let request = parts(None, &[("x-a", "same"), ("x-b", "same")]);
+        assert_ne!(key(&a, &request), key(&b, &request));
+    }
+
+    #[test]
+    fn braces_in_client_keys_choose_no_slot() {
+        let in_clear = KeyExtractor::header_in_clear("x-tenant").unwrap();
+        let braced = key(&in_clear, &parts(None, &[("x-tenant", "{slot}%")]));
+        assert_eq!(braced, "hdr:x-tenant:%7Bslot%7D%25");
+        // Written so, two different values stay two keys.
+        let escaped = key(&in_clear, &parts(None, &[("x-tenant", "%7Bslot%7D%25")]));
+        assert_ne!(braced, escaped);
+        let closure = KeyExtractor::from_fn(|_| Ok(b"a{b}".to_vec()));
+        assert_eq!(key(&closure, &parts(None, &[])), "fn:a%7Bb%7D");
+        // No brace is left to make a hash tag: the slot is the whole key's.
+        assert!(!braced.contains('{') && !braced.contains('}'));
     }
 }
