@@ -4,7 +4,10 @@
 //!   policies), the client being the address behind the trusted proxies (`TRUSTED_PROXIES`,
 //!   comma-separated networks or addresses; default `10.0.0.0/8`);
 //! - **`/api/…`**: a token bucket per API key (`X-Api-Key`, stored as its digest): bursts of
-//!   5, then one more every 2 seconds; `GET /api/quota` reads the decision;
+//!   5, then one more every 2 seconds; `GET /api/quota` reads the decision. A key is checked
+//!   before the limit counts it (`API_KEYS`, comma-separated, stands for the application's
+//!   own check; default `k-demo`): keyed by a header nobody checks, a client would take a
+//!   fresh budget with each value it makes up;
 //! - **`GET /events`**: server-sent events, one stream at a time per client, 100 in all;
 //! - **`POST /reports/{id}/rebuild`**: one rebuild of a report at a time across every
 //!   replica, under a `Lease` named by the path, whose fencing token the answer shows;
@@ -22,14 +25,17 @@
 //!
 //! It listens on `PORT` (default 3000) and prints `curl` lines to try it.
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body as AxumBody;
-use axum::extract::{FromRequestParts, Path};
+use axum::extract::{FromRequestParts, Path, Request, State};
+use axum::middleware::{Next, from_fn_with_state};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use bytes::Bytes;
@@ -45,6 +51,39 @@ use leasehold::layer::concurrency_limit::{Capacity, RedisConcurrencyLimitLayer};
 use leasehold::layer::key::{KeyError, KeyErrorKind, KeyExtractor, TrustedProxy};
 use leasehold::layer::rate_limit::RedisRateLimitLayer;
 use leasehold::layer::{FailurePolicy, Rejection, RejectionKind};
+
+/// The API keys this service issued (`API_KEYS`): the application's own check, a database or
+/// a signature in a real service.
+#[derive(Clone)]
+struct IssuedKeys(Arc<HashSet<String>>);
+
+/// Refuses an API key the service did not issue, before the per-key limit counts it: a
+/// header names a client only once checked. A missing key goes on to the limit, whose key
+/// error the hook answers (401 too).
+async fn require_issued_key(
+    State(issued): State<IssuedKeys>,
+    request: Request,
+    next: Next,
+) -> axum::response::Response {
+    match request.headers().get("x-api-key") {
+        Some(key) if !key.to_str().is_ok_and(|key| issued.0.contains(key)) => {
+            let body = format!(
+                "{{\"error\":\"api_key_unknown\",\"message\":\"This API key was not issued.\",\"path\":{}}}\n",
+                json_string(request.uri().path())
+            );
+            (
+                StatusCode::UNAUTHORIZED,
+                [
+                    (CONTENT_TYPE, "application/json"),
+                    (WWW_AUTHENTICATE, "ApiKey header=\"x-api-key\""),
+                ],
+                body,
+            )
+                .into_response()
+        }
+        _ => next.run(request).await,
+    }
+}
 
 /// How long a report takes to rebuild: long enough to try a second rebuild meanwhile.
 const REBUILD_TIME: Duration = Duration::from_secs(1);
@@ -170,7 +209,11 @@ async fn rebuild(lease: Lease<ReportRebuild>, Path(id): Path<u64>) -> String {
 }
 
 /// The service's routes and limits on `coordination`, behind `trusted` proxies.
-fn app(coordination: &Coordination, trusted: Vec<TrustedProxy>) -> leasehold::Result<Router> {
+fn app(
+    coordination: &Coordination,
+    trusted: Vec<TrustedProxy>,
+    issued: IssuedKeys,
+) -> leasehold::Result<Router> {
     let per_client = RedisRateLimitLayer::stacked(
         coordination,
         "client",
@@ -208,7 +251,9 @@ fn app(coordination: &Coordination, trusted: Vec<TrustedProxy>) -> leasehold::Re
     let api = Router::new()
         .route("/api/quota", get(quota))
         .route("/api/hello", get(|| async { "Hello, API client!\n" }))
-        .layer(per_api_key);
+        .layer(per_api_key)
+        // Outside the limit, so it runs first: only issued keys are counted.
+        .layer(from_fn_with_state(issued, require_issued_key));
     Ok(Router::new()
         .merge(api)
         .route("/events", get(events).layer(streams))
@@ -249,7 +294,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .split(',')
         .map(|proxy| proxy.trim().parse::<TrustedProxy>())
         .collect::<Result<Vec<_>, _>>()?;
-    let app = app(&coordination, trusted)?;
+    let issued = IssuedKeys(Arc::new(
+        std::env::var("API_KEYS")
+            .unwrap_or_else(|_| "k-demo".to_owned())
+            .split(',')
+            .map(|key| key.trim().to_owned())
+            .filter(|key| !key.is_empty())
+            .collect(),
+    ));
+    let app = app(&coordination, trusted, issued)?;
 
     let port: u16 = match std::env::var("PORT") {
         Ok(port) => port.parse()?,
@@ -258,7 +311,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     let addr = listener.local_addr()?;
     println!("backend: {backend}");
-    println!("try:     curl -i -H 'x-api-key: k-123' http://{addr}/api/quota");
+    println!("try:     curl -i -H 'x-api-key: k-demo' http://{addr}/api/quota");
     println!("         curl -N http://{addr}/events");
     println!("         curl -i -X POST http://{addr}/reports/7/rebuild   # twice at once: 409");
     println!("listening on http://{addr}");

@@ -33,6 +33,7 @@ fn start_with(before: impl FnOnce(&Proxy)) -> (Server, Proxy, Running) {
         &[
             ("REDIS_URL", proxy.url()),
             ("TRUSTED_PROXIES", "127.0.0.1".to_owned()),
+            ("API_KEYS", "k-0,k-1,k-2,fresh,k-outage".to_owned()),
         ],
     );
     (server, proxy, running)
@@ -93,6 +94,14 @@ async fn the_limits_answer_with_their_fields_and_one_json_convention() {
         text(&reply)
     );
     assert!(reply.header("ratelimit-policy").is_some());
+    // A key the service did not issue: 401 before the per-key limit counts it.
+    let reply = get(&client, addr, "/api/hello", &[("x-api-key", "made-up")]).await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    assert!(
+        text(&reply).contains("\"api_key_unknown\""),
+        "{}",
+        text(&reply)
+    );
 
     // Five per API key, then 429 with the bucket's wait (one token every 2 s).
     let (granted, rejected) = within_one_window(Duration::from_secs(2), |n| {
