@@ -9,12 +9,13 @@
 //! The number of live keys is bounded ([`DEFAULT_MAX_KEYS`]); expired keys are reclaimed as
 //! time passes. When the bound is reached, rate-limit state (windows, buckets) is evicted,
 //! the entry nearest its expiry first: a client whose state is forgotten may be admitted
-//! again within its window, a bounded over-admission counted by
-//! [`MemoryBackend::evictions`], rather than every new client being refused (a flood of
-//! client keys would otherwise lock every new client out). Rate-limit state never fills the
-//! last quarter of the bound: it is kept for what is held (leases, permits, fencing
-//! counters), which is never evicted; a step that would create a held key in a store full of
-//! held things fails with [`ErrorKind::CapacityExceeded`](crate::ErrorKind::CapacityExceeded).
+//! again within its window (one client per eviction, counted by
+//! [`MemoryBackend::evictions`]), rather than every new client being refused (a flood of
+//! client keys would otherwise lock every new client out). What is held (leases, permits,
+//! fencing counters) is never evicted: a new held key evicts rate-limit state for room, and
+//! rate-limit state leaves a quarter of the bound free for it while what is held leaves room
+//! for that. A step that would create a held key in a store full of held things fails with
+//! [`ErrorKind::CapacityExceeded`](crate::ErrorKind::CapacityExceeded).
 
 pub(crate) mod clock;
 mod store;

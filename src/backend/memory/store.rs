@@ -74,9 +74,10 @@ impl Entry {
 /// [`Value::is_evictable`]), the entry nearest its expiry first: a client whose window is
 /// forgotten may be admitted again within it, a bounded over-admission counted in
 /// [`evictions`](Self::evictions), rather than every new client being refused. A new
-/// rate-limit key never leaves fewer than a [reserve](held_reserve) of free keys, kept for
-/// what is held, so a flood of client keys can neither take the room of leases and permits
-/// nor evict them: a held key is refused with [`ErrorKind::CapacityExceeded`] only when the
+/// rate-limit key leaves a [reserve](held_reserve) of free keys for what is held while it
+/// can (evicting older rate-limit state), and a new held key evicts rate-limit state for
+/// room, so a flood of client keys can neither take the room of leases and permits nor
+/// evict them: a held key is refused with [`ErrorKind::CapacityExceeded`] only when the
 /// store is full of held things.
 #[derive(Debug)]
 pub(crate) struct Store {
@@ -159,6 +160,9 @@ impl Store {
                 schedule,
             },
         );
+        // Only once the entry carries its schedule: a heap rebuilt before would leave its
+        // new deadline out, and the entry would never be reclaimed nor evicted.
+        self.compact_if_sparse();
         Ok(())
     }
 
@@ -256,6 +260,7 @@ impl Store {
             entry.expires_at = expires_at;
             entry.schedule = schedule;
         }
+        self.compact_if_sparse();
         true
     }
 
@@ -268,7 +273,6 @@ impl Store {
                 self.evictable
                     .push(Reverse((deadline, self.next_schedule, key.to_vec())));
             }
-            self.compact_if_sparse();
         }
         self.next_schedule
     }
@@ -463,6 +467,38 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
         // A counter without expiry (a fencing counter) is held too.
         assert!(!Value::Int(1).is_evictable(None));
+    }
+
+    /// Whatever renewal a compaction of the heaps falls on, the entry keeps its deadline: it
+    /// is reclaimed when it passes, and evictable while it lasts.
+    #[tokio::test(start_paused = true)]
+    async fn a_compaction_never_loses_the_deadline_it_follows() {
+        for renewals in 1..200u64 {
+            let mut store = Store::new(10);
+            let now = Instant::now();
+            store
+                .insert(b"a", Value::Int(1), Some(now + SECOND), now)
+                .unwrap();
+            for i in 0..renewals {
+                let deadline = now + SECOND + Duration::from_millis(i);
+                store
+                    .insert(b"a", Value::Int(1), Some(deadline), now)
+                    .unwrap();
+            }
+            let later = now + SECOND + Duration::from_millis(renewals);
+            assert!(
+                store.get_mut(b"a", later).is_none(),
+                "reclaimed after {renewals}"
+            );
+            let mut store = Store::new(10);
+            store
+                .insert(b"a", Value::Int(1), Some(now + SECOND), now)
+                .unwrap();
+            for i in 0..renewals {
+                assert!(store.set_expiry(b"a", Some(now + SECOND + Duration::from_millis(i)), now));
+            }
+            assert!(store.evict_one(), "evictable after {renewals}");
+        }
     }
 
     #[tokio::test(start_paused = true)]

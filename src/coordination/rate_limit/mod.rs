@@ -15,7 +15,7 @@ mod limiter;
 mod policy;
 mod queue;
 mod sliding_window;
-mod stacked;
+pub(crate) mod stacked;
 mod statistics;
 mod token_bucket;
 

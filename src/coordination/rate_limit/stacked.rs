@@ -20,10 +20,10 @@ use crate::error::{Error, Result};
 pub const MAX_STACKED_POLICIES: usize = 16;
 /// The largest limit: counts and requests (at most the smallest limit + 1) then add up below
 /// 2^53, which the script's Lua numbers (doubles) hold exactly.
-const MAX_LIMIT: u64 = (1 << 52) - 1;
+pub(crate) const MAX_LIMIT: u64 = (1 << 52) - 1;
 /// The longest window, 2^40 ms (about 34 years): window ends on the server's clock stay far
 /// below 2^53 ms.
-const MAX_WINDOW_MS: u64 = 1 << 40;
+pub(crate) const MAX_WINDOW_MS: u64 = 1 << 40;
 
 /// Several fixed-window policies on each client key (for example 10 per second **and** 1000
 /// per day), checked and counted together: a request is granted only if every policy admits

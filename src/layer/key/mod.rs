@@ -58,7 +58,7 @@ use std::fmt;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
-use crate::coordination::name::{bounded, digest, needs_hashing};
+use crate::coordination::name::{bounded, digest};
 #[cfg(doc)]
 use crate::coordination::{HASHED_NAME_PREFIX, MAX_NAME_LEN};
 use crate::error::{Error, Result};
@@ -200,7 +200,9 @@ impl KeyExtractor {
     /// peer's for [`peer_ip`](Self::peer_ip), the client's after the walk through the
     /// trusted proxies for [`client_ip`](Self::client_ip) and the others that read
     /// forwarding headers, IPv4-mapped addresses turned into IPv4, whole (before
-    /// [`ipv6_prefix`](Self::ipv6_prefix)). `None` for an extractor that keys by no address.
+    /// [`ipv6_prefix`](Self::ipv6_prefix): a key built on it alone would give each address
+    /// of a host's `/64` its own budget again; build on [`extract`](Self::extract) for the
+    /// key). `None` for an extractor that keys by no address.
     ///
     /// ```
     /// use std::net::SocketAddr;
@@ -208,13 +210,18 @@ impl KeyExtractor {
     ///
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let proxies = KeyExtractor::client_ip(["10.0.0.0/8".parse()?]);
-    /// // Keyed by the client's address and its tenant, behind the same proxies.
+    /// // Only clients in the company's network; keyed by their address (an IPv6 one by its
+    /// // /64, as `extract` gives it) and their tenant.
+    /// let office: ipnet::IpNet = "198.51.100.0/24".parse()?;
     /// let per_tenant = KeyExtractor::from_fn(move |parts| {
     ///     let address = proxies
     ///         .client_address(parts)?
     ///         .ok_or_else(|| KeyError::new("no client address"))?;
+    ///     if !office.contains(&address) {
+    ///         return Err(KeyError::new("outside the office network"));
+    ///     }
     ///     let tenant = parts.headers.get("x-tenant").map_or(&b""[..], |v| v.as_bytes());
-    ///     Ok([address.to_string().as_bytes(), b"/", tenant].concat())
+    ///     Ok([proxies.extract(parts)?.as_slice(), b"/", tenant].concat())
     /// });
     /// # let _ = per_tenant;
     /// # Ok(())
@@ -382,9 +389,13 @@ impl KeyExtractor {
     pub fn extract(&self, parts: &Parts) -> Result<Vec<u8>, KeyError> {
         match &*self.inner {
             Inner::Global => Ok(b"global".to_vec()),
-            Inner::PeerIp | Inner::ClientIp(..) | Inner::ClientIpHops(_) => self
-                .client_address(parts)
-                .map(|address| address.map_or_else(Vec::new, |ip| ip_key(ip, self.ipv6_prefix))),
+            Inner::PeerIp => peer_ip(parts).map(|ip| ip_key(ip, self.ipv6_prefix)),
+            Inner::ClientIp(trusted, header) => {
+                client_ip(parts, trusted, *header).map(|ip| ip_key(ip, self.ipv6_prefix))
+            }
+            Inner::ClientIpHops(hops) => {
+                client_ip_hops(parts, *hops).map(|ip| ip_key(ip, self.ipv6_prefix))
+            }
             Inner::Header(name, stored) => match parts.headers.get(name) {
                 Some(value) if value.is_empty() => Err(KeyError::with_kind(
                     KeyErrorKind::InvalidHeader,
@@ -395,9 +406,10 @@ impl KeyExtractor {
                         &[b"hdr:", name.as_str().as_bytes(), b":"],
                         &digest(value.as_bytes()),
                     ),
+                    // Escaped first, then bounded: the stored key stays within the bound.
                     Stored::InClear => tagged(
                         &[b"hdr:", name.as_str().as_bytes(), b":"],
-                        &neutralised(&bounded(value.as_bytes())),
+                        &bounded(&neutralised(value.as_bytes())),
                     ),
                 }),
                 None => Err(KeyError::with_kind(
@@ -405,14 +417,7 @@ impl KeyExtractor {
                     format!("missing request header `{name}`"),
                 )),
             },
-            Inner::FromFn(f) => f(parts).map(|key| {
-                let key = if needs_hashing(&key) {
-                    digest(&key)
-                } else {
-                    key
-                };
-                tagged(&[b"fn:"], &neutralised(&key))
-            }),
+            Inner::FromFn(f) => f(parts).map(|key| tagged(&[b"fn:"], &bounded(&neutralised(&key)))),
         }
     }
 }

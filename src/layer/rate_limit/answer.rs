@@ -8,9 +8,9 @@ use http::{HeaderMap, Request, Response, StatusCode};
 
 use super::info::{FailedOpen, RateLimitInfo};
 use super::layer::Config;
-use crate::coordination::rate_limit::{RateLimitDecision, RateLimitPolicy};
+use crate::coordination::rate_limit::{RateLimitDecision, RateLimitPolicy, RateLimiter};
 use crate::layer::admission::decide::Failure;
-use crate::layer::admission::{Answer, Decision, Grant, ResponseBody, Responses};
+use crate::layer::admission::{Answer, Deciding, Decision, Grant, ResponseBody, Responses};
 use crate::layer::failure::Verdict;
 use crate::layer::headers;
 use crate::layer::{Rejection, RejectionKind};
@@ -117,41 +117,66 @@ pub(crate) fn rejected(
     answer
 }
 
+/// What the failure policy makes of a failure: an answer now, or the fail-open fallback's
+/// decision to wait for (boxed apart, so that a layer failing closed carries no room for it
+/// in every decision's future).
+pub(crate) enum Failed {
+    Now(Decision<Admitted>),
+    Fallback(Deciding<Admitted>),
+}
+
 /// The failure policy's answer when the backend gave no decision: the fail-open fallback's
 /// decision for `key` (admitted, or 429), or 503 (written once the request is at hand, for
 /// the application's hook).
-pub(crate) async fn failed(
+pub(crate) fn failed(
     config: Arc<Config>,
     failure: Failure,
     key: Option<Vec<u8>>,
     cost: u64,
-) -> Decision<Admitted> {
+) -> Failed {
     match failure.verdict(config.failure, "rate limit") {
-        Verdict::Pass => match (&config.fallback, key) {
-            (Some(fallback), Some(key)) => match fallback.try_acquire(&key, cost).await {
-                Ok(local) if local.is_granted() => Decision::Admit(Admitted::FailedOpen),
-                Ok(local) => Responses::later(config.responses.hooked(), move |request| {
-                    rejected(&config, &local, request)
-                }),
-                // The fallback is full (a flood of distinct keys): no budget to admit from.
-                Err(err) => Responses::later(config.responses.hooked(), move |request| {
-                    config.responses.outage(
-                        "rate limit",
-                        err.retry_after().unwrap_or(Duration::from_secs(1)),
-                        &Failure::Backend(err),
-                        request,
-                    )
-                }),
-            },
-            _ => Decision::Admit(Admitted::FailedOpen),
+        Verdict::Pass => match (config.fallback.clone(), key) {
+            (Some(fallback), Some(key)) => {
+                Failed::Fallback(Box::pin(fall_back(config, fallback, key, cost)))
+            }
+            _ => Failed::Now(Decision::Admit(Admitted::FailedOpen)),
         },
-        Verdict::Unavailable(retry_after) => {
-            Responses::later(config.responses.hooked(), move |request| {
+        Verdict::Unavailable(retry_after) => Failed::Now(Responses::later(
+            config.responses.hooked(),
+            move |request| {
                 config
                     .responses
                     .outage("rate limit", retry_after, &failure, request)
-            })
-        }
+            },
+        )),
+    }
+}
+
+/// The fail-open fallback's decision for `key`.
+async fn fall_back(
+    config: Arc<Config>,
+    fallback: RateLimiter,
+    key: Vec<u8>,
+    cost: u64,
+) -> Decision<Admitted> {
+    // A share of a quota may be smaller than a cost the real one takes: such a request is
+    // counted as the whole share rather than refused for the whole outage.
+    let smallest = fallback.policies().iter().map(|p| p.quota()).min();
+    let cost = smallest.map_or(cost, |smallest| cost.min(smallest));
+    match fallback.try_acquire(&key, cost).await {
+        Ok(local) if local.is_granted() => Decision::Admit(Admitted::FailedOpen),
+        Ok(local) => Responses::later(config.responses.hooked(), move |request| {
+            rejected(&config, &local, request)
+        }),
+        // The fallback is full (a flood of distinct keys): no budget to admit from.
+        Err(err) => Responses::later(config.responses.hooked(), move |request| {
+            config.responses.outage(
+                "rate limit",
+                err.retry_after().unwrap_or(Duration::from_secs(1)),
+                &Failure::Backend(err),
+                request,
+            )
+        }),
     }
 }
 

@@ -64,7 +64,10 @@ pub(crate) fn decide(
             Ok(decision) => Responses::later(config.responses.hooked(), move |request| {
                 answer::rejected(&config, &decision, request)
             }),
-            Err(failure) => answer::failed(config, failure, kept, cost).await,
+            Err(failure) => match answer::failed(config, failure, kept, cost) {
+                answer::Failed::Now(decision) => decision,
+                answer::Failed::Fallback(fallback) => fallback.await,
+            },
         }
     })
 }

@@ -390,19 +390,26 @@ fn fallback(config: &Config) -> Option<RateLimiter> {
     if config.failure != FailurePolicy::FailOpen {
         return None;
     }
+    use crate::coordination::rate_limit::stacked::{MAX_LIMIT, MAX_WINDOW_MS};
     let policies = config.limiter.policies().iter().map(|policy| {
-        // Rounded down, at least one: a share is what an instance may admit alone.
+        // Rounded down, at least one: a share is what an instance may admit alone. Kept
+        // within what stacked windows count (a larger quota, a window under a millisecond or
+        // over 2^40 ms, which other algorithms take): a fallback approximates, never lifts.
         #[allow(
             clippy::cast_possible_truncation,
             clippy::cast_sign_loss,
             clippy::cast_precision_loss
         )]
         let quota = ((policy.quota() as f64) * config.fail_open_share).floor() as u64;
-        RateLimitPolicy::new(policy.name(), quota.max(1), policy.window())
+        let window = policy.window().clamp(
+            Duration::from_millis(1),
+            Duration::from_millis(MAX_WINDOW_MS),
+        );
+        RateLimitPolicy::new(policy.name(), quota.clamp(1, MAX_LIMIT), window)
     });
     match Stacked::new(&Coordination::memory(), "fail-open", policies) {
         Ok(stacked) => Some(RateLimiter::from(stacked)),
-        // The limiter's own policies were valid; a scaled one can only be smaller.
+        // Every policy was brought within the stacked windows' bounds; names are distinct.
         Err(err) => {
             tracing::error!(error = %err, "no fail-open fallback for this rate limit; failing open passes");
             None

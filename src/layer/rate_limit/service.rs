@@ -86,12 +86,18 @@ where
             // The circuit is open: nothing is sent, the failure policy answers (failing open,
             // from the fallback in this process).
             Err(failure) => {
-                let decision = Box::pin(answer::failed(config.clone(), failure, Some(key), cost));
-                let clone = self.inner.clone();
-                let ready = std::mem::replace(&mut self.inner, clone);
-                return ResponseFuture::new(admission::ResponseFuture::deciding(
-                    decision, request, ready,
-                ));
+                let key = config.fallback.is_some().then_some(key);
+                let answer = match answer::failed(config.clone(), failure, key, cost) {
+                    answer::Failed::Now(decision) => {
+                        admission::ResponseFuture::decided(decision, request, &mut self.inner)
+                    }
+                    answer::Failed::Fallback(fallback) => {
+                        let clone = self.inner.clone();
+                        let ready = std::mem::replace(&mut self.inner, clone);
+                        admission::ResponseFuture::deciding(fallback, request, ready)
+                    }
+                };
+                return ResponseFuture::new(answer);
             }
         };
         let decision = future::decide(config.clone(), key, cost, admission);

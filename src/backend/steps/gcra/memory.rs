@@ -10,7 +10,9 @@ use crate::error::Result;
 
 impl MemoryBackend {
     /// Runs one GCRA step atomically. The TAT is stored as an instant and expires when it
-    /// passes, so a live entry is always ahead of now.
+    /// passes, so a live entry is always ahead of now, and never more than the tolerance
+    /// ahead: the clock is monotonic, so the Lua script's clamp of a TAT left ahead by a
+    /// clock that stepped back has nothing to do here.
     pub(super) fn gcra(&self, step: GcraStep<'_>) -> Result<RateLimitReply> {
         let key = self.physical_key(step.key);
         self.step(|store, now| {
