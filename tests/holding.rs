@@ -249,20 +249,18 @@ async fn try_take(
 /// An acquisition held back by the network until after its client gave up, reconnected and
 /// cleaned up: delivered then, it must not take what nobody holds.
 async fn a_late_acquisition_leaves_nothing_once_delivered(kind: Kind, expiry: Option<Duration>) {
-    let server = support::Server::start(ServerKind::Redis7, &[]);
-    let proxy = Proxy::to_port(server.port());
-    let prefix = unique_prefix("late");
-    let holder: Coordination = RedisBackend::standalone(proxy.url())
-        .key_prefix(&prefix)
-        .response_timeout(Duration::from_millis(300))
-        .transient_retry(Duration::from_millis(100))
-        .connect()
-        .await
-        .expect("connect")
-        .into();
+    let behind = support::Behind::start("late");
+    let (server, proxy, prefix) = (&behind.server, &behind.proxy, &behind.prefix);
+    let holder = behind
+        .through_proxy(|builder| {
+            builder
+                .response_timeout(Duration::from_millis(300))
+                .transient_retry(Duration::from_millis(100))
+        })
+        .await;
     // The scripts are loaded: the held command is an EVALSHA that runs as it arrives.
     assert!(contender_takes_it(kind, &holder).await);
-    let calls = || support::target::command_calls(&server, "evalsha");
+    let calls = || support::target::command_calls(server, "evalsha");
     let before = calls();
     // The lock's fencing counter stays, by design; nothing else may.
     let keys = server.count_keys(prefix.as_bytes());
@@ -291,12 +289,7 @@ async fn a_late_acquisition_leaves_nothing_once_delivered(kind: Kind, expiry: Op
         keys,
         "{kind:?}: the late acquisition took it"
     );
-    let contender: Coordination = RedisBackend::standalone(server.url())
-        .key_prefix(&prefix)
-        .connect()
-        .await
-        .expect("connect")
-        .into();
+    let contender = behind.direct().await;
     assert!(contender_takes_it(kind, &contender).await, "{kind:?}");
 }
 
@@ -307,22 +300,12 @@ async fn a_late_acquisition_leaves_nothing_once_delivered(kind: Kind, expiry: Op
 async fn a_release_asked_during_a_renewal_frees_it_and_the_late_renewal_changes_nothing(
     kind: Kind,
 ) {
-    let server = support::Server::start(ServerKind::Redis7, &[]);
-    let proxy = Proxy::to_port(server.port());
-    let prefix = unique_prefix("release-renewing");
-    let holder: Coordination = RedisBackend::standalone(proxy.url())
-        .key_prefix(&prefix)
-        .response_timeout(Duration::from_millis(300))
-        .connect()
-        .await
-        .expect("connect")
-        .into();
-    let contender: Coordination = RedisBackend::standalone(server.url())
-        .key_prefix(&prefix)
-        .connect()
-        .await
-        .expect("connect")
-        .into();
+    let behind = support::Behind::start("release-renewing");
+    let (server, proxy) = (&behind.server, &behind.proxy);
+    let holder = behind
+        .through_proxy(|builder| builder.response_timeout(Duration::from_millis(300)))
+        .await;
+    let contender = behind.direct().await;
     let release: Box<dyn FnOnce() -> tokio::task::JoinHandle<bool> + Send> = match kind {
         Kind::Lease => {
             let lock = FencedLock::named(&holder, "resource");
@@ -346,7 +329,7 @@ async fn a_release_asked_during_a_renewal_frees_it_and_the_late_renewal_changes_
             Box::new(move || tokio::spawn(async move { permit.release().await.is_ok() }))
         }
     };
-    let calls = || support::target::command_calls(&server, "evalsha");
+    let calls = || support::target::command_calls(server, "evalsha");
     // Held from just before the renewal (due at half the lease) until it has left the client.
     tokio::time::sleep(LEASE / 2 - Duration::from_millis(300)).await;
     let sent = proxy.bytes_received(support::proxy::Direction::ToServer);

@@ -978,15 +978,9 @@ async fn a_failed_verification_leaves_the_permit_held() {
 /// answered as busy with no time to wait; the semaphore is free for the next holder.
 #[tokio::test]
 async fn a_grant_that_arrives_after_its_expiry_is_released_and_answered_as_busy() {
-    let server = Server::start(ServerKind::Redis7, &[]);
-    let proxy = support::proxy::Proxy::to_port(server.port());
-    let prefix = support::unique_prefix("late-grant");
-    let holder: Coordination = RedisBackend::standalone(proxy.url())
-        .key_prefix(&prefix)
-        .connect()
-        .await
-        .expect("connect")
-        .into();
+    let behind = support::Behind::start("late-grant");
+    let (server, proxy) = (&behind.server, &behind.proxy);
+    let holder = behind.through_proxy(|builder| builder).await;
     let semaphore = Semaphore::new(&holder, "late", 1).expect("valid");
     // The script is loaded: the acquisition below is one EVALSHA, the release another.
     drop(acquired(&semaphore, Some(MINUTE)).await);
@@ -994,7 +988,7 @@ async fn a_grant_that_arrives_after_its_expiry_is_released_and_answered_as_busy(
         semaphore.held().await.expect("held") == 0
     })
     .await;
-    let calls = || support::target::command_calls(&server, "evalsha");
+    let calls = || support::target::command_calls(server, "evalsha");
     let before = calls();
 
     proxy.latency(
@@ -1012,12 +1006,7 @@ async fn a_grant_that_arrives_after_its_expiry_is_released_and_answered_as_busy(
     // The release by token went out at once (and its reply is on its way back).
     eventually("the late grant is released", async || calls() >= before + 2).await;
     proxy.latency(support::proxy::Direction::ToClient, Duration::ZERO);
-    let contender: Coordination = RedisBackend::standalone(server.url())
-        .key_prefix(&prefix)
-        .connect()
-        .await
-        .expect("connect")
-        .into();
+    let contender = behind.direct().await;
     let other = Semaphore::new(&contender, "late", 1).expect("valid");
     assert!(
         other

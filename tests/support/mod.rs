@@ -45,3 +45,51 @@ pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// A private Redis 7 server, a fault proxy in front of it and a key prefix of its own: for
+/// tests that break one holder's network while others reach the server directly.
+pub struct Behind {
+    pub server: Server,
+    pub proxy: proxy::Proxy,
+    pub prefix: String,
+}
+
+impl Behind {
+    /// Starts the server and the proxy.
+    pub fn start(test: &str) -> Behind {
+        let server = Server::start(ServerKind::Redis7, &[]);
+        let proxy = proxy::Proxy::to_port(server.port());
+        Behind {
+            server,
+            proxy,
+            prefix: unique_prefix(test),
+        }
+    }
+
+    /// A handle through the proxy, its builder set up by `configure` (timeouts, say).
+    pub async fn through_proxy(
+        &self,
+        configure: impl FnOnce(
+            leasehold::backend::redis::RedisBackendBuilder,
+        ) -> leasehold::backend::redis::RedisBackendBuilder,
+    ) -> leasehold::Coordination {
+        configure(leasehold::backend::redis::RedisBackend::standalone(
+            self.proxy.url(),
+        ))
+        .key_prefix(&self.prefix)
+        .connect()
+        .await
+        .expect("connect through the proxy")
+        .into()
+    }
+
+    /// A handle straight to the server, sharing the prefix.
+    pub async fn direct(&self) -> leasehold::Coordination {
+        leasehold::backend::redis::RedisBackend::standalone(self.server.url())
+            .key_prefix(&self.prefix)
+            .connect()
+            .await
+            .expect("connect")
+            .into()
+    }
+}
