@@ -111,6 +111,9 @@ pub struct KeyExtractor {
     /// The IPv6 prefix length the address extractors key by (see
     /// [`ipv6_prefix`](KeyExtractor::ipv6_prefix)).
     ipv6_prefix: u8,
+    /// Whether the address extractors store a digest of the address (see
+    /// [`hash_addresses`](KeyExtractor::hash_addresses)).
+    hash_addresses: bool,
 }
 
 /// The IPv6 prefix length an address extractor keys clients by unless
@@ -152,6 +155,45 @@ impl KeyExtractor {
         Self {
             inner: Arc::new(inner),
             ipv6_prefix: DEFAULT_IPV6_PREFIX,
+            hash_addresses: false,
+        }
+    }
+
+    /// Stores the address extractors' keys as a digest of the address (`ip:sha256:<hex>`),
+    /// as [`header`](Self::header) stores a header's value, so that client addresses (personal
+    /// data in some jurisdictions) appear in no Redis key name, `MONITOR` output or backup.
+    /// Requests from one address (or one IPv6 network) still share one key. The digest has
+    /// no secret: an IPv4 address can be found again by trying all of them; hash with a
+    /// secret of your own in [`from_fn`](Self::from_fn), on [`extract`](Self::extract)'s
+    /// key, where that matters. Other extractors ignore it.
+    ///
+    /// ```
+    /// use std::net::SocketAddr;
+    /// use leasehold::layer::key::KeyExtractor;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let pseudonymous = KeyExtractor::peer_ip().hash_addresses();
+    /// let (parts, ()) = http::Request::builder()
+    ///     .extension("203.0.113.7:443".parse::<SocketAddr>()?)
+    ///     .body(())?
+    ///     .into_parts();
+    /// let key = pseudonymous.extract(&parts)?;
+    /// assert!(key.starts_with(b"ip:sha256:"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn hash_addresses(mut self) -> Self {
+        self.hash_addresses = true;
+        self
+    }
+
+    /// The key of a client `ip`: its address (or IPv6 network), or that text's digest.
+    fn address_key(&self, ip: IpAddr) -> Vec<u8> {
+        let key = ip_key(ip, self.ipv6_prefix);
+        if self.hash_addresses {
+            tagged(&[b"ip:"], &digest(&key))
+        } else {
+            key
         }
     }
 
@@ -389,12 +431,12 @@ impl KeyExtractor {
     pub fn extract(&self, parts: &Parts) -> Result<Vec<u8>, KeyError> {
         match &*self.inner {
             Inner::Global => Ok(b"global".to_vec()),
-            Inner::PeerIp => peer_ip(parts).map(|ip| ip_key(ip, self.ipv6_prefix)),
+            Inner::PeerIp => peer_ip(parts).map(|ip| self.address_key(ip)),
             Inner::ClientIp(trusted, header) => {
-                client_ip(parts, trusted, *header).map(|ip| ip_key(ip, self.ipv6_prefix))
+                client_ip(parts, trusted, *header).map(|ip| self.address_key(ip))
             }
             Inner::ClientIpHops(hops) => {
-                client_ip_hops(parts, *hops).map(|ip| ip_key(ip, self.ipv6_prefix))
+                client_ip_hops(parts, *hops).map(|ip| self.address_key(ip))
             }
             Inner::Header(name, stored) => match parts.headers.get(name) {
                 Some(value) if value.is_empty() => Err(KeyError::with_kind(
@@ -879,6 +921,23 @@ mod tests {
             x_forwarded_for("[203.0.113.7]"),
             None,
             "brackets are for IPv6"
+        );
+    }
+
+    #[test]
+    fn hashed_addresses_hide_the_address_and_keep_its_key() {
+        let hashed = KeyExtractor::peer_ip().hash_addresses();
+        let one = key(&hashed, &parts(Some("203.0.113.7:1"), &[]));
+        assert!(
+            one.starts_with("ip:sha256:") && !one.contains("203.0.113"),
+            "{one}"
+        );
+        assert_eq!(one, key(&hashed, &parts(Some("203.0.113.7:2"), &[])));
+        assert_ne!(one, key(&hashed, &parts(Some("203.0.113.8:1"), &[])));
+        // The /64 still: one host's addresses are one key.
+        assert_eq!(
+            key(&hashed, &parts(Some("[2001:db8:1:2::1]:1"), &[])),
+            key(&hashed, &parts(Some("[2001:db8:1:2::9]:1"), &[]))
         );
     }
 

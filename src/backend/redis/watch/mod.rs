@@ -310,7 +310,7 @@ impl RedisBackend {
                 {
                     drop(registration);
                     tracing::debug!(
-                        key = %String::from_utf8_lossy(&key),
+                        key = ?String::from_utf8_lossy(&key),
                         error = %err,
                         "slot moved; waking every watch"
                     );
