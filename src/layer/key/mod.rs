@@ -114,7 +114,12 @@ pub struct KeyExtractor {
     /// Whether the address extractors store a digest of the address (see
     /// [`hash_addresses`](KeyExtractor::hash_addresses)).
     hash_addresses: bool,
+    /// What a header's value becomes before it is keyed (see
+    /// [`normalise`](KeyExtractor::normalise)).
+    normalise: Option<Arc<NormaliseFn>>,
 }
+
+type NormaliseFn = dyn Fn(&[u8]) -> Vec<u8> + Send + Sync;
 
 /// The IPv6 prefix length an address extractor keys clients by unless
 /// [`KeyExtractor::ipv6_prefix`] says otherwise: a `/64`, the network one host (a cloud VM, a
@@ -156,7 +161,35 @@ impl KeyExtractor {
             inner: Arc::new(inner),
             ipv6_prefix: DEFAULT_IPV6_PREFIX,
             hash_addresses: false,
+            normalise: None,
         }
+    }
+
+    /// Rewrites a header's value before the [`header`](Self::header) and
+    /// [`header_in_clear`](Self::header_in_clear) extractors key by it, so that the values
+    /// that name one client share one budget: `Acme` and `acme` are two keys otherwise.
+    /// Other extractors ignore it.
+    ///
+    /// ```
+    /// use leasehold::layer::key::KeyExtractor;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let tenant = KeyExtractor::header_in_clear("x-tenant")?
+    ///     .normalise(|value| value.trim_ascii().to_ascii_lowercase());
+    /// let (parts, ()) = http::Request::builder()
+    ///     .header("x-tenant", " Acme ")
+    ///     .body(())?
+    ///     .into_parts();
+    /// assert_eq!(tenant.extract(&parts)?, b"hdr:x-tenant:acme");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn normalise<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static,
+    {
+        self.normalise = Some(Arc::new(f));
+        self
     }
 
     /// Stores the address extractors' keys as a digest of the address (`ip:sha256:<hex>`),
@@ -443,17 +476,20 @@ impl KeyExtractor {
                     KeyErrorKind::InvalidHeader,
                     format!("empty request header `{name}`"),
                 )),
-                Some(value) => Ok(match stored {
-                    Stored::Digest => tagged(
-                        &[b"hdr:", name.as_str().as_bytes(), b":"],
-                        &digest(value.as_bytes()),
-                    ),
-                    // Escaped first, then bounded: the stored key stays within the bound.
-                    Stored::InClear => tagged(
-                        &[b"hdr:", name.as_str().as_bytes(), b":"],
-                        &bounded(&neutralised(value.as_bytes())),
-                    ),
-                }),
+                Some(value) => {
+                    let normalised = self.normalise.as_ref().map(|f| f(value.as_bytes()));
+                    let value = normalised.as_deref().unwrap_or(value.as_bytes());
+                    Ok(match stored {
+                        Stored::Digest => {
+                            tagged(&[b"hdr:", name.as_str().as_bytes(), b":"], &digest(value))
+                        }
+                        // Escaped first, then bounded: the stored key stays within the bound.
+                        Stored::InClear => tagged(
+                            &[b"hdr:", name.as_str().as_bytes(), b":"],
+                            &bounded(&neutralised(value)),
+                        ),
+                    })
+                }
                 None => Err(KeyError::with_kind(
                     KeyErrorKind::MissingHeader,
                     format!("missing request header `{name}`"),
@@ -922,6 +958,20 @@ mod tests {
             None,
             "brackets are for IPv6"
         );
+    }
+
+    #[test]
+    fn a_normalised_header_keys_its_variants_alike() {
+        let request = |value: &str| parts(None, &[("x-tenant", value)]);
+        let raw = KeyExtractor::header_in_clear("x-tenant").unwrap();
+        assert_ne!(key(&raw, &request("Acme")), key(&raw, &request("acme")));
+        for extractor in [
+            KeyExtractor::header_in_clear("x-tenant").unwrap(),
+            KeyExtractor::header("x-tenant").unwrap(),
+        ] {
+            let lower = extractor.normalise(|value| value.to_ascii_lowercase());
+            assert_eq!(key(&lower, &request("Acme")), key(&lower, &request("acme")));
+        }
     }
 
     #[test]
