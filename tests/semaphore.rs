@@ -52,7 +52,7 @@ fn physical(coordination: &Coordination, user_key: &[u8]) -> Vec<u8> {
 }
 
 fn semaphore_key(name: &[u8]) -> Vec<u8> {
-    [b"sem:".as_slice(), name].concat()
+    [b"sem:", name.len().to_string().as_bytes(), b":", name].concat()
 }
 
 fn keyed_keys(name: &[u8], client: &[u8]) -> (Vec<u8>, Vec<u8>) {

@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 ///
 /// # Storage
 ///
-/// One Redis key, `<prefix>sem:<name>`: a sorted set of the permits (member `p:<token>`,
+/// One Redis key, `<prefix>sem:<name length>:<name>`: a sorted set of the permits (member `p:<token>`,
 /// score = expiry in server milliseconds, or `+inf`) and of the capacity (member `c`,
 /// score = -capacity). It expires 1 ms after its latest permit (never while a permit has no
 /// expiry) and is deleted with its last permit. Expired permits are pruned by the next step
@@ -76,7 +76,8 @@ pub struct Semaphore {
 }
 
 impl Semaphore {
-    /// A semaphore of `capacity` permits named `name`, stored at `<prefix>sem:<name>`; a
+    /// A semaphore of `capacity` permits named `name`, stored at
+    /// `<prefix>sem:<name length>:<name>`; a
     /// name longer than [`MAX_NAME_LEN`](crate::coordination::MAX_NAME_LEN) bytes is stored
     /// as its digest.
     ///
@@ -88,8 +89,11 @@ impl Semaphore {
                 "a semaphore needs a capacity of at least 1",
             ));
         }
-        let mut key = b"sem:".to_vec();
-        key.extend_from_slice(&name::bounded(name.as_ref()));
+        // Length-prefixed, as a keyed semaphore's name is within its hash tag: no name makes
+        // this key another semaphore's (`sem:{...}` starts with a brace, this with a digit).
+        let name = name::bounded(name.as_ref());
+        let mut key = format!("sem:{}:", name.len()).into_bytes();
+        key.extend_from_slice(&name);
         Ok(Semaphore {
             sets: Arc::new(PermitSets::new(coordination.backend().clone(), vec![key])),
             capacity,
