@@ -227,8 +227,8 @@ impl Store {
         Error::new(
             ErrorKind::CapacityExceeded,
             format!(
-                "the memory backend holds its maximum of {} live keys, held leases, permits \
-                 and fencing counters",
+                "the memory backend holds its maximum of {} live keys, all of them held (leases, \
+                 permits, fencing counters), which are never evicted",
                 self.max_keys
             ),
         )
