@@ -89,7 +89,8 @@ impl RateLimiter {
 
     /// A new limiter of the same algorithm whose [`acquire`](Self::acquire) queues
     /// up to `queue_limit` permits in total, served in `order`. (Queues are per client key;
-    /// the limit bounds them all together.) The new limiter has its own statistics.
+    /// the limit bounds them all together, and a key that floods the queue keeps at most half
+    /// of it against the others: see [`QueueOrder`].) The new limiter has its own statistics.
     pub fn with_queue(self, queue_limit: u64, order: QueueOrder) -> Self {
         let mut settings = self.inner.settings;
         settings.queue = Some((queue_limit, order));

@@ -9,6 +9,11 @@ use tokio::sync::Notify;
 ///
 /// Order is local to one limiter instance: callers in other processes, and new local callers
 /// arriving while a queued request retries, can take permits first.
+///
+/// Whatever the order, one client key cannot keep the queue from the others: a key alone
+/// may fill it, but a request of another key that does not fit takes its room from a key
+/// holding more than half of the queue (that key's last to be served go, down to half), and
+/// a key holding half of it pushes out its own waiters, never the others'.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum QueueOrder {
@@ -76,10 +81,24 @@ impl WaitQueue {
         if state.closed || permits > self.limit {
             return None;
         }
-        if state.queued_permits + permits > self.limit {
+        // Room is made first from a key holding more than half the queue (its last to be
+        // served go), so that one key's flood can neither fill the queue against the others
+        // nor push their waiters out; a key alone may still use all of it.
+        let half = self.limit / 2;
+        let room = self.limit - permits;
+        push_back_the_largest(&mut state, key, half, room);
+        if state.queued_permits > room {
+            let own = line_permits(&state, key);
             match self.order {
                 QueueOrder::OldestFirst => return None,
-                QueueOrder::NewestFirst => evict_oldest(&mut state, self.limit - permits),
+                // A key holding half the queue pushes out its own oldest, not the others'.
+                QueueOrder::NewestFirst if own + permits > half.max(1) => {
+                    evict_from(&mut state, key, room);
+                    if state.queued_permits > room {
+                        return None;
+                    }
+                }
+                QueueOrder::NewestFirst => evict_oldest(&mut state, room),
             }
         }
         state.next_id += 1;
@@ -118,6 +137,55 @@ impl WaitQueue {
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The permits `key`'s line holds.
+fn line_permits(state: &State, key: &[u8]) -> u64 {
+    state
+        .lines
+        .get(key)
+        .map_or(0, |line| line.iter().map(|waiter| waiter.permits).sum())
+}
+
+/// Takes waiters off the back of the largest line other than `key`'s (its last to be served:
+/// the newest when oldest first, the oldest when newest first) while that line holds more
+/// than `half` and more than `room` permits are queued.
+fn push_back_the_largest(state: &mut State, key: &[u8], half: u64, room: u64) {
+    while state.queued_permits > room {
+        let Some(largest) = state
+            .lines
+            .iter()
+            .filter(|(other, _)| other.as_slice() != key)
+            .map(|(other, line)| (line.iter().map(|w| w.permits).sum::<u64>(), other))
+            .filter(|(held, _)| *held > half)
+            .max()
+            .map(|(_, other)| other.clone())
+        else {
+            return;
+        };
+        evict_back(state, &largest);
+    }
+}
+
+/// Takes waiters off the back of `key`'s line until at most `room` permits are queued.
+fn evict_from(state: &mut State, key: &[u8], room: u64) {
+    while state.queued_permits > room && state.lines.contains_key(key) {
+        evict_back(state, key);
+    }
+}
+
+/// Takes the waiter at the back of `key`'s line off it; it learns it when woken.
+fn evict_back(state: &mut State, key: &[u8]) {
+    let Some(line) = state.lines.get_mut(key) else {
+        return;
+    };
+    if let Some(evicted) = line.pop_back() {
+        state.queued_permits -= evicted.permits;
+        evicted.wake.notify_one();
+    }
+    if line.is_empty() {
+        state.lines.remove(key);
     }
 }
 
@@ -226,15 +294,22 @@ mod tests {
 
     #[test]
     fn newest_first_evicts_the_oldest_across_keys() {
-        let queue = WaitQueue::new(2, QueueOrder::NewestFirst);
+        let queue = WaitQueue::new(4, QueueOrder::NewestFirst);
         let old = queue.enqueue(b"a", 1).expect("room");
-        let middle = queue.enqueue(b"b", 1).expect("room");
-        let new = queue.enqueue(b"b", 1).expect("room after evicting");
+        let others: Vec<_> = [b"b", b"c", b"d"]
+            .iter()
+            .map(|key| queue.enqueue(*key, 1).expect("room"))
+            .collect();
+        let middle = queue.enqueue(b"e", 1).expect("room after evicting");
         assert_eq!(old.role(), Role::Evicted);
+        assert!(others.iter().all(|ticket| ticket.role() == Role::Head));
+        // A key's second request within its half: the oldest across keys goes again.
+        let new = queue.enqueue(b"e", 1).expect("room after evicting");
         assert_eq!((new.role(), middle.role()), (Role::Head, Role::Behind));
-        assert_eq!(queue.queued_permits(), 2);
+        assert_eq!(others[0].role(), Role::Evicted);
+        assert_eq!(queue.queued_permits(), 4);
         assert!(
-            queue.enqueue(b"c", 3).is_none(),
+            queue.enqueue(b"f", 5).is_none(),
             "larger than the whole queue"
         );
     }
@@ -248,5 +323,42 @@ mod tests {
         queue.close();
         assert_eq!((a.role(), b.role()), (Role::Closed, Role::Closed));
         assert!(queue.enqueue(b"c", 1).is_none());
+    }
+
+    #[test]
+    fn one_key_alone_may_use_the_whole_queue() {
+        for order in [QueueOrder::OldestFirst, QueueOrder::NewestFirst] {
+            let queue = WaitQueue::new(4, order);
+            let tickets: Vec<_> = (0..4)
+                .map(|_| queue.enqueue(b"k", 1).expect("room"))
+                .collect();
+            assert_eq!(queue.queued_permits(), 4, "{order:?}");
+            drop(tickets);
+        }
+    }
+
+    #[test]
+    fn a_flooding_key_yields_the_half_of_the_queue_it_took_beyond_its_share() {
+        // Oldest first: the flood's newest waiters make room for another key's request.
+        let queue = WaitQueue::new(4, QueueOrder::OldestFirst);
+        let flood: Vec<_> = (0..4)
+            .map(|_| queue.enqueue(b"a", 1).expect("room"))
+            .collect();
+        let other = queue.enqueue(b"b", 1).expect("room made from the flood");
+        assert_eq!(flood[3].role(), Role::Evicted, "the flood's newest went");
+        assert_eq!(flood[0].role(), Role::Head, "its oldest stays first");
+        let more: Vec<_> = (0..2).map(|_| queue.enqueue(b"b", 1)).collect();
+        assert!(more[0].is_some(), "down to half");
+        assert!(more[1].is_none(), "the flood keeps its half");
+        assert!(queue.enqueue(b"a", 1).is_none(), "and takes no more");
+        assert_eq!(other.role(), Role::Head);
+
+        // Newest first: the flood pushes out its own oldest, never the other key's waiters.
+        let queue = WaitQueue::new(4, QueueOrder::NewestFirst);
+        let victim = queue.enqueue(b"b", 1).expect("room");
+        let flood: Vec<_> = (0..6).map(|_| queue.enqueue(b"a", 1)).collect();
+        assert!(flood.iter().all(Option::is_some));
+        assert_ne!(victim.role(), Role::Evicted, "the other key's waiter stays");
+        assert_eq!(queue.queued_permits(), 4);
     }
 }
