@@ -236,11 +236,8 @@ impl RedisBackend {
         // An old reading widens the deadline by its drift allowance (a day's is 86 s), which
         // the cleanup of an uncertain acquisition would wait out: read it again first, one
         // reading at a time (the others go on with the old one).
-        if clock.is_stale() && clock.start_refresh() {
-            if let Err(err) = self.read_clock(&connected).await {
-                tracing::debug!(error = %err, "could not read the server's clock; using the old reading");
-            }
-            clock.end_refresh();
+        if clock.is_stale() {
+            self.reread_clock(&connected).await;
         }
         Ok(clock.deadline(self.deadline_bound()))
     }
@@ -255,16 +252,20 @@ impl RedisBackend {
         let Some(connected) = self.shared.link.get_now() else {
             return;
         };
+        let backend = self.clone();
+        runtime.spawn(async move { backend.reread_clock(&connected).await });
+    }
+
+    /// Reads the clock behind `connected` again, unless a reading is already under way (then
+    /// the old one serves meanwhile); a failure leaves the old reading.
+    async fn reread_clock(&self, connected: &Arc<link::Connected>) {
         if !connected.clock.start_refresh() {
             return;
         }
-        let backend = self.clone();
-        runtime.spawn(async move {
-            if let Err(err) = backend.read_clock(&connected).await {
-                tracing::debug!(error = %err, "could not read the server's clock");
-            }
-            connected.clock.end_refresh();
-        });
+        if let Err(err) = self.read_clock(connected).await {
+            tracing::debug!(error = %err, "could not read the server's clock; using the old reading");
+        }
+        connected.clock.end_refresh();
     }
 
     /// Completes once the server's clock has certainly passed `deadline`: at its
@@ -501,29 +502,25 @@ impl RedisBackend {
     async fn send(&self, request: Request<'_>) -> Result<Value, SendError> {
         let mut retry = Retry::new();
         loop {
-            let failure = match self.shared.link.get().await {
-                Ok(connected) => match connected.connection.query(request).await {
-                    Ok(reply) => {
-                        self.shared.outage.end();
-                        return Ok(reply);
-                    }
-                    Err(err) => {
-                        self.shared.link.forget_if_broken(&connected, &err);
-                        if !error_map::may_pass_without_effect(&err) {
-                            // An answer, if the server gave one, says it is there.
-                            if error_map::is_reply(&err) {
-                                self.shared.outage.end();
-                            }
-                            return Err(SendError::Reply(err));
-                        }
-                        SendError::Reply(err)
-                    }
-                },
-                Err(err) if error_map::may_pass(&err) => SendError::Connect(err),
-                Err(err) => return Err(SendError::Connect(err)),
+            // A connection that cannot be made is tried again there, from the same outage.
+            let connected = self.connected().await.map_err(SendError::Connect)?;
+            let err = match connected.connection.query(request).await {
+                Ok(reply) => {
+                    self.shared.outage.end();
+                    return Ok(reply);
+                }
+                Err(err) => err,
             };
-            if !retry.again(self, &failure).await {
-                return Err(failure);
+            self.shared.link.forget_if_broken(&connected, &err);
+            if !error_map::may_pass_without_effect(&err) {
+                // An answer, if the server gave one, says it is there.
+                if error_map::is_reply(&err) {
+                    self.shared.outage.end();
+                }
+                return Err(SendError::Reply(err));
+            }
+            if !retry.again(self, &err).await {
+                return Err(SendError::Reply(err));
             }
         }
     }
