@@ -270,7 +270,7 @@ async fn a_stream_longer_than_its_lease_keeps_its_slot() {
         async move { http_get(&client, addr, "/stream?ticks=50", &[]).await }
     });
     held_becomes(&semaphore, (None, Some(1)), PROMPTLY).await;
-    let global: Vec<u8> = [prefix.as_bytes(), b"sem:{5:renew}:global"].concat();
+    let global: Vec<u8> = [prefix.as_bytes(), b"|sem:{5:renew}:global"].concat();
     let mut checks = 0;
     while !reply.is_finished() {
         // Renewed every half lease: the key's expiry never runs out while the body streams.
@@ -311,7 +311,7 @@ async fn a_stream_whose_permit_is_lost_is_cut() {
     assert_eq!(status, StatusCode::OK);
     // The permit disappears (as after a failover that lost it): the next renewal, due
     // within half a lease, finds it gone and the stream ends in an error.
-    let global: Vec<u8> = [prefix.as_bytes(), b"sem:{4:lost}:global"].concat();
+    let global: Vec<u8> = [prefix.as_bytes(), b"|sem:{4:lost}:global"].concat();
     let deleted: i64 = redis::cmd("DEL")
         .arg(&global)
         .query(&mut server.connection())

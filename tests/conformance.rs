@@ -209,7 +209,7 @@ async fn script_call_with_binary_keys_and_prefix(target: Target) {
         .await
         .expect("script call");
 
-    let physical = |key: &[u8]| [prefix.as_slice(), key].concat();
+    let physical = |key: &[u8]| [prefix.as_slice(), b"|", key].concat();
     assert_eq!(seen1, physical(keys[0]));
     assert_eq!(seen2, physical(keys[1]));
     assert_eq!(read, values[1]);
@@ -223,6 +223,42 @@ async fn script_call_with_binary_keys_and_prefix(target: Target) {
 }
 
 // ---------------------------------------------------------------------------------------------
+
+conformance!(nested_prefixes_never_share_a_key:
+    redis7 => super::REDIS7, cluster => super::CLUSTER);
+
+/// Two services whose prefixes are prefixes of one another (`…a:` and `…a:b:`): the first's
+/// key `b:{n}` and the second's `{n}` were one Redis key when prefixes were joined raw, so
+/// that a client choosing part of one service's key could spend the other's budget.
+async fn nested_prefixes_never_share_a_key(target: Target) {
+    let outer = format!("{}a:", unique_prefix("nested"));
+    let inner = format!("{outer}b:");
+    let outer_backend = redis_backend(target, outer.as_bytes()).await;
+    let inner_backend = redis_backend(target, inner.as_bytes()).await;
+    let script = Script::new("incr", "return redis.call('INCR', KEYS[1])");
+    let outer_count: i64 = outer_backend
+        .eval(&script, &["b:{n}"], NO_ARGS)
+        .await
+        .expect("outer INCR");
+    let inner_count: i64 = inner_backend
+        .eval(&script, &["{n}"], NO_ARGS)
+        .await
+        .expect("inner INCR");
+    assert_eq!(
+        (outer_count, inner_count),
+        (1, 1),
+        "one key for two services"
+    );
+    assert_ne!(
+        outer_backend.physical_key(b"b:{n}"),
+        inner_backend.physical_key(b"{n}")
+    );
+    assert!(
+        outer_backend
+            .physical_key(b"k")
+            .starts_with(outer.as_bytes())
+    );
+}
 
 conformance!(noscript_is_recovered_after_script_flush:
     redis6 => super::REDIS6, redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
@@ -390,7 +426,7 @@ async fn timeout_is_reported_as_uncertain(target: Target) {
     // BUSY to other commands while a long script runs; wait for it, bounded.)
     support::wait_until(Duration::from_secs(10), "the slow script's write", || {
         let value: Option<String> = redis::cmd("GET")
-            .arg("slow")
+            .arg("|slow")
             .query(&mut server.connection())
             .map_err(|e| e.to_string())?;
         match value.as_deref() {

@@ -43,7 +43,7 @@ async fn contender_wait(lock: &FencedLock) -> Option<Duration> {
 fn physical(coordination: &Coordination, key: &[u8]) -> Vec<u8> {
     match coordination.backend() {
         Backend::Redis(redis) => redis.physical_key(key),
-        Backend::Memory(memory) => [memory.key_prefix(), key].concat(),
+        Backend::Memory(memory) => [memory.key_prefix(), b"|", key].concat(),
         _ => unreachable!(),
     }
 }
@@ -785,8 +785,12 @@ impl Stalling {
 
     /// Whether the lease key exists; waits for a pause to end.
     fn lease_exists(&self) -> bool {
-        let key = String::from_utf8_lossy(self.lock.lease_key()).into_owned();
-        self.server.cmd::<i64>(&["EXISTS", &key]) == 1
+        let key = physical(&self.coordination, self.lock.lease_key());
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg(key)
+            .query(&mut self.server.connection())
+            .expect("EXISTS");
+        exists == 1
     }
 }
 

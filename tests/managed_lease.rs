@@ -209,7 +209,7 @@ async fn a_lost_lease_fires_the_ownership_signal(target: Target) {
     let mut ownership = lease.ownership();
     // Taken away behind its back (as a failover that lost it would): the next renewal,
     // within half a lease, finds it gone.
-    let physical = [target_prefix(&coordination).as_slice(), lock.lease_key()].concat();
+    let physical = physical_key(&coordination, lock.lease_key());
     target.raw(&[b"DEL", &physical]);
     let reason = tokio::time::timeout(Duration::from_secs(2), ownership.lost())
         .await
@@ -290,10 +290,10 @@ async fn many_waiters_take_the_lock_one_at_a_time_in_token_order() {
     }
 }
 
-fn target_prefix(coordination: &leasehold::Coordination) -> Vec<u8> {
+fn physical_key(coordination: &leasehold::Coordination, key: &[u8]) -> Vec<u8> {
     match coordination.backend() {
-        leasehold::backend::Backend::Redis(redis) => redis.key_prefix().to_vec(),
-        _ => Vec::new(),
+        leasehold::backend::Backend::Redis(redis) => redis.physical_key(key),
+        _ => key.to_vec(),
     }
 }
 

@@ -55,7 +55,7 @@ async fn quickstart_runs_without_redis() {
 async fn quickstart_uses_redis_when_redis_url_is_set() {
     let server = shared(ServerKind::Redis7);
     // The example names its keys with its own prefix.
-    let key = "quickstart:rl:fw:5:hello:ip:127.0.0.1";
+    let key = "quickstart:|rl:fw:5:hello:ip:127.0.0.1";
     let () = server.cmd(&["DEL", key]);
     let running = start(Some(server.url()));
     let (addr, lines) = (running.addr, &running.lines);

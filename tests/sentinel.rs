@@ -83,7 +83,7 @@ async fn follows_the_primary_across_a_failover() {
     };
     assert!(value >= 1);
     // The write landed on the node the sentinels now name as primary.
-    let key = format!("{prefix}n");
+    let key = format!("{prefix}|n");
     let stored: Option<i64> = setup.current_master().cmd(&["GET", &key]);
     assert_eq!(stored, Some(value));
 }

@@ -134,7 +134,7 @@ impl MemoryBackend {
         self.shared.clock
     }
 
-    /// The key stored for a user key: the prefix followed by the key.
+    /// The key stored for a user key: the prefix, `|`, then the key (as in Redis).
     pub(crate) fn physical_key(&self, key: &[u8]) -> Vec<u8> {
         self.shared.prefix.apply(key)
     }
@@ -230,12 +230,15 @@ mod tests {
         let backend = MemoryBackend::new();
         let stored = |value: Value| {
             backend
-                .step(|store, now| store.insert(b"k", value, None, now))
+                .step(|store, now| store.insert(&backend.physical_key(b"k"), value, None, now))
                 .expect("insert");
         };
         let unchanged = |value: Value| {
-            let now_value =
-                backend.step(|store, now| store.get_mut(b"k", now).map(|e| e.value.clone()));
+            let now_value = backend.step(|store, now| {
+                store
+                    .get_mut(&backend.physical_key(b"k"), now)
+                    .map(|e| e.value.clone())
+            });
             assert_eq!(now_value, Some(value));
         };
         let (key, permits) = (b"k".as_slice(), 1);

@@ -177,7 +177,9 @@ impl RedisBackend {
         self.shared.prefix.as_bytes()
     }
 
-    /// The key Redis stores for a user key: the prefix followed by the key.
+    /// The key Redis stores for a user key: the prefix (a `|` in it written as `%7C`, a `%`
+    /// as `%25`), then `|`, then the key. The separator keeps services whose prefixes are
+    /// prefixes of one another (`a:` and `a:b:`) from ever naming one key.
     pub fn physical_key(&self, key: &[u8]) -> Vec<u8> {
         self.shared.prefix.apply(key)
     }
@@ -358,7 +360,7 @@ impl RedisBackend {
         K: AsRef<[u8]>,
         A: ToRedisArgs,
     {
-        let prefix = self.shared.prefix.as_bytes();
+        let prefix = self.shared.prefix.written();
         // One key is always in one slot; several are checked with their prefix.
         if keys.len() > 1 {
             let physical: Vec<Vec<u8>> =

@@ -159,14 +159,17 @@ mod tests {
     fn stored(backend: &MemoryBackend, key: &[u8]) -> Option<(Value, Option<Instant>)> {
         backend.step(|store, now| {
             store
-                .get_mut(key, now)
+                .get_mut(&backend.physical_key(key), now)
                 .map(|entry| (entry.value.clone(), entry.expires_at()))
         })
     }
 
     fn put(backend: &MemoryBackend, key: &[u8], value: Value, expires_in: Option<Duration>) {
         backend
-            .step(|store, now| store.insert(key, value, expires_in.map(|d| now + d), now))
+            .step(|store, now| {
+                let key = backend.physical_key(key);
+                store.insert(&key, value, expires_in.map(|d| now + d), now)
+            })
             .expect("insert");
     }
 
@@ -225,7 +228,7 @@ mod tests {
             assert_eq!(stored(&backend, LEASE), None);
         }
 
-        backend.step(|store, _| store.remove(COUNTER));
+        backend.step(|store, _| store.remove(&backend.physical_key(COUNTER)));
         put(&backend, LEASE, Value::Int(7), None);
         let step = LeaseStep {
             lease_key: LEASE,

@@ -253,7 +253,9 @@ mod tests {
     async fn another_primitives_state_is_corrupt_and_left_alone() {
         let backend = MemoryBackend::new();
         backend
-            .step(|store, now| store.insert(b"{s}:b", Value::Int(7), None, now))
+            .step(|store, now| {
+                store.insert(&backend.physical_key(b"{s}:b"), Value::Int(7), None, now)
+            })
             .expect("insert");
         let keys = [b"{s}:a".to_vec(), b"{s}:b".to_vec()];
         let step = PermitStep {
@@ -274,8 +276,11 @@ mod tests {
         }
         // Nothing was created beside it, and it is unchanged.
         assert_eq!(backend.len(), 1);
-        let value =
-            backend.step(|store, now| store.get_mut(b"{s}:b", now).map(|e| e.value.clone()));
+        let value = backend.step(|store, now| {
+            store
+                .get_mut(&backend.physical_key(b"{s}:b"), now)
+                .map(|e| e.value.clone())
+        });
         assert_eq!(value, Some(Value::Int(7)));
     }
 
@@ -284,7 +289,11 @@ mod tests {
         let backend = MemoryBackend::new();
         let keys = [b"s".to_vec()];
         let expires = |backend: &MemoryBackend| {
-            backend.step(|store, now| store.get_mut(b"s", now).map(|e| e.expires_at()))
+            backend.step(|store, now| {
+                store
+                    .get_mut(&backend.physical_key(b"s"), now)
+                    .map(|e| e.expires_at())
+            })
         };
         let granted = backend.semaphore_acquire(acquire(&keys, &[2], "a"));
         assert_eq!(granted.expect("acquire"), SemaphoreAcquireReply::Granted);

@@ -95,8 +95,11 @@ mod tests {
         };
         let reply = backend.stacked_window(step).expect("step");
         assert!(reply.granted);
-        let expires =
-            backend.step(|store, now| store.get_mut(b"k", now).and_then(|e| e.expires_at()));
+        let expires = backend.step(|store, now| {
+            store
+                .get_mut(&backend.physical_key(b"k"), now)
+                .and_then(|e| e.expires_at())
+        });
         assert_eq!(
             expires,
             Some(Instant::now() + Duration::from_secs(60)),
