@@ -129,6 +129,12 @@ impl MemoryBackend {
         f(&mut self.lock_store(), now)
     }
 
+    /// Runs one step at once: for the steps' own tests.
+    #[cfg(test)]
+    pub(crate) fn run<S: crate::backend::steps::MemoryStep>(&self, step: S) -> Result<S::Reply> {
+        step.in_memory(self)
+    }
+
     /// The backend's clock, for steps that align on the epoch.
     pub(crate) fn clock(&self) -> Clock {
         self.shared.clock
@@ -216,7 +222,7 @@ impl MemoryBackendBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::steps::Step;
+    use crate::backend::steps::MemoryStep;
     use crate::backend::steps::fixed_window::FixedWindowStep;
     use crate::backend::steps::gcra::GcraStep;
     use crate::backend::steps::sliding_window::SlidingWindowStep;
@@ -246,7 +252,7 @@ mod tests {
         let tat = Value::Tat(Instant::now());
         stored(tat.clone());
         let errors = [
-            Step::in_memory(
+            MemoryStep::in_memory(
                 &FixedWindowStep {
                     key,
                     permits,
@@ -256,7 +262,7 @@ mod tests {
                 &backend,
             )
             .map(drop),
-            Step::in_memory(
+            MemoryStep::in_memory(
                 &SlidingWindowStep {
                     key,
                     permits,
@@ -267,7 +273,7 @@ mod tests {
                 &backend,
             )
             .map(drop),
-            Step::in_memory(
+            MemoryStep::in_memory(
                 &TokenBucketStep {
                     key,
                     permits,
@@ -278,7 +284,7 @@ mod tests {
                 &backend,
             )
             .map(drop),
-            Step::in_memory(
+            MemoryStep::in_memory(
                 &StackedWindowStep {
                     key,
                     permits,
@@ -294,7 +300,7 @@ mod tests {
         unchanged(tat);
 
         stored(Value::Int(7));
-        let err = Step::in_memory(
+        let err = MemoryStep::in_memory(
             &GcraStep {
                 key,
                 permits,

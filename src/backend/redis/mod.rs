@@ -56,6 +56,7 @@ use redis::{Cmd, FromRedisValue, Pipeline, ToRedisArgs, Value};
 
 use self::connection::Request;
 use self::link::Link;
+use self::script_reply::{Outcome, ScriptReply};
 use crate::backend::{KeyPrefix, ensure_same_slot};
 use crate::error::{Error, Result};
 
@@ -343,19 +344,52 @@ impl RedisBackend {
         K: AsRef<[u8]>,
         A: ToRedisArgs,
     {
-        let reply = self.eval_value(script, keys, args).await?;
-        convert(reply, script.name())
+        self.eval_then(script, keys, args, |reply| convert(reply, script.name()))
+            .await
     }
 
-    /// [`eval`](Self::eval)'s reply as it came; the crate's steps decode it with
-    /// [`Script::decode`]. Read-only scripts go as `EVALSHA_RO` where the server has it
-    /// (Redis 7.0+, Valkey), until an ACL refuses it.
-    pub(crate) async fn eval_value<K, A>(
+    /// Runs one of the crate's scripts and decodes its reply in the one reply convention
+    /// ([`script_reply`]): a status table, or an integer the script packed its answer into.
+    pub(crate) fn script_reply<'a, K, A>(
+        &'a self,
+        script: &'a Script,
+        keys: &'a [K],
+        args: A,
+    ) -> impl Future<Output = Result<ScriptReply>> + Send + 'a
+    where
+        K: AsRef<[u8]> + Sync,
+        A: ToRedisArgs + Send + Sync + 'a,
+    {
+        // Returned, not awaited in a future of its own: each nested future costs a copy of
+        // everything below it, on every decision.
+        self.eval_then(script, keys, args, move |reply| script.decode(reply, keys))
+    }
+
+    /// [`script_reply`](Self::script_reply) for a script that always answers a status table.
+    pub(crate) fn script_outcome<'a, K, A>(
+        &'a self,
+        script: &'a Script,
+        keys: &'a [K],
+        args: A,
+    ) -> impl Future<Output = Result<Outcome>> + Send + 'a
+    where
+        K: AsRef<[u8]> + Sync,
+        A: ToRedisArgs + Send + Sync + 'a,
+    {
+        self.eval_then(script, keys, args, move |reply| {
+            script.decode(reply, keys)?.into_outcome(script.name())
+        })
+    }
+
+    /// Runs `script` and hands its reply as it came to `finish`. Read-only scripts go as
+    /// `EVALSHA_RO` where the server has it (Redis 7.0+, Valkey), until an ACL refuses it.
+    async fn eval_then<K, A, T>(
         &self,
         script: &Script,
         keys: &[K],
         args: A,
-    ) -> Result<Value>
+        finish: impl FnOnce(Value) -> Result<T>,
+    ) -> Result<T>
     where
         K: AsRef<[u8]>,
         A: ToRedisArgs,
@@ -417,7 +451,7 @@ impl RedisBackend {
                     self.shared.capabilities.record_read_only_scripts_refused();
                     read_only = false;
                 }
-                reply => return reply.map_err(SendError::into_error),
+                reply => return reply.map_err(SendError::into_error).and_then(finish),
             }
         }
     }

@@ -1,19 +1,22 @@
 //! The step protocol: every primitive's atomic steps, one folder per primitive.
 //!
-//! A step is a plain value (its keys and arguments) that implements [`Step`]: its reply type,
-//! how Redis runs it, and how the memory backend runs it. Coordination builds a step and hands
-//! it to [`Backend::run`], the one place that looks at which backend it has; nothing above the
-//! backend matches on its variants.
+//! A step is a plain value (its keys and arguments) that implements [`Step`] (its reply
+//! type), [`RedisStep`] (how Redis runs it) and [`MemoryStep`] (how the memory backend runs
+//! it). Coordination builds a step and hands it to [`Backend::run`], the one place that
+//! looks at which backend it has; nothing above the backend matches on its variants, and
+//! the shared backend types hold no primitive's code.
 //!
 //! Each primitive's folder holds all of its backend code:
 //!
-//! - `mod.rs`: the step and reply types, with the rules both backends keep, and the [`Step`]
-//!   implementations that name the two below;
-//! - `redis.rs` and its `.lua` scripts, each declared with `script!` (whether it only reads,
-//!   its name, its files) and answering in the one reply convention of
-//!   `backend::redis::script_reply` (status first, one shape for corrupt state), which
-//!   `Script::decode` decodes;
-//! - `memory.rs`: the same step on the in-process store, with the same answers.
+//! - `mod.rs`: the step and reply types, with the rules both backends keep, and their
+//!   [`Step`] implementations;
+//! - `redis.rs`, the [`RedisStep`] implementations, and its `.lua` scripts, each declared
+//!   with `script!` (whether it only reads, its name, its files) and answering in the one
+//!   reply convention of `backend::redis::script_reply` (status first, one shape for
+//!   corrupt state), which [`RedisBackend::script_outcome`] (or `script_reply`, for a
+//!   script that may pack its answer into an integer) evaluates and decodes in one call;
+//! - `memory.rs`: the [`MemoryStep`] implementations, the same steps on the in-process
+//!   store with the same answers.
 
 pub(crate) mod fenced_lock;
 pub(crate) mod fixed_window;
@@ -34,18 +37,24 @@ use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::RedisBackend;
 use crate::error::Result;
 
-/// One atomic step of a primitive, runnable on either backend.
+/// One atomic step of a primitive: what it answers, the same on both backends.
 pub(crate) trait Step {
-    /// What the step answers, the same on both backends.
+    /// What the step answers.
     type Reply;
+}
 
-    /// Runs the step on Redis: one script call or one native command (a pipeline at most).
+/// A step as Redis runs it: one script call or one native command (a pipeline at most).
+pub(crate) trait RedisStep: Step {
+    /// Runs the step on `redis`.
     fn on_redis<'a>(
         &'a self,
         redis: &'a RedisBackend,
     ) -> impl Future<Output = Result<Self::Reply>> + Send + 'a;
+}
 
-    /// Runs the step on the memory backend, atomically under its store's lock.
+/// A step as the memory backend runs it, atomically under its store's lock.
+pub(crate) trait MemoryStep: Step {
+    /// Runs the step on `memory`.
     fn in_memory(&self, memory: &MemoryBackend) -> Result<Self::Reply>;
 }
 
@@ -54,7 +63,7 @@ impl Backend {
     ///
     /// Not cancel safe on Redis: once the request is written, dropping the future does not
     /// stop the step, which may run to completion on the server.
-    pub(crate) async fn run<S: Step>(&self, step: S) -> Result<S::Reply> {
+    pub(crate) async fn run<S: RedisStep + MemoryStep>(&self, step: S) -> Result<S::Reply> {
         match self {
             // Boxed: a redis-rs future is a deeply nested type, and callers nest this one
             // further (timeouts, layers, extractors, user code); on the heap it costs one

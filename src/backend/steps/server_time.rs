@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::Step;
+use super::{MemoryStep, RedisStep, Step};
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::RedisBackend;
 use crate::error::Result;
@@ -15,14 +15,18 @@ pub(crate) struct ServerTime;
 
 impl Step for ServerTime {
     type Reply = Duration;
+}
 
+impl RedisStep for ServerTime {
     fn on_redis<'a>(
         &'a self,
         redis: &'a RedisBackend,
     ) -> impl Future<Output = Result<Duration>> + Send + 'a {
         redis.server_time()
     }
+}
 
+impl MemoryStep for ServerTime {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<Duration> {
         Ok(memory.now())
     }

@@ -9,8 +9,10 @@ use tokio::time::Instant;
 use crate::backend::ensure_same_slot;
 use crate::backend::memory::clock::millis_until;
 use crate::backend::memory::{MemoryBackend, Store, Value};
+use crate::backend::steps::MemoryStep;
 use crate::backend::steps::fenced_lock::{
-    FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseStep,
+    FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseReleaseStep, LeaseRenewStep,
+    LeaseStep, LeaseVerifyStep,
 };
 use crate::error::{Error, Result};
 
@@ -20,13 +22,14 @@ enum Lease<'a> {
     Owner(&'a str, Option<Instant>),
 }
 
-impl MemoryBackend {
-    /// Takes the lease and the next fencing token if no lease exists.
-    pub(super) fn fenced_acquire(&self, step: FencedAcquireStep<'_>) -> Result<FencedAcquireReply> {
-        let lease_key = self.physical_key(step.lease_key);
-        let counter_key = self.physical_key(step.counter_key);
+/// Takes the lease and the next fencing token if no lease exists.
+impl MemoryStep for FencedAcquireStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<FencedAcquireReply> {
+        let step = self;
+        let lease_key = memory.physical_key(step.lease_key);
+        let counter_key = memory.physical_key(step.counter_key);
         ensure_same_slot(&[&lease_key, &counter_key])?;
-        self.step(|store, now| {
+        memory.step(|store, now| {
             if let Lease::Owner(_, expires_at) = lease(store, &lease_key, now, step.lease_key)? {
                 return Ok(FencedAcquireReply::Held {
                     retry_after_ms: expires_at.map(|deadline| millis_until(deadline, now)),
@@ -56,11 +59,14 @@ impl MemoryBackend {
             })
         })
     }
+}
 
-    /// Gives the lease a new expiry if it is still held under the token.
-    pub(super) fn fenced_renew(&self, step: LeaseStep<'_>, lease_ms: u64) -> Result<bool> {
-        let lease_key = self.physical_key(step.lease_key);
-        self.step(|store, now| {
+/// Gives the lease a new expiry if it is still held under the token.
+impl MemoryStep for LeaseRenewStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
+        let (step, lease_ms) = (self.lease, self.lease_ms);
+        let lease_key = memory.physical_key(step.lease_key);
+        memory.step(|store, now| {
             if !is_owner(store, &lease_key, now, step)? {
                 return Ok(false);
             }
@@ -72,17 +78,23 @@ impl MemoryBackend {
             Ok(store.set_expiry(&lease_key, Some(deadline), now))
         })
     }
+}
 
-    /// Whether the lease is held under the token.
-    pub(super) fn fenced_verify(&self, step: LeaseStep<'_>) -> Result<bool> {
-        let lease_key = self.physical_key(step.lease_key);
-        self.step(|store, now| is_owner(store, &lease_key, now, step))
+/// Whether the lease is held under the token.
+impl MemoryStep for LeaseVerifyStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
+        let LeaseVerifyStep(step) = *self;
+        let lease_key = memory.physical_key(step.lease_key);
+        memory.step(|store, now| is_owner(store, &lease_key, now, step))
     }
+}
 
-    /// Deletes the lease if it is held under the token.
-    pub(super) fn fenced_release(&self, step: LeaseStep<'_>) -> Result<LeaseReleaseReply> {
-        let lease_key = self.physical_key(step.lease_key);
-        self.step(|store, now| {
+/// Deletes the lease if it is held under the token.
+impl MemoryStep for LeaseReleaseStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<LeaseReleaseReply> {
+        let LeaseReleaseStep(step) = *self;
+        let lease_key = memory.physical_key(step.lease_key);
+        memory.step(|store, now| {
             let reply = match lease(store, &lease_key, now, step.lease_key)? {
                 Lease::None => LeaseReleaseReply::NoLease,
                 Lease::Owner(owner, _) if owner == step.token => LeaseReleaseReply::Released,
@@ -147,7 +159,7 @@ mod tests {
     const COUNTER: &[u8] = b"{l}:fence";
 
     fn acquire(backend: &MemoryBackend, token: &str) -> Result<FencedAcquireReply> {
-        backend.fenced_acquire(FencedAcquireStep {
+        backend.run(FencedAcquireStep {
             lease_key: LEASE,
             counter_key: COUNTER,
             token,
@@ -175,10 +187,10 @@ mod tests {
 
     fn release(backend: &MemoryBackend, token: &str) -> LeaseReleaseReply {
         backend
-            .fenced_release(LeaseStep {
+            .run(LeaseReleaseStep(LeaseStep {
                 lease_key: LEASE,
                 token,
-            })
+            }))
             .expect("release")
     }
 
@@ -236,9 +248,14 @@ mod tests {
         };
         let errors = [
             acquire(&backend, "t").map(drop),
-            backend.fenced_renew(step, 1_000).map(drop),
-            backend.fenced_verify(step).map(drop),
-            backend.fenced_release(step).map(drop),
+            backend
+                .run(LeaseRenewStep {
+                    lease: step,
+                    lease_ms: 1_000,
+                })
+                .map(drop),
+            backend.run(LeaseVerifyStep(step)).map(drop),
+            backend.run(LeaseReleaseStep(step)).map(drop),
         ];
         for result in errors {
             assert_eq!(result.expect_err("corrupt").kind(), ErrorKind::CorruptState);
@@ -268,19 +285,40 @@ mod tests {
             token: "b",
             ..owner
         };
-        assert!(!backend.fenced_renew(other, 60_000).expect("renew"));
-        assert!(!backend.fenced_verify(other).expect("verify"));
+        assert!(
+            !backend
+                .run(LeaseRenewStep {
+                    lease: other,
+                    lease_ms: 60_000
+                })
+                .expect("renew")
+        );
+        assert!(!backend.run(LeaseVerifyStep(other)).expect("verify"));
         assert_eq!(release(&backend, "b"), LeaseReleaseReply::OtherOwner);
 
         tokio::time::advance(Duration::from_millis(400)).await;
-        assert!(backend.fenced_renew(owner, 5_000).expect("renew"));
+        assert!(
+            backend
+                .run(LeaseRenewStep {
+                    lease: owner,
+                    lease_ms: 5_000
+                })
+                .expect("renew")
+        );
         let expires_at = stored(&backend, LEASE).and_then(|(_, at)| at);
         assert_eq!(expires_at, Some(Instant::now() + Duration::from_secs(5)));
-        assert!(backend.fenced_verify(owner).expect("verify"));
+        assert!(backend.run(LeaseVerifyStep(owner)).expect("verify"));
 
         tokio::time::advance(Duration::from_secs(5)).await;
-        assert!(!backend.fenced_verify(owner).expect("verify"));
-        assert!(!backend.fenced_renew(owner, 5_000).expect("renew"));
+        assert!(!backend.run(LeaseVerifyStep(owner)).expect("verify"));
+        assert!(
+            !backend
+                .run(LeaseRenewStep {
+                    lease: owner,
+                    lease_ms: 5_000
+                })
+                .expect("renew")
+        );
         assert_eq!(release(&backend, "a"), LeaseReleaseReply::NoLease);
         // The counter outlives its leases.
         assert_eq!(stored(&backend, COUNTER), Some((Value::Int(1), None)));

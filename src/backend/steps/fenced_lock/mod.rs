@@ -10,12 +10,7 @@
 mod memory;
 mod redis;
 
-use std::future::Future;
-
 use super::Step;
-use crate::backend::memory::MemoryBackend;
-use crate::backend::redis::RedisBackend;
-use crate::error::Result;
 
 /// One immediate acquisition: a lease for `token` and the next fencing token, or nothing.
 #[derive(Debug, Clone, Copy)]
@@ -86,60 +81,16 @@ pub(crate) struct LeaseReleaseStep<'a>(pub(crate) LeaseStep<'a>);
 
 impl Step for FencedAcquireStep<'_> {
     type Reply = FencedAcquireReply;
-
-    fn on_redis<'a>(
-        &'a self,
-        redis: &'a RedisBackend,
-    ) -> impl Future<Output = Result<FencedAcquireReply>> + Send + 'a {
-        redis.fenced_acquire(*self)
-    }
-
-    fn in_memory(&self, memory: &MemoryBackend) -> Result<FencedAcquireReply> {
-        memory.fenced_acquire(*self)
-    }
 }
 
 impl Step for LeaseRenewStep<'_> {
     type Reply = bool;
-
-    fn on_redis<'a>(
-        &'a self,
-        redis: &'a RedisBackend,
-    ) -> impl Future<Output = Result<bool>> + Send + 'a {
-        redis.fenced_renew(self.lease, self.lease_ms)
-    }
-
-    fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
-        memory.fenced_renew(self.lease, self.lease_ms)
-    }
 }
 
 impl Step for LeaseVerifyStep<'_> {
     type Reply = bool;
-
-    fn on_redis<'a>(
-        &'a self,
-        redis: &'a RedisBackend,
-    ) -> impl Future<Output = Result<bool>> + Send + 'a {
-        redis.fenced_verify(self.0)
-    }
-
-    fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
-        memory.fenced_verify(self.0)
-    }
 }
 
 impl Step for LeaseReleaseStep<'_> {
     type Reply = LeaseReleaseReply;
-
-    fn on_redis<'a>(
-        &'a self,
-        redis: &'a RedisBackend,
-    ) -> impl Future<Output = Result<LeaseReleaseReply>> + Send + 'a {
-        redis.fenced_release(self.0)
-    }
-
-    fn in_memory(&self, memory: &MemoryBackend) -> Result<LeaseReleaseReply> {
-        memory.fenced_release(self.0)
-    }
 }

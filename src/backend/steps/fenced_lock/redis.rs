@@ -4,8 +4,10 @@
 use std::sync::LazyLock;
 
 use crate::backend::redis::{RedisBackend, Script, script};
+use crate::backend::steps::RedisStep;
 use crate::backend::steps::fenced_lock::{
-    FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseStep,
+    FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseReleaseStep, LeaseRenewStep,
+    LeaseStep, LeaseVerifyStep,
 };
 use crate::error::{Error, Result};
 
@@ -34,21 +36,12 @@ static VERIFY: LazyLock<Script> = script!(
     "fenced_lock_verify.lua"
 );
 
-impl RedisBackend {
-    /// Takes the lease and the next fencing token if no lease exists.
-    pub(super) async fn fenced_acquire(
-        &self,
-        step: FencedAcquireStep<'_>,
-    ) -> Result<FencedAcquireReply> {
-        let outcome = self
-            .eval_value(
-                &ACQUIRE,
-                &[step.lease_key, step.counter_key],
-                (step.token, step.lease_ms, step.not_after_ms),
-            )
-            .await
-            .and_then(|reply| ACQUIRE.decode(reply, &[step.lease_key, step.counter_key]))?
-            .into_outcome(ACQUIRE.name())?;
+/// Takes the lease and the next fencing token if no lease exists.
+impl RedisStep for FencedAcquireStep<'_> {
+    async fn on_redis(&self, redis: &RedisBackend) -> Result<FencedAcquireReply> {
+        let keys = [self.lease_key, self.counter_key];
+        let args = (self.token, self.lease_ms, self.not_after_ms);
+        let outcome = redis.script_outcome(&ACQUIRE, &keys, args).await?;
         match (outcome.status(), outcome.len()) {
             (b"late", 0) => Ok(FencedAcquireReply::Late),
             (b"acquired", 1) => Ok(FencedAcquireReply::Acquired {
@@ -61,34 +54,35 @@ impl RedisBackend {
             _ => Err(outcome.unexpected()),
         }
     }
+}
 
-    /// Gives the lease a new expiry if it is still held under the token.
-    pub(super) async fn fenced_renew(&self, step: LeaseStep<'_>, lease_ms: u64) -> Result<bool> {
-        let outcome = self
-            .eval_value(&RENEW, &[step.lease_key], (step.token, lease_ms))
-            .await
-            .and_then(|reply| RENEW.decode(reply, &[step.lease_key]))?
-            .into_outcome(RENEW.name())?;
-        outcome.flag(b"renewed", b"not_owner")
+/// Gives the lease a new expiry if it is still held under the token.
+impl RedisStep for LeaseRenewStep<'_> {
+    async fn on_redis(&self, redis: &RedisBackend) -> Result<bool> {
+        let LeaseStep { lease_key, token } = self.lease;
+        redis
+            .script_outcome(&RENEW, &[lease_key], (token, self.lease_ms))
+            .await?
+            .flag(b"renewed", b"not_owner")
     }
+}
 
-    /// Whether the lease is held under the token.
-    pub(super) async fn fenced_verify(&self, step: LeaseStep<'_>) -> Result<bool> {
-        let outcome = self
-            .eval_value(&VERIFY, &[step.lease_key], step.token)
-            .await
-            .and_then(|reply| VERIFY.decode(reply, &[step.lease_key]))?
-            .into_outcome(VERIFY.name())?;
-        outcome.flag(b"held", b"not_held")
+/// Whether the lease is held under the token.
+impl RedisStep for LeaseVerifyStep<'_> {
+    async fn on_redis(&self, redis: &RedisBackend) -> Result<bool> {
+        let LeaseVerifyStep(LeaseStep { lease_key, token }) = *self;
+        redis
+            .script_outcome(&VERIFY, &[lease_key], token)
+            .await?
+            .flag(b"held", b"not_held")
     }
+}
 
-    /// Deletes the lease if it is held under the token.
-    pub(super) async fn fenced_release(&self, step: LeaseStep<'_>) -> Result<LeaseReleaseReply> {
-        let outcome = self
-            .eval_value(&RELEASE, &[step.lease_key], step.token)
-            .await
-            .and_then(|reply| RELEASE.decode(reply, &[step.lease_key]))?
-            .into_outcome(RELEASE.name())?;
+/// Deletes the lease if it is held under the token.
+impl RedisStep for LeaseReleaseStep<'_> {
+    async fn on_redis(&self, redis: &RedisBackend) -> Result<LeaseReleaseReply> {
+        let LeaseReleaseStep(LeaseStep { lease_key, token }) = *self;
+        let outcome = redis.script_outcome(&RELEASE, &[lease_key], token).await?;
         match (outcome.status(), outcome.len()) {
             (b"released", 0) => Ok(LeaseReleaseReply::Released),
             (b"no_key", 0) => Ok(LeaseReleaseReply::NoLease),

@@ -4,14 +4,16 @@ use std::time::Duration;
 
 use crate::backend::memory::clock::millis_until;
 use crate::backend::memory::{MemoryBackend, Value};
+use crate::backend::steps::MemoryStep;
 use crate::backend::steps::fixed_window::{FixedWindowReply, FixedWindowStep};
 use crate::error::Result;
 
-impl MemoryBackend {
-    /// Runs one fixed-window step atomically.
-    pub(super) fn fixed_window(&self, step: FixedWindowStep<'_>) -> Result<FixedWindowReply> {
-        let key = self.physical_key(step.key);
-        self.step(|store, now| {
+/// Runs one fixed-window step atomically.
+impl MemoryStep for FixedWindowStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<FixedWindowReply> {
+        let step = self;
+        let key = memory.physical_key(step.key);
+        memory.step(|store, now| {
             let (count, expires_at) = match store.get_mut(&key, now) {
                 None => (0, None),
                 Some(entry) => match entry.value {

@@ -4,12 +4,7 @@
 mod memory;
 mod redis;
 
-use std::future::Future;
-
 use super::Step;
-use crate::backend::memory::MemoryBackend;
-use crate::backend::redis::RedisBackend;
-use crate::error::Result;
 /// One fixed-window acquisition, on a physical key chosen by the limiter.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FixedWindowStep<'a> {
@@ -40,15 +35,4 @@ pub(crate) struct FixedWindowReply {
 
 impl Step for FixedWindowStep<'_> {
     type Reply = FixedWindowReply;
-
-    fn on_redis<'a>(
-        &'a self,
-        redis: &'a RedisBackend,
-    ) -> impl Future<Output = Result<FixedWindowReply>> + Send + 'a {
-        redis.fixed_window(*self)
-    }
-
-    fn in_memory(&self, memory: &MemoryBackend) -> Result<FixedWindowReply> {
-        memory.fixed_window(*self)
-    }
 }

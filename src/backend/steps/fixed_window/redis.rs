@@ -6,30 +6,32 @@ use redis::Value;
 
 use crate::backend::redis::script_reply::ScriptReply;
 use crate::backend::redis::{RedisBackend, Script, SendError, script};
+use crate::backend::steps::RedisStep;
 use crate::backend::steps::fixed_window::{FixedWindowReply, FixedWindowStep};
 use crate::error::{Error, ErrorKind, Result};
 
 static FIXED_WINDOW: LazyLock<Script> = script!(writes, "fixed_window", "fixed_window.lua");
 
-impl RedisBackend {
-    /// Runs one fixed-window step.
-    ///
-    /// Redis 8.8+ and Valkey 9.2+ take it as one `INCREX` pipelined with `PTTL` (one round
-    /// trip). A server that answers "unknown command", or an ACL that denies `INCREX`
-    /// (`NOPERM`: an allow-list written before the command existed), makes every user of this
-    /// handle take the Lua path for [`INCREX_REPROBE_AFTER`](crate::backend::redis::INCREX_REPROBE_AFTER); the
-    /// rejected command changed nothing, so the same request goes on through Lua at once. Probes
-    /// (0 permits) always use Lua, since `INCREX` would create the key.
-    ///
-    /// A counting command refuses a counter it cannot count (not an integer, another type)
-    /// without changing it; the step then asks a probe, which checks the counter, whether
-    /// that was the reason, so corrupt state is named by the script's own check rather than
-    /// recognised in the server's error text.
-    pub(super) async fn fixed_window(&self, step: FixedWindowStep<'_>) -> Result<FixedWindowReply> {
-        if step.permits > 0 && self.capabilities().should_try_increx() {
-            match self.fixed_window_increx(step).await {
+/// Runs one fixed-window step.
+///
+/// Redis 8.8+ and Valkey 9.2+ take it as one `INCREX` pipelined with `PTTL` (one round
+/// trip). A server that answers "unknown command", or an ACL that denies `INCREX`
+/// (`NOPERM`: an allow-list written before the command existed), makes every user of this
+/// handle take the Lua path for [`INCREX_REPROBE_AFTER`](crate::backend::redis::INCREX_REPROBE_AFTER); the
+/// rejected command changed nothing, so the same request goes on through Lua at once. Probes
+/// (0 permits) always use Lua, since `INCREX` would create the key.
+///
+/// A counting command refuses a counter it cannot count (not an integer, another type)
+/// without changing it; the step then asks a probe, which checks the counter, whether
+/// that was the reason, so corrupt state is named by the script's own check rather than
+/// recognised in the server's error text.
+impl RedisStep for FixedWindowStep<'_> {
+    async fn on_redis(&self, redis: &RedisBackend) -> Result<FixedWindowReply> {
+        let step = *self;
+        if step.permits > 0 && redis.capabilities().should_try_increx() {
+            match increx(redis, step).await {
                 Ok(reply) => {
-                    self.capabilities().increx_accepted();
+                    redis.capabilities().increx_accepted();
                     return Ok(reply);
                 }
                 Err(err) if err.refuses_command() => {
@@ -38,86 +40,82 @@ impl RedisBackend {
                         "the server does not take INCREX; using the Lua fixed window for the next {:?}",
                         crate::backend::redis::INCREX_REPROBE_AFTER
                     );
-                    self.capabilities().increx_rejected();
+                    redis.capabilities().increx_rejected();
                 }
-                Err(err) => return Err(self.corrupt_or(step, err.into_error()).await),
+                Err(err) => return Err(corrupt_or(redis, step, err.into_error()).await),
             }
         }
-        match self.fixed_window_lua(step).await {
-            Err(err) if step.permits > 0 => Err(self.corrupt_or(step, err).await),
+        match lua(redis, step).await {
+            Err(err) if step.permits > 0 => Err(corrupt_or(redis, step, err).await),
             reply => reply,
         }
     }
+}
 
-    async fn fixed_window_lua(&self, step: FixedWindowStep<'_>) -> Result<FixedWindowReply> {
-        let reply = self
-            .eval_value(
-                &FIXED_WINDOW,
-                &[step.key],
-                (step.permits, step.limit, step.window_ms),
-            )
-            .await
-            .and_then(|reply| FIXED_WINDOW.decode(reply, &[step.key]))?;
-        let (granted, count, ttl_ms) = match reply {
-            // count * 2^32 + ms until the window ends.
-            ScriptReply::Packed(count, ttl) => (true, count, Some(ttl)),
-            ScriptReply::Status(outcome) => {
-                (outcome.granted()?, outcome.uint(0)?, outcome.optional(1)?)
-            }
-        };
-        Ok(FixedWindowReply {
-            granted,
-            count,
-            ttl_ms,
-            free_in_ms: ttl_ms.map(|ttl| ttl + 1),
-        })
-    }
+/// The step through Lua.
+async fn lua(redis: &RedisBackend, step: FixedWindowStep<'_>) -> Result<FixedWindowReply> {
+    let args = (step.permits, step.limit, step.window_ms);
+    let reply = redis.script_reply(&FIXED_WINDOW, &[step.key], args).await?;
+    let (granted, count, ttl_ms) = match reply {
+        // count * 2^32 + ms until the window ends.
+        ScriptReply::Packed(count, ttl) => (true, count, Some(ttl)),
+        ScriptReply::Status(outcome) => {
+            (outcome.granted()?, outcome.uint(0)?, outcome.optional(1)?)
+        }
+    };
+    Ok(FixedWindowReply {
+        granted,
+        count,
+        ttl_ms,
+        free_in_ms: ttl_ms.map(|ttl| ttl + 1),
+    })
+}
 
-    /// The corrupt-state error if a probe finds the counter corrupt, else `err`: for a
-    /// counting step the server refused. A refusal changed nothing, so the probe may run.
-    async fn corrupt_or(&self, step: FixedWindowStep<'_>, err: Error) -> Error {
-        if !matches!(err.kind(), ErrorKind::Server | ErrorKind::Script) {
-            return err;
-        }
-        let probe = FixedWindowStep { permits: 0, ..step };
-        match self.fixed_window_lua(probe).await {
-            Err(corrupt) if corrupt.kind() == ErrorKind::CorruptState => corrupt,
-            _ => err,
-        }
+/// The corrupt-state error if a probe finds the counter corrupt, else `err`: for a
+/// counting step the server refused. A refusal changed nothing, so the probe may run.
+async fn corrupt_or(redis: &RedisBackend, step: FixedWindowStep<'_>, err: Error) -> Error {
+    if !matches!(err.kind(), ErrorKind::Server | ErrorKind::Script) {
+        return err;
     }
+    let probe = FixedWindowStep { permits: 0, ..step };
+    match lua(redis, probe).await {
+        Err(corrupt) if corrupt.kind() == ErrorKind::CorruptState => corrupt,
+        _ => err,
+    }
+}
 
-    async fn fixed_window_increx(
-        &self,
-        step: FixedWindowStep<'_>,
-    ) -> Result<FixedWindowReply, SendError> {
-        let key = self.physical_key(step.key);
-        let mut pipe = redis::pipe();
-        pipe.cmd("INCREX")
-            .arg(&key)
-            .arg("BYINT")
-            .arg(step.permits)
-            .arg("UBOUND")
-            .arg(step.limit)
-            .arg("PX")
-            .arg(step.window_ms)
-            .arg("ENX")
-            .cmd("PTTL")
-            .arg(&key);
-        let reply = self.query_pipeline(&pipe).await?;
-        let ((count, applied), mut ttl): ((i64, i64), i64) =
-            redis::from_redis_value(Value::Array(reply)).map_err(redis::RedisError::from)?;
-        if ttl == -1 {
-            // A counter without expiry would never reset: give it the window it lost.
-            let mut pexpire = redis::cmd("PEXPIRE");
-            pexpire.arg(&key).arg(step.window_ms);
-            self.query_raw(&pexpire).await?;
-            ttl = i64::try_from(step.window_ms).unwrap_or(i64::MAX);
-        }
-        Ok(FixedWindowReply {
-            granted: applied != 0,
-            count: u64::try_from(count).unwrap_or(0),
-            ttl_ms: u64::try_from(ttl).ok(),
-            free_in_ms: u64::try_from(ttl).ok().map(|ttl| ttl + 1),
-        })
+/// The step as one `INCREX` pipelined with `PTTL`.
+async fn increx(
+    redis: &RedisBackend,
+    step: FixedWindowStep<'_>,
+) -> Result<FixedWindowReply, SendError> {
+    let key = redis.physical_key(step.key);
+    let mut pipe = redis::pipe();
+    pipe.cmd("INCREX")
+        .arg(&key)
+        .arg("BYINT")
+        .arg(step.permits)
+        .arg("UBOUND")
+        .arg(step.limit)
+        .arg("PX")
+        .arg(step.window_ms)
+        .arg("ENX")
+        .cmd("PTTL")
+        .arg(&key);
+    let reply = redis.query_pipeline(&pipe).await?;
+    let ((count, applied), mut ttl): ((i64, i64), i64) =
+        redis::from_redis_value(Value::Array(reply)).map_err(redis::RedisError::from)?;
+    if ttl == -1 {
+        // A counter without expiry would never reset: give it the window it lost.
+        let mut pexpire = redis::cmd("PEXPIRE");
+        pexpire.arg(&key).arg(step.window_ms);
+        redis.query_raw(&pexpire).await?;
+        ttl = i64::try_from(step.window_ms).unwrap_or(i64::MAX);
     }
+    Ok(FixedWindowReply {
+        granted: applied != 0,
+        count: u64::try_from(count).unwrap_or(0),
+        ttl_ms: u64::try_from(ttl).ok(),
+        free_in_ms: u64::try_from(ttl).ok().map(|ttl| ttl + 1),
+    })
 }

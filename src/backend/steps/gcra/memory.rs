@@ -4,18 +4,20 @@ use std::time::Duration;
 
 use crate::backend::memory::clock::micros_up;
 use crate::backend::memory::{MemoryBackend, Value};
+use crate::backend::steps::MemoryStep;
 use crate::backend::steps::gcra::{GcraStep, reply_from_micros};
 use crate::backend::steps::rate_limit_reply::RateLimitReply;
 use crate::error::Result;
 
-impl MemoryBackend {
-    /// Runs one GCRA step atomically. The TAT is stored as an instant and expires when it
-    /// passes, so a live entry is always ahead of now, and never more than the tolerance
-    /// ahead: the clock is monotonic, so the Lua script's clamp of a TAT left ahead by a
-    /// clock that stepped back has nothing to do here.
-    pub(super) fn gcra(&self, step: GcraStep<'_>) -> Result<RateLimitReply> {
-        let key = self.physical_key(step.key);
-        self.step(|store, now| {
+/// Runs one GCRA step atomically. The TAT is stored as an instant and expires when it
+/// passes, so a live entry is always ahead of now, and never more than the tolerance
+/// ahead: the clock is monotonic, so the Lua script's clamp of a TAT left ahead by a
+/// clock that stepped back has nothing to do here.
+impl MemoryStep for GcraStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<RateLimitReply> {
+        let step = self;
+        let key = memory.physical_key(step.key);
+        memory.step(|store, now| {
             let ahead = match store.get_mut(&key, now) {
                 None => 0,
                 Some(entry) => match entry.value {

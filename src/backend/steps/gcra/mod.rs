@@ -10,13 +10,8 @@
 mod memory;
 mod redis;
 
-use std::future::Future;
-
 use super::Step;
-use crate::backend::memory::MemoryBackend;
-use crate::backend::redis::RedisBackend;
 use crate::backend::steps::rate_limit_reply::RateLimitReply;
-use crate::error::Result;
 
 /// The largest burst window `b·T`, in microseconds (about 35.7 years). Lua numbers are
 /// doubles: with it, `now + (b + 1)·T` stays far below 2^53 µs for centuries, so every TAT,
@@ -64,17 +59,6 @@ pub(crate) fn reply_from_micros(
 
 impl Step for GcraStep<'_> {
     type Reply = RateLimitReply;
-
-    fn on_redis<'a>(
-        &'a self,
-        redis: &'a RedisBackend,
-    ) -> impl Future<Output = Result<RateLimitReply>> + Send + 'a {
-        redis.gcra(*self)
-    }
-
-    fn in_memory(&self, memory: &MemoryBackend) -> Result<RateLimitReply> {
-        memory.gcra(*self)
-    }
 }
 
 #[cfg(test)]

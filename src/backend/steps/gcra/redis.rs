@@ -3,24 +3,18 @@
 use std::sync::LazyLock;
 
 use crate::backend::redis::{RedisBackend, Script, script};
+use crate::backend::steps::RedisStep;
 use crate::backend::steps::gcra::{GcraStep, reply_from_micros};
 use crate::backend::steps::rate_limit_reply::{RateLimitReply, reply_parts};
 use crate::error::Result;
 
 static GCRA: LazyLock<Script> = script!(writes, "gcra", "gcra.lua");
 
-impl RedisBackend {
-    /// Runs one GCRA step: the script reads `TIME`, decides, and writes the new TAT only
-    /// when it consumes.
-    pub(super) async fn gcra(&self, step: GcraStep<'_>) -> Result<RateLimitReply> {
-        let reply = self
-            .eval_value(
-                &GCRA,
-                &[step.key],
-                (step.permits, step.interval_us, step.burst),
-            )
-            .await
-            .and_then(|reply| GCRA.decode(reply, &[step.key]))?;
+/// Runs one GCRA step.
+impl RedisStep for GcraStep<'_> {
+    async fn on_redis(&self, redis: &RedisBackend) -> Result<RateLimitReply> {
+        let args = (self.permits, self.interval_us, self.burst);
+        let reply = redis.script_reply(&GCRA, &[self.key], args).await?;
         let (granted, remaining, reset_after_us, retry_after_us) = reply_parts(reply)?;
         Ok(reply_from_micros(
             granted,

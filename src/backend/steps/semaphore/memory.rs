@@ -9,19 +9,23 @@ use tokio::time::Instant;
 use crate::backend::ensure_same_slot;
 use crate::backend::memory::clock::millis_until;
 use crate::backend::memory::{MemoryBackend, Store, Value};
-use crate::backend::steps::semaphore::{PermitStep, SemaphoreAcquireReply, SemaphoreAcquireStep};
+use crate::backend::steps::MemoryStep;
+#[cfg(test)]
+use crate::backend::steps::semaphore::PermitStep;
+use crate::backend::steps::semaphore::{
+    PermitReleaseStep, PermitRenewStep, PermitVerifyStep, SemaphoreAcquireReply,
+    SemaphoreAcquireStep, SemaphoreHeldStep,
+};
 use crate::error::{Error, Result};
 
 type Holders = HashMap<String, Option<Instant>>;
 
-impl MemoryBackend {
-    /// Acquires a permit in every set of the step, or in none.
-    pub(super) fn semaphore_acquire(
-        &self,
-        step: SemaphoreAcquireStep<'_>,
-    ) -> Result<SemaphoreAcquireReply> {
-        let keys = self.semaphore_keys(step.keys)?;
-        self.step(|store, now| {
+/// Acquires a permit in every set of the step, or in none.
+impl MemoryStep for SemaphoreAcquireStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<SemaphoreAcquireReply> {
+        let step = self;
+        let keys = physical_keys(memory, step.keys)?;
+        memory.step(|store, now| {
             check_all(store, &keys, step.keys, now)?;
             let deadline = deadline(now, step.expiry_ms)?;
             // (stored capacity, live permits, ms until expiries free a slot if full)
@@ -71,11 +75,14 @@ impl MemoryBackend {
             Ok(SemaphoreAcquireReply::Granted)
         })
     }
+}
 
-    /// Removes the permit from its sets: `true` when it was still held.
-    pub(super) fn semaphore_release(&self, step: PermitStep<'_>) -> Result<bool> {
-        let keys = self.semaphore_keys(step.keys)?;
-        self.step(|store, now| {
+/// Removes the permit from its sets: `true` when it was still held.
+impl MemoryStep for PermitReleaseStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
+        let PermitReleaseStep(step) = self;
+        let keys = physical_keys(memory, step.keys)?;
+        memory.step(|store, now| {
             check_all(store, &keys, step.keys, now)?;
             let mut released = false;
             for key in &keys {
@@ -87,16 +94,15 @@ impl MemoryBackend {
             Ok(released)
         })
     }
+}
 
-    /// Gives a held permit a new expiry: `true` when renewed, `false` when it was lost (it
-    /// is then removed from every set).
-    pub(super) fn semaphore_renew(
-        &self,
-        step: PermitStep<'_>,
-        expiry_ms: Option<u64>,
-    ) -> Result<bool> {
-        let keys = self.semaphore_keys(step.keys)?;
-        self.step(|store, now| {
+/// Gives a held permit a new expiry: `true` when renewed, `false` when it was lost (it is
+/// then removed from every set).
+impl MemoryStep for PermitRenewStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
+        let (step, expiry_ms) = (self.permit, self.expiry_ms);
+        let keys = physical_keys(memory, step.keys)?;
+        memory.step(|store, now| {
             check_all(store, &keys, step.keys, now)?;
             let deadline = deadline(now, expiry_ms)?;
             let held = keys.iter().all(|key| {
@@ -116,11 +122,14 @@ impl MemoryBackend {
             Ok(held)
         })
     }
+}
 
-    /// Whether the permit is held in every set, after pruning.
-    pub(super) fn semaphore_verify(&self, step: PermitStep<'_>) -> Result<bool> {
-        let keys = self.semaphore_keys(step.keys)?;
-        self.step(|store, now| {
+/// Whether the permit is held in every set, after pruning.
+impl MemoryStep for PermitVerifyStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
+        let PermitVerifyStep(step) = self;
+        let keys = physical_keys(memory, step.keys)?;
+        memory.step(|store, now| {
             check_all(store, &keys, step.keys, now)?;
             Ok(keys.iter().all(|key| {
                 update(store, key, now, |_, holders| {
@@ -129,11 +138,14 @@ impl MemoryBackend {
             }))
         })
     }
+}
 
-    /// The live permits of each set; changes nothing.
-    pub(super) fn semaphore_held(&self, user_keys: &[Vec<u8>]) -> Result<Vec<u32>> {
-        let keys = self.semaphore_keys(user_keys)?;
-        self.step(|store, now| {
+/// The live permits of each set; changes nothing.
+impl MemoryStep for SemaphoreHeldStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<Vec<u32>> {
+        let user_keys = self.keys;
+        let keys = physical_keys(memory, user_keys)?;
+        memory.step(|store, now| {
             check_all(store, &keys, user_keys, now)?;
             Ok(keys
                 .iter()
@@ -149,13 +161,13 @@ impl MemoryBackend {
                 .collect())
         })
     }
+}
 
-    /// The physical keys, which must share one cluster slot as on Redis.
-    fn semaphore_keys(&self, keys: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
-        let keys: Vec<Vec<u8>> = keys.iter().map(|key| self.physical_key(key)).collect();
-        ensure_same_slot(&keys)?;
-        Ok(keys)
-    }
+/// The physical keys, which must share one cluster slot as on Redis.
+fn physical_keys(memory: &MemoryBackend, keys: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
+    let keys: Vec<Vec<u8>> = keys.iter().map(|key| memory.physical_key(key)).collect();
+    ensure_same_slot(&keys)?;
+    Ok(keys)
 }
 
 /// When a permit given `expiry_ms` now expires; `None` for no expiry.
@@ -263,13 +275,16 @@ mod tests {
             token: "t",
         };
         let errors = [
+            backend.run(acquire(&keys, &[1, 1], "t")).map(drop),
+            backend.run(PermitReleaseStep(step)).map(drop),
             backend
-                .semaphore_acquire(acquire(&keys, &[1, 1], "t"))
+                .run(PermitRenewStep {
+                    permit: step,
+                    expiry_ms: None,
+                })
                 .map(drop),
-            backend.semaphore_release(step).map(drop),
-            backend.semaphore_renew(step, None).map(drop),
-            backend.semaphore_verify(step).map(drop),
-            backend.semaphore_held(&keys).map(drop),
+            backend.run(PermitVerifyStep(step)).map(drop),
+            backend.run(SemaphoreHeldStep { keys: &keys }).map(drop),
         ];
         for result in errors {
             assert_eq!(result.expect_err("corrupt").kind(), ErrorKind::CorruptState);
@@ -295,7 +310,7 @@ mod tests {
                     .map(|e| e.expires_at())
             })
         };
-        let granted = backend.semaphore_acquire(acquire(&keys, &[2], "a"));
+        let granted = backend.run(acquire(&keys, &[2], "a"));
         assert_eq!(granted.expect("acquire"), SemaphoreAcquireReply::Granted);
         let first = expires(&backend).flatten().expect("an expiry");
         let step = PermitStep {
@@ -303,7 +318,7 @@ mod tests {
             token: "b",
         };
         backend
-            .semaphore_acquire(SemaphoreAcquireStep {
+            .run(SemaphoreAcquireStep {
                 expiry_ms: None,
                 ..acquire(&keys, &[2], "b")
             })
@@ -313,7 +328,7 @@ mod tests {
             Some(None),
             "persistent with a permit without expiry"
         );
-        assert!(backend.semaphore_release(step).expect("release"));
+        assert!(backend.run(PermitReleaseStep(step)).expect("release"));
         assert_eq!(expires(&backend), Some(Some(first)));
         tokio::time::advance(Duration::from_millis(1_000)).await;
         assert_eq!(expires(&backend), None, "gone with its last permit");
@@ -328,7 +343,7 @@ mod tests {
             .expect("insert");
         let keys = [b"{s}:a".to_vec(), b"{s}:b".to_vec()];
         let err = backend
-            .semaphore_acquire(acquire(&keys, &[1, 1], "t"))
+            .run(acquire(&keys, &[1, 1], "t"))
             .expect_err("no room for two keys");
         assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
         assert_eq!(backend.len(), 1);

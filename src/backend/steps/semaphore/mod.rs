@@ -8,12 +8,7 @@
 mod memory;
 mod redis;
 
-use std::future::Future;
-
 use super::Step;
-use crate::backend::memory::MemoryBackend;
-use crate::backend::redis::RedisBackend;
-use crate::error::Result;
 
 /// One acquisition of a permit in every set of `keys`, or in none.
 #[derive(Debug, Clone, Copy)]
@@ -83,75 +78,20 @@ pub(crate) struct SemaphoreHeldStep<'a> {
 
 impl Step for SemaphoreAcquireStep<'_> {
     type Reply = SemaphoreAcquireReply;
-
-    fn on_redis<'a>(
-        &'a self,
-        redis: &'a RedisBackend,
-    ) -> impl Future<Output = Result<SemaphoreAcquireReply>> + Send + 'a {
-        redis.semaphore_acquire(*self)
-    }
-
-    fn in_memory(&self, memory: &MemoryBackend) -> Result<SemaphoreAcquireReply> {
-        memory.semaphore_acquire(*self)
-    }
 }
 
 impl Step for PermitReleaseStep<'_> {
     type Reply = bool;
-
-    fn on_redis<'a>(
-        &'a self,
-        redis: &'a RedisBackend,
-    ) -> impl Future<Output = Result<bool>> + Send + 'a {
-        redis.semaphore_release(self.0)
-    }
-
-    fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
-        memory.semaphore_release(self.0)
-    }
 }
 
 impl Step for PermitRenewStep<'_> {
     type Reply = bool;
-
-    fn on_redis<'a>(
-        &'a self,
-        redis: &'a RedisBackend,
-    ) -> impl Future<Output = Result<bool>> + Send + 'a {
-        redis.semaphore_renew(self.permit, self.expiry_ms)
-    }
-
-    fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
-        memory.semaphore_renew(self.permit, self.expiry_ms)
-    }
 }
 
 impl Step for PermitVerifyStep<'_> {
     type Reply = bool;
-
-    fn on_redis<'a>(
-        &'a self,
-        redis: &'a RedisBackend,
-    ) -> impl Future<Output = Result<bool>> + Send + 'a {
-        redis.semaphore_verify(self.0)
-    }
-
-    fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
-        memory.semaphore_verify(self.0)
-    }
 }
 
 impl Step for SemaphoreHeldStep<'_> {
     type Reply = Vec<u32>;
-
-    fn on_redis<'a>(
-        &'a self,
-        redis: &'a RedisBackend,
-    ) -> impl Future<Output = Result<Vec<u32>>> + Send + 'a {
-        redis.semaphore_held(self.keys)
-    }
-
-    fn in_memory(&self, memory: &MemoryBackend) -> Result<Vec<u32>> {
-        memory.semaphore_held(self.keys)
-    }
 }

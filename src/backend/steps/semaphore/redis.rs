@@ -4,7 +4,11 @@
 use std::sync::LazyLock;
 
 use crate::backend::redis::{RedisBackend, Script, script};
-use crate::backend::steps::semaphore::{PermitStep, SemaphoreAcquireReply, SemaphoreAcquireStep};
+use crate::backend::steps::RedisStep;
+use crate::backend::steps::semaphore::{
+    PermitReleaseStep, PermitRenewStep, PermitVerifyStep, SemaphoreAcquireReply,
+    SemaphoreAcquireStep, SemaphoreHeldStep,
+};
 use crate::error::Result;
 
 static ACQUIRE: LazyLock<Script> = script!(
@@ -42,26 +46,16 @@ static HELD: LazyLock<Script> = script!(
 /// For a script that takes keys only.
 const NO_ARGS: &[u32] = &[];
 
-impl RedisBackend {
-    /// Acquires a permit in every set of the step, or in none.
-    pub(super) async fn semaphore_acquire(
-        &self,
-        step: SemaphoreAcquireStep<'_>,
-    ) -> Result<SemaphoreAcquireReply> {
-        let outcome = self
-            .eval_value(
-                &ACQUIRE,
-                step.keys,
-                (
-                    step.token,
-                    step.expiry_ms.unwrap_or(0),
-                    step.capacities,
-                    step.not_after_ms,
-                ),
-            )
-            .await
-            .and_then(|reply| ACQUIRE.decode(reply, step.keys))?
-            .into_outcome(ACQUIRE.name())?;
+/// Acquires a permit in every set of the step, or in none.
+impl RedisStep for SemaphoreAcquireStep<'_> {
+    async fn on_redis(&self, redis: &RedisBackend) -> Result<SemaphoreAcquireReply> {
+        let args = (
+            self.token,
+            self.expiry_ms.unwrap_or(0),
+            self.capacities,
+            self.not_after_ms,
+        );
+        let outcome = redis.script_outcome(&ACQUIRE, self.keys, args).await?;
         match (outcome.status(), outcome.len()) {
             (b"granted", 0) => Ok(SemaphoreAcquireReply::Granted),
             (b"late", 0) => Ok(SemaphoreAcquireReply::Late),
@@ -72,7 +66,7 @@ impl RedisBackend {
                 let key = usize::try_from(outcome.int(0)?)
                     .ok()
                     .and_then(|i| i.checked_sub(1))
-                    .filter(|&i| i < step.keys.len())
+                    .filter(|&i| i < self.keys.len())
                     .ok_or_else(|| outcome.unexpected())?;
                 let stored = u32::try_from(outcome.int(1)?).map_err(|_| outcome.unexpected())?;
                 Ok(SemaphoreAcquireReply::CapacityMismatch { key, stored })
@@ -80,49 +74,46 @@ impl RedisBackend {
             _ => Err(outcome.unexpected()),
         }
     }
+}
 
-    /// Removes the permit from its sets: `true` when it was still held.
-    pub(super) async fn semaphore_release(&self, step: PermitStep<'_>) -> Result<bool> {
-        let reply = self
-            .eval_value(&RELEASE, step.keys, step.token)
-            .await
-            .and_then(|reply| RELEASE.decode(reply, step.keys))?;
-        reply
-            .into_outcome(RELEASE.name())?
+/// Removes the permit from its sets: `true` when it was still held.
+impl RedisStep for PermitReleaseStep<'_> {
+    async fn on_redis(&self, redis: &RedisBackend) -> Result<bool> {
+        let PermitReleaseStep(step) = self;
+        redis
+            .script_outcome(&RELEASE, step.keys, step.token)
+            .await?
             .flag(b"released", b"not_held")
     }
+}
 
-    /// Gives a held permit a new expiry: `true` when renewed, `false` when it was lost.
-    pub(super) async fn semaphore_renew(
-        &self,
-        step: PermitStep<'_>,
-        expiry_ms: Option<u64>,
-    ) -> Result<bool> {
-        let reply = self
-            .eval_value(&RENEW, step.keys, (step.token, expiry_ms.unwrap_or(0)))
-            .await
-            .and_then(|reply| RENEW.decode(reply, step.keys))?;
-        reply.into_outcome(RENEW.name())?.flag(b"renewed", b"lost")
+/// Gives a held permit a new expiry: `true` when renewed, `false` when it was lost.
+impl RedisStep for PermitRenewStep<'_> {
+    async fn on_redis(&self, redis: &RedisBackend) -> Result<bool> {
+        let step = self.permit;
+        redis
+            .script_outcome(&RENEW, step.keys, (step.token, self.expiry_ms.unwrap_or(0)))
+            .await?
+            .flag(b"renewed", b"lost")
     }
+}
 
-    /// Whether the permit is held in every set, after pruning.
-    pub(super) async fn semaphore_verify(&self, step: PermitStep<'_>) -> Result<bool> {
-        let reply = self
-            .eval_value(&VERIFY, step.keys, step.token)
-            .await
-            .and_then(|reply| VERIFY.decode(reply, step.keys))?;
-        reply
-            .into_outcome(VERIFY.name())?
+/// Whether the permit is held in every set, after pruning.
+impl RedisStep for PermitVerifyStep<'_> {
+    async fn on_redis(&self, redis: &RedisBackend) -> Result<bool> {
+        let PermitVerifyStep(step) = self;
+        redis
+            .script_outcome(&VERIFY, step.keys, step.token)
+            .await?
             .flag(b"held", b"not_held")
     }
+}
 
-    /// The live permits of each set.
-    pub(super) async fn semaphore_held(&self, keys: &[Vec<u8>]) -> Result<Vec<u32>> {
-        let outcome = self
-            .eval_value(&HELD, keys, NO_ARGS)
-            .await
-            .and_then(|reply| HELD.decode(reply, keys))?
-            .into_outcome(HELD.name())?;
+/// The live permits of each set.
+impl RedisStep for SemaphoreHeldStep<'_> {
+    async fn on_redis(&self, redis: &RedisBackend) -> Result<Vec<u32>> {
+        let keys = self.keys;
+        let outcome = redis.script_outcome(&HELD, keys, NO_ARGS).await?;
         if outcome.status() != b"live" || outcome.len() != keys.len() {
             return Err(outcome.unexpected());
         }

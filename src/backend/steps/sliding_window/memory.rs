@@ -7,16 +7,18 @@ use tokio::time::Instant;
 
 use crate::backend::memory::clock::millis_until;
 use crate::backend::memory::{MemoryBackend, Value};
+use crate::backend::steps::MemoryStep;
 use crate::backend::steps::rate_limit_reply::RateLimitReply;
 use crate::backend::steps::sliding_window::SlidingWindowStep;
 use crate::error::Result;
 
-impl MemoryBackend {
-    /// Runs one sliding-window step atomically.
-    pub(super) fn sliding_window(&self, step: SlidingWindowStep<'_>) -> Result<RateLimitReply> {
-        let key = self.physical_key(step.key);
-        let clock = self.clock();
-        self.step(|store, now| {
+/// Runs one sliding-window step atomically.
+impl MemoryStep for SlidingWindowStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<RateLimitReply> {
+        let step = self;
+        let key = memory.physical_key(step.key);
+        let clock = memory.clock();
+        memory.step(|store, now| {
             let window = Duration::from_millis(step.window_ms);
             let live = |end: Instant| end + window > now;
             let segments = match store.get_mut(&key, now) {

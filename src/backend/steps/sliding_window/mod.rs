@@ -4,13 +4,8 @@
 mod memory;
 mod redis;
 
-use std::future::Future;
-
 use super::Step;
-use crate::backend::memory::MemoryBackend;
-use crate::backend::redis::RedisBackend;
 use crate::backend::steps::rate_limit_reply::RateLimitReply;
-use crate::error::Result;
 
 /// One sliding-window acquisition, on a physical key chosen by the limiter.
 #[derive(Debug, Clone, Copy)]
@@ -29,15 +24,4 @@ pub(crate) struct SlidingWindowStep<'a> {
 
 impl Step for SlidingWindowStep<'_> {
     type Reply = RateLimitReply;
-
-    fn on_redis<'a>(
-        &'a self,
-        redis: &'a RedisBackend,
-    ) -> impl Future<Output = Result<RateLimitReply>> + Send + 'a {
-        redis.sliding_window(*self)
-    }
-
-    fn in_memory(&self, memory: &MemoryBackend) -> Result<RateLimitReply> {
-        memory.sliding_window(*self)
-    }
 }

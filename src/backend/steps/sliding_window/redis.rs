@@ -3,26 +3,20 @@
 use std::sync::LazyLock;
 
 use crate::backend::redis::{RedisBackend, Script, script};
+use crate::backend::steps::RedisStep;
 use crate::backend::steps::rate_limit_reply::{RateLimitReply, reply_parts};
 use crate::backend::steps::sliding_window::SlidingWindowStep;
 use crate::error::Result;
 
 static SLIDING_WINDOW: LazyLock<Script> = script!(writes, "sliding_window", "sliding_window.lua");
 
-impl RedisBackend {
-    /// Runs one sliding-window step.
-    pub(super) async fn sliding_window(
-        &self,
-        step: SlidingWindowStep<'_>,
-    ) -> Result<RateLimitReply> {
-        let reply = self
-            .eval_value(
-                &SLIDING_WINDOW,
-                &[step.key],
-                (step.permits, step.limit, step.window_ms, step.segment_ms),
-            )
-            .await
-            .and_then(|reply| SLIDING_WINDOW.decode(reply, &[step.key]))?;
+/// Runs one sliding-window step.
+impl RedisStep for SlidingWindowStep<'_> {
+    async fn on_redis(&self, redis: &RedisBackend) -> Result<RateLimitReply> {
+        let args = (self.permits, self.limit, self.window_ms, self.segment_ms);
+        let reply = redis
+            .script_reply(&SLIDING_WINDOW, &[self.key], args)
+            .await?;
         let (granted, remaining, reset_after_ms, retry_after_ms) = reply_parts(reply)?;
         Ok(RateLimitReply {
             granted,

@@ -6,14 +6,16 @@ use tokio::time::Instant;
 
 use crate::backend::memory::clock::millis_until;
 use crate::backend::memory::{MemoryBackend, Value};
+use crate::backend::steps::MemoryStep;
 use crate::backend::steps::stacked_window::{StackedWindowReply, StackedWindowStep, WindowReply};
 use crate::error::Result;
 
-impl MemoryBackend {
-    /// Runs one stacked fixed-window step atomically.
-    pub(super) fn stacked_window(&self, step: StackedWindowStep<'_>) -> Result<StackedWindowReply> {
-        let key = self.physical_key(step.key);
-        self.step(|store, now| {
+/// Runs one stacked fixed-window step atomically.
+impl MemoryStep for StackedWindowStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<StackedWindowReply> {
+        let step = self;
+        let key = memory.physical_key(step.key);
+        memory.step(|store, now| {
             let stored = match store.get_mut(&key, now) {
                 None => None,
                 Some(entry) => match &entry.value {
@@ -93,7 +95,7 @@ mod tests {
             permits: 1,
             windows: &[(5, 1_000), (50, 60_000)],
         };
-        let reply = backend.stacked_window(step).expect("step");
+        let reply = backend.run(step).expect("step");
         assert!(reply.granted);
         let expires = backend.step(|store, now| {
             store

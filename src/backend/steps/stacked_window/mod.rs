@@ -4,12 +4,7 @@
 mod memory;
 mod redis;
 
-use std::future::Future;
-
 use super::Step;
-use crate::backend::memory::MemoryBackend;
-use crate::backend::redis::RedisBackend;
-use crate::error::Result;
 /// One stacked acquisition, on a physical key chosen by the limiter.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StackedWindowStep<'a> {
@@ -42,15 +37,4 @@ pub(crate) struct StackedWindowReply {
 
 impl Step for StackedWindowStep<'_> {
     type Reply = StackedWindowReply;
-
-    fn on_redis<'a>(
-        &'a self,
-        redis: &'a RedisBackend,
-    ) -> impl Future<Output = Result<StackedWindowReply>> + Send + 'a {
-        redis.stacked_window(*self)
-    }
-
-    fn in_memory(&self, memory: &MemoryBackend) -> Result<StackedWindowReply> {
-        memory.stacked_window(*self)
-    }
 }

@@ -4,16 +4,18 @@ use std::time::Duration;
 
 use crate::backend::memory::clock::millis_up;
 use crate::backend::memory::{MemoryBackend, Value};
+use crate::backend::steps::MemoryStep;
 use crate::backend::steps::rate_limit_reply::RateLimitReply;
 use crate::backend::steps::token_bucket::TokenBucketStep;
 use crate::error::Result;
 
-impl MemoryBackend {
-    /// Runs one token-bucket step atomically.
-    pub(super) fn token_bucket(&self, step: TokenBucketStep<'_>) -> Result<RateLimitReply> {
-        let key = self.physical_key(step.key);
+/// Runs one token-bucket step atomically.
+impl MemoryStep for TokenBucketStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<RateLimitReply> {
+        let step = self;
+        let key = memory.physical_key(step.key);
         let period = Duration::from_millis(step.period_ms);
-        self.step(|store, now| {
+        memory.step(|store, now| {
             let (mut tokens, mut refilled_at) = match store.get_mut(&key, now) {
                 None => (step.limit, now),
                 Some(entry) => match entry.value {

@@ -4,13 +4,8 @@
 mod memory;
 mod redis;
 
-use std::future::Future;
-
 use super::Step;
-use crate::backend::memory::MemoryBackend;
-use crate::backend::redis::RedisBackend;
 use crate::backend::steps::rate_limit_reply::RateLimitReply;
-use crate::error::Result;
 
 /// One token-bucket acquisition, on a physical key chosen by the limiter.
 #[derive(Debug, Clone, Copy)]
@@ -31,15 +26,4 @@ pub(crate) struct TokenBucketStep<'a> {
 
 impl Step for TokenBucketStep<'_> {
     type Reply = RateLimitReply;
-
-    fn on_redis<'a>(
-        &'a self,
-        redis: &'a RedisBackend,
-    ) -> impl Future<Output = Result<RateLimitReply>> + Send + 'a {
-        redis.token_bucket(*self)
-    }
-
-    fn in_memory(&self, memory: &MemoryBackend) -> Result<RateLimitReply> {
-        memory.token_bucket(*self)
-    }
 }
