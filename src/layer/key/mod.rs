@@ -438,9 +438,8 @@ impl KeyExtractor {
     /// first value's bytes, as sent (braces escaped), up to [`MAX_NAME_LEN`] bytes (a longer
     /// value is hashed): for a header that names a client without being a secret, such as a
     /// tenant id, where readable key names help. Values are compared byte for byte (`Acme`
-    /// and `acme` are two clients): normalise them in [`from_fn`](Self::from_fn) where that
-    /// matters.
-    /// `name` is read as by [`header`](Self::header).
+    /// and `acme` are two clients): give [`normalise`](Self::normalise) a rewrite where that
+    /// matters. `name` is read as by [`header`](Self::header).
     pub fn header_in_clear(name: impl AsRef<str>) -> Result<Self> {
         Ok(Self::new(Inner::Header(
             header_name(name.as_ref())?,
