@@ -334,6 +334,15 @@ impl Error {
         self.inner.uncertain
     }
 
+    /// Whether the failed step may have changed something on the backend: its outcome is
+    /// [uncertain](Self::is_outcome_uncertain), or its reply could not be read although the
+    /// step ran (the "may have applied" column of the [failure classes](Self#failure-classes)).
+    /// Otherwise it certainly changed nothing: refused before it was sent, refused by the
+    /// server before it ran, or answered by a step that validates before it writes.
+    pub(crate) fn may_have_applied(&self) -> bool {
+        self.inner.uncertain || self.inner.kind == ErrorKind::UnexpectedReply
+    }
+
     /// The missing server feature, for [`ErrorKind::Unsupported`] errors.
     pub fn unsupported_feature(&self) -> Option<UnsupportedFeature> {
         self.inner.unsupported
@@ -412,6 +421,32 @@ mod tests {
             let err = Error::new(kind, "x");
             assert!(err.is_refused() && !err.is_unavailable(), "{kind:?}");
         }
+    }
+
+    #[test]
+    fn only_an_uncertain_outcome_or_an_unread_reply_may_have_applied() {
+        assert!(!Error::new(ErrorKind::Io, "refused").may_have_applied());
+        assert!(!Error::invalid_argument("lease").may_have_applied());
+        // No connection within the bound: nothing was sent.
+        assert!(!Error::new(ErrorKind::Timeout, "connecting").may_have_applied());
+        // An error reply to a command that did not run.
+        assert!(!Error::new(ErrorKind::Server, "WRONGTYPE").may_have_applied());
+        assert!(
+            Error::new(ErrorKind::Io, "dropped")
+                .uncertain(true)
+                .may_have_applied()
+        );
+        assert!(
+            Error::new(ErrorKind::Timeout, "slow")
+                .uncertain(true)
+                .may_have_applied()
+        );
+        assert!(
+            Error::new(ErrorKind::Script, "part way")
+                .uncertain(true)
+                .may_have_applied()
+        );
+        assert!(Error::unexpected_reply("odd").may_have_applied());
     }
 
     #[test]

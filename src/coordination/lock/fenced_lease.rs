@@ -203,19 +203,22 @@ impl FencedLease {
     /// release goes on in a background task (retried as on drop) and the handle counts as
     /// released.
     pub async fn release(&mut self) -> Result<Release> {
-        Ok(self
-            .holding
-            .release()
-            .await?
-            .map_or(Release::AlreadyReleased, answer))
+        self.holding.release().await.map(release_answer)
+    }
+
+    /// The holding, to be kept by a [`ManagedLease`](super::ManagedLease).
+    pub(super) fn into_holding(self) -> Holding<LockKeys> {
+        self.holding
     }
 }
 
-fn answer(reply: LeaseReleaseReply) -> Release {
+/// What a release found, as [`Release`]: `None` when nothing was sent (the handle had
+/// already released it).
+pub(super) fn release_answer(reply: Option<LeaseReleaseReply>) -> Release {
     match reply {
-        LeaseReleaseReply::Released => Release::Released,
-        LeaseReleaseReply::NoLease => Release::AlreadyReleased,
-        LeaseReleaseReply::OtherOwner => Release::NotOwned,
+        Some(LeaseReleaseReply::Released) => Release::Released,
+        None | Some(LeaseReleaseReply::NoLease) => Release::AlreadyReleased,
+        Some(LeaseReleaseReply::OtherOwner) => Release::NotOwned,
     }
 }
 

@@ -2,12 +2,15 @@
 
 use std::fmt;
 
+use super::abandoned::ABANDONED;
 use crate::backend::Backend;
 use crate::backend::steps::fenced_lock::{
     FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseReleaseStep, LeaseRenewStep,
     LeaseStep, LeaseVerifyStep,
 };
-use crate::error::Result;
+use crate::coordination::owner::HoldingKeys;
+use crate::coordination::ownership::AbandonedCounters;
+use crate::error::{Error, Result};
 
 /// The user keys of a lock (the backend applies its prefix) on their backend. Acquisition
 /// runs over both keys; every step on a held lease touches the lease key alone.
@@ -55,7 +58,28 @@ impl LockKeys {
             .await
     }
 
-    pub(super) async fn renew(&self, token: &str, lease_ms: u64) -> Result<bool> {
+    fn step<'a>(&'a self, token: &'a str) -> LeaseStep<'a> {
+        LeaseStep {
+            lease_key: &self.lease,
+            token,
+        }
+    }
+}
+
+/// What the shared holding does with a lease: every step on it touches the lease key alone.
+impl HoldingKeys for LockKeys {
+    type Released = LeaseReleaseReply;
+    const WHAT: &'static str = "fenced lease";
+    const LEFT_HELD: &'static str = "it blocks the lock until it expires";
+
+    fn abandoned(&self) -> &'static AbandonedCounters {
+        &ABANDONED
+    }
+
+    async fn renew(&self, token: &str, expiry_ms: Option<u64>) -> Result<bool> {
+        // A lease always expires: the lock never asks for a renewal without one.
+        let lease_ms =
+            expiry_ms.ok_or_else(|| Error::invalid_argument("a fenced lease needs an expiry"))?;
         self.backend
             .run(LeaseRenewStep {
                 lease: self.step(token),
@@ -64,19 +88,12 @@ impl LockKeys {
             .await
     }
 
-    pub(super) async fn verify(&self, token: &str) -> Result<bool> {
+    async fn verify(&self, token: &str) -> Result<bool> {
         self.backend.run(LeaseVerifyStep(self.step(token))).await
     }
 
-    pub(super) async fn release(&self, token: &str) -> Result<LeaseReleaseReply> {
+    async fn release(&self, token: &str) -> Result<LeaseReleaseReply> {
         self.backend.run(LeaseReleaseStep(self.step(token))).await
-    }
-
-    fn step<'a>(&'a self, token: &'a str) -> LeaseStep<'a> {
-        LeaseStep {
-            lease_key: &self.lease,
-            token,
-        }
     }
 }
 

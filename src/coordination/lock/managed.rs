@@ -1,11 +1,11 @@
 //! A fenced lease that renews itself, and says when its ownership is lost.
 
 use std::fmt;
-use std::future::Future;
 use std::time::Duration;
 
+use super::keys::LockKeys;
 use super::{FencedLease, FencedLock, Release};
-use crate::coordination::owner::{KeepOptions, Keeper, Renewable};
+use crate::coordination::owner::{KeepOptions, Keeper};
 pub use crate::coordination::ownership::{LossReason, OwnershipLost};
 use crate::error::{Error, Result};
 
@@ -155,7 +155,7 @@ impl Default for ManagedLeaseOptions {
 pub struct ManagedLease {
     fencing_token: u64,
     owner_token: String,
-    keeper: Keeper<Release>,
+    keeper: Keeper<LockKeys>,
 }
 
 impl ManagedLease {
@@ -168,7 +168,7 @@ impl ManagedLease {
         Ok(ManagedLease {
             fencing_token: lease.fencing_token(),
             owner_token: lease.owner_token().to_owned(),
-            keeper: Keeper::spawn(lease, options.keep)?,
+            keeper: Keeper::spawn(lease.into_holding(), options.keep)?,
         })
     }
 
@@ -230,10 +230,10 @@ impl ManagedLease {
     /// Cancel safe in effect: the release goes on in the keeper if the future is dropped.
     pub async fn release(self) -> Result<Release> {
         // The keeper ended before: the lease was lost, or released at its lifetime limit.
-        self.keeper
-            .release()
-            .await
-            .unwrap_or(Ok(Release::AlreadyReleased))
+        match self.keeper.release().await {
+            Some(released) => released.map(super::fenced_lease::release_answer),
+            None => Ok(Release::AlreadyReleased),
+        }
     }
 }
 
@@ -243,26 +243,5 @@ impl fmt::Debug for ManagedLease {
             .field("fencing_token", &self.fencing_token)
             .field("lost", &self.keeper.ownership().reason())
             .finish_non_exhaustive()
-    }
-}
-
-impl Renewable for FencedLease {
-    type Released = Release;
-    const WHAT: &'static str = "lease";
-
-    fn renew_for(&mut self, lease: Duration) -> impl Future<Output = Result<bool>> + Send {
-        self.renew(lease)
-    }
-
-    fn estimate(&self) -> Duration {
-        self.remaining_estimate()
-    }
-
-    fn is_gone(&self) -> bool {
-        self.is_released()
-    }
-
-    fn release_held(&mut self) -> impl Future<Output = Result<Release>> + Send {
-        self.release()
     }
 }

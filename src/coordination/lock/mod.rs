@@ -61,7 +61,6 @@
 
 mod abandoned;
 mod attempt;
-mod cleanup;
 mod duration;
 mod fenced_lease;
 mod fenced_lock;

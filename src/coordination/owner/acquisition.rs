@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::{OwnerRelease, ReleaseOnDrop, ReleaseStage, arrived_late, had_no_effect};
+use super::{HoldingKeys, ReleaseOnDrop, ReleaseStage};
 use crate::backend::Backend;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// An acquisition the backend answered.
-pub(crate) struct Sent<K: OwnerRelease, R> {
+pub(crate) struct Sent<K: HoldingKeys, R> {
     /// What the backend answered.
     pub(crate) reply: R,
     /// Releases the token in the background unless disarmed: disarm it for an answer that
@@ -38,7 +38,7 @@ pub(crate) async fn send_acquisition<'a, K, R>(
     send: impl FnOnce(u64) -> Pin<Box<dyn Future<Output = Result<R>> + Send + 'a>>,
 ) -> Result<Sent<K, R>>
 where
-    K: OwnerRelease,
+    K: HoldingKeys,
 {
     // Nothing is sent yet: a backend that cannot be reached fails the acquisition as is.
     let deadline = backend.acquire_deadline().await?;
@@ -51,7 +51,7 @@ where
             in_flight,
             sent_at,
         }),
-        Err(err) if had_no_effect(&err) => {
+        Err(err) if !err.may_have_applied() => {
             in_flight.disarm();
             tracing::debug!(keys = %keys, error = %err, "{} acquisition failed; nothing changed", K::WHAT);
             Err(err)
@@ -67,11 +67,32 @@ where
 /// The answer to an acquisition that reached the server after its deadline: it took
 /// nothing, and the server's clock is read again (it may not be the one the deadline came
 /// from).
-pub(crate) fn arrived_after_its_deadline<K: OwnerRelease>(
+pub(crate) fn arrived_after_its_deadline<K: HoldingKeys>(
     in_flight: ReleaseOnDrop<K>,
     backend: &Backend,
 ) -> Error {
     in_flight.disarm();
     backend.deadline_missed();
     arrived_late()
+}
+
+/// The error for an acquisition that reached the server after its deadline: certainly
+/// without effect, and *unavailable* (the backend did not answer in time for it to count).
+fn arrived_late() -> Error {
+    Error::new(
+        ErrorKind::Timeout,
+        "the acquisition reached the server after its deadline; nothing was taken",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_late_acquisition_certainly_took_nothing_and_is_unavailability() {
+        let err = arrived_late();
+        assert!(!err.may_have_applied());
+        assert!(err.is_unavailable());
+    }
 }

@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
-use super::{OwnerRelease, ReleaseStage, release_in_background_after};
+use super::{HoldingKeys, ReleaseStage, release_in_background_after};
 use crate::backend::Backend;
 use crate::backend::redis::Deadline;
 
 /// Releases what a token holds in the background if dropped while armed: for a request whose
 /// future may be dropped after it was sent, leaving the holding's fate unknown.
-pub(crate) struct ReleaseOnDrop<T: OwnerRelease> {
+pub(crate) struct ReleaseOnDrop<T: HoldingKeys> {
     keys: Arc<T>,
     token: String,
     why: ReleaseStage,
@@ -17,7 +17,7 @@ pub(crate) struct ReleaseOnDrop<T: OwnerRelease> {
     not_before: Option<(Backend, Deadline)>,
 }
 
-impl<T: OwnerRelease> ReleaseOnDrop<T> {
+impl<T: HoldingKeys> ReleaseOnDrop<T> {
     pub(crate) fn arm(keys: &Arc<T>, token: &str, why: ReleaseStage) -> Self {
         ReleaseOnDrop {
             keys: Arc::clone(keys),
@@ -47,7 +47,7 @@ impl<T: OwnerRelease> ReleaseOnDrop<T> {
     }
 }
 
-impl<T: OwnerRelease> Drop for ReleaseOnDrop<T> {
+impl<T: HoldingKeys> Drop for ReleaseOnDrop<T> {
     fn drop(&mut self) {
         if self.armed {
             release_in_background_after(

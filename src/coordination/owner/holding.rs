@@ -16,30 +16,13 @@
 //! holding it still finds. A background release retries with capped, jittered backoff for up
 //! to a minute; what is given up is counted per primitive.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{
-    OwnerRelease, ReleaseOnDrop, ReleaseStage, had_no_effect, release_bounded, worth_retrying,
-};
-use crate::error::{ErrorKind, Result};
-
-/// The steps a holding takes on its backend, besides the release every owner has.
-pub(crate) trait HoldingKeys: OwnerRelease {
-    /// Gives the holding of `token` a new expiry (`None`: none): `Ok(false)` when it is gone
-    /// or another holder's.
-    fn renew_owned(
-        &self,
-        token: &str,
-        expiry_ms: Option<u64>,
-    ) -> impl Future<Output = Result<bool>> + Send;
-
-    /// Whether `token` still holds it.
-    fn verify_owned(&self, token: &str) -> impl Future<Output = Result<bool>> + Send;
-}
+use super::{HoldingKeys, ReleaseOnDrop, ReleaseStage, release_bounded, worth_retrying};
+use crate::error::Result;
 
 /// The state of a holding (see the [table](self)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,7 +131,7 @@ impl<K: HoldingKeys> Holding<K> {
         self.expires_by = least(before.0, asked.map(|asked| sent_at + asked));
         // Counted as unanswered until an answer comes: a cancelled renewal stays so.
         self.unanswered_floor = least(before.1, asked);
-        match self.keys.renew_owned(&self.token, expiry_ms).await {
+        match self.keys.renew(&self.token, expiry_ms).await {
             Ok(true) => {
                 self.expiry = asked;
                 self.unanswered_floor = before.1;
@@ -163,7 +146,7 @@ impl<K: HoldingKeys> Holding<K> {
                 tracing::debug!(keys = %self.keys, "{} lost before its renewal", K::WHAT);
                 Ok(false)
             }
-            Err(err) if had_no_effect(&err) => {
+            Err(err) if !err.may_have_applied() => {
                 (self.expires_by, self.unanswered_floor) = before;
                 tracing::debug!(keys = %self.keys, error = %err, "{} renewal failed; nothing changed", K::WHAT);
                 Err(err)
@@ -181,7 +164,7 @@ impl<K: HoldingKeys> Holding<K> {
         if !self.usable() {
             return Ok(false);
         }
-        let held = self.keys.verify_owned(&self.token).await? && self.usable();
+        let held = self.keys.verify(&self.token).await? && self.usable();
         tracing::debug!(keys = %self.keys, held, "{} verified", K::WHAT);
         Ok(held)
     }
@@ -191,14 +174,14 @@ impl<K: HoldingKeys> Holding<K> {
     ///
     /// Cancel safe in effect: dropped after the request was sent, the release goes on in a
     /// background task and the handle counts as released.
-    pub(crate) async fn release(&mut self) -> Result<Option<K::Reply>> {
+    pub(crate) async fn release(&mut self) -> Result<Option<K::Released>> {
         if self.state == State::Released {
             return Ok(None);
         }
         let before = self.state;
         self.state = State::Released;
         let in_flight = ReleaseOnDrop::arm(&self.keys, &self.token, ReleaseStage::CancelledRelease);
-        let err = match self.keys.release_owned(&self.token).await {
+        let err = match self.keys.release(&self.token).await {
             Ok(reply) => {
                 in_flight.disarm();
                 tracing::debug!(keys = %self.keys, ?reply, "{} released", K::WHAT);
@@ -210,7 +193,7 @@ impl<K: HoldingKeys> Holding<K> {
             in_flight.disarm();
             // A refusal that may have applied (a script that failed part way, a reply that
             // could not be read) leaves it uncertain: only another release settles it.
-            self.state = if err.is_outcome_uncertain() || err.kind() == ErrorKind::UnexpectedReply {
+            self.state = if err.may_have_applied() {
                 State::Uncertain
             } else {
                 before
@@ -226,7 +209,7 @@ impl<K: HoldingKeys> Holding<K> {
             }
             Err(retry_err) => {
                 in_flight.disarm();
-                self.state = if had_no_effect(&err) && had_no_effect(&retry_err) {
+                self.state = if !err.may_have_applied() && !retry_err.may_have_applied() {
                     before
                 } else {
                     State::Uncertain
@@ -281,8 +264,8 @@ mod tests {
         }
     }
 
-    impl OwnerRelease for Scripted {
-        type Reply = bool;
+    impl HoldingKeys for Scripted {
+        type Released = bool;
         const WHAT: &'static str = "scripted holding";
         const LEFT_HELD: &'static str = "nothing";
 
@@ -290,17 +273,15 @@ mod tests {
             self.abandoned
         }
 
-        async fn release_owned(&self, _token: &str) -> Result<bool> {
+        async fn release(&self, _token: &str) -> Result<bool> {
             self.releases
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .pop_front()
                 .unwrap_or(Ok(true))
         }
-    }
 
-    impl HoldingKeys for Scripted {
-        async fn renew_owned(&self, _token: &str, _expiry_ms: Option<u64>) -> Result<bool> {
+        async fn renew(&self, _token: &str, _expiry_ms: Option<u64>) -> Result<bool> {
             self.renewals
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -308,7 +289,7 @@ mod tests {
                 .unwrap_or(Ok(true))
         }
 
-        async fn verify_owned(&self, _token: &str) -> Result<bool> {
+        async fn verify(&self, _token: &str) -> Result<bool> {
             Ok(true)
         }
     }

@@ -16,12 +16,12 @@
 //!   out, and on a release the holder asked for (so that every clone of the signal, held by
 //!   the work, stops before anyone else can take over).
 
-use std::future::Future;
 use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
+use super::{Holding, HoldingKeys};
 use crate::coordination::ownership::{LossReason, OwnershipLost};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -39,24 +39,6 @@ const MAX_RETRY: Duration = Duration::from_secs(1);
 /// The bound on a release the keeper sends; past it, the holding's own drop releases it in
 /// the background.
 const RELEASE_BOUND: Duration = Duration::from_secs(1);
-
-/// What the keeper needs of a holding.
-pub(crate) trait Renewable: Send + 'static {
-    /// What a release answers.
-    type Released: Send + 'static;
-    /// What is kept, for logs: "lease", "permit".
-    const WHAT: &'static str;
-
-    /// Renews for `lease`: `Ok(true)` renewed, `Ok(false)` gone or another holder's (or not
-    /// sent: released, or the estimate ran out).
-    fn renew_for(&mut self, lease: Duration) -> impl Future<Output = Result<bool>> + Send;
-    /// What the conservative local estimate has left (`Duration::MAX` without an expiry).
-    fn estimate(&self) -> Duration;
-    /// Whether the holding is released or found lost.
-    fn is_gone(&self) -> bool;
-    /// Releases it by owner token.
-    fn release_held(&mut self) -> impl Future<Output = Result<Self::Released>> + Send;
-}
 
 /// How a holding is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,30 +76,30 @@ impl KeepOptions {
     }
 }
 
+/// What a release answers: what it found, `None` when nothing was sent (the handle had
+/// already released it).
+type Released<K> = Result<Option<<K as HoldingKeys>::Released>>;
+
 /// A release the holder asked for, and where to answer.
-type Request<R> = oneshot::Sender<Result<R>>;
+type Request<K> = oneshot::Sender<Released<K>>;
 
 /// The handle side of a kept holding: asks the keeper to release, and carries the signal.
-#[derive(Debug)]
-pub(crate) struct Keeper<R> {
-    control: Option<oneshot::Sender<Request<R>>>,
+pub(crate) struct Keeper<K: HoldingKeys> {
+    control: Option<oneshot::Sender<Request<K>>>,
     ownership: OwnershipLost,
     release_on_drop: bool,
 }
 
-impl<R: Send + 'static> Keeper<R> {
+impl<K: HoldingKeys> Keeper<K> {
     /// Spawns the keeper of `holding` on the current tokio runtime. Fails with
     /// [`ErrorKind::InvalidArgument`] for invalid options or without a runtime (then
     /// `holding` is dropped, which releases it).
-    pub(crate) fn spawn<H: Renewable<Released = R>>(
-        holding: H,
-        options: KeepOptions,
-    ) -> Result<Keeper<R>> {
+    pub(crate) fn spawn(holding: Holding<K>, options: KeepOptions) -> Result<Keeper<K>> {
         options.validate()?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
             Error::new(
                 ErrorKind::InvalidArgument,
-                format!("a managed {} needs a tokio runtime to renew it", H::WHAT),
+                format!("a managed {} needs a tokio runtime to renew it", K::WHAT),
             )
         })?;
         let (control, requests) = oneshot::channel();
@@ -137,7 +119,7 @@ impl<R: Send + 'static> Keeper<R> {
 
     /// Asks the keeper to tell the holder and release; `None` when the keeper had already
     /// ended (the holding was lost, or released at its limit).
-    pub(crate) async fn release(mut self) -> Option<Result<R>> {
+    pub(crate) async fn release(mut self) -> Option<Released<K>> {
         let control = self.control.take()?;
         let (reply, outcome) = oneshot::channel();
         control.send(reply).ok()?;
@@ -145,7 +127,7 @@ impl<R: Send + 'static> Keeper<R> {
     }
 }
 
-impl<R> Drop for Keeper<R> {
+impl<K: HoldingKeys> Drop for Keeper<K> {
     fn drop(&mut self) {
         if let Some(control) = self.control.take()
             && self.release_on_drop
@@ -159,15 +141,15 @@ impl<R> Drop for Keeper<R> {
 }
 
 /// What woke the keeper while a renewal was in flight.
-enum Event<R> {
-    Asked(std::result::Result<Request<R>, oneshot::error::RecvError>),
+enum Event<K: HoldingKeys> {
+    Asked(std::result::Result<Request<K>, oneshot::error::RecvError>),
     Renewal(std::result::Result<Result<bool>, tokio::time::error::Elapsed>),
 }
 
-async fn keep<H: Renewable>(
-    mut holding: H,
+async fn keep<K: HoldingKeys>(
+    mut holding: Holding<K>,
     options: KeepOptions,
-    mut requests: oneshot::Receiver<Request<H::Released>>,
+    mut requests: oneshot::Receiver<Request<K>>,
     lost: watch::Sender<Option<LossReason>>,
 ) {
     // A limit too far to count is no limit.
@@ -179,7 +161,14 @@ async fn keep<H: Renewable>(
     let period = options.lease / 2;
     // Ownership ends this much before the estimate does (see `SAFETY_MARGIN_MIN`).
     let margin = (options.lease / 50).max(SAFETY_MARGIN_MIN);
-    let left_of = |holding: &H| holding.estimate().saturating_sub(margin);
+    // Validated: from a millisecond to a bounded lease.
+    let lease_ms = u64::try_from(options.lease.as_millis()).unwrap_or(u64::MAX);
+    let left_of = |holding: &Holding<K>| {
+        holding
+            .remaining_estimate()
+            .unwrap_or(Duration::MAX)
+            .saturating_sub(margin)
+    };
     // A holding taken over with less left than a lease is renewed at half of what is left.
     let mut next = Instant::now() + period.min(left_of(&holding) / 2);
     let mut backoff = FIRST_RETRY;
@@ -202,14 +191,14 @@ async fn keep<H: Renewable>(
         }
         if lifetime_end.is_some_and(|end| Instant::now() >= end) {
             tracing::info!(
-                what = H::WHAT,
+                what = K::WHAT,
                 "managed holding reached its lifetime limit; telling the holder, then releasing it"
             );
             return end(holding, &lost, LossReason::LifetimeLimit).await;
         }
         if left_of(&holding).is_zero() {
             tracing::warn!(
-                what = H::WHAT,
+                what = K::WHAT,
                 "managed holding not renewed before its estimate ran out; treating it as lost"
             );
             return end(holding, &lost, LossReason::Uncertain).await;
@@ -224,8 +213,8 @@ async fn keep<H: Renewable>(
         });
         let event = tokio::select! {
             biased;
-            asked = &mut requests, if !detached => Event::Asked(asked),
-            renewal = tokio::time::timeout(left, holding.renew_for(options.lease)) => Event::Renewal(renewal),
+            asked = &mut requests, if !detached => Event::<K>::Asked(asked),
+            renewal = tokio::time::timeout(left, holding.renew(Some(lease_ms))) => Event::Renewal(renewal),
         };
         match event {
             // The renewal was dropped mid-flight: the holding keeps the narrower estimate.
@@ -235,9 +224,9 @@ async fn keep<H: Renewable>(
                 next = Instant::now() + period;
                 backoff = FIRST_RETRY;
             }
-            Event::Renewal(Ok(Ok(false))) if holding.is_gone() => {
+            Event::Renewal(Ok(Ok(false))) if holding.is_released() => {
                 tracing::warn!(
-                    what = H::WHAT,
+                    what = K::WHAT,
                     "managed holding lost: gone or another holder's at renewal"
                 );
                 lost.send_replace(Some(LossReason::NotRenewed));
@@ -250,7 +239,7 @@ async fn keep<H: Renewable>(
                     Ok(Ok(_)) => "not renewed".to_owned(),
                 };
                 let pause = crate::jitter::between(backoff / 2, backoff);
-                tracing::debug!(what = H::WHAT, %error, retry_in = ?pause, "managed holding renewal failed; retrying while the estimate lasts");
+                tracing::debug!(what = K::WHAT, %error, retry_in = ?pause, "managed holding renewal failed; retrying while the estimate lasts");
                 next = Instant::now() + pause;
                 backoff = (backoff * 2).min(MAX_RETRY);
             }
@@ -260,8 +249,8 @@ async fn keep<H: Renewable>(
 
 /// Tells the holder `reason`, then releases (which settles the holding on the backend if it
 /// is still this one's).
-async fn end<H: Renewable>(
-    mut holding: H,
+async fn end<K: HoldingKeys>(
+    mut holding: Holding<K>,
     lost: &watch::Sender<Option<LossReason>>,
     reason: LossReason,
 ) {
@@ -271,10 +260,10 @@ async fn end<H: Renewable>(
 
 /// Releases as the holder asked: tells every clone of the signal first, then answers with the
 /// outcome.
-async fn release_on_request<H: Renewable>(
-    mut holding: H,
+async fn release_on_request<K: HoldingKeys>(
+    mut holding: Holding<K>,
     lost: &watch::Sender<Option<LossReason>>,
-    reply: Request<H::Released>,
+    reply: Request<K>,
 ) {
     lost.send_replace(Some(LossReason::Released));
     let outcome = release(&mut holding).await;
@@ -282,14 +271,14 @@ async fn release_on_request<H: Renewable>(
 }
 
 /// Releases `holding`, bounded; past the bound, dropping it retries in the background.
-async fn release<H: Renewable>(holding: &mut H) -> Result<H::Released> {
-    match tokio::time::timeout(RELEASE_BOUND, holding.release_held()).await {
+async fn release<K: HoldingKeys>(holding: &mut Holding<K>) -> Released<K> {
+    match tokio::time::timeout(RELEASE_BOUND, holding.release()).await {
         Ok(outcome) => outcome,
         Err(_) => Err(Error::new(
             ErrorKind::Timeout,
             format!(
                 "releasing a managed {} took over {RELEASE_BOUND:?}; retrying in the background",
-                H::WHAT
+                K::WHAT
             ),
         )
         .uncertain(true)),

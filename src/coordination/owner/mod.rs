@@ -9,44 +9,23 @@ mod acquisition;
 mod backoff;
 mod guard;
 mod holding;
+mod holding_keys;
 mod keeper;
-mod outcome;
 mod release;
 mod token;
-
-use std::fmt;
 
 pub(crate) use crate::coordination::ownership::ReleaseStage;
 pub(crate) use acquisition::{Sent, arrived_after_its_deadline, send_acquisition};
 pub(crate) use guard::ReleaseOnDrop;
-pub(crate) use holding::{Holding, HoldingKeys};
-pub(crate) use keeper::{KeepOptions, Keeper, Renewable};
-pub(crate) use outcome::{arrived_late, had_no_effect};
+pub(crate) use holding::Holding;
+pub(crate) use holding_keys::HoldingKeys;
+pub(crate) use keeper::{KeepOptions, Keeper};
 pub(crate) use release::{
     release_bounded, release_in_background, release_in_background_after, worth_retrying,
 };
 pub(crate) use token::new_token;
 
 use crate::coordination::ownership::AbandonedCounters;
-use crate::error::Result;
-
-/// Where owner-checked holdings live on a backend (a lock's keys, a semaphore's sets), with
-/// what the shared release needs to know about them. Its `Display` names them in logs.
-pub(crate) trait OwnerRelease: fmt::Display + Send + Sync + 'static {
-    /// What a release found, logged when a background release succeeds.
-    type Reply: fmt::Debug + Send;
-    /// What a token holds, in log and error messages ("a {WHAT}").
-    const WHAT: &'static str;
-    /// What a release given up leaves behind, for its warning.
-    const LEFT_HELD: &'static str;
-
-    /// The counters of releases given up, which the primitive exports as its own metric.
-    /// Asked of a value rather than of the type so that a test double can count on its own.
-    fn abandoned(&self) -> &'static AbandonedCounters;
-
-    /// Releases what `token` holds, and nothing another token holds.
-    fn release_owned(&self, token: &str) -> impl Future<Output = Result<Self::Reply>> + Send;
-}
 
 #[cfg(test)]
 mod tests {

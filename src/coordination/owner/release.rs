@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-use super::{OwnerRelease, ReleaseStage, backoff};
+use super::{HoldingKeys, ReleaseStage, backoff};
 use crate::coordination::ownership::AbandonCause;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -22,11 +22,11 @@ const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
 
 /// One owner-checked release, cut off after [`RELEASE_BOUND`] (then a timeout whose outcome
 /// is uncertain).
-pub(crate) async fn release_bounded<T: OwnerRelease>(
+pub(crate) async fn release_bounded<T: HoldingKeys>(
     keys: &Arc<T>,
     token: &str,
-) -> Result<T::Reply> {
-    match tokio::time::timeout(RELEASE_BOUND, keys.release_owned(token)).await {
+) -> Result<T::Released> {
+    match tokio::time::timeout(RELEASE_BOUND, keys.release(token)).await {
         Ok(result) => result,
         Err(_) => Err(Error::new(
             ErrorKind::Timeout,
@@ -39,7 +39,7 @@ pub(crate) async fn release_bounded<T: OwnerRelease>(
 /// Releases what `token` holds in a task of the current tokio runtime, retrying with capped,
 /// jittered backoff for up to a minute. Never blocks. Without a runtime, the release is
 /// given up at once.
-pub(crate) fn release_in_background<T: OwnerRelease>(
+pub(crate) fn release_in_background<T: HoldingKeys>(
     keys: Arc<T>,
     token: String,
     why: ReleaseStage,
@@ -53,7 +53,7 @@ pub(crate) fn release_in_background<T: OwnerRelease>(
 pub(crate) type Wait = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// [`release_in_background`], not before `not_before` completes (see [`Wait`]).
-pub(crate) fn release_in_background_after<T: OwnerRelease>(
+pub(crate) fn release_in_background_after<T: HoldingKeys>(
     keys: Arc<T>,
     token: String,
     why: ReleaseStage,
@@ -78,7 +78,7 @@ pub(crate) fn release_in_background_after<T: OwnerRelease>(
     }
 }
 
-async fn release_with_backoff<T: OwnerRelease>(keys: Arc<T>, token: String, why: ReleaseStage) {
+async fn release_with_backoff<T: HoldingKeys>(keys: Arc<T>, token: String, why: ReleaseStage) {
     let give_up_at = Instant::now() + GIVE_UP_AFTER;
     let mut backoff = backoff::FIRST_BACKOFF;
     let mut attempt = 0u32;
@@ -114,7 +114,7 @@ pub(crate) fn worth_retrying(err: &Error) -> bool {
     err.is_unavailable()
 }
 
-fn abandon<T: OwnerRelease>(
+fn abandon<T: HoldingKeys>(
     keys: &T,
     token: &str,
     why: ReleaseStage,
@@ -178,8 +178,8 @@ mod tests {
         }
     }
 
-    impl OwnerRelease for Fake {
-        type Reply = ();
+    impl HoldingKeys for Fake {
+        type Released = ();
         const WHAT: &'static str = "fake holding";
         const LEFT_HELD: &'static str = "nothing";
 
@@ -187,7 +187,15 @@ mod tests {
             self.abandoned
         }
 
-        async fn release_owned(&self, _token: &str) -> Result<()> {
+        async fn renew(&self, _token: &str, _expiry_ms: Option<u64>) -> Result<bool> {
+            Ok(true)
+        }
+
+        async fn verify(&self, _token: &str) -> Result<bool> {
+            Ok(true)
+        }
+
+        async fn release(&self, _token: &str) -> Result<()> {
             if self.attempts.fetch_add(1, Ordering::Relaxed) < self.failures {
                 Err(Error::new(self.kind, "fake failure"))
             } else {

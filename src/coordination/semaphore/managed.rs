@@ -1,11 +1,11 @@
 //! A semaphore permit that renews itself, and says when it is lost.
 
 use std::fmt;
-use std::future::Future;
 use std::time::Duration;
 
 use super::SemaphorePermit;
-use crate::coordination::owner::{KeepOptions, Keeper, Renewable};
+use super::sets::PermitSets;
+use crate::coordination::owner::{KeepOptions, Keeper};
 pub use crate::coordination::ownership::{LossReason, OwnershipLost};
 use crate::error::{Error, Result};
 
@@ -126,7 +126,7 @@ impl ManagedPermitOptions {
 /// ```
 pub struct ManagedPermit {
     token: String,
-    keeper: Keeper<bool>,
+    keeper: Keeper<PermitSets>,
 }
 
 impl ManagedPermit {
@@ -139,7 +139,7 @@ impl ManagedPermit {
         options.validate()?;
         Ok(ManagedPermit {
             token: permit.owner_token().to_owned(),
-            keeper: Keeper::spawn(permit, options.keep)?,
+            keeper: Keeper::spawn(permit.into_holding(), options.keep)?,
         })
     }
 
@@ -166,7 +166,10 @@ impl ManagedPermit {
     ///
     /// Cancel safe in effect: the release goes on in the keeper if the future is dropped.
     pub async fn release(self) -> Result<bool> {
-        self.keeper.release().await.unwrap_or(Ok(false))
+        match self.keeper.release().await {
+            Some(released) => released.map(|held| held.unwrap_or(false)),
+            None => Ok(false),
+        }
     }
 }
 
@@ -176,26 +179,5 @@ impl fmt::Debug for ManagedPermit {
             .field("token", &self.token)
             .field("lost", &self.keeper.ownership().reason())
             .finish_non_exhaustive()
-    }
-}
-
-impl Renewable for SemaphorePermit {
-    type Released = bool;
-    const WHAT: &'static str = "permit";
-
-    fn renew_for(&mut self, expiry: Duration) -> impl Future<Output = Result<bool>> + Send {
-        self.renew(Some(expiry))
-    }
-
-    fn estimate(&self) -> Duration {
-        self.remaining_estimate().unwrap_or(Duration::MAX)
-    }
-
-    fn is_gone(&self) -> bool {
-        self.is_released()
-    }
-
-    fn release_held(&mut self) -> impl Future<Output = Result<bool>> + Send {
-        self.release()
     }
 }

@@ -17,7 +17,6 @@ mod abandoned;
 mod acquire;
 mod attempt;
 mod capacity;
-mod cleanup;
 mod expiry;
 mod keyed;
 mod managed;

@@ -176,6 +176,11 @@ impl SemaphorePermit {
         let expiry_ms = expiry_ms(expiry)?;
         self.holding.renew(expiry_ms).await
     }
+
+    /// The holding, to be kept by a [`ManagedPermit`](super::ManagedPermit).
+    pub(super) fn into_holding(self) -> Holding<PermitSets> {
+        self.holding
+    }
 }
 
 impl fmt::Debug for SemaphorePermit {

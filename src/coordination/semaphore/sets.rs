@@ -2,11 +2,14 @@
 
 use std::fmt;
 
+use super::abandoned::ABANDONED;
 use crate::backend::Backend;
 use crate::backend::steps::semaphore::{
     PermitReleaseStep, PermitRenewStep, PermitStep, PermitVerifyStep, SemaphoreAcquireReply,
     SemaphoreAcquireStep, SemaphoreHeldStep,
 };
+use crate::coordination::owner::HoldingKeys;
+use crate::coordination::ownership::AbandonedCounters;
 use crate::error::Result;
 
 /// The storage keys of a semaphore's sets (one or two, in one slot) on their backend; every
@@ -49,23 +52,6 @@ impl PermitSets {
             .await
     }
 
-    pub(super) async fn release(&self, token: &str) -> Result<bool> {
-        self.backend.run(PermitReleaseStep(self.step(token))).await
-    }
-
-    pub(super) async fn renew(&self, token: &str, expiry_ms: Option<u64>) -> Result<bool> {
-        self.backend
-            .run(PermitRenewStep {
-                permit: self.step(token),
-                expiry_ms,
-            })
-            .await
-    }
-
-    pub(super) async fn verify(&self, token: &str) -> Result<bool> {
-        self.backend.run(PermitVerifyStep(self.step(token))).await
-    }
-
     /// The live permits of each set, in the order of the keys.
     pub(super) async fn held(&self) -> Result<Vec<u32>> {
         self.backend
@@ -82,6 +68,36 @@ impl PermitSets {
 }
 
 /// The keys, as text (lossy), for logs and messages.
+/// What the shared holding does with a permit: every step touches all of its sets.
+impl HoldingKeys for PermitSets {
+    /// Whether the permit was still held.
+    type Released = bool;
+    const WHAT: &'static str = "semaphore permit";
+    const LEFT_HELD: &'static str =
+        "it stays held until it expires (or until removed by hand if it has no expiry)";
+
+    fn abandoned(&self) -> &'static AbandonedCounters {
+        &ABANDONED
+    }
+
+    async fn renew(&self, token: &str, expiry_ms: Option<u64>) -> Result<bool> {
+        self.backend
+            .run(PermitRenewStep {
+                permit: self.step(token),
+                expiry_ms,
+            })
+            .await
+    }
+
+    async fn verify(&self, token: &str) -> Result<bool> {
+        self.backend.run(PermitVerifyStep(self.step(token))).await
+    }
+
+    async fn release(&self, token: &str) -> Result<bool> {
+        self.backend.run(PermitReleaseStep(self.step(token))).await
+    }
+}
+
 impl fmt::Display for PermitSets {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, key) in self.keys.iter().enumerate() {

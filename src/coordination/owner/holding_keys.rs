@@ -1,0 +1,39 @@
+//! The one trait a held primitive implements: where its holdings live, and the owner-checked
+//! steps on them.
+
+use std::fmt;
+use std::future::Future;
+
+use super::AbandonedCounters;
+use crate::error::Result;
+
+/// Where one kind of holding lives on a backend (a lock's lease key, a semaphore's sets) and
+/// the three steps a holder takes on it, each checked against its owner token on the backend.
+/// Everything else about a holding (its states, its estimate, its background release, its
+/// keeper) is written once on top of these. Its `Display` names the keys in logs.
+pub(crate) trait HoldingKeys: fmt::Display + Send + Sync + 'static {
+    /// What a release found, logged when a background release succeeds.
+    type Released: fmt::Debug + Send + 'static;
+    /// What a token holds, in log and error messages ("a {WHAT}").
+    const WHAT: &'static str;
+    /// What a release given up leaves behind, for its warning.
+    const LEFT_HELD: &'static str;
+
+    /// The counters of releases given up, which the primitive exports as its own metric.
+    /// Asked of a value rather than of the type so that a test double can count on its own.
+    fn abandoned(&self) -> &'static AbandonedCounters;
+
+    /// Gives the holding of `token` a new expiry (`None`: none): `Ok(false)` when it is gone
+    /// or another holder's. Never extends a holding it does not find under `token`.
+    fn renew(
+        &self,
+        token: &str,
+        expiry_ms: Option<u64>,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Whether `token` still holds it.
+    fn verify(&self, token: &str) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Releases what `token` holds, and nothing another token holds.
+    fn release(&self, token: &str) -> impl Future<Output = Result<Self::Released>> + Send;
+}
