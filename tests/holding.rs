@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
-use leasehold::coordination::lock::{FencedLock, ManagedLease, ManagedLeaseOptions};
+use leasehold::coordination::ManagedOptions;
+use leasehold::coordination::lock::{FencedLock, ManagedLease};
 use leasehold::coordination::ownership::{LossReason, OwnershipLost};
-use leasehold::coordination::semaphore::{ManagedPermit, ManagedPermitOptions, Semaphore};
+use leasehold::coordination::semaphore::{ManagedPermit, Semaphore};
 use support::proxy::Proxy;
 use support::{ServerKind, shared, unique_prefix};
 use tokio::time::Instant;
@@ -41,7 +42,7 @@ async fn hold_for(kind: Kind, coordination: &Coordination, lifetime: Option<Dura
     match kind {
         Kind::Lease => {
             let lock = FencedLock::named(coordination, "resource");
-            let options = ManagedLeaseOptions::new()
+            let options = ManagedOptions::new()
                 .lease(LEASE)
                 .release_on_drop(!detached)
                 .max_lifetime(lifetime);
@@ -62,7 +63,8 @@ async fn hold_for(kind: Kind, coordination: &Coordination, lifetime: Option<Dura
                 .expect("acquire")
                 .into_permit()
                 .expect("free");
-            let options = ManagedPermitOptions::new(LEASE)
+            let options = ManagedOptions::new()
+                .lease(LEASE)
                 .release_on_drop(!detached)
                 .max_lifetime(lifetime);
             let permit = ManagedPermit::keep(permit, &options).expect("keep");
@@ -309,7 +311,7 @@ async fn a_release_asked_during_a_renewal_frees_it_and_the_late_renewal_changes_
     let release: Box<dyn FnOnce() -> tokio::task::JoinHandle<bool> + Send> = match kind {
         Kind::Lease => {
             let lock = FencedLock::named(&holder, "resource");
-            let options = ManagedLeaseOptions::new().lease(LEASE);
+            let options = ManagedOptions::new().lease(LEASE);
             let lease = ManagedLease::try_acquire(&lock, &options)
                 .await
                 .expect("acquire")
@@ -325,7 +327,7 @@ async fn a_release_asked_during_a_renewal_frees_it_and_the_late_renewal_changes_
                 .into_permit()
                 .expect("free");
             let permit =
-                ManagedPermit::keep(permit, &ManagedPermitOptions::new(LEASE)).expect("keep");
+                ManagedPermit::keep(permit, &ManagedOptions::new().lease(LEASE)).expect("keep");
             Box::new(move || tokio::spawn(async move { permit.release().await.is_ok() }))
         }
     };

@@ -16,7 +16,8 @@ use http::StatusCode;
 use http::request::Parts;
 use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
-use leasehold::coordination::lock::{FencedLock, ManagedLeaseOptions};
+use leasehold::coordination::ManagedOptions;
+use leasehold::coordination::lock::FencedLock;
 use leasehold::extract::{DEFAULT_LEASE_TIMEOUT, Lease, LeaseSpec};
 use leasehold::layer::key::KeyError;
 use leasehold::layer::{Rejection, RejectionKind};
@@ -450,8 +451,8 @@ impl LeaseSpec for Misconfigured {
         Ok(b"misconfigured".to_vec())
     }
 
-    fn options() -> ManagedLeaseOptions {
-        ManagedLeaseOptions::new().max_lifetime(Some(Duration::from_secs(5)))
+    fn options() -> ManagedOptions {
+        ManagedOptions::new().max_lifetime(Some(Duration::from_secs(5)))
     }
 }
 

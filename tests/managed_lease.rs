@@ -6,9 +6,9 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leasehold::coordination::lock::{
-    FencedLock, LossReason, ManagedLease, ManagedLeaseOptions, Release,
-};
+use leasehold::coordination::ManagedOptions;
+use leasehold::coordination::lock::{FencedLock, ManagedLease, Release};
+use leasehold::coordination::ownership::LossReason;
 use support::target::{Target, scenario};
 
 /// Far below any lease held here: a wake-up this late did not come from an expiry.
@@ -112,7 +112,7 @@ scenario!(a_managed_lease_outlives_its_lease_duration_until_released);
 async fn a_managed_lease_outlives_its_lease_duration_until_released(target: Target) {
     let coordination = target.coordination("managed").await;
     let lock = FencedLock::named(&coordination, "managed");
-    let options = ManagedLeaseOptions::new().lease(Duration::from_secs(1));
+    let options = ManagedOptions::new().lease(Duration::from_secs(1));
     let lease = ManagedLease::acquire(&lock, &options)
         .await
         .expect("acquire");
@@ -146,7 +146,7 @@ scenario!(a_managed_lease_dropped_is_released_in_the_background);
 async fn a_managed_lease_dropped_is_released_in_the_background(target: Target) {
     let coordination = target.coordination("dropped").await;
     let lock = FencedLock::named(&coordination, "dropped");
-    let options = ManagedLeaseOptions::new().lease(Duration::from_secs(30));
+    let options = ManagedOptions::new().lease(Duration::from_secs(30));
     drop(
         ManagedLease::acquire(&lock, &options)
             .await
@@ -164,7 +164,7 @@ scenario!(a_detached_lease_keeps_renewing_until_its_lifetime_limit);
 async fn a_detached_lease_keeps_renewing_until_its_lifetime_limit(target: Target) {
     let coordination = target.coordination("detached").await;
     let lock = FencedLock::named(&coordination, "detached");
-    let options = ManagedLeaseOptions::new()
+    let options = ManagedOptions::new()
         .lease(Duration::from_secs(1))
         .release_on_drop(false)
         .max_lifetime(Some(Duration::from_millis(1800)));
@@ -202,7 +202,7 @@ scenario!(a_lost_lease_fires_the_ownership_signal redis);
 async fn a_lost_lease_fires_the_ownership_signal(target: Target) {
     let coordination = target.coordination("lost").await;
     let lock = FencedLock::named(&coordination, "lost");
-    let options = ManagedLeaseOptions::new().lease(Duration::from_secs(1));
+    let options = ManagedOptions::new().lease(Duration::from_secs(1));
     let lease = ManagedLease::acquire(&lock, &options)
         .await
         .expect("acquire");
@@ -227,12 +227,12 @@ async fn invalid_options_are_refused() {
     let coordination = leasehold::Coordination::memory();
     let lock = FencedLock::named(&coordination, "invalid");
     for options in [
-        ManagedLeaseOptions::new().lease(Duration::from_millis(999)),
-        ManagedLeaseOptions::new().lease(Duration::from_secs(301)),
-        ManagedLeaseOptions::new().poll_interval(Duration::ZERO),
-        ManagedLeaseOptions::new().max_lifetime(Some(Duration::ZERO)),
+        ManagedOptions::new().lease(Duration::from_millis(99)),
+        ManagedOptions::new().lease(Duration::from_secs(3601)),
+        ManagedOptions::new().poll_interval(Duration::ZERO),
+        ManagedOptions::new().max_lifetime(Some(Duration::ZERO)),
         // A lifetime limit is for a detached lease; one released with its handle has none.
-        ManagedLeaseOptions::new().max_lifetime(Some(Duration::from_secs(60))),
+        ManagedOptions::new().max_lifetime(Some(Duration::from_secs(60))),
     ] {
         let err = ManagedLease::acquire(&lock, &options)
             .await
@@ -310,7 +310,7 @@ async fn renewals_without_answers_end_ownership_at_the_estimate() {
             .into();
     let lock = FencedLock::named(&coordination, "stalled");
     // Warm the scripts up: a NOSCRIPT answer during the stall would only add noise.
-    let options = ManagedLeaseOptions::new().lease(Duration::from_secs(1));
+    let options = ManagedOptions::new().lease(Duration::from_secs(1));
     ManagedLease::acquire(&lock, &options)
         .await
         .expect("acquire")

@@ -6,6 +6,7 @@
 
 mod attempt;
 pub mod lock;
+mod managed_options;
 pub(crate) mod name;
 mod owner;
 pub mod ownership;
@@ -13,6 +14,7 @@ pub mod rate_limit;
 pub mod semaphore;
 
 pub use attempt::Attempt;
+pub use managed_options::{MAX_MANAGED_LEASE, MIN_MANAGED_LEASE, ManagedOptions};
 pub use name::{HASHED_NAME_PREFIX, MAX_NAME_LEN};
 
 use std::time::Duration;

@@ -55,13 +55,14 @@ impl fmt::Display for LossReason {
 /// ```
 /// use std::time::Duration;
 /// use leasehold::Coordination;
-/// use leasehold::coordination::lock::{FencedLock, ManagedLease, ManagedLeaseOptions};
+/// use leasehold::coordination::ManagedOptions;
+/// use leasehold::coordination::lock::{FencedLock, ManagedLease};
 /// use leasehold::coordination::ownership::LossReason;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> leasehold::Result<()> {
 /// let lock = FencedLock::named(&Coordination::memory(), "compaction");
-/// let lease = ManagedLease::acquire(&lock, &ManagedLeaseOptions::new()).await?;
+/// let lease = ManagedLease::acquire(&lock, &ManagedOptions::new()).await?;
 /// let mut ownership = lease.ownership();
 /// assert!(!ownership.is_lost());
 ///

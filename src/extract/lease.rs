@@ -12,9 +12,9 @@ use http::StatusCode;
 use http::request::Parts;
 
 use crate::Coordination;
-use crate::coordination::lock::{
-    FencedLease, FencedLock, LockAttempt, ManagedLease, ManagedLeaseOptions, OwnershipLost,
-};
+use crate::coordination::ManagedOptions;
+use crate::coordination::lock::{FencedLease, FencedLock, LockAttempt, ManagedLease};
+use crate::coordination::ownership::OwnershipLost;
 use crate::error::{Error, ErrorKind};
 use crate::layer::admission::{Answer, Responses, key_error_detail, log_key_error};
 use crate::layer::key::KeyError;
@@ -58,9 +58,9 @@ pub trait LeaseSpec: Send + Sync + 'static {
     /// as one line of text.
     fn name(parts: &mut Parts) -> impl Future<Output = Result<Vec<u8>, KeyError>> + Send;
 
-    /// How the lease is kept while the handler runs. Default: [`ManagedLeaseOptions::new`].
-    fn options() -> ManagedLeaseOptions {
-        ManagedLeaseOptions::new()
+    /// How the lease is kept while the handler runs. Default: [`ManagedOptions::new`].
+    fn options() -> ManagedOptions {
+        ManagedOptions::new()
     }
 
     /// How long a request waits when the lease is held elsewhere, before answering `409`.
@@ -214,7 +214,7 @@ impl<R> Lease<R> {
     }
 
     /// The managed lease, to keep it beyond the handler (see
-    /// [`ManagedLeaseOptions::release_on_drop`]).
+    /// [`ManagedOptions::release_on_drop`]).
     pub fn into_managed(self) -> ManagedLease {
         self.lease
     }
@@ -275,7 +275,7 @@ async fn take<R: LeaseSpec>(
 /// The lease now, or how long its current holder has left, within `timeout`.
 async fn try_once(
     lock: &FencedLock,
-    options: &ManagedLeaseOptions,
+    options: &ManagedOptions,
     timeout: Duration,
 ) -> Result<FencedLease, Reason> {
     let attempt = tokio::time::timeout(timeout, lock.try_acquire(options.lease_duration()))

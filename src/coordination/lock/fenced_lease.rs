@@ -5,10 +5,9 @@ use std::fmt;
 use std::time::Duration;
 
 use super::Release;
-use super::duration::lease_ms;
 use super::keys::LockKeys;
 use crate::backend::steps::fenced_lock::LeaseReleaseReply;
-use crate::coordination::owner::Holding;
+use crate::coordination::owner::{Holding, expiry_ms};
 use crate::error::Result;
 
 /// A lease on a [`FencedLock`](super::FencedLock): the lock is held under a random owner
@@ -162,7 +161,7 @@ impl FencedLease {
     /// Cancel safe in effect: dropping the future after the renewal was sent leaves the handle
     /// as an unanswered renewal does, held with the narrower estimate.
     pub async fn renew(&mut self, lease: Duration) -> Result<bool> {
-        let lease_ms = lease_ms(lease)?;
+        let lease_ms = expiry_ms("a lease", lease)?;
         self.holding.renew(Some(lease_ms)).await
     }
 

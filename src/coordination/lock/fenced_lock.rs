@@ -4,7 +4,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::duration::lease_ms;
 use super::keys::LockKeys;
 use super::{FencedLease, LockAttempt};
 use crate::Coordination;
@@ -12,7 +11,7 @@ use crate::backend::ensure_same_slot;
 use crate::backend::steps::fenced_lock::FencedAcquireReply;
 use crate::coordination::name;
 use crate::coordination::owner::{
-    Holding, Sent, arrived_after_its_deadline, new_token, send_acquisition,
+    Holding, Sent, arrived_after_its_deadline, expiry_ms, new_token, send_acquisition,
 };
 use crate::error::{Error, Result};
 
@@ -185,7 +184,7 @@ impl FencedLock {
     /// request that arrives after its deadline while the caller still waits fails with
     /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout), certainly without effect.
     pub async fn try_acquire(&self, lease: Duration) -> Result<LockAttempt> {
-        let lease_ms = lease_ms(lease)?;
+        let lease_ms = expiry_ms("a lease", lease)?;
         let token = new_token()?;
         let Sent {
             reply,

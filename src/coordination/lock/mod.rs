@@ -61,7 +61,6 @@
 
 mod abandoned;
 mod attempt;
-mod duration;
 mod fenced_lease;
 mod fenced_lock;
 mod keys;
@@ -73,8 +72,5 @@ pub use abandoned::{abandoned_release_counts, abandoned_releases};
 pub use attempt::LockAttempt;
 pub use fenced_lease::FencedLease;
 pub use fenced_lock::FencedLock;
-pub use managed::{
-    LossReason, MAX_MANAGED_LEASE, MIN_MANAGED_LEASE, ManagedLease, ManagedLeaseOptions,
-    OwnershipLost,
-};
+pub use managed::ManagedLease;
 pub use release::Release;

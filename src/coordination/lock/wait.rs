@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::managed::ManagedLeaseOptions;
 use super::{FencedLease, FencedLock, LockAttempt};
+use crate::coordination::ManagedOptions;
 use crate::error::Result;
 
 impl FencedLock {
@@ -20,7 +20,7 @@ impl FencedLock {
     /// Notifications are only hints: the atomic step alone grants the lock. Where tracking
     /// is not available (the memory backend, or a server that refuses it), attempts are
     /// 50 ms apart with jitter, or as often as
-    /// [`ManagedLeaseOptions::poll_interval`] says through [`ManagedLease::acquire`].
+    /// [`ManagedOptions::poll_interval`] says through [`ManagedLease::acquire`].
     ///
     /// # Cancel safety
     ///
@@ -30,15 +30,13 @@ impl FencedLock {
     ///
     /// [`ManagedLease::acquire`]: super::ManagedLease::acquire
     pub async fn acquire(&self, lease: Duration) -> Result<FencedLease> {
-        self.wait(lease, ManagedLeaseOptions::new().poll_interval_duration())
-            .await
+        self.wait(lease, ManagedOptions::new().poll()).await
     }
 
     /// [`acquire`](Self::acquire) with the lease and poll interval of `options`.
-    pub(crate) async fn acquire_with(&self, options: &ManagedLeaseOptions) -> Result<FencedLease> {
+    pub(crate) async fn acquire_with(&self, options: &ManagedOptions) -> Result<FencedLease> {
         options.validate()?;
-        self.wait(options.lease_duration(), options.poll_interval_duration())
-            .await
+        self.wait(options.lease_duration(), options.poll()).await
     }
 
     async fn wait(&self, lease: Duration, poll: Duration) -> Result<FencedLease> {

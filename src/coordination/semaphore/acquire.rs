@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::expiry::expiry_ms;
+use super::permit::expiry_ms;
 use super::sets::PermitSets;
 use super::{Attempt, SemaphorePermit};
 use crate::backend::steps::semaphore::SemaphoreAcquireReply;

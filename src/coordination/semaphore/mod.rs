@@ -17,7 +17,6 @@ mod abandoned;
 mod acquire;
 mod attempt;
 mod capacity;
-mod expiry;
 mod keyed;
 mod managed;
 mod permit;
@@ -29,9 +28,6 @@ pub use abandoned::{abandoned_release_counts, abandoned_releases};
 pub use attempt::Attempt;
 pub use capacity::Capacity;
 pub use keyed::KeyedSemaphore;
-pub use managed::{
-    LossReason, MAX_MANAGED_PERMIT, MIN_MANAGED_PERMIT, ManagedPermit, ManagedPermitOptions,
-    OwnershipLost,
-};
+pub use managed::ManagedPermit;
 pub use permit::SemaphorePermit;
 pub use semaphore::Semaphore;

@@ -3,7 +3,6 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::expiry::expiry_ms;
 use super::sets::PermitSets;
 use crate::coordination::owner::Holding;
 use crate::error::Result;
@@ -181,6 +180,13 @@ impl SemaphorePermit {
     pub(super) fn into_holding(self) -> Holding<PermitSets> {
         self.holding
     }
+}
+
+/// A permit's expiry in whole milliseconds (`None`: no expiry), within the one bound.
+pub(super) fn expiry_ms(expiry: Option<Duration>) -> Result<Option<u64>> {
+    expiry
+        .map(|expiry| crate::coordination::owner::expiry_ms("a permit expiry", expiry))
+        .transpose()
 }
 
 impl fmt::Debug for SemaphorePermit {

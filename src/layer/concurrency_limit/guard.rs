@@ -9,8 +9,9 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 use tokio::time::Sleep;
 
+use crate::coordination::ManagedOptions;
 use crate::coordination::ownership::LossReason;
-use crate::coordination::semaphore::{ManagedPermit, ManagedPermitOptions, SemaphorePermit};
+use crate::coordination::semaphore::{ManagedPermit, SemaphorePermit};
 
 /// Completes when the permit is lost.
 type Lost = Pin<Box<dyn Future<Output = LossReason> + Send + Sync>>;
@@ -52,7 +53,7 @@ impl StreamGuard {
         lease: Duration,
         max_hold: Option<Duration>,
     ) -> Self {
-        let options = ManagedPermitOptions::new(lease).hold_limit(max_hold);
+        let options = ManagedOptions::new().lease(lease).hold_limit(max_hold);
         match ManagedPermit::keep(permit, &options) {
             Ok(permit) => {
                 let mut ownership = permit.ownership();

@@ -11,7 +11,8 @@ use tower_layer::Layer;
 
 use super::service::ConcurrencyLimit;
 use crate::Coordination;
-use crate::coordination::semaphore::{Capacity, KeyedSemaphore, MAX_MANAGED_PERMIT};
+use crate::coordination::MAX_MANAGED_LEASE;
+use crate::coordination::semaphore::{Capacity, KeyedSemaphore};
 use crate::error::Result;
 use crate::layer::Rejection;
 use crate::layer::admission::Responses;
@@ -161,12 +162,12 @@ impl RedisConcurrencyLimitLayer {
     }
 
     /// The lease of each response's permit (default [`DEFAULT_LEASE`], at least
-    /// [`MIN_LEASE`] and at most [`MAX_MANAGED_PERMIT`]): renewed every half of it while the
+    /// [`MIN_LEASE`] and at most [`MAX_MANAGED_LEASE`]): renewed every half of it while the
     /// body streams, and the longest a crashed worker's slot stays taken. A renewal that gets
     /// no answer is tried again while the permit's estimate lasts, so a backend stall shorter
     /// than that costs the stream nothing.
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.config_mut().lease = lease.clamp(MIN_LEASE, MAX_MANAGED_PERMIT);
+        self.config_mut().lease = lease.clamp(MIN_LEASE, MAX_MANAGED_LEASE);
         self
     }
 
