@@ -8,11 +8,8 @@ use super::keys::LockKeys;
 use super::{FencedLease, LockAttempt};
 use crate::Coordination;
 use crate::backend::ensure_same_slot;
-use crate::backend::steps::fenced_lock::FencedAcquireReply;
 use crate::coordination::name;
-use crate::coordination::owner::{
-    Holding, Sent, arrived_after_its_deadline, expiry_ms, new_token, send_acquisition,
-};
+use crate::coordination::owner::{HoldingKeys, expiry_ms, new_token, send_acquisition};
 use crate::error::{Error, Result};
 
 /// A mutual-exclusion lock shared through the backend, held under an expiring lease, whose
@@ -186,41 +183,11 @@ impl FencedLock {
     pub async fn try_acquire(&self, lease: Duration) -> Result<LockAttempt> {
         let lease_ms = expiry_ms("a lease", lease)?;
         let token = new_token()?;
-        let Sent {
-            reply,
-            in_flight,
-            sent_at,
-        } = send_acquisition(&self.keys, &token, self.keys.backend(), |not_after_ms| {
+        let sent = send_acquisition(&self.keys, &token, |not_after_ms| {
             Box::pin(self.keys.acquire(&token, lease_ms, not_after_ms))
         })
         .await?;
-        match reply {
-            FencedAcquireReply::Acquired { fencing_token } => {
-                let lease = Duration::from_millis(lease_ms);
-                let keys = Arc::clone(&self.keys);
-                match Holding::granted(keys, token, Some(lease), sent_at, in_flight) {
-                    Some(holding) => {
-                        tracing::debug!(lease = %self.keys, fencing_token, lease_ms, "fenced lock acquired");
-                        Ok(LockAttempt::Acquired(FencedLease::new(
-                            holding,
-                            fencing_token,
-                        )))
-                    }
-                    None => Ok(LockAttempt::Busy { retry_after: None }),
-                }
-            }
-            FencedAcquireReply::Late => {
-                tracing::debug!(lease = %self.keys, "fenced lock acquisition arrived after its deadline; nothing changed");
-                Err(arrived_after_its_deadline(in_flight, self.keys.backend()))
-            }
-            FencedAcquireReply::Held { retry_after_ms } => {
-                in_flight.disarm();
-                tracing::debug!(lease = %self.keys, retry_after_ms, "fenced lock held");
-                Ok(LockAttempt::Busy {
-                    retry_after: retry_after_ms.map(Duration::from_millis),
-                })
-            }
-        }
+        sent.settle(&self.keys, token, Some(lease_ms), FencedLease::new)
     }
 }
 

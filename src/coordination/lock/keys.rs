@@ -8,7 +8,7 @@ use crate::backend::steps::fenced_lock::{
     FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseReleaseStep, LeaseRenewStep,
     LeaseStep, LeaseVerifyStep,
 };
-use crate::coordination::owner::HoldingKeys;
+use crate::coordination::owner::{Acquisition, HoldingKeys};
 use crate::coordination::ownership::AbandonedCounters;
 use crate::error::{Error, Result};
 
@@ -29,10 +29,6 @@ impl LockKeys {
         }
     }
 
-    pub(super) fn backend(&self) -> &Backend {
-        &self.backend
-    }
-
     pub(super) fn lease_key(&self) -> &[u8] {
         &self.lease
     }
@@ -41,13 +37,15 @@ impl LockKeys {
         &self.counter
     }
 
+    /// Takes the lease for `token` and the next fencing token, if no lease exists.
     pub(super) async fn acquire(
         &self,
         token: &str,
         lease_ms: u64,
         not_after_ms: u64,
-    ) -> Result<FencedAcquireReply> {
-        self.backend
+    ) -> Result<Acquisition<u64>> {
+        let reply = self
+            .backend
             .run(FencedAcquireStep {
                 lease_key: &self.lease,
                 counter_key: &self.counter,
@@ -55,7 +53,12 @@ impl LockKeys {
                 lease_ms,
                 not_after_ms,
             })
-            .await
+            .await?;
+        Ok(match reply {
+            FencedAcquireReply::Acquired { fencing_token } => Acquisition::Granted(fencing_token),
+            FencedAcquireReply::Held { retry_after_ms } => Acquisition::Busy { retry_after_ms },
+            FencedAcquireReply::Late => Acquisition::Late,
+        })
     }
 
     fn step<'a>(&'a self, token: &'a str) -> LeaseStep<'a> {
@@ -71,6 +74,10 @@ impl HoldingKeys for LockKeys {
     type Released = LeaseReleaseReply;
     const WHAT: &'static str = "fenced lease";
     const LEFT_HELD: &'static str = "it blocks the lock until it expires";
+
+    fn backend(&self) -> &Backend {
+        &self.backend
+    }
 
     fn abandoned(&self) -> &'static AbandonedCounters {
         &ABANDONED

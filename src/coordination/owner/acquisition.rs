@@ -1,26 +1,42 @@
-//! Sending an acquisition, the one step that creates a holding: with a deadline on the
-//! server's clock, and a cleanup of an uncertain outcome that waits until the deadline has
-//! passed, so that a late delivery cannot recreate what the cleanup removed.
+//! Sending an acquisition, the one step that creates a holding, and settling its answer the
+//! same way for every held primitive: with a deadline on the server's clock, and a cleanup
+//! of an uncertain outcome that waits until the deadline has passed, so that a late delivery
+//! cannot recreate what the cleanup removed.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{HoldingKeys, ReleaseOnDrop, ReleaseStage};
-use crate::backend::Backend;
+use super::{Holding, HoldingKeys, ReleaseOnDrop, ReleaseStage};
+use crate::coordination::Attempt;
 use crate::error::{Error, ErrorKind, Result};
 
-/// An acquisition the backend answered.
-pub(crate) struct Sent<K: HoldingKeys, R> {
-    /// What the backend answered.
-    pub(crate) reply: R,
-    /// Releases the token in the background unless disarmed: disarm it for an answer that
-    /// took nothing, or hand it to [`Holding::granted`](super::Holding::granted).
-    pub(crate) in_flight: ReleaseOnDrop<K>,
+/// What an acquisition step answered, in the terms every held primitive shares.
+#[derive(Debug)]
+pub(crate) enum Acquisition<G> {
+    /// Granted, with what the primitive adds to its holding (a fencing token, or nothing).
+    Granted(G),
+    /// Others hold it; nothing changed. `retry_after_ms`: when expiries alone free it, if
+    /// they do.
+    Busy { retry_after_ms: Option<u64> },
+    /// The request reached the server after its deadline; nothing changed.
+    Late,
+    /// The step checked and refused, certainly without effect (a semaphore's capacity that
+    /// differs from its holders').
+    Refused(Error),
+}
+
+/// An acquisition the backend answered, to be [settled](Sent::settle).
+pub(crate) struct Sent<K: HoldingKeys, G> {
+    reply: Acquisition<G>,
+    /// Releases the token in the background unless disarmed: disarmed for an answer that
+    /// took nothing, or handed to [`Holding::granted`].
+    in_flight: ReleaseOnDrop<K>,
     /// When the request was sent: the estimate of a grant counts from here.
-    pub(crate) sent_at: Instant,
+    sent_at: Instant,
 }
 
 /// Sends an acquisition for `token` with `send`, which gets the server time (ms since the
@@ -31,15 +47,15 @@ pub(crate) struct Sent<K: HoldingKeys, R> {
 /// A failure that certainly changed nothing is returned as is. One that may have applied (or
 /// the future dropped mid-flight) leaves a background release of `token`, which waits until
 /// the deadline has certainly passed on the server, so the request cannot land after it.
-pub(crate) async fn send_acquisition<'a, K, R>(
+pub(crate) async fn send_acquisition<'a, K, G>(
     keys: &Arc<K>,
     token: &str,
-    backend: &Backend,
-    send: impl FnOnce(u64) -> Pin<Box<dyn Future<Output = Result<R>> + Send + 'a>>,
-) -> Result<Sent<K, R>>
+    send: impl FnOnce(u64) -> Pin<Box<dyn Future<Output = Result<Acquisition<G>>> + Send + 'a>>,
+) -> Result<Sent<K, G>>
 where
     K: HoldingKeys,
 {
+    let backend = keys.backend();
     // Nothing is sent yet: a backend that cannot be reached fails the acquisition as is.
     let deadline = backend.acquire_deadline().await?;
     let in_flight = ReleaseOnDrop::arm(keys, token, ReleaseStage::UncertainAcquire)
@@ -64,16 +80,56 @@ where
     }
 }
 
-/// The answer to an acquisition that reached the server after its deadline: it took
-/// nothing, and the server's clock is read again (it may not be the one the deadline came
-/// from).
-pub(crate) fn arrived_after_its_deadline<K: HoldingKeys>(
-    in_flight: ReleaseOnDrop<K>,
-    backend: &Backend,
-) -> Error {
-    in_flight.disarm();
-    backend.deadline_missed();
-    arrived_late()
+impl<K: HoldingKeys, G> Sent<K, G> {
+    /// What the answer means for the caller, the same for every held primitive: a holding of
+    /// `token` under `keys`, made into what the primitive hands out by `hold`; busy, with
+    /// when expiries free it; or an error. A grant whose answer came after its expiry had
+    /// already run out by the local estimate is released at once and answered as busy, with
+    /// no time (nobody could have used it). A late request took nothing, and the server's
+    /// clock is read again (it may not be the one the deadline came from).
+    pub(crate) fn settle<T>(
+        self,
+        keys: &Arc<K>,
+        token: String,
+        expiry_ms: Option<u64>,
+        hold: impl FnOnce(Holding<K>, G) -> T,
+    ) -> Result<Attempt<T>> {
+        let Sent {
+            reply,
+            in_flight,
+            sent_at,
+        } = self;
+        match reply {
+            Acquisition::Granted(extra) => {
+                let expiry = expiry_ms.map(Duration::from_millis);
+                match Holding::granted(Arc::clone(keys), token, expiry, sent_at, in_flight) {
+                    Some(holding) => {
+                        tracing::debug!(keys = %keys, expiry_ms, "{} acquired", K::WHAT);
+                        Ok(Attempt::Acquired(hold(holding, extra)))
+                    }
+                    None => Ok(Attempt::Busy { retry_after: None }),
+                }
+            }
+            Acquisition::Busy { retry_after_ms } => {
+                in_flight.disarm();
+                tracing::debug!(keys = %keys, retry_after_ms, "{} busy", K::WHAT);
+                Ok(Attempt::Busy {
+                    retry_after: retry_after_ms.map(Duration::from_millis),
+                })
+            }
+            Acquisition::Late => {
+                in_flight.disarm();
+                keys.backend().deadline_missed();
+                tracing::debug!(keys = %keys, "{} acquisition arrived after its deadline; nothing changed", K::WHAT);
+                Err(arrived_late())
+            }
+            Acquisition::Refused(err) => {
+                in_flight.disarm();
+                tracing::debug!(keys = %keys, error = %err, "{} acquisition refused", K::WHAT);
+                Err(err)
+            }
+        }
+    }
 }
 
 /// The error for an acquisition that reached the server after its deadline: certainly

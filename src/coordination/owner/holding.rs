@@ -248,6 +248,8 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
+    use crate::backend::Backend;
+    use crate::backend::memory::MemoryBackend;
     use crate::coordination::ownership::AbandonedCounters;
     use crate::error::{Error, ErrorKind};
 
@@ -256,6 +258,7 @@ mod tests {
         renewals: Mutex<VecDeque<Result<bool>>>,
         releases: Mutex<VecDeque<Result<bool>>>,
         abandoned: &'static AbandonedCounters,
+        backend: Backend,
     }
 
     impl fmt::Display for Scripted {
@@ -271,6 +274,10 @@ mod tests {
 
         fn abandoned(&self) -> &'static AbandonedCounters {
             self.abandoned
+        }
+
+        fn backend(&self) -> &Backend {
+            &self.backend
         }
 
         async fn release(&self, _token: &str) -> Result<bool> {
@@ -299,6 +306,7 @@ mod tests {
             renewals: Mutex::new(renewals.into()),
             releases: Mutex::new(VecDeque::new()),
             abandoned: Box::leak(Box::new(AbandonedCounters::new())),
+            backend: MemoryBackend::new().into(),
         });
         let in_flight = ReleaseOnDrop::arm(&keys, "t", ReleaseStage::UncertainAcquire);
         Holding::granted(

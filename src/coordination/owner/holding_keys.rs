@@ -5,6 +5,7 @@ use std::fmt;
 use std::future::Future;
 
 use super::AbandonedCounters;
+use crate::backend::Backend;
 use crate::error::Result;
 
 /// Where one kind of holding lives on a backend (a lock's lease key, a semaphore's sets) and
@@ -18,6 +19,9 @@ pub(crate) trait HoldingKeys: fmt::Display + Send + Sync + 'static {
     const WHAT: &'static str;
     /// What a release given up leaves behind, for its warning.
     const LEFT_HELD: &'static str;
+
+    /// The backend the holdings live on.
+    fn backend(&self) -> &Backend;
 
     /// The counters of releases given up, which the primitive exports as its own metric.
     /// Asked of a value rather than of the type so that a test double can count on its own.

@@ -16,7 +16,7 @@ mod release;
 mod token;
 
 pub(crate) use crate::coordination::ownership::ReleaseStage;
-pub(crate) use acquisition::{Sent, arrived_after_its_deadline, send_acquisition};
+pub(crate) use acquisition::{Acquisition, send_acquisition};
 pub(crate) use guard::ReleaseOnDrop;
 pub(crate) use holding::Holding;
 pub(crate) use holding_keys::HoldingKeys;

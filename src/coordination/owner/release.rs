@@ -138,6 +138,8 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use super::*;
+    use crate::backend::Backend;
+    use crate::backend::memory::MemoryBackend;
     use crate::coordination::ownership::{AbandonedCounters, AbandonedReleases};
 
     /// Fails `failures` attempts with an error of `kind`, then releases; counts its attempts
@@ -147,6 +149,7 @@ mod tests {
         kind: ErrorKind,
         attempts: AtomicU32,
         abandoned: &'static AbandonedCounters,
+        backend: Backend,
     }
 
     impl Fake {
@@ -156,6 +159,7 @@ mod tests {
                 kind,
                 attempts: AtomicU32::new(0),
                 abandoned: Box::leak(Box::new(AbandonedCounters::new())),
+                backend: MemoryBackend::new().into(),
             })
         }
 
@@ -185,6 +189,10 @@ mod tests {
 
         fn abandoned(&self) -> &'static AbandonedCounters {
             self.abandoned
+        }
+
+        fn backend(&self) -> &Backend {
+            &self.backend
         }
 
         async fn renew(&self, _token: &str, _expiry_ms: Option<u64>) -> Result<bool> {

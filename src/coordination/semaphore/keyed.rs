@@ -4,7 +4,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::acquire::try_acquire;
 use super::sets::PermitSets;
 use super::{Attempt, Capacity};
 use crate::Coordination;
@@ -123,7 +122,7 @@ impl KeyedSemaphore {
     /// answer was lost or whose future was dropped mid-flight is released in the background.
     pub async fn try_acquire(&self, key: &[u8], expiry: Option<Duration>) -> Result<Attempt> {
         let (sets, capacities) = self.sets(key);
-        try_acquire(Arc::new(sets), &capacities, expiry).await
+        Arc::new(sets).try_acquire(&capacities, expiry).await
     }
 
     /// The permits held now by the client key `key` and by all keys together (expired ones

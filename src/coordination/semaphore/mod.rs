@@ -14,7 +14,6 @@
 //! [`ManagedPermit`] renews a permit by itself and says when it is lost.
 
 mod abandoned;
-mod acquire;
 mod attempt;
 mod capacity;
 mod keyed;

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Attempt;
-use super::acquire::try_acquire;
 use super::sets::PermitSets;
 use crate::Coordination;
 use crate::coordination::name;
@@ -130,7 +129,7 @@ impl Semaphore {
     /// request carries a deadline on the server's clock and the release waits until it has
     /// passed, so a request delayed past its release is a no-op when it arrives.
     pub async fn try_acquire(&self, expiry: Option<Duration>) -> Result<Attempt> {
-        try_acquire(Arc::clone(&self.sets), &[self.capacity], expiry).await
+        self.sets.try_acquire(&[self.capacity], expiry).await
     }
 
     /// The permits held now (expired ones are not counted), whatever capacity they were

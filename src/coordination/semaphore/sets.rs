@@ -1,16 +1,20 @@
 //! Where a permit lives: its sets (one, or a client key's and the global one) on a backend.
 
 use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
 
 use super::abandoned::ABANDONED;
+use super::permit::expiry_ms;
+use super::{Attempt, SemaphorePermit};
 use crate::backend::Backend;
 use crate::backend::steps::semaphore::{
     PermitReleaseStep, PermitRenewStep, PermitStep, PermitVerifyStep, SemaphoreAcquireReply,
     SemaphoreAcquireStep, SemaphoreHeldStep,
 };
-use crate::coordination::owner::HoldingKeys;
+use crate::coordination::owner::{Acquisition, HoldingKeys, new_token, send_acquisition};
 use crate::coordination::ownership::AbandonedCounters;
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 
 /// The storage keys of a semaphore's sets (one or two, in one slot) on their backend; every
 /// step on a permit runs over all of them at once.
@@ -24,24 +28,41 @@ impl PermitSets {
         PermitSets { backend, keys }
     }
 
-    pub(super) fn keys(&self) -> &[Vec<u8>] {
-        &self.keys
+    /// Takes a permit in every set (with `capacities` in the order of the keys), or in none.
+    ///
+    /// When the step may have applied (a timeout or a connection lost after sending, a
+    /// reply that could not be read, or the future dropped mid-flight), a release of the
+    /// token that was sent is spawned before the error is returned, so a lost answer cannot
+    /// leave a permit that nobody holds; the permit's expiry is the fallback if that release
+    /// fails too. The step carries a deadline on the server's clock (Redis), and the release
+    /// waits until it has passed: a request delayed in the network past the release is then
+    /// a no-op, so it cannot leave a permit nobody holds either.
+    pub(super) async fn try_acquire(
+        self: &Arc<Self>,
+        capacities: &[u32],
+        expiry: Option<Duration>,
+    ) -> Result<Attempt> {
+        let expiry_ms = expiry_ms(expiry)?;
+        let token = new_token()?;
+        let sent = send_acquisition(self, &token, |not_after_ms| {
+            Box::pin(self.acquire(&token, capacities, expiry_ms, not_after_ms))
+        })
+        .await?;
+        sent.settle(self, token, expiry_ms, |holding, ()| {
+            SemaphorePermit::new(holding)
+        })
     }
 
-    pub(super) fn backend(&self) -> &Backend {
-        &self.backend
-    }
-
-    /// Takes a permit for `token` in every set (capacities in the order of the keys), or in
-    /// none.
-    pub(super) async fn acquire(
+    /// The acquisition step for `token`, its answer in the shared terms.
+    async fn acquire(
         &self,
         token: &str,
         capacities: &[u32],
         expiry_ms: Option<u64>,
         not_after_ms: u64,
-    ) -> Result<SemaphoreAcquireReply> {
-        self.backend
+    ) -> Result<Acquisition<()>> {
+        let reply = self
+            .backend
             .run(SemaphoreAcquireStep {
                 keys: &self.keys,
                 capacities,
@@ -49,7 +70,27 @@ impl PermitSets {
                 expiry_ms,
                 not_after_ms,
             })
-            .await
+            .await?;
+        Ok(match reply {
+            SemaphoreAcquireReply::Granted => Acquisition::Granted(()),
+            SemaphoreAcquireReply::Full { retry_after_ms } => Acquisition::Busy { retry_after_ms },
+            SemaphoreAcquireReply::Late => Acquisition::Late,
+            SemaphoreAcquireReply::CapacityMismatch { key, stored } => {
+                let asked = capacities.get(key).copied().unwrap_or_default();
+                let name = self
+                    .keys
+                    .get(key)
+                    .map(|key| String::from_utf8_lossy(key).into_owned())
+                    .unwrap_or_default();
+                Acquisition::Refused(Error::new(
+                    ErrorKind::CapacityMismatch,
+                    format!(
+                        "the semaphore {name:?} has permits held under a capacity of {stored}, \
+                         not {asked}; a new capacity applies once every permit is released or expired"
+                    ),
+                ))
+            }
+        })
     }
 
     /// The live permits of each set, in the order of the keys.
@@ -75,6 +116,10 @@ impl HoldingKeys for PermitSets {
     const WHAT: &'static str = "semaphore permit";
     const LEFT_HELD: &'static str =
         "it stays held until it expires (or until removed by hand if it has no expiry)";
+
+    fn backend(&self) -> &Backend {
+        &self.backend
+    }
 
     fn abandoned(&self) -> &'static AbandonedCounters {
         &ABANDONED
