@@ -131,6 +131,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
+mod backoff;
 pub mod coordination;
 mod error;
 #[cfg(feature = "axum")]

@@ -58,6 +58,7 @@ use self::connection::Request;
 use self::link::Link;
 use self::script_reply::{Outcome, ScriptReply};
 use crate::backend::{KeyPrefix, ensure_same_slot};
+use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 
 /// A handle to a Redis or Valkey deployment. Cheap to clone; clones share the connection and
@@ -584,8 +585,8 @@ impl RedisBackend {
 /// the start of the outage, within the transient-retry bound, with jittered pauses doubling
 /// from [`TRANSIENT_RETRY_FIRST_PAUSE`] to [`TRANSIENT_RETRY_MAX_PAUSE`].
 struct Retry {
-    /// The end of the bound, and the next pause; set at the first failure.
-    state: Option<(tokio::time::Instant, Duration)>,
+    /// The end of the bound, and the pauses; set at the first failure.
+    state: Option<(tokio::time::Instant, Backoff)>,
 }
 
 impl Retry {
@@ -600,17 +601,17 @@ impl Retry {
         let now = tokio::time::Instant::now();
         // Every failure is recorded, so that the outage is remembered while it lasts.
         let since = shared.outage.failure(now);
-        let (deadline, pause) = self.state.get_or_insert_with(|| {
+        let (deadline, backoff) = self.state.get_or_insert_with(|| {
             let deadline = crate::time::after(since, shared.transient_retry);
-            (deadline, TRANSIENT_RETRY_FIRST_PAUSE)
+            let backoff = Backoff::new(TRANSIENT_RETRY_FIRST_PAUSE, TRANSIENT_RETRY_MAX_PAUSE);
+            (deadline, backoff)
         });
-        let wait = crate::jitter::between(*pause / 2, *pause);
+        let wait = backoff.next_pause();
         if now + wait >= *deadline {
             return false;
         }
         tracing::debug!(error = %failure, retry_in = ?wait, "transient failure; sending again");
         tokio::time::sleep(wait).await;
-        *pause = (*pause * 2).min(TRANSIENT_RETRY_MAX_PAUSE);
         true
     }
 }

@@ -22,6 +22,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 use super::{Holding, HoldingKeys};
+use crate::backoff::Backoff;
 use crate::coordination::ownership::{LossReason, OwnershipLost};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -171,7 +172,7 @@ async fn keep<K: HoldingKeys>(
     };
     // A holding taken over with less left than a lease is renewed at half of what is left.
     let mut next = Instant::now() + period.min(left_of(&holding) / 2);
-    let mut backoff = FIRST_RETRY;
+    let mut backoff = Backoff::new(FIRST_RETRY, MAX_RETRY);
     // The handle was dropped without a release: no more requests will come.
     let mut detached = false;
     loop {
@@ -222,7 +223,7 @@ async fn keep<K: HoldingKeys>(
             Event::Asked(Err(_)) => detached = true,
             Event::Renewal(Ok(Ok(true))) => {
                 next = Instant::now() + period;
-                backoff = FIRST_RETRY;
+                backoff.reset();
             }
             Event::Renewal(Ok(Ok(false))) if holding.is_released() => {
                 tracing::warn!(
@@ -238,10 +239,9 @@ async fn keep<K: HoldingKeys>(
                     Err(_) => format!("no answer within the {left:?} left of the estimate"),
                     Ok(Ok(_)) => "not renewed".to_owned(),
                 };
-                let pause = crate::jitter::between(backoff / 2, backoff);
+                let pause = backoff.next_pause();
                 tracing::debug!(what = K::WHAT, %error, retry_in = ?pause, "managed holding renewal failed; retrying while the estimate lasts");
                 next = Instant::now() + pause;
-                backoff = (backoff * 2).min(MAX_RETRY);
             }
         }
     }

@@ -6,7 +6,6 @@
 //! or permit: at worst it finds it gone or owned by someone else.
 
 mod acquisition;
-mod backoff;
 mod guard;
 mod holding;
 mod holding_keys;

@@ -10,7 +10,8 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-use super::{HoldingKeys, ReleaseStage, backoff};
+use super::{HoldingKeys, ReleaseStage};
+use crate::backoff::Backoff;
 use crate::coordination::ownership::AbandonCause;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -19,6 +20,10 @@ use crate::error::{Error, ErrorKind, Result};
 const RELEASE_BOUND: Duration = Duration::from_secs(1);
 /// How long background retries go on before the release is given up.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
+/// The first pause between background release attempts (then doubled, jittered).
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+/// The longest pause between background release attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 /// One owner-checked release, cut off after [`RELEASE_BOUND`] (then a timeout whose outcome
 /// is uncertain).
@@ -80,7 +85,7 @@ pub(crate) fn release_in_background_after<T: HoldingKeys>(
 
 async fn release_with_backoff<T: HoldingKeys>(keys: Arc<T>, token: String, why: ReleaseStage) {
     let give_up_at = Instant::now() + GIVE_UP_AFTER;
-    let mut backoff = backoff::FIRST_BACKOFF;
+    let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
     let mut attempt = 0u32;
     loop {
         let err = match release_bounded(&keys, &token).await {
@@ -90,7 +95,7 @@ async fn release_with_backoff<T: HoldingKeys>(keys: Arc<T>, token: String, why: 
             }
             Err(err) => err,
         };
-        let pause = backoff::jittered(backoff);
+        let pause = backoff.next_pause();
         if !worth_retrying(&err) || Instant::now() + pause >= give_up_at {
             let cause = if worth_retrying(&err) {
                 AbandonCause::Unavailable
@@ -102,7 +107,6 @@ async fn release_with_backoff<T: HoldingKeys>(keys: Arc<T>, token: String, why: 
         }
         tracing::debug!(keys = %keys, %why, attempt, error = %err, "background {} release failed; retrying", T::WHAT);
         tokio::time::sleep(pause).await;
-        backoff = backoff::next(backoff);
         attempt += 1;
     }
 }
@@ -263,7 +267,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn retries_are_given_up_after_a_minute() {
         let keys = Fake::new(u32::MAX, ErrorKind::Io);
-        let almost = GIVE_UP_AFTER - 2 * backoff::MAX_BACKOFF;
+        let almost = GIVE_UP_AFTER - 2 * MAX_BACKOFF;
         assert_eq!(after(Arc::clone(&keys), almost).await.1, 0);
         tokio::time::sleep(GIVE_UP_AFTER - almost).await;
         assert_eq!(keys.given_up(), 1);

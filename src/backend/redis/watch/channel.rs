@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use super::Tracker;
 use super::endpoint::{Endpoint, Opened, Timeouts};
 use crate::backend::redis::error_map;
+use crate::backoff::Backoff;
 use crate::error::{Error, ErrorKind, Result};
 
 /// The shortest wait between two connection attempts, also after a watch asked for one.
@@ -176,7 +177,7 @@ pub(super) async fn run(
     let mut last_failed = 0u64;
     let mut generation = 0u64;
     let mut last_error: Option<RedisError> = None;
-    let mut backoff = Backoff::default();
+    let mut backoff = backoff();
     // When the next attempt may begin: at once for the first one.
     let mut not_before: Option<(Instant, Instant)> = None;
     loop {
@@ -254,10 +255,10 @@ pub(super) async fn run(
                     break;
                 }
                 if connected_at.elapsed() >= HEALTHY_AFTER {
-                    backoff = Backoff::default();
+                    backoff.reset();
                 }
                 let now = Instant::now();
-                not_before = Some((now + backoff.next_delay(), now + MIN_RETRY_DELAY));
+                not_before = Some((now + backoff.next_pause(), now + MIN_RETRY_DELAY));
             }
             Err(err) => {
                 last_failed = started;
@@ -277,7 +278,7 @@ pub(super) async fn run(
                     break;
                 }
                 not_before = Some((
-                    attempt_began + backoff.next_delay(),
+                    attempt_began + backoff.next_pause(),
                     attempt_began + MIN_RETRY_DELAY,
                 ));
             }
@@ -358,27 +359,10 @@ fn invalidate(channel: &Channel, tracker: &Tracker, data: Vec<Value>) {
     );
 }
 
-/// Exponential delays from [`MIN_RETRY_DELAY`] to [`MAX_RETRY_DELAY`], with jitter so that
-/// many clients do not reconnect in step.
-struct Backoff {
-    next: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff {
-            next: MIN_RETRY_DELAY,
-        }
-    }
-}
-
-impl Backoff {
-    fn next_delay(&mut self) -> Duration {
-        let delay = self.next;
-        self.next = (delay * 2).min(MAX_RETRY_DELAY);
-        // Between half the delay and the whole of it, never under the minimum.
-        crate::jitter::between(delay / 2, delay).max(MIN_RETRY_DELAY)
-    }
+/// Delays between connection attempts: from [`MIN_RETRY_DELAY`] (the first drawn between it
+/// and twice it) to [`MAX_RETRY_DELAY`].
+fn backoff() -> Backoff {
+    Backoff::new(2 * MIN_RETRY_DELAY, MAX_RETRY_DELAY)
 }
 
 #[cfg(test)]
@@ -387,8 +371,8 @@ mod tests {
 
     #[test]
     fn backoff_grows_to_its_bound() {
-        let mut backoff = Backoff::default();
-        let delays: Vec<Duration> = (0..12).map(|_| backoff.next_delay()).collect();
+        let mut backoff = backoff();
+        let delays: Vec<Duration> = (0..12).map(|_| backoff.next_pause()).collect();
         assert!(
             delays
                 .iter()
