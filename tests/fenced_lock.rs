@@ -11,9 +11,8 @@ use leasehold::backend::Backend;
 use leasehold::backend::key_slot;
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::backend::redis::RedisBackend;
-use leasehold::coordination::lock::{
-    FencedLease, FencedLock, LockAttempt, Release, abandoned_releases,
-};
+use leasehold::coordination::lock::{FencedLease, FencedLock, LockAttempt, Release};
+use leasehold::coordination::ownership::abandoned_releases;
 use leasehold::coordination::semaphore::{Capacity, KeyedSemaphore, Semaphore};
 use leasehold::{Coordination, ErrorKind};
 use support::target::{Target, scenario, server_ms};
@@ -632,7 +631,7 @@ scenario!(a_dropped_lease_is_released_in_the_background);
 async fn a_dropped_lease_is_released_in_the_background(target: Target) {
     let coordination = target.coordination("drop").await;
     let lock = FencedLock::named(&coordination, "drop");
-    let abandoned = abandoned_releases();
+    let abandoned = abandoned_releases().of("fenced lease");
     for round in 1..=2u64 {
         if round == 1 {
             drop(acquired(&lock, MINUTE).await);
@@ -654,7 +653,7 @@ async fn a_dropped_lease_is_released_in_the_background(target: Target) {
         assert_eq!(next.fencing_token(), 2 * round);
         assert_eq!(next.release().await.expect("release"), Release::Released);
     }
-    assert_eq!(abandoned_releases(), abandoned);
+    assert_eq!(abandoned_releases().of("fenced lease"), abandoned);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -797,7 +796,7 @@ impl Stalling {
 #[tokio::test]
 async fn an_acquisition_without_an_answer_is_released_not_replayed() {
     let stalling = Stalling::start().await;
-    let abandoned = abandoned_releases();
+    let abandoned = abandoned_releases().of("fenced lease");
     let (incr, del) = (stalling.calls("incr"), stalling.calls("del"));
     stalling.server.pause_clients(400);
     let err = stalling
@@ -818,7 +817,7 @@ async fn an_acquisition_without_an_answer_is_released_not_replayed() {
     let mut next = acquired(&stalling.lock, MINUTE).await;
     assert_eq!(next.fencing_token(), stalling.warm_token + 2);
     assert_eq!(next.release().await.expect("release"), Release::Released);
-    assert_eq!(abandoned_releases(), abandoned);
+    assert_eq!(abandoned_releases().of("fenced lease"), abandoned);
 }
 
 #[tokio::test]

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use leasehold::backend::key_slot;
 use leasehold::backend::redis::RedisBackend;
+use leasehold::coordination::ownership::abandoned_releases;
 use leasehold::coordination::semaphore::{
-    Attempt, Capacity, KeyedSemaphore, Semaphore, SemaphorePermit, abandoned_releases,
+    Attempt, Capacity, KeyedSemaphore, Semaphore, SemaphorePermit,
 };
 use leasehold::{Coordination, ErrorKind};
 use support::target::{Target, scenario, server_ms};
@@ -744,14 +745,14 @@ scenario!(a_dropped_permit_is_released_in_the_background);
 async fn a_dropped_permit_is_released_in_the_background(target: Target) {
     let coordination = target.coordination("drop").await;
     let semaphore = Semaphore::new(&coordination, "jobs", 1).expect("valid");
-    let abandoned = abandoned_releases();
+    let abandoned = abandoned_releases().of("semaphore permit");
     drop(acquired(&semaphore, None).await);
     eventually("the dropped permit is released", async || {
         semaphore.held().await.expect("held") == 0
     })
     .await;
     let _next = acquired(&semaphore, None).await;
-    assert_eq!(abandoned_releases(), abandoned);
+    assert_eq!(abandoned_releases().of("semaphore permit"), abandoned);
 }
 
 // ---------------------------------------------------------------------------------------------

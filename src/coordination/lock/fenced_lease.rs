@@ -58,7 +58,7 @@ use crate::error::Result;
 /// Dropping a lease that is held or uncertain never blocks: it spawns a task on the current
 /// tokio runtime that releases it by owner token, retrying with capped, jittered backoff
 /// (50 ms doubling to 2 s) for up to a minute. A release given up then, or that finds no
-/// runtime, is counted by [`abandoned_releases`](super::abandoned_releases) and logged as a
+/// runtime, is counted by [`abandoned_releases`](crate::coordination::ownership::abandoned_releases) and logged as a
 /// warning; the lock is then blocked until the lease expires.
 ///
 /// # Example

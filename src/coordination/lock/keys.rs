@@ -2,14 +2,12 @@
 
 use std::fmt;
 
-use super::abandoned::ABANDONED;
 use crate::backend::Backend;
 use crate::backend::steps::fenced_lock::{
     FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseReleaseStep, LeaseRenewStep,
     LeaseStep, LeaseVerifyStep,
 };
 use crate::coordination::owner::{Acquisition, HoldingKeys};
-use crate::coordination::ownership::AbandonedCounters;
 use crate::error::{Error, Result};
 
 /// The user keys of a lock (the backend applies its prefix) on their backend. Acquisition
@@ -77,10 +75,6 @@ impl HoldingKeys for LockKeys {
 
     fn backend(&self) -> &Backend {
         &self.backend
-    }
-
-    fn abandoned(&self) -> &'static AbandonedCounters {
-        &ABANDONED
     }
 
     async fn renew(&self, token: &str, expiry_ms: Option<u64>) -> Result<bool> {

@@ -11,7 +11,9 @@
 //! token guards renewal, verification and release, so a stale holder can never extend or
 //! delete a later holder's lease ([`Release`] says what a release found). A lease that its
 //! holder drops, or that may have been granted without an answer, is released in the
-//! background; [`abandoned_releases`] counts the releases that had to be given up.
+//! background;
+//! [`abandoned_releases`](crate::coordination::ownership::abandoned_releases) counts the
+//! releases that had to be given up.
 //!
 //! # Fencing
 //!
@@ -59,7 +61,6 @@
 //! Tokens only increase while the counter keeps its history: see
 //! [`FencedLock`'s limits](FencedLock#limits-of-the-guarantee).
 
-mod abandoned;
 mod attempt;
 mod fenced_lease;
 mod fenced_lock;
@@ -68,7 +69,6 @@ mod managed;
 mod release;
 mod wait;
 
-pub use abandoned::{abandoned_release_counts, abandoned_releases};
 pub use attempt::LockAttempt;
 pub use fenced_lease::FencedLease;
 pub use fenced_lock::FencedLock;

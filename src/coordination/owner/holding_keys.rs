@@ -4,8 +4,8 @@
 use std::fmt;
 use std::future::Future;
 
-use super::AbandonedCounters;
 use crate::backend::Backend;
+use crate::coordination::ownership::{ABANDONED, AbandonedCounters};
 use crate::error::Result;
 
 /// Where one kind of holding lives on a backend (a lock's lease key, a semaphore's sets) and
@@ -23,9 +23,11 @@ pub(crate) trait HoldingKeys: fmt::Display + Send + Sync + 'static {
     /// The backend the holdings live on.
     fn backend(&self) -> &Backend;
 
-    /// The counters of releases given up, which the primitive exports as its own metric.
-    /// Asked of a value rather than of the type so that a test double can count on its own.
-    fn abandoned(&self) -> &'static AbandonedCounters;
+    /// Where the releases given up are counted, under [`WHAT`](Self::WHAT): the crate's one
+    /// table. Asked of a value so that a test double can count on its own.
+    fn abandoned(&self) -> &'static AbandonedCounters {
+        &ABANDONED
+    }
 
     /// Gives the holding of `token` a new expiry (`None`: none): `Ok(false)` when it is gone
     /// or another holder's. Never extends a holding it does not find under `token`.

@@ -26,8 +26,6 @@ pub(crate) use release::{
 };
 pub(crate) use token::new_token;
 
-use crate::coordination::ownership::AbandonedCounters;
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -58,7 +56,10 @@ mod tests {
             )
         });
         drop(runtime);
-        let counts = || (lock::abandoned_releases(), semaphore::abandoned_releases());
+        let counts = || {
+            let counts = crate::coordination::ownership::abandoned_releases();
+            (counts.of("fenced lease"), counts.of("semaphore permit"))
+        };
         let (leases, permits) = counts();
         drop(lease);
         assert_eq!(counts(), (leases + 1, permits));

@@ -125,7 +125,7 @@ fn abandon<T: HoldingKeys>(
     cause: AbandonCause,
     reason: impl fmt::Display,
 ) {
-    keys.abandoned().add(why, cause);
+    keys.abandoned().add(T::WHAT, why, cause);
     tracing::warn!(
         keys = %keys,
         token,
@@ -172,7 +172,7 @@ mod tests {
         }
 
         fn given_up(&self) -> u64 {
-            self.abandoned.snapshot().total()
+            self.abandoned.snapshot().of(Self::WHAT)
         }
 
         fn counts(&self) -> AbandonedReleases {
@@ -230,7 +230,7 @@ mod tests {
         assert_eq!((keys.attempts(), keys.given_up()), (0, 1));
         assert_eq!(
             keys.counts()
-                .get(ReleaseStage::Dropped, AbandonCause::NoRuntime),
+                .get(Fake::WHAT, ReleaseStage::Dropped, AbandonCause::NoRuntime),
             1
         );
     }
@@ -274,7 +274,12 @@ mod tests {
         let counts: Vec<_> = keys.counts().iter().collect();
         assert_eq!(
             counts,
-            [(ReleaseStage::Dropped, AbandonCause::Unavailable, 1)]
+            [(
+                Fake::WHAT,
+                ReleaseStage::Dropped,
+                AbandonCause::Unavailable,
+                1
+            )]
         );
     }
 }

@@ -10,10 +10,11 @@
 //! the backend's clock (or never), and is pruned by the next step once expired, so capacity
 //! abandoned by a crashed holder comes back without a cleanup worker. A permit that its
 //! holder drops, or that may have been granted without an answer, is released in the
-//! background; [`abandoned_releases`] counts the releases that had to be given up.
+//! background;
+//! [`abandoned_releases`](crate::coordination::ownership::abandoned_releases) counts the
+//! releases that had to be given up.
 //! [`ManagedPermit`] renews a permit by itself and says when it is lost.
 
-mod abandoned;
 mod attempt;
 mod capacity;
 mod keyed;
@@ -23,7 +24,6 @@ mod permit;
 mod semaphore;
 mod sets;
 
-pub use abandoned::{abandoned_release_counts, abandoned_releases};
 pub use attempt::Attempt;
 pub use capacity::Capacity;
 pub use keyed::KeyedSemaphore;

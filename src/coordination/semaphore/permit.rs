@@ -52,7 +52,7 @@ use crate::error::Result;
 /// Dropping an unreleased (or uncertain) permit never blocks: it spawns a task on the
 /// current tokio runtime that releases the permit, retrying with capped, jittered backoff
 /// (50 ms doubling to 2 s) for up to a minute. A release given up then, or that finds no
-/// runtime, is counted by [`abandoned_releases`](super::abandoned_releases) and logged as a
+/// runtime, is counted by [`abandoned_releases`](crate::coordination::ownership::abandoned_releases) and logged as a
 /// warning; the permit is then held until it expires, or until removed by hand when it has
 /// no expiry. Prefer a finite expiry.
 ///

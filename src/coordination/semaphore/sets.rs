@@ -4,7 +4,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::abandoned::ABANDONED;
 use super::permit::expiry_ms;
 use super::{Attempt, SemaphorePermit};
 use crate::backend::Backend;
@@ -13,7 +12,6 @@ use crate::backend::steps::semaphore::{
     SemaphoreAcquireStep, SemaphoreHeldStep,
 };
 use crate::coordination::owner::{Acquisition, HoldingKeys, new_token, send_acquisition};
-use crate::coordination::ownership::AbandonedCounters;
 use crate::error::{Error, ErrorKind, Result};
 
 /// The storage keys of a semaphore's sets (one or two, in one slot) on their backend; every
@@ -119,10 +117,6 @@ impl HoldingKeys for PermitSets {
 
     fn backend(&self) -> &Backend {
         &self.backend
-    }
-
-    fn abandoned(&self) -> &'static AbandonedCounters {
-        &ABANDONED
     }
 
     async fn renew(&self, token: &str, expiry_ms: Option<u64>) -> Result<bool> {
