@@ -358,6 +358,89 @@ async fn semaphore_full_wait(semaphore: &Semaphore) -> Duration {
 
 // ---------------------------------------------------------------------------------------------
 
+scenario!(a_waiting_acquire_is_woken_by_a_release);
+
+/// On Redis by the set's invalidation, in memory by its 50 ms polling: either way long
+/// before the minute the holder's permit would last.
+async fn a_waiting_acquire_is_woken_by_a_release(target: Target) {
+    let coordination = target.coordination("sem-wake").await;
+    let handles = target.handles(&coordination, 2).await;
+    let holder = Semaphore::new(&handles[0], "wake", 1).expect("valid");
+    let waiter = Semaphore::new(&handles[1], "wake", 1).expect("valid");
+    let mut held = acquired(&holder, Some(MINUTE)).await;
+
+    let waiting = tokio::spawn(async move {
+        let permit = waiter.acquire(Some(MINUTE)).await;
+        (permit, std::time::Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished(), "the only slot is held for a minute");
+
+    let released_at = std::time::Instant::now();
+    assert!(held.release().await.expect("release"));
+    let (permit, acquired_at) = tokio::time::timeout(Duration::from_secs(2), waiting)
+        .await
+        .expect("woken long before the holder's expiry")
+        .expect("the waiter");
+    let permit = permit.expect("acquired");
+    assert!(!permit.is_released());
+    let latency = acquired_at - released_at;
+    assert!(
+        latency < Duration::from_millis(500),
+        "woken {latency:?} after"
+    );
+}
+
+scenario!(a_waiting_acquire_takes_the_slot_an_expiry_frees);
+
+/// Nobody releases: the waiter wakes when expiries alone free a slot, told by the full
+/// answer, without a notification.
+async fn a_waiting_acquire_takes_the_slot_an_expiry_frees(target: Target) {
+    let coordination = target.coordination("sem-expiry").await;
+    let semaphore = Semaphore::new(&coordination, "expiry", 1).expect("valid");
+    let _held = acquired(&semaphore, Some(Duration::from_millis(300))).await;
+    let started = std::time::Instant::now();
+    let permit = tokio::time::timeout(Duration::from_secs(3), semaphore.acquire(Some(MINUTE)))
+        .await
+        .expect("acquired within a bounded time")
+        .expect("acquired");
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(semaphore.held().await.expect("held"), 1);
+    drop(permit);
+}
+
+scenario!(a_keyed_waiter_is_woken_by_a_release_of_another_key);
+
+/// The global capacity is full with another key's permit: the waiter watches the global set
+/// too, and its release wakes it.
+async fn a_keyed_waiter_is_woken_by_a_release_of_another_key(target: Target) {
+    let coordination = target.coordination("keyed-wake").await;
+    let handles = target.handles(&coordination, 2).await;
+    let capacity = Capacity::per_key(1).and_global(1);
+    let holder = KeyedSemaphore::new(&handles[0], "exports", capacity).expect("valid");
+    let waiter = KeyedSemaphore::new(&handles[1], "exports", capacity).expect("valid");
+    let mut held = holder
+        .try_acquire(b"alice", Some(MINUTE))
+        .await
+        .expect("try")
+        .into_permit()
+        .expect("free");
+    let waiting = tokio::spawn(async move { waiter.acquire(b"bob", Some(MINUTE)).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished(), "the global slot is alice's");
+    assert!(held.release().await.expect("release"));
+    let permit = tokio::time::timeout(Duration::from_secs(2), waiting)
+        .await
+        .expect("woken by the global set's release")
+        .expect("the waiter")
+        .expect("acquired");
+    assert!(!permit.is_released());
+}
+
 scenario!(storage_follows_the_permits redis);
 
 async fn storage_follows_the_permits(target: Target) {

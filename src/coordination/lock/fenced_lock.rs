@@ -8,9 +8,12 @@ use super::keys::LockKeys;
 use super::{FencedLease, LockAttempt};
 use crate::Coordination;
 use crate::backend::ensure_same_slot;
+use crate::coordination::ManagedOptions;
 use crate::coordination::name;
-use crate::coordination::owner::{HoldingKeys, expiry_ms, new_token, send_acquisition};
-use crate::error::{Error, Result};
+use crate::coordination::owner::{
+    HoldingKeys, acquire_waiting, expiry_ms, new_token, send_acquisition,
+};
+use crate::error::{Error, ErrorKind, Result};
 
 /// A mutual-exclusion lock shared through the backend, held under an expiring lease, whose
 /// every acquisition also takes the next value of a persistent counter: the **fencing
@@ -188,6 +191,49 @@ impl FencedLock {
         })
         .await?;
         sent.settle(&self.keys, token, Some(lease_ms), FencedLease::new)
+    }
+
+    /// Takes the lock, waiting as long as it takes; see [`try_acquire`](Self::try_acquire)
+    /// for `lease` and the errors. Bound the wait with `tokio::time::timeout`.
+    ///
+    /// On Redis the waiter does not poll. Before each attempt it registers for the lease
+    /// key's next invalidation (RESP3 client tracking, see
+    /// [`RedisBackend::watch_key`](crate::backend::redis::RedisBackend::watch_key)), so a
+    /// release or expiry during the attempt leaves a wake-up; after a refused attempt it
+    /// sleeps until that invalidation, or until the holder's lease would expire (one wake
+    /// at its time left, so expiry never depends on a notification), and tries the atomic
+    /// step again. A lost tracking connection wakes every waiter to try again.
+    /// Notifications are only hints: the atomic step alone grants the lock. Where tracking
+    /// is not available (the memory backend, or a server that refuses it), attempts are
+    /// 50 ms apart with jitter, or as often as
+    /// [`ManagedOptions::poll_interval`](crate::coordination::ManagedOptions::poll_interval)
+    /// says through [`ManagedLease::acquire`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future stops waiting; an attempt in flight then is not
+    /// replayed, and a lease it may have been granted is released by owner token in the
+    /// background (see [`try_acquire`](Self::try_acquire)).
+    ///
+    /// [`ManagedLease::acquire`]: super::ManagedLease::acquire
+    pub async fn acquire(&self, lease: Duration) -> Result<FencedLease> {
+        self.wait(lease, ManagedOptions::new().poll()).await
+    }
+
+    /// [`acquire`](Self::acquire) with the lease and poll interval of `options`.
+    pub(crate) async fn acquire_with(&self, options: &ManagedOptions) -> Result<FencedLease> {
+        options.validate()?;
+        self.wait(options.lease_duration(), options.poll()).await
+    }
+
+    async fn wait(&self, lease: Duration, poll: Duration) -> Result<FencedLease> {
+        let keys = [self.lease_key()];
+        acquire_waiting(self.backend(), &keys, poll, None, || {
+            self.try_acquire(lease)
+        })
+        .await?
+        // Without a deadline, the wait ends only with the lease.
+        .ok_or_else(|| Error::new(ErrorKind::Timeout, "the wait for the lock ended"))
     }
 }
 

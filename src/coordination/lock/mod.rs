@@ -67,7 +67,6 @@ mod fenced_lock;
 mod keys;
 mod managed;
 mod release;
-mod wait;
 
 pub use attempt::LockAttempt;
 pub use fenced_lease::FencedLease;

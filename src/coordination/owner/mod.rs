@@ -13,6 +13,7 @@ mod keeper;
 mod lease;
 mod release;
 mod token;
+mod wait;
 
 pub(crate) use crate::coordination::ownership::ReleaseStage;
 pub(crate) use acquisition::{Acquisition, send_acquisition};
@@ -25,6 +26,7 @@ pub(crate) use release::{
     release_bounded, release_in_background, release_in_background_after, worth_retrying,
 };
 pub(crate) use token::new_token;
+pub(crate) use wait::acquire_waiting;
 
 #[cfg(test)]
 mod tests {

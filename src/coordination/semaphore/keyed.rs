@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::sets::PermitSets;
-use super::{Attempt, Capacity};
+use super::{Attempt, Capacity, SemaphorePermit};
 use crate::Coordination;
 use crate::backend::Backend;
 use crate::coordination::name;
@@ -123,6 +123,27 @@ impl KeyedSemaphore {
     pub async fn try_acquire(&self, key: &[u8], expiry: Option<Duration>) -> Result<Attempt> {
         let (sets, capacities) = self.sets(key);
         Arc::new(sets).try_acquire(&capacities, expiry).await
+    }
+
+    /// Takes a permit for `key`, waiting as long as it takes; see
+    /// [`try_acquire`](Self::try_acquire) for `key`, `expiry` and the errors.
+    ///
+    /// On Redis the waiter does not poll: before each attempt it registers for the next
+    /// invalidation of the semaphore's sets (the key's and the global one), so a release or an expiry during the attempt
+    /// leaves a wake-up; after a full answer it sleeps until one of them changes, or until
+    /// expiries alone would free a slot, and tries the atomic step again. Elsewhere (the
+    /// memory backend, a server that refuses tracking) attempts are 50 ms apart with
+    /// jitter. Waiters are not served in order: the first attempt after a slot frees wins.
+    /// Bound the wait with `tokio::time::timeout`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future stops waiting; an attempt in flight then is not
+    /// replayed, and a permit it may have been granted is released by owner token in the
+    /// background (see [`try_acquire`](Self::try_acquire)).
+    pub async fn acquire(&self, key: &[u8], expiry: Option<Duration>) -> Result<SemaphorePermit> {
+        let (sets, capacities) = self.sets(key);
+        Arc::new(sets).acquire(&capacities, expiry).await
     }
 
     /// The permits held now by the client key `key` and by all keys together (expired ones

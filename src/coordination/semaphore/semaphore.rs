@@ -4,8 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Attempt;
 use super::sets::PermitSets;
+use super::{Attempt, SemaphorePermit};
 use crate::Coordination;
 use crate::coordination::name;
 use crate::error::{Error, Result};
@@ -130,6 +130,26 @@ impl Semaphore {
     /// passed, so a request delayed past its release is a no-op when it arrives.
     pub async fn try_acquire(&self, expiry: Option<Duration>) -> Result<Attempt> {
         self.sets.try_acquire(&[self.capacity], expiry).await
+    }
+
+    /// Takes a permit, waiting as long as it takes; see [`try_acquire`](Self::try_acquire)
+    /// for `expiry` and the errors.
+    ///
+    /// On Redis the waiter does not poll: before each attempt it registers for the next
+    /// invalidation of the semaphore's set, so a release or an expiry during the attempt
+    /// leaves a wake-up; after a full answer it sleeps until one of them changes, or until
+    /// expiries alone would free a slot, and tries the atomic step again. Elsewhere (the
+    /// memory backend, a server that refuses tracking) attempts are 50 ms apart with
+    /// jitter. Waiters are not served in order: the first attempt after a slot frees wins.
+    /// Bound the wait with `tokio::time::timeout`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future stops waiting; an attempt in flight then is not
+    /// replayed, and a permit it may have been granted is released by owner token in the
+    /// background (see [`try_acquire`](Self::try_acquire)).
+    pub async fn acquire(&self, expiry: Option<Duration>) -> Result<SemaphorePermit> {
+        self.sets.acquire(&[self.capacity], expiry).await
     }
 
     /// The permits held now (expired ones are not counted), whatever capacity they were

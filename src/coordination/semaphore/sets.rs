@@ -11,7 +11,10 @@ use crate::backend::steps::semaphore::{
     PermitReleaseStep, PermitRenewStep, PermitStep, PermitVerifyStep, SemaphoreAcquireReply,
     SemaphoreAcquireStep, SemaphoreHeldStep,
 };
-use crate::coordination::owner::{Acquisition, HoldingKeys, new_token, send_acquisition};
+use crate::coordination::ManagedOptions;
+use crate::coordination::owner::{
+    Acquisition, HoldingKeys, acquire_waiting, new_token, send_acquisition,
+};
 use crate::error::{Error, ErrorKind, Result};
 
 /// The storage keys of a semaphore's sets (one or two, in one slot) on their backend; every
@@ -43,7 +46,7 @@ impl PermitSets {
         let expiry_ms = expiry_ms(expiry)?;
         let token = new_token()?;
         let sent = send_acquisition(self, &token, |not_after_ms| {
-            Box::pin(self.acquire(&token, capacities, expiry_ms, not_after_ms))
+            Box::pin(self.acquire_step(&token, capacities, expiry_ms, not_after_ms))
         })
         .await?;
         sent.settle(self, token, expiry_ms, |holding, ()| {
@@ -51,8 +54,24 @@ impl PermitSets {
         })
     }
 
+    /// Takes a permit as [`try_acquire`](Self::try_acquire) does, waiting for one to free.
+    pub(super) async fn acquire(
+        self: &Arc<Self>,
+        capacities: &[u32],
+        expiry: Option<Duration>,
+    ) -> Result<SemaphorePermit> {
+        let keys: Vec<&[u8]> = self.keys.iter().map(Vec::as_slice).collect();
+        let poll = ManagedOptions::new().poll();
+        acquire_waiting(&self.backend, &keys, poll, None, || {
+            self.try_acquire(capacities, expiry)
+        })
+        .await?
+        // Without a deadline, the wait ends only with a permit.
+        .ok_or_else(|| Error::new(ErrorKind::Timeout, "the wait for a permit ended"))
+    }
+
     /// The acquisition step for `token`, its answer in the shared terms.
-    async fn acquire(
+    async fn acquire_step(
         &self,
         token: &str,
         capacities: &[u32],

@@ -1,0 +1,106 @@
+//! The one way a held primitive waits for its turn: woken by the server's invalidations,
+//! never by a polling loop where it has them.
+
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::backend::Backend;
+use crate::backend::redis::KeyWatch;
+use crate::coordination::Attempt;
+use crate::error::Result;
+
+/// Tries `attempt` until it acquires, or until `deadline` (then `None`).
+///
+/// Before each try it registers for the next invalidation of every key in `keys` (RESP3
+/// client tracking, see
+/// [`RedisBackend::watch_key`](crate::backend::redis::RedisBackend::watch_key)), so a change
+/// during the try leaves a wake-up. After a busy answer it sleeps until one of the keys
+/// changes, or until the holder's time left runs out (the busy answer's `retry_after`: one
+/// wake then, so that an expiry never depends on a notification), and tries again.
+/// Notifications are only hints: the atomic step alone decides. Where the backend has no
+/// invalidations (the memory backend, a server that refuses tracking), tries are `poll`
+/// apart, with a tenth of jitter either way.
+///
+/// Cancel safe as `attempt` is: dropping the future stops waiting and drops the watches.
+pub(crate) async fn acquire_waiting<T, A>(
+    backend: &Backend,
+    keys: &[&[u8]],
+    poll: Duration,
+    deadline: Option<Instant>,
+    mut attempt: impl FnMut() -> A,
+) -> Result<Option<T>>
+where
+    A: Future<Output = Result<Attempt<T>>>,
+{
+    loop {
+        // Registered before the try: a change during it is not missed.
+        let mut watches = Vec::with_capacity(keys.len());
+        for key in keys {
+            match backend.watch_key(key).await {
+                Ok(Some(watch)) => watches.push(watch),
+                Ok(None) => break,
+                Err(err) => {
+                    tracing::debug!(error = %err, "cannot watch the key; polling instead");
+                    break;
+                }
+            }
+        }
+        let watching = watches.len() == keys.len();
+        let retry_after = match attempt().await? {
+            Attempt::Acquired(held) => return Ok(Some(held)),
+            Attempt::Busy { retry_after } => retry_after,
+        };
+        let now = Instant::now();
+        if deadline.is_some_and(|deadline| deadline <= now) {
+            return Ok(None);
+        }
+        let pause = if watching { None } else { Some(jittered(poll)) };
+        let wake = [
+            deadline,
+            retry_after.map(|left| crate::time::after(now, left)),
+            pause.map(|pause| now + pause),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let sleep = async {
+            match wake {
+                Some(wake) => tokio::time::sleep_until(wake).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = any_changed(&mut watches), if watching => {}
+            () = sleep => {}
+        }
+    }
+}
+
+/// Completes when the first of `watches` fires.
+async fn any_changed(watches: &mut [KeyWatch]) {
+    let mut changes: Vec<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = watches
+        .iter_mut()
+        .map(|watch| Box::pin(watch.changed()) as Pin<Box<dyn Future<Output = ()> + Send>>)
+        .collect();
+    poll_fn(|cx| {
+        if changes
+            .iter_mut()
+            .any(|change| change.as_mut().poll(cx).is_ready())
+        {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+}
+
+/// `interval` plus or minus up to a tenth, at random, at least a millisecond.
+fn jittered(interval: Duration) -> Duration {
+    let tenth = interval / 10;
+    crate::jitter::between(interval - tenth, interval + tenth).max(Duration::from_millis(1))
+}
