@@ -55,6 +55,21 @@ pub(crate) fn digest(name: &[u8]) -> Vec<u8> {
     hashed
 }
 
+/// `<kind>:<length>:<name>`, `name` [bounded](bounded): a primitive's key (or the start of
+/// its keys) outside any hash tag, so that its keys spread over a cluster's slots. The
+/// length keeps any two names apart whatever bytes they hold (`a:b` and `a` then `b:`).
+pub(crate) fn length_prefixed(kind: &[u8], name: &[u8]) -> Vec<u8> {
+    let name = bounded(name);
+    let length = name.len().to_string();
+    let mut key = Vec::with_capacity(kind.len() + length.len() + name.len() + 2);
+    key.extend_from_slice(kind);
+    key.push(b':');
+    key.extend_from_slice(length.as_bytes());
+    key.push(b':');
+    key.extend_from_slice(&name);
+    key
+}
+
 /// `<kind>:{<length>:<name>}`, `name` [bounded](bounded): the start of every key of a
 /// primitive named `name`, all in the cluster slot of that hash tag, whatever bytes the name
 /// holds (the length ends the tag where the name would not).
@@ -93,6 +108,16 @@ mod tests {
         let long = hash_tagged(b"sem", &[b'n'; 4096]);
         assert!(long.starts_with(b"sem:{71:sha256:"), "{long:?}");
         assert_eq!(long.len(), b"sem:{71:}".len() + 71);
+    }
+
+    #[test]
+    fn a_length_prefix_keeps_names_apart() {
+        assert_eq!(length_prefixed(b"sem", b"jobs"), b"sem:4:jobs".to_vec());
+        assert_ne!(
+            [length_prefixed(b"rl", b"a:b"), b":c".to_vec()].concat(),
+            [length_prefixed(b"rl", b"a"), b":b:c".to_vec()].concat()
+        );
+        assert!(length_prefixed(b"sem", &[b'n'; 4096]).starts_with(b"sem:71:sha256:"));
     }
 
     #[test]

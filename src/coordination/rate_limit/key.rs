@@ -1,5 +1,7 @@
 //! Storage keys of rate limiters.
 
+use crate::coordination::name;
+
 /// Builds a limiter's storage keys: `rl:<algorithm>:<name length>:<name>:<client key>`.
 ///
 /// The length keeps any two (name, client key) pairs apart even when names contain `:`,
@@ -14,13 +16,7 @@ pub(crate) struct LimiterKeys {
 
 impl LimiterKeys {
     pub(crate) fn new(algorithm: &[u8], name: &[u8]) -> Self {
-        let mut prefix = Vec::with_capacity(3 + algorithm.len() + 24 + name.len());
-        prefix.extend_from_slice(b"rl:");
-        prefix.extend_from_slice(algorithm);
-        prefix.push(b':');
-        prefix.extend_from_slice(name.len().to_string().as_bytes());
-        prefix.push(b':');
-        prefix.extend_from_slice(name);
+        let mut prefix = name::length_prefixed(&[b"rl:", algorithm].concat(), name);
         prefix.push(b':');
         LimiterKeys {
             prefix: prefix.into(),

@@ -90,9 +90,7 @@ impl Semaphore {
         }
         // Length-prefixed, as a keyed semaphore's name is within its hash tag: no name makes
         // this key another semaphore's (`sem:{...}` starts with a brace, this with a digit).
-        let name = name::bounded(name.as_ref());
-        let mut key = format!("sem:{}:", name.len()).into_bytes();
-        key.extend_from_slice(&name);
+        let key = name::length_prefixed(b"sem", name.as_ref());
         Ok(Semaphore {
             sets: Arc::new(PermitSets::new(coordination.backend().clone(), vec![key])),
             capacity,
