@@ -48,6 +48,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// | [`CorruptState`](ErrorKind::CorruptState) | refused | no | stored state of the wrong shape (checked before any write) |
 /// | [`CapacityExceeded`](ErrorKind::CapacityExceeded) | refused | no | the memory backend at its key bound ([`retry_after`](Error::retry_after): when a key expires) |
 /// | [`CapacityMismatch`](ErrorKind::CapacityMismatch) | refused | no | a semaphore's capacity differs from its holders' |
+/// | [`AlreadyComplete`](ErrorKind::AlreadyComplete) | refused | no | a count-down of a latch generation whose count is zero |
 /// | [`UnexpectedReply`](ErrorKind::UnexpectedReply) | refused | the step ran | a reply of the wrong shape |
 /// | [`InvalidArgument`](ErrorKind::InvalidArgument), [`CrossSlot`](ErrorKind::CrossSlot), [`Closed`](ErrorKind::Closed) | refused | no: nothing was sent | the caller's arguments or configuration; a primitive shut down |
 ///
@@ -132,6 +133,9 @@ pub enum ErrorKind {
     /// use. Nothing was acquired; once every permit is released or expired, a new capacity
     /// is accepted.
     CapacityMismatch,
+    /// A countdown latch's generation was counted down when its count was zero already.
+    /// Nothing changed.
+    AlreadyComplete,
 }
 
 impl ErrorKind {
@@ -153,6 +157,7 @@ impl ErrorKind {
             ErrorKind::UnexpectedReply => "unexpected reply",
             ErrorKind::Closed => "closed",
             ErrorKind::CapacityMismatch => "semaphore capacity mismatch",
+            ErrorKind::AlreadyComplete => "latch already complete",
         }
     }
 }
@@ -412,6 +417,7 @@ mod tests {
             ErrorKind::UnexpectedReply,
             ErrorKind::Closed,
             ErrorKind::CapacityMismatch,
+            ErrorKind::AlreadyComplete,
         ];
         for kind in unavailable {
             let err = Error::new(kind, "x");

@@ -5,6 +5,7 @@
 //! the backend, with the backend's clock.
 
 mod attempt;
+pub mod latch;
 pub mod lock;
 mod managed_options;
 pub(crate) mod name;

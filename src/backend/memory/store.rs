@@ -29,6 +29,8 @@ pub(crate) enum Value {
     },
     /// A fenced lock's lease: its owner token (the entry's expiry is the lease's).
     LeaseOwner(String),
+    /// A countdown latch: its current generation's id and count.
+    Latch { generation: String, count: u64 },
 }
 
 impl Value {
@@ -44,7 +46,7 @@ impl Value {
             | Value::Windows(_)
             // A fixed window's counter; a fencing counter has no expiry.
             | Value::Int(_) => expires_at.is_some(),
-            Value::Permits { .. } | Value::LeaseOwner(_) => false,
+            Value::Permits { .. } | Value::LeaseOwner(_) | Value::Latch { .. } => false,
         }
     }
 }

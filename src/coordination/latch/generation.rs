@@ -1,0 +1,171 @@
+//! One generation of a latch: counted down, read and waited for.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::CountdownLatch;
+use crate::backend::steps::latch::{LatchCountDownReply, LatchCountDownStep, LatchReadStep};
+use crate::coordination::Attempt;
+use crate::coordination::owner::acquire_waiting;
+use crate::error::{Error, ErrorKind, Result};
+
+/// How often a waiter reads the latch where the backend has no invalidations (the memory
+/// backend, a server that refuses tracking): well under the 50 ms in which waiters are to
+/// see a count reach zero.
+const POLL: Duration = Duration::from_millis(20);
+
+/// What a count-down did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CountDown {
+    /// Counted down: the count the generation has left (0: it is complete now).
+    Remaining(u64),
+    /// The latch no longer holds this generation (it was reset, or expired, or its key was
+    /// deleted): nothing changed.
+    Stale,
+}
+
+/// One generation of a [`CountdownLatch`], started by
+/// [`create`](CountdownLatch::create) or [`reset`](CountdownLatch::reset), or joined by
+/// [`join`](CountdownLatch::join). Cheap to clone: every clone names the same generation.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::Coordination;
+/// use leasehold::coordination::latch::{CountDown, CountdownLatch};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let latch = CountdownLatch::named(&Coordination::memory(), "warm-up");
+/// let generation = latch.reset(2, None).await?;
+/// assert_eq!(generation.count_down().await?, CountDown::Remaining(1));
+/// assert_eq!(generation.count().await?, Some(1));
+/// assert_eq!(generation.count_down().await?, CountDown::Remaining(0));
+/// assert!(generation.wait().await?);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LatchGeneration {
+    latch: CountdownLatch,
+    id: Arc<str>,
+}
+
+impl LatchGeneration {
+    pub(super) fn new(latch: CountdownLatch, id: Arc<str>) -> Self {
+        LatchGeneration { latch, id }
+    }
+
+    /// The generation's random id: 32 lower-case hex digits.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The latch it belongs to.
+    pub fn latch(&self) -> &CountdownLatch {
+        &self.latch
+    }
+
+    /// Counts the generation down by one, atomically on the server.
+    ///
+    /// [`CountDown::Remaining`] with the count left, or [`CountDown::Stale`] when the latch no
+    /// longer holds this generation. Fails with
+    /// [`ErrorKind::AlreadyComplete`](crate::ErrorKind::AlreadyComplete) when its count is
+    /// zero already, and [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState) when
+    /// the key holds something else; neither changes anything.
+    ///
+    /// A failure whose outcome is unknown (a timeout, a connection lost after sending) may
+    /// have counted, and says so
+    /// ([`is_outcome_uncertain`](crate::Error::is_outcome_uncertain)); the crate never sends
+    /// a count-down again, since it could count twice. Read [`count`](Self::count) to learn
+    /// where the generation stands.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped after the request was sent, the count-down may have counted,
+    /// unknown to the caller.
+    pub async fn count_down(&self) -> Result<CountDown> {
+        let inner = self.latch.inner();
+        let reply = inner
+            .backend
+            .run(LatchCountDownStep {
+                key: &inner.key,
+                generation: &self.id,
+            })
+            .await?;
+        tracing::debug!(latch = %self.latch, generation = %self.id, ?reply, "latch count-down");
+        match reply {
+            LatchCountDownReply::Counted { remaining } => Ok(CountDown::Remaining(remaining)),
+            LatchCountDownReply::Stale => Ok(CountDown::Stale),
+            LatchCountDownReply::Completed => Err(Error::new(
+                ErrorKind::AlreadyComplete,
+                format!(
+                    "the latch {} was counted down to zero already; nothing changed",
+                    self.latch
+                ),
+            )),
+        }
+    }
+
+    /// The generation's count now; `None` when the latch no longer holds it (reset, expired
+    /// or deleted).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn count(&self) -> Result<Option<u64>> {
+        let inner = self.latch.inner();
+        let state = inner.backend.run(LatchReadStep { key: &inner.key }).await?;
+        Ok(state
+            .filter(|state| *state.generation == *self.id)
+            .map(|state| state.count))
+    }
+
+    /// Waits until the generation's count is zero (`true`), or until the latch no longer
+    /// holds it (`false`: reset, expired or deleted). Returns at once when either is so
+    /// already.
+    ///
+    /// Before each read it registers for the key's next invalidation (on Redis), and it
+    /// reads again after each wake-up and at the latch's
+    /// [re-read interval](CountdownLatch::reread_interval) without one; on the memory
+    /// backend it reads every 20 ms. A read the backend cannot answer (*unavailable*) is
+    /// tried again at the interval; a refusal (an ACL, corrupt state) ends the wait with its
+    /// error. Bound the wait with `tokio::time::timeout`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads, and dropping it changes nothing on the backend.
+    pub async fn wait(&self) -> Result<bool> {
+        let inner = self.latch.inner();
+        let keys = [inner.key.as_slice()];
+        let done = acquire_waiting(&inner.backend, &keys, POLL, None, || async {
+            match self.count().await {
+                Ok(Some(0)) => Ok(Attempt::Acquired(true)),
+                Ok(None) => Ok(Attempt::Acquired(false)),
+                Ok(Some(_)) => Ok(Attempt::Busy {
+                    retry_after: Some(inner.reread),
+                }),
+                Err(err) if err.is_unavailable() => {
+                    tracing::debug!(latch = %self.latch, error = %err, "latch unreadable; reading again at the interval");
+                    Ok(Attempt::Busy {
+                        retry_after: Some(inner.reread),
+                    })
+                }
+                Err(err) => Err(err),
+            }
+        })
+        .await?;
+        // Without a deadline, the wait ends only with an answer.
+        done.ok_or_else(|| Error::new(ErrorKind::Timeout, "the wait for the latch ended"))
+    }
+}
+
+impl fmt::Debug for LatchGeneration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LatchGeneration")
+            .field("latch", &format_args!("{}", self.latch))
+            .field("id", &self.id)
+            .finish()
+    }
+}

@@ -1,0 +1,378 @@
+//! Countdown latches on every server kind, the cluster and the memory backend, and their
+//! failure rules against a private server behind the fault proxy.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use leasehold::backend::Backend;
+use leasehold::coordination::latch::{CountDown, CountdownLatch, LatchGeneration};
+use leasehold::{Coordination, ErrorKind};
+use support::proxy::Direction;
+use support::target::{Target, scenario};
+use support::{Behind, eventually};
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// The physical key of the latch; Redis only.
+fn physical(coordination: &Coordination, latch: &CountdownLatch) -> Vec<u8> {
+    match coordination.backend() {
+        Backend::Redis(redis) => redis.physical_key(latch.key()),
+        _ => unreachable!("Redis targets only"),
+    }
+}
+
+async fn count_down(generation: &LatchGeneration) -> u64 {
+    match generation.count_down().await.expect("count down") {
+        CountDown::Remaining(left) => left,
+        other => panic!("not counted: {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(a_generation_counts_down_to_zero_and_refuses_more);
+
+async fn a_generation_counts_down_to_zero_and_refuses_more(target: Target) {
+    let coordination = target.coordination("latch-basic").await;
+    let latch = CountdownLatch::named(&coordination, "basic");
+    assert!(latch.join().await.expect("join").is_none(), "nothing yet");
+
+    let generation = latch
+        .create(2, Some(MINUTE))
+        .await
+        .expect("create")
+        .expect("no latch existed");
+    assert!(
+        latch.create(5, None).await.expect("create").is_none(),
+        "one exists: nothing changed"
+    );
+    assert_eq!(generation.count().await.expect("count"), Some(2));
+    let joined = latch.join().await.expect("join").expect("started");
+    assert_eq!(joined.id(), generation.id());
+
+    assert_eq!(count_down(&joined).await, 1);
+    assert_eq!(count_down(&generation).await, 0);
+    let err = generation.count_down().await.expect_err("complete");
+    assert_eq!(err.kind(), ErrorKind::AlreadyComplete);
+    assert!(!err.is_outcome_uncertain());
+    assert_eq!(
+        generation.count().await.expect("count"),
+        Some(0),
+        "not below zero"
+    );
+    assert!(generation.wait().await.expect("wait"), "complete: at once");
+
+    // A generation of 0 is complete at once.
+    let empty = latch.reset(0, None).await.expect("reset");
+    assert!(empty.wait().await.expect("wait"));
+}
+
+scenario!(a_reset_makes_the_old_generation_stale);
+
+async fn a_reset_makes_the_old_generation_stale(target: Target) {
+    let coordination = target.coordination("latch-reset").await;
+    let handles = target.handles(&coordination, 2).await;
+    let latch = CountdownLatch::named(&handles[0], "reset");
+    let old = latch.reset(3, None).await.expect("reset");
+
+    let waiter = tokio::spawn({
+        let old = old.clone();
+        async move { old.wait().await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiter.is_finished(), "three count-downs to go");
+    // A wait dropped midway changes nothing.
+    let dropped = tokio::spawn({
+        let old = old.clone();
+        async move { old.wait().await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    dropped.abort();
+    assert!(dropped.await.expect_err("aborted").is_cancelled());
+    assert_eq!(old.count().await.expect("count"), Some(3));
+
+    let new = CountdownLatch::named(&handles[1], "reset")
+        .reset(1, None)
+        .await
+        .expect("reset");
+    assert_ne!(new.id(), old.id());
+    let woken = tokio::time::timeout(Duration::from_secs(2), waiter)
+        .await
+        .expect("the reset wakes the old generation's waiter")
+        .expect("the waiter");
+    assert!(!woken.expect("wait"), "its generation was replaced");
+
+    // The old generation's count-downs change nothing in the new one.
+    assert_eq!(old.count_down().await.expect("stale"), CountDown::Stale);
+    assert_eq!(old.count().await.expect("count"), None);
+    assert_eq!(new.count().await.expect("count"), Some(1));
+}
+
+scenario!(every_waiter_on_every_connection_completes_at_the_last_count_down);
+
+/// Three participants on their own connections count one latch down, while two waiters on
+/// each of three other connections wait: every waiter completes promptly after the last
+/// count-down's answer.
+async fn every_waiter_on_every_connection_completes_at_the_last_count_down(target: Target) {
+    let coordination = target.coordination("latch-wake").await;
+    let handles = target.handles(&coordination, 6).await;
+    let generation = CountdownLatch::named(&handles[0], "wake")
+        .reset(3, Some(MINUTE))
+        .await
+        .expect("reset");
+
+    let mut waiters = Vec::new();
+    for handle in &handles[3..] {
+        for _ in 0..2 {
+            let joined = CountdownLatch::named(handle, "wake")
+                .join()
+                .await
+                .expect("join")
+                .expect("started");
+            waiters.push(tokio::spawn(async move {
+                let completed = joined.wait().await;
+                (completed, Instant::now())
+            }));
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(waiters.iter().all(|w| !w.is_finished()), "three to go");
+
+    let mut last = None;
+    for handle in &handles[..3] {
+        let joined = CountdownLatch::named(handle, "wake")
+            .join()
+            .await
+            .expect("join")
+            .expect("started");
+        let left = count_down(&joined).await;
+        if left == 0 {
+            last = Some(Instant::now());
+        }
+    }
+    let last = last.expect("the third count-down completed it");
+    let mut latencies = Vec::new();
+    for waiter in waiters {
+        let (completed, at) = tokio::time::timeout(Duration::from_secs(2), waiter)
+            .await
+            .expect("every waiter completes")
+            .expect("the waiter");
+        assert!(completed.expect("wait"), "completed, not replaced");
+        latencies.push(at.saturating_duration_since(last));
+    }
+    assert_eq!(generation.count().await.expect("count"), Some(0));
+    latencies.sort();
+    let (p50, max) = (
+        latencies[latencies.len() / 2],
+        latencies[latencies.len() - 1],
+    );
+    eprintln!(
+        "{target:?}: waiters completed {p50:?} (p50), {max:?} (max) after the last count-down"
+    );
+    // 50 ms or less in quiet runs; the bound leaves room for a loaded machine.
+    assert!(max < Duration::from_millis(250), "{latencies:?}");
+}
+
+scenario!(an_expired_latch_ends_its_waits_and_count_downs);
+
+async fn an_expired_latch_ends_its_waits_and_count_downs(target: Target) {
+    let coordination = target.coordination("latch-expiry").await;
+    let latch =
+        CountdownLatch::named(&coordination, "expiry").reread_interval(Duration::from_millis(100));
+    let generation = latch
+        .reset(2, Some(Duration::from_millis(300)))
+        .await
+        .expect("reset");
+    assert_eq!(count_down(&generation).await, 1);
+    // Nobody counts down again: the key expires, which no notification may announce.
+    let started = Instant::now();
+    let completed = tokio::time::timeout(Duration::from_secs(3), generation.wait())
+        .await
+        .expect("the wait ends within a bounded time")
+        .expect("wait");
+    assert!(!completed, "gone, not complete");
+    assert!(
+        started.elapsed() >= Duration::from_millis(150),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        generation.count_down().await.expect("stale"),
+        CountDown::Stale
+    );
+    assert!(latch.join().await.expect("join").is_none());
+}
+
+scenario!(arguments_out_of_range_are_refused_before_anything_is_sent);
+
+async fn arguments_out_of_range_are_refused_before_anything_is_sent(target: Target) {
+    let coordination = target.coordination("latch-args").await;
+    let latch = CountdownLatch::named(&coordination, "args");
+    let max = leasehold::coordination::latch::MAX_COUNT;
+    for err in [
+        latch.reset(max + 1, None).await.expect_err("count"),
+        latch
+            .reset(1, Some(Duration::ZERO))
+            .await
+            .expect_err("expiry"),
+        latch.create(u64::MAX, None).await.expect_err("count"),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    }
+    assert!(
+        latch.join().await.expect("join").is_none(),
+        "nothing was written"
+    );
+    let largest = latch.reset(max, None).await.expect("the largest count");
+    assert_eq!(largest.count().await.expect("count"), Some(max));
+    assert_eq!(count_down(&largest).await, max - 1);
+}
+
+scenario!(another_primitives_state_is_corrupt_and_left_alone redis);
+
+async fn another_primitives_state_is_corrupt_and_left_alone(target: Target) {
+    let coordination = target.coordination("latch-corrupt").await;
+    let latch = CountdownLatch::named(&coordination, "corrupt");
+    let key = physical(&coordination, &latch);
+    let generation = latch.reset(1, None).await.expect("reset");
+    for wrong in [
+        vec![b"SET".as_slice(), &key, b"3"],
+        vec![b"HSET", &key, b"gen", b"x"],
+        vec![b"HSET", &key, b"gen", b"x", b"count", b"-1"],
+        vec![b"HSET", &key, b"gen", b"x", b"count", b"1", b"other", b"y"],
+        vec![b"RPUSH", &key, b"x"],
+    ] {
+        target.raw(&[b"DEL", &key]);
+        target.raw(&wrong);
+        let dumped = target.raw(&[b"DUMP", &key]);
+        let errors = [
+            latch.create(1, None).await.map(drop),
+            latch.reset(1, None).await.map(drop),
+            latch.join().await.map(drop),
+            generation.count_down().await.map(drop),
+            generation.count().await.map(drop),
+            generation.wait().await.map(drop),
+        ];
+        for err in errors {
+            let err = err.expect_err("corrupt");
+            assert_eq!(err.kind(), ErrorKind::CorruptState, "{wrong:?}: {err}");
+        }
+        assert_eq!(target.raw(&[b"DUMP", &key]), dumped, "left alone");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// A waiter's handle goes through the proxy; the participant reaches the server directly.
+/// The proxy drops what the server sends while the last count-down runs, the invalidation
+/// among it: the waiter still completes, at its next re-read.
+#[tokio::test]
+async fn a_waiter_whose_notification_is_lost_completes_at_its_reread() {
+    let behind = Behind::start("latch-lost-notification");
+    let waiting_side = behind.through_proxy(|builder| builder).await;
+    let direct = behind.direct().await;
+    let reread = Duration::from_millis(500);
+    let generation = CountdownLatch::named(&direct, "lost")
+        .reset(1, None)
+        .await
+        .expect("reset");
+    let joined = CountdownLatch::named(&waiting_side, "lost")
+        .reread_interval(reread)
+        .join()
+        .await
+        .expect("join")
+        .expect("started");
+    let waiter = tokio::spawn(async move {
+        let completed = joined.wait().await;
+        (completed, Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(!waiter.is_finished());
+
+    // From here on nothing reaches the waiting side until the proxy passes again.
+    behind.proxy.stall_direction(Direction::ToClient);
+    behind.proxy.blackhole();
+    let counted_at = Instant::now();
+    assert_eq!(count_down(&generation).await, 0);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    behind.proxy.pass();
+
+    let (completed, at) = tokio::time::timeout(reread * 4, waiter)
+        .await
+        .expect("the re-read completes it")
+        .expect("the waiter");
+    assert!(completed.expect("wait"));
+    let latency = at - counted_at;
+    // Not at the pass (100 ms), which a delivered notification would have made it: at the
+    // re-read, 500 ms after the waiter's last read, which came 150 ms before the count-down.
+    assert!(latency >= Duration::from_millis(250), "{latency:?}");
+    assert!(
+        latency <= reread + Duration::from_millis(300),
+        "{latency:?}"
+    );
+}
+
+/// A count-down whose reply is held back (the server stalled) times out as uncertain, and is
+/// not sent again: once the server answers, it has counted exactly once.
+#[tokio::test]
+async fn a_count_down_without_an_answer_is_uncertain_and_never_sent_again() {
+    let behind = Behind::start("latch-uncertain");
+    let direct = behind.direct().await;
+    let slow_side = behind
+        .through_proxy(|builder| builder.response_timeout(Duration::from_millis(200)))
+        .await;
+    // The server caches the count-down script first, so the held request runs when it lands
+    // (a NOSCRIPT answer would leave it undone, and nothing to show).
+    let warm = CountdownLatch::named(&direct, "warm-up")
+        .reset(1, None)
+        .await
+        .expect("reset");
+    count_down(&warm).await;
+    CountdownLatch::named(&direct, "uncertain")
+        .reset(3, None)
+        .await
+        .expect("reset");
+    let generation = CountdownLatch::named(&slow_side, "uncertain")
+        .join()
+        .await
+        .expect("join")
+        .expect("started");
+    let calls = support::target::command_calls(&behind.server, "evalsha")
+        + support::target::command_calls(&behind.server, "eval");
+
+    behind.proxy.stall();
+    let started = Instant::now();
+    let err = generation
+        .count_down()
+        .await
+        .expect_err("no answer in time");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "bounded by the response timeout"
+    );
+    assert!(err.is_outcome_uncertain(), "{err}");
+    assert!(err.is_unavailable());
+    behind.proxy.pass();
+
+    let observer = CountdownLatch::named(&direct, "uncertain")
+        .join()
+        .await
+        .expect("join")
+        .expect("started");
+    eventually("the held count-down lands", async || {
+        observer.count().await.expect("count") == Some(2)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        observer.count().await.expect("count"),
+        Some(2),
+        "counted once"
+    );
+    let sent = support::target::command_calls(&behind.server, "evalsha")
+        + support::target::command_calls(&behind.server, "eval")
+        - calls;
+    // The count-down and the two reads of the observer: never a second count-down.
+    assert!(sent <= 1 + 3, "{sent} script calls");
+}
