@@ -122,7 +122,7 @@ impl KeyedSemaphore {
     /// answer was lost or whose future was dropped mid-flight is released in the background.
     pub async fn try_acquire(&self, key: &[u8], expiry: Option<Duration>) -> Result<Attempt> {
         let (sets, capacities) = self.sets(key);
-        Arc::new(sets).try_acquire(&capacities, expiry).await
+        SemaphorePermit::try_acquire(&Arc::new(sets), &capacities, expiry).await
     }
 
     /// Takes a permit for `key`, waiting as long as it takes; see
@@ -143,7 +143,7 @@ impl KeyedSemaphore {
     /// background (see [`try_acquire`](Self::try_acquire)).
     pub async fn acquire(&self, key: &[u8], expiry: Option<Duration>) -> Result<SemaphorePermit> {
         let (sets, capacities) = self.sets(key);
-        Arc::new(sets).acquire(&capacities, expiry).await
+        SemaphorePermit::acquire(&Arc::new(sets), &capacities, expiry).await
     }
 
     /// The permits held now by the client key `key` and by all keys together (expired ones

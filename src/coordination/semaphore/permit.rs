@@ -1,11 +1,16 @@
 //! One held permit: its owner token, its expiry, and what each step on it does when it fails.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::Attempt;
 use super::sets::PermitSets;
-use crate::coordination::owner::Holding;
-use crate::error::Result;
+use crate::coordination::ManagedOptions;
+use crate::coordination::owner::{
+    Holding, HoldingKeys, acquire_waiting, new_token, send_acquisition,
+};
+use crate::error::{Error, ErrorKind, Result};
 
 /// One permit of a [`Semaphore`](super::Semaphore) or a
 /// [`KeyedSemaphore`](super::KeyedSemaphore), held under a unique owner token (128 random
@@ -174,6 +179,47 @@ impl SemaphorePermit {
     pub async fn renew(&mut self, expiry: Option<Duration>) -> Result<bool> {
         let expiry_ms = expiry_ms(expiry)?;
         self.holding.renew(expiry_ms).await
+    }
+
+    /// Takes a permit in every set (with `capacities` in the order of the keys), or in none.
+    ///
+    /// When the step may have applied (a timeout or a connection lost after sending, a
+    /// reply that could not be read, or the future dropped mid-flight), a release of the
+    /// token that was sent is spawned before the error is returned, so a lost answer cannot
+    /// leave a permit that nobody holds; the permit's expiry is the fallback if that release
+    /// fails too. The step carries a deadline on the server's clock (Redis), and the release
+    /// waits until it has passed: a request delayed in the network past the release is then
+    /// a no-op, so it cannot leave a permit nobody holds either.
+    pub(super) async fn try_acquire(
+        sets: &Arc<PermitSets>,
+        capacities: &[u32],
+        expiry: Option<Duration>,
+    ) -> Result<Attempt> {
+        let expiry_ms = expiry_ms(expiry)?;
+        let token = new_token()?;
+        let sent = send_acquisition(sets, &token, |not_after_ms| {
+            Box::pin(sets.acquire_step(&token, capacities, expiry_ms, not_after_ms))
+        })
+        .await?;
+        sent.settle(sets, token, expiry_ms, |holding, ()| {
+            SemaphorePermit::new(holding)
+        })
+    }
+
+    /// Takes a permit as [`try_acquire`](Self::try_acquire) does, waiting for one to free.
+    pub(super) async fn acquire(
+        sets: &Arc<PermitSets>,
+        capacities: &[u32],
+        expiry: Option<Duration>,
+    ) -> Result<SemaphorePermit> {
+        let keys: Vec<&[u8]> = sets.keys().iter().map(Vec::as_slice).collect();
+        let poll = ManagedOptions::new().poll();
+        acquire_waiting(sets.backend(), &keys, poll, None, || {
+            Self::try_acquire(sets, capacities, expiry)
+        })
+        .await?
+        // Without a deadline, the wait ends only with a permit.
+        .ok_or_else(|| Error::new(ErrorKind::Timeout, "the wait for a permit ended"))
     }
 
     /// The holding, to be kept by a [`ManagedPermit`](super::ManagedPermit).

@@ -127,7 +127,7 @@ impl Semaphore {
     /// request carries a deadline on the server's clock and the release waits until it has
     /// passed, so a request delayed past its release is a no-op when it arrives.
     pub async fn try_acquire(&self, expiry: Option<Duration>) -> Result<Attempt> {
-        self.sets.try_acquire(&[self.capacity], expiry).await
+        SemaphorePermit::try_acquire(&self.sets, &[self.capacity], expiry).await
     }
 
     /// Takes a permit, waiting as long as it takes; see [`try_acquire`](Self::try_acquire)
@@ -147,7 +147,7 @@ impl Semaphore {
     /// replayed, and a permit it may have been granted is released by owner token in the
     /// background (see [`try_acquire`](Self::try_acquire)).
     pub async fn acquire(&self, expiry: Option<Duration>) -> Result<SemaphorePermit> {
-        self.sets.acquire(&[self.capacity], expiry).await
+        SemaphorePermit::acquire(&self.sets, &[self.capacity], expiry).await
     }
 
     /// The permits held now (expired ones are not counted), whatever capacity they were

@@ -1,20 +1,13 @@
 //! Where a permit lives: its sets (one, or a client key's and the global one) on a backend.
 
 use std::fmt;
-use std::sync::Arc;
-use std::time::Duration;
 
-use super::permit::expiry_ms;
-use super::{Attempt, SemaphorePermit};
 use crate::backend::Backend;
 use crate::backend::steps::semaphore::{
     PermitReleaseStep, PermitRenewStep, PermitStep, PermitVerifyStep, SemaphoreAcquireReply,
     SemaphoreAcquireStep, SemaphoreHeldStep,
 };
-use crate::coordination::ManagedOptions;
-use crate::coordination::owner::{
-    Acquisition, HoldingKeys, acquire_waiting, new_token, send_acquisition,
-};
+use crate::coordination::owner::{Acquisition, HoldingKeys};
 use crate::error::{Error, ErrorKind, Result};
 
 /// The storage keys of a semaphore's sets (one or two, in one slot) on their backend; every
@@ -29,49 +22,13 @@ impl PermitSets {
         PermitSets { backend, keys }
     }
 
-    /// Takes a permit in every set (with `capacities` in the order of the keys), or in none.
-    ///
-    /// When the step may have applied (a timeout or a connection lost after sending, a
-    /// reply that could not be read, or the future dropped mid-flight), a release of the
-    /// token that was sent is spawned before the error is returned, so a lost answer cannot
-    /// leave a permit that nobody holds; the permit's expiry is the fallback if that release
-    /// fails too. The step carries a deadline on the server's clock (Redis), and the release
-    /// waits until it has passed: a request delayed in the network past the release is then
-    /// a no-op, so it cannot leave a permit nobody holds either.
-    pub(super) async fn try_acquire(
-        self: &Arc<Self>,
-        capacities: &[u32],
-        expiry: Option<Duration>,
-    ) -> Result<Attempt> {
-        let expiry_ms = expiry_ms(expiry)?;
-        let token = new_token()?;
-        let sent = send_acquisition(self, &token, |not_after_ms| {
-            Box::pin(self.acquire_step(&token, capacities, expiry_ms, not_after_ms))
-        })
-        .await?;
-        sent.settle(self, token, expiry_ms, |holding, ()| {
-            SemaphorePermit::new(holding)
-        })
-    }
-
-    /// Takes a permit as [`try_acquire`](Self::try_acquire) does, waiting for one to free.
-    pub(super) async fn acquire(
-        self: &Arc<Self>,
-        capacities: &[u32],
-        expiry: Option<Duration>,
-    ) -> Result<SemaphorePermit> {
-        let keys: Vec<&[u8]> = self.keys.iter().map(Vec::as_slice).collect();
-        let poll = ManagedOptions::new().poll();
-        acquire_waiting(&self.backend, &keys, poll, None, || {
-            self.try_acquire(capacities, expiry)
-        })
-        .await?
-        // Without a deadline, the wait ends only with a permit.
-        .ok_or_else(|| Error::new(ErrorKind::Timeout, "the wait for a permit ended"))
+    /// The user keys of the sets.
+    pub(super) fn keys(&self) -> &[Vec<u8>] {
+        &self.keys
     }
 
     /// The acquisition step for `token`, its answer in the shared terms.
-    async fn acquire_step(
+    pub(super) async fn acquire_step(
         &self,
         token: &str,
         capacities: &[u32],
