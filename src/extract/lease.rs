@@ -16,8 +16,8 @@ use crate::coordination::ManagedOptions;
 use crate::coordination::lock::{FencedLease, FencedLock, LockAttempt, ManagedLease};
 use crate::coordination::ownership::OwnershipLost;
 use crate::error::{Error, ErrorKind};
-use crate::layer::admission::{Answer, Responses, key_error_detail, log_key_error};
 use crate::layer::key::KeyError;
+use crate::layer::responses::{Answer, Responses, key_error_detail, log_key_error};
 use crate::layer::{Rejection, RejectionKind};
 
 /// Which lease a request needs, and how it is kept: implement it for a type of your own and

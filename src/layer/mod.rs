@@ -51,7 +51,9 @@ pub(crate) mod headers;
 pub mod key;
 pub mod rate_limit;
 mod rejection;
+pub(crate) mod responses;
 
+pub use admission::ResponseBody;
 pub use circuit_breaker::{CircuitBreaker, CircuitState};
 pub use failure::FailurePolicy;
 pub use rejection::{Rejection, RejectionKind};

@@ -12,7 +12,20 @@ use pin_project_lite::pin_project;
 use tokio::sync::oneshot;
 
 use crate::BoxError;
-use crate::layer::concurrency_limit::{Cut, StreamGuard};
+use crate::layer::responses::Answer;
+
+/// What an admitted response holds until its body ends (a concurrency layer's permit). The
+/// shared body knows no layer: it asks its guard whether the stream must be cut, and tells
+/// it when the body ended.
+pub(crate) trait BodyGuard: fmt::Debug + Send + Sync + 'static {
+    /// The error to end the stream with when it must be cut; if none, `cx` is woken when it
+    /// must.
+    fn poll_cut(&mut self, cx: &mut Context<'_>) -> Option<BoxError>;
+
+    /// The body ended: releases what the guard holds. The receiver completes once it is
+    /// released (or the release gave up within its bound); `None` when nothing is to wait.
+    fn finish(self: Box<Self>) -> Option<oneshot::Receiver<()>>;
+}
 
 pin_project! {
     /// The body of a response that went through a layer of this crate
@@ -23,10 +36,12 @@ pin_project! {
     /// Behind the concurrency layer, the inner body holds the request's permit until it
     /// ends, fails or is dropped (a client disconnect drops it), and the permit is renewed
     /// meanwhile. If the permit is lost (a renewal finds it gone, or cannot reach the backend
-    /// before it would expire), the body ends with a [`PermitLost`] error instead of streaming
+    /// before it would expire), the body ends with a
+    /// [`PermitLost`](crate::layer::concurrency_limit::PermitLost) error instead of streaming
     /// on unaccounted for; if the response reaches the layer's
     /// [longest hold](crate::layer::concurrency_limit::RedisConcurrencyLimitLayer::max_hold),
-    /// with a [`HoldLimitReached`] error, and the permit is released.
+    /// with a [`HoldLimitReached`](crate::layer::concurrency_limit::HoldLimitReached) error,
+    /// and the permit is released.
     #[derive(Debug)]
     pub struct ResponseBody<B> {
         #[pin]
@@ -41,7 +56,7 @@ pin_project! {
         Inner {
             #[pin]
             body: B,
-            guard: Option<StreamGuard>,
+            guard: Option<Box<dyn BodyGuard>>,
             // The inner body ended; its end is held back until the permit is released.
             releasing: Option<oneshot::Receiver<()>>,
             // Nothing more to send: the body ended, failed or was cut.
@@ -53,7 +68,7 @@ pin_project! {
 
 impl<B> ResponseBody<B> {
     /// The inner service's body, holding `guard` (if any) until it ends.
-    pub(crate) fn inner(body: B, guard: Option<StreamGuard>) -> Self {
+    pub(crate) fn inner(body: B, guard: Option<Box<dyn BodyGuard>>) -> Self {
         ResponseBody {
             kind: Kind::Inner {
                 body,
@@ -64,8 +79,17 @@ impl<B> ResponseBody<B> {
         }
     }
 
+    /// The response the layer wrote, as it is sent.
+    pub(crate) fn written(answer: Answer) -> http::Response<Self> {
+        let (status, headers, body) = answer.into_parts();
+        let mut response = http::Response::new(ResponseBody::full(body));
+        *response.status_mut() = status;
+        *response.headers_mut() = headers;
+        response
+    }
+
     /// A body the layer wrote.
-    pub(crate) fn full(bytes: Bytes) -> Self {
+    fn full(bytes: Bytes) -> Self {
         ResponseBody {
             kind: Kind::Full {
                 bytes: (!bytes.is_empty()).then_some(bytes),
@@ -100,13 +124,10 @@ where
                     return poll_release(releasing, done, cx);
                 }
                 if let Some(cut) = guard.as_mut().and_then(|guard| guard.poll_cut(cx)) {
-                    // Dropping the guard releases the permit in the background.
+                    // Dropping the guard releases what it holds in the background.
                     *guard = None;
                     *done = true;
-                    return Poll::Ready(Some(Err(match cut {
-                        Cut::Lost => Box::new(PermitLost),
-                        Cut::HoldLimit => Box::new(HoldLimitReached),
-                    })));
+                    return Poll::Ready(Some(Err(cut)));
                 }
                 match ready!(body.poll_frame(cx)) {
                     Some(Ok(frame)) => Poll::Ready(Some(Ok(frame))),
@@ -116,7 +137,7 @@ where
                         *done = true;
                         Poll::Ready(Some(Err(err.into())))
                     }
-                    None => match guard.take().and_then(StreamGuard::finish) {
+                    None => match guard.take().and_then(BodyGuard::finish) {
                         Some(released) => {
                             *releasing = Some(released);
                             poll_release(releasing, done, cx)
@@ -171,66 +192,3 @@ fn poll_release<T>(
     *done = true;
     Poll::Ready(None)
 }
-
-/// A streaming response was cut because its concurrency permit was lost: renewing it found
-/// it gone (it expired, for example after a long pause, or Redis lost it), or the backend
-/// could not be reached before it would have expired.
-///
-/// # Example
-///
-/// ```
-/// use leasehold::layer::concurrency_limit::{BoxError, PermitLost};
-///
-/// // Tell a cut stream from other body errors, for example when logging.
-/// fn was_cut(error: &BoxError) -> bool {
-///     error.is::<PermitLost>()
-/// }
-/// assert!(!was_cut(&BoxError::from("some other failure")));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PermitLost;
-
-impl fmt::Display for PermitLost {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the response's concurrency permit was lost; the stream was cut")
-    }
-}
-
-impl std::error::Error for PermitLost {}
-
-/// A streaming response was cut because it held its concurrency slot for the layer's
-/// [longest hold](crate::layer::concurrency_limit::RedisConcurrencyLimitLayer::max_hold): its
-/// body had not ended (a stalled upstream, a client reading slowly), and its permit was
-/// released.
-///
-/// # Example
-///
-/// ```
-/// use leasehold::layer::concurrency_limit::{BoxError, HoldLimitReached, PermitLost};
-///
-/// // Tell why a stream was cut, for example when logging.
-/// fn why_cut(error: &BoxError) -> Option<&'static str> {
-///     if error.is::<HoldLimitReached>() {
-///         Some("held its slot too long")
-///     } else if error.is::<PermitLost>() {
-///         Some("lost its permit")
-///     } else {
-///         None
-///     }
-/// }
-/// assert_eq!(why_cut(&BoxError::from("some other failure")), None);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct HoldLimitReached;
-
-impl fmt::Display for HoldLimitReached {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(
-            "the response held its concurrency slot for the longest hold; the stream was cut",
-        )
-    }
-}
-
-impl std::error::Error for HoldLimitReached {}

@@ -9,9 +9,9 @@ use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::answer::Answer;
 use super::body::ResponseBody;
 use super::{Decision, Grant};
+use crate::layer::responses::Answer;
 
 /// A decision the backend is taking.
 pub(crate) type Deciding<G> = Pin<Box<dyn Future<Output = Decision<G>> + Send>>;
@@ -152,7 +152,7 @@ where
                     let answer = answer
                         .take()
                         .unwrap_or_else(Answer::polled_after_completion);
-                    return Poll::Ready(Ok(answer.into_response()));
+                    return Poll::Ready(Ok(ResponseBody::written(answer)));
                 }
             }
         }

@@ -9,21 +9,23 @@
 //! service, and hands its response to the grant; an [`Answer`] (the one builder of 429, 503
 //! and key-error responses) becomes the response instead. A refusal decided in a boxed future
 //! of a layer with an application hook is a [`Decision::Refuse`] instead, written by
-//! [`Responses::later`] once the request is back, so that the hook sees it. Both layers
+//! [`refuse_later`] once the request is back, so that the hook sees it. Both layers
 //! answer with the one [`ResponseBody`].
 
-mod answer;
 mod body;
 pub(crate) mod decide;
 mod future;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use answer::{Answer, Responses, key_error_detail, log_key_error};
-pub use body::{HoldLimitReached, PermitLost, ResponseBody};
+pub(crate) use body::BodyGuard;
+pub use body::ResponseBody;
 pub(crate) use future::{Deciding, ResponseFuture};
 
+use http::request::Parts;
 use http::{Request, Response};
+
+use crate::layer::responses::Answer;
 
 /// What a layer decided for one request.
 pub(crate) enum Decision<G> {
@@ -32,7 +34,7 @@ pub(crate) enum Decision<G> {
     /// Answer without calling it.
     Answer(Answer),
     /// Answer without calling it, written once the request is at hand (for the
-    /// application's hook, which sees it): see [`Responses::later`].
+    /// application's hook, which sees it): see [`refuse_later`].
     Refuse(Refusal),
 }
 
@@ -47,4 +49,19 @@ pub(crate) trait Grant: Send + 'static {
 
     /// The inner service's response, as the layer sends it.
     fn finish<B>(self, response: Response<B>) -> Response<ResponseBody<B>>;
+}
+
+/// A refusal decided where the request is not at hand (in a boxed decision): `build`
+/// writes it now when the layer has no hook (nothing would look at the request), and once
+/// the request is back when it has one (`hooked`), so that the hook sees it. Only the
+/// refusals of a layer with a hook pay for the box.
+pub(crate) fn refuse_later<G>(
+    hooked: bool,
+    build: impl FnOnce(Option<&Parts>) -> Answer + Send + 'static,
+) -> Decision<G> {
+    if hooked {
+        Decision::Refuse(Box::new(move |request| build(Some(request))))
+    } else {
+        Decision::Answer(build(None))
+    }
 }

@@ -6,12 +6,13 @@ use std::time::Duration;
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
 
+use super::config::Config;
 use super::guard::StreamGuard;
-use super::layer::Config;
 use crate::layer::admission::decide::Failure;
-use crate::layer::admission::{Answer, Decision, Grant, ResponseBody, Responses};
+use crate::layer::admission::{Decision, Grant, ResponseBody, refuse_later};
 use crate::layer::failure::Verdict;
 use crate::layer::headers::RATELIMIT_POLICY;
+use crate::layer::responses::Answer;
 use crate::layer::{Rejection, RejectionKind};
 
 /// The permit is held by the response body, until it ends.
@@ -19,7 +20,7 @@ impl Grant for StreamGuard {
     fn prepare<B>(&self, _request: &mut Request<B>) {}
 
     fn finish<B>(self, response: Response<B>) -> Response<ResponseBody<B>> {
-        response.map(|body| ResponseBody::inner(body, Some(self)))
+        response.map(|body| ResponseBody::inner(body, Some(Box::new(self))))
     }
 }
 
@@ -63,16 +64,16 @@ pub(crate) fn failed(config: Arc<Config>, failure: Failure) -> Decision<StreamGu
             Ok(local) => Decision::Admit(StreamGuard::local(local, config.max_hold)),
             Err(_) => {
                 tracing::warn!(reason = %failure, "every local permit of the concurrency limit is taken");
-                Responses::later(config.responses.hooked(), move |request| {
+                refuse_later(config.responses.hooked(), move |request| {
                     full(&config, None, request)
                 })
             }
         },
         Verdict::Unavailable(retry_after) => {
-            Responses::later(config.responses.hooked(), move |request| {
+            refuse_later(config.responses.hooked(), move |request| {
                 config
                     .responses
-                    .outage("concurrency limit", retry_after, &failure, request)
+                    .outage("concurrency limit", retry_after, failure.error(), request)
             })
         }
     }

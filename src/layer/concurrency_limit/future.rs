@@ -12,10 +12,10 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::answer;
+use super::config::Config;
 use super::guard::StreamGuard;
-use super::layer::Config;
 use crate::coordination::semaphore::Attempt;
-use crate::layer::admission::{self, Deciding, Decision, ResponseBody, Responses, decide};
+use crate::layer::admission::{self, Deciding, Decision, ResponseBody, decide, refuse_later};
 use crate::layer::circuit_breaker::Admission;
 
 pin_project! {
@@ -55,7 +55,7 @@ pub(crate) fn acquire(
                 Decision::Admit(StreamGuard::keep(permit, config.lease, config.max_hold))
             }
             Ok(Attempt::Busy { retry_after }) => {
-                Responses::later(config.responses.hooked(), move |request| {
+                refuse_later(config.responses.hooked(), move |request| {
                     answer::full(&config, retry_after, request)
                 })
             }

@@ -9,21 +9,15 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 use tokio::time::Sleep;
 
+use super::{HoldLimitReached, PermitLost};
+use crate::BoxError;
 use crate::coordination::ManagedOptions;
 use crate::coordination::ownership::LossReason;
 use crate::coordination::semaphore::{ManagedPermit, SemaphorePermit};
+use crate::layer::admission::BodyGuard;
 
 /// Completes when the permit is lost.
 type Lost = Pin<Box<dyn Future<Output = LossReason> + Send + Sync>>;
-
-/// Why a stream must be cut.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Cut {
-    /// The permit was lost.
-    Lost,
-    /// The response held its slot for the layer's longest hold; the permit is released.
-    HoldLimit,
-}
 
 /// The permit of one response, held from the inner service's call to the end of its body.
 ///
@@ -88,10 +82,12 @@ impl StreamGuard {
             hold_limit: hold_limit(max_hold),
         }
     }
+}
 
-    /// Whether the stream must be cut (its permit was lost, or it reached the longest
-    /// hold); if not, `cx` is woken when it must.
-    pub(crate) fn poll_cut(&mut self, cx: &mut Context<'_>) -> Option<Cut> {
+impl BodyGuard for StreamGuard {
+    /// [`PermitLost`] when the permit was lost, [`HoldLimitReached`] when the response
+    /// reached the longest hold.
+    fn poll_cut(&mut self, cx: &mut Context<'_>) -> Option<BoxError> {
         if let Some(Poll::Ready(reason)) = self.lost.as_mut().map(|lost| lost.as_mut().poll(cx)) {
             self.lost = None;
             // The keeper's lifetime limit is the layer's longest hold.
@@ -99,10 +95,10 @@ impl StreamGuard {
                 tracing::warn!(
                     "a streaming response held its slot for the longest hold; cutting the stream"
                 );
-                return Some(Cut::HoldLimit);
+                return Some(Box::new(HoldLimitReached));
             }
             tracing::warn!(%reason, "a streaming response's permit was lost; cutting the stream");
-            return Some(Cut::Lost);
+            return Some(Box::new(PermitLost));
         }
         if let Some(Poll::Ready(())) = self
             .hold_limit
@@ -113,14 +109,14 @@ impl StreamGuard {
                 "a streaming response held its slot for the longest hold; cutting the stream"
             );
             self.hold_limit = None;
-            return Some(Cut::HoldLimit);
+            return Some(Box::new(HoldLimitReached));
         }
         None
     }
 
     /// Releases the permit; the receiver completes once it is released (or the release gave
     /// up within its bound), `None` when there is nothing to wait for.
-    pub(crate) fn finish(mut self) -> Option<oneshot::Receiver<()>> {
+    fn finish(mut self: Box<Self>) -> Option<oneshot::Receiver<()>> {
         drop(self.local.take());
         let permit = self.permit.take()?;
         let runtime = tokio::runtime::Handle::try_current().ok()?;

@@ -5,19 +5,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::HeaderValue;
+
 use http::request::Parts;
 use tower_layer::Layer;
 
+use super::config::Config;
 use super::service::ConcurrencyLimit;
 use crate::Coordination;
 use crate::coordination::MAX_MANAGED_LEASE;
 use crate::coordination::semaphore::{Capacity, KeyedSemaphore};
 use crate::error::Result;
 use crate::layer::Rejection;
-use crate::layer::admission::Responses;
 use crate::layer::circuit_breaker::{Breaker, CircuitBreaker, CircuitState};
 use crate::layer::key::KeyExtractor;
+use crate::layer::responses::Responses;
 use crate::layer::{FailurePolicy, headers};
 
 /// The lease of a response's permit unless [`lease`](RedisConcurrencyLimitLayer::lease)
@@ -31,25 +32,6 @@ pub const MIN_LEASE: Duration = Duration::from_millis(100);
 /// The longest wait for a permit unless [`timeout`](RedisConcurrencyLimitLayer::timeout)
 /// says otherwise.
 pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_millis(500);
-
-#[derive(Clone)]
-pub(crate) struct Config {
-    pub(crate) name: String,
-    pub(crate) semaphore: KeyedSemaphore,
-    /// `None` without a per-key capacity: every request then shares the global semaphore.
-    pub(crate) key: Option<KeyExtractor>,
-    pub(crate) lease: Duration,
-    /// The longest a response holds its slot; `None`: as long as its body lasts.
-    pub(crate) max_hold: Option<Duration>,
-    pub(crate) timeout: Duration,
-    pub(crate) failure: FailurePolicy,
-    pub(crate) breaker: Option<Arc<Breaker>>,
-    /// The worker-local permits handed out while failing open.
-    pub(crate) local: Arc<tokio::sync::Semaphore>,
-    /// The `RateLimit-Policy` value, made once.
-    pub(crate) policy_field: Option<HeaderValue>,
-    pub(crate) responses: Responses,
-}
 
 /// Limits how many requests are in flight at once, per client key and/or in all, across
 /// every replica sharing the backend; a request holds its slot until its response **body**

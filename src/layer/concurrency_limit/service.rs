@@ -7,9 +7,10 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower_service::Service;
 
+use super::answer;
+use super::config::Config;
 use super::future::{self, ResponseFuture};
-use super::layer::Config;
-use super::{GuardedBody, answer};
+use crate::layer::ResponseBody;
 use crate::layer::admission::{self, decide};
 
 /// A service that holds a permit of a shared semaphore for each request, from before `S`
@@ -70,7 +71,7 @@ impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for ConcurrencyLimit<S>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
 {
-    type Response = Response<GuardedBody<ResBody>>;
+    type Response = Response<ResponseBody<ResBody>>;
     type Error = S::Error;
     type Future = ResponseFuture<S, ReqBody>;
 

@@ -6,13 +6,14 @@ use std::time::Duration;
 use http::request::Parts;
 use http::{HeaderMap, Request, Response, StatusCode};
 
+use super::config::Config;
 use super::info::{FailedOpen, RateLimitInfo};
-use super::layer::Config;
 use crate::coordination::rate_limit::{RateLimitDecision, RateLimitPolicy, RateLimiter};
 use crate::layer::admission::decide::Failure;
-use crate::layer::admission::{Answer, Deciding, Decision, Grant, ResponseBody, Responses};
+use crate::layer::admission::{Deciding, Decision, Grant, ResponseBody, refuse_later};
 use crate::layer::failure::Verdict;
 use crate::layer::headers;
+use crate::layer::responses::Answer;
 use crate::layer::{Rejection, RejectionKind};
 
 /// What a request the layer let through carries.
@@ -141,14 +142,13 @@ pub(crate) fn failed(
             }
             _ => Failed::Now(Decision::Admit(Admitted::FailedOpen)),
         },
-        Verdict::Unavailable(retry_after) => Failed::Now(Responses::later(
-            config.responses.hooked(),
-            move |request| {
+        Verdict::Unavailable(retry_after) => {
+            Failed::Now(refuse_later(config.responses.hooked(), move |request| {
                 config
                     .responses
-                    .outage("rate limit", retry_after, &failure, request)
-            },
-        )),
+                    .outage("rate limit", retry_after, failure.error(), request)
+            }))
+        }
     }
 }
 
@@ -165,15 +165,15 @@ async fn fall_back(
     let cost = smallest.map_or(cost, |smallest| cost.min(smallest));
     match fallback.try_acquire(&key, cost).await {
         Ok(local) if local.is_granted() => Decision::Admit(Admitted::FailedOpen),
-        Ok(local) => Responses::later(config.responses.hooked(), move |request| {
+        Ok(local) => refuse_later(config.responses.hooked(), move |request| {
             rejected(&config, &local, request)
         }),
         // The fallback is full (a flood of distinct keys): no budget to admit from.
-        Err(err) => Responses::later(config.responses.hooked(), move |request| {
+        Err(err) => refuse_later(config.responses.hooked(), move |request| {
             config.responses.outage(
                 "rate limit",
                 err.retry_after().unwrap_or(Duration::from_secs(1)),
-                &Failure::Backend(err),
+                Some(&err),
                 request,
             )
         }),

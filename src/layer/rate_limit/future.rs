@@ -11,9 +11,9 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::answer::{self, Admitted, Granted};
-use super::layer::Config;
+use super::config::Config;
 use crate::layer::admission::decide;
-use crate::layer::admission::{self, Deciding, Decision, ResponseBody, Responses};
+use crate::layer::admission::{self, Deciding, Decision, ResponseBody, refuse_later};
 use crate::layer::circuit_breaker::Admission;
 
 pin_project! {
@@ -61,7 +61,7 @@ pub(crate) fn decide(
             Ok(decision) if decision.is_granted() => {
                 Decision::Admit(Admitted::Decided(Granted::new(config, decision)))
             }
-            Ok(decision) => Responses::later(config.responses.hooked(), move |request| {
+            Ok(decision) => refuse_later(config.responses.hooked(), move |request| {
                 answer::rejected(&config, &decision, request)
             }),
             Err(failure) => match answer::failed(config, failure, kept, cost) {

@@ -9,6 +9,7 @@ use http::request::Parts;
 use tower_layer::Layer;
 
 use super::RateLimit;
+use super::config::Config;
 use crate::Coordination;
 use crate::coordination::rate_limit::{
     FixedWindow, Gcra, QueueOrder, RateLimitPolicy, RateLimiter, Refill, SlidingWindow, Stacked,
@@ -17,34 +18,12 @@ use crate::coordination::rate_limit::{
 use crate::error::Result;
 use crate::layer::FailurePolicy;
 use crate::layer::Rejection;
-use crate::layer::admission::Responses;
 use crate::layer::circuit_breaker::{Breaker, CircuitBreaker, CircuitState};
 use crate::layer::key::KeyExtractor;
+use crate::layer::responses::Responses;
 
 /// Default bound on the wait for a decision.
 pub const DEFAULT_DECISION_TIMEOUT: Duration = Duration::from_millis(500);
-
-type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
-
-#[derive(Clone)]
-pub(crate) struct Config {
-    pub(crate) limiter: RateLimiter,
-    pub(crate) key: KeyExtractor,
-    pub(crate) cost: Option<Arc<CostFn>>,
-    pub(crate) failure: FailurePolicy,
-    pub(crate) timeout: Duration,
-    pub(crate) responses: Responses,
-    pub(crate) breaker: Option<Arc<Breaker>>,
-    pub(crate) legacy_headers: bool,
-    pub(crate) max_wait: Option<Duration>,
-    /// The rate-limit fields' fixed parts, serialized once: the policies never change.
-    pub(crate) fields: crate::layer::headers::RateLimitFields,
-    /// This instance's share of each policy, for the fallback.
-    pub(crate) fail_open_share: f64,
-    /// What admits requests while failing open: each policy's share, counted in this process
-    /// (see [`RedisRateLimitLayer::fail_open_share`]). `Some` under [`FailurePolicy::FailOpen`].
-    pub(crate) fallback: Option<RateLimiter>,
-}
 
 /// Applies a rate limit to every request of the wrapped service, deciding in the backend
 /// (Redis, shared by every replica) with one atomic step per request.

@@ -4,12 +4,12 @@
 //! See [`RedisRateLimitLayer`].
 
 mod answer;
+mod config;
 mod future;
 mod info;
 mod layer;
 mod service;
 
-pub use crate::layer::admission::ResponseBody;
 pub use future::ResponseFuture;
 #[cfg(feature = "axum")]
 pub use info::MissingRateLimitInfo;

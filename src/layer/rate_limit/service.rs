@@ -8,8 +8,8 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::answer;
+use super::config::Config;
 use super::future::{self, ResponseFuture};
-use super::layer::Config;
 use crate::layer::admission::{self, ResponseBody, decide};
 
 /// A service that applies a rate limit before calling `S`; built by

@@ -1,5 +1,6 @@
-//! The responses a layer writes itself, built in one place: status, `Retry-After`, a text or
-//! problem+json body, and the answer to a request whose client key cannot be derived.
+//! The responses the layers and the `Lease` extractor write themselves, built in one place:
+//! status, `Retry-After`, a text or problem+json body, the application's own answers, and the
+//! answer to a request whose key cannot be derived.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,9 +10,7 @@ use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::request::Parts;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 
-use super::Decision;
-use super::body::ResponseBody;
-use super::decide::Failure;
+use crate::error::Error;
 use crate::layer::headers;
 use crate::layer::key::KeyError;
 use crate::layer::rejection::{Rejection, RejectionFn, RejectionKind};
@@ -81,7 +80,7 @@ impl Responses {
         &self,
         limit: &'static str,
         retry_after: Duration,
-        failure: &Failure,
+        error: Option<&Error>,
         request: Option<&Parts>,
     ) -> Answer {
         let detail = || format!("The {limit} cannot be checked right now.");
@@ -91,7 +90,7 @@ impl Responses {
             Some(retry_after),
             &detail,
         )
-        .with_error(failure.error());
+        .with_error(error);
         self.refusal(&rejection, request)
     }
 
@@ -104,21 +103,6 @@ impl Responses {
     /// Whether the application answers for itself (see [`later`](Self::later)).
     pub(crate) fn hooked(&self) -> bool {
         self.custom.is_some()
-    }
-
-    /// A refusal decided where the request is not at hand (in a boxed decision): `build`
-    /// writes it now when the layer has no hook (nothing would look at the request), and once
-    /// the request is back when it has one (`hooked`), so that the hook sees it. Only the
-    /// refusals of a layer with a hook pay for the box.
-    pub(crate) fn later<G>(
-        hooked: bool,
-        build: impl FnOnce(Option<&Parts>) -> Answer + Send + 'static,
-    ) -> Decision<G> {
-        if hooked {
-            Decision::Refuse(Box::new(move |request| build(Some(request))))
-        } else {
-            Decision::Answer(build(None))
-        }
     }
 }
 
@@ -211,16 +195,8 @@ impl Answer {
         self
     }
 
-    /// The answer as a plain response, for the extractors.
-    #[cfg(feature = "axum")]
+    /// The answer's status, headers and body.
     pub(crate) fn into_parts(self) -> (StatusCode, HeaderMap, Bytes) {
         (self.status, self.headers, self.body)
-    }
-
-    pub(crate) fn into_response<B>(self) -> Response<ResponseBody<B>> {
-        let mut response = Response::new(ResponseBody::full(self.body));
-        *response.status_mut() = self.status;
-        *response.headers_mut() = self.headers;
-        response
     }
 }

@@ -1,0 +1,36 @@
+//! What a rate-limit layer and its services share: the layer's configuration.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::request::Parts;
+
+use crate::coordination::rate_limit::RateLimiter;
+use crate::layer::FailurePolicy;
+use crate::layer::circuit_breaker::Breaker;
+use crate::layer::key::KeyExtractor;
+use crate::layer::responses::Responses;
+
+/// What a request costs, in permits.
+pub(crate) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
+
+/// The configuration a layer shares with every service it makes.
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) limiter: RateLimiter,
+    pub(crate) key: KeyExtractor,
+    pub(crate) cost: Option<Arc<CostFn>>,
+    pub(crate) failure: FailurePolicy,
+    pub(crate) timeout: Duration,
+    pub(crate) responses: Responses,
+    pub(crate) breaker: Option<Arc<Breaker>>,
+    pub(crate) legacy_headers: bool,
+    pub(crate) max_wait: Option<Duration>,
+    /// The rate-limit fields' fixed parts, serialized once: the policies never change.
+    pub(crate) fields: crate::layer::headers::RateLimitFields,
+    /// This instance's share of each policy, for the fallback.
+    pub(crate) fail_open_share: f64,
+    /// What admits requests while failing open: each policy's share, counted in this process
+    /// (see [`RedisRateLimitLayer::fail_open_share`]). `Some` under [`FailurePolicy::FailOpen`].
+    pub(crate) fallback: Option<RateLimiter>,
+}
