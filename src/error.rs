@@ -354,8 +354,30 @@ impl Error {
     }
 }
 
+/// Readable as `main`'s error: the message, whether it may have applied, and its causes. The
+/// alternate form (`{:#?}`) shows every field.
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !f.alternate() {
+            write!(f, "{self}")?;
+            if self.inner.uncertain {
+                f.write_str(" (it may have applied)")?;
+            }
+            let mut source = StdError::source(self);
+            while let Some(cause) = source {
+                // A cause whose words the message already carries (a client error passed
+                // through) is not said twice.
+                let text = match cause.downcast_ref::<redis::RedisError>() {
+                    Some(client) => crate::backend::redis::error_map::describe(client),
+                    None => cause.to_string(),
+                };
+                if !self.inner.message.contains(text.as_str()) {
+                    write!(f, "\n  caused by: {text}")?;
+                }
+                source = cause.source();
+            }
+            return Ok(());
+        }
         let mut s = f.debug_struct("Error");
         s.field("kind", &self.inner.kind)
             .field("message", &self.inner.message);
@@ -453,6 +475,19 @@ mod tests {
                 .may_have_applied()
         );
         assert!(Error::unexpected_reply("odd").may_have_applied());
+    }
+
+    #[test]
+    fn debug_reads_as_a_sentence_with_its_causes() {
+        let cause = std::io::Error::other("connection reset");
+        let err = Error::new(ErrorKind::Io, "the request was lost")
+            .uncertain(true)
+            .with_source(cause);
+        assert_eq!(
+            format!("{err:?}"),
+            "backend I/O error: the request was lost (it may have applied)\n  caused by: connection reset"
+        );
+        assert!(format!("{err:#?}").contains("kind: Io"));
     }
 
     #[test]

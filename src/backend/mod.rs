@@ -67,7 +67,7 @@ impl Backend {
     /// The key the backend stores for a user key: its prefix followed by the key.
     pub(crate) fn physical_key(&self, key: &[u8]) -> Vec<u8> {
         match self {
-            Backend::Redis(redis) => redis.physical_key(key),
+            Backend::Redis(redis) => redis.stored_key(key),
             Backend::Memory(memory) => memory.physical_key(key),
         }
     }

@@ -98,6 +98,7 @@ impl RateLimitFields {
             .clone()
             .into_iter()
             .map(|policy| {
+                say_if_rewritten(policy.name());
                 let mut list = ListSerializer::new();
                 _ = list.bare_item(&*sf_string(policy.name()));
                 list.finish()
@@ -239,6 +240,7 @@ pub(crate) fn concurrency_policy(
 ) -> Option<HeaderValue> {
     let mut list = ListSerializer::new();
     for (name, quota) in members {
+        say_if_rewritten(&name);
         _ = list
             .bare_item(&*sf_string(&name))
             .parameter(QUOTA, Integer::from(quota))
@@ -248,6 +250,18 @@ pub(crate) fn concurrency_policy(
             );
     }
     field_value(list)
+}
+
+/// Warns, once per layer (its fields are made once), when a policy name is not printable
+/// ASCII: the headers show it with `?` in place of the rest.
+fn say_if_rewritten(name: &str) {
+    if let Cow::Owned(shown) = sf_string(name) {
+        tracing::warn!(
+            policy = name,
+            shown = shown.as_str(),
+            "a policy name outside printable ASCII is shown with `?` in the RateLimit headers"
+        );
+    }
 }
 
 /// An sf-string holds printable ASCII only: anything else in a policy name becomes `?`, so

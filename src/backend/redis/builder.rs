@@ -278,7 +278,7 @@ impl RedisBackendBuilder {
     /// password, an ACL) or does not answer costs a step one attempt, and the link decides
     /// when to try again.
     async fn connect_standalone(&self, url: &str) -> Result<Connection> {
-        let client = Client::open(url).map_err(invalid_config)?;
+        let client = Client::open(url).map_err(error_map::invalid_config)?;
         let connection = client
             .get_multiplexed_async_connection_with_config(&self.server_config())
             .await
@@ -305,7 +305,7 @@ impl RedisBackendBuilder {
             .min_retry_wait(CLUSTER_RETRY_MIN_WAIT_MS)
             .max_retry_wait(CLUSTER_RETRY_MAX_WAIT_MS)
             .build()
-            .map_err(invalid_config)?;
+            .map_err(error_map::invalid_config)?;
         let connection = client
             .get_async_connection()
             .await
@@ -331,7 +331,7 @@ impl RedisBackendBuilder {
             None,
             SentinelServerType::Master,
         )
-        .map_err(invalid_config)?;
+        .map_err(error_map::invalid_config)?;
         // Asks the sentinels for the primary on every attempt: after a failover, the
         // connection that broke is replaced by one to the new primary.
         let connection = client
@@ -385,10 +385,6 @@ async fn server_version(connection: &Connection) -> Result<ServerVersion> {
     .and_then(|info| redis::from_redis_value::<String>(info).ok())
     .ok_or_else(|| Error::unexpected_reply("INFO server did not answer with text"))?;
     ServerVersion::parse(&text)
-}
-
-fn invalid_config(err: redis::RedisError) -> Error {
-    Error::invalid_argument(format!("invalid Redis configuration: {err}")).with_source(err)
 }
 
 /// The deployment with its passwords masked, never the URLs as given.

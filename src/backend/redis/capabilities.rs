@@ -48,6 +48,9 @@ pub const HASH_FIELD_EXPIRY: UnsupportedFeature =
 #[derive(Debug, Default)]
 pub struct Capabilities {
     increx_rejected_at: Mutex<Option<Instant>>,
+    /// Whether a rejection of `INCREX` was logged at INFO already: a server that never takes
+    /// it is said once, not at every re-probe.
+    increx_rejection_told: AtomicBool,
     #[cfg(feature = "test-util")]
     hash_field_expiry: OnceCell<bool>,
     read_only_scripts_refused: AtomicBool,
@@ -72,6 +75,12 @@ impl Capabilities {
 
     pub(crate) fn increx_rejected(&self) {
         *self.lock_increx() = Some(Instant::now());
+    }
+
+    /// Whether this rejection of `INCREX` is the first this handle tells (at INFO; the
+    /// re-probes that meet it again are told at DEBUG).
+    pub(crate) fn first_increx_rejection(&self) -> bool {
+        !self.increx_rejection_told.swap(true, Ordering::Relaxed)
     }
 
     /// Records that the server executed `INCREX`.

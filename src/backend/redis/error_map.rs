@@ -7,9 +7,33 @@ use crate::error::{Error, ErrorKind};
 /// Converts a client error, classifying whether the command may have run anyway.
 pub(crate) fn from_redis(err: RedisError) -> Error {
     let (kind, uncertain) = classify(&err);
-    Error::new(kind, err.to_string())
+    Error::new(kind, describe(&err))
         .uncertain(uncertain)
         .with_source(err)
+}
+
+/// A client error's words, without the client's own kind name that it appends
+/// (`Redis URL did not parse - InvalidClientConfig`): the crate's kind says it instead.
+pub(crate) fn describe(err: &RedisError) -> String {
+    let text = err.to_string();
+    let suffix = format!(" - {:?}", err.kind());
+    match text.strip_suffix(&suffix) {
+        Some(words) => words.to_owned(),
+        None => text,
+    }
+}
+
+/// A client that refused its configuration (a URL that does not parse, say), as an
+/// invalid argument.
+pub(crate) fn invalid_config(err: redis::RedisError) -> Error {
+    let words = describe(&err);
+    // The client's words name its own feature; the crate's is the one to enable.
+    let hint = if cfg!(feature = "tls") || !words.contains("TLS") {
+        ""
+    } else {
+        " (a `rediss://` URL needs leasehold's `tls` feature)"
+    };
+    Error::invalid_argument(format!("invalid Redis configuration: {words}{hint}")).with_source(err)
 }
 
 /// The crate's kind for a client error, and whether the command may have run anyway; one row
@@ -165,6 +189,21 @@ pub(crate) fn may_pass(err: &Error) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_refused_configuration_says_it_in_the_crates_words() {
+        let err = invalid_config(redis::Client::open("not a url").expect_err("no URL"));
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        let text = err.to_string();
+        assert!(text.ends_with("Redis URL did not parse"), "{text}");
+        assert_eq!(format!("{err:?}"), text, "its cause is not said twice");
+        // Without the feature the client refuses it, and the hint names the crate's feature;
+        // with it, the client takes it.
+        if let Err(refused) = redis::Client::open("rediss://cache.internal:6380") {
+            let text = invalid_config(refused).to_string();
+            assert!(text.contains("leasehold's `tls` feature"), "{text}");
+        }
+    }
+
     use std::io;
 
     use super::*;

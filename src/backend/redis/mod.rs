@@ -182,8 +182,15 @@ impl RedisBackend {
     /// The key Redis stores for a user key: the prefix (a `|` in it written as `%7C`, a `%`
     /// as `%25`), then `|`, then the key. The separator keeps services whose prefixes are
     /// prefixes of one another (`a:` and `a:b:`) from ever naming one key.
-    pub fn physical_key(&self, key: &[u8]) -> Vec<u8> {
+    pub(crate) fn stored_key(&self, key: &[u8]) -> Vec<u8> {
         self.shared.prefix.apply(key)
+    }
+
+    /// The key Redis stores for a user key (see the README's Backends section): a test hook
+    /// (feature `test-util`), for tests that look at the keys themselves.
+    #[cfg(feature = "test-util")]
+    pub fn physical_key(&self, key: &[u8]) -> Vec<u8> {
+        self.stored_key(key)
     }
 
     /// The server's clock (`TIME`) as a duration since the Unix epoch.
@@ -399,7 +406,7 @@ impl RedisBackend {
         // One key is always in one slot; several are checked with their prefix.
         if keys.len() > 1 {
             let physical: Vec<Vec<u8>> =
-                keys.iter().map(|k| self.physical_key(k.as_ref())).collect();
+                keys.iter().map(|k| self.stored_key(k.as_ref())).collect();
             ensure_same_slot(&physical)?;
         }
         // Sized once and written in place, prefixed keys included: this runs for every

@@ -101,8 +101,26 @@ impl fmt::Display for InvalidTrustedProxy {
 
 impl StdError for InvalidTrustedProxy {}
 
+/// So that `?` on a parse works in a function returning [`leasehold::Result`](crate::Result):
+/// an [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) with the same words.
+impl From<InvalidTrustedProxy> for crate::Error {
+    fn from(err: InvalidTrustedProxy) -> Self {
+        crate::Error::invalid_argument(err.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_parse_error_converts_into_the_crates_error() {
+        fn trusted() -> crate::Result<super::TrustedProxy> {
+            Ok("proxy.internal".parse::<super::TrustedProxy>()?)
+        }
+        let err = trusted().expect_err("not an address");
+        assert_eq!(err.kind(), crate::ErrorKind::InvalidArgument);
+        assert!(err.to_string().contains("proxy.internal"), "{err}");
+    }
+
     use super::*;
 
     #[test]

@@ -60,7 +60,7 @@ impl Endpoint {
             Some(node),
             SentinelServerType::Master,
         )
-        .map_err(invalid_config)?;
+        .map_err(crate::backend::redis::error_map::invalid_config)?;
         Ok(Endpoint::Sentinel(Box::new(client)))
     }
 
@@ -113,7 +113,8 @@ impl Endpoint {
 }
 
 fn parse(url: &str) -> Result<ConnectionInfo> {
-    url.into_connection_info().map_err(invalid_config)
+    url.into_connection_info()
+        .map_err(crate::backend::redis::error_map::invalid_config)
 }
 
 fn resp3(info: ConnectionInfo) -> ConnectionInfo {
@@ -122,10 +123,6 @@ fn resp3(info: ConnectionInfo) -> ConnectionInfo {
         .clone()
         .set_protocol(redis::ProtocolVersion::RESP3);
     info.set_redis_settings(settings)
-}
-
-fn invalid_config(err: redis::RedisError) -> Error {
-    Error::invalid_argument(format!("invalid Redis configuration: {err}")).with_source(err)
 }
 
 /// Which node serves each slot, from `CLUSTER SLOTS`.

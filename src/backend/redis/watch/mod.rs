@@ -247,7 +247,7 @@ impl RedisBackend {
     /// connection it opened stays for later watches, and a key it read stays tracked until
     /// the next change (the server then sends one invalidation that wakes nothing).
     pub async fn watch_key(&self, key: &[u8]) -> Result<KeyWatch> {
-        let key = self.physical_key(key);
+        let key = self.stored_key(key);
         let tracker = &self.shared.watcher.tracker;
         let mut attempt = 0;
         loop {

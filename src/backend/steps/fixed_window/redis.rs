@@ -35,11 +35,15 @@ impl RedisStep for FixedWindowStep<'_> {
                     return Ok(reply);
                 }
                 Err(err) if err.refuses_command() => {
-                    tracing::info!(
-                        error = %err,
-                        "the server does not take INCREX; using the Lua fixed window for the next {:?}",
-                        crate::backend::redis::INCREX_REPROBE_AFTER
-                    );
+                    let reprobe = crate::backend::redis::INCREX_REPROBE_AFTER;
+                    if redis.capabilities().first_increx_rejection() {
+                        tracing::info!(
+                            error = %err,
+                            "the server does not take INCREX; using the Lua fixed window, and asking again every {reprobe:?}"
+                        );
+                    } else {
+                        tracing::debug!(error = %err, "the server still does not take INCREX");
+                    }
                     redis.capabilities().increx_rejected();
                 }
                 Err(err) => return Err(corrupt_or(redis, step, err.into_error()).await),
@@ -89,7 +93,7 @@ async fn increx(
     redis: &RedisBackend,
     step: FixedWindowStep<'_>,
 ) -> Result<FixedWindowReply, SendError> {
-    let key = redis.physical_key(step.key);
+    let key = redis.stored_key(step.key);
     let mut pipe = redis::pipe();
     pipe.cmd("INCREX")
         .arg(&key)
