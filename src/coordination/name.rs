@@ -59,31 +59,29 @@ pub(crate) fn digest(name: &[u8]) -> Vec<u8> {
 /// its keys) outside any hash tag, so that its keys spread over a cluster's slots. The
 /// length keeps any two names apart whatever bytes they hold (`a:b` and `a` then `b:`).
 pub(crate) fn length_prefixed(kind: &[u8], name: &[u8]) -> Vec<u8> {
-    let name = bounded(name);
-    let length = name.len().to_string();
-    let mut key = Vec::with_capacity(kind.len() + length.len() + name.len() + 2);
-    key.extend_from_slice(kind);
-    key.push(b':');
-    key.extend_from_slice(length.as_bytes());
-    key.push(b':');
-    key.extend_from_slice(&name);
-    key
+    framed(kind, name, b":", b"")
 }
 
 /// `<kind>:{<length>:<name>}`, `name` [bounded](bounded): the start of every key of a
 /// primitive named `name`, all in the cluster slot of that hash tag, whatever bytes the name
 /// holds (the length ends the tag where the name would not).
 pub(crate) fn hash_tagged(kind: &[u8], name: &[u8]) -> Vec<u8> {
+    framed(kind, name, b":{", b"}")
+}
+
+/// `<kind><open><length>:<name><close>`, `name` bounded: the one way a name enters a key.
+fn framed(kind: &[u8], name: &[u8], open: &[u8], close: &[u8]) -> Vec<u8> {
     let name = bounded(name);
     let length = name.len().to_string();
-    let mut tagged = Vec::with_capacity(kind.len() + length.len() + name.len() + 4);
-    tagged.extend_from_slice(kind);
-    tagged.extend_from_slice(b":{");
-    tagged.extend_from_slice(length.as_bytes());
-    tagged.push(b':');
-    tagged.extend_from_slice(&name);
-    tagged.push(b'}');
-    tagged
+    let mut key =
+        Vec::with_capacity(kind.len() + open.len() + length.len() + 1 + name.len() + close.len());
+    key.extend_from_slice(kind);
+    key.extend_from_slice(open);
+    key.extend_from_slice(length.as_bytes());
+    key.push(b':');
+    key.extend_from_slice(&name);
+    key.extend_from_slice(close);
+    key
 }
 
 #[cfg(test)]

@@ -405,8 +405,7 @@ impl RedisBackend {
         let prefix = self.shared.prefix.written();
         // One key is always in one slot; several are checked with their prefix.
         if keys.len() > 1 {
-            let physical: Vec<Vec<u8>> =
-                keys.iter().map(|k| self.stored_key(k.as_ref())).collect();
+            let physical: Vec<Vec<u8>> = keys.iter().map(|k| self.stored_key(k.as_ref())).collect();
             ensure_same_slot(&physical)?;
         }
         // Sized once and written in place, prefixed keys included: this runs for every
