@@ -3,6 +3,13 @@
 //! Everything starts from a [`Coordination`] handle, which owns a [`Backend`] and is what
 //! an application passes around. Each primitive takes its decisions in one atomic step on
 //! the backend, with the backend's clock.
+//!
+//! - [`rate_limit`]: fixed and sliding windows, token bucket, GCRA, stacked policies;
+//! - [`lock`]: the fenced lock, its leases and managed leases;
+//! - [`semaphore`]: counting semaphores, plain and keyed, with expirable permits;
+//! - [`latch`]: countdown latches, one generation at a time;
+//! - [`ownership`]: what every held thing tells its users (the loss signal, the releases
+//!   given up), and [`ManagedOptions`] for everything kept renewed.
 
 mod attempt;
 pub mod latch;
