@@ -139,16 +139,23 @@ async fn every_waiter_on_every_connection_completes_at_the_last_count_down(targe
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(waiters.iter().all(|w| !w.is_finished()), "three to go");
 
+    // Three participants count down at once, each on its own connection.
+    let participants: Vec<_> = handles[..3]
+        .iter()
+        .map(|handle| {
+            let latch = CountdownLatch::named(handle, "wake");
+            tokio::spawn(async move {
+                let joined = latch.join().await.expect("join").expect("started");
+                let left = count_down(&joined).await;
+                (left, Instant::now())
+            })
+        })
+        .collect();
     let mut last = None;
-    for handle in &handles[..3] {
-        let joined = CountdownLatch::named(handle, "wake")
-            .join()
-            .await
-            .expect("join")
-            .expect("started");
-        let left = count_down(&joined).await;
+    for participant in participants {
+        let (left, at) = participant.await.expect("the participant");
         if left == 0 {
-            last = Some(Instant::now());
+            last = Some(at);
         }
     }
     let last = last.expect("the third count-down completed it");
@@ -375,4 +382,96 @@ async fn a_count_down_without_an_answer_is_uncertain_and_never_sent_again() {
         - calls;
     // The count-down and the two reads of the observer: never a second count-down.
     assert!(sent <= 1 + 3, "{sent} script calls");
+}
+
+/// A count-down dropped after it was sent (its reply held back by the network) is not sent
+/// again: once the server answers, it has counted once or not at all, never twice.
+#[tokio::test]
+async fn a_cancelled_count_down_counts_at_most_once() {
+    let behind = Behind::start("latch-cancelled");
+    let direct = behind.direct().await;
+    let dropping_side = behind.through_proxy(|builder| builder).await;
+    let warm = CountdownLatch::named(&direct, "warm-up")
+        .reset(1, None)
+        .await
+        .expect("reset");
+    count_down(&warm).await;
+    CountdownLatch::named(&direct, "cancelled")
+        .reset(3, None)
+        .await
+        .expect("reset");
+    let generation = CountdownLatch::named(&dropping_side, "cancelled")
+        .join()
+        .await
+        .expect("join")
+        .expect("started");
+
+    behind.proxy.stall();
+    let counting = tokio::spawn(async move { generation.count_down().await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    counting.abort();
+    assert!(counting.await.expect_err("dropped").is_cancelled());
+    behind.proxy.pass();
+
+    let observer = CountdownLatch::named(&direct, "cancelled")
+        .join()
+        .await
+        .expect("join")
+        .expect("started");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let count = observer
+        .count()
+        .await
+        .expect("count")
+        .expect("the generation");
+    assert!(count == 2 || count == 3, "counted at most once: {count}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        observer.count().await.expect("count"),
+        Some(count),
+        "never again"
+    );
+}
+
+/// The waiter's side loses Redis for longer than its re-read interval while the last
+/// count-down runs elsewhere: it keeps waiting, and completes once Redis answers again.
+#[tokio::test]
+async fn a_wait_rides_out_an_outage() {
+    let behind = Behind::start("latch-outage");
+    let direct = behind.direct().await;
+    let waiting_side = behind
+        .through_proxy(|builder| builder.response_timeout(Duration::from_millis(200)))
+        .await;
+    let reread = Duration::from_millis(200);
+    let generation = CountdownLatch::named(&direct, "outage")
+        .reset(1, None)
+        .await
+        .expect("reset");
+    let joined = CountdownLatch::named(&waiting_side, "outage")
+        .reread_interval(reread)
+        .join()
+        .await
+        .expect("join")
+        .expect("started");
+    let waiter = tokio::spawn(async move { joined.wait().await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    behind.proxy.cut();
+    behind.proxy.refuse();
+    assert_eq!(count_down(&generation).await, 0);
+    // Several re-reads fail meanwhile: the wait goes on.
+    tokio::time::sleep(reread * 4).await;
+    assert!(!waiter.is_finished(), "no answer yet, no verdict");
+    let back_at = Instant::now();
+    behind.proxy.pass();
+    let completed = tokio::time::timeout(Duration::from_secs(3), waiter)
+        .await
+        .expect("completes once Redis answers")
+        .expect("the waiter");
+    assert!(completed.expect("wait"), "complete, not failed");
+    assert!(
+        back_at.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        back_at.elapsed()
+    );
 }

@@ -83,6 +83,12 @@ impl Backend {
         }
     }
 
+    /// Whether the backend tells of key changes (Redis, through client tracking), so that a
+    /// waiter need not poll it.
+    pub(crate) fn tells_changes(&self) -> bool {
+        matches!(self, Backend::Redis(_))
+    }
+
     /// The deadline an acquisition sent now carries on the server's clock (see
     /// [`RedisBackend::acquire_deadline`](redis::RedisBackend)); `None` in memory, where no
     /// command can be delayed.

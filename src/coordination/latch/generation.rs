@@ -10,9 +10,8 @@ use crate::coordination::Attempt;
 use crate::coordination::owner::acquire_waiting;
 use crate::error::{Error, ErrorKind, Result};
 
-/// How often a waiter reads the latch where the backend has no invalidations (the memory
-/// backend, a server that refuses tracking): well under the 50 ms in which waiters are to
-/// see a count reach zero.
+/// How often a waiter reads the latch on a backend that tells of no changes (the memory
+/// backend): well under the 50 ms in which waiters are to see a count reach zero.
 const POLL: Duration = Duration::from_millis(20);
 
 /// What a count-down did.
@@ -139,7 +138,14 @@ impl LatchGeneration {
     pub async fn wait(&self) -> Result<bool> {
         let inner = self.latch.inner();
         let keys = [inner.key.as_slice()];
-        let done = acquire_waiting(&inner.backend, &keys, POLL, None, || async {
+        // Where the backend tells of changes but this waiter cannot hear them (tracking
+        // refused, or the backend away), reading at the re-read interval is the promise.
+        let poll = if inner.backend.tells_changes() {
+            inner.reread
+        } else {
+            POLL
+        };
+        acquire_waiting(&inner.backend, &keys, poll, || async {
             match self.count().await {
                 Ok(Some(0)) => Ok(Attempt::Acquired(true)),
                 Ok(None) => Ok(Attempt::Acquired(false)),
@@ -155,9 +161,7 @@ impl LatchGeneration {
                 Err(err) => Err(err),
             }
         })
-        .await?;
-        // Without a deadline, the wait ends only with an answer.
-        done.ok_or_else(|| Error::new(ErrorKind::Timeout, "the wait for the latch ended"))
+        .await
     }
 }
 

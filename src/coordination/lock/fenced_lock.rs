@@ -13,7 +13,7 @@ use crate::coordination::name;
 use crate::coordination::owner::{
     HoldingKeys, acquire_waiting, expiry_ms, new_token, send_acquisition,
 };
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
 /// A mutual-exclusion lock shared through the backend, held under an expiring lease, whose
 /// every acquisition also takes the next value of a persistent counter: the **fencing
@@ -228,12 +228,7 @@ impl FencedLock {
 
     async fn wait(&self, lease: Duration, poll: Duration) -> Result<FencedLease> {
         let keys = [self.lease_key()];
-        acquire_waiting(self.backend(), &keys, poll, None, || {
-            self.try_acquire(lease)
-        })
-        .await?
-        // Without a deadline, the wait ends only with the lease.
-        .ok_or_else(|| Error::new(ErrorKind::Timeout, "the wait for the lock ended"))
+        acquire_waiting(self.backend(), &keys, poll, || self.try_acquire(lease)).await
     }
 }
 

@@ -21,6 +21,8 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
+// Past the bound, the holding's own drop releases it in the background.
+use super::release::RELEASE_BOUND;
 use super::{Holding, HoldingKeys};
 use crate::backoff::Backoff;
 use crate::coordination::ownership::{LossReason, OwnershipLost};
@@ -37,9 +39,6 @@ const SAFETY_MARGIN_MIN: Duration = Duration::from_millis(20);
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 /// The longest pause between two renewal attempts after a failure.
 const MAX_RETRY: Duration = Duration::from_secs(1);
-/// The bound on a release the keeper sends; past it, the holding's own drop releases it in
-/// the background.
-const RELEASE_BOUND: Duration = Duration::from_secs(1);
 
 /// How a holding is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use crate::backend::redis::KeyWatch;
 use crate::coordination::Attempt;
 use crate::error::Result;
 
-/// Tries `attempt` until it acquires, or until `deadline` (then `None`).
+/// Tries `attempt` until it acquires.
 ///
 /// Before each try it registers for the next invalidation of every key in `keys` (RESP3
 /// client tracking, see
@@ -23,16 +23,16 @@ use crate::error::Result;
 /// wake then, so that an expiry never depends on a notification), and tries again.
 /// Notifications are only hints: the atomic step alone decides. Where the backend has no
 /// invalidations (the memory backend, a server that refuses tracking), tries are `poll`
-/// apart, with a tenth of jitter either way.
+/// apart, with a tenth of jitter either way (never later than `retry_after` says).
 ///
-/// Cancel safe as `attempt` is: dropping the future stops waiting and drops the watches.
+/// Cancel safe as `attempt` is: dropping the future stops waiting and drops the watches. Bound
+/// the wait with `tokio::time::timeout`.
 pub(crate) async fn acquire_waiting<T, A>(
     backend: &Backend,
     keys: &[&[u8]],
     poll: Duration,
-    deadline: Option<Instant>,
     mut attempt: impl FnMut() -> A,
-) -> Result<Option<T>>
+) -> Result<T>
 where
     A: Future<Output = Result<Attempt<T>>>,
 {
@@ -51,16 +51,12 @@ where
         }
         let watching = watches.len() == keys.len();
         let retry_after = match attempt().await? {
-            Attempt::Acquired(held) => return Ok(Some(held)),
+            Attempt::Acquired(held) => return Ok(held),
             Attempt::Busy { retry_after } => retry_after,
         };
         let now = Instant::now();
-        if deadline.is_some_and(|deadline| deadline <= now) {
-            return Ok(None);
-        }
         let pause = if watching { None } else { Some(jittered(poll)) };
         let wake = [
-            deadline,
             retry_after.map(|left| crate::time::after(now, left)),
             pause.map(|pause| now + pause),
         ]

@@ -64,8 +64,9 @@ impl ManagedPermit {
         })
     }
 
-    /// The permit's owner token.
-    pub fn token(&self) -> &str {
+    /// The permit's owner token (as a
+    /// [`ManagedLease`](crate::coordination::lock::ManagedLease)'s is).
+    pub fn owner_token(&self) -> &str {
         &self.token
     }
 

@@ -10,7 +10,7 @@ use crate::coordination::ManagedOptions;
 use crate::coordination::owner::{
     Holding, HoldingKeys, acquire_waiting, new_token, send_acquisition,
 };
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 
 /// One permit of a [`Semaphore`](super::Semaphore) or a
 /// [`KeyedSemaphore`](super::KeyedSemaphore), held under a unique owner token (128 random
@@ -214,12 +214,10 @@ impl SemaphorePermit {
     ) -> Result<SemaphorePermit> {
         let keys: Vec<&[u8]> = sets.keys().iter().map(Vec::as_slice).collect();
         let poll = ManagedOptions::new().poll();
-        acquire_waiting(sets.backend(), &keys, poll, None, || {
+        acquire_waiting(sets.backend(), &keys, poll, || {
             Self::try_acquire(sets, capacities, expiry)
         })
-        .await?
-        // Without a deadline, the wait ends only with a permit.
-        .ok_or_else(|| Error::new(ErrorKind::Timeout, "the wait for a permit ended"))
+        .await
     }
 
     /// The holding, to be kept by a [`ManagedPermit`](super::ManagedPermit).
