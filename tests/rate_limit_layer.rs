@@ -404,15 +404,16 @@ async fn stacked_policies_are_all_listed_in_the_fields() {
         .layer(layer);
     let addr = serve(app).await;
     let client = client();
-    const POLICY: &str = r#""second";q=10;w=1, "day";q=1000;w=86400"#;
+    // Named by the layer too: another stacked layer's "second" is another policy.
+    const POLICY: &str = r#""api/second";q=10;w=1, "api/day";q=1000;w=86400"#;
 
     let reply = http_get(&client, addr, "/", &[]).await;
     assert_eq!(reply.status, 200);
-    assert_eq!(reply.body, "second binds; second=9,day=999");
+    assert_eq!(reply.body, "api/second binds; api/second=9,api/day=999");
     assert_eq!(reply.header("ratelimit-policy"), Some(POLICY));
     assert_eq!(
         reply.header("ratelimit"),
-        Some(r#""second";r=9;t=1, "day";r=999;t=86400"#)
+        Some(r#""api/second";r=9;t=1, "api/day";r=999;t=86400"#)
     );
     assert_eq!(reply.header("x-ratelimit-limit"), Some("10"));
     assert_eq!(reply.header("x-ratelimit-remaining"), Some("9"));
@@ -421,7 +422,7 @@ async fn stacked_policies_are_all_listed_in_the_fields() {
     assert_eq!(reply.status, 200);
     assert_eq!(
         reply.header("ratelimit"),
-        Some(r#""second";r=0;t=1, "day";r=990;t=86400"#)
+        Some(r#""api/second";r=0;t=1, "api/day";r=990;t=86400"#)
     );
 
     // The second is spent (within it, as three loopback requests are): 429, and the day
@@ -432,7 +433,7 @@ async fn stacked_policies_are_all_listed_in_the_fields() {
     assert_eq!(reply.header("ratelimit-policy"), Some(POLICY));
     assert_eq!(
         reply.header("ratelimit"),
-        Some(r#""second";r=0;t=1, "day";r=990;t=86400"#)
+        Some(r#""api/second";r=0;t=1, "api/day";r=990;t=86400"#)
     );
     assert_eq!(reply.header("x-ratelimit-limit"), Some("10"));
     assert_eq!(reply.header("x-ratelimit-remaining"), Some("0"));

@@ -519,7 +519,7 @@ async fn a_queued_request_waits_for_the_longest_window() {
     .expect("valid");
     let limiter = RateLimiter::from(stacked).with_queue(5, QueueOrder::OldestFirst);
     assert_eq!(limiter.policies().len(), 2);
-    assert_eq!(limiter.policy().name(), "second", "the first policy");
+    assert_eq!(limiter.policy().name(), "api/second", "the first policy");
     assert!(is_granted(&limiter, b"k", 1).await);
     let start = tokio::time::Instant::now();
     let decision = limiter.acquire(b"k", 1, MINUTE).await.expect("wait");

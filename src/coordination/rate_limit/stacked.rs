@@ -109,8 +109,9 @@ pub struct Stacked {
 
 impl Stacked {
     /// Creates a limiter of the given fixed-window `policies`, named `name` (which separates
-    /// its keys from other limiters'). Each policy's name is shown to HTTP clients in the
-    /// `RateLimit` fields, its quota is its limit and its window its window.
+    /// its keys from other limiters'). Each policy is named `<name>/<policy name>` from then
+    /// on ([`policies`](Self::policies), and the `RateLimit` fields HTTP clients see: `api`'s
+    /// `second` is `api/second`); its quota is its limit and its window its window.
     ///
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) unless
     /// there are 1 to [`MAX_STACKED_POLICIES`] policies with distinct names (clients tell
@@ -171,8 +172,11 @@ impl Stacked {
                 )));
             }
             windows.push((limit, window_ms));
+            // Named by the limiter too, so that its name stays in the headers beside another
+            // stacked layer's policy of the same name.
+            let shown = format!("{name}/{}", policy.name());
             policies.push(
-                RateLimitPolicy::new(policy.name(), limit, Duration::from_millis(window_ms))
+                RateLimitPolicy::new(shown, limit, Duration::from_millis(window_ms))
                     .with_unit(policy.unit()),
             );
         }
