@@ -135,7 +135,7 @@ async fn the_limits_answer_with_their_fields_and_one_json_convention() {
             policies,
             [
                 "\"api-key\";q=5;w=10",
-                "\"second\";q=10;w=1, \"day\";q=10000;w=86400"
+                "\"client/second\";q=10;w=1, \"client/day\";q=10000;w=86400"
             ]
         );
     }
@@ -184,7 +184,8 @@ async fn the_limits_answer_with_their_fields_and_one_json_convention() {
     );
     assert!(!keys.iter().any(|k| k.contains("198.51.100.9")), "{keys:?}");
 
-    // Ten per second per client: of eleven at once, one is refused by the "second" policy.
+    // Ten per second per client: of eleven at once, one is refused by the "client/second"
+    // policy.
     let replies = within_one_window(Duration::from_secs(1), |n| {
         let client = client.clone();
         async move {
@@ -213,11 +214,11 @@ async fn the_limits_answer_with_their_fields_and_one_json_convention() {
     assert!(
         day_left
             .first()
-            .is_some_and(|d| d.starts_with("\"day\";r=9990;")),
+            .is_some_and(|d| d.starts_with("\"client/day\";r=9990;")),
         "{day_left:?}"
     );
     assert_json_refusal(refused[0], StatusCode::TOO_MANY_REQUESTS, "rate_limited");
-    assert!(text(refused[0]).contains(r#"The \"second\" rate limit"#));
+    assert!(text(refused[0]).contains(r#"The \"client/second\" rate limit"#));
     assert_eq!(refused[0].retry_after_secs(), 1);
 }
 

@@ -1,5 +1,5 @@
-//! The one way a held primitive waits for its turn: woken by the server's invalidations,
-//! never by a polling loop where it has them.
+//! The one way a primitive waits (for a lock, a permit, a latch's zero): woken by the server's
+//! invalidations, never by a polling loop where it has them.
 
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
@@ -49,7 +49,7 @@ where
                 }
             }
         }
-        let watching = watches.len() == keys.len();
+        let watching = !keys.is_empty() && watches.len() == keys.len();
         let retry_after = match attempt().await? {
             Attempt::Acquired(held) => return Ok(held),
             Attempt::Busy { retry_after } => retry_after,
