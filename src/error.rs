@@ -360,7 +360,7 @@ impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if !f.alternate() {
             write!(f, "{self}")?;
-            if self.inner.uncertain {
+            if self.may_have_applied() {
                 f.write_str(" (it may have applied)")?;
             }
             let mut source = StdError::source(self);

@@ -336,3 +336,32 @@ async fn renewals_without_answers_end_ownership_at_the_estimate() {
         "lost {at:?} after acquisition, expected at the 1 s estimate"
     );
 }
+
+scenario!(a_release_dropped_unpolled_still_releases);
+
+/// `release` asks the keeper when it is called: a detached lease whose release future is
+/// dropped before it is polled (a `select!` whose other branch was ready) is released all
+/// the same, rather than left renewing on its own.
+async fn a_release_dropped_unpolled_still_releases(target: Target) {
+    let coordination = target.coordination("release-unpolled").await;
+    let lock = FencedLock::named(&coordination, "unpolled");
+    let options = ManagedOptions::new()
+        .lease(Duration::from_secs(30))
+        .release_on_drop(false);
+    let lease = ManagedLease::acquire(&lock, &options)
+        .await
+        .expect("acquire");
+    let mut ownership = lease.ownership();
+    drop(lease.release());
+    assert_eq!(
+        tokio::time::timeout(PROMPTLY, ownership.lost())
+            .await
+            .expect("told at once"),
+        LossReason::Released
+    );
+    let next = tokio::time::timeout(PROMPTLY * 4, lock.acquire(Duration::from_secs(30)))
+        .await
+        .expect("released, not renewing for 30 s")
+        .expect("acquired");
+    assert!(next.fencing_token() >= 2);
+}

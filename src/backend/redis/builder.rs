@@ -116,6 +116,11 @@ impl RedisBackendBuilder {
     /// limit `"api"` would otherwise share its counters, and their locks and semaphores
     /// alike. Give the same prefix to every replica of one service, and `""` only to share
     /// keys with another service on purpose.
+    ///
+    /// Every key is stored as the prefix, `|`, then the key, so that services whose prefixes
+    /// are prefixes of one another (`a:` and `a:b:`) never share one; a `|` or `%` inside
+    /// the prefix is written `%7C` or `%25`, which moves a hash tag that holds one to
+    /// another slot.
     pub fn key_prefix(mut self, prefix: impl AsRef<[u8]>) -> Self {
         self.prefix = Some(KeyPrefix::new(prefix));
         self

@@ -121,12 +121,16 @@ impl ManagedLease {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe in effect: the release goes on in the keeper if the future is dropped.
-    pub async fn release(self) -> Result<Release> {
-        // The keeper ended before: the lease was lost, or released at its lifetime limit.
-        match self.keeper.release().await {
-            Some(released) => released.map(super::fenced_lease::release_answer),
-            None => Ok(Release::AlreadyReleased),
+    /// Cancel safe in effect: the release is asked of the keeper when this is called, and
+    /// goes on there if the future is dropped, polled or not.
+    pub fn release(self) -> impl Future<Output = Result<Release>> + Send {
+        let released = self.keeper.release();
+        async move {
+            // The keeper ended before: the lease was lost, or released at its lifetime limit.
+            match released.await {
+                Some(released) => released.map(super::fenced_lease::release_answer),
+                None => Ok(Release::AlreadyReleased),
+            }
         }
     }
 }

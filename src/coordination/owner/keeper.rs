@@ -117,13 +117,15 @@ impl<K: HoldingKeys> Keeper<K> {
         self.ownership.clone()
     }
 
-    /// Asks the keeper to tell the holder and release; `None` when the keeper had already
-    /// ended (the holding was lost, or released at its limit).
-    pub(crate) async fn release(mut self) -> Option<Released<K>> {
-        let control = self.control.take()?;
-        let (reply, outcome) = oneshot::channel();
-        control.send(reply).ok()?;
-        outcome.await.ok()
+    /// Asks the keeper to tell the holder and release, at once (not at the first poll: a
+    /// release dropped unpolled still happens); the future answers with the outcome, `None`
+    /// when the keeper had already ended (the holding was lost, or released at its limit).
+    pub(crate) fn release(mut self) -> impl Future<Output = Option<Released<K>>> + Send + use<K> {
+        let asked = self.control.take().and_then(|control| {
+            let (reply, outcome) = oneshot::channel();
+            control.send(reply).ok().map(|()| outcome)
+        });
+        async move { asked?.await.ok() }
     }
 }
 

@@ -13,7 +13,7 @@ use crate::backend::redis::KeyWatch;
 use crate::coordination::Attempt;
 use crate::error::Result;
 
-/// Tries `attempt` until it acquires.
+/// Tries `attempt` until it acquires, or fails: an error ends the wait.
 ///
 /// Before each try it registers for the next invalidation of every key in `keys` (RESP3
 /// client tracking, see

@@ -86,11 +86,15 @@ impl ManagedPermit {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe in effect: the release goes on in the keeper if the future is dropped.
-    pub async fn release(self) -> Result<bool> {
-        match self.keeper.release().await {
-            Some(released) => released.map(|held| held.unwrap_or(false)),
-            None => Ok(false),
+    /// Cancel safe in effect: the release is asked of the keeper when this is called, and
+    /// goes on there if the future is dropped, polled or not.
+    pub fn release(self) -> impl Future<Output = Result<bool>> + Send {
+        let released = self.keeper.release();
+        async move {
+            match released.await {
+                Some(released) => released.map(|held| held.unwrap_or(false)),
+                None => Ok(false),
+            }
         }
     }
 }
