@@ -15,6 +15,26 @@ use crate::error::{Error, ErrorKind, Result};
 const POLL: Duration = Duration::from_millis(20);
 
 /// What a count-down did.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::Coordination;
+/// use leasehold::coordination::latch::{CountDown, CountdownLatch};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let latch = CountdownLatch::named(&Coordination::memory(), "shards");
+/// let round = latch.reset(2, None).await?;
+/// match round.count_down().await? {
+///     CountDown::Remaining(0) => println!("the last one: the round is complete"),
+///     CountDown::Remaining(left) => println!("{left} to go"),
+///     // The round was reset (or expired): this work belongs to a round that is over.
+///     CountDown::Stale => println!("too late for this round"),
+///     _ => {}
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CountDown {

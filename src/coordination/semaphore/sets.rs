@@ -82,7 +82,6 @@ impl PermitSets {
     }
 }
 
-/// The keys, as text (lossy), for logs and messages.
 /// What the shared holding does with a permit: every step touches all of its sets.
 impl HoldingKeys for PermitSets {
     /// Whether the permit was still held.
@@ -113,6 +112,7 @@ impl HoldingKeys for PermitSets {
     }
 }
 
+/// The keys, as text (lossy), for logs and messages.
 impl fmt::Display for PermitSets {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, key) in self.keys.iter().enumerate() {
