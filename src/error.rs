@@ -367,12 +367,10 @@ impl fmt::Debug for Error {
             while let Some(cause) = source {
                 // A cause whose words the message already carries (a client error passed
                 // through) is not said twice.
-                let text = match cause.downcast_ref::<redis::RedisError>() {
-                    Some(client) => crate::backend::redis::error_map::describe(client),
-                    None => cause.to_string(),
-                };
-                if !self.inner.message.contains(text.as_str()) {
-                    write!(f, "\n  caused by: {text}")?;
+                let text = cause.to_string();
+                let words = without_kind_tag(&text);
+                if !self.inner.message.contains(words) {
+                    write!(f, "\n  caused by: {words}")?;
                 }
                 source = cause.source();
             }
@@ -391,6 +389,17 @@ impl fmt::Debug for Error {
             s.field("source", source);
         }
         s.finish()
+    }
+}
+
+/// A cause's words without the ` - Kind` tag a client appends to its own (`Redis URL did not
+/// parse - InvalidClientConfig`): the error's kind says it.
+fn without_kind_tag(text: &str) -> &str {
+    match text.rsplit_once(" - ") {
+        Some((words, tag)) if !tag.is_empty() && tag.chars().all(|c| c.is_ascii_alphanumeric()) => {
+            words
+        }
+        _ => text,
     }
 }
 
