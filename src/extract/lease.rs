@@ -27,7 +27,7 @@ use crate::layer::{Rejection, RejectionKind};
 ///
 /// ```
 /// use std::time::Duration;
-/// use http::request::Parts;
+/// use axum::http::request::Parts;
 /// use leasehold::extract::LeaseSpec;
 /// use leasehold::layer::key::KeyError;
 ///
@@ -133,7 +133,7 @@ pub trait LeaseSpec: Send + Sync + 'static {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// use axum::{Router, routing::post};
-/// use http::request::Parts;
+/// use axum::http::request::Parts;
 /// use leasehold::Coordination;
 /// use leasehold::extract::{Lease, LeaseSpec};
 /// use leasehold::layer::key::KeyError;
@@ -165,7 +165,7 @@ pub trait LeaseSpec: Send + Sync + 'static {
 /// # async fn main() {
 /// use axum::extract::{FromRequestParts, Path};
 /// use axum::{Router, routing::post};
-/// use http::request::Parts;
+/// use axum::http::request::Parts;
 /// use leasehold::Coordination;
 /// use leasehold::extract::{Lease, LeaseSpec};
 /// use leasehold::layer::key::KeyError;
@@ -314,7 +314,7 @@ const LEASE_NAME_UNAVAILABLE: &str = "lease name unavailable";
 ///
 /// ```
 /// use axum::response::{IntoResponse, Response};
-/// use http::request::Parts;
+/// use axum::http::request::Parts;
 /// use leasehold::extract::{Lease, LeaseRejection, LeaseSpec};
 /// use leasehold::layer::RejectionKind;
 /// use leasehold::layer::key::KeyError;
