@@ -394,7 +394,7 @@ impl fmt::Debug for Error {
 
 /// A cause's words without the ` - Kind` tag a client appends to its own (`Redis URL did not
 /// parse - InvalidClientConfig`): the error's kind says it.
-fn without_kind_tag(text: &str) -> &str {
+pub(crate) fn without_kind_tag(text: &str) -> &str {
     match text.rsplit_once(" - ") {
         Some((words, tag)) if !tag.is_empty() && tag.chars().all(|c| c.is_ascii_alphanumeric()) => {
             words

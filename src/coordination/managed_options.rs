@@ -7,6 +7,10 @@ use std::time::Duration;
 use super::owner::KeepOptions;
 use crate::error::{Error, Result};
 
+/// How often a waiting acquisition tries again where it cannot wait for invalidations,
+/// unless [`ManagedOptions::poll_interval`] says otherwise.
+pub(crate) const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(50);
+
 /// The shortest lease a managed holding keeps (renewed every 50 ms).
 pub const MIN_MANAGED_LEASE: Duration = Duration::from_millis(100);
 /// The longest lease a managed holding keeps: a crashed holder keeps its lease or its
@@ -50,7 +54,7 @@ impl ManagedOptions {
                 max_lifetime: None,
                 hold_limit: None,
             },
-            poll_interval: Duration::from_millis(50),
+            poll_interval: DEFAULT_POLL_INTERVAL,
         }
     }
 

@@ -22,6 +22,7 @@ pub mod rate_limit;
 pub mod semaphore;
 
 pub use attempt::Attempt;
+pub(crate) use managed_options::DEFAULT_POLL_INTERVAL;
 pub use managed_options::{MAX_MANAGED_LEASE, MIN_MANAGED_LEASE, ManagedOptions};
 pub use name::{HASHED_NAME_PREFIX, MAX_NAME_LEN};
 

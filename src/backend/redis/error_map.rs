@@ -15,12 +15,7 @@ pub(crate) fn from_redis(err: RedisError) -> Error {
 /// A client error's words, without the client's own kind name that it appends
 /// (`Redis URL did not parse - InvalidClientConfig`): the crate's kind says it instead.
 pub(crate) fn describe(err: &RedisError) -> String {
-    let text = err.to_string();
-    let suffix = format!(" - {:?}", err.kind());
-    match text.strip_suffix(&suffix) {
-        Some(words) => words.to_owned(),
-        None => text,
-    }
+    crate::error::without_kind_tag(&err.to_string()).to_owned()
 }
 
 /// A client that refused its configuration (a URL that does not parse, say), as an

@@ -8,11 +8,11 @@ use super::keys::LockKeys;
 use super::{FencedLease, LockAttempt};
 use crate::Coordination;
 use crate::backend::ensure_same_slot;
-use crate::coordination::ManagedOptions;
 use crate::coordination::name;
 use crate::coordination::owner::{
     HoldingKeys, acquire_waiting, expiry_ms, new_token, send_acquisition,
 };
+use crate::coordination::{DEFAULT_POLL_INTERVAL, ManagedOptions};
 use crate::error::{Error, Result};
 
 /// A mutual-exclusion lock shared through the backend, held under an expiring lease, whose
@@ -217,7 +217,7 @@ impl FencedLock {
     ///
     /// [`ManagedLease::acquire`]: super::ManagedLease::acquire
     pub async fn acquire(&self, lease: Duration) -> Result<FencedLease> {
-        self.wait(lease, ManagedOptions::new().poll()).await
+        self.wait(lease, DEFAULT_POLL_INTERVAL).await
     }
 
     /// [`acquire`](Self::acquire) with the lease and poll interval of `options`.

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 // Past the bound, the holding's own drop releases it in the background.
 use super::release::RELEASE_BOUND;
-use super::{Holding, HoldingKeys};
+use super::{Holding, HoldingKeys, expiry_ms};
 use crate::backoff::Backoff;
 use crate::coordination::ownership::{LossReason, OwnershipLost};
 use crate::error::{Error, ErrorKind, Result};
@@ -104,7 +104,8 @@ impl<K: HoldingKeys> Keeper<K> {
         })?;
         let (control, requests) = oneshot::channel();
         let (lost, reason) = watch::channel(None);
-        runtime.spawn(keep(holding, options, requests, lost));
+        let lease_ms = expiry_ms("a managed lease", options.lease)?;
+        runtime.spawn(keep(holding, options, lease_ms, requests, lost));
         Ok(Keeper {
             control: Some(control),
             ownership: OwnershipLost::new(reason),
@@ -151,6 +152,7 @@ enum Event<K: HoldingKeys> {
 async fn keep<K: HoldingKeys>(
     mut holding: Holding<K>,
     options: KeepOptions,
+    lease_ms: u64,
     mut requests: oneshot::Receiver<Request<K>>,
     lost: watch::Sender<Option<LossReason>>,
 ) {
@@ -163,8 +165,6 @@ async fn keep<K: HoldingKeys>(
     let period = options.lease / 2;
     // Ownership ends this much before the estimate does (see `SAFETY_MARGIN_MIN`).
     let margin = (options.lease / 50).max(SAFETY_MARGIN_MIN);
-    // Validated: from a millisecond to a bounded lease.
-    let lease_ms = u64::try_from(options.lease.as_millis()).unwrap_or(u64::MAX);
     let left_of = |holding: &Holding<K>| {
         holding
             .remaining_estimate()

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::Attempt;
 use super::sets::PermitSets;
-use crate::coordination::ManagedOptions;
+use crate::coordination::DEFAULT_POLL_INTERVAL;
 use crate::coordination::owner::{
     Holding, HoldingKeys, acquire_waiting, new_token, send_acquisition,
 };
@@ -213,8 +213,7 @@ impl SemaphorePermit {
         expiry: Option<Duration>,
     ) -> Result<SemaphorePermit> {
         let keys: Vec<&[u8]> = sets.keys().iter().map(Vec::as_slice).collect();
-        let poll = ManagedOptions::new().poll();
-        acquire_waiting(sets.backend(), &keys, poll, || {
+        acquire_waiting(sets.backend(), &keys, DEFAULT_POLL_INTERVAL, || {
             Self::try_acquire(sets, capacities, expiry)
         })
         .await
