@@ -1,5 +1,5 @@
-//! What every self-renewing holding shares, run for the lock's lease and for the semaphore's
-//! permit against a real Redis behind the fault proxy: a stall shorter than the estimate costs
+//! What every self-renewing holding shares, run for the lock's lease, the semaphore's permit
+//! and the read-write lock's write lease against a real Redis behind the fault proxy: a stall shorter than the estimate costs
 //! nothing, a longer one ends ownership before anyone else can take over.
 
 mod support;
@@ -11,6 +11,7 @@ use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::ManagedOptions;
 use leasehold::coordination::lock::{FencedLock, ManagedLease};
 use leasehold::coordination::ownership::{LossReason, OwnershipLost};
+use leasehold::coordination::rw_lease::{ManagedRwLease, ReadWriteLock};
 use leasehold::coordination::semaphore::{ManagedPermit, Semaphore};
 use support::proxy::Proxy;
 use support::{ServerKind, shared, unique_prefix};
@@ -23,6 +24,7 @@ const LEASE: Duration = Duration::from_secs(3);
 enum Kind {
     Lease,
     Permit,
+    WriteLease,
 }
 
 /// A managed holding of `kind`, kept alive by the returned guard.
@@ -73,6 +75,21 @@ async fn hold_for(kind: Kind, coordination: &Coordination, lifetime: Option<Dura
                 _guard: Box::new(permit),
             }
         }
+        Kind::WriteLease => {
+            let lock = ReadWriteLock::named(coordination, "resource");
+            let options = ManagedOptions::new()
+                .lease(LEASE)
+                .release_on_drop(!detached)
+                .max_lifetime(lifetime);
+            let lease = ManagedRwLease::try_write(&lock, &options)
+                .await
+                .expect("acquire")
+                .expect("free");
+            Held {
+                ownership: lease.ownership(),
+                _guard: Box::new(lease),
+            }
+        }
     }
 }
 
@@ -100,6 +117,16 @@ async fn contender_takes_it(kind: Kind, coordination: &Coordination) -> bool {
             {
                 Some(mut permit) => {
                     permit.release().await.expect("release");
+                    true
+                }
+                None => false,
+            }
+        }
+        Kind::WriteLease => {
+            let lock = ReadWriteLock::named(coordination, "resource");
+            match lock.try_write(LEASE).await.expect("try").into_lease() {
+                Some(mut lease) => {
+                    lease.release().await.expect("release");
                     true
                 }
                 None => false,
@@ -245,6 +272,10 @@ async fn try_take(
             let semaphore = Semaphore::new(coordination, "resource", 1).expect("valid");
             Ok(semaphore.try_acquire(expiry).await?.is_acquired())
         }
+        Kind::WriteLease => {
+            let lock = ReadWriteLock::named(coordination, "resource");
+            Ok(lock.try_write(expiry.unwrap_or(LEASE)).await?.is_acquired())
+        }
     }
 }
 
@@ -330,6 +361,15 @@ async fn a_release_asked_during_a_renewal_frees_it_and_the_late_renewal_changes_
                 ManagedPermit::keep(permit, &ManagedOptions::new().lease(LEASE)).expect("keep");
             Box::new(move || tokio::spawn(async move { permit.release().await.is_ok() }))
         }
+        Kind::WriteLease => {
+            let lock = ReadWriteLock::named(&holder, "resource");
+            let options = ManagedOptions::new().lease(LEASE);
+            let lease = ManagedRwLease::try_write(&lock, &options)
+                .await
+                .expect("acquire")
+                .expect("free");
+            Box::new(move || tokio::spawn(async move { lease.release().await.is_ok() }))
+        }
     };
     let calls = || support::target::command_calls(server, "evalsha");
     // Held from just before the renewal (due at half the lease) until it has left the client.
@@ -374,6 +414,11 @@ mod a_late_acquisition_leaves_nothing_once_delivered {
     }
 
     #[tokio::test]
+    async fn write_lease() {
+        super::a_late_acquisition_leaves_nothing_once_delivered(Kind::WriteLease, Some(LEASE)).await
+    }
+
+    #[tokio::test]
     async fn expiring_permit() {
         super::a_late_acquisition_leaves_nothing_once_delivered(Kind::Permit, Some(LEASE)).await
     }
@@ -398,6 +443,11 @@ macro_rules! for_each_holding {
                 #[tokio::test]
                 async fn permit() {
                     super::$scenario(Kind::Permit).await
+                }
+
+                #[tokio::test]
+                async fn write_lease() {
+                    super::$scenario(Kind::WriteLease).await
                 }
             }
         )+

@@ -8,6 +8,7 @@
 //! - [`lock`]: the fenced lock, its leases and managed leases;
 //! - [`semaphore`]: counting semaphores, plain and keyed, with expirable permits;
 //! - [`latch`]: countdown latches, one generation at a time;
+//! - [`rw_lease`]: read-write leases, shared for reading and exclusive for writing;
 //! - [`ownership`]: what every held thing tells its users (the loss signal, the releases
 //!   given up), and [`ManagedOptions`] for everything kept renewed.
 
@@ -19,6 +20,7 @@ pub(crate) mod name;
 mod owner;
 pub mod ownership;
 pub mod rate_limit;
+pub mod rw_lease;
 pub mod semaphore;
 
 pub use attempt::Attempt;

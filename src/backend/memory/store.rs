@@ -31,6 +31,9 @@ pub(crate) enum Value {
     LeaseOwner(String),
     /// A countdown latch: its current generation's id and count.
     Latch { generation: String, count: u64 },
+    /// A read-write lease set: each member (`w:`, `r:` or `q:` and a token, as Redis names
+    /// them) with its deadline; the entry expires with the latest.
+    RwLease(std::collections::HashMap<String, Instant>),
 }
 
 impl Value {
@@ -46,7 +49,10 @@ impl Value {
             | Value::Windows(_)
             // A fixed window's counter; a fencing counter has no expiry.
             | Value::Int(_) => expires_at.is_some(),
-            Value::Permits { .. } | Value::LeaseOwner(_) | Value::Latch { .. } => false,
+            Value::Permits { .. }
+            | Value::LeaseOwner(_)
+            | Value::Latch { .. }
+            | Value::RwLease(_) => false,
         }
     }
 }

@@ -23,6 +23,7 @@ pub(crate) mod fixed_window;
 pub(crate) mod gcra;
 pub(crate) mod latch;
 pub(crate) mod rate_limit_reply;
+pub(crate) mod rw_lease;
 pub(crate) mod semaphore;
 mod server_time;
 pub(crate) mod sliding_window;

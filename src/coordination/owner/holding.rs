@@ -110,6 +110,14 @@ impl<K: HoldingKeys> Holding<K> {
             .map(|end| end.saturating_duration_since(Instant::now()))
     }
 
+    /// A step of the primitive's own (a downgrade) found it gone: it is lost, as a renewal
+    /// that finds it gone leaves it.
+    pub(crate) fn found_gone(&mut self) {
+        if self.state == State::Held {
+            self.state = State::Lost;
+        }
+    }
+
     fn usable(&self) -> bool {
         self.remaining_estimate() != Some(Duration::ZERO)
     }

@@ -1,0 +1,52 @@
+-- Read-write lease acquire: a read lease while no writer holds or waits, a write lease
+-- while nobody holds (see rw_lease.lua for the set).
+--
+-- KEYS[1]  the lease set
+-- ARGV[1]  'r' for a read lease, 'w' for a write lease
+-- ARGV[2]  owner token of the new lease
+-- ARGV[3]  lease in milliseconds (1 ..= 2^40)
+-- ARGV[4]  the server time (ms since the epoch) after which this step changes nothing; 0: none
+-- ARGV[5]  writers only: the waiter id under which a refused writer records that it waits
+--          (writer preference), '' for none; a writer's grant removes every such record
+-- ARGV[6]  writers only: how long that record lasts, in milliseconds (1 ..= 2^40)
+--
+-- Returns {'late'}      the step arrived after ARGV[4]: a command delayed past its client's
+--                       cleanup must not take a lease; nothing changed (not even pruning)
+--         {'granted'}
+--         {'busy', ms}  ms = how long until expiries alone could let it in; for a writer
+--                       with a waiter id, its waiting record is written or renewed
+--         {'corrupt', 1, what}
+local now = now_ms()
+if ARGV[4] ~= '0' and now > tonumber(ARGV[4]) then
+    return {'late'}
+end
+local refused = corrupt()
+if refused then
+    return refused
+end
+prune(now)
+
+local writer, reader, waiting = latest()
+local deadline = now + tonumber(ARGV[3])
+if ARGV[1] == 'r' then
+    -- A writer holding, or one waiting, keeps new readers out.
+    if writer > 0 or waiting > 0 then
+        return {'busy', math.max(writer, waiting) - now}
+    end
+    redis.call('ZADD', KEYS[1], digits(deadline), 'r:' .. ARGV[2])
+else
+    if writer > 0 or reader > 0 then
+        if ARGV[5] ~= '' then
+            local until_ms = now + tonumber(ARGV[6])
+            redis.call('ZADD', KEYS[1], digits(PENDING + until_ms), 'q:' .. ARGV[5])
+            settle()
+        end
+        return {'busy', math.max(writer, reader) - now}
+    end
+    -- Every waiting record goes with a writer's grant: a writer that still waits records
+    -- itself anew when it next tries, and one that crashed keeps readers out no longer.
+    redis.call('ZREMRANGEBYSCORE', KEYS[1], PENDING, '+inf')
+    redis.call('ZADD', KEYS[1], digits(-deadline), 'w:' .. ARGV[2])
+end
+settle()
+return {'granted'}

@@ -1,0 +1,26 @@
+-- Read-write lease downgrade: turns the owner token's write lease into a read lease with the
+-- same deadline, in one step, so that no other writer can come in between. Readers may join
+-- from then on (unless a writer waits).
+--
+-- KEYS[1]  the lease set
+-- ARGV[1]  the lease's owner token
+--
+-- Returns {'downgraded'}, {'already_read'} (it holds a read lease: an earlier downgrade
+--         whose answer was lost applied), {'not_owner'} (gone), or {'corrupt', 1, what}.
+local refused = corrupt()
+if refused then
+    return refused
+end
+local now = now_ms()
+prune(now)
+local member, kind, deadline = holder(ARGV[1], now)
+if not member then
+    return {'not_owner'}
+end
+if kind == 'r' then
+    return {'already_read'}
+end
+redis.call('ZREM', KEYS[1], member)
+redis.call('ZADD', KEYS[1], digits(deadline), 'r:' .. ARGV[1])
+settle()
+return {'downgraded'}

@@ -1,0 +1,225 @@
+//! One held read or write lease: its access, its owner token, its local estimate, and the
+//! downgrade of a write lease.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::Access;
+use super::keys::RwKeys;
+use crate::backend::steps::rw_lease::RwDowngradeReply;
+use crate::coordination::owner::{Holding, expiry_ms};
+use crate::error::Result;
+
+/// A read or a write lease on a [`ReadWriteLock`](super::ReadWriteLock), held under a random
+/// owner token that only this handle knows, with its own expiry on the backend's clock.
+///
+/// Every step compares the owner token on the backend and touches this holder's entry
+/// alone: a renewal never changes another reader's expiry, and a stale handle can never
+/// renew or remove a later holder's lease. Renew it with [`renew`](Self::renew) before it
+/// runs out (or keep it with a [`ManagedRwLease`](super::ManagedRwLease)), and release it
+/// with [`release`](Self::release) or by dropping it.
+///
+/// A write lease can become a read lease with [`downgrade`](Self::downgrade), in one step:
+/// no writer can come in between. A read lease can never become a write lease: two readers
+/// upgrading at once would each wait for the other forever. Release it and ask for a write
+/// lease instead, and read again under that.
+///
+/// # Failures
+///
+/// As a [`FencedLease`](crate::coordination::lock::FencedLease)'s: the handle **fails
+/// closed**. Its [`remaining_estimate`](Self::remaining_estimate) counts from before the
+/// request that set the expiry was sent, and ends no later than the lease on the backend;
+/// once it is zero, [`renew`](Self::renew), [`verify_still_held`](Self::verify_still_held)
+/// and [`downgrade`](Self::downgrade) answer `false` without sending. A renewal without an
+/// answer leaves it held with the earlier of the two expiries; a release without an answer
+/// leaves it uncertain until released again.
+///
+/// A downgrade without an answer (or whose future is dropped after sending) leaves the
+/// handle a reader: [`access`](Self::access) says [`Access::Read`], since readers may have
+/// come in. The backend may still hold it as the writer; that keeps other readers out until
+/// the next [`downgrade`](Self::downgrade), which is sent again and settles it, or the
+/// release. It never lets another writer in.
+///
+/// # Dropping
+///
+/// Dropping a lease that is held or uncertain spawns an owner-checked release on the
+/// current tokio runtime, retried with backoff for up to a minute (see
+/// [`FencedLease`'s](crate::coordination::lock::FencedLease#dropping)).
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::rw_lease::{Access, ReadWriteLock};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let lock = ReadWriteLock::named(&Coordination::memory(), "catalog");
+/// let mut writer = lock.try_write(Duration::from_secs(10)).await?.into_lease().expect("free");
+/// // ... rebuild the catalog, then keep reading it while others read too:
+/// assert!(writer.downgrade().await?);
+/// assert_eq!(writer.access(), Access::Read);
+/// let other = lock.try_read(Duration::from_secs(10)).await?.into_lease().expect("shared");
+///
+/// assert!(writer.renew(Duration::from_secs(20)).await?);
+/// assert!(writer.release().await?);
+/// # drop(other);
+/// # Ok(()) }
+/// ```
+pub struct RwLease {
+    holding: Holding<RwKeys>,
+    mode: Mode,
+}
+
+/// The handle's own view of its access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Read,
+    Write,
+    /// A downgrade was sent without an answer: a reader, which sends it again.
+    Downgrading,
+}
+
+impl RwLease {
+    pub(super) fn new(holding: Holding<RwKeys>, access: Access) -> Self {
+        let mode = match access {
+            Access::Read => Mode::Read,
+            Access::Write => Mode::Write,
+        };
+        RwLease { holding, mode }
+    }
+
+    /// Whether this handle may write ([`Access::Write`]) or only read. A handle whose
+    /// downgrade is unsettled reads.
+    pub fn access(&self) -> Access {
+        match self.mode {
+            Mode::Write => Access::Write,
+            Mode::Read | Mode::Downgrading => Access::Read,
+        }
+    }
+
+    /// The owner token: 32 lower-case hex digits (128 random bits), unique to this lease.
+    pub fn owner_token(&self) -> &str {
+        self.holding.token()
+    }
+
+    /// The lease asked for at acquisition or at the last successful renewal, in whole
+    /// milliseconds.
+    pub fn lease(&self) -> Duration {
+        self.holding.expiry().unwrap_or_default()
+    }
+
+    /// A conservative local estimate of the time the lease has left (see
+    /// [Failures](#failures)): zero once released, lost, uncertain, or past the lease.
+    pub fn remaining_estimate(&self) -> Duration {
+        self.holding.remaining_estimate().unwrap_or_default()
+    }
+
+    /// Whether this handle no longer holds its lease: released by it, or found gone.
+    pub fn is_released(&self) -> bool {
+        self.holding.is_released()
+    }
+
+    /// Gives the lease a new expiry of `lease`, counted from now on the backend's clock, if
+    /// this handle still holds it; nothing else in the set changes.
+    ///
+    /// `Ok(true)`: renewed. `Ok(false)`: it is gone (the handle is then lost), or nothing was
+    /// sent because the handle is released, lost or uncertain, or past its estimate. A lease
+    /// under a millisecond or over about 34 years fails with
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) before anything is
+    /// sent.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: dropping the future after the renewal was sent leaves the handle
+    /// as an unanswered renewal does, held with the narrower estimate.
+    pub async fn renew(&mut self, lease: Duration) -> Result<bool> {
+        let lease_ms = expiry_ms("a lease", lease)?;
+        self.holding.renew(Some(lease_ms)).await
+    }
+
+    /// Whether this handle still holds its lease, asked of the backend: a point-in-time
+    /// answer. `Ok(false)` without sending when the handle is released, lost, uncertain or
+    /// past its estimate.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the step only reads, and the handle is unchanged.
+    pub async fn verify_still_held(&self) -> Result<bool> {
+        self.holding.verify().await
+    }
+
+    /// Turns this write lease into a read lease with the same expiry, in one atomic step:
+    /// readers may come in from then on, and no writer can come in between.
+    ///
+    /// `Ok(true)`: it is a read lease now (a read lease answers so without sending).
+    /// `Ok(false)`: it is gone (the handle is then lost), or nothing was sent because the
+    /// handle is released, lost, uncertain or past its estimate. A failure that certainly
+    /// changed nothing leaves it a write lease; one that may have applied leaves it a reader
+    /// (see [Failures](#failures)), and calling `downgrade` again settles it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: dropping the future after the downgrade was sent leaves the
+    /// handle as an unanswered downgrade does, a reader.
+    pub async fn downgrade(&mut self) -> Result<bool> {
+        if self.remaining_estimate() == Duration::ZERO {
+            return Ok(false);
+        }
+        if self.mode == Mode::Read {
+            return Ok(true);
+        }
+        // Until the answer comes (or if it never does), readers may be in.
+        self.mode = Mode::Downgrading;
+        match self.holding.keys().downgrade(self.holding.token()).await {
+            Ok(RwDowngradeReply::Downgraded | RwDowngradeReply::AlreadyRead) => {
+                self.mode = Mode::Read;
+                tracing::debug!(keys = %self.holding.keys(), "write lease downgraded");
+                Ok(true)
+            }
+            Ok(RwDowngradeReply::NotHeld) => {
+                self.holding.found_gone();
+                tracing::debug!(keys = %self.holding.keys(), "write lease lost before its downgrade");
+                Ok(false)
+            }
+            Err(err) if !err.may_have_applied() => {
+                self.mode = Mode::Write;
+                Err(err)
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Releases the lease if this handle still holds it; never another holder's.
+    ///
+    /// `Ok(true)` when it was held and is now removed; `Ok(false)` when it had expired or
+    /// was released before (then nothing is sent). A failure is retried once, bounded by
+    /// about a second; a release that may have run without an answer leaves the handle
+    /// uncertain: call `release` again, or drop it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: if the future is dropped after the request was sent, the
+    /// release goes on in a background task and the handle counts as released.
+    pub async fn release(&mut self) -> Result<bool> {
+        Ok(self.holding.release().await?.unwrap_or(false))
+    }
+
+    /// The holding, to be kept by a [`ManagedRwLease`](super::ManagedRwLease).
+    pub(super) fn into_holding(self) -> Holding<RwKeys> {
+        self.holding
+    }
+}
+
+impl fmt::Debug for RwLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RwLease")
+            .field("key", &format_args!("{}", self.holding.keys()))
+            .field("access", &self.access())
+            .field("owner_token", &self.holding.token())
+            .field("lease", &self.lease())
+            .field("state", &self.holding.state())
+            .finish()
+    }
+}

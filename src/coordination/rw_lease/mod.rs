@@ -1,0 +1,102 @@
+//! Read-write leases: any number of readers at once, or one writer alone, each under an
+//! expiring lease of its own on the backend's clock.
+//!
+//! - [`ReadWriteLock`]: the lock by name; [`try_read`](ReadWriteLock::try_read) and
+//!   [`try_write`](ReadWriteLock::try_write) take a lease now or say how long until it could
+//!   be had, [`read`](ReadWriteLock::read) and [`write`](ReadWriteLock::write) wait for one.
+//! - [`RwLease`]: one holder's lease, read or write ([`Access`]), which it renews, verifies,
+//!   [downgrades](RwLease::downgrade) (write to read) and releases.
+//! - [`ManagedRwLease`]: a lease renewed by a background task, with the ownership signal.
+//!
+//! # Guarantees
+//!
+//! - By the backend's clock, while a write lease is live no other lease is, and while a read
+//!   lease is live no write lease is. Each acquisition is decided in one atomic step that
+//!   first removes every entry whose deadline has passed.
+//! - Each holder has its own expiry, and each step on a lease touches that holder's entry
+//!   alone: a renewal never shortens or extends another reader's lease, and a stale handle
+//!   can never renew or remove another holder's. The key lives as long as its longest
+//!   holder.
+//! - No reentrancy: every acquisition is a holder of its own, with its own token, even in
+//!   one task. A task that holds a read lease and waits for the write lease waits for
+//!   itself until its read lease runs out.
+//! - No upgrade from read to write: two readers upgrading at once would each wait for the
+//!   other. A write lease can be [downgraded](RwLease::downgrade) to a read lease in one
+//!   step, with no gap in which another writer could come in.
+//!
+//! # Writer preference
+//!
+//! Without it, a steady stream of overlapping readers can keep a writer out for as long as
+//! it lasts. With [`ReadWriteLock::writer_preference`], a writer that waits records itself
+//! in the set as an expiring entry, and no new reader is let in while such an entry lasts:
+//! the readers already in finish, and the writer gets in. A writer that crashes or stops
+//! waiting leaves its record to expire within the preference's bound, so it cannot hold
+//! readers off beyond it. Readers can then starve under a steady stream of writers; no
+//! phase-fair order is offered. Writers are not queued among themselves: whichever tries
+//! first once the lock is free gets it.
+//!
+//! # Why not a weighted semaphore
+//!
+//! tokio's `RwLock` is a semaphore whose writer takes every permit. Here that would need a
+//! weight on every permit and a sum over all holders in every step, and it could not say
+//! "no new reader while a writer waits" at all. One sorted set with the writer, the readers
+//! and the waiting writers each in a score range of its own answers every question of an
+//! acquisition with a range lookup, whatever the number of readers.
+//!
+//! # Failures
+//!
+//! | step | unavailable (no answer, nothing sent) | refused (the server said no) | uncertain (may have applied) |
+//! |---|---|---|---|
+//! | acquire | the error; nothing taken | the error (an ACL, corrupt state); nothing changed | the error; a lease it may have been granted is released by owner token once the step's server-side deadline has passed, so a late delivery takes nothing |
+//! | renew | the error; the handle as it was | the error; the handle as it was | the error; held with the earlier of the two expiries |
+//! | downgrade | the error; still a write lease | the error; still a write lease | the error; a reader, which another downgrade settles |
+//! | release | retried once, bounded | the error | uncertain until released again; dropping releases it in the background |
+//!
+//! A [`ManagedRwLease`] rides out a stall shorter than its lease's estimate: it renews again
+//! while the estimate lasts, and fires its loss signal only when a renewal finds the lease
+//! gone or the estimate runs out.
+//!
+//! The leases live in one Redis key on one primary. A failover that loses acknowledged
+//! writes (asynchronous replication) can lose a lease, and let a writer in beside its
+//! holder. A holder paused past its lease (a long GC, a stalled VM) may wake and act while
+//! another holds the lock: a read-write lease has no fencing token. Where a late writer
+//! must be refused by the resource itself, take a
+//! [`FencedLock`](crate::coordination::lock::FencedLock) for the writes.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use leasehold::Coordination;
+//! use leasehold::coordination::rw_lease::ReadWriteLock;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> leasehold::Result<()> {
+//! let coordination = Coordination::memory();
+//! // Writers that wait keep new readers out, for 5 s at most if they crash.
+//! let lock = ReadWriteLock::named(&coordination, "price-list")
+//!     .writer_preference(Duration::from_secs(5))?;
+//!
+//! let mut reader = lock.read(Duration::from_secs(10)).await?;
+//! // ... read the price list ...
+//! reader.release().await?;
+//!
+//! let mut writer = lock.write(Duration::from_secs(10)).await?;
+//! // ... rewrite it, then go on reading it beside other readers:
+//! writer.downgrade().await?;
+//! writer.release().await?;
+//! # Ok(()) }
+//! ```
+
+mod access;
+mod attempt;
+mod keys;
+mod lease;
+mod managed;
+mod read_write_lock;
+
+pub use access::Access;
+pub use attempt::RwAttempt;
+pub use lease::RwLease;
+pub use managed::ManagedRwLease;
+pub use read_write_lock::ReadWriteLock;

@@ -1,0 +1,237 @@
+//! A lease that many may hold to read, or one to write.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::keys::RwKeys;
+use super::{Access, RwAttempt, RwLease};
+use crate::Coordination;
+use crate::coordination::name;
+use crate::coordination::owner::{
+    HoldingKeys, acquire_waiting, expiry_ms, new_token, send_acquisition,
+};
+use crate::coordination::{
+    DEFAULT_POLL_INTERVAL, MAX_MANAGED_LEASE, MIN_MANAGED_LEASE, ManagedOptions,
+};
+use crate::error::{Error, Result};
+
+/// A read-write lock shared through the backend: any number of readers at once, or one
+/// writer alone, each holding an expiring [`RwLease`] of its own.
+///
+/// [`try_read`](Self::try_read) and [`try_write`](Self::try_write) are immediate: they take
+/// the lease now or say how long until the holders in the way run out.
+/// [`read`](Self::read) and [`write`](Self::write) wait for it, woken when the set changes
+/// (on Redis). See the [module documentation](super) for the guarantee, the failure cases and
+/// writer preference.
+///
+/// Cheap to clone: clones share the same key and settings.
+///
+/// # Storage
+///
+/// One sorted set, `rwlease:<name length>:<name>` under the backend's prefix: one member per
+/// holder (and per waiting writer) named by its owner token, scored by its deadline on the
+/// backend's clock. The key expires 1 ms after its latest deadline and is gone with its last
+/// holder. Acquisition, renewal, release and downgrade fail with
+/// [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState), changing nothing, when the
+/// key holds another type.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::rw_lease::ReadWriteLock;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let lock = ReadWriteLock::named(&Coordination::memory(), "catalog");
+/// let lease = Duration::from_secs(10);
+///
+/// let mut first = lock.try_read(lease).await?.into_lease().expect("free");
+/// let mut second = lock.try_read(lease).await?.into_lease().expect("readers share");
+/// assert!(!lock.try_write(lease).await?.is_acquired(), "readers hold it");
+///
+/// first.release().await?;
+/// second.release().await?;
+/// let writer = lock.write(lease).await?; // free now
+/// assert!(!lock.try_read(lease).await?.is_acquired(), "the writer holds it");
+/// # drop(writer);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct ReadWriteLock {
+    keys: Arc<RwKeys>,
+    /// How long a waiting writer's record keeps new readers out; `None`: no preference.
+    writer_preference: Option<Duration>,
+}
+
+impl ReadWriteLock {
+    /// The lock named `name`, any bytes (a name longer than
+    /// [`MAX_NAME_LEN`](crate::coordination::MAX_NAME_LEN) is stored as its digest), without
+    /// writer preference. Nothing is sent.
+    pub fn named(coordination: &Coordination, name: impl AsRef<[u8]>) -> Self {
+        let key = name::length_prefixed(b"rwlease", name.as_ref());
+        ReadWriteLock {
+            keys: Arc::new(RwKeys::new(coordination.backend().clone(), key)),
+            writer_preference: None,
+        }
+    }
+
+    /// Writer preference: a writer waiting in [`write`](Self::write) (or
+    /// [`ManagedRwLease::write`](super::ManagedRwLease::write)) records that it waits, and
+    /// while the record lasts no new reader is let in, so that a steady stream of readers
+    /// cannot starve it. The record expires `bound` after the writer last asked (it asks
+    /// again at least every half of `bound` while it waits), so a writer that crashes or
+    /// stops waiting keeps readers out for `bound` at most. [`try_write`](Self::try_write)
+    /// records nothing: it does not wait.
+    ///
+    /// Every handle that reads honours a waiting writer's record, whatever its own setting;
+    /// the setting says whether this handle's writers leave one. Fails with
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a bound under
+    /// 100 ms or over an hour.
+    pub fn writer_preference(mut self, bound: Duration) -> Result<Self> {
+        if !(MIN_MANAGED_LEASE..=MAX_MANAGED_LEASE).contains(&bound) {
+            return Err(Error::invalid_argument(format!(
+                "a writer preference bound must be between {MIN_MANAGED_LEASE:?} and \
+                 {MAX_MANAGED_LEASE:?}, not {bound:?}"
+            )));
+        }
+        self.writer_preference = Some(bound);
+        Ok(self)
+    }
+
+    /// The key of the lease set, without the backend's prefix.
+    pub fn key(&self) -> &[u8] {
+        self.keys.key()
+    }
+
+    /// Takes a read lease now if no writer holds the lock or waits for it, in one atomic
+    /// step; never waits. The lease lasts `lease` (whole milliseconds of the backend's clock)
+    /// unless renewed or released.
+    ///
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a
+    /// lease under 1 ms or over about 34 years (nothing is sent), and with
+    /// [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState) when the key holds
+    /// another type (nothing changes).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: the step is never sent twice, and if the future is dropped
+    /// after it was sent (or its answer is lost), a lease it may have been granted is released
+    /// by owner token in the background, once the step's deadline on the server has passed
+    /// so that a late delivery cannot take it again.
+    pub async fn try_read(&self, lease: Duration) -> Result<RwAttempt> {
+        self.try_acquire(Access::Read, lease, None).await
+    }
+
+    /// Takes the write lease now if nobody holds the lock, in one atomic step; never waits
+    /// and never records itself as waiting. As [`try_read`](Self::try_read) otherwise.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect, as [`try_read`](Self::try_read) is.
+    pub async fn try_write(&self, lease: Duration) -> Result<RwAttempt> {
+        self.try_acquire(Access::Write, lease, None).await
+    }
+
+    /// Waits for a read lease: tries, and after a busy answer sleeps until the set changes
+    /// (RESP3 invalidations on Redis) or the holders in the way run out, then tries again
+    /// (every 50 ms, with jitter, where there are no invalidations). An error ends the wait.
+    /// Bound it with `tokio::time::timeout`.
+    ///
+    /// Readers that wait on one lock wake together when it changes: each tries again, and
+    /// the atomic step decides.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future stops waiting; a lease an attempt in flight may have
+    /// been granted is released by owner token in the background.
+    pub async fn read(&self, lease: Duration) -> Result<RwLease> {
+        self.wait(Access::Read, lease, DEFAULT_POLL_INTERVAL).await
+    }
+
+    /// Waits for the write lease, as [`read`](Self::read) waits for a read lease; with
+    /// [writer preference](Self::writer_preference), it keeps new readers out meanwhile.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future stops waiting; a lease an attempt in flight may have
+    /// been granted is released by owner token in the background. A waiting writer's record
+    /// is left to expire within the preference's bound.
+    pub async fn write(&self, lease: Duration) -> Result<RwLease> {
+        self.wait(Access::Write, lease, DEFAULT_POLL_INTERVAL).await
+    }
+
+    /// [`read`](Self::read) or [`write`](Self::write) with the lease and poll interval of
+    /// `options`.
+    pub(crate) async fn acquire_with(
+        &self,
+        access: Access,
+        options: &ManagedOptions,
+    ) -> Result<RwLease> {
+        options.validate()?;
+        self.wait(access, options.lease_duration(), options.poll())
+            .await
+    }
+
+    async fn wait(&self, access: Access, lease: Duration, poll: Duration) -> Result<RwLease> {
+        expiry_ms("a lease", lease)?;
+        // One waiter id for the whole wait: each try renews the same record.
+        let waiting = match (access, self.writer_preference) {
+            (Access::Write, Some(bound)) => Some((new_token()?, bound)),
+            _ => None,
+        };
+        let keys = [self.key()];
+        acquire_waiting(self.keys.backend(), &keys, poll, || async {
+            let waiting = waiting
+                .as_ref()
+                .map(|(waiter, bound)| (waiter.as_str(), *bound));
+            let attempt = self.try_acquire(access, lease, waiting).await?;
+            // Back before the record runs out, whatever else wakes the waiter.
+            Ok(match (attempt, waiting) {
+                (crate::coordination::Attempt::Busy { retry_after }, Some((_, bound))) => {
+                    crate::coordination::Attempt::Busy {
+                        retry_after: Some(
+                            retry_after.map_or(bound / 2, |after| after.min(bound / 2)),
+                        ),
+                    }
+                }
+                (attempt, _) => attempt,
+            })
+        })
+        .await
+    }
+
+    async fn try_acquire(
+        &self,
+        access: Access,
+        lease: Duration,
+        waiting: Option<(&str, Duration)>,
+    ) -> Result<RwAttempt> {
+        let lease_ms = expiry_ms("a lease", lease)?;
+        let waiting = match waiting {
+            Some((waiter, bound)) => Some((waiter, expiry_ms("a writer preference bound", bound)?)),
+            None => None,
+        };
+        let token = new_token()?;
+        let write = access == Access::Write;
+        let keys = &self.keys;
+        let sent = send_acquisition(keys, &token, |not_after_ms| {
+            Box::pin(keys.acquire(write, &token, lease_ms, not_after_ms, waiting))
+        })
+        .await?;
+        sent.settle(keys, token, Some(lease_ms), |holding, ()| {
+            RwLease::new(holding, access)
+        })
+    }
+}
+
+impl fmt::Debug for ReadWriteLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadWriteLock")
+            .field("key", &String::from_utf8_lossy(self.keys.key()))
+            .field("writer_preference", &self.writer_preference)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,591 @@
+//! Read-write leases on every server kind, the cluster and the memory backend; a 10 s run of
+//! readers and writers on separate connections; a holder process frozen by SIGSTOP. The
+//! managed write lease's stall, outage and late-delivery rules run with the other holdings in
+//! `holding.rs`.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use leasehold::backend::Backend;
+use leasehold::coordination::ManagedOptions;
+use leasehold::coordination::rw_lease::{Access, ManagedRwLease, ReadWriteLock, RwLease};
+use leasehold::{Coordination, ErrorKind};
+use support::target::{Target, scenario, server_ms};
+use support::{ServerKind, eventually};
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+async fn read(lock: &ReadWriteLock, lease: Duration) -> RwLease {
+    lock.try_read(lease)
+        .await
+        .expect("try_read")
+        .into_lease()
+        .expect("readable")
+}
+
+async fn write(lock: &ReadWriteLock, lease: Duration) -> RwLease {
+    lock.try_write(lease)
+        .await
+        .expect("try_write")
+        .into_lease()
+        .expect("writable")
+}
+
+async fn readable(lock: &ReadWriteLock) -> bool {
+    match lock.try_read(MINUTE).await.expect("try_read").into_lease() {
+        Some(mut lease) => {
+            assert!(lease.release().await.expect("release"));
+            true
+        }
+        None => false,
+    }
+}
+
+async fn writable(lock: &ReadWriteLock) -> bool {
+    match lock
+        .try_write(MINUTE)
+        .await
+        .expect("try_write")
+        .into_lease()
+    {
+        Some(mut lease) => {
+            assert!(lease.release().await.expect("release"));
+            true
+        }
+        None => false,
+    }
+}
+
+/// The physical key of the lock; Redis only.
+fn physical(coordination: &Coordination, lock: &ReadWriteLock) -> Vec<u8> {
+    match coordination.backend() {
+        Backend::Redis(redis) => redis.physical_key(lock.key()),
+        _ => unreachable!("Redis targets only"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(readers_share_and_a_writer_is_alone);
+
+async fn readers_share_and_a_writer_is_alone(target: Target) {
+    let coordination = target.coordination("rw-basic").await;
+    let lock = ReadWriteLock::named(&coordination, "basic");
+    assert_eq!(lock.key(), b"rwlease:5:basic");
+
+    let mut first = read(&lock, MINUTE).await;
+    let mut second = read(&lock, Duration::from_secs(30)).await;
+    assert_eq!(first.access(), Access::Read);
+    assert_ne!(first.owner_token(), second.owner_token());
+    let busy = lock.try_write(MINUTE).await.expect("try_write");
+    let wait = busy.retry_after().expect("readers hold it");
+    // The longest reader decides: both must run out.
+    assert!(wait > Duration::from_secs(50) && wait <= MINUTE, "{wait:?}");
+
+    assert!(first.release().await.expect("release"));
+    assert!(!writable(&lock).await, "one reader is left");
+    assert!(second.release().await.expect("release"));
+    assert!(!second.release().await.expect("again"), "nothing sent");
+
+    let mut writer = write(&lock, Duration::from_secs(20)).await;
+    assert_eq!(writer.access(), Access::Write);
+    let busy = lock.try_read(MINUTE).await.expect("try_read");
+    let wait = busy.retry_after().expect("the writer holds it");
+    assert!(wait <= Duration::from_secs(20), "{wait:?}");
+    assert!(!writable(&lock).await, "one writer at a time");
+    assert!(writer.verify_still_held().await.expect("verify"));
+
+    // Downgraded in one step: readers join, writers still wait.
+    assert!(writer.downgrade().await.expect("downgrade"));
+    assert_eq!(writer.access(), Access::Read);
+    assert!(writer.downgrade().await.expect("again"), "a reader already");
+    assert!(readable(&lock).await);
+    assert!(!writable(&lock).await);
+    assert!(writer.verify_still_held().await.expect("verify"));
+    assert!(writer.renew(MINUTE).await.expect("renew"));
+    assert!(writer.release().await.expect("release"));
+    assert!(writable(&lock).await);
+    assert_eq!(target.count_keys(&coordination), 0, "gone with its holders");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(a_renewal_touches_only_its_own_entry redis);
+
+/// Each holder's expiry lives in its own score: renewing one reader changes no other, and
+/// the key outlives the longest holder, whoever came last.
+async fn a_renewal_touches_only_its_own_entry(target: Target) {
+    let coordination = target.coordination("rw-own-entry").await;
+    let lock = ReadWriteLock::named(&coordination, "own");
+    let key = physical(&coordination, &lock);
+    let scores =
+        || -> Vec<(Vec<u8>, f64)> { target.query(&[b"ZRANGE", &key, b"0", b"-1", b"WITHSCORES"]) };
+    let pttl = || -> i64 { target.query(&[b"PTTL", &key]) };
+
+    let long = read(&lock, MINUTE).await;
+    let mut short = read(&lock, Duration::from_secs(2)).await;
+    // The later, shorter reader did not shorten the key's life.
+    assert!(pttl() > 55_000, "{}", pttl());
+    let before = scores();
+    assert_eq!(before.len(), 2);
+    assert!(short.renew(Duration::from_secs(5)).await.expect("renew"));
+    let after = scores();
+    let entry = |entries: &[(Vec<u8>, f64)], token: &str| {
+        entries
+            .iter()
+            .find(|(member, _)| member.as_slice() == [b"r:", token.as_bytes()].concat())
+            .map(|(_, score)| *score)
+            .expect("an entry per reader")
+    };
+    assert_eq!(
+        entry(&before, long.owner_token()),
+        entry(&after, long.owner_token()),
+        "another reader's entry changed"
+    );
+    let now = server_ms(&coordination).await as f64;
+    let renewed = entry(&after, short.owner_token());
+    assert!(
+        renewed > now + 4_000.0 && renewed <= now + 5_100.0,
+        "{renewed}"
+    );
+    assert!(pttl() > 55_000, "{}", pttl());
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(a_stale_handle_cannot_touch_a_replacement);
+
+async fn a_stale_handle_cannot_touch_a_replacement(target: Target) {
+    let coordination = target.coordination("rw-stale").await;
+    let lock = ReadWriteLock::named(&coordination, "stale");
+    let mut stale = write(&lock, Duration::from_millis(150)).await;
+    let mut replacement = None;
+    eventually("the short write lease expires", async || {
+        replacement = lock.try_write(MINUTE).await.expect("try").into_lease();
+        replacement.is_some()
+    })
+    .await;
+    let Some(mut replacement) = replacement else {
+        unreachable!("eventually returned")
+    };
+    assert!(!stale.verify_still_held().await.expect("verify"));
+    assert!(
+        !stale.renew(MINUTE).await.expect("renew"),
+        "not sent or refused"
+    );
+    assert!(!stale.downgrade().await.expect("downgrade"));
+    assert!(!stale.release().await.expect("release"));
+    assert!(replacement.verify_still_held().await.expect("verify"));
+    assert!(!readable(&lock).await, "the replacement still writes");
+    assert!(replacement.release().await.expect("release"));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(a_waiting_writer_keeps_new_readers_out);
+
+async fn a_waiting_writer_keeps_new_readers_out(target: Target) {
+    let coordination = target.coordination("rw-preference").await;
+    let lock = ReadWriteLock::named(&coordination, "preference")
+        .writer_preference(Duration::from_secs(5))
+        .expect("valid");
+    let mut reader = read(&lock, MINUTE).await;
+    let writer = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.write(MINUTE).await }
+    });
+    eventually("the waiting writer keeps new readers out", async || {
+        !readable(&lock).await
+    })
+    .await;
+    assert!(!writer.is_finished(), "the reader still holds it");
+    assert!(reader.release().await.expect("release"));
+    let mut writer = tokio::time::timeout(Duration::from_secs(5), writer)
+        .await
+        .expect("the writer gets in once the reader leaves")
+        .expect("task")
+        .expect("write");
+    assert_eq!(writer.access(), Access::Write);
+    assert!(!readable(&lock).await);
+    assert!(writer.release().await.expect("release"));
+    assert!(readable(&lock).await, "its record went with its grant");
+}
+
+scenario!(a_writer_that_stops_waiting_holds_readers_off_for_its_bound_at_most);
+
+async fn a_writer_that_stops_waiting_holds_readers_off_for_its_bound_at_most(target: Target) {
+    const BOUND: Duration = Duration::from_millis(500);
+    let coordination = target.coordination("rw-abandoned-wait").await;
+    let lock = ReadWriteLock::named(&coordination, "abandoned")
+        .writer_preference(BOUND)
+        .expect("valid");
+    let reader = read(&lock, MINUTE).await;
+    let writer = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.write(MINUTE).await }
+    });
+    eventually("the writer waits", async || !readable(&lock).await).await;
+    // Stopped as a crashed writer would, its record left behind.
+    writer.abort();
+    let stopped = Instant::now();
+    let deadline = stopped + BOUND + Duration::from_millis(500);
+    while !readable(&lock).await {
+        assert!(Instant::now() < deadline, "readers kept out past the bound");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(reader);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(corrupt_state_changes_nothing redis);
+
+async fn corrupt_state_changes_nothing(target: Target) {
+    let coordination = target.coordination("rw-corrupt").await;
+    let lock = ReadWriteLock::named(&coordination, "corrupt");
+    let key = physical(&coordination, &lock);
+    target.raw(&[b"SET", &key, b"not a set"]);
+    for write in [false, true] {
+        let attempt = if write {
+            lock.try_write(MINUTE).await
+        } else {
+            lock.try_read(MINUTE).await
+        };
+        let err = attempt.expect_err("corrupt");
+        assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
+        assert!(!err.is_outcome_uncertain());
+    }
+    let value: Vec<u8> = target.query(&[b"GET", &key]);
+    assert_eq!(value, b"not a set");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn invalid_settings_are_refused_before_anything_is_sent() {
+    let coordination = Coordination::memory();
+    let lock = ReadWriteLock::named(&coordination, "invalid");
+    for bound in [Duration::from_millis(99), Duration::from_secs(3_601)] {
+        let err = lock
+            .clone()
+            .writer_preference(bound)
+            .expect_err("out of range");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    }
+    for lease in [Duration::ZERO, Duration::MAX] {
+        let err = lock.try_read(lease).await.expect_err("invalid lease");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        let err = lock.write(lease).await.expect_err("invalid lease");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    }
+    assert!(matches!(coordination.backend(), Backend::Memory(memory) if memory.is_empty()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_leases_follow_the_paused_clock() {
+    let coordination = Coordination::memory();
+    let lock = ReadWriteLock::named(&coordination, "paused");
+    let mut reader = read(&lock, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    assert!(!writable(&lock).await);
+    assert!(reader.renew(Duration::from_secs(10)).await.expect("renew"));
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    assert!(!writable(&lock).await, "renewed");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(writable(&lock).await, "expired");
+    assert!(!reader.release().await.expect("release"));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// One holding as its holder saw it: from the grant's answer until before its release was
+/// sent, so within the time the backend held it.
+#[derive(Debug, Clone, Copy)]
+struct Interval {
+    write: bool,
+    from: Instant,
+    to: Instant,
+}
+
+/// What a run of readers and writers recorded.
+#[derive(Debug, Default)]
+struct Run {
+    intervals: Vec<Interval>,
+    /// How long each writer waited for each of its grants.
+    writer_waits: Vec<Duration>,
+}
+
+/// `readers` and `writers` on handles of their own, each acquiring (waiting), holding
+/// briefly and releasing, for `length`.
+async fn run(
+    target: Target,
+    test: &str,
+    readers: usize,
+    writers: usize,
+    length: Duration,
+    lock: impl Fn(&Coordination) -> ReadWriteLock,
+) -> Run {
+    let first = target.coordination(test).await;
+    let handles = target.handles(&first, readers + writers).await;
+    let run = Arc::new(Mutex::new(Run::default()));
+    let end = Instant::now() + length;
+    let tasks: Vec<_> = handles
+        .into_iter()
+        .enumerate()
+        .map(|(i, coordination)| {
+            let write = i >= readers;
+            let lock = lock(&coordination);
+            let run = Arc::clone(&run);
+            tokio::spawn(async move {
+                while Instant::now() < end {
+                    let asked = Instant::now();
+                    let mut lease = if write {
+                        lock.write(Duration::from_secs(5)).await
+                    } else {
+                        lock.read(Duration::from_secs(5)).await
+                    }
+                    .expect("acquire");
+                    let from = Instant::now();
+                    // Readers hold longer than writers, and overlap one another.
+                    let hold = if write { 2 } else { 15 + 5 * i as u64 };
+                    tokio::time::sleep(Duration::from_millis(hold)).await;
+                    let to = Instant::now();
+                    assert!(lease.release().await.expect("release"), "held throughout");
+                    if write {
+                        // Writers come back after a while; readers come back at once.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    let mut run = run.lock().expect("not poisoned");
+                    run.intervals.push(Interval { write, from, to });
+                    if write {
+                        run.writer_waits.push(from - asked);
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task");
+    }
+    std::mem::take(&mut *run.lock().expect("not poisoned"))
+}
+
+/// How many pairs of intervals overlap: (a writer with anyone, two readers).
+fn overlaps(intervals: &[Interval]) -> (usize, usize) {
+    let (mut writer, mut readers) = (0, 0);
+    for (i, a) in intervals.iter().enumerate() {
+        for b in &intervals[i + 1..] {
+            if a.from < b.to && b.from < a.to {
+                if a.write || b.write {
+                    writer += 1;
+                } else {
+                    readers += 1;
+                }
+            }
+        }
+    }
+    (writer, readers)
+}
+
+scenario!(readers_and_writers_on_separate_handles);
+
+async fn readers_and_writers_on_separate_handles(target: Target) {
+    let run = run(target, "rw-mixed", 3, 1, Duration::from_millis(1500), |c| {
+        ReadWriteLock::named(c, "mixed")
+            .writer_preference(Duration::from_secs(2))
+            .expect("valid")
+    })
+    .await;
+    let (writer, readers) = overlaps(&run.intervals);
+    assert_eq!(writer, 0, "a writer overlapped another holder");
+    assert!(readers > 0, "readers never overlapped");
+    assert!(!run.writer_waits.is_empty(), "the writer never got in");
+}
+
+/// What a run shows, printed with its name.
+fn report(name: &str, run: &Run) -> (usize, usize, usize, Duration) {
+    let (writer, readers) = overlaps(&run.intervals);
+    let writes = run.intervals.iter().filter(|i| i.write).count();
+    let mut waits = run.writer_waits.clone();
+    waits.sort();
+    let p50 = waits.get(waits.len() / 2).copied().unwrap_or_default();
+    let worst = waits.last().copied().unwrap_or_default();
+    println!(
+        "{name}: {} holdings ({writes} writes, {} reads); overlapping pairs: {writer} with a \
+         writer, {readers} of readers; writer wait p50 {p50:?}, worst {worst:?}",
+        run.intervals.len(),
+        run.intervals.len() - writes
+    );
+    (writer, readers, writes, worst)
+}
+
+/// The issue's run: 4 readers and 2 writers on separate connections for 10 s, first
+/// without writer preference, then with it. No writer ever overlaps another holder, readers
+/// do overlap, and with the preference the writers' worst wait stays far below the run (the
+/// counts and waits of both are printed).
+#[tokio::test]
+async fn ten_seconds_of_four_readers_and_two_writers() {
+    let target = Target::Server(ServerKind::Redis7);
+    let ten_seconds = |preference: Option<Duration>| {
+        run(
+            target,
+            "rw-ten-seconds",
+            4,
+            2,
+            Duration::from_secs(10),
+            move |c| {
+                let lock = ReadWriteLock::named(c, "ten-seconds");
+                match preference {
+                    Some(bound) => lock.writer_preference(bound).expect("valid"),
+                    None => lock,
+                }
+            },
+        )
+    };
+    let plain = ten_seconds(None).await;
+    let (writer, readers, _, _) = report("without writer preference", &plain);
+    assert_eq!(writer, 0, "a writer overlapped another holder");
+    assert!(readers > 0, "readers never overlapped");
+
+    let preferred = ten_seconds(Some(Duration::from_secs(2))).await;
+    let (writer, readers, writes, worst) = report("with writer preference", &preferred);
+    assert_eq!(writer, 0, "a writer overlapped another holder");
+    assert!(readers > 0, "readers never overlapped");
+    assert!(writes >= 10, "writers got in {writes} times");
+    assert!(worst < Duration::from_secs(2), "a writer waited {worst:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Set in the holder process of [`a_frozen_holder_expires_and_the_others_proceed`]: the
+/// server URL and key prefix it holds the write lease under.
+const FROZEN_HOLDER: &str = "LEASEHOLD_TEST_FROZEN_HOLDER";
+
+/// The holder process: takes a managed write lease of 1 s, says so, and keeps it until it is
+/// killed. A test of its own only so that the test binary can run it; without the variable
+/// it does nothing.
+#[tokio::test]
+async fn frozen_holder_process() {
+    let Ok(setting) = std::env::var(FROZEN_HOLDER) else {
+        return;
+    };
+    let (url, prefix) = setting.split_once(' ').expect("url and prefix");
+    let coordination: Coordination = leasehold::backend::redis::RedisBackend::standalone(url)
+        .key_prefix(prefix)
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    let lock = ReadWriteLock::named(&coordination, "frozen");
+    let options = ManagedOptions::new().lease(Duration::from_secs(1));
+    let lease = ManagedRwLease::write(&lock, &options).await.expect("write");
+    println!("held {}", lease.owner_token());
+    tokio::time::sleep(MINUTE).await;
+    drop(lease);
+}
+
+/// A holder process frozen with SIGSTOP cannot renew: its write lease runs out on the
+/// server's clock, and a reader and a writer elsewhere proceed within the lease.
+#[tokio::test]
+async fn a_frozen_holder_expires_and_the_others_proceed() {
+    use std::io::{BufRead, BufReader};
+
+    let server = support::shared(ServerKind::Redis7);
+    let prefix = support::unique_prefix("rw-frozen");
+    let mut child = Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", "frozen_holder_process", "--nocapture"])
+        .env(FROZEN_HOLDER, format!("{} {prefix}", server.url()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the holder");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let stdout = child.stdout.take().expect("piped");
+    let child = Kill(child);
+    let pid = child.0.id().to_string();
+    let held = tokio::task::spawn_blocking(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find(|line| line.starts_with("held "))
+    });
+    tokio::time::timeout(Duration::from_secs(30), held)
+        .await
+        .expect("the holder holds within 30 s")
+        .expect("reader")
+        .expect("the holder said so");
+
+    let coordination: Coordination =
+        leasehold::backend::redis::RedisBackend::standalone(server.url())
+            .key_prefix(&prefix)
+            .connect()
+            .await
+            .expect("connect")
+            .into();
+    let lock = ReadWriteLock::named(&coordination, "frozen");
+    assert!(!readable(&lock).await, "the holder writes");
+    let stop = Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .expect("kill");
+    assert!(stop.success());
+    let frozen = Instant::now();
+    let mut reader = tokio::time::timeout(Duration::from_secs(3), lock.read(MINUTE))
+        .await
+        .expect("the frozen holder's lease runs out within its second")
+        .expect("read");
+    let waited = frozen.elapsed();
+    assert!(reader.release().await.expect("release"));
+    let mut writer = tokio::time::timeout(Duration::from_secs(1), lock.write(MINUTE))
+        .await
+        .expect("free")
+        .expect("write");
+    println!("a reader got in {waited:?} after the holder was frozen");
+    assert!(writer.release().await.expect("release"));
+    let _ = Command::new("kill").args(["-CONT", &pid]).status();
+    drop(child);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// A downgrade whose answer is lost leaves the handle a reader, and may have applied: the
+/// next downgrade settles it, whichever way the first went, and readers get in.
+#[tokio::test]
+async fn a_downgrade_without_an_answer_leaves_a_reader_and_the_next_settles_it() {
+    let behind = support::Behind::start("rw-downgrade-uncertain");
+    let holder = behind
+        .through_proxy(|builder| builder.response_timeout(Duration::from_millis(200)))
+        .await;
+    let direct = behind.direct().await;
+    let lock = ReadWriteLock::named(&holder, "downgrade");
+    let observer = ReadWriteLock::named(&direct, "downgrade");
+    // Warm: every script the test sends is cached, so the held one runs as it lands.
+    let mut warm = write(&lock, MINUTE).await;
+    assert!(warm.downgrade().await.expect("downgrade"));
+    assert!(warm.release().await.expect("release"));
+
+    let mut writer = write(&lock, MINUTE).await;
+    behind.proxy.stall();
+    let started = Instant::now();
+    let err = writer.downgrade().await.expect_err("no answer in time");
+    assert!(started.elapsed() < Duration::from_secs(2), "bounded by the timeout");
+    assert!(err.is_outcome_uncertain(), "{err}");
+    assert_eq!(writer.access(), Access::Read, "readers may be in");
+    assert!(!readable(&observer).await, "not delivered yet: still the writer");
+    behind.proxy.pass();
+    // Sent again (the held one may land first): either way a reader now.
+    assert!(writer.downgrade().await.expect("downgrade again"));
+    assert_eq!(writer.access(), Access::Read);
+    eventually("readers get in", async || readable(&observer).await).await;
+    assert!(!writable(&observer).await, "it still reads");
+    assert!(writer.release().await.expect("release"));
+}
