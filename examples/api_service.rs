@@ -46,7 +46,7 @@ use http_body::{Body, Frame};
 use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::rate_limit::{RateLimitPolicy, Refill};
-use leasehold::extract::{Lease, LeaseSpec, RateLimitInfo};
+use leasehold::extract::{Lease, LeaseRequest, LeaseSpec, RateLimitInfo};
 use leasehold::layer::concurrency_limit::{Capacity, RedisConcurrencyLimitLayer};
 use leasehold::layer::key::{KeyError, KeyErrorKind, KeyExtractor, TrustedProxy};
 use leasehold::layer::rate_limit::RedisRateLimitLayer;
@@ -187,12 +187,14 @@ async fn events() -> impl IntoResponse {
 /// The lease of one report's rebuild, named by the `{id}` of its path.
 struct ReportRebuild;
 
-impl LeaseSpec for ReportRebuild {
-    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
+impl<S: Sync> LeaseSpec<S> for ReportRebuild {
+    async fn lease(parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
         let Path(id) = Path::<u64>::from_request_parts(parts, &())
             .await
             .map_err(|rejection| KeyError::new(rejection.body_text()))?;
-        Ok(format!("report:{id}").into_bytes())
+        // A rebuild takes about a second: a refused client comes back then, not after the
+        // whole 30 s lease the running one holds.
+        Ok(LeaseRequest::named(format!("report:{id}")).retry_after_at_most(2 * REBUILD_TIME))
     }
 
     fn rejection_response(rejection: &Rejection<'_>, request: &Parts) -> Option<Response<Bytes>> {

@@ -292,6 +292,12 @@ async fn a_stream_holds_its_slot_and_a_rebuild_its_lease() {
     };
     assert_eq!(ran.status, StatusCode::OK, "{}", text(&ran));
     assert_json_refusal(&refused, StatusCode::CONFLICT, "rebuild_in_progress");
+    // The spec's cap, not the running rebuild's whole lease.
+    assert!(
+        (1..=2).contains(&refused.retry_after_secs()),
+        "{}",
+        refused.retry_after_secs()
+    );
     assert!(
         text(&refused).contains("\"path\":\"/reports/7/rebuild\""),
         "{}",

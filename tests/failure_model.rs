@@ -18,7 +18,9 @@ use leasehold::backend::redis::{DEFAULT_TRANSIENT_RETRY, RedisBackend};
 use leasehold::coordination::lock::FencedLock;
 use leasehold::coordination::rate_limit::FixedWindow;
 use leasehold::coordination::semaphore::Semaphore;
-use leasehold::extract::{Lease, LeaseSpec};
+use leasehold::extract::{
+    Lease, LeaseRequest, LeaseSpec, Permit, PermitRequest, PermitSpec, ReadLease, WriteLease,
+};
 use leasehold::layer::concurrency_limit::{Capacity, RedisConcurrencyLimitLayer};
 use leasehold::layer::key::{KeyError, KeyExtractor};
 use leasehold::layer::rate_limit::RedisRateLimitLayer;
@@ -44,19 +46,30 @@ async fn through(url: String, test: &str) -> Coordination {
 /// still held), answered within the layers' decision timeout.
 struct EachRequest;
 
-impl LeaseSpec for EachRequest {
-    async fn name(_parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        Ok(format!("lease-{}", NEXT.fetch_add(1, Ordering::Relaxed)).into_bytes())
-    }
+/// A lease name of its own for every request.
+fn each_request() -> LeaseRequest {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    LeaseRequest::named(format!("lease-{}", NEXT.fetch_add(1, Ordering::Relaxed)))
+}
 
-    fn timeout() -> Duration {
-        DECISION_TIMEOUT
+impl<S: Sync> LeaseSpec<S> for EachRequest {
+    async fn lease(_parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+        Ok(each_request().timeout(DECISION_TIMEOUT))
+    }
+}
+
+/// One of a hundred permits, for each request.
+struct EachPermit;
+
+impl<S: Sync> PermitSpec<S> for EachPermit {
+    async fn permit(_parts: &mut Parts, _state: &S) -> Result<PermitRequest, KeyError> {
+        Ok(PermitRequest::new("extractor-permits", 100).timeout(DECISION_TIMEOUT))
     }
 }
 
 /// `/rate` behind a fixed window of 1000 per minute, `/concurrent` behind a concurrency limit
-/// of 100, both with `policy`; `/lease` takes a `Lease` (which never fails open).
+/// of 100, both with `policy`; `/lease`, `/read`, `/write` and `/permit` take a `Lease`, a
+/// `ReadLease`, a `WriteLease` and a `Permit` (which never fail open).
 fn app(coordination: &Coordination, policy: FailurePolicy) -> (Router, RedisConcurrencyLimitLayer) {
     let rate =
         RedisRateLimitLayer::fixed_window(coordination, "rate", 1000, Duration::from_secs(60))
@@ -84,6 +97,9 @@ fn app(coordination: &Coordination, policy: FailurePolicy) -> (Router, RedisConc
                             lease.fencing_token().to_string()
                         }),
                     )
+                    .route("/read", get(|_: ReadLease<EachRequest>| async { "ok" }))
+                    .route("/write", get(|_: WriteLease<EachRequest>| async { "ok" }))
+                    .route("/permit", get(|_: Permit<EachPermit>| async { "ok" }))
                     .with_state(coordination.clone()),
             );
     (router, concurrent)
@@ -107,10 +123,12 @@ async fn served_through_a_proxy(
 const ROUTES: [&str; 2] = ["/rate", "/concurrent"];
 /// The `Lease` extractor's route.
 const LEASE: &str = "/lease";
-/// Every route: the layers' and the lease's.
-const ALL_ROUTES: [&str; 3] = ["/rate", "/concurrent", LEASE];
+/// The extractors' routes.
+const EXTRACTORS: [&str; 4] = [LEASE, "/read", "/write", "/permit"];
+/// Every route: the layers' and the extractors'.
+const ALL_ROUTES: [&str; 6] = ["/rate", "/concurrent", LEASE, "/read", "/write", "/permit"];
 
-/// One request to every route, the lease's included.
+/// One request to every route, the extractors' included.
 async fn each_route(addr: SocketAddr) -> Vec<Reply> {
     let client = client();
     let mut replies = Vec::new();
@@ -799,7 +817,7 @@ async fn a_service_boots_while_redis_is_down_and_connects_once_it_is_up() {
         assert_503_with_retry_after(&reply, "failing closed while Redis is down");
     }
     for (route, reply) in ALL_ROUTES.iter().zip(each_route(open).await) {
-        if *route == LEASE {
+        if EXTRACTORS.contains(route) {
             // A lease never fails open.
             assert_503_with_retry_after(&reply, "a lease while Redis is down");
             continue;
@@ -876,7 +894,7 @@ async fn a_blackhole_under_fail_open_passes_within_the_decision_timeout() {
             took < DECISION_TIMEOUT + Duration::from_millis(300),
             "{route} answered after {took:?}"
         );
-        if route == LEASE {
+        if EXTRACTORS.contains(&route) {
             assert_503_with_retry_after(&reply, route);
         } else {
             assert_eq!(reply.status, 200, "{route} fails open: {reply:?}");
@@ -957,13 +975,9 @@ async fn a_slow_but_healthy_backend_is_a_503_at_the_layer_timeout_and_keeps_the_
 /// A lease of its own for each request, waited for up to 2 s as the layers above wait.
 struct Patient;
 
-impl LeaseSpec for Patient {
-    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
-        EachRequest::name(parts).await
-    }
-
-    fn timeout() -> Duration {
-        Duration::from_secs(2)
+impl<S: Sync> LeaseSpec<S> for Patient {
+    async fn lease(_parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+        Ok(each_request().timeout(Duration::from_secs(2)))
     }
 }
 

@@ -18,7 +18,11 @@ use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::ManagedOptions;
 use leasehold::coordination::lock::FencedLock;
-use leasehold::extract::{DEFAULT_LEASE_TIMEOUT, Lease, LeaseSpec};
+use leasehold::coordination::rw_lease::ReadWriteLock;
+use leasehold::extract::{
+    DEFAULT_LEASE_TIMEOUT, Lease, LeaseRequest, LeaseSpec, Permit, PermitRequest, PermitSpec,
+    ReadLease, WriteLease,
+};
 use leasehold::layer::key::KeyError;
 use leasehold::layer::{Rejection, RejectionKind};
 use support::http::{client, get as http_get, serve};
@@ -38,29 +42,30 @@ async fn redis(url: String, prefix: &str) -> Coordination {
 /// The lease named by the path's segment after `/jobs/`.
 struct JobName;
 
-impl LeaseSpec for JobName {
-    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
-        parts
-            .uri
-            .path()
-            .rsplit_once("/jobs/")
-            .map(|(_, name)| name)
-            .filter(|name| !name.is_empty())
-            .map(|name| name.as_bytes().to_vec())
-            .ok_or_else(|| KeyError::new("a job name is needed: /jobs/{name}"))
+/// The path's segment after `/jobs/`.
+fn job_name(parts: &Parts) -> Result<Vec<u8>, KeyError> {
+    parts
+        .uri
+        .path()
+        .rsplit_once("/jobs/")
+        .map(|(_, name)| name)
+        .filter(|name| !name.is_empty())
+        .map(|name| name.as_bytes().to_vec())
+        .ok_or_else(|| KeyError::new("a job name is needed: /jobs/{name}"))
+}
+
+impl<S: Sync> LeaseSpec<S> for JobName {
+    async fn lease(parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+        Ok(LeaseRequest::named(job_name(parts)?))
     }
 }
 
 /// The same lease, waiting up to 5 s for it.
 struct WaitForJob;
 
-impl LeaseSpec for WaitForJob {
-    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
-        JobName::name(parts).await
-    }
-
-    fn max_wait() -> Duration {
-        Duration::from_secs(5)
+impl<S: Sync> LeaseSpec<S> for WaitForJob {
+    async fn lease(parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+        Ok(LeaseRequest::named(job_name(parts)?).max_wait(Duration::from_secs(5)))
     }
 }
 
@@ -230,8 +235,8 @@ async fn no_name_is_a_400_and_a_dead_backend_a_503() {
 #[tokio::test]
 async fn a_name_the_spec_refuses_is_a_400() {
     struct Refuses;
-    impl LeaseSpec for Refuses {
-        async fn name(_parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
+    impl<S: Sync> LeaseSpec<S> for Refuses {
+        async fn lease(_parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
             Err(KeyError::new("no lease for you"))
         }
     }
@@ -247,13 +252,13 @@ async fn a_name_the_spec_refuses_is_a_400() {
 /// The lease named by axum's own `Path` extractor, as the `Lease` docs show.
 struct TenantImport;
 
-impl LeaseSpec for TenantImport {
-    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
+impl<S: Sync> LeaseSpec<S> for TenantImport {
+    async fn lease(parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
         use axum::extract::{FromRequestParts, Path};
         let Path(tenant) = Path::<String>::from_request_parts(parts, &())
             .await
             .map_err(|rejection| KeyError::new(rejection.body_text()))?;
-        Ok(format!("import:{tenant}").into_bytes())
+        Ok(LeaseRequest::named(format!("import:{tenant}")))
     }
 }
 
@@ -324,10 +329,10 @@ fn own_answers(rejection: &Rejection<'_>, request: &Parts) -> Option<http::Respo
 /// A lease named by its path, answered by `own_answers`.
 struct OwnAnswers;
 
-impl LeaseSpec for OwnAnswers {
-    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
+impl<S: Sync> LeaseSpec<S> for OwnAnswers {
+    async fn lease(parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
         match parts.uri.path().strip_prefix("/own/") {
-            Some(name) if !name.is_empty() => Ok(name.as_bytes().to_vec()),
+            Some(name) if !name.is_empty() => Ok(LeaseRequest::named(name)),
             _ => Err(KeyError::new("a name is needed")),
         }
     }
@@ -381,18 +386,24 @@ async fn a_spec_answers_its_own_rejections_and_keeps_retry_after() {
 /// A lease named by the peer's address, on an app served without it: the server's fault.
 struct ByPeer;
 
-impl LeaseSpec for ByPeer {
-    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
-        leasehold::layer::key::KeyExtractor::peer_ip().extract(parts)
+fn peer_name(parts: &Parts) -> Result<LeaseRequest, KeyError> {
+    leasehold::layer::key::KeyExtractor::peer_ip()
+        .extract(parts)
+        .map(LeaseRequest::named)
+}
+
+impl<S: Sync> LeaseSpec<S> for ByPeer {
+    async fn lease(parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+        peer_name(parts)
     }
 }
 
 /// The same, answered by the application with the rejection's sentence.
 struct ByPeerOwnAnswer;
 
-impl LeaseSpec for ByPeerOwnAnswer {
-    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
-        ByPeer::name(parts).await
+impl<S: Sync> LeaseSpec<S> for ByPeerOwnAnswer {
+    async fn lease(parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+        peer_name(parts)
     }
 
     fn rejection_response(
@@ -446,13 +457,10 @@ async fn a_name_the_server_cannot_derive_is_a_500_that_says_what_to_change() {
 /// Options that cannot be kept (a lifetime limit on a lease released with its handle).
 struct Misconfigured;
 
-impl LeaseSpec for Misconfigured {
-    async fn name(_parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
-        Ok(b"misconfigured".to_vec())
-    }
-
-    fn options() -> ManagedOptions {
-        ManagedOptions::new().max_lifetime(Some(Duration::from_secs(5)))
+impl<S: Sync> LeaseSpec<S> for Misconfigured {
+    async fn lease(_parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+        Ok(LeaseRequest::named("misconfigured")
+            .options(ManagedOptions::new().max_lifetime(Some(Duration::from_secs(5)))))
     }
 }
 
@@ -478,30 +486,20 @@ async fn options_that_cannot_be_kept_are_a_503_before_anything_is_sent() {
 /// The job lease, answered within 200 ms.
 struct Quick;
 
-impl LeaseSpec for Quick {
-    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
-        JobName::name(parts).await
-    }
-
-    fn timeout() -> Duration {
-        Duration::from_millis(200)
+impl<S: Sync> LeaseSpec<S> for Quick {
+    async fn lease(parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+        Ok(LeaseRequest::named(job_name(parts)?).timeout(Duration::from_millis(200)))
     }
 }
 
 /// The job lease, waiting up to 300 ms, answered within 200 ms more.
 struct QuickWait;
 
-impl LeaseSpec for QuickWait {
-    async fn name(parts: &mut Parts) -> Result<Vec<u8>, KeyError> {
-        JobName::name(parts).await
-    }
-
-    fn max_wait() -> Duration {
-        Duration::from_millis(300)
-    }
-
-    fn timeout() -> Duration {
-        Duration::from_millis(200)
+impl<S: Sync> LeaseSpec<S> for QuickWait {
+    async fn lease(parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+        Ok(LeaseRequest::named(job_name(parts)?)
+            .max_wait(Duration::from_millis(300))
+            .timeout(Duration::from_millis(200)))
     }
 }
 
@@ -559,4 +557,184 @@ async fn a_silent_backend_is_a_503_within_the_lease_timeout() {
         );
     }
     proxy.pass();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// The read-write lease named by the path's segment after `/jobs/`, whose refusals say to
+/// come back within 2 s (the default lease is 30 s).
+struct CatalogLease;
+
+impl<S: Sync> LeaseSpec<S> for CatalogLease {
+    async fn lease(parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+        Ok(LeaseRequest::named(job_name(parts)?).retry_after_at_most(Duration::from_secs(2)))
+    }
+}
+
+/// One permit in all, named by the application's configuration (the router's state).
+struct OnePermit;
+
+#[derive(Clone)]
+struct PermitConfig {
+    semaphore: String,
+}
+
+#[derive(Clone)]
+struct ConfiguredState {
+    coordination: Coordination,
+    permits: PermitConfig,
+}
+
+impl axum::extract::FromRef<ConfiguredState> for Coordination {
+    fn from_ref(state: &ConfiguredState) -> Coordination {
+        state.coordination.clone()
+    }
+}
+
+impl axum::extract::FromRef<ConfiguredState> for PermitConfig {
+    fn from_ref(state: &ConfiguredState) -> PermitConfig {
+        state.permits.clone()
+    }
+}
+
+impl<S: Sync> PermitSpec<S> for OnePermit
+where
+    PermitConfig: axum::extract::FromRef<S>,
+{
+    async fn permit(_parts: &mut Parts, state: &S) -> Result<PermitRequest, KeyError> {
+        let config = <PermitConfig as axum::extract::FromRef<S>>::from_ref(state);
+        Ok(PermitRequest::new(config.semaphore, 1).retry_after_at_most(Duration::from_secs(2)))
+    }
+}
+
+/// Over HTTP against Redis, on two app instances: readers share a read lease while a writer
+/// is refused with a capped `Retry-After`; a writer is alone; one permit admits one request
+/// and refuses the next with `429`; all free once the handlers are done.
+#[tokio::test]
+async fn read_and_write_leases_and_permits_over_http() {
+    const HOLD: Duration = Duration::from_millis(400);
+    let prefix = unique_prefix("rw-extractors");
+    let app = async || {
+        let coordination = redis(shared(ServerKind::Redis7).url(), &prefix).await;
+        let router = Router::new()
+            .route(
+                "/read/jobs/{name}",
+                get(|lease: ReadLease<CatalogLease>| async move {
+                    tokio::time::sleep(HOLD).await;
+                    // Held until here: a closure's argument unused in its future is dropped
+                    // before the future runs.
+                    drop(lease);
+                    "read"
+                }),
+            )
+            .route(
+                "/write/jobs/{name}",
+                get(|lease: WriteLease<CatalogLease>| async move {
+                    tokio::time::sleep(HOLD).await;
+                    // Held until here: a closure's argument unused in its future is dropped
+                    // before the future runs.
+                    drop(lease);
+                    "written"
+                }),
+            )
+            .route(
+                "/permit",
+                get(|permit: Permit<OnePermit>| async move {
+                    tokio::time::sleep(HOLD).await;
+                    // Held until here: a closure's argument unused in its future is dropped
+                    // before the future runs.
+                    drop(permit);
+                    "permitted"
+                }),
+            )
+            .with_state(ConfiguredState {
+                coordination,
+                permits: PermitConfig {
+                    semaphore: "exports".to_owned(),
+                },
+            });
+        serve(router).await
+    };
+    let (first, second) = (app().await, app().await);
+    let client = client();
+    let later = async |addr, path: &'static str| {
+        tokio::time::sleep(HOLD / 4).await;
+        http_get(&client, addr, path, &[]).await
+    };
+
+    // Two readers at once, on two instances; a writer meanwhile is refused.
+    let started = Instant::now();
+    let (a, b, writer) = tokio::join!(
+        http_get(&client, first, "/read/jobs/catalog", &[]),
+        http_get(&client, second, "/read/jobs/catalog", &[]),
+        later(second, "/write/jobs/catalog"),
+    );
+    assert_eq!((a.status, b.status), (StatusCode::OK, StatusCode::OK));
+    assert!(started.elapsed() < 2 * HOLD, "the readers overlapped");
+    assert_eq!(writer.status, StatusCode::CONFLICT, "{writer:?}");
+    assert!(
+        (1..=2).contains(&writer.retry_after_secs()),
+        "capped: {writer:?}"
+    );
+
+    // The readers' leases are released in the background as their handlers end.
+    let observer = redis(shared(ServerKind::Redis7).url(), &prefix).await;
+    let catalog = ReadWriteLock::named(&observer, "catalog");
+    support::eventually("the readers are gone", async || {
+        match catalog
+            .try_write(Duration::from_secs(5))
+            .await
+            .expect("try")
+            .into_lease()
+        {
+            Some(mut lease) => lease.release().await.expect("release"),
+            None => false,
+        }
+    })
+    .await;
+
+    // A writer alone: a reader and another writer meanwhile are refused.
+    let (written, reader, other) = tokio::join!(
+        http_get(&client, first, "/write/jobs/catalog", &[]),
+        later(second, "/read/jobs/catalog"),
+        later(first, "/write/jobs/catalog"),
+    );
+    assert_eq!(written.status, StatusCode::OK);
+    assert_eq!(reader.status, StatusCode::CONFLICT, "{reader:?}");
+    assert_eq!(other.status, StatusCode::CONFLICT, "{other:?}");
+
+    support::eventually("the writer is gone", async || {
+        match catalog
+            .try_write(Duration::from_secs(5))
+            .await
+            .expect("try")
+            .into_lease()
+        {
+            Some(mut lease) => lease.release().await.expect("release"),
+            None => false,
+        }
+    })
+    .await;
+
+    // One permit across both instances, named by the state's configuration.
+    let (permitted, refused) = tokio::join!(
+        http_get(&client, first, "/permit", &[]),
+        later(second, "/permit"),
+    );
+    assert_eq!(permitted.status, StatusCode::OK);
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS, "{refused:?}");
+    assert!(
+        (1..=2).contains(&refused.retry_after_secs()),
+        "capped: {refused:?}"
+    );
+
+    // Released with their handlers (in the background): free again.
+    support::eventually("everything is free again", async || {
+        let (w, p) = tokio::join!(
+            http_get(&client, second, "/write/jobs/catalog", &[]),
+            http_get(&client, first, "/permit", &[]),
+        );
+        w.status == StatusCode::OK && p.status == StatusCode::OK
+    })
+    .await;
 }

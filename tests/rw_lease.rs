@@ -577,10 +577,16 @@ async fn a_downgrade_without_an_answer_leaves_a_reader_and_the_next_settles_it()
     behind.proxy.stall();
     let started = Instant::now();
     let err = writer.downgrade().await.expect_err("no answer in time");
-    assert!(started.elapsed() < Duration::from_secs(2), "bounded by the timeout");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "bounded by the timeout"
+    );
     assert!(err.is_outcome_uncertain(), "{err}");
     assert_eq!(writer.access(), Access::Read, "readers may be in");
-    assert!(!readable(&observer).await, "not delivered yet: still the writer");
+    assert!(
+        !readable(&observer).await,
+        "not delivered yet: still the writer"
+    );
     behind.proxy.pass();
     // Sent again (the held one may land first): either way a reader now.
     assert!(writer.downgrade().await.expect("downgrade again"));
@@ -588,4 +594,39 @@ async fn a_downgrade_without_an_answer_leaves_a_reader_and_the_next_settles_it()
     eventually("readers get in", async || readable(&observer).await).await;
     assert!(!writable(&observer).await, "it still reads");
     assert!(writer.release().await.expect("release"));
+}
+
+/// Redis out of memory (`noeviction`): a new lease is refused (`OutOfMemory`, certainly
+/// without effect), while a held lease is still renewed (a renewal grows nothing) and
+/// released.
+#[tokio::test]
+async fn out_of_memory_refuses_new_leases_and_renews_held_ones() {
+    let server = support::Server::start(ServerKind::Redis7, &[]);
+    let coordination: Coordination =
+        leasehold::backend::redis::RedisBackend::standalone(server.url())
+            .key_prefix(support::unique_prefix("rw-oom"))
+            .connect()
+            .await
+            .expect("connect")
+            .into();
+    let lock = ReadWriteLock::named(&coordination, "oom");
+    let mut held = read(&lock, MINUTE).await;
+    let other = ReadWriteLock::named(&coordination, "oom-new");
+    let () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
+    for write in [false, true] {
+        let attempt = if write {
+            other.try_write(MINUTE).await
+        } else {
+            other.try_read(MINUTE).await
+        };
+        let err = attempt.expect_err("out of memory");
+        assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{err}");
+        assert!(err.is_refused() && !err.is_outcome_uncertain(), "{err}");
+    }
+    let err = lock.try_read(MINUTE).await.expect_err("another reader");
+    assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{err}");
+    assert!(held.renew(MINUTE).await.expect("renewed out of memory"));
+    assert!(held.release().await.expect("released out of memory"));
+    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
 }

@@ -37,8 +37,27 @@ local function corrupt()
     return nil
 end
 
+-- Removes the entries scored from min to max (Redis range syntax), counted first and removed
+-- only when there are some: any write, even one that removes nothing, would let the script's
+-- later writes past the server's out-of-memory refusal.
+local function remove_range(min, max)
+    if redis.call('ZCOUNT', KEYS[1], min, max) > 0 then
+        redis.call('ZREMRANGEBYSCORE', KEYS[1], min, max)
+    end
+end
+
 -- Removes every entry whose deadline is at or before `now`.
 local function prune(now)
+    remove_range(digits(-now), '(0')
+    remove_range(0, digits(now))
+    remove_range(PENDING, digits(PENDING + now))
+end
+
+-- Removes every entry whose deadline is at or before `now`, with writes whatever they find:
+-- for a step that must pass when the server is out of memory (a renewal grows nothing, and
+-- refusing it would cost its holder the lease), since a write lets the script's later ones
+-- past the refusal.
+local function prune_even_out_of_memory(now)
     redis.call('ZREMRANGEBYSCORE', KEYS[1], digits(-now), '(0')
     redis.call('ZREMRANGEBYSCORE', KEYS[1], 0, digits(now))
     redis.call('ZREMRANGEBYSCORE', KEYS[1], PENDING, digits(PENDING + now))

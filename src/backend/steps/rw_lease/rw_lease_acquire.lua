@@ -45,7 +45,7 @@ else
     end
     -- Every waiting record goes with a writer's grant: a writer that still waits records
     -- itself anew when it next tries, and one that crashed keeps readers out no longer.
-    redis.call('ZREMRANGEBYSCORE', KEYS[1], PENDING, '+inf')
+    remove_range(PENDING, '+inf')
     redis.call('ZADD', KEYS[1], digits(-deadline), 'w:' .. ARGV[2])
 end
 settle()

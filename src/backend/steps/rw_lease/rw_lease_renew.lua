@@ -13,7 +13,7 @@ if refused then
     return refused
 end
 local now = now_ms()
-prune(now)
+prune_even_out_of_memory(now)
 local member, kind = holder(ARGV[1], now)
 if not member then
     return {'not_owner'}

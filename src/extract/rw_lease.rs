@@ -1,0 +1,159 @@
+//! The `ReadLease` and `WriteLease` extractors: a handler that runs only while it shares a
+//! named read-write lease for reading, or holds it alone for writing.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use axum::extract::{FromRef, FromRequestParts};
+use http::request::Parts;
+
+use super::rejection::{LeaseRejection, Reason};
+use super::spec::LeaseSpec;
+use super::taking::take;
+use crate::Coordination;
+use crate::coordination::ownership::OwnershipLost;
+use crate::coordination::rw_lease::{Access, ManagedRwLease, ReadWriteLock};
+
+/// A held, self-renewing [read lease](crate::coordination::rw_lease) named by `R` for this
+/// request: the handler runs only while no writer holds the lease, beside any number of
+/// other readers, and the lease is released when the handler is done.
+///
+/// The lock is [`ReadWriteLock::named`] with the name of the
+/// [`LeaseRequest`](super::LeaseRequest) that `R` makes, on the [`Coordination`] of the
+/// router's state, without writer preference (a lock that needs it is a handle of its own:
+/// take a [`ManagedRwLease`] in the handler). The answers are those of
+/// [`Lease`](super::Lease): `409 Conflict` with `Retry-After` while a writer holds it, the
+/// key error's status without a name, `503` when the backend fails or is too slow.
+///
+/// # Example
+///
+/// ```
+/// use axum::http::request::Parts;
+/// use axum::{Router, routing::get};
+/// use leasehold::Coordination;
+/// use leasehold::extract::{LeaseRequest, LeaseSpec, ReadLease, WriteLease};
+/// use leasehold::layer::key::KeyError;
+///
+/// struct Catalog;
+///
+/// impl<S: Sync> LeaseSpec<S> for Catalog {
+///     async fn lease(_parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+///         Ok(LeaseRequest::named("catalog"))
+///     }
+/// }
+///
+/// async fn show(_reading: ReadLease<Catalog>) -> &'static str {
+///     "many requests read the catalog at once"
+/// }
+///
+/// async fn replace(_writing: WriteLease<Catalog>) -> &'static str {
+///     "one request rewrites it, while nobody reads"
+/// }
+///
+/// let app: Router = Router::new()
+///     .route("/catalog", get(show).put(replace))
+///     .with_state(Coordination::memory());
+/// # let _ = app;
+/// ```
+pub struct ReadLease<R> {
+    lease: ManagedRwLease,
+    spec: PhantomData<fn() -> R>,
+}
+
+/// A held, self-renewing write lease named by `R` for this request: the handler runs only
+/// while it alone holds the [read-write lease](crate::coordination::rw_lease), and the lease
+/// is released when the handler is done. See [`ReadLease`] for the lock, the answers and an
+/// example; a write lease is refused (`409`) while anyone reads or writes.
+pub struct WriteLease<R> {
+    lease: ManagedRwLease,
+    spec: PhantomData<fn() -> R>,
+}
+
+macro_rules! held_rw_lease {
+    ($extractor:ident, $access:expr) => {
+        impl<R> $extractor<R> {
+            /// The signal that fires if the lease is lost while the handler runs.
+            pub fn ownership(&self) -> OwnershipLost {
+                self.lease.ownership()
+            }
+
+            /// The managed lease itself.
+            pub fn managed(&self) -> &ManagedRwLease {
+                &self.lease
+            }
+
+            /// The managed lease, to keep it beyond the handler, or to
+            /// [downgrade](ManagedRwLease::downgrade) a write lease.
+            pub fn into_managed(self) -> ManagedRwLease {
+                self.lease
+            }
+        }
+
+        impl<R> fmt::Debug for $extractor<R> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($extractor))
+                    .field("lease", &self.lease)
+                    .finish()
+            }
+        }
+
+        impl<S, R> FromRequestParts<S> for $extractor<R>
+        where
+            S: Send + Sync,
+            Coordination: FromRef<S>,
+            R: LeaseSpec<S>,
+        {
+            type Rejection = LeaseRejection;
+
+            async fn from_request_parts(
+                parts: &mut Parts,
+                state: &S,
+            ) -> Result<Self, Self::Rejection> {
+                match take_rw::<S, R>(parts, state, $access).await {
+                    Ok(lease) => Ok($extractor {
+                        lease,
+                        spec: PhantomData,
+                    }),
+                    Err(reason) => Err(LeaseRejection::new(reason, parts, R::rejection_response)),
+                }
+            }
+        }
+    };
+}
+
+held_rw_lease!(ReadLease, Access::Read);
+held_rw_lease!(WriteLease, Access::Write);
+
+/// Takes `R`'s read-write lease with `access` for the request, or says why not.
+async fn take_rw<S, R>(
+    parts: &mut Parts,
+    state: &S,
+    access: Access,
+) -> Result<ManagedRwLease, Reason>
+where
+    S: Send + Sync,
+    Coordination: FromRef<S>,
+    R: LeaseSpec<S>,
+{
+    let coordination = Coordination::from_ref(state);
+    let (name, taking) = R::lease(parts, state)
+        .await
+        .map_err(Reason::InvalidName)?
+        .into_parts();
+    let lock = ReadWriteLock::named(&coordination, &name);
+    let options = &taking.options;
+    let lease = take(
+        &taking,
+        Reason::held,
+        || async {
+            let lease = options.lease_duration();
+            match access {
+                Access::Read => lock.try_read(lease).await,
+                Access::Write => lock.try_write(lease).await,
+            }
+        },
+        || lock.acquire_with(access, options),
+    )
+    .await?;
+    ManagedRwLease::keep(lease, options).map_err(Reason::Unavailable)
+}

@@ -1,0 +1,91 @@
+//! Taking what a request needs, the same way for every extractor: at once or waiting up to
+//! the request's bound, each attempt bounded by its timeout.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::rejection::Reason;
+use super::spec::Taking;
+use crate::coordination::Attempt;
+use crate::error::{Error, ErrorKind, Result};
+
+/// Takes what `attempt` (at once) or `wait` (waiting) take, as `taking` says: `busy` makes
+/// the refusal from the time left, capped by the request.
+///
+/// Cancel safe as the primitives' own steps are: a dropped acquisition releases what it may
+/// have been granted in the background.
+pub(super) async fn take<T, A, W>(
+    taking: &Taking,
+    busy: fn(Duration) -> Reason,
+    attempt: impl FnOnce() -> A,
+    wait: impl FnOnce() -> W,
+) -> std::result::Result<T, Reason>
+where
+    A: Future<Output = Result<Attempt<T>>>,
+    W: Future<Output = Result<T>>,
+{
+    // Options that cannot be kept are refused before anything is sent: nothing taken and
+    // released (no fencing token spent) on every request.
+    taking.options.validate().map_err(Reason::Unavailable)?;
+    if taking.max_wait.is_zero() {
+        return once(taking, busy, attempt()).await;
+    }
+    match tokio::time::timeout(taking.max_wait, wait()).await {
+        Ok(held) => held.map_err(Reason::Unavailable),
+        // Gave up waiting: one last try, which also says how long the holders have left.
+        Err(_) => once(taking, busy, attempt()).await,
+    }
+}
+
+/// What `attempt` takes now, or the refusal with the holders' time left, within the
+/// request's timeout.
+async fn once<T>(
+    taking: &Taking,
+    busy: fn(Duration) -> Reason,
+    attempt: impl Future<Output = Result<Attempt<T>>>,
+) -> std::result::Result<T, Reason> {
+    let timeout = taking.timeout;
+    let attempt = tokio::time::timeout(timeout, attempt).await.map_err(|_| {
+        Reason::Unavailable(
+            Error::new(
+                ErrorKind::Timeout,
+                format!("no answer from the lease backend within {timeout:?}"),
+            )
+            .uncertain(true),
+        )
+    })?;
+    match attempt.map_err(Reason::Unavailable)? {
+        Attempt::Acquired(held) => Ok(held),
+        Attempt::Busy { retry_after } => Err(busy(retry_after_of(
+            retry_after,
+            taking.retry_after_at_most,
+        ))),
+    }
+}
+
+/// A refusal's `Retry-After`, before rounding up to whole seconds: the holders' time left
+/// (a second when unknown), at most `longest`, and at least a second (`Retry-After: 0`
+/// invites an immediate retry).
+fn retry_after_of(left: Option<Duration>, longest: Option<Duration>) -> Duration {
+    let second = Duration::from_secs(1);
+    let left = left.unwrap_or(second);
+    longest
+        .map_or(left, |longest| left.min(longest))
+        .max(second)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_time_left_is_capped_and_never_under_a_second() {
+        let s = Duration::from_secs;
+        assert_eq!(retry_after_of(Some(s(30)), None), s(30));
+        assert_eq!(retry_after_of(Some(s(30)), Some(s(2))), s(2));
+        assert_eq!(retry_after_of(Some(s(1)), Some(s(2))), s(1));
+        assert_eq!(retry_after_of(None, None), s(1));
+        assert_eq!(retry_after_of(Some(Duration::ZERO), None), s(1));
+        assert_eq!(retry_after_of(Some(s(30)), Some(Duration::ZERO)), s(1));
+    }
+}
