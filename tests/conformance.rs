@@ -458,7 +458,7 @@ async fn hash_field_expiry_is_probed(target: Target) {
             assert!(!expected);
             assert_eq!(err.kind(), ErrorKind::Unsupported);
             let feature = err.unsupported_feature().expect("names the feature");
-            assert_eq!(feature.minimum_version(), "Redis 7.4");
+            assert_eq!(feature.minimum_version(), "Redis 7.4 or Valkey 9.0");
             assert!(err.to_string().contains("HPEXPIRE"), "{err}");
         }
     }

@@ -82,27 +82,27 @@ fn app(coordination: &Coordination, policy: FailurePolicy) -> (Router, RedisConc
             .expect("valid")
             .timeout(DECISION_TIMEOUT)
             .failure_policy(policy);
-    let router =
-        Router::new()
-            .route("/rate", get(|| async { "ok" }).layer(rate))
-            .route(
-                "/concurrent",
-                get(|| async { "ok" }).layer(concurrent.clone()),
-            )
-            .merge(
-                Router::new()
-                    .route(
-                        LEASE,
-                        get(|lease: Lease<EachRequest>| async move {
-                            lease.fencing_token().to_string()
-                        }),
-                    )
-                    .route("/read", get(|_: ReadLease<EachRequest>| async { "ok" }))
-                    .route("/write", get(|_: WriteLease<EachRequest>| async { "ok" }))
-                    .route("/permit", get(|_: Permit<EachPermit>| async { "ok" }))
-                    .with_state(coordination.clone()),
-            );
+    let router = Router::new()
+        .route("/rate", get(|| async { "ok" }).layer(rate))
+        .route(
+            "/concurrent",
+            get(|| async { "ok" }).layer(concurrent.clone()),
+        )
+        .merge(extractor_routes(coordination));
     (router, concurrent)
+}
+
+/// The extractors' routes ([`EXTRACTORS`]), each taking a lease or a permit of its own.
+fn extractor_routes(coordination: &Coordination) -> Router {
+    Router::new()
+        .route(
+            LEASE,
+            get(|lease: Lease<EachRequest>| async move { lease.fencing_token().to_string() }),
+        )
+        .route("/read", get(|_: ReadLease<EachRequest>| async { "ok" }))
+        .route("/write", get(|_: WriteLease<EachRequest>| async { "ok" }))
+        .route("/permit", get(|_: Permit<EachPermit>| async { "ok" }))
+        .with_state(coordination.clone())
 }
 
 /// The app of [`app`] with `policy`, served, reaching the shared Redis through a fault proxy
@@ -244,11 +244,7 @@ async fn refused_connections_under_fail_open_pass_and_open_the_breaker() {
             "/concurrent",
             get(|| async { "ok" }).layer(concurrent.clone()),
         )
-        .route(
-            LEASE,
-            get(|lease: Lease<EachRequest>| async move { lease.fencing_token().to_string() }),
-        )
-        .with_state(coordination.clone());
+        .merge(extractor_routes(&coordination));
     let addr = serve(router).await;
     let client = client();
     assert_eq!(http_get(&client, addr, "/rate", &[]).await.status, 200);
@@ -276,7 +272,9 @@ async fn refused_connections_under_fail_open_pass_and_open_the_breaker() {
             http_get(&client, addr, "/concurrent", &[]).await.status,
             200
         );
-        assert_503_with_retry_after(&http_get(&client, addr, LEASE, &[]).await, LEASE);
+        for route in EXTRACTORS {
+            assert_503_with_retry_after(&http_get(&client, addr, route, &[]).await, route);
+        }
     }
     support::eventually("the circuit opens", async || {
         concurrent.circuit_state() == Some(CircuitState::Open)

@@ -1,6 +1,7 @@
 //! What every self-renewing holding shares, run for the lock's lease, the semaphore's permit
-//! and the read-write lock's write lease against a real Redis behind the fault proxy: a stall shorter than the estimate costs
-//! nothing, a longer one ends ownership before anyone else can take over.
+//! and the read-write lock's write lease against a real Redis behind the fault proxy: a stall
+//! shorter than the estimate costs nothing, a longer one ends ownership before anyone else can
+//! take over.
 
 mod support;
 

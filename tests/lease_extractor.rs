@@ -473,14 +473,49 @@ async fn options_that_cannot_be_kept_are_a_503_before_anything_is_sent() {
             "/",
             get(|lease: Lease<Misconfigured>| async move { lease.fencing_token().to_string() }),
         )
+        .route("/read", get(|_: ReadLease<Misconfigured>| async { "read" }))
+        .route(
+            "/write",
+            get(|_: WriteLease<Misconfigured>| async { "written" }),
+        )
+        .route(
+            "/permit",
+            get(|_: Permit<MisconfiguredPermit>| async { "permitted" }),
+        )
+        .route("/instant", get(|_: Lease<NoTime>| async { "never" }))
         .with_state(coordination.clone());
     let addr = serve(router).await;
-    for _ in 0..3 {
-        let reply = http_get(&client(), addr, "/", &[]).await;
-        assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE, "{reply:?}");
+    for path in ["/", "/read", "/write", "/permit", "/instant"] {
+        for _ in 0..3 {
+            let reply = http_get(&client(), addr, path, &[]).await;
+            assert_eq!(
+                reply.status,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "{path}: {reply:?}"
+            );
+        }
     }
-    // No lock was taken: not even the fencing counter every acquisition leaves exists.
+    // Nothing was taken: not even the fencing counter every lock acquisition leaves exists.
     assert_eq!(target.count_keys(&coordination), 0);
+}
+
+/// Options that cannot be kept, for a permit.
+struct MisconfiguredPermit;
+
+impl<S: Sync> PermitSpec<S> for MisconfiguredPermit {
+    async fn permit(_parts: &mut Parts, _state: &S) -> Result<PermitRequest, KeyError> {
+        Ok(PermitRequest::new("misconfigured", 1)
+            .options(ManagedOptions::new().max_lifetime(Some(Duration::from_secs(5)))))
+    }
+}
+
+/// No time at all for the backend's answer.
+struct NoTime;
+
+impl<S: Sync> LeaseSpec<S> for NoTime {
+    async fn lease(_parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+        Ok(LeaseRequest::named("no-time").timeout(Duration::ZERO))
+    }
 }
 
 /// The job lease, answered within 200 ms.

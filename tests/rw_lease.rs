@@ -260,6 +260,29 @@ async fn corrupt_state_changes_nothing(target: Target) {
     }
     let value: Vec<u8> = target.query(&[b"GET", &key]);
     assert_eq!(value, b"not a set");
+
+    // A held lease whose key is overwritten: every step refuses, and changes nothing.
+    target.raw(&[b"DEL", &key]);
+    let mut lease = write(&lock, MINUTE).await;
+    target.raw(&[b"DEL", &key]);
+    target.raw(&[b"HSET", &key, b"f", b"v"]);
+    let corrupt = |result: leasehold::Result<bool>| {
+        let err = result.expect_err("corrupt");
+        assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
+    };
+    corrupt(lease.verify_still_held().await);
+    corrupt(lease.renew(MINUTE).await);
+    corrupt(lease.downgrade().await);
+    assert_eq!(
+        lease.access(),
+        Access::Write,
+        "refused certainly: still the writer"
+    );
+    let err = lease.release().await.expect_err("corrupt");
+    assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
+    let value: Vec<u8> = target.query(&[b"HGET", &key, b"f"]);
+    assert_eq!(value, b"v");
+    target.raw(&[b"DEL", &key]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -629,4 +652,34 @@ async fn out_of_memory_refuses_new_leases_and_renews_held_ones() {
     assert!(held.renew(MINUTE).await.expect("renewed out of memory"));
     assert!(held.release().await.expect("released out of memory"));
     let () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+}
+
+/// A writer that waits with writer preference is woken by changes to the key, and its own
+/// waiting record is one of them: it is written again only once a quarter of its life has
+/// passed, so a writer waiting behind a reader for a second tries a handful of times, not
+/// once per round trip.
+#[tokio::test]
+async fn a_waiting_writer_does_not_wake_itself_round_after_round() {
+    let behind = support::Behind::start("rw-no-spin");
+    let coordination = behind.direct().await;
+    let lock = ReadWriteLock::named(&coordination, "no-spin")
+        .writer_preference(Duration::from_secs(2))
+        .expect("valid");
+    let mut reader = read(&lock, MINUTE).await;
+    let calls = || support::target::command_calls(&behind.server, "evalsha");
+    let before = calls();
+    let writer = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.write(MINUTE).await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let tries = calls() - before;
+    assert!(tries <= 6, "{tries} tries in a second of waiting");
+    assert!(reader.release().await.expect("release"));
+    let mut writer = tokio::time::timeout(Duration::from_secs(5), writer)
+        .await
+        .expect("the writer gets in")
+        .expect("task")
+        .expect("write");
+    assert!(writer.release().await.expect("release"));
 }

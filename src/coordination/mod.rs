@@ -9,10 +9,12 @@
 //! - [`semaphore`]: counting semaphores, plain and keyed, with expirable permits;
 //! - [`latch`]: countdown latches, one generation at a time;
 //! - [`rw_lease`]: read-write leases, shared for reading and exclusive for writing;
+//! - [`hash_lease`]: named leases in the fields of one hash, each with its own expiry;
 //! - [`ownership`]: what every held thing tells its users (the loss signal, the releases
 //!   given up), and [`ManagedOptions`] for everything kept renewed.
 
 mod attempt;
+pub mod hash_lease;
 pub mod latch;
 pub mod lock;
 mod managed_options;

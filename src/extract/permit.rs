@@ -41,6 +41,12 @@ use crate::layer::key::KeyError;
 ///     }
 /// }
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a `PermitSpec<{S}>` for this router's state",
+    note = "implement `PermitSpec<S>` for every state (`impl<S: Sync> PermitSpec<S> for \
+            {Self}`), or for the states it reads its settings from through `FromRef`",
+    note = "the router's state must also give a `Coordination` through `FromRef`"
+)]
 pub trait PermitSpec<S>: Send + Sync + 'static {
     /// The permit this request needs, and how it is taken and kept. An error rejects the
     /// request with the [`KeyError`]'s status and message.

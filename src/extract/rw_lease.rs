@@ -62,8 +62,44 @@ pub struct ReadLease<R> {
 
 /// A held, self-renewing write lease named by `R` for this request: the handler runs only
 /// while it alone holds the [read-write lease](crate::coordination::rw_lease), and the lease
-/// is released when the handler is done. See [`ReadLease`] for the lock, the answers and an
-/// example; a write lease is refused (`409`) while anyone reads or writes.
+/// is released when the handler is done. See [`ReadLease`] for the lock and the answers; a
+/// write lease is refused (`409`) while anyone reads or writes.
+///
+/// # Example
+///
+/// A write that goes on reading once the exclusive part is done, downgraded in one step:
+///
+/// ```
+/// use axum::http::request::Parts;
+/// use axum::{Router, routing::put};
+/// use leasehold::Coordination;
+/// use leasehold::extract::{LeaseRequest, LeaseSpec, WriteLease};
+/// use leasehold::layer::key::KeyError;
+///
+/// struct Catalog;
+///
+/// impl<S: Sync> LeaseSpec<S> for Catalog {
+///     async fn lease(_parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+///         Ok(LeaseRequest::named("catalog"))
+///     }
+/// }
+///
+/// async fn replace(writing: WriteLease<Catalog>) -> String {
+///     // ... rewrite the catalog alone ...
+///     let mut lease = writing.into_managed();
+///     match lease.downgrade().await {
+///         // ... then read it back beside other readers ...
+///         Ok(true) => "replaced".to_owned(),
+///         Ok(false) => "replaced, but the lease was lost".to_owned(),
+///         Err(err) => format!("replaced; the downgrade failed: {err}"),
+///     }
+/// }
+///
+/// let app: Router = Router::new()
+///     .route("/catalog", put(replace))
+///     .with_state(Coordination::memory());
+/// # let _ = app;
+/// ```
 pub struct WriteLease<R> {
     lease: ManagedRwLease,
     spec: PhantomData<fn() -> R>,

@@ -114,6 +114,13 @@ use crate::layer::key::KeyError;
 /// let app: Router = Router::new().route("/report", post(report)).with_state(state);
 /// # let _ = app;
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a `LeaseSpec<{S}>` for this router's state",
+    note = "implement `LeaseSpec<S>` for every state (`impl<S: Sync> LeaseSpec<S> for {Self}`), \
+            or for the states it reads its settings from through `FromRef` (see the \
+            `LeaseSpec` docs)",
+    note = "the router's state must also give a `Coordination` through `FromRef`"
+)]
 pub trait LeaseSpec<S>: Send + Sync + 'static {
     /// The lease this request needs, and how it is taken and kept. An error rejects the
     /// request as a key error does on the layers: with its [status](KeyError::status)
@@ -216,9 +223,11 @@ impl LeaseRequest {
     /// How long the backend may take to answer an attempt before the request is answered
     /// `503`, as the layers bound their decisions: the immediate try when there is no wait,
     /// and the last try after waiting otherwise. A request is so answered within
-    /// `max_wait + timeout`, whatever the backend does. Default [`DEFAULT_LEASE_TIMEOUT`]. An
-    /// acquisition cut short may still have taken the lease: it is released in the
-    /// background.
+    /// `max_wait + timeout`, whatever the backend does. Default [`DEFAULT_LEASE_TIMEOUT`]; zero
+    /// is a `503` before anything is sent. An acquisition cut short may still have taken the
+    /// lease: it is released in the background once its deadline on the server has passed,
+    /// so a request that gave up waiting may find, in its last try, the lease its own earlier
+    /// attempt took (a `409`).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.taking.timeout = timeout;
         self

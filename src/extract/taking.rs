@@ -24,9 +24,14 @@ where
     A: Future<Output = Result<Attempt<T>>>,
     W: Future<Output = Result<T>>,
 {
-    // Options that cannot be kept are refused before anything is sent: nothing taken and
+    // Settings that cannot be kept are refused before anything is sent: nothing taken and
     // released (no fencing token spent) on every request.
     taking.options.validate().map_err(Reason::Unavailable)?;
+    if taking.timeout.is_zero() {
+        return Err(Reason::Unavailable(Error::invalid_argument(
+            "a lease or permit request's timeout must be longer than zero",
+        )));
+    }
     if taking.max_wait.is_zero() {
         return once(taking, busy, attempt()).await;
     }

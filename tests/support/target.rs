@@ -133,7 +133,10 @@ impl Target {
 ///
 /// - `scenario!(name: redis7 => Target::Server(ServerKind::Redis7), ...)`: the targets given;
 /// - `scenario!(name)`: every server kind, the cluster and the memory backend;
-/// - `scenario!(name redis)`: every server kind and the cluster.
+/// - `scenario!(name redis)`: every server kind and the cluster;
+/// - `scenario!(name field_expiry)`: the servers with hash field expiry (Redis 8.2 here) and
+///   the memory backend; `scenario!(name without_field_expiry)`: the other servers and the
+///   cluster.
 ///
 /// The INCREX target is never implied: a test file that wants it lists it.
 #[allow(unused_macros)] // by the test binaries that have no scenarios
@@ -155,6 +158,21 @@ macro_rules! scenario {
             redis6 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis6),
             redis7 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis7),
             redis8 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis8),
+            valkey8 => $crate::support::target::Target::Server($crate::support::ServerKind::Valkey8),
+            cluster => $crate::support::target::Target::Cluster);
+    };
+    // The servers with hash field expiry (Redis 7.4+, Valkey 9.0+: Redis 8.2 here), and the
+    // memory backend.
+    ($scenario:ident field_expiry) => {
+        $crate::support::target::scenario!($scenario:
+            redis8 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis8),
+            memory => $crate::support::target::Target::Memory);
+    };
+    // The servers without it.
+    ($scenario:ident without_field_expiry) => {
+        $crate::support::target::scenario!($scenario:
+            redis6 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis6),
+            redis7 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis7),
             valkey8 => $crate::support::target::Target::Server($crate::support::ServerKind::Valkey8),
             cluster => $crate::support::target::Target::Cluster);
     };

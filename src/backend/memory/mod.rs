@@ -225,6 +225,12 @@ mod tests {
     use crate::backend::steps::MemoryStep;
     use crate::backend::steps::fixed_window::FixedWindowStep;
     use crate::backend::steps::gcra::GcraStep;
+    use crate::backend::steps::hash_lease::{
+        FieldAcquireStep, FieldReleaseStep, FieldRenewStep, FieldStep, FieldVerifyStep,
+    };
+    use crate::backend::steps::rw_lease::{
+        RwAcquireStep, RwDowngradeStep, RwReleaseStep, RwRenewStep, RwStep, RwVerifyStep,
+    };
     use crate::backend::steps::sliding_window::SlidingWindowStep;
     use crate::backend::steps::stacked_window::StackedWindowStep;
     use crate::backend::steps::token_bucket::TokenBucketStep;
@@ -311,6 +317,63 @@ mod tests {
         )
         .expect_err("corrupt");
         assert_eq!(err.kind(), ErrorKind::CorruptState);
+        unchanged(Value::Int(7));
+
+        // Every step of the read-write and hash-field leases, on a counter.
+        let (token, lease_ms) = ("t", 1_000);
+        let rw = RwStep { key, token };
+        let field = FieldStep {
+            key,
+            field: b"f",
+            token,
+        };
+        let errors = [
+            MemoryStep::in_memory(
+                &RwAcquireStep {
+                    key,
+                    write: true,
+                    token,
+                    lease_ms,
+                    not_after_ms: 0,
+                    waiting: Some(("w", 1_000)),
+                },
+                &backend,
+            )
+            .map(drop),
+            MemoryStep::in_memory(
+                &RwRenewStep {
+                    lease: rw,
+                    lease_ms,
+                },
+                &backend,
+            )
+            .map(drop),
+            MemoryStep::in_memory(&RwVerifyStep(rw), &backend).map(drop),
+            MemoryStep::in_memory(&RwReleaseStep(rw), &backend).map(drop),
+            MemoryStep::in_memory(&RwDowngradeStep(rw), &backend).map(drop),
+            MemoryStep::in_memory(
+                &FieldAcquireStep {
+                    lease: field,
+                    lease_ms,
+                    not_after_ms: 0,
+                },
+                &backend,
+            )
+            .map(drop),
+            MemoryStep::in_memory(
+                &FieldRenewStep {
+                    lease: field,
+                    lease_ms,
+                },
+                &backend,
+            )
+            .map(drop),
+            MemoryStep::in_memory(&FieldVerifyStep(field), &backend).map(drop),
+            MemoryStep::in_memory(&FieldReleaseStep(field), &backend).map(drop),
+        ];
+        for result in errors {
+            assert_eq!(result.expect_err("corrupt").kind(), ErrorKind::CorruptState);
+        }
         unchanged(Value::Int(7));
     }
 

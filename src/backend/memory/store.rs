@@ -34,6 +34,9 @@ pub(crate) enum Value {
     /// A read-write lease set: each member (`w:`, `r:` or `q:` and a token, as Redis names
     /// them) with its deadline; the entry expires with the latest.
     RwLease(std::collections::HashMap<String, Instant>),
+    /// A lease hash: each field with its owner token and its deadline; the entry expires with
+    /// the latest.
+    FieldLeases(std::collections::HashMap<Vec<u8>, (String, Instant)>),
 }
 
 impl Value {
@@ -52,7 +55,8 @@ impl Value {
             Value::Permits { .. }
             | Value::LeaseOwner(_)
             | Value::Latch { .. }
-            | Value::RwLease(_) => false,
+            | Value::RwLease(_)
+            | Value::FieldLeases(_) => false,
         }
     }
 }

@@ -5,7 +5,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-#[cfg(feature = "test-util")]
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
@@ -18,17 +17,18 @@ pub const INCREX_REPROBE_AFTER: Duration = Duration::from_secs(5 * 60);
 /// The `INCREX` command (Redis 8.8+, Valkey 9.2+).
 pub const INCREX: UnsupportedFeature = UnsupportedFeature::new("INCREX", "Redis 8.8 or Valkey 9.2");
 
-/// Hash field expiry (`HPEXPIRE`, `HPTTL`, …; Redis 7.4+). Behind the `test-util` feature
-/// until a primitive needs it.
-#[cfg(feature = "test-util")]
+/// Hash field expiry (`HPEXPIRE`, `HPTTL`, …; Redis 7.4+, Valkey 9.0+), which the
+/// [hash-field leases](crate::coordination::hash_lease) need.
 pub const HASH_FIELD_EXPIRY: UnsupportedFeature =
-    UnsupportedFeature::new("hash field expiry (HPEXPIRE)", "Redis 7.4");
+    UnsupportedFeature::new("hash field expiry (HPEXPIRE)", "Redis 7.4 or Valkey 9.0");
 
 /// Server capability state shared by every primitive built from one backend handle.
 ///
 /// - **`INCREX`**: assumed available until a server rejects it; then every user of this
 ///   handle takes the Lua path directly and the fast path is probed again only after
 ///   [`INCREX_REPROBE_AFTER`]. The clock is tokio's, so tests can pause and advance it.
+/// - **Hash field expiry** (`HPEXPIRE`): probed once, on the first step that needs it, with
+///   `COMMAND INFO`, and kept for the life of the handle.
 /// - **Read-only scripts** (`EVALSHA_RO`): used until the server refuses them once (an ACL
 ///   that does not allow them), then never again by this handle.
 ///
@@ -51,7 +51,6 @@ pub struct Capabilities {
     /// Whether a rejection of `INCREX` was logged at INFO already: a server that never takes
     /// it is said once, not at every re-probe.
     increx_rejection_told: AtomicBool,
-    #[cfg(feature = "test-util")]
     hash_field_expiry: OnceCell<bool>,
     read_only_scripts_refused: AtomicBool,
 }
@@ -88,13 +87,12 @@ impl Capabilities {
         *self.lock_increx() = None;
     }
 
-    /// The cached answer of the hash-field-expiry probe, if it ran (feature `test-util`).
-    #[cfg(feature = "test-util")]
+    /// The cached answer of the hash-field-expiry probe, if it ran: whether the server has
+    /// hash field expiry.
     pub fn hash_field_expiry(&self) -> Option<bool> {
         self.hash_field_expiry.get().copied()
     }
 
-    #[cfg(feature = "test-util")]
     pub(crate) fn hash_field_expiry_cell(&self) -> &OnceCell<bool> {
         &self.hash_field_expiry
     }

@@ -36,7 +36,6 @@ pub use builder::{
     DEFAULT_CONNECTION_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, DEFAULT_TRANSIENT_RETRY,
     RedisBackendBuilder,
 };
-#[cfg(feature = "test-util")]
 pub use capabilities::HASH_FIELD_EXPIRY;
 pub use capabilities::{Capabilities, INCREX, INCREX_REPROBE_AFTER};
 pub use script::Script;
@@ -463,14 +462,14 @@ impl RedisBackend {
         }
     }
 
-    /// Whether the server has hash field expiry (`HPEXPIRE`, Redis 7.4+). Probed once with
-    /// `COMMAND INFO`, then cached in [`Capabilities`]. Behind the `test-util` feature until a
-    /// primitive needs it (the hash-field leases).
+    /// Whether the server has hash field expiry (`HPEXPIRE`: Redis 7.4+, Valkey 9.0+), which
+    /// the [hash-field leases](crate::coordination::hash_lease) need. Probed once with
+    /// `COMMAND INFO`, then cached in [`Capabilities`] for every clone of this handle (a
+    /// failed probe is not cached).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
-    #[cfg(feature = "test-util")]
     pub async fn hash_field_expiry(&self) -> Result<bool> {
         self.shared
             .capabilities
@@ -497,7 +496,6 @@ impl RedisBackend {
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
-    #[cfg(feature = "test-util")]
     pub async fn require_hash_field_expiry(&self) -> Result<()> {
         if self.hash_field_expiry().await? {
             Ok(())

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use super::Release;
 use super::keys::LockKeys;
-use crate::backend::steps::fenced_lock::LeaseReleaseReply;
 use crate::coordination::owner::{Holding, expiry_ms};
 use crate::error::Result;
 
@@ -202,22 +201,12 @@ impl FencedLease {
     /// release goes on in a background task (retried as on drop) and the handle counts as
     /// released.
     pub async fn release(&mut self) -> Result<Release> {
-        self.holding.release().await.map(release_answer)
+        self.holding.release().await.map(Release::from_reply)
     }
 
     /// The holding, to be kept by a [`ManagedLease`](super::ManagedLease).
     pub(super) fn into_holding(self) -> Holding<LockKeys> {
         self.holding
-    }
-}
-
-/// What a release found, as [`Release`]: `None` when nothing was sent (the handle had
-/// already released it).
-pub(super) fn release_answer(reply: Option<LeaseReleaseReply>) -> Release {
-    match reply {
-        Some(LeaseReleaseReply::Released) => Release::Released,
-        None | Some(LeaseReleaseReply::NoLease) => Release::AlreadyReleased,
-        Some(LeaseReleaseReply::OtherOwner) => Release::NotOwned,
     }
 }
 

@@ -128,7 +128,7 @@ impl ManagedLease {
         async move {
             // The keeper ended before: the lease was lost, or released at its lifetime limit.
             match released.await {
-                Some(released) => released.map(super::fenced_lease::release_answer),
+                Some(released) => released.map(Release::from_reply),
                 None => Ok(Release::AlreadyReleased),
             }
         }

@@ -30,3 +30,18 @@ pub enum Release {
     /// expected to be rejected by the protected resource.
     NotOwned,
 }
+
+impl Release {
+    /// What an owner-checked release of a lease found, as a `Release`: `None` when nothing
+    /// was sent (the handle had already released it).
+    pub(crate) fn from_reply(
+        reply: Option<crate::backend::steps::fenced_lock::LeaseReleaseReply>,
+    ) -> Release {
+        use crate::backend::steps::fenced_lock::LeaseReleaseReply;
+        match reply {
+            Some(LeaseReleaseReply::Released) => Release::Released,
+            None | Some(LeaseReleaseReply::NoLease) => Release::AlreadyReleased,
+            Some(LeaseReleaseReply::OtherOwner) => Release::NotOwned,
+        }
+    }
+}

@@ -88,15 +88,64 @@
 //! # Ok(()) }
 //! ```
 
-mod access;
-mod attempt;
-mod keys;
 mod lease;
-mod managed;
 mod read_write_lock;
 
-pub use access::Access;
-pub use attempt::RwAttempt;
-pub use lease::RwLease;
-pub use managed::ManagedRwLease;
+pub use lease::{ManagedRwLease, RwLease};
 pub use read_write_lock::ReadWriteLock;
+
+use crate::coordination::Attempt;
+
+/// What a [`RwLease`](super::RwLease) allows: shared reading, or exclusive writing.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::rw_lease::{Access, ReadWriteLock};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let lock = ReadWriteLock::named(&Coordination::memory(), "catalog");
+/// let lease = lock.try_write(Duration::from_secs(10)).await?.into_lease().expect("free");
+/// assert_eq!(lease.access(), Access::Write);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// Shared with other readers; no writer holds the lease meanwhile.
+    Read,
+    /// Exclusive: no reader and no other writer holds the lease meanwhile.
+    Write,
+}
+
+/// The outcome of [`ReadWriteLock::try_read`](super::ReadWriteLock::try_read) and
+/// [`try_write`](super::ReadWriteLock::try_write): a lease, or [`Attempt::Busy`] with how long
+/// until the holders in the way run out (see [`Attempt`], shared with the lock and the
+/// semaphores).
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::rw_lease::{ReadWriteLock, RwAttempt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let lock = ReadWriteLock::named(&Coordination::memory(), "catalog");
+/// let reading: RwAttempt = lock.try_read(Duration::from_secs(10)).await?;
+/// let _reader = reading.into_lease().expect("nobody writes");
+/// let writing = lock.try_write(Duration::from_secs(10)).await?;
+/// assert!(writing.retry_after().is_some(), "a reader holds it");
+/// # Ok(()) }
+/// ```
+pub type RwAttempt = Attempt<RwLease>;
+
+impl Attempt<RwLease> {
+    /// The lease, if it was acquired.
+    pub fn into_lease(self) -> Option<RwLease> {
+        self.acquired()
+    }
+}

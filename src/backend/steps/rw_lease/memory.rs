@@ -27,7 +27,7 @@ impl MemoryStep for RwAcquireStep<'_> {
         memory.step(|store, now| {
             let deadline = after(now, self.lease_ms)?;
             let waiting = match self.waiting.filter(|_| self.write) {
-                Some((waiter, ms)) => Some((format!("q:{waiter}"), after(now, ms)?)),
+                Some((waiter, ms)) => Some((format!("q:{waiter}"), ms, after(now, ms)?)),
                 None => None,
             };
             let mut members = take(store, &key, now, self.key)?;
@@ -45,8 +45,14 @@ impl MemoryStep for RwAcquireStep<'_> {
                 writer.max(latest("q:", &members))
             };
             if let Some(until) = busy {
-                if let Some((member, until)) = waiting {
-                    members.insert(member, until);
+                // Written when missing or past a quarter of its life, as in the script.
+                if let Some((member, ms, until)) = waiting {
+                    let fresh = members.get(&member).is_some_and(|&recorded| {
+                        u128::from(millis_until(recorded, now)) * 4 >= u128::from(ms) * 3
+                    });
+                    if !fresh {
+                        members.insert(member, until);
+                    }
                 }
                 put(store, &key, members, now)?;
                 return Ok(RwAcquireReply::Busy {

@@ -82,7 +82,7 @@ end
 -- writers'.
 local function latest()
     local writer = edge('-inf', '(0', false)
-    local reader = edge('(0', '(' .. PENDING, true)
+    local reader = edge('(0', '(' .. digits(PENDING), true)
     local waiting = edge(PENDING, '+inf', true)
     return writer and -writer or 0, reader or 0, waiting and waiting - PENDING or 0
 end

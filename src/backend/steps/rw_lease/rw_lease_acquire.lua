@@ -14,7 +14,8 @@
 --                       cleanup must not take a lease; nothing changed (not even pruning)
 --         {'granted'}
 --         {'busy', ms}  ms = how long until expiries alone could let it in; for a writer
---                       with a waiter id, its waiting record is written or renewed
+--                       with a waiter id, its waiting record is written, or renewed once
+--                       a quarter of it has passed
 --         {'corrupt', 1, what}
 local now = now_ms()
 if ARGV[4] ~= '0' and now > tonumber(ARGV[4]) then
@@ -37,9 +38,15 @@ if ARGV[1] == 'r' then
 else
     if writer > 0 or reader > 0 then
         if ARGV[5] ~= '' then
-            local until_ms = now + tonumber(ARGV[6])
-            redis.call('ZADD', KEYS[1], digits(PENDING + until_ms), 'q:' .. ARGV[5])
-            settle()
+            -- Written when missing or past a quarter of its life, not at every try: each
+            -- write wakes every waiter on the key, the writer itself included, which would
+            -- then try again at once, round after round.
+            local bound = tonumber(ARGV[6])
+            local recorded = redis.call('ZSCORE', KEYS[1], 'q:' .. ARGV[5])
+            if not recorded or tonumber(recorded) - PENDING - now < bound * 3 / 4 then
+                redis.call('ZADD', KEYS[1], digits(PENDING + now + bound), 'q:' .. ARGV[5])
+                settle()
+            end
         end
         return {'busy', math.max(writer, reader) - now}
     end

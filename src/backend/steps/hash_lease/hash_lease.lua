@@ -1,0 +1,42 @@
+-- Hash-field leases: helpers shared by their scripts, which are appended to this file.
+--
+-- KEYS[1] is one hash. Each field is one named lease: its value the holder's owner token, its
+-- expiry the lease's (HPEXPIREAT, server clock), so the server removes it when it runs out.
+-- Every write sets the value and then its absolute expiry in the same script: a plain HSET
+-- clears a field's expiry, and a field left without one would be held forever. The hash
+-- itself must have no key-level expiry, which would end every lease in it at once; the
+-- server deletes it with its last field.
+--
+-- Every script replies with a table whose first element names the outcome;
+-- {'corrupt', 1, what} means KEYS[1] holds something else (or has a key-level expiry), and
+-- the script changed nothing.
+
+-- Whole numbers as digits: Redis may print a Lua number argument in exponent form.
+local function digits(n)
+    return string.format('%.0f', n)
+end
+
+local function now_ms()
+    local time = redis.call('TIME')
+    return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+
+-- {'corrupt', ...} when KEYS[1] is neither absent nor a hash without a key-level expiry.
+local function corrupt()
+    local kind = redis.call('TYPE', KEYS[1])['ok']
+    if kind == 'none' then
+        return nil
+    end
+    if kind ~= 'hash' then
+        return {'corrupt', 1, 'the lease hash key holds a ' .. kind .. ', not a hash'}
+    end
+    if redis.call('PTTL', KEYS[1]) >= 0 then
+        return {'corrupt', 1, 'the lease hash has a key-level expiry, which would end every lease in it at once'}
+    end
+    return nil
+end
+
+-- Gives the field ARGV[1] the absolute expiry `at` (ms since the epoch).
+local function expire_at(at)
+    redis.call('HPEXPIREAT', KEYS[1], digits(at), 'FIELDS', 1, ARGV[1])
+end

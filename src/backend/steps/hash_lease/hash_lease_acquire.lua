@@ -1,0 +1,28 @@
+-- Hash-field lease acquire: takes the field for the owner token if no live lease holds it.
+--
+-- KEYS[1]  the lease hash
+-- ARGV[1]  the field (the lease's name)
+-- ARGV[2]  owner token of the new lease
+-- ARGV[3]  lease in milliseconds (1 ..= 2^40)
+-- ARGV[4]  the server time (ms since the epoch) after which this step changes nothing; 0: none
+--
+-- Returns {'late'}         the step arrived after ARGV[4]; nothing changed
+--         {'granted'}
+--         {'held', pttl}   another lease holds the field; pttl = its time left in ms (-1: no
+--                          expiry, which only something else than this crate can have set)
+--         {'corrupt', 1, what}
+local now = now_ms()
+if ARGV[4] ~= '0' and now > tonumber(ARGV[4]) then
+    return {'late'}
+end
+local refused = corrupt()
+if refused then
+    return refused
+end
+-- An expired field reads as absent: the server removes it on access.
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+    return {'held', redis.call('HPTTL', KEYS[1], 'FIELDS', 1, ARGV[1])[1]}
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+expire_at(now + tonumber(ARGV[3]))
+return {'granted'}

@@ -1,0 +1,269 @@
+//! One held field lease (its field, its owner token, its local estimate), and the same
+//! kept renewed.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::LeaseHash;
+use super::lease_hash::FieldKeys;
+use crate::coordination::ManagedOptions;
+use crate::coordination::lock::Release;
+use crate::coordination::owner::{Holding, Keeper, expiry_ms};
+use crate::coordination::ownership::OwnershipLost;
+use crate::error::Result;
+
+/// A lease on one field of a [`LeaseHash`](super::LeaseHash), held under a random owner
+/// token (the field's value) that only this handle knows, with the field's own expiry on the
+/// backend's clock.
+///
+/// Every step compares the owner token in the field's value, so a stale handle can change
+/// neither a replacement lease of its field nor any other field of the hash. The handle
+/// fails closed as a [`FencedLease`](crate::coordination::lock::FencedLease) does: its
+/// [`remaining_estimate`](Self::remaining_estimate) counts from before the request that set
+/// the expiry was sent; a renewal without an answer leaves it held with the earlier of the
+/// two expiries; a release without an answer leaves it uncertain until released again; a
+/// dropped lease is released by owner token in the background.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::hash_lease::LeaseHash;
+/// use leasehold::coordination::lock::Release;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let devices = LeaseHash::named(&Coordination::memory(), "user:7:devices");
+/// let mut phone = devices.try_acquire("phone", Duration::from_secs(30)).await?
+///     .into_lease()
+///     .expect("free");
+/// // Another field of the same hash is another lease.
+/// let laptop = devices.try_acquire("laptop", Duration::from_secs(30)).await?;
+/// assert!(laptop.is_acquired());
+///
+/// assert!(phone.renew(Duration::from_secs(60)).await?);
+/// assert_eq!(phone.release().await?, Release::Released);
+/// # Ok(()) }
+/// ```
+pub struct FieldLease {
+    holding: Holding<FieldKeys>,
+}
+
+impl FieldLease {
+    pub(super) fn new(holding: Holding<FieldKeys>) -> Self {
+        FieldLease { holding }
+    }
+
+    /// The field this lease holds, as stored (a name longer than
+    /// [`MAX_NAME_LEN`](crate::coordination::MAX_NAME_LEN) is stored as its digest).
+    pub fn field(&self) -> &[u8] {
+        self.holding.keys().field()
+    }
+
+    /// The owner token: 32 lower-case hex digits (128 random bits), the field's value.
+    pub fn owner_token(&self) -> &str {
+        self.holding.token()
+    }
+
+    /// The lease asked for at acquisition or at the last successful renewal, in whole
+    /// milliseconds.
+    pub fn lease(&self) -> Duration {
+        self.holding.expiry().unwrap_or_default()
+    }
+
+    /// A conservative local estimate of the time the lease has left: zero once released,
+    /// lost, uncertain, or past the lease.
+    pub fn remaining_estimate(&self) -> Duration {
+        self.holding.remaining_estimate().unwrap_or_default()
+    }
+
+    /// Whether this handle no longer holds its lease: released by it, or found gone.
+    pub fn is_released(&self) -> bool {
+        self.holding.is_released()
+    }
+
+    /// Gives the field a new absolute expiry of `lease` from now on the backend's clock, if
+    /// this handle's token still holds it. `Ok(false)`: gone or another holder's (the handle
+    /// is then lost), or nothing sent because the handle is released, lost, uncertain or
+    /// past its estimate. A lease under a millisecond or over about 34 years fails with
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) before anything is
+    /// sent.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: dropping the future after the renewal was sent leaves the handle
+    /// as an unanswered renewal does, held with the narrower estimate.
+    pub async fn renew(&mut self, lease: Duration) -> Result<bool> {
+        let lease_ms = expiry_ms("a lease", lease)?;
+        self.holding.renew(Some(lease_ms)).await
+    }
+
+    /// Whether this handle's token still holds the field, asked of the backend.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the step only reads, and the handle is unchanged.
+    pub async fn verify_still_held(&self) -> Result<bool> {
+        self.holding.verify().await
+    }
+
+    /// Deletes the field if this handle's token holds it; never another holder's lease,
+    /// never another field. [`Release::Released`], [`Release::AlreadyReleased`] (expired,
+    /// or released before: then nothing is sent) or [`Release::NotOwned`] (another holder's
+    /// lease of the field: left alone). A failure is retried once, bounded by about a second.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: if the future is dropped after the request was sent, the
+    /// release goes on in a background task and the handle counts as released.
+    pub async fn release(&mut self) -> Result<Release> {
+        self.holding.release().await.map(Release::from_reply)
+    }
+
+    /// The holding, to be kept by a [`ManagedFieldLease`].
+    pub(super) fn into_holding(self) -> Holding<FieldKeys> {
+        self.holding
+    }
+}
+
+impl fmt::Debug for FieldLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FieldLease")
+            .field("field", &format_args!("{}", self.holding.keys()))
+            .field("owner_token", &self.holding.token())
+            .field("lease", &self.lease())
+            .field("state", &self.holding.state())
+            .finish()
+    }
+}
+
+/// A [`FieldLease`] kept by a background task: renewed at half its lease until it is
+/// released, dropped, lost, or past its lifetime limit, as a
+/// [`ManagedLease`](crate::coordination::lock::ManagedLease) is.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::ManagedOptions;
+/// use leasehold::coordination::hash_lease::{LeaseHash, ManagedFieldLease};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let shards = LeaseHash::named(&Coordination::memory(), "reindex:shards");
+/// let options = ManagedOptions::new().lease(Duration::from_secs(10));
+/// let shard = ManagedFieldLease::acquire(&shards, "shard-3", &options).await?;
+/// let mut lost = shard.ownership();
+/// tokio::select! {
+///     () = async { /* work on shard 3 */ } => {}
+///     reason = lost.lost() => println!("stopped: {reason}"),
+/// }
+/// shard.release().await?;
+/// # Ok(()) }
+/// ```
+pub struct ManagedFieldLease {
+    field: Vec<u8>,
+    owner_token: String,
+    keeper: Keeper<FieldKeys>,
+}
+
+impl ManagedFieldLease {
+    /// Takes over `lease` and keeps it as `options` say.
+    ///
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for
+    /// invalid options, or without a tokio runtime to run the keeper (then `lease` is
+    /// dropped, which releases it).
+    pub fn keep(lease: FieldLease, options: &ManagedOptions) -> Result<ManagedFieldLease> {
+        options.validate()?;
+        Ok(ManagedFieldLease {
+            field: lease.field().to_vec(),
+            owner_token: lease.owner_token().to_owned(),
+            keeper: Keeper::spawn(lease.into_holding(), options.keep())?,
+        })
+    }
+
+    /// Waits for `field` of `hash` (see [`LeaseHash::acquire`]) and keeps its lease.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`LeaseHash::acquire`] is.
+    pub async fn acquire(
+        hash: &LeaseHash,
+        field: impl AsRef<[u8]>,
+        options: &ManagedOptions,
+    ) -> Result<ManagedFieldLease> {
+        let lease = hash.acquire_with(field.as_ref(), options).await?;
+        ManagedFieldLease::keep(lease, options)
+    }
+
+    /// Takes `field` of `hash` now if it is free (see [`LeaseHash::try_acquire`]) and keeps
+    /// its lease; `None` when it is held.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect, as [`LeaseHash::try_acquire`] is.
+    pub async fn try_acquire(
+        hash: &LeaseHash,
+        field: impl AsRef<[u8]>,
+        options: &ManagedOptions,
+    ) -> Result<Option<ManagedFieldLease>> {
+        options.validate()?;
+        match hash
+            .try_acquire(field, options.lease_duration())
+            .await?
+            .into_lease()
+        {
+            Some(lease) => ManagedFieldLease::keep(lease, options).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The field this lease holds, as stored.
+    pub fn field(&self) -> &[u8] {
+        &self.field
+    }
+
+    /// The owner token of the lease.
+    pub fn owner_token(&self) -> &str {
+        &self.owner_token
+    }
+
+    /// The signal that fires when ownership is lost.
+    pub fn ownership(&self) -> OwnershipLost {
+        self.keeper.ownership()
+    }
+
+    /// Whether ownership is lost.
+    pub fn is_lost(&self) -> bool {
+        self.keeper.ownership().is_lost()
+    }
+
+    /// Stops renewing, fires [`OwnershipLost`] with
+    /// [`LossReason::Released`](crate::coordination::ownership::LossReason::Released), then
+    /// releases the lease (owner-checked).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: the release is asked of the keeper when this is called, and
+    /// goes on there if the future is dropped, polled or not.
+    pub fn release(self) -> impl Future<Output = Result<Release>> + Send {
+        let released = self.keeper.release();
+        async move {
+            match released.await {
+                Some(released) => released.map(Release::from_reply),
+                None => Ok(Release::AlreadyReleased),
+            }
+        }
+    }
+}
+
+impl fmt::Debug for ManagedFieldLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ManagedFieldLease")
+            .field("field", &String::from_utf8_lossy(&self.field))
+            .field("lost", &self.keeper.ownership().reason())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,260 @@
+//! Hash-field leases on the servers with hash field expiry (Redis 8.2 here) and the memory
+//! backend, and the clear refusal, with nothing written, everywhere else.
+
+mod support;
+
+use std::time::Duration;
+
+use leasehold::backend::Backend;
+use leasehold::coordination::ManagedOptions;
+use leasehold::coordination::hash_lease::{FieldLease, LeaseHash, ManagedFieldLease};
+use leasehold::coordination::lock::Release;
+use leasehold::{Coordination, ErrorKind};
+use support::eventually;
+use support::target::{Target, scenario};
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+async fn acquired(hash: &LeaseHash, field: &[u8], lease: Duration) -> FieldLease {
+    hash.try_acquire(field, lease)
+        .await
+        .expect("try_acquire")
+        .into_lease()
+        .expect("the field is free")
+}
+
+/// The physical key of the hash; Redis only.
+fn physical(coordination: &Coordination, hash: &LeaseHash) -> Vec<u8> {
+    match coordination.backend() {
+        Backend::Redis(redis) => redis.physical_key(hash.key()),
+        _ => unreachable!("Redis targets only"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(fields_are_leases_of_their_own field_expiry);
+
+async fn fields_are_leases_of_their_own(target: Target) {
+    let coordination = target.coordination("hash-basic").await;
+    let hash = LeaseHash::named(&coordination, "devices");
+    assert_eq!(hash.key(), b"hlease:7:devices");
+
+    let mut phone = acquired(&hash, b"phone", MINUTE).await;
+    assert_eq!(phone.field(), b"phone");
+    let busy = hash.try_acquire("phone", MINUTE).await.expect("try");
+    let wait = busy.retry_after().expect("held");
+    assert!(wait > Duration::from_secs(55) && wait <= MINUTE, "{wait:?}");
+    // Another field, binary names included, is another lease.
+    let mut binary = acquired(&hash, b"\x00\xff|{}", Duration::from_secs(30)).await;
+    assert!(phone.verify_still_held().await.expect("verify"));
+    assert!(phone.renew(Duration::from_secs(90)).await.expect("renew"));
+    assert_eq!(binary.release().await.expect("release"), Release::Released);
+    assert!(
+        phone
+            .verify_still_held()
+            .await
+            .expect("other fields untouched")
+    );
+    assert_eq!(phone.release().await.expect("release"), Release::Released);
+    assert_eq!(
+        phone.release().await.expect("again"),
+        Release::AlreadyReleased
+    );
+    assert!(
+        hash.try_acquire("phone", MINUTE)
+            .await
+            .expect("try")
+            .is_acquired()
+    );
+}
+
+scenario!(a_stale_handle_cannot_touch_a_replacement_nor_another_field field_expiry);
+
+async fn a_stale_handle_cannot_touch_a_replacement_nor_another_field(target: Target) {
+    let coordination = target.coordination("hash-stale").await;
+    let hash = LeaseHash::named(&coordination, "stale");
+    let mut stale = acquired(&hash, b"job", Duration::from_millis(150)).await;
+    let other = acquired(&hash, b"other", MINUTE).await;
+    let mut replacement = None;
+    eventually("the short lease expires", async || {
+        replacement = hash
+            .try_acquire("job", MINUTE)
+            .await
+            .expect("try")
+            .into_lease();
+        replacement.is_some()
+    })
+    .await;
+    let Some(mut replacement) = replacement else {
+        unreachable!("eventually returned")
+    };
+    assert!(!stale.verify_still_held().await.expect("verify"));
+    assert!(!stale.renew(MINUTE).await.expect("renew"));
+    // Lost, so nothing is sent... and sent as it is, it finds another owner.
+    assert_ne!(stale.release().await.expect("release"), Release::Released);
+    assert!(replacement.verify_still_held().await.expect("verify"));
+    assert!(other.verify_still_held().await.expect("the other field"));
+    assert_eq!(
+        replacement.release().await.expect("release"),
+        Release::Released
+    );
+}
+
+scenario!(every_write_leaves_the_field_an_expiry:
+    redis8 => Target::Server(support::ServerKind::Redis8));
+
+/// Peer libraries turned leases into permanent fields with a plain `HSET`: after every write
+/// path the field has an expiry, and the hash none of its own.
+async fn every_write_leaves_the_field_an_expiry(target: Target) {
+    let coordination = target.coordination("hash-ttl").await;
+    let hash = LeaseHash::named(&coordination, "ttl");
+    let key = physical(&coordination, &hash);
+    let field_ttl = || -> i64 {
+        let ttls: Vec<i64> = target.query(&[b"HPTTL", &key, b"FIELDS", b"1", b"f"]);
+        ttls[0]
+    };
+    let mut lease = acquired(&hash, b"f", MINUTE).await;
+    assert!(field_ttl() > 55_000, "{}", field_ttl());
+    assert!(lease.renew(Duration::from_secs(5)).await.expect("renew"));
+    let ttl = field_ttl();
+    assert!(ttl > 4_000 && ttl <= 5_000, "{ttl}");
+    assert_eq!(target.pttl(&key), -1, "no key-level expiry");
+    let owner: Vec<u8> = target.query(&[b"HGET", &key, b"f"]);
+    assert_eq!(owner, lease.owner_token().as_bytes());
+    assert_eq!(lease.release().await.expect("release"), Release::Released);
+    assert_eq!(target.pttl(&key), -2, "gone with its last field");
+}
+
+scenario!(a_hash_with_a_key_level_expiry_is_refused_unchanged:
+    redis8 => Target::Server(support::ServerKind::Redis8));
+
+async fn a_hash_with_a_key_level_expiry_is_refused_unchanged(target: Target) {
+    let coordination = target.coordination("hash-key-ttl").await;
+    let hash = LeaseHash::named(&coordination, "key-ttl");
+    let key = physical(&coordination, &hash);
+    target.raw(&[b"HSET", &key, b"other", b"value"]);
+    target.raw(&[b"PEXPIRE", &key, b"60000"]);
+    let err = hash.try_acquire("f", MINUTE).await.expect_err("refused");
+    assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
+    assert!(err.to_string().contains("key-level expiry"), "{err}");
+    let exists: bool = target.query(&[b"HEXISTS", &key, b"f"]);
+    assert!(!exists, "nothing written");
+    target.raw(&[b"DEL", &key]);
+    target.raw(&[b"SET", &key, b"a string"]);
+    let err = hash.try_acquire("f", MINUTE).await.expect_err("refused");
+    assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
+}
+
+scenario!(a_waiter_gets_the_field_when_it_is_released field_expiry);
+
+async fn a_waiter_gets_the_field_when_it_is_released(target: Target) {
+    let coordination = target.coordination("hash-wait").await;
+    let hash = LeaseHash::named(&coordination, "wait");
+    let mut held = acquired(&hash, b"f", MINUTE).await;
+    let waiter = tokio::spawn({
+        let hash = hash.clone();
+        async move { hash.acquire("f", MINUTE).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiter.is_finished(), "the field is held");
+    // A change to another field wakes the waiter, which finds its own still held.
+    let mut other = acquired(&hash, b"other", MINUTE).await;
+    assert_eq!(other.release().await.expect("release"), Release::Released);
+    assert_eq!(held.release().await.expect("release"), Release::Released);
+    let mut got = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the waiter gets it once released")
+        .expect("task")
+        .expect("acquire");
+    assert_eq!(got.release().await.expect("release"), Release::Released);
+}
+
+scenario!(a_managed_field_lease_renews_itself field_expiry);
+
+async fn a_managed_field_lease_renews_itself(target: Target) {
+    let coordination = target.coordination("hash-managed").await;
+    let hash = LeaseHash::named(&coordination, "managed");
+    let options = ManagedOptions::new().lease(Duration::from_millis(400));
+    let lease = ManagedFieldLease::try_acquire(&hash, "f", &options)
+        .await
+        .expect("try")
+        .expect("free");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(!lease.is_lost(), "renewed past its first lease");
+    assert!(
+        !hash
+            .try_acquire("f", MINUTE)
+            .await
+            .expect("try")
+            .is_acquired()
+    );
+    assert_eq!(lease.release().await.expect("release"), Release::Released);
+    assert!(
+        hash.try_acquire("f", MINUTE)
+            .await
+            .expect("try")
+            .is_acquired()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(servers_without_field_expiry_refuse_before_writing without_field_expiry);
+
+async fn servers_without_field_expiry_refuse_before_writing(target: Target) {
+    let coordination = target.coordination("hash-unsupported").await;
+    let hash = LeaseHash::named(&coordination, "unsupported");
+    let err = hash
+        .try_acquire("f", MINUTE)
+        .await
+        .expect_err("unsupported");
+    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    assert!(err.is_refused() && !err.is_outcome_uncertain(), "{err}");
+    let feature = err.unsupported_feature().expect("names the feature");
+    assert!(feature.name().contains("HPEXPIRE"), "{err}");
+    assert!(feature.minimum_version().contains("Redis 7.4"), "{err}");
+    assert!(feature.minimum_version().contains("Valkey 9.0"), "{err}");
+    let err = hash.acquire("f", MINUTE).await.expect_err("no wait either");
+    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    assert_eq!(target.count_keys(&coordination), 0, "nothing written");
+}
+
+#[tokio::test]
+async fn invalid_leases_are_refused_before_anything_is_sent() {
+    let coordination = Coordination::memory();
+    let hash = LeaseHash::named(&coordination, "invalid");
+    for lease in [Duration::ZERO, Duration::MAX] {
+        let err = hash.try_acquire("f", lease).await.expect_err("invalid");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    }
+    assert!(matches!(coordination.backend(), Backend::Memory(memory) if memory.is_empty()));
+}
+
+/// Redis out of memory (`noeviction`): a new field lease is refused (`OutOfMemory`,
+/// certainly without effect), while a held one still renews (a new expiry grows nothing) and
+/// releases.
+#[tokio::test]
+async fn out_of_memory_refuses_new_leases_and_renews_held_ones() {
+    let server = support::Server::start(support::ServerKind::Redis8, &[]);
+    let coordination: Coordination =
+        leasehold::backend::redis::RedisBackend::standalone(server.url())
+            .key_prefix(support::unique_prefix("hash-oom"))
+            .connect()
+            .await
+            .expect("connect")
+            .into();
+    let hash = LeaseHash::named(&coordination, "oom");
+    let mut held = acquired(&hash, b"held", MINUTE).await;
+    let () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
+    let err = hash
+        .try_acquire("new", MINUTE)
+        .await
+        .expect_err("out of memory");
+    assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{err}");
+    assert!(err.is_refused() && !err.is_outcome_uncertain(), "{err}");
+    assert!(held.renew(MINUTE).await.expect("renewed out of memory"));
+    assert_eq!(held.release().await.expect("released"), Release::Released);
+    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+}
