@@ -773,3 +773,110 @@ async fn read_and_write_leases_and_permits_over_http() {
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------------------------
+
+/// Every extractor's lease or permit, kept 3 s at a time (renewed at 1.5 s), one name per
+/// test run.
+struct KeptThreeSeconds;
+
+const KEPT: Duration = Duration::from_secs(3);
+
+fn kept_options() -> ManagedOptions {
+    ManagedOptions::new().lease(KEPT)
+}
+
+impl<S: Sync> LeaseSpec<S> for KeptThreeSeconds {
+    async fn lease(parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+        Ok(LeaseRequest::named(job_name(parts)?).options(kept_options()))
+    }
+}
+
+impl<S: Sync> PermitSpec<S> for KeptThreeSeconds {
+    async fn permit(parts: &mut Parts, _state: &S) -> Result<PermitRequest, KeyError> {
+        Ok(PermitRequest::new(job_name(parts)?, 1).options(kept_options()))
+    }
+}
+
+/// What a handler saw while it held on for `hold`: `kept`, or `lost: <reason>` as soon as
+/// its ownership signal fired.
+async fn held_through(
+    mut ownership: leasehold::coordination::ownership::OwnershipLost,
+    hold: Duration,
+) -> String {
+    tokio::select! {
+        () = tokio::time::sleep(hold) => "kept".to_owned(),
+        reason = ownership.lost() => format!("lost: {reason}"),
+    }
+}
+
+/// Each extractor's handler through a fault proxy: a stall shorter than the estimate (1.2 s
+/// at 1.3 s into a 3 s lease) costs the handler nothing; one longer than the estimate fires
+/// its ownership signal, at the estimate, while the handler still runs.
+#[tokio::test]
+async fn handlers_ride_out_a_short_stall_and_are_told_of_a_long_one() {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = redis(proxy.url(), &unique_prefix("extractor-stalls")).await;
+    const HOLD: Duration = Duration::from_millis(4500);
+    let router = Router::new()
+        .route(
+            "/lease/jobs/{name}",
+            get(|lease: Lease<KeptThreeSeconds>| async move {
+                held_through(lease.ownership(), HOLD).await
+            }),
+        )
+        .route(
+            "/read/jobs/{name}",
+            get(|lease: ReadLease<KeptThreeSeconds>| async move {
+                held_through(lease.ownership(), HOLD).await
+            }),
+        )
+        .route(
+            "/write/jobs/{name}",
+            get(|lease: WriteLease<KeptThreeSeconds>| async move {
+                held_through(lease.ownership(), HOLD).await
+            }),
+        )
+        .route(
+            "/permit/jobs/{name}",
+            get(|permit: Permit<KeptThreeSeconds>| async move {
+                held_through(permit.ownership(), HOLD).await
+            }),
+        )
+        .with_state(coordination);
+    let addr = serve(router).await;
+    let routes = ["/lease", "/read", "/write", "/permit"];
+    for (stall, expected) in [(Duration::from_millis(1200), "kept"), (HOLD, "lost")] {
+        let requests: Vec<_> = routes
+            .iter()
+            .map(|route| {
+                // A name of its own per route: the read and write routes share one lock kind.
+                let path = format!("{route}/jobs/{}-{expected}", &route[1..]);
+                tokio::spawn(async move {
+                    let started = Instant::now();
+                    let reply = http_get(&client(), addr, &path, &[]).await;
+                    (path, reply, started.elapsed())
+                })
+            })
+            .collect();
+        // Every handler holds its lease by now; the renewals due at 1.5 s meet the stall.
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+        proxy.stall();
+        tokio::time::sleep(stall).await;
+        proxy.pass();
+        for request in requests {
+            let (path, reply, took) = request.await.expect("request task");
+            assert_eq!(reply.status, StatusCode::OK, "{path}: {reply:?}");
+            let body = String::from_utf8_lossy(&reply.body).into_owned();
+            assert!(body.starts_with(expected), "{path}: {body}");
+            if expected == "lost" {
+                // Told at the estimate (3 s after the grant, 1.7 s into the stall), long
+                // before the handler's 4.5 s were up.
+                assert!(
+                    took >= KEPT - Duration::from_millis(500) && took < HOLD,
+                    "{path}: told after {took:?}"
+                );
+            }
+        }
+    }
+}

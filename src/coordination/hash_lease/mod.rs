@@ -65,7 +65,7 @@ pub use lease_hash::LeaseHash;
 
 use crate::coordination::Attempt;
 
-/// The outcome of [`LeaseHash::try_acquire`](super::LeaseHash::try_acquire): a lease, or
+/// The outcome of [`LeaseHash::try_acquire`](LeaseHash::try_acquire): a lease, or
 /// [`Attempt::Busy`] with the holder's time left (see [`Attempt`]).
 ///
 /// # Example

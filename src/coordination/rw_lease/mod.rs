@@ -96,7 +96,7 @@ pub use read_write_lock::ReadWriteLock;
 
 use crate::coordination::Attempt;
 
-/// What a [`RwLease`](super::RwLease) allows: shared reading, or exclusive writing.
+/// What a [`RwLease`] allows: shared reading, or exclusive writing.
 ///
 /// # Example
 ///
@@ -120,8 +120,8 @@ pub enum Access {
     Write,
 }
 
-/// The outcome of [`ReadWriteLock::try_read`](super::ReadWriteLock::try_read) and
-/// [`try_write`](super::ReadWriteLock::try_write): a lease, or [`Attempt::Busy`] with how long
+/// The outcome of [`ReadWriteLock::try_read`](ReadWriteLock::try_read) and
+/// [`try_write`](ReadWriteLock::try_write): a lease, or [`Attempt::Busy`] with how long
 /// until the holders in the way run out (see [`Attempt`], shared with the lock and the
 /// semaphores).
 ///
