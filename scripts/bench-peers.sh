@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The peers in the project's own benchmark: HTTP req/s under wrk of one route behind
+# leasehold's layers, next to the crates a user would compare them with and the hand-written
+# floor, all served by bench/peers (its own crate, so that the peers are dependencies of this
+# bench alone) against one private Redis on loopback TCP, and printed as the ratios issue 22
+# asks for, each against its baseline from the same round:
+#
+#   memory GCRA layer, every request allowed     vs tower_governor, the same     (to reach >= 1.05)
+#   memory GCRA layer, every request rejected    vs tower_governor, the same     (keep >= 2)
+#   Redis fixed-window layer, every one granted  vs the floor: one EVALSHA of INCR + PEXPIRE (>= 0.95)
+#   Redis GCRA layer, every one granted          vs tower-rate-limiter's Redis GCRA          (>= 1.3)
+#   one exhausted key flooded, deny cache on     vs a bare route                             (>= 0.95)
+#
+# Every mode is served by its own process, started once; rounds run every mode once in turn,
+# and each ratio is the median over ROUNDS rounds of that round's ratio. The load generator,
+# the servers and Redis share this machine's cores: ratios mean more than the figures, which
+# move by 10-40% between runs on 2 shared cores.
+#
+# Environment: DURATION (s per wrk run, 5), ROUNDS (4), CONNECTIONS (64), WRK_THREADS (1),
+# LEASEHOLD_REDIS7_SERVER (redis-server binary, /usr/bin/redis-server). Needs redis-server,
+# redis-cli, wrk and curl. tower-rate-limiter declares Rust 1.96; it is built with
+# --ignore-rust-version where the toolchain is older. Takes about 5 minutes with the defaults.
+set -euo pipefail
+shopt -s inherit_errexit
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+DURATION="${DURATION:-5}"
+ROUNDS="${ROUNDS:-4}"
+CONNECTIONS="${CONNECTIONS:-64}"
+WRK_THREADS="${WRK_THREADS:-1}"
+REDIS_SERVER="${LEASEHOLD_REDIS7_SERVER:-/usr/bin/redis-server}"
+
+for tool in "$REDIS_SERVER" redis-cli wrk curl cargo; do
+    if ! command -v "$tool" >/dev/null; then
+        echo "bench-peers.sh: $tool not found (apt-get install -y redis-server redis-tools wrk curl)" >&2
+        exit 1
+    fi
+done
+
+echo "==> cargo build --release (bench/peers)" >&2
+cargo build --release --quiet --ignore-rust-version --manifest-path bench/peers/Cargo.toml
+bin="${CARGO_TARGET_DIR:-$root/bench/peers/target}/release/leasehold-peers-bench"
+
+work="$(mktemp -d /tmp/leasehold-peers.XXXXXX)"
+# shellcheck source=scripts/bench-lib.sh
+source "$root/scripts/bench-lib.sh"
+
+wait_for() {
+    for _ in $(seq 1 100); do
+        if "$@" >/dev/null 2>&1; then return 0; fi
+        sleep 0.1
+    done
+    echo "bench-peers.sh: timed out waiting for: $*" >&2
+    exit 1
+}
+
+redis_port="$(free_port)"
+"$REDIS_SERVER" --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+    --daemonize no --loglevel warning >"$work/redis.log" 2>&1 &
+pids+=("$!")
+wait_for redis-cli -p "$redis_port" ping
+
+modes=(bare governor-allowed memory-allowed governor-rejected memory-rejected
+    floor fixed-window peer-gcra gcra deny)
+declare -A port
+for mode in "${modes[@]}"; do
+    port[$mode]="$(free_port)"
+    REDIS_URL="redis://127.0.0.1:$redis_port" "$bin" "$mode" "${port[$mode]}" \
+        2>"$work/$mode.log" &
+    pids+=("$!")
+    wait_for curl -s -o /dev/null "http://127.0.0.1:${port[$mode]}/"
+done
+
+# req/s of one wrk run against `mode`.
+rps() {
+    wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" "http://127.0.0.1:${port[$1]}/" |
+        awk '/^Requests\/sec:/ {printf "%.0f", $2}'
+}
+
+declare -A figures
+for round in $(seq 1 "$ROUNDS"); do
+    for mode in "${modes[@]}"; do
+        figures[$mode,$round]="$(rps "$mode")"
+    done
+    echo "round $round of $ROUNDS done" >&2
+done
+
+# The median of the arguments.
+median() {
+    printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {
+        if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+echo
+echo "bench-peers: wrk -t$WRK_THREADS -c$CONNECTIONS -d${DURATION}s, $ROUNDS rounds, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| mode | req/s, each round |"
+echo "| --- | --- |"
+for mode in "${modes[@]}"; do
+    runs=()
+    for round in $(seq 1 "$ROUNDS"); do runs+=("${figures[$mode,$round]}"); done
+    echo "| \`$mode\` | ${runs[*]} |"
+done
+echo
+echo "| ratio (median of the rounds' ratios) | ratio | rounds | to reach | met |"
+echo "| --- | ---: | --- | ---: | --- |"
+report() { # label mode baseline target
+    local ratios=() round
+    for round in $(seq 1 "$ROUNDS"); do
+        ratios+=("$(awk -v a="${figures[$2,$round]}" -v b="${figures[$3,$round]}" \
+            'BEGIN {printf "%.3f", a / b}')")
+    done
+    local m
+    m="$(median "${ratios[@]}")"
+    local met
+    met="$(awk -v m="$m" -v t="$4" 'BEGIN {print (m >= t) ? "yes" : "no"}')"
+    printf '| %s | %.2f× | %s | ≥ %s× | %s |\n' "$1" "$m" "${ratios[*]}" "$4" "$met"
+}
+report "memory GCRA allowed / tower_governor allowed" memory-allowed governor-allowed 1.05
+report "memory GCRA rejected / tower_governor rejected" memory-rejected governor-rejected 2
+report "Redis fixed window / floor (EVALSHA INCR+PEXPIRE)" fixed-window floor 0.95
+report "Redis GCRA / tower-rate-limiter Redis GCRA" gcra peer-gcra 1.3
+report "deny cache, one exhausted key / bare route" deny bare 0.95
