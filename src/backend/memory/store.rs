@@ -2,6 +2,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
 
 use tokio::time::Instant;
 
@@ -67,6 +68,13 @@ pub(crate) struct Entry {
     expires_at: Option<Instant>,
     /// Identifies the expiry scheduled for this entry, so a stale schedule is ignored.
     schedule: u64,
+    /// The deadline this entry's schedule stands at in the heaps: never later than
+    /// `expires_at`, so that nothing is reclaimed late. An expiry that only moves later keeps
+    /// its schedule (no heap push, no copy of the key): the heaps find the entry's own
+    /// expiry when they reach the old deadline, and schedule it again then.
+    scheduled: Option<Instant>,
+    /// Whether the schedule is in the heap of evictable entries too.
+    scheduled_evictable: bool,
 }
 
 impl Entry {
@@ -93,15 +101,19 @@ impl Entry {
 /// store is full of held things.
 #[derive(Debug)]
 pub(crate) struct Store {
-    entries: HashMap<Vec<u8>, Entry>,
-    deadlines: BinaryHeap<Reverse<(Instant, u64, Vec<u8>)>>,
+    entries: HashMap<Key, Entry>,
+    deadlines: BinaryHeap<Reverse<(Instant, u64, Key)>>,
     /// The deadlines of evictable entries, the nearest first (superseded ones skipped).
-    evictable: BinaryHeap<Reverse<(Instant, u64, Vec<u8>)>>,
+    evictable: BinaryHeap<Reverse<(Instant, u64, Key)>>,
     max_keys: usize,
     next_schedule: u64,
     /// Rate-limit entries evicted to make room.
     evictions: u64,
 }
+
+/// A stored key, shared by its entry and its places in the heaps: one allocation per key,
+/// however often it is scheduled.
+type Key = Arc<[u8]>;
 
 /// The share of a store's keys that rate-limit state cannot take: a quarter, at least one
 /// key when the store has more than one.
@@ -156,26 +168,65 @@ impl Store {
         now: Instant,
     ) -> Result<()> {
         let evictable = value.is_evictable(expires_at);
-        if self.entries.contains_key(key) {
-            self.reclaim(now);
-        } else if evictable {
+        self.reclaim(now);
+        if let Some(entry) = self.entries.get_mut(key) {
+            let keeps_schedule = entry.scheduled_evictable == evictable
+                && matches!((entry.scheduled, expires_at), (Some(at), Some(new)) if new >= at);
+            entry.value = value;
+            entry.expires_at = expires_at;
+            if !keeps_schedule {
+                self.reschedule(key, expires_at, evictable);
+            }
+            return Ok(());
+        }
+        if evictable {
             self.make_room_for_rate_limit_state(now)?;
         } else {
             self.ensure_room_for(1, now)?;
         }
-        let schedule = self.schedule(key, expires_at, evictable);
+        let key: Key = Arc::from(key);
+        let schedule = self.schedule(&key, expires_at, evictable);
         self.entries.insert(
-            key.to_vec(),
+            key,
             Entry {
                 value,
                 expires_at,
                 schedule,
+                scheduled: expires_at,
+                scheduled_evictable: evictable,
             },
         );
         // Only once the entry carries its schedule: a heap rebuilt before would leave its
         // new deadline out, and the entry would never be reclaimed nor evicted.
         self.compact_if_sparse();
         Ok(())
+    }
+
+    /// Gives the existing entry at `key` a new schedule for `expires_at`.
+    fn reschedule(&mut self, key: &[u8], expires_at: Option<Instant>, evictable: bool) {
+        let Some(shared) = self
+            .entries
+            .get_key_value(key)
+            .map(|(key, _)| Arc::clone(key))
+        else {
+            return;
+        };
+        let schedule = self.schedule(&shared, expires_at, evictable);
+        if let Some(entry) = self.entries.get_mut(key) {
+            entry.schedule = schedule;
+            entry.scheduled = expires_at;
+            entry.scheduled_evictable = evictable;
+        }
+        self.compact_if_sparse();
+    }
+
+    /// What the heap item `(deadline, schedule, key)` stands for now: `None` when its
+    /// schedule is superseded (the entry is gone, or scheduled again since); else the entry's
+    /// expiry, when it moved past `deadline` (the item is then pushed again, at that expiry,
+    /// by the caller), or `deadline` itself.
+    fn current(&self, deadline: Instant, schedule: u64, key: &[u8]) -> Option<Instant> {
+        let entry = self.entries.get(key).filter(|e| e.schedule == schedule)?;
+        Some(entry.expires_at.map_or(deadline, |at| at.max(deadline)))
     }
 
     /// Whether `new_keys` keys that do not exist yet could be stored now.
@@ -213,20 +264,23 @@ impl Store {
 
     /// Evicts the rate-limit entry nearest its expiry; `false` when there is none.
     fn evict_one(&mut self) -> bool {
-        while let Some(Reverse((_, schedule, key))) = self.evictable.pop() {
-            if self
-                .entries
-                .get(&key)
-                .is_some_and(|entry| entry.schedule == schedule)
-            {
-                self.entries.remove(&key);
-                self.evictions += 1;
-                tracing::debug!(
-                    evictions = self.evictions,
-                    "the memory backend is full; evicted the rate-limit state nearest its expiry"
-                );
-                return true;
+        while let Some(Reverse((deadline, schedule, key))) = self.evictable.pop() {
+            match self.current(deadline, schedule, &key) {
+                None => continue,
+                // Its expiry moved on: it goes back in its place.
+                Some(at) if at > deadline => {
+                    self.evictable.push(Reverse((at, schedule, key)));
+                    continue;
+                }
+                Some(_) => {}
             }
+            self.entries.remove(&key);
+            self.evictions += 1;
+            tracing::debug!(
+                evictions = self.evictions,
+                "the memory backend is full; evicted the rate-limit state nearest its expiry"
+            );
+            return true;
         }
         false
     }
@@ -267,23 +321,21 @@ impl Store {
             .entries
             .get(key)
             .is_some_and(|entry| entry.value.is_evictable(expires_at));
-        let schedule = self.schedule(key, expires_at, evictable);
         if let Some(entry) = self.entries.get_mut(key) {
             entry.expires_at = expires_at;
-            entry.schedule = schedule;
         }
-        self.compact_if_sparse();
+        self.reschedule(key, expires_at, evictable);
         true
     }
 
-    fn schedule(&mut self, key: &[u8], expires_at: Option<Instant>, evictable: bool) -> u64 {
+    fn schedule(&mut self, key: &Key, expires_at: Option<Instant>, evictable: bool) -> u64 {
         self.next_schedule += 1;
         if let Some(deadline) = expires_at {
             self.deadlines
-                .push(Reverse((deadline, self.next_schedule, key.to_vec())));
+                .push(Reverse((deadline, self.next_schedule, Arc::clone(key))));
             if evictable {
                 self.evictable
-                    .push(Reverse((deadline, self.next_schedule, key.to_vec())));
+                    .push(Reverse((deadline, self.next_schedule, Arc::clone(key))));
             }
         }
         self.next_schedule
@@ -294,16 +346,28 @@ impl Store {
     /// store refusing request after request does not scan its keys each time.
     fn first_deadline(&mut self) -> Option<Instant> {
         while let Some(Reverse((deadline, schedule, key))) = self.deadlines.peek() {
-            if self
-                .entries
-                .get(key)
-                .is_some_and(|entry| entry.schedule == *schedule)
-            {
-                return Some(*deadline);
+            let (deadline, schedule) = (*deadline, *schedule);
+            match self.current(deadline, schedule, key) {
+                Some(at) if at == deadline => return Some(deadline),
+                current => {
+                    let Some(Reverse((_, _, key))) = self.deadlines.pop() else {
+                        break;
+                    };
+                    if let Some(at) = current {
+                        self.push_deadline(at, schedule, key);
+                    }
+                }
             }
-            self.deadlines.pop();
         }
         None
+    }
+
+    /// Puts an entry's schedule back in the deadlines heap at `at`, its expiry now.
+    fn push_deadline(&mut self, at: Instant, schedule: u64, key: Key) {
+        if let Some(entry) = self.entries.get_mut(&key) {
+            entry.scheduled = Some(at);
+        }
+        self.deadlines.push(Reverse((at, schedule, key)));
     }
 
     /// Removes every entry whose deadline has passed.
@@ -312,15 +376,16 @@ impl Store {
             if *deadline > now {
                 break;
             }
-            let Some(Reverse((_, schedule, key))) = self.deadlines.pop() else {
+            let Some(Reverse((deadline, schedule, key))) = self.deadlines.pop() else {
                 break;
             };
-            if self
-                .entries
-                .get(&key)
-                .is_some_and(|e| e.schedule == schedule)
-            {
-                self.entries.remove(&key);
+            match self.current(deadline, schedule, &key) {
+                None => {}
+                // Renewed since it was scheduled: scheduled again, at its expiry.
+                Some(at) if at > now => self.push_deadline(at, schedule, key),
+                Some(_) => {
+                    self.entries.remove(&key);
+                }
             }
         }
     }
@@ -329,12 +394,14 @@ impl Store {
     /// stays proportional to the live keys.
     fn compact_if_sparse(&mut self) {
         let bound = 2 * self.entries.len() + 64;
-        if self.deadlines.len() > bound {
+        if self.deadlines.len() > bound || self.evictable.len() > bound {
+            // Both at once, at every entry's expiry, which each schedule then stands at.
+            for entry in self.entries.values_mut() {
+                entry.scheduled = entry.expires_at;
+                entry.scheduled_evictable = entry.value.is_evictable(entry.expires_at);
+            }
             self.deadlines = self.live_deadlines(|_| true);
-        }
-        if self.evictable.len() > bound {
-            self.evictable =
-                self.live_deadlines(|entry| entry.value.is_evictable(entry.expires_at));
+            self.evictable = self.live_deadlines(|entry| entry.scheduled_evictable);
         }
     }
 
@@ -342,14 +409,14 @@ impl Store {
     fn live_deadlines(
         &self,
         keep: impl Fn(&Entry) -> bool,
-    ) -> BinaryHeap<Reverse<(Instant, u64, Vec<u8>)>> {
+    ) -> BinaryHeap<Reverse<(Instant, u64, Key)>> {
         self.entries
             .iter()
             .filter(|(_, entry)| keep(entry))
             .filter_map(|(key, entry)| {
                 entry
                     .expires_at
-                    .map(|deadline| Reverse((deadline, entry.schedule, key.clone())))
+                    .map(|deadline| Reverse((deadline, entry.schedule, Arc::clone(key))))
             })
             .collect()
     }
@@ -398,6 +465,47 @@ mod tests {
             assert!(store.deadlines.len() <= 2 * 100 + 64 + 1);
             tokio::time::advance(Duration::from_millis(1)).await;
         }
+    }
+
+    /// An expiry that only moves later keeps its schedule (nothing pushed), and the entry
+    /// still expires at its latest expiry, not at the first one; one that moves earlier is
+    /// scheduled again, and expires then.
+    #[tokio::test(start_paused = true)]
+    async fn renewals_keep_their_schedule_and_expire_on_time() {
+        let mut store = Store::new(10);
+        let start = Instant::now();
+        store
+            .insert(b"k", Value::Int(1), Some(start + SECOND), start)
+            .unwrap();
+        let pushed = store.deadlines.len();
+        for i in 1..=5u32 {
+            let now = Instant::now();
+            store
+                .insert(b"k", Value::Int(1), Some(start + SECOND * (i + 1)), now)
+                .unwrap();
+            assert_eq!(store.deadlines.len(), pushed, "renewal {i} pushed nothing");
+            tokio::time::advance(SECOND).await;
+        }
+        // Now start + 5 s; the expiry stands at start + 6 s.
+        assert!(store.get_mut(b"k", Instant::now()).is_some(), "renewed");
+        tokio::time::advance(SECOND - Duration::from_millis(1)).await;
+        assert!(store.get_mut(b"k", Instant::now()).is_some());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(
+            store.get_mut(b"k", Instant::now()).is_none(),
+            "expired at its last expiry"
+        );
+
+        // Moved earlier: expires at the earlier time.
+        let now = Instant::now();
+        store
+            .insert(b"e", Value::Int(1), Some(now + 10 * SECOND), now)
+            .unwrap();
+        store
+            .insert(b"e", Value::Int(1), Some(now + SECOND), now)
+            .unwrap();
+        tokio::time::advance(SECOND).await;
+        assert!(store.get_mut(b"e", Instant::now()).is_none());
     }
 
     fn lease(owner: &str) -> Value {
