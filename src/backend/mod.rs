@@ -89,6 +89,13 @@ impl Backend {
         matches!(self, Backend::Redis(_))
     }
 
+    /// Whether every step completes where it is asked, in its first poll (the memory
+    /// backend, under its store's lock): nothing to wait for, so nothing to bound with a
+    /// timer.
+    pub(crate) fn decides_in_process(&self) -> bool {
+        matches!(self, Backend::Memory(_))
+    }
+
     /// The deadline an acquisition sent now carries on the server's clock (see
     /// [`RedisBackend::acquire_deadline`](redis::RedisBackend)); `None` in memory, where no
     /// command can be delayed.

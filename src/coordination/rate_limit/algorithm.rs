@@ -44,6 +44,19 @@ impl Algorithm {
         }
     }
 
+    /// Whether its backend decides in process (see
+    /// [`Backend::decides_in_process`](crate::backend::Backend::decides_in_process)).
+    pub(crate) fn decides_in_process(&self) -> bool {
+        let coordination = match self {
+            Algorithm::FixedWindow(limiter) => limiter.coordination(),
+            Algorithm::SlidingWindow(limiter) => limiter.coordination(),
+            Algorithm::TokenBucket(limiter) => limiter.coordination(),
+            Algorithm::Gcra(limiter) => limiter.coordination(),
+            Algorithm::Stacked(limiter) => limiter.coordination(),
+        };
+        coordination.backend().decides_in_process()
+    }
+
     pub(crate) async fn try_acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
         match self {
             Algorithm::FixedWindow(limiter) => limiter.try_acquire(key, permits).await,

@@ -101,6 +101,11 @@ impl FixedWindow {
         &self.policy
     }
 
+    /// The handle its decisions are asked of.
+    pub(crate) fn coordination(&self) -> &Coordination {
+        &self.coordination
+    }
+
     /// Asks for `permits` permits for `key`, in one atomic step.
     ///
     /// `permits` = 0 probes the current state without consuming or creating anything.

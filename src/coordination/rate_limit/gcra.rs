@@ -134,6 +134,11 @@ impl Gcra {
         &self.policy
     }
 
+    /// The handle its decisions are asked of.
+    pub(crate) fn coordination(&self) -> &Coordination {
+        &self.coordination
+    }
+
     /// Permits that an idle client key may take at once.
     pub fn burst(&self) -> u64 {
         self.burst

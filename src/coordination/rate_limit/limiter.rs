@@ -2,8 +2,10 @@
 //! and statistics.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -254,6 +256,28 @@ impl RateLimiter {
     }
 
     /// One decision: from the deny cache if it knows, else from the backend.
+    /// [`try_acquire`](Self::try_acquire), answered here when the backend decides in
+    /// process (the memory backend): its step completes in the first poll, so a layer needs
+    /// neither a boxed future nor a timer for it. `None`, with nothing asked, for a backend
+    /// across the network.
+    pub(crate) fn try_acquire_now(
+        &self,
+        key: &[u8],
+        permits: u64,
+    ) -> Option<Result<RateLimitDecision>> {
+        if !self.inner.algorithm.decides_in_process() {
+            return None;
+        }
+        let asked = std::pin::pin!(self.try_acquire(key, permits));
+        match asked.poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(decided) => Some(decided),
+            // Never, in process: nothing in the step waits. Were it to, the dropped future
+            // would have decided nothing (the step runs whole, under the store's lock, or not
+            // at all), and the layer would ask again the usual way.
+            Poll::Pending => None,
+        }
+    }
+
     async fn decide(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(closed());
@@ -298,6 +322,20 @@ mod tests {
     use super::*;
     use crate::Coordination;
     use crate::coordination::rate_limit::FixedWindow;
+
+    /// In process, a decision is answered in the call itself, and counted as any other.
+    #[test]
+    fn an_in_process_decision_is_answered_at_once() {
+        let window = FixedWindow::new(&Coordination::memory(), "now", 1, Duration::from_secs(60))
+            .expect("valid");
+        let limiter = RateLimiter::from(window);
+        let first = limiter.try_acquire_now(b"k", 1).expect("in process");
+        assert!(first.expect("decided").is_granted());
+        let second = limiter.try_acquire_now(b"k", 1).expect("in process");
+        assert!(!second.expect("decided").is_granted());
+        let stats = limiter.statistics();
+        assert_eq!((stats.granted(), stats.rejected()), (1, 1));
+    }
 
     /// A wait configured as forever waits, without overflowing the instant it ends at.
     #[tokio::test(start_paused = true)]

@@ -201,6 +201,11 @@ impl Stacked {
         &self.policies[0]
     }
 
+    /// The handle its decisions are asked of.
+    pub(crate) fn coordination(&self) -> &Coordination {
+        &self.coordination
+    }
+
     /// The policies as the layer hands them to each request.
     pub(crate) fn shared_policies(&self) -> Policies {
         match &*self.policies {

@@ -145,6 +145,11 @@ impl TokenBucket {
         &self.policy
     }
 
+    /// The handle its decisions are asked of.
+    pub(crate) fn coordination(&self) -> &Coordination {
+        &self.coordination
+    }
+
     /// Asks for `permits` tokens from `key`'s bucket, in one atomic step.
     ///
     /// `permits` = 0 probes the current state without consuming or creating anything.

@@ -118,10 +118,10 @@ pub(crate) fn rejected(
     answer
 }
 
-/// What the failure policy makes of a failure: an answer now, or the fail-open fallback's
-/// decision to wait for (boxed apart, so that a layer failing closed carries no room for it
-/// in every decision's future).
-pub(crate) enum Failed {
+/// What a request's decision settles on: an answer (or a call) now, or the fail-open
+/// fallback's decision to wait for (boxed apart, so that a layer failing closed carries no
+/// room for it in every decision's future).
+pub(crate) enum Settled {
     Now(Decision<Admitted>),
     Fallback(Deciding<Admitted>),
 }
@@ -134,16 +134,16 @@ pub(crate) fn failed(
     failure: Failure,
     key: Option<Vec<u8>>,
     cost: u64,
-) -> Failed {
+) -> Settled {
     match failure.verdict(config.failure, "rate limit") {
         Verdict::Pass => match (config.fallback.clone(), key) {
             (Some(fallback), Some(key)) => {
-                Failed::Fallback(Box::pin(fall_back(config, fallback, key, cost)))
+                Settled::Fallback(Box::pin(fall_back(config, fallback, key, cost)))
             }
-            _ => Failed::Now(Decision::Admit(Admitted::FailedOpen)),
+            _ => Settled::Now(Decision::Admit(Admitted::FailedOpen)),
         },
         Verdict::Unavailable(retry_after) => {
-            Failed::Now(refuse_later(config.responses.hooked(), move |request| {
+            Settled::Now(refuse_later(config.responses.hooked(), move |request| {
                 config
                     .responses
                     .outage("rate limit", retry_after, failure.error(), request)

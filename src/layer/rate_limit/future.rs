@@ -12,7 +12,8 @@ use tower_service::Service;
 
 use super::answer::{self, Admitted, Granted};
 use super::config::Config;
-use crate::layer::admission::decide;
+use crate::coordination::rate_limit::RateLimitDecision;
+use crate::layer::admission::decide::{self, Failure};
 use crate::layer::admission::{self, Deciding, Decision, ResponseBody, refuse_later};
 use crate::layer::circuit_breaker::Admission;
 
@@ -57,19 +58,34 @@ pub(crate) fn decide(
                 None => limiter.try_acquire(&key, cost).await,
             }
         };
-        match decide::within(attempt, timeout, admission).await {
-            Ok(decision) if decision.is_granted() => {
-                Decision::Admit(Admitted::Decided(Granted::new(config, decision)))
-            }
-            Ok(decision) => refuse_later(config.responses.hooked(), move |request| {
-                answer::rejected(&config, &decision, request)
-            }),
-            Err(failure) => match answer::failed(config, failure, kept, cost) {
-                answer::Failed::Now(decision) => decision,
-                answer::Failed::Fallback(fallback) => fallback.await,
-            },
+        let decided = decide::within(attempt, timeout, admission).await;
+        match settle(config, decided, kept, cost) {
+            answer::Settled::Now(decision) => decision,
+            answer::Settled::Fallback(fallback) => fallback.await,
         }
     })
+}
+
+/// What the backend's answer (or its failure to give one) means for the request: admitted,
+/// refused (written once the request is at hand, for the application's hook), or what the
+/// failure policy makes of a failure. `kept`: the key, for the fail-open fallback.
+pub(crate) fn settle(
+    config: Arc<Config>,
+    decided: Result<RateLimitDecision, Failure>,
+    kept: Option<Vec<u8>>,
+    cost: u64,
+) -> answer::Settled {
+    match decided {
+        Ok(decision) if decision.is_granted() => answer::Settled::Now(Decision::Admit(
+            Admitted::Decided(Granted::new(config, decision)),
+        )),
+        Ok(decision) => {
+            answer::Settled::Now(refuse_later(config.responses.hooked(), move |request| {
+                answer::rejected(&config, &decision, request)
+            }))
+        }
+        Err(failure) => answer::failed(config, failure, kept, cost),
+    }
 }
 
 impl<S, ReqBody, ResBody> Future for ResponseFuture<S, ReqBody>

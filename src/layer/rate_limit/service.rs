@@ -10,7 +10,8 @@ use tower_service::Service;
 use super::answer;
 use super::config::Config;
 use super::future::{self, ResponseFuture};
-use crate::layer::admission::{self, ResponseBody, decide};
+use crate::layer::admission::decide::{self, Failure};
+use crate::layer::admission::{self, ResponseBody};
 
 /// A service that applies a rate limit before calling `S`; built by
 /// [`RedisRateLimitLayer`](super::RedisRateLimitLayer).
@@ -80,6 +81,19 @@ where
             let answer = answer::rejected(config, &decision, Some(&parts));
             return ResponseFuture::new(admission::ResponseFuture::answer(answer));
         }
+        // Decided in process (the memory backend): answered in this call, with no boxed
+        // decision and no timer, since nothing can keep it waiting. A breaker or a queue
+        // takes the usual way.
+        if config.max_wait.is_none()
+            && config.breaker.is_none()
+            && let Some(decided) = config.limiter.try_acquire_now(&key, cost)
+        {
+            let request = Request::from_parts(parts, body);
+            let kept = config.fallback.is_some().then_some(key);
+            let decided = decided.map_err(Failure::Backend);
+            let settled = future::settle(config.clone(), decided, kept, cost);
+            return self.answered(settled, request);
+        }
         let request = Request::from_parts(parts, body);
         let admission = match decide::admit(config.breaker.as_ref()) {
             Ok(admission) => admission,
@@ -87,17 +101,8 @@ where
             // from the fallback in this process).
             Err(failure) => {
                 let key = config.fallback.is_some().then_some(key);
-                let answer = match answer::failed(config.clone(), failure, key, cost) {
-                    answer::Failed::Now(decision) => {
-                        admission::ResponseFuture::decided(decision, request, &mut self.inner)
-                    }
-                    answer::Failed::Fallback(fallback) => {
-                        let clone = self.inner.clone();
-                        let ready = std::mem::replace(&mut self.inner, clone);
-                        admission::ResponseFuture::deciding(fallback, request, ready)
-                    }
-                };
-                return ResponseFuture::new(answer);
+                let settled = answer::failed(config.clone(), failure, key, cost);
+                return self.answered(settled, request);
             }
         };
         let decision = future::decide(config.clone(), key, cost, admission);
@@ -106,6 +111,30 @@ where
         ResponseFuture::new(admission::ResponseFuture::deciding(
             decision, request, ready,
         ))
+    }
+}
+
+impl<S> RateLimit<S> {
+    /// The response future of a request settled in `call`: the inner service called now,
+    /// or answered; the fail-open fallback's decision awaited first.
+    fn answered<ReqBody, ResBody>(
+        &mut self,
+        settled: answer::Settled,
+        request: Request<ReqBody>,
+    ) -> ResponseFuture<S, ReqBody>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    {
+        ResponseFuture::new(match settled {
+            answer::Settled::Now(decision) => {
+                admission::ResponseFuture::decided(decision, request, &mut self.inner)
+            }
+            answer::Settled::Fallback(fallback) => {
+                let clone = self.inner.clone();
+                let ready = std::mem::replace(&mut self.inner, clone);
+                admission::ResponseFuture::deciding(fallback, request, ready)
+            }
+        })
     }
 }
 
