@@ -68,10 +68,11 @@ pub(crate) struct Entry {
     expires_at: Option<Instant>,
     /// Identifies the expiry scheduled for this entry, so a stale schedule is ignored.
     schedule: u64,
-    /// The deadline this entry's schedule stands at in the heaps: never later than
-    /// `expires_at`, so that nothing is reclaimed late. An expiry that only moves later keeps
-    /// its schedule (no heap push, no copy of the key): the heaps find the entry's own
-    /// expiry when they reach the old deadline, and schedule it again then.
+    /// The latest deadline this entry's schedule stands at in either heap: never later than
+    /// `expires_at`, so that nothing is reclaimed late nor evicted out of its order. An
+    /// expiry that moves no earlier than it keeps its schedule (no heap push, no copy of the
+    /// key): the heaps find the entry's own expiry when they reach the old deadline, and
+    /// put it back there.
     scheduled: Option<Instant>,
     /// Whether the schedule is in the heap of evictable entries too.
     scheduled_evictable: bool,
@@ -267,8 +268,12 @@ impl Store {
         while let Some(Reverse((deadline, schedule, key))) = self.evictable.pop() {
             match self.current(deadline, schedule, &key) {
                 None => continue,
-                // Its expiry moved on: it goes back in its place.
+                // Its expiry moved on: it goes back in its place, which its schedule now
+                // stands at.
                 Some(at) if at > deadline => {
+                    if let Some(entry) = self.entries.get_mut(&key) {
+                        entry.scheduled = Some(at);
+                    }
                     self.evictable.push(Reverse((at, schedule, key)));
                     continue;
                 }
@@ -506,6 +511,36 @@ mod tests {
             .unwrap();
         tokio::time::advance(SECOND).await;
         assert!(store.get_mut(b"e", Instant::now()).is_none());
+    }
+
+    /// After a renewal that kept its schedule, an eviction that found the entry's expiry
+    /// moved on, and a renewal back to an earlier time, a full store still evicts the
+    /// rate-limit entry nearest its actual expiry.
+    #[tokio::test(start_paused = true)]
+    async fn eviction_follows_expiries_after_renewals() {
+        let mut store = Store::new(8); // room for 6 rate-limit keys, 2 held in reserve
+        let now = Instant::now();
+        let at = |s: u32| now + SECOND * s;
+        let insert = |store: &mut Store, key: &[u8], s: u32| {
+            store.insert(key, Value::Int(1), Some(at(s)), now).unwrap();
+        };
+        insert(&mut store, b"k", 10);
+        insert(&mut store, b"k", 30); // kept its schedule at 10 s
+        insert(&mut store, b"x", 20);
+        for key in [b"a", b"b", b"c", b"d"] {
+            insert(&mut store, key, 100);
+        }
+        // Full: the eviction meets k at 10 s, puts it back at 30 s, and evicts x (20 s).
+        insert(&mut store, b"y", 27);
+        assert!(store.get_mut(b"x", now).is_none());
+        // Back to 25 s, before where its schedule now stands.
+        insert(&mut store, b"k", 25);
+        insert(&mut store, b"z", 100);
+        assert!(
+            store.get_mut(b"k", now).is_none(),
+            "k, nearest at 25 s, evicted"
+        );
+        assert!(store.get_mut(b"y", now).is_some(), "y, at 27 s, kept");
     }
 
     fn lease(owner: &str) -> Value {

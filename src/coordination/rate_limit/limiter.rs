@@ -255,7 +255,6 @@ impl RateLimiter {
         Some(cached)
     }
 
-    /// One decision: from the deny cache if it knows, else from the backend.
     /// [`try_acquire`](Self::try_acquire), answered here when the backend decides in
     /// process (the memory backend): its step completes in the first poll, so a layer needs
     /// neither a boxed future nor a timer for it. `None`, with nothing asked, for a backend
@@ -278,6 +277,7 @@ impl RateLimiter {
         }
     }
 
+    /// One decision: from the deny cache if it knows, else from the backend.
     async fn decide(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(closed());
