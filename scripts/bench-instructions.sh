@@ -63,7 +63,7 @@ source "$root/scripts/bench-lib.sh"
 
 # Waits up to `tries` tenths of a second for a command to succeed while the process `pid`
 # runs; when it dies first (a port it could not bind, say), shows its `log` and fails.
-wait_for() { # pid log tries command...
+wait_alive() { # pid log tries command...
     local pid="$1" log="$2" tries="$3"
     shift 3
     for _ in $(seq 1 "$tries"); do
@@ -100,7 +100,7 @@ run() {
         --protected-mode no --dir "$work" >"$work/redis-$tag.log" 2>&1 &
     redis_pid=$!
     pids+=("$redis_pid")
-    wait_for "$redis_pid" "$work/redis-$tag.log" 100 redis-cli -p "$redis_port" ping
+    wait_alive "$redis_pid" "$work/redis-$tag.log" 100 redis-cli -p "$redis_port" ping
 
     port="$(free_port)"
     REDIS_URL="redis://127.0.0.1:$redis_port" valgrind --tool=callgrind \
@@ -112,7 +112,7 @@ run() {
     # reaches it (the earlier ones find no listener), in the loaded run and the idle one alike.
     local probe=(curl -sf "http://127.0.0.1:$port/")
     if [[ "$mode" == deny ]]; then probe=(curl -s -o /dev/null "http://127.0.0.1:$port/"); fi
-    wait_for "$app_pid" "$work/valgrind-$tag.log" 600 "${probe[@]}"
+    wait_alive "$app_pid" "$work/valgrind-$tag.log" 600 "${probe[@]}"
 
     requests=0
     if [[ "$loaded" == yes ]]; then
@@ -164,7 +164,7 @@ valgrind --tool=callgrind --callgrind-out-file="$work/redis-scripts.out" \
     --appendonly no --dir "$work" >"$work/redis-scripts.log" 2>&1 &
 scripts_pid=$!
 pids+=("$scripts_pid")
-wait_for "$scripts_pid" "$work/redis-scripts.log" 600 redis-cli -s "$sock" ping
+wait_alive "$scripts_pid" "$work/redis-scripts.log" 600 redis-cli -s "$sock" ping
 
 # sha numkeys key args... -> sets script_ir, the instructions per call of SCRIPT_CALLS calls.
 script_cost() {

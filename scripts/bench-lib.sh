@@ -1,5 +1,5 @@
-# Sourced by scripts/bench.sh and scripts/bench-instructions.sh: what both need to run
-# servers on loopback and leave nothing behind. The caller sets `work` (its scratch
+# Sourced by scripts/bench.sh, scripts/bench-peers.sh and scripts/bench-instructions.sh: what
+# they need to run servers on loopback and leave nothing behind. The caller sets `work` (its scratch
 # directory) before sourcing, and adds every process it starts to `pids`; on exit, or on
 # INT/TERM, those are killed and `work` is removed.
 
@@ -29,6 +29,16 @@ free_port() {
         fi
     done
     echo "${0##*/}: no free port found" >&2
+    exit 1
+}
+
+# Waits up to 10 s for a command to succeed; stops the script when it never does.
+wait_for() {
+    for _ in $(seq 1 100); do
+        if "$@" >/dev/null 2>&1; then return 0; fi
+        sleep 0.1
+    done
+    echo "${0##*/}: timed out waiting for: $*" >&2
     exit 1
 }
 

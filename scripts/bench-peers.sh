@@ -47,14 +47,6 @@ work="$(mktemp -d /tmp/leasehold-peers.XXXXXX)"
 # shellcheck source=scripts/bench-lib.sh
 source "$root/scripts/bench-lib.sh"
 
-wait_for() {
-    for _ in $(seq 1 100); do
-        if "$@" >/dev/null 2>&1; then return 0; fi
-        sleep 0.1
-    done
-    echo "bench-peers.sh: timed out waiting for: $*" >&2
-    exit 1
-}
 
 redis_port="$(free_port)"
 "$REDIS_SERVER" --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \

@@ -65,15 +65,6 @@ work="$(mktemp -d /tmp/leasehold-bench.XXXXXX)"
 # shellcheck source=scripts/bench-lib.sh
 source "$root/scripts/bench-lib.sh"
 
-# Waits up to 10 s for a command to succeed.
-wait_for() {
-    for _ in $(seq 1 100); do
-        if "$@" >/dev/null 2>&1; then return 0; fi
-        sleep 0.1
-    done
-    echo "bench.sh: timed out waiting for: $*" >&2
-    exit 1
-}
 
 # --- Redis ------------------------------------------------------------------------------
 sock="$work/redis.sock"
