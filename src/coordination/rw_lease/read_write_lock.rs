@@ -85,10 +85,11 @@ impl ReadWriteLock {
     /// Writer preference: a writer waiting in [`write`](Self::write) (or
     /// [`ManagedRwLease::write`](super::ManagedRwLease::write)) records that it waits, and
     /// while the record lasts no new reader is let in, so that a steady stream of readers
-    /// cannot starve it. The record expires `bound` after the writer last asked (it asks
-    /// again at least every half of `bound` while it waits), so a writer that crashes or
-    /// stops waiting keeps readers out for `bound` at most. [`try_write`](Self::try_write)
-    /// records nothing: it does not wait.
+    /// cannot starve it. The record lasts `bound` from when it was written; the waiting
+    /// writer asks again at least every half of `bound` and writes it anew once a quarter
+    /// of it has passed, so it never lapses while the writer waits, and a writer that
+    /// crashes or stops waiting keeps readers out for `bound` at most.
+    /// [`try_write`](Self::try_write) records nothing: it does not wait.
     ///
     /// Every handle that reads honours a waiting writer's record, whatever its own setting;
     /// the setting says whether this handle's writers leave one. Fails with
