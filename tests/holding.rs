@@ -1,7 +1,8 @@
-//! What every self-renewing holding shares, run for the lock's lease, the semaphore's permit
-//! and the read-write lock's write lease against a real Redis behind the fault proxy: a stall
-//! shorter than the estimate costs nothing, a longer one ends ownership before anyone else can
-//! take over.
+//! What every self-renewing holding shares, run for the lock's lease, the semaphore's permit,
+//! the read-write lock's write lease and a hash-field lease against a real Redis behind the
+//! fault proxy (Redis 8.2 for the field lease, which needs hash field expiry; Redis 7
+//! otherwise): a stall shorter than the estimate costs nothing, a longer one ends ownership
+//! before anyone else can take over.
 
 mod support;
 
@@ -10,6 +11,7 @@ use std::time::Duration;
 use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::ManagedOptions;
+use leasehold::coordination::hash_lease::{LeaseHash, ManagedFieldLease};
 use leasehold::coordination::lock::{FencedLock, ManagedLease};
 use leasehold::coordination::ownership::{LossReason, OwnershipLost};
 use leasehold::coordination::rw_lease::{ManagedRwLease, ReadWriteLock};
@@ -26,6 +28,15 @@ enum Kind {
     Lease,
     Permit,
     WriteLease,
+    FieldLease,
+}
+
+/// The server a holding of `kind` is tested on.
+fn server(kind: Kind) -> ServerKind {
+    match kind {
+        Kind::FieldLease => ServerKind::Redis8,
+        _ => ServerKind::Redis7,
+    }
 }
 
 /// A managed holding of `kind`, kept alive by the returned guard.
@@ -91,6 +102,21 @@ async fn hold_for(kind: Kind, coordination: &Coordination, lifetime: Option<Dura
                 _guard: Box::new(lease),
             }
         }
+        Kind::FieldLease => {
+            let hash = LeaseHash::named(coordination, "resource");
+            let options = ManagedOptions::new()
+                .lease(LEASE)
+                .release_on_drop(!detached)
+                .max_lifetime(lifetime);
+            let lease = ManagedFieldLease::try_acquire(&hash, "field", &options)
+                .await
+                .expect("acquire")
+                .expect("free");
+            Held {
+                ownership: lease.ownership(),
+                _guard: Box::new(lease),
+            }
+        }
     }
 }
 
@@ -133,12 +159,27 @@ async fn contender_takes_it(kind: Kind, coordination: &Coordination) -> bool {
                 None => false,
             }
         }
+        Kind::FieldLease => {
+            let hash = LeaseHash::named(coordination, "resource");
+            match hash
+                .try_acquire("field", LEASE)
+                .await
+                .expect("try")
+                .into_lease()
+            {
+                Some(mut lease) => {
+                    lease.release().await.expect("release");
+                    true
+                }
+                None => false,
+            }
+        }
     }
 }
 
 /// A holder reaching Redis through `proxy`, and a contender reaching it directly, sharing a
 /// key prefix.
-async fn sides(proxy: &Proxy, test: &str) -> (Coordination, Coordination) {
+async fn sides(proxy: &Proxy, test: &str, kind: Kind) -> (Coordination, Coordination) {
     let prefix = unique_prefix(test);
     let connect = |url: String| {
         let prefix = prefix.clone();
@@ -152,13 +193,13 @@ async fn sides(proxy: &Proxy, test: &str) -> (Coordination, Coordination) {
         }
     };
     let holder = connect(proxy.url()).await;
-    let contender = connect(shared(ServerKind::Redis7).url()).await;
+    let contender = connect(shared(server(kind)).url()).await;
     (holder, contender)
 }
 
 async fn a_stall_shorter_than_the_estimate_costs_nothing(kind: Kind) {
-    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
-    let (holder, contender) = sides(&proxy, "short-stall").await;
+    let proxy = Proxy::to_port(shared(server(kind)).port());
+    let (holder, contender) = sides(&proxy, "short-stall", kind).await;
     let held = hold(kind, &holder).await;
     let acquired = Instant::now();
     // The renewal at 1.5 s meets a 1.2 s stall, longer than the 1 s response timeout.
@@ -184,8 +225,8 @@ async fn a_stall_shorter_than_the_estimate_costs_nothing(kind: Kind) {
 }
 
 async fn a_stall_longer_than_the_estimate_ends_ownership_before_anyone_takes_over(kind: Kind) {
-    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
-    let (holder, contender) = sides(&proxy, "long-stall").await;
+    let proxy = Proxy::to_port(shared(server(kind)).port());
+    let (holder, contender) = sides(&proxy, "long-stall", kind).await;
     let held = hold(kind, &holder).await;
     let acquired = Instant::now();
     tokio::time::sleep_until(acquired + Duration::from_millis(1300)).await;
@@ -227,8 +268,8 @@ async fn a_stall_longer_than_the_estimate_ends_ownership_before_anyone_takes_ove
 }
 
 async fn the_lifetime_limit_is_told_before_the_release(kind: Kind) {
-    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
-    let (holder, contender) = sides(&proxy, "lifetime").await;
+    let proxy = Proxy::to_port(shared(server(kind)).port());
+    let (holder, contender) = sides(&proxy, "lifetime", kind).await;
     let held = hold_for(kind, &holder, Some(Duration::from_secs(1))).await;
     let mut ownership = held.ownership.clone();
     drop(held);
@@ -277,13 +318,20 @@ async fn try_take(
             let lock = ReadWriteLock::named(coordination, "resource");
             Ok(lock.try_write(expiry.unwrap_or(LEASE)).await?.is_acquired())
         }
+        Kind::FieldLease => {
+            let hash = LeaseHash::named(coordination, "resource");
+            Ok(hash
+                .try_acquire("field", expiry.unwrap_or(LEASE))
+                .await?
+                .is_acquired())
+        }
     }
 }
 
 /// An acquisition held back by the network until after its client gave up, reconnected and
 /// cleaned up: delivered then, it must not take what nobody holds.
 async fn a_late_acquisition_leaves_nothing_once_delivered(kind: Kind, expiry: Option<Duration>) {
-    let behind = support::Behind::start("late");
+    let behind = support::Behind::start_on(server(kind), "late");
     let (server, proxy, prefix) = (&behind.server, &behind.proxy, &behind.prefix);
     let holder = behind
         .through_proxy(|builder| {
@@ -334,7 +382,7 @@ async fn a_late_acquisition_leaves_nothing_once_delivered(kind: Kind, expiry: Op
 async fn a_release_asked_during_a_renewal_frees_it_and_the_late_renewal_changes_nothing(
     kind: Kind,
 ) {
-    let behind = support::Behind::start("release-renewing");
+    let behind = support::Behind::start_on(server(kind), "release-renewing");
     let (server, proxy) = (&behind.server, &behind.proxy);
     let holder = behind
         .through_proxy(|builder| builder.response_timeout(Duration::from_millis(300)))
@@ -366,6 +414,15 @@ async fn a_release_asked_during_a_renewal_frees_it_and_the_late_renewal_changes_
             let lock = ReadWriteLock::named(&holder, "resource");
             let options = ManagedOptions::new().lease(LEASE);
             let lease = ManagedRwLease::try_write(&lock, &options)
+                .await
+                .expect("acquire")
+                .expect("free");
+            Box::new(move || tokio::spawn(async move { lease.release().await.is_ok() }))
+        }
+        Kind::FieldLease => {
+            let hash = LeaseHash::named(&holder, "resource");
+            let options = ManagedOptions::new().lease(LEASE);
+            let lease = ManagedFieldLease::try_acquire(&hash, "field", &options)
                 .await
                 .expect("acquire")
                 .expect("free");
@@ -420,6 +477,11 @@ mod a_late_acquisition_leaves_nothing_once_delivered {
     }
 
     #[tokio::test]
+    async fn field_lease() {
+        super::a_late_acquisition_leaves_nothing_once_delivered(Kind::FieldLease, Some(LEASE)).await
+    }
+
+    #[tokio::test]
     async fn expiring_permit() {
         super::a_late_acquisition_leaves_nothing_once_delivered(Kind::Permit, Some(LEASE)).await
     }
@@ -449,6 +511,11 @@ macro_rules! for_each_holding {
                 #[tokio::test]
                 async fn write_lease() {
                     super::$scenario(Kind::WriteLease).await
+                }
+
+                #[tokio::test]
+                async fn field_lease() {
+                    super::$scenario(Kind::FieldLease).await
                 }
             }
         )+

@@ -55,9 +55,14 @@ pub struct Behind {
 }
 
 impl Behind {
-    /// Starts the server and the proxy.
+    /// Starts a Redis 7 server and the proxy.
     pub fn start(test: &str) -> Behind {
-        let server = Server::start(ServerKind::Redis7, &[]);
+        Behind::start_on(ServerKind::Redis7, test)
+    }
+
+    /// Starts a server of `kind` and the proxy.
+    pub fn start_on(kind: ServerKind, test: &str) -> Behind {
+        let server = Server::start(kind, &[]);
         let proxy = proxy::Proxy::to_port(server.port());
         Behind {
             server,
