@@ -53,3 +53,11 @@ pub(crate) fn millis_until(deadline: Instant, now: Instant) -> u64 {
 pub(crate) fn micros_up(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX)
 }
+
+/// `now` plus `ms` milliseconds: when something set now for `ms` expires. Beyond the clock's
+/// range, an invalid argument naming `what` ("a lease").
+pub(crate) fn after(now: Instant, ms: u64, what: &str) -> crate::error::Result<Instant> {
+    now.checked_add(Duration::from_millis(ms)).ok_or_else(|| {
+        crate::error::Error::invalid_argument(format!("{what} of {ms} ms is too long"))
+    })
+}

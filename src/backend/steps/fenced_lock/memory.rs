@@ -2,12 +2,10 @@
 //! scripts: a [`Value::LeaseOwner`] entry whose expiry is the lease's, and a [`Value::Int`]
 //! counter without expiry.
 
-use std::time::Duration;
-
 use tokio::time::Instant;
 
 use crate::backend::ensure_same_slot;
-use crate::backend::memory::clock::millis_until;
+use crate::backend::memory::clock::{self, millis_until};
 use crate::backend::memory::{MemoryBackend, Store, Value};
 use crate::backend::steps::MemoryStep;
 use crate::backend::steps::fenced_lock::{
@@ -36,11 +34,7 @@ impl MemoryStep for FencedAcquireStep<'_> {
                 });
             }
             let counter = counter(store, &counter_key, now, step.counter_key)?;
-            let deadline = now
-                .checked_add(Duration::from_millis(step.lease_ms))
-                .ok_or_else(|| {
-                    Error::invalid_argument(format!("a lease of {} ms is too long", step.lease_ms))
-                })?;
+            let deadline = clock::after(now, step.lease_ms, "a lease")?;
             // Both keys, or neither: a counter stored without its lease would be a gap, but a
             // lease refused after its counter moved must not be reported as granted.
             let new_keys = 1 + usize::from(counter.is_none());
@@ -70,11 +64,7 @@ impl MemoryStep for LeaseRenewStep<'_> {
             if !is_owner(store, &lease_key, now, step)? {
                 return Ok(false);
             }
-            let deadline = now
-                .checked_add(Duration::from_millis(lease_ms))
-                .ok_or_else(|| {
-                    Error::invalid_argument(format!("a lease of {lease_ms} ms is too long"))
-                })?;
+            let deadline = clock::after(now, lease_ms, "a lease")?;
             Ok(store.set_expiry(&lease_key, Some(deadline), now))
         })
     }
@@ -152,6 +142,8 @@ fn counter(store: &mut Store, key: &[u8], now: Instant, user_key: &[u8]) -> Resu
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::error::ErrorKind;
 

@@ -3,18 +3,17 @@
 //! its own deadline, the entry expiring with the latest.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backend::memory::clock::millis_until;
-use crate::backend::memory::{MemoryBackend, Store, Value};
+use crate::backend::memory::clock::{self, millis_until};
+use crate::backend::memory::{MemoryBackend, Value};
 use crate::backend::steps::MemoryStep;
 use crate::backend::steps::hash_lease::{
     FieldAcquireReply, FieldAcquireStep, FieldReleaseStep, FieldRenewStep, FieldStep,
     FieldVerifyStep, LeaseReleaseReply,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The live fields of one hash: each one's owner token and deadline.
 type Fields = HashMap<Vec<u8>, (String, Instant)>;
@@ -23,11 +22,9 @@ type Fields = HashMap<Vec<u8>, (String, Instant)>;
 impl MemoryStep for FieldAcquireStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<FieldAcquireReply> {
         let FieldStep { key, field, token } = self.lease;
-        let physical = memory.physical_key(key);
-        memory.step(|store, now| {
-            let deadline = after(now, self.lease_ms)?;
-            let mut fields = take(store, &physical, now, key)?;
-            let reply = match fields.get(field) {
+        with_fields(memory, key, |fields, now| {
+            let deadline = clock::after(now, self.lease_ms, "a lease")?;
+            Ok(match fields.get(field) {
                 Some((_, held_until)) => FieldAcquireReply::Held {
                     retry_after_ms: Some(millis_until(*held_until, now)),
                 },
@@ -35,9 +32,7 @@ impl MemoryStep for FieldAcquireStep<'_> {
                     fields.insert(field.to_vec(), (token.to_owned(), deadline));
                     FieldAcquireReply::Granted
                 }
-            };
-            put(store, &physical, fields, now)?;
-            Ok(reply)
+            })
         })
     }
 }
@@ -46,19 +41,15 @@ impl MemoryStep for FieldAcquireStep<'_> {
 impl MemoryStep for FieldRenewStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
         let FieldStep { key, field, token } = self.lease;
-        let physical = memory.physical_key(key);
-        memory.step(|store, now| {
-            let deadline = after(now, self.lease_ms)?;
-            let mut fields = take(store, &physical, now, key)?;
-            let renewed = match fields.get_mut(field) {
+        with_fields(memory, key, |fields, now| {
+            let deadline = clock::after(now, self.lease_ms, "a lease")?;
+            Ok(match fields.get_mut(field) {
                 Some((owner, held_until)) if owner == token => {
                     *held_until = deadline;
                     true
                 }
                 _ => false,
-            };
-            put(store, &physical, fields, now)?;
-            Ok(renewed)
+            })
         })
     }
 }
@@ -67,12 +58,8 @@ impl MemoryStep for FieldRenewStep<'_> {
 impl MemoryStep for FieldVerifyStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
         let FieldVerifyStep(FieldStep { key, field, token }) = *self;
-        let physical = memory.physical_key(key);
-        memory.step(|store, now| {
-            let fields = take(store, &physical, now, key)?;
-            let held = fields.get(field).is_some_and(|(owner, _)| owner == token);
-            put(store, &physical, fields, now)?;
-            Ok(held)
+        with_fields(memory, key, |fields, _| {
+            Ok(fields.get(field).is_some_and(|(owner, _)| owner == token))
         })
     }
 }
@@ -81,50 +68,44 @@ impl MemoryStep for FieldVerifyStep<'_> {
 impl MemoryStep for FieldReleaseStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<LeaseReleaseReply> {
         let FieldReleaseStep(FieldStep { key, field, token }) = *self;
-        let physical = memory.physical_key(key);
-        memory.step(|store, now| {
-            let mut fields = take(store, &physical, now, key)?;
-            let reply = match fields.get(field) {
+        with_fields(memory, key, |fields, _| {
+            Ok(match fields.get(field) {
                 None => LeaseReleaseReply::NoLease,
                 Some((owner, _)) if owner == token => {
                     fields.remove(field);
                     LeaseReleaseReply::Released
                 }
                 Some(_) => LeaseReleaseReply::OtherOwner,
-            };
-            put(store, &physical, fields, now)?;
-            Ok(reply)
+            })
         })
     }
 }
 
-/// `now` plus `ms`, or an invalid argument beyond the clock's range.
-fn after(now: Instant, ms: u64) -> Result<Instant> {
-    now.checked_add(Duration::from_millis(ms))
-        .ok_or_else(|| Error::invalid_argument(format!("a lease of {ms} ms is too long")))
-}
-
-/// The live fields of the hash at `key`, none when it does not exist; corrupt state when the
-/// key holds something else. They are taken out of the store: every step puts them back with
-/// [`put`], which cannot fail for a key that exists, so nothing taken is lost.
-fn take(store: &mut Store, key: &[u8], now: Instant, user_key: &[u8]) -> Result<Fields> {
-    let mut fields = match store.get_mut(key, now).map(|entry| &mut entry.value) {
-        None => return Ok(Fields::new()),
-        Some(Value::FieldLeases(fields)) => std::mem::take(fields),
-        Some(_) => {
-            return Err(crate::backend::memory::other_state(user_key, "lease hash"));
+/// Runs `step` on the live fields of the hash at `user_key` under the store's lock, then
+/// stores what it leaves, expiring with the latest deadline (the key goes with its last
+/// field), whatever `step` answered: what it took out is never lost. Another primitive's
+/// state under the key is corrupt state, and nothing runs.
+fn with_fields<R>(
+    memory: &MemoryBackend,
+    user_key: &[u8],
+    step: impl FnOnce(&mut Fields, Instant) -> Result<R>,
+) -> Result<R> {
+    let key = memory.physical_key(user_key);
+    memory.step(|store, now| {
+        let mut fields = match store.get_mut(&key, now).map(|entry| &mut entry.value) {
+            None => Fields::new(),
+            Some(Value::FieldLeases(fields)) => std::mem::take(fields),
+            Some(_) => {
+                return Err(crate::backend::memory::other_state(user_key, "lease hash"));
+            }
+        };
+        fields.retain(|_, (_, deadline)| *deadline > now);
+        let answer = step(&mut fields, now);
+        // Storing back a key that exists cannot fail; a new key is stored only with fields.
+        match fields.values().map(|(_, deadline)| *deadline).max() {
+            None => store.remove(&key),
+            Some(latest) => store.insert(&key, Value::FieldLeases(fields), Some(latest), now)?,
         }
-    };
-    fields.retain(|_, (_, deadline)| *deadline > now);
-    Ok(fields)
-}
-
-/// Stores `fields` at `key`, expiring with the latest deadline; removes the key when there
-/// is none.
-fn put(store: &mut Store, key: &[u8], fields: Fields, now: Instant) -> Result<()> {
-    let Some(latest) = fields.values().map(|(_, deadline)| *deadline).max() else {
-        store.remove(key);
-        return Ok(());
-    };
-    store.insert(key, Value::FieldLeases(fields), Some(latest), now)
+        answer
+    })
 }

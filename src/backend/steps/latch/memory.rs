@@ -1,14 +1,12 @@
 //! The countdown latch steps in process, with the same answers and the same validation as
 //! the Lua scripts: one [`Value::Latch`] per latch.
 
-use std::time::Duration;
-
-use crate::backend::memory::{MemoryBackend, Value};
+use crate::backend::memory::{MemoryBackend, Value, clock};
 use crate::backend::steps::MemoryStep;
 use crate::backend::steps::latch::{
     LatchCountDownReply, LatchCountDownStep, LatchReadStep, LatchSetReply, LatchSetStep, LatchState,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Starts a generation, unless a latch exists and is not to be replaced.
 impl MemoryStep for LatchSetStep<'_> {
@@ -25,9 +23,7 @@ impl MemoryStep for LatchSetStep<'_> {
             }
             let expires_at = match self.expiry_ms {
                 None => None,
-                Some(ms) => Some(now.checked_add(Duration::from_millis(ms)).ok_or_else(|| {
-                    Error::invalid_argument(format!("a latch expiry of {ms} ms is too long"))
-                })?),
+                Some(ms) => Some(clock::after(now, ms, "a latch expiry")?),
             };
             if !exists {
                 store.ensure_room_for(1, now)?;
@@ -84,6 +80,8 @@ impl MemoryStep for LatchReadStep<'_> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::error::ErrorKind;
 

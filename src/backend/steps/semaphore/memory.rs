@@ -2,12 +2,11 @@
 //! [`Value::Permits`] per set, whose key lives exactly as long as its permits.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::backend::ensure_same_slot;
-use crate::backend::memory::clock::millis_until;
+use crate::backend::memory::clock::{self, millis_until};
 use crate::backend::memory::{MemoryBackend, Store, Value};
 use crate::backend::steps::MemoryStep;
 #[cfg(test)]
@@ -16,7 +15,7 @@ use crate::backend::steps::semaphore::{
     PermitReleaseStep, PermitRenewStep, PermitVerifyStep, SemaphoreAcquireReply,
     SemaphoreAcquireStep, SemaphoreHeldStep,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 type Holders = HashMap<String, Option<Instant>>;
 
@@ -175,9 +174,7 @@ fn deadline(now: Instant, expiry_ms: Option<u64>) -> Result<Option<Instant>> {
     let Some(ms) = expiry_ms else {
         return Ok(None);
     };
-    now.checked_add(Duration::from_millis(ms))
-        .map(Some)
-        .ok_or_else(|| Error::invalid_argument(format!("a permit expiry of {ms} ms is too long")))
+    clock::after(now, ms, "a permit expiry").map(Some)
 }
 
 fn is_live(deadline: Option<Instant>, now: Instant) -> bool {
@@ -244,6 +241,8 @@ fn frees_in(holders: &Holders, capacity: u32, now: Instant) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::error::ErrorKind;
 
