@@ -57,6 +57,31 @@ impl Algorithm {
         coordination.backend().decides_in_process()
     }
 
+    /// A grant from a hot-key tier's reservation, without a round trip; `None` when the
+    /// backend must decide.
+    pub(crate) fn granted_locally(&self, key: &[u8], permits: u64) -> Option<RateLimitDecision> {
+        match self {
+            Algorithm::FixedWindow(limiter) => limiter.granted_locally(key, permits),
+            _ => None,
+        }
+    }
+
+    /// What the hot-key tier has done; `None` without one.
+    pub(crate) fn hot_key_statistics(&self) -> Option<super::HotKeyStatistics> {
+        match self {
+            Algorithm::FixedWindow(limiter) => limiter.hot_key_statistics(),
+            _ => None,
+        }
+    }
+
+    /// Gives the hot-key tier's unspent reservations back (0 without one).
+    pub(crate) async fn return_reserved(&self) -> Result<u64> {
+        match self {
+            Algorithm::FixedWindow(limiter) => limiter.return_reserved().await,
+            _ => Ok(0),
+        }
+    }
+
     pub(crate) async fn try_acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
         match self {
             Algorithm::FixedWindow(limiter) => limiter.try_acquire(key, permits).await,

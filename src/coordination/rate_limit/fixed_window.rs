@@ -1,12 +1,16 @@
 //! The fixed-window rate limiter.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::hot_keys::{HotKeyStatistics, Reservations, Spend, Ticket};
 use super::key::LimiterKeys;
-use super::{RateLimitDecision, RateLimitPolicy};
+use super::{HotKeys, RateLimitDecision, RateLimitPolicy};
 use crate::Coordination;
-use crate::backend::steps::fixed_window::FixedWindowStep;
+use crate::backend::steps::fixed_window::{
+    FixedWindowReply, FixedWindowReserveStep, FixedWindowReturnStep, FixedWindowStep,
+};
 use crate::error::{Error, Result};
 
 /// At most `limit` permits per `window` for each client key, counted from the first request
@@ -28,6 +32,12 @@ use crate::error::{Error, Result};
 /// trip). Older servers answer "unknown command"; from then on every limiter built from the
 /// same [`Coordination`] runs an equivalent Lua script directly, and `INCREX` is tried again
 /// after five minutes so that an upgraded server regains the fast path.
+///
+/// # Hot keys
+///
+/// [`with_hot_keys`](Self::with_hot_keys) lets an instance reserve permits of a busy key in
+/// batches and grant them without a round trip, never admitting more than the limit: see
+/// [`HotKeys`].
 ///
 /// # Example
 ///
@@ -59,6 +69,8 @@ pub struct FixedWindow {
     keys: LimiterKeys,
     policy: RateLimitPolicy,
     window_ms: u64,
+    /// The hot-key tier, shared by clones.
+    hot_keys: Option<Arc<Reservations>>,
 }
 
 impl FixedWindow {
@@ -93,7 +105,86 @@ impl FixedWindow {
             keys: LimiterKeys::new(b"fw", name.as_bytes()),
             policy: RateLimitPolicy::new(name, limit, Duration::from_millis(window_ms)),
             window_ms,
+            hot_keys: None,
         })
+    }
+
+    /// The same limiter with a hot-key tier: this instance reserves permits of a key in
+    /// batches, in the step that decides a request, and grants them locally until they are
+    /// spent or the window ends (see [`HotKeys`] for the bounds). Clones share the tier; a
+    /// new call starts an empty one.
+    ///
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when a
+    /// setting is 0, the limit is above 10^15, or the window is shorter than 100 ms.
+    pub fn with_hot_keys(mut self, hot_keys: HotKeys) -> Result<Self> {
+        hot_keys.check(self.policy.quota(), Duration::from_millis(self.window_ms))?;
+        self.hot_keys = Some(Arc::new(Reservations::new(hot_keys)));
+        Ok(self)
+    }
+
+    /// Gives every reserved permit this instance has not spent back to the window it was
+    /// reserved in, and answers how many were given back. Permits of a window that has
+    /// ended are not given to the next one: they lapse. Call it when an instance stops
+    /// (after it stopped granting), so that the others may use what it held.
+    ///
+    /// The permits are taken out of the tier before anything is sent, so none can be both
+    /// spent and returned; one step per key, each sent once. 0 without a tier.
+    ///
+    /// # Errors
+    ///
+    /// The first backend error, after every key was tried; the permits of a key whose
+    /// return failed count as lapsed (at worst, under-admission).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped midway, the permits not yet given back lapse.
+    pub async fn return_reserved(&self) -> Result<u64> {
+        let Some(tier) = &self.hot_keys else {
+            return Ok(0);
+        };
+        let mut returned_total = 0;
+        let mut first_error = None;
+        for (key, permits, window_end_ms) in tier.take_unspent() {
+            let storage_key = self.keys.for_client(&key);
+            let step = FixedWindowReturnStep {
+                key: &storage_key,
+                permits,
+                window_end_ms,
+            };
+            match self.coordination.backend().run(step).await {
+                Ok(returned) => {
+                    tier.record_return(permits, returned);
+                    returned_total += returned.min(permits);
+                }
+                Err(err) => {
+                    tier.record_return(permits, 0);
+                    tracing::warn!(error = %err, permits, "reserved permits could not be returned; they lapse");
+                    first_error.get_or_insert(err);
+                }
+            }
+        }
+        match first_error {
+            Some(err) => Err(err),
+            None => Ok(returned_total),
+        }
+    }
+
+    /// What the hot-key tier has done; `None` without one.
+    pub(crate) fn hot_key_statistics(&self) -> Option<HotKeyStatistics> {
+        self.hot_keys.as_deref().map(Reservations::statistics)
+    }
+
+    /// A grant from this instance's reservation of `key`, without a round trip; `None` when
+    /// the backend must decide (no tier, or not enough reserved). Starts nothing.
+    pub(crate) fn granted_locally(&self, key: &[u8], permits: u64) -> Option<RateLimitDecision> {
+        let tier = self.hot_keys.as_deref()?;
+        if permits == 0 {
+            return None;
+        }
+        match tier.spend(key, permits, self.policy.quota(), false) {
+            Spend::Granted(decision) => Some(decision),
+            Spend::Reserve(_) | Spend::Plain => None,
+        }
     }
 
     /// The limiter's policy: its name, limit and window.
@@ -119,6 +210,15 @@ impl FixedWindow {
     /// [`is_outcome_uncertain`](crate::Error::is_outcome_uncertain) is true means the same.
     pub async fn try_acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
         let limit = self.policy.quota();
+        if let Some(tier) = self.hot_keys.as_deref()
+            && (1..=limit).contains(&permits)
+        {
+            match tier.spend(key, permits, limit, true) {
+                Spend::Granted(decision) => return Ok(decision),
+                Spend::Reserve(ticket) => return self.reserve(tier, key, permits, ticket).await,
+                Spend::Plain => {}
+            }
+        }
         // An impossible request still reads the state (for the response fields) but must
         // never be counted; limit + 1 keeps it impossible and within Redis integers.
         let asked = permits.min(limit + 1);
@@ -133,18 +233,58 @@ impl FixedWindow {
                 window_ms: self.window_ms,
             })
             .await?;
+        Ok(self.decision(permits, &reply))
+    }
+
+    /// A request decided by the backend with a batch reserved beside it.
+    async fn reserve(
+        &self,
+        tier: &Reservations,
+        key: &[u8],
+        permits: u64,
+        ticket: Ticket<'_>,
+    ) -> Result<RateLimitDecision> {
+        let storage_key = self.keys.for_client(key);
+        let step = FixedWindowReserveStep {
+            key: &storage_key,
+            permits,
+            limit: self.policy.quota(),
+            window_ms: self.window_ms,
+            max_batch: tier.settings().max_batch(),
+            share: tier.settings().share_denominator(),
+        };
+        match self.coordination.backend().run(step).await {
+            Ok(reply) => {
+                ticket.settle(&reply, self.policy.quota());
+                // The batch is this instance's to grant: what its clients have left.
+                let unreserved = FixedWindowReply {
+                    count: reply.decided.count.saturating_sub(reply.batch),
+                    ..reply.decided
+                };
+                Ok(self.decision(permits, &unreserved))
+            }
+            Err(err) => {
+                ticket.fail(&err);
+                Err(err)
+            }
+        }
+    }
+
+    /// The decision of a request for `permits` from the step's reply.
+    fn decision(&self, permits: u64, reply: &FixedWindowReply) -> RateLimitDecision {
+        let limit = self.policy.quota();
         let reset_after = Duration::from_millis(reply.ttl_ms.unwrap_or(self.window_ms));
         // Not the reset time itself: Redis frees the window a millisecond after its TTL, and
         // a client (or a queued waiter) that comes back exactly at the TTL is rejected again.
         let free_in = Duration::from_millis(reply.free_in_ms.unwrap_or(self.window_ms));
         let retry_after = (!reply.granted && permits <= limit).then_some(free_in);
-        Ok(RateLimitDecision::new(
+        RateLimitDecision::new(
             reply.granted,
             limit,
             limit.saturating_sub(reply.count),
             reset_after,
             retry_after,
-        ))
+        )
     }
 }
 
@@ -152,6 +292,10 @@ impl fmt::Debug for FixedWindow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FixedWindow")
             .field("policy", &self.policy)
+            .field(
+                "hot_keys",
+                &self.hot_keys.as_ref().map(|tier| tier.settings()),
+            )
             .finish_non_exhaustive()
     }
 }

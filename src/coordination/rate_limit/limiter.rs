@@ -231,7 +231,20 @@ impl RateLimiter {
             .queue
             .as_ref()
             .map_or(0, WaitQueue::queued_permits);
-        self.inner.counters.snapshot(queued)
+        let hot_keys = self.inner.algorithm.hot_key_statistics();
+        self.inner.counters.snapshot(queued, hot_keys)
+    }
+
+    /// Gives the permits a [`FixedWindow`](super::FixedWindow)'s hot-key tier reserved and
+    /// did not spend back to their window (see
+    /// [`FixedWindow::return_reserved`](super::FixedWindow::return_reserved)), and answers
+    /// how many; 0 without a tier. Call it after the instance stopped granting, on shutdown.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped midway, the permits not yet given back lapse.
+    pub async fn return_reserved(&self) -> Result<u64> {
+        self.inner.algorithm.return_reserved().await
     }
 
     /// Shuts the limiter down: queued requests fail with [`ErrorKind::Closed`] at once, and so
@@ -275,6 +288,20 @@ impl RateLimiter {
             // at all), and the layer would ask again the usual way.
             Poll::Pending => None,
         }
+    }
+
+    /// A grant from a hot-key tier's reservation for `key`, answered here without a round
+    /// trip or anything to await; `None` when the backend must decide (no tier, not enough
+    /// reserved, or the limiter is shut down, which the usual way reports). Counted as a
+    /// grant.
+    pub(crate) fn granted_locally(&self, key: &[u8], permits: u64) -> Option<RateLimitDecision> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return None;
+        }
+        let decision = self.inner.algorithm.granted_locally(key, permits)?;
+        self.inner.counters.record_available(decision.remaining());
+        self.inner.counters.record(true);
+        Some(decision)
     }
 
     /// One decision: from the deny cache if it knows, else from the backend.

@@ -1,7 +1,8 @@
 //! Rate limiters: how many permits a client key may take per unit of time.
 //!
 //! Each limiter decides in one atomic step on the backend, with the backend's clock, and
-//! answers a [`RateLimitDecision`]. Permits are consumptive: nothing is given back.
+//! answers a [`RateLimitDecision`]. Permits are consumptive: nothing is given back (except
+//! the unspent permits a [`FixedWindow`]'s hot-key tier reserved, see [`HotKeys`]).
 //! [`Stacked`] checks several fixed-window policies on one client key at once (for example
 //! 10 per second and 1000 per day), all or nothing.
 
@@ -10,6 +11,7 @@ mod decision;
 mod deny_cache;
 mod fixed_window;
 mod gcra;
+mod hot_keys;
 mod key;
 mod limiter;
 mod policy;
@@ -22,6 +24,7 @@ mod token_bucket;
 pub use decision::{PolicyState, RateLimitDecision};
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
+pub use hot_keys::{HotKeyStatistics, HotKeys};
 pub use limiter::RateLimiter;
 pub(crate) use policy::Policies;
 pub use policy::{QuotaUnit, RateLimitPolicy};

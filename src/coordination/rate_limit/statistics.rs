@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::HotKeyStatistics;
+
 /// A snapshot of one [`RateLimiter`](super::RateLimiter) instance's activity.
 ///
 /// The counts are local to this instance (this process); the limit itself lives in the
@@ -36,6 +38,7 @@ pub struct RateLimitStatistics {
     queued_permits: u64,
     available_permits: Option<u64>,
     idle_duration: Duration,
+    hot_keys: Option<HotKeyStatistics>,
 }
 
 impl RateLimitStatistics {
@@ -65,6 +68,12 @@ impl RateLimitStatistics {
     /// drop instances idle for long (their state stays in the backend).
     pub fn idle_duration(&self) -> Duration {
         self.idle_duration
+    }
+
+    /// What the hot-key tier of a [`FixedWindow`](super::FixedWindow) has done (see
+    /// [`HotKeys`](super::HotKeys)); `None` without one.
+    pub fn hot_keys(&self) -> Option<HotKeyStatistics> {
+        self.hot_keys
     }
 }
 
@@ -107,7 +116,11 @@ impl Counters {
         *self.lock_activity() = Instant::now();
     }
 
-    pub(crate) fn snapshot(&self, queued_permits: u64) -> RateLimitStatistics {
+    pub(crate) fn snapshot(
+        &self,
+        queued_permits: u64,
+        hot_keys: Option<HotKeyStatistics>,
+    ) -> RateLimitStatistics {
         let available = self.available.load(Ordering::Relaxed);
         RateLimitStatistics {
             granted: self.granted.load(Ordering::Relaxed),
@@ -119,6 +132,7 @@ impl Counters {
             } else {
                 self.lock_activity().elapsed()
             },
+            hot_keys,
         }
     }
 

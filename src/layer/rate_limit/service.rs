@@ -94,6 +94,16 @@ where
             let settled = future::settle(config.clone(), decided, kept, cost);
             return self.answered(settled, request);
         }
+        // Granted from this instance's hot-key reservation: nothing is sent, so neither the
+        // breaker nor a timer has a say.
+        if config.max_wait.is_none()
+            && let Some(decision) = config.limiter.granted_locally(&key, cost)
+        {
+            let request = Request::from_parts(parts, body);
+            let kept = config.fallback.is_some().then_some(key);
+            let settled = future::settle(config.clone(), Ok(decision), kept, cost);
+            return self.answered(settled, request);
+        }
         let request = Request::from_parts(parts, body);
         let admission = match decide::admit(config.breaker.as_ref()) {
             Ok(admission) => admission,

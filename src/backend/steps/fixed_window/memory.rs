@@ -2,10 +2,15 @@
 
 use std::time::Duration;
 
-use crate::backend::memory::clock::millis_until;
-use crate::backend::memory::{MemoryBackend, Value};
+use tokio::time::Instant;
+
+use crate::backend::memory::clock::{after, millis_until};
+use crate::backend::memory::{MemoryBackend, Store, Value};
 use crate::backend::steps::MemoryStep;
-use crate::backend::steps::fixed_window::{FixedWindowReply, FixedWindowStep};
+use crate::backend::steps::fixed_window::{
+    FixedWindowReply, FixedWindowReservation, FixedWindowReserveStep, FixedWindowReturnStep,
+    FixedWindowStep,
+};
 use crate::error::Result;
 
 /// Runs one fixed-window step atomically.
@@ -14,18 +19,7 @@ impl MemoryStep for FixedWindowStep<'_> {
         let step = self;
         let key = memory.physical_key(step.key);
         memory.step(|store, now| {
-            let (count, expires_at) = match store.get_mut(&key, now) {
-                None => (0, None),
-                Some(entry) => match entry.value {
-                    Value::Int(count) => (u64::try_from(count).unwrap_or(0), entry.expires_at()),
-                    _ => {
-                        return Err(crate::backend::memory::other_state(
-                            step.key,
-                            "fixed-window",
-                        ));
-                    }
-                },
-            };
+            let (count, expires_at) = counter(store, &key, step.key, now)?;
             // A live key has time left, so this is never 0 ms, as with Redis' PTTL.
             let ttl_ms = |deadline| millis_until(deadline, now);
             if count.saturating_add(step.permits) > step.limit || step.permits == 0 {
@@ -49,4 +43,99 @@ impl MemoryStep for FixedWindowStep<'_> {
             })
         })
     }
+}
+
+/// The count and expiry of a fixed-window counter, or the corrupt-state error.
+fn counter(
+    store: &mut Store,
+    key: &[u8],
+    user_key: &[u8],
+    now: Instant,
+) -> Result<(u64, Option<Instant>)> {
+    match store.get_mut(key, now) {
+        None => Ok((0, None)),
+        Some(entry) => match entry.value {
+            Value::Int(count) => Ok((u64::try_from(count).unwrap_or(0), entry.expires_at())),
+            _ => Err(crate::backend::memory::other_state(
+                user_key,
+                "fixed-window",
+            )),
+        },
+    }
+}
+
+/// Runs one reservation of the hot-key tier atomically, as `fixed_window_reserve.lua` does.
+impl MemoryStep for FixedWindowReserveStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<FixedWindowReservation> {
+        let step = self;
+        let key = memory.physical_key(step.key);
+        let clock = memory.clock();
+        memory.step(|store, now| {
+            let (count, expires_at) = counter(store, &key, step.key, now)?;
+            let ttl_ms = |deadline| millis_until(deadline, now);
+            let left = step.limit.saturating_sub(count);
+            if step.permits > left {
+                return Ok(FixedWindowReservation {
+                    decided: FixedWindowReply {
+                        granted: false,
+                        count: count.min(step.limit),
+                        ttl_ms: expires_at.map(ttl_ms),
+                        free_in_ms: expires_at.map(ttl_ms),
+                    },
+                    batch: 0,
+                    window_end_ms: 0,
+                });
+            }
+            let batch = step
+                .max_batch
+                .min((left - step.permits) / step.share.max(1));
+            let count = count + step.permits + batch;
+            let deadline = match expires_at {
+                Some(deadline) => deadline,
+                None => after(now, step.window_ms, "a fixed window")?,
+            };
+            let value = Value::Int(i64::try_from(count).unwrap_or(i64::MAX));
+            store.insert(&key, value, Some(deadline), now)?;
+            Ok(FixedWindowReservation {
+                decided: FixedWindowReply {
+                    granted: true,
+                    count,
+                    ttl_ms: Some(ttl_ms(deadline)),
+                    free_in_ms: Some(ttl_ms(deadline)),
+                },
+                batch,
+                window_end_ms: window_end_ms(clock.since_epoch(deadline)),
+            })
+        })
+    }
+}
+
+/// Runs one return of reserved permits atomically, as `fixed_window_return.lua` does: only
+/// to the window that ends when the reservation said.
+impl MemoryStep for FixedWindowReturnStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<u64> {
+        let step = self;
+        let key = memory.physical_key(step.key);
+        let clock = memory.clock();
+        memory.step(|store, now| {
+            let (count, expires_at) = counter(store, &key, step.key, now)?;
+            let Some(deadline) = expires_at else {
+                return Ok(0);
+            };
+            if window_end_ms(clock.since_epoch(deadline)) != step.window_end_ms {
+                return Ok(0);
+            }
+            let back = step.permits.min(count);
+            if back > 0 {
+                let value = Value::Int(i64::try_from(count - back).unwrap_or(i64::MAX));
+                store.insert(&key, value, Some(deadline), now)?;
+            }
+            Ok(back)
+        })
+    }
+}
+
+/// A window's end in whole milliseconds on the backend's clock.
+fn window_end_ms(since_epoch: Duration) -> u64 {
+    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
 }

@@ -36,3 +36,57 @@ pub(crate) struct FixedWindowReply {
 impl Step for FixedWindowStep<'_> {
     type Reply = FixedWindowReply;
 }
+
+/// A fixed-window acquisition of the hot-key tier: the request's permits and, when they
+/// fit, a batch beside them, counted in the window in one atomic step (see
+/// [`HotKeys`](crate::coordination::rate_limit::HotKeys)).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FixedWindowReserveStep<'a> {
+    /// The user key (the backend applies its prefix).
+    pub(crate) key: &'a [u8],
+    /// Permits asked for, at least 1 and at most `limit`.
+    pub(crate) permits: u64,
+    /// Permits per window, 1 to [`HOT_KEY_MAX_LIMIT`].
+    pub(crate) limit: u64,
+    /// The window in whole milliseconds, at least 1.
+    pub(crate) window_ms: u64,
+    /// The largest batch to reserve, at least 1.
+    pub(crate) max_batch: u64,
+    /// A batch takes at most `1 / share` of what is left after the request; at least 1.
+    pub(crate) share: u64,
+}
+
+/// The largest limit the hot-key tier takes: counts stay exact in a Lua number (below 2^53).
+pub(crate) const HOT_KEY_MAX_LIMIT: u64 = 1_000_000_000_000_000;
+
+/// A reservation step's answer, from the backend's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FixedWindowReservation {
+    /// The request's own decision, as the plain step gives it.
+    pub(crate) decided: FixedWindowReply,
+    /// Permits reserved beside a granted request (0 when denied).
+    pub(crate) batch: u64,
+    /// The window's end in milliseconds on the backend's clock: what names the window for a
+    /// [`FixedWindowReturnStep`]. 0 when denied.
+    pub(crate) window_end_ms: u64,
+}
+
+impl Step for FixedWindowReserveStep<'_> {
+    type Reply = FixedWindowReservation;
+}
+
+/// Gives reserved permits back to the window they were reserved in, and to no other.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FixedWindowReturnStep<'a> {
+    /// The user key (the backend applies its prefix).
+    pub(crate) key: &'a [u8],
+    /// Permits to give back, at least 1.
+    pub(crate) permits: u64,
+    /// The window's end as its reservation reported it.
+    pub(crate) window_end_ms: u64,
+}
+
+impl Step for FixedWindowReturnStep<'_> {
+    /// Permits given back: 0 when the window ended.
+    type Reply = u64;
+}

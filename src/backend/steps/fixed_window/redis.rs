@@ -7,10 +7,17 @@ use redis::Value;
 use crate::backend::redis::script_reply::ScriptReply;
 use crate::backend::redis::{RedisBackend, Script, SendError, script};
 use crate::backend::steps::RedisStep;
-use crate::backend::steps::fixed_window::{FixedWindowReply, FixedWindowStep};
+use crate::backend::steps::fixed_window::{
+    FixedWindowReply, FixedWindowReservation, FixedWindowReserveStep, FixedWindowReturnStep,
+    FixedWindowStep,
+};
 use crate::error::{Error, ErrorKind, Result};
 
 static FIXED_WINDOW: LazyLock<Script> = script!(writes, "fixed_window", "fixed_window.lua");
+static FIXED_WINDOW_RESERVE: LazyLock<Script> =
+    script!(writes, "fixed_window_reserve", "fixed_window_reserve.lua");
+static FIXED_WINDOW_RETURN: LazyLock<Script> =
+    script!(writes, "fixed_window_return", "fixed_window_return.lua");
 
 /// Runs one fixed-window step.
 ///
@@ -122,4 +129,52 @@ async fn increx(
         ttl_ms: u64::try_from(ttl).ok(),
         free_in_ms: u64::try_from(ttl).ok().map(|ttl| ttl + 1),
     })
+}
+
+/// Runs one reservation of the hot-key tier, always in Lua: `INCREX` grants what fits but
+/// cannot size a batch by what is left, and a reservation runs once per batch, not once per
+/// request.
+impl RedisStep for FixedWindowReserveStep<'_> {
+    async fn on_redis(&self, redis: &RedisBackend) -> Result<FixedWindowReservation> {
+        let step = *self;
+        let args = (
+            step.permits,
+            step.limit,
+            step.window_ms,
+            step.max_batch,
+            step.share,
+        );
+        let outcome = redis
+            .script_outcome(&FIXED_WINDOW_RESERVE, &[step.key], args)
+            .await?;
+        let ttl_ms = outcome.optional(1)?;
+        Ok(FixedWindowReservation {
+            decided: FixedWindowReply {
+                granted: outcome.granted()?,
+                count: outcome.uint(0)?,
+                ttl_ms,
+                free_in_ms: ttl_ms.map(|ttl| ttl + 1),
+            },
+            batch: outcome.uint(2)?,
+            window_end_ms: outcome.uint(3)?,
+        })
+    }
+}
+
+/// Runs one return of reserved permits.
+impl RedisStep for FixedWindowReturnStep<'_> {
+    async fn on_redis(&self, redis: &RedisBackend) -> Result<u64> {
+        let step = *self;
+        let outcome = redis
+            .script_outcome(
+                &FIXED_WINDOW_RETURN,
+                &[step.key],
+                (step.permits, step.window_end_ms),
+            )
+            .await?;
+        if outcome.status() != b"returned" {
+            return Err(outcome.unexpected());
+        }
+        outcome.uint(0)
+    }
 }

@@ -1,0 +1,56 @@
+-- Fixed window, hot-key tier: grant a request and reserve a batch beside it, in one step.
+-- The batch is counted in the window like any grant, so other instances see it as used;
+-- the instance that reserved it spends it locally until the window ends, and may return
+-- what it did not spend (fixed_window_return.lua). An instance that never returns its batch
+-- has only under-admitted.
+--
+-- KEYS[1]  the window's counter (string integer with an expiry)
+-- ARGV[1]  permits asked for (>= 1)
+-- ARGV[2]  permits per window (1 to 10^15: exact in a Lua number)
+-- ARGV[3]  window length in milliseconds (>= 1)
+-- ARGV[4]  the largest batch to reserve (>= 1)
+-- ARGV[5]  the share of what is left a batch may take, as its denominator (>= 1)
+--
+-- Returns {'granted' or 'denied', count after the step, ms until the window ends (-2: no
+-- window), permits reserved beside the request, the window's end in ms on the server's
+-- clock (0 when denied)}, or {'corrupt', 1, what} when the counter is not a non-negative
+-- integer. A rejected request consumes and reserves nothing.
+local call, key = redis.call, KEYS[1]
+local permits, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+-- pcall: a key of another type answers WRONGTYPE as a table instead of aborting.
+local raw = redis.pcall('GET', key)
+local count = 0
+if raw then
+    -- A counter as INCRBY reads one (see fixed_window.lua). Sixteen digits and more are
+    -- above any limit this tier takes, and read as such rather than as inexact numbers.
+    if type(raw) ~= 'string' or not (raw == '0' or string.match(raw, '^[1-9]%d*$')) then
+        return {'corrupt', 1, 'the fixed-window counter is not a non-negative integer'}
+    end
+    if #raw > 15 then
+        count = limit + 1
+    else
+        count = tonumber(raw)
+    end
+end
+local ttl = call('PTTL', key)
+if count + permits > limit then
+    if ttl == -1 then
+        -- A counter without expiry would never reset: give it the window it lost.
+        call('PEXPIRE', key, ARGV[3])
+        ttl = tonumber(ARGV[3])
+    end
+    return {'denied', math.min(count, limit), ttl, 0, 0}
+end
+-- The batch: at most the largest asked for, and at most a share of what is left after the
+-- request, so that instances racing for the last permits of a window take less and less.
+local batch = math.min(tonumber(ARGV[4]), math.floor((limit - count - permits) / tonumber(ARGV[5])))
+local after = call('INCRBY', key, permits + batch)
+if ttl < 0 then
+    -- The window's first request (or a counter that lost its expiry): the window starts now.
+    call('PEXPIRE', key, ARGV[3])
+    ttl = tonumber(ARGV[3])
+end
+-- The window's end names it: a return checks that the window it gives back to is this one.
+local time = call('TIME')
+local window_end = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + ttl
+return {'granted', after, ttl, batch, window_end}

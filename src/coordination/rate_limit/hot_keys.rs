@@ -1,0 +1,571 @@
+//! The hot-key tier of a fixed window: permits reserved in batches, spent locally, and never
+//! more than the backend granted.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::RateLimitDecision;
+use crate::backend::steps::fixed_window::{FixedWindowReservation, HOT_KEY_MAX_LIMIT};
+use crate::error::{Error, Result};
+
+/// The settings of a fixed window's hot-key tier (see
+/// [`FixedWindow::with_hot_keys`](super::FixedWindow::with_hot_keys)).
+///
+/// A request for a key this instance holds no reservation for goes to the backend, as
+/// always, and asks for a batch beside its own permits, in the same atomic step. The batch
+/// is counted in the window at once, so every other instance sees it as used; this instance
+/// then grants from it locally, with no round trip, until it is spent or the window ends.
+///
+/// - **Never over the limit.** A batch is at most [`max_batch`](Self::new) permits and at
+///   most a [`share`](Self::share) of what the window has left after the request; the
+///   backend grants it atomically, so no instance can reserve what another was granted.
+///   Locally the tier grants only from what it reserved, and only until the window's end as
+///   measured from the moment the reservation was sent (an answer that took long shortens
+///   the reservation, never lengthens it). A cold instance, or one whose batch ran out,
+///   asks the backend; it never admits on its own.
+/// - **Under the limit by a bounded amount.** Reserved permits an instance does not spend
+///   are lost to everyone until the window ends: at most `max_batch` per key per instance
+///   (less as the window fills, since each batch is a share of what is left). An instance
+///   that dies, is cut off, or drops a request while its reservation was in flight loses at
+///   most that. [`FixedWindow::return_reserved`](super::FixedWindow::return_reserved) (on
+///   shutdown, say) gives unspent permits back to their window, and only to it.
+///   [`RateLimitStatistics::hot_keys`](super::RateLimitStatistics::hot_keys) reports what
+///   was reserved, spent, returned and lost.
+/// - **One reservation in flight per key.** While one is on its way, the other requests for
+///   that key are decided by the backend one by one, as without the tier.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::rate_limit::{FixedWindow, HotKeys, RateLimiter};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let coordination = Coordination::memory();
+/// let window = FixedWindow::new(&coordination, "search", 1_000, Duration::from_secs(1))?
+///     .with_hot_keys(HotKeys::new(50))?;
+/// let limiter = RateLimiter::from(window);
+///
+/// // The first request reserves a batch beside its own permit; the next ones spend it here.
+/// for _ in 0..20 {
+///     assert!(limiter.try_acquire(b"tenant-7", 1).await?.is_granted());
+/// }
+/// let tier = limiter.statistics().hot_keys().expect("the tier is on");
+/// assert_eq!(tier.spent(), 19);
+/// assert_eq!(tier.held(), tier.reserved() - 19);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HotKeys {
+    max_batch: u64,
+    share: u64,
+    max_keys: usize,
+}
+
+/// A batch takes at most a quarter of what the window has left, unless set otherwise.
+const DEFAULT_SHARE: u64 = 4;
+
+/// Keys with a reservation at once, unless set otherwise.
+const DEFAULT_MAX_KEYS: usize = 1024;
+
+/// The shortest window the tier takes: a return recognises its window by the window's end,
+/// read to within a few milliseconds, and a later window ends at least this much later.
+pub(crate) const HOT_KEY_MIN_WINDOW: Duration = Duration::from_millis(100);
+
+impl HotKeys {
+    /// A tier that reserves at most `max_batch` permits per batch, at most a quarter of what
+    /// the window has left, for up to 1024 keys at once.
+    pub fn new(max_batch: u64) -> Self {
+        HotKeys {
+            max_batch,
+            share: DEFAULT_SHARE,
+            max_keys: DEFAULT_MAX_KEYS,
+        }
+    }
+
+    /// A batch takes at most `1 / denominator` of what the window has left after the request
+    /// (4 unless set: a quarter). 1 lets one instance reserve everything that is left.
+    pub fn share(mut self, denominator: u64) -> Self {
+        self.share = denominator;
+        self
+    }
+
+    /// Keys this instance holds reservations for at once (1024 unless set). A new key beyond
+    /// that, while every reservation is still live, is decided by the backend without one.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
+        self
+    }
+
+    /// Checks the settings against a window of `limit` permits per `window`.
+    pub(crate) fn check(&self, limit: u64, window: Duration) -> Result<()> {
+        let invalid = |what: String| Err(Error::invalid_argument(what));
+        if self.max_batch == 0 {
+            return invalid("a hot-key batch must hold at least one permit".into());
+        }
+        if self.share == 0 {
+            return invalid("a hot-key share is 1 / denominator, and the denominator 0".into());
+        }
+        if self.max_keys == 0 {
+            return invalid("a hot-key tier must hold at least one key".into());
+        }
+        if limit > HOT_KEY_MAX_LIMIT {
+            return invalid(format!(
+                "the hot-key tier takes limits up to {HOT_KEY_MAX_LIMIT}, not {limit}"
+            ));
+        }
+        if window < HOT_KEY_MIN_WINDOW {
+            return invalid(format!(
+                "the hot-key tier takes windows of {HOT_KEY_MIN_WINDOW:?} or more, not {window:?}"
+            ));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn max_batch(&self) -> u64 {
+        self.max_batch
+    }
+
+    pub(crate) fn share_denominator(&self) -> u64 {
+        self.share
+    }
+}
+
+/// What one instance's hot-key tier has done, in permits (see [`HotKeys`]).
+///
+/// Every reserved permit is, at any moment, exactly one of: spent here, returned, lapsed
+/// (its window ended first, or it could not be returned), or still held:
+/// `reserved == spent + returned + lapsed + held`. Lapsed permits, and the batches of
+/// reservations whose answer never came ([`unsettled`](Self::unsettled)), are what the tier
+/// cost in admissions: permits counted as used that nobody was granted.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::rate_limit::{FixedWindow, HotKeys, RateLimiter};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let window = FixedWindow::new(&Coordination::memory(), "api", 100, Duration::from_secs(1))?
+///     .with_hot_keys(HotKeys::new(10))?;
+/// let limiter = RateLimiter::from(window.clone());
+/// limiter.try_acquire(b"k", 1).await?;
+/// assert_eq!(window.return_reserved().await?, 10);
+/// let tier = limiter.statistics().hot_keys().expect("the tier is on");
+/// assert_eq!((tier.reserved(), tier.returned(), tier.held()), (10, 10, 0));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HotKeyStatistics {
+    reserved: u64,
+    spent: u64,
+    returned: u64,
+    lapsed: u64,
+    held: u64,
+    unsettled: u64,
+}
+
+impl HotKeyStatistics {
+    /// Permits reserved in batches, beyond the requests that reserved them.
+    pub fn reserved(&self) -> u64 {
+        self.reserved
+    }
+
+    /// Reserved permits granted here, without a round trip.
+    pub fn spent(&self) -> u64 {
+        self.spent
+    }
+
+    /// Reserved permits given back to their window.
+    pub fn returned(&self) -> u64 {
+        self.returned
+    }
+
+    /// Reserved permits neither spent nor returned before their window ended.
+    pub fn lapsed(&self) -> u64 {
+        self.lapsed
+    }
+
+    /// Reserved permits held now, for windows that have not ended.
+    pub fn held(&self) -> u64 {
+        self.held
+    }
+
+    /// Reservations whose answer never came (the request failed, timed out or was
+    /// dropped): each may have taken up to a batch that nobody will spend.
+    pub fn unsettled(&self) -> u64 {
+        self.unsettled
+    }
+}
+
+/// One instance's reservations, per client key.
+#[derive(Debug)]
+pub(crate) struct Reservations {
+    settings: HotKeys,
+    entries: Mutex<HashMap<Box<[u8]>, Reservation>>,
+    reserved: AtomicU64,
+    spent: AtomicU64,
+    returned: AtomicU64,
+    lapsed: AtomicU64,
+    unsettled: AtomicU64,
+}
+
+/// What this instance holds for one client key.
+#[derive(Debug)]
+struct Reservation {
+    /// Reserved permits not yet spent.
+    left: u64,
+    /// When they may be spent no more: the window's end, measured from when the
+    /// reservation was sent.
+    usable_until: Instant,
+    /// The window's end on the backend's clock, which names the window to return to.
+    window_end_ms: u64,
+    /// What the window had left for everyone else after the reservation.
+    unreserved: u64,
+    /// A reservation for this key is on its way.
+    reserving: bool,
+}
+
+impl Reservation {
+    fn is_live(&self, now: Instant) -> bool {
+        now < self.usable_until
+    }
+}
+
+/// What the tier makes of a request.
+pub(crate) enum Spend<'a> {
+    /// Granted here, from a reservation.
+    Granted(RateLimitDecision),
+    /// Ask the backend, reserving a batch beside the request.
+    Reserve(Ticket<'a>),
+    /// Ask the backend, without a batch (one is on its way, or no room for the key).
+    Plain,
+}
+
+/// A reservation on its way: settled by its answer, or counted as unsettled when dropped
+/// without one. Either way the key may reserve again.
+pub(crate) struct Ticket<'a> {
+    reservations: &'a Reservations,
+    key: &'a [u8],
+    sent_at: Instant,
+    settled: bool,
+    /// Dropped unsettled: the reservation may have taken its batch (the answer was lost, or
+    /// the request dropped) unless a certain failure says otherwise.
+    may_have_applied: bool,
+}
+
+impl Reservations {
+    pub(crate) fn new(settings: HotKeys) -> Self {
+        Reservations {
+            settings,
+            entries: Mutex::new(HashMap::new()),
+            reserved: AtomicU64::new(0),
+            spent: AtomicU64::new(0),
+            returned: AtomicU64::new(0),
+            lapsed: AtomicU64::new(0),
+            unsettled: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn settings(&self) -> &HotKeys {
+        &self.settings
+    }
+
+    /// Spends `permits` of `key`'s reservation if it holds them; otherwise, when `reserve`
+    /// and no reservation for the key is on its way, starts one.
+    pub(crate) fn spend<'a>(
+        &'a self,
+        key: &'a [u8],
+        permits: u64,
+        limit: u64,
+        reserve: bool,
+    ) -> Spend<'a> {
+        let now = Instant::now();
+        let mut entries = self.lock();
+        if let Some(entry) = entries.get_mut(key) {
+            if !entry.is_live(now) {
+                self.lapse(entry);
+            }
+            if entry.left >= permits {
+                entry.left -= permits;
+                self.spent.fetch_add(permits, Ordering::Relaxed);
+                let remaining = entry.unreserved.saturating_add(entry.left).min(limit);
+                let reset_after = entry.usable_until.saturating_duration_since(now);
+                return Spend::Granted(RateLimitDecision::new(
+                    true,
+                    limit,
+                    remaining,
+                    reset_after,
+                    None,
+                ));
+            }
+            if !reserve || entry.reserving {
+                return Spend::Plain;
+            }
+            entry.reserving = true;
+        } else {
+            if !reserve {
+                return Spend::Plain;
+            }
+            if entries.len() >= self.settings.max_keys {
+                // Forget the keys whose reservations lapsed; if every one is live, this key
+                // goes without.
+                entries.retain(|_, entry| {
+                    if entry.reserving || entry.is_live(now) {
+                        return true;
+                    }
+                    self.lapse(entry);
+                    false
+                });
+                if entries.len() >= self.settings.max_keys {
+                    return Spend::Plain;
+                }
+            }
+            entries.insert(
+                key.into(),
+                Reservation {
+                    left: 0,
+                    usable_until: now,
+                    window_end_ms: 0,
+                    unreserved: 0,
+                    reserving: true,
+                },
+            );
+        }
+        Spend::Reserve(Ticket {
+            reservations: self,
+            key,
+            sent_at: now,
+            settled: false,
+            may_have_applied: true,
+        })
+    }
+
+    /// Takes every live reservation's unspent permits, to return them: `(key, permits,
+    /// window)`. Lapsed ones are counted as lapsed.
+    pub(crate) fn take_unspent(&self) -> Vec<(Box<[u8]>, u64, u64)> {
+        let now = Instant::now();
+        let mut entries = self.lock();
+        let mut taken = Vec::new();
+        for (key, entry) in entries.iter_mut() {
+            if !entry.is_live(now) {
+                self.lapse(entry);
+            } else if entry.left > 0 {
+                taken.push((key.clone(), entry.left, entry.window_end_ms));
+                entry.left = 0;
+            }
+        }
+        taken
+    }
+
+    /// Counts the outcome of returning `taken` permits, of which `returned` reached their
+    /// window; the others lapsed.
+    pub(crate) fn record_return(&self, taken: u64, returned: u64) {
+        let returned = returned.min(taken);
+        self.returned.fetch_add(returned, Ordering::Relaxed);
+        self.lapsed.fetch_add(taken - returned, Ordering::Relaxed);
+    }
+
+    pub(crate) fn statistics(&self) -> HotKeyStatistics {
+        let now = Instant::now();
+        let entries = self.lock();
+        let (mut held, mut lapsing) = (0u64, 0u64);
+        for entry in entries.values() {
+            if entry.is_live(now) {
+                held = held.saturating_add(entry.left);
+            } else {
+                lapsing = lapsing.saturating_add(entry.left);
+            }
+        }
+        HotKeyStatistics {
+            reserved: self.reserved.load(Ordering::Relaxed),
+            spent: self.spent.load(Ordering::Relaxed),
+            returned: self.returned.load(Ordering::Relaxed),
+            lapsed: self.lapsed.load(Ordering::Relaxed).saturating_add(lapsing),
+            held,
+            unsettled: self.unsettled.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The unspent permits of a reservation whose window ended.
+    fn lapse(&self, entry: &mut Reservation) {
+        self.lapsed.fetch_add(entry.left, Ordering::Relaxed);
+        entry.left = 0;
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<Box<[u8]>, Reservation>> {
+        // Every update leaves the map whole before anything that could panic.
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Ticket<'_> {
+    /// Records the reservation's answer, taken at `limit` permits per window.
+    pub(crate) fn settle(mut self, reply: &FixedWindowReservation, limit: u64) {
+        self.settled = true;
+        let reservations = self.reservations;
+        let mut entries = reservations.lock();
+        let Some(entry) = entries.get_mut(self.key) else {
+            return;
+        };
+        entry.reserving = false;
+        let Some(ttl_ms) = reply.decided.ttl_ms.filter(|_| reply.decided.granted) else {
+            return;
+        };
+        if entry.window_end_ms != reply.window_end_ms {
+            // A new window: whatever the old one left here has lapsed with it.
+            reservations.lapse(entry);
+            entry.window_end_ms = reply.window_end_ms;
+        }
+        // Measured from the send: the server counted the window's rest later than that.
+        entry.usable_until = crate::time::after(self.sent_at, Duration::from_millis(ttl_ms));
+        entry.left = entry.left.saturating_add(reply.batch);
+        entry.unreserved = limit.saturating_sub(reply.decided.count);
+        reservations
+            .reserved
+            .fetch_add(reply.batch, Ordering::Relaxed);
+    }
+}
+
+impl Ticket<'_> {
+    /// Records a reservation that failed: unsettled only when it may have been applied.
+    pub(crate) fn fail(mut self, err: &Error) {
+        self.may_have_applied = err.is_outcome_uncertain();
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let reservations = self.reservations;
+        if self.may_have_applied {
+            reservations.unsettled.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(entry) = reservations.lock().get_mut(self.key) {
+            entry.reserving = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::steps::fixed_window::FixedWindowReply;
+
+    fn reservation(
+        batch: u64,
+        count: u64,
+        ttl_ms: u64,
+        window_end_ms: u64,
+    ) -> FixedWindowReservation {
+        FixedWindowReservation {
+            decided: FixedWindowReply {
+                granted: true,
+                count,
+                ttl_ms: Some(ttl_ms),
+                free_in_ms: Some(ttl_ms + 1),
+            },
+            batch,
+            window_end_ms,
+        }
+    }
+
+    fn granted(spend: Spend<'_>) -> Option<RateLimitDecision> {
+        match spend {
+            Spend::Granted(decision) => Some(decision),
+            _ => None,
+        }
+    }
+
+    /// A reservation is spent to its last permit and never beyond, and one in flight keeps a
+    /// second from starting.
+    #[tokio::test(start_paused = true)]
+    async fn spends_what_was_reserved_and_no_more() {
+        let tier = Reservations::new(HotKeys::new(3));
+        let Spend::Reserve(ticket) = tier.spend(b"k", 1, 100, true) else {
+            panic!("a cold key reserves");
+        };
+        assert!(matches!(tier.spend(b"k", 1, 100, true), Spend::Plain));
+        ticket.settle(&reservation(3, 4, 1_000, 7), 100);
+        for _ in 0..3 {
+            assert!(granted(tier.spend(b"k", 1, 100, true)).is_some());
+        }
+        assert!(matches!(tier.spend(b"k", 1, 100, false), Spend::Plain));
+        assert!(matches!(tier.spend(b"k", 1, 100, true), Spend::Reserve(_)));
+        let stats = tier.statistics();
+        assert_eq!((stats.reserved(), stats.spent(), stats.held()), (3, 3, 0));
+        // The dropped ticket above never settled.
+        assert_eq!(stats.unsettled(), 1);
+    }
+
+    /// Permits are spent only before the window's end as measured from the send, and what
+    /// was left lapses.
+    #[tokio::test(start_paused = true)]
+    async fn a_reservation_ends_with_its_window_from_the_send() {
+        let tier = Reservations::new(HotKeys::new(10));
+        let Spend::Reserve(ticket) = tier.spend(b"k", 1, 100, true) else {
+            panic!("a cold key reserves");
+        };
+        // The answer took 300 ms; the window had 1000 ms left when the server counted.
+        tokio::time::advance(Duration::from_millis(300)).await;
+        ticket.settle(&reservation(10, 11, 1_000, 7), 100);
+        tokio::time::advance(Duration::from_millis(699)).await;
+        let decision = granted(tier.spend(b"k", 1, 100, false)).expect("still live");
+        assert_eq!(decision.remaining(), 89 + 9);
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(granted(tier.spend(b"k", 1, 100, false)).is_none());
+        let stats = tier.statistics();
+        assert_eq!((stats.spent(), stats.lapsed(), stats.held()), (1, 9, 0));
+    }
+
+    /// Returning takes the unspent permits out first, so they cannot be spent as well.
+    #[tokio::test(start_paused = true)]
+    async fn returned_permits_are_not_spent() {
+        let tier = Reservations::new(HotKeys::new(5));
+        let Spend::Reserve(ticket) = tier.spend(b"k", 1, 100, true) else {
+            panic!("a cold key reserves");
+        };
+        ticket.settle(&reservation(5, 6, 1_000, 7), 100);
+        let taken = tier.take_unspent();
+        assert_eq!(taken.len(), 1);
+        assert_eq!((taken[0].1, taken[0].2), (5, 7));
+        assert!(granted(tier.spend(b"k", 1, 100, false)).is_none());
+        tier.record_return(5, 3);
+        let stats = tier.statistics();
+        assert_eq!(
+            (
+                stats.reserved(),
+                stats.returned(),
+                stats.lapsed(),
+                stats.held()
+            ),
+            (5, 3, 2, 0)
+        );
+    }
+
+    /// With every key's reservation live, a new key goes without one.
+    #[tokio::test(start_paused = true)]
+    async fn a_full_tier_reserves_for_no_new_key() {
+        let tier = Reservations::new(HotKeys::new(5).max_keys(1));
+        let Spend::Reserve(ticket) = tier.spend(b"a", 1, 100, true) else {
+            panic!("a cold key reserves");
+        };
+        ticket.settle(&reservation(5, 6, 1_000, 7), 100);
+        assert!(matches!(tier.spend(b"b", 1, 100, true), Spend::Plain));
+        tokio::time::advance(Duration::from_millis(1_000)).await;
+        assert!(matches!(tier.spend(b"b", 1, 100, true), Spend::Reserve(_)));
+        assert_eq!(tier.statistics().lapsed(), 5);
+    }
+}
