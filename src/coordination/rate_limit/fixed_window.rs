@@ -117,7 +117,7 @@ impl FixedWindow {
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when a
     /// setting is 0, the limit is above 10^15, or the window is shorter than 100 ms.
     pub fn with_hot_keys(mut self, hot_keys: HotKeys) -> Result<Self> {
-        hot_keys.check(self.policy.quota(), Duration::from_millis(self.window_ms))?;
+        hot_keys.check(self.policy.quota())?;
         self.hot_keys = Some(Arc::new(Reservations::new(hot_keys)));
         Ok(self)
     }
@@ -144,12 +144,17 @@ impl FixedWindow {
         };
         let mut returned_total = 0;
         let mut first_error = None;
-        for (key, permits, window_end_ms) in tier.take_unspent() {
+        for (key, permits, window) in tier.take_unspent() {
+            if window == 0 {
+                // The server could not name the window (no PEXPIRETIME): never returned.
+                tier.record_return(permits, 0);
+                continue;
+            }
             let storage_key = self.keys.for_client(&key);
             let step = FixedWindowReturnStep {
                 key: &storage_key,
                 permits,
-                window_end_ms,
+                window,
             };
             match self.coordination.backend().run(step).await {
                 Ok(returned) => {

@@ -74,10 +74,6 @@ const DEFAULT_SHARE: u64 = 4;
 /// Keys with a reservation at once, unless set otherwise.
 const DEFAULT_MAX_KEYS: usize = 1024;
 
-/// The shortest window the tier takes: a return recognises its window by the window's end,
-/// read to within a few milliseconds, and a later window ends at least this much later.
-pub(crate) const HOT_KEY_MIN_WINDOW: Duration = Duration::from_millis(100);
-
 impl HotKeys {
     /// A tier that reserves at most `max_batch` permits per batch, at most a quarter of what
     /// the window has left, for up to 1024 keys at once.
@@ -103,8 +99,8 @@ impl HotKeys {
         self
     }
 
-    /// Checks the settings against a window of `limit` permits per `window`.
-    pub(crate) fn check(&self, limit: u64, window: Duration) -> Result<()> {
+    /// Checks the settings against a window of `limit` permits.
+    pub(crate) fn check(&self, limit: u64) -> Result<()> {
         let invalid = |what: String| Err(Error::invalid_argument(what));
         if self.max_batch == 0 {
             return invalid("a hot-key batch must hold at least one permit".into());
@@ -118,11 +114,6 @@ impl HotKeys {
         if limit > HOT_KEY_MAX_LIMIT {
             return invalid(format!(
                 "the hot-key tier takes limits up to {HOT_KEY_MAX_LIMIT}, not {limit}"
-            ));
-        }
-        if window < HOT_KEY_MIN_WINDOW {
-            return invalid(format!(
-                "the hot-key tier takes windows of {HOT_KEY_MIN_WINDOW:?} or more, not {window:?}"
             ));
         }
         Ok(())
@@ -226,8 +217,8 @@ struct Reservation {
     /// When they may be spent no more: the window's end, measured from when the
     /// reservation was sent.
     usable_until: Instant,
-    /// The window's end on the backend's clock, which names the window to return to.
-    window_end_ms: u64,
+    /// What names the window to return to (0: none can be returned).
+    window: u64,
     /// What the window had left for everyone else after the reservation.
     unreserved: u64,
     /// A reservation for this key is on its way.
@@ -334,7 +325,7 @@ impl Reservations {
                 Reservation {
                     left: 0,
                     usable_until: now,
-                    window_end_ms: 0,
+                    window: 0,
                     unreserved: 0,
                     reserving: true,
                 },
@@ -359,7 +350,7 @@ impl Reservations {
             if !entry.is_live(now) {
                 self.lapse(entry);
             } else if entry.left > 0 {
-                taken.push((key.clone(), entry.left, entry.window_end_ms));
+                taken.push((key.clone(), entry.left, entry.window));
                 entry.left = 0;
             }
         }
@@ -422,10 +413,10 @@ impl Ticket<'_> {
         let Some(ttl_ms) = reply.decided.ttl_ms.filter(|_| reply.decided.granted) else {
             return;
         };
-        if entry.window_end_ms != reply.window_end_ms {
+        if entry.window != reply.window {
             // A new window: whatever the old one left here has lapsed with it.
             reservations.lapse(entry);
-            entry.window_end_ms = reply.window_end_ms;
+            entry.window = reply.window;
         }
         // Measured from the send: the server counted the window's rest later than that.
         entry.usable_until = crate::time::after(self.sent_at, Duration::from_millis(ttl_ms));
@@ -464,12 +455,7 @@ mod tests {
     use super::*;
     use crate::backend::steps::fixed_window::FixedWindowReply;
 
-    fn reservation(
-        batch: u64,
-        count: u64,
-        ttl_ms: u64,
-        window_end_ms: u64,
-    ) -> FixedWindowReservation {
+    fn reservation(batch: u64, count: u64, ttl_ms: u64, window: u64) -> FixedWindowReservation {
         FixedWindowReservation {
             decided: FixedWindowReply {
                 granted: true,
@@ -478,7 +464,7 @@ mod tests {
                 free_in_ms: Some(ttl_ms + 1),
             },
             batch,
-            window_end_ms,
+            window,
         }
     }
 

@@ -13,7 +13,7 @@
 --
 -- Returns {'granted' or 'denied', count after the step, ms until the window ends (-2: no
 -- window), permits reserved beside the request, the window's end in ms on the server's
--- clock (0 when denied)}, or {'corrupt', 1, what} when the counter is not a non-negative
+-- clock (0 when denied, or when the server cannot tell it)}, or {'corrupt', 1, what} when the counter is not a non-negative
 -- integer. A rejected request consumes and reserves nothing.
 local call, key = redis.call, KEYS[1]
 local permits, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -50,7 +50,11 @@ if ttl < 0 then
     call('PEXPIRE', key, ARGV[3])
     ttl = tonumber(ARGV[3])
 end
--- The window's end names it: a return checks that the window it gives back to is this one.
-local time = call('TIME')
-local window_end = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + ttl
-return {'granted', after, ttl, batch, window_end}
+-- The window's end, to the millisecond, names it: a return gives back only to the window
+-- that ends then. PEXPIRETIME is Redis 7.0+ and Valkey 7.2+; elsewhere the answer is 0, and
+-- the reservation's unspent permits are never given back (they lapse with their window).
+local window = redis.pcall('PEXPIRETIME', key)
+if type(window) ~= 'number' then
+    window = 0
+end
+return {'granted', after, ttl, batch, window}

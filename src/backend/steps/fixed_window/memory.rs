@@ -83,7 +83,7 @@ impl MemoryStep for FixedWindowReserveStep<'_> {
                         free_in_ms: expires_at.map(ttl_ms),
                     },
                     batch: 0,
-                    window_end_ms: 0,
+                    window: 0,
                 });
             }
             let batch = step
@@ -104,7 +104,7 @@ impl MemoryStep for FixedWindowReserveStep<'_> {
                     free_in_ms: Some(ttl_ms(deadline)),
                 },
                 batch,
-                window_end_ms: window_end_ms(clock.since_epoch(deadline)),
+                window: window_name(clock.since_epoch(deadline)),
             })
         })
     }
@@ -122,20 +122,22 @@ impl MemoryStep for FixedWindowReturnStep<'_> {
             let Some(deadline) = expires_at else {
                 return Ok(0);
             };
-            if window_end_ms(clock.since_epoch(deadline)) != step.window_end_ms {
+            if window_name(clock.since_epoch(deadline)) != step.window {
                 return Ok(0);
             }
-            let back = step.permits.min(count);
-            if back > 0 {
-                let value = Value::Int(i64::try_from(count - back).unwrap_or(i64::MAX));
-                store.insert(&key, value, Some(deadline), now)?;
+            // The window counted the reserved permits: one that holds fewer is another.
+            if count < step.permits {
+                return Ok(0);
             }
-            Ok(back)
+            let value = Value::Int(i64::try_from(count - step.permits).unwrap_or(i64::MAX));
+            store.insert(&key, value, Some(deadline), now)?;
+            Ok(step.permits)
         })
     }
 }
 
-/// A window's end in whole milliseconds on the backend's clock.
-fn window_end_ms(since_epoch: Duration) -> u64 {
-    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
+/// What names a window: its end in nanoseconds on the backend's clock, so that a counter
+/// evicted and started again is another window, however soon.
+fn window_name(since_epoch: Duration) -> u64 {
+    u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX)
 }

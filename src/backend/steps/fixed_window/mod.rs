@@ -66,9 +66,10 @@ pub(crate) struct FixedWindowReservation {
     pub(crate) decided: FixedWindowReply,
     /// Permits reserved beside a granted request (0 when denied).
     pub(crate) batch: u64,
-    /// The window's end in milliseconds on the backend's clock: what names the window for a
-    /// [`FixedWindowReturnStep`]. 0 when denied.
-    pub(crate) window_end_ms: u64,
+    /// What names the window for a [`FixedWindowReturnStep`]: its end on the backend's clock
+    /// (in ms on Redis, from `PEXPIRETIME`; in ns in memory). 0 when denied, or when the
+    /// server cannot tell (before Redis 7.0 and Valkey 7.2): then nothing is returned.
+    pub(crate) window: u64,
 }
 
 impl Step for FixedWindowReserveStep<'_> {
@@ -82,8 +83,8 @@ pub(crate) struct FixedWindowReturnStep<'a> {
     pub(crate) key: &'a [u8],
     /// Permits to give back, at least 1.
     pub(crate) permits: u64,
-    /// The window's end as its reservation reported it.
-    pub(crate) window_end_ms: u64,
+    /// The window as its reservation named it (not 0).
+    pub(crate) window: u64,
 }
 
 impl Step for FixedWindowReturnStep<'_> {

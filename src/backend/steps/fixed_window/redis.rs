@@ -156,7 +156,7 @@ impl RedisStep for FixedWindowReserveStep<'_> {
                 free_in_ms: ttl_ms.map(|ttl| ttl + 1),
             },
             batch: outcome.uint(2)?,
-            window_end_ms: outcome.uint(3)?,
+            window: outcome.uint(3)?,
         })
     }
 }
@@ -169,7 +169,7 @@ impl RedisStep for FixedWindowReturnStep<'_> {
             .script_outcome(
                 &FIXED_WINDOW_RETURN,
                 &[step.key],
-                (step.permits, step.window_end_ms),
+                (step.permits, step.window),
             )
             .await?;
         if outcome.status() != b"returned" {
