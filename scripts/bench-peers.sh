@@ -10,6 +10,7 @@
 #   Redis fixed-window layer, every one granted  vs the floor: one EVALSHA of INCR + PEXPIRE (>= 0.95)
 #   Redis GCRA layer, every one granted          vs tower-rate-limiter's Redis GCRA          (>= 1.3)
 #   one exhausted key flooded, deny cache on     vs a bare route                             (>= 0.95)
+#   one hot key over Redis, hot-key tier on      vs a bare route                             (>= 0.9)
 #
 # Every mode is served by its own process, started once; rounds run every mode once in turn,
 # and each ratio is the median over ROUNDS rounds of that round's ratio. The load generator,
@@ -55,7 +56,7 @@ pids+=("$!")
 wait_for redis-cli -p "$redis_port" ping
 
 modes=(bare governor-allowed memory-allowed governor-rejected memory-rejected
-    floor fixed-window peer-gcra gcra deny)
+    floor fixed-window peer-gcra gcra deny hot-key)
 declare -A port
 for mode in "${modes[@]}"; do
     port[$mode]="$(free_port)"
@@ -115,3 +116,4 @@ report "memory GCRA rejected / tower_governor rejected" memory-rejected governor
 report "Redis fixed window / floor (EVALSHA INCR+PEXPIRE)" fixed-window floor 0.95
 report "Redis GCRA / tower-rate-limiter Redis GCRA" gcra peer-gcra 1.3
 report "deny cache, one exhausted key / bare route" deny bare 0.95
+report "hot-key tier, one hot key granted over Redis / bare route" hot-key bare 0.9

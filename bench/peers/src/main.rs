@@ -10,8 +10,9 @@
 //! | `fixed-window` | leasehold's fixed-window layer over Redis, every request granted |
 //! | `gcra`, `peer-gcra` | leasehold's GCRA layer over Redis, and `tower-rate-limiter`'s Redis GCRA, every request granted |
 //! | `deny` | leasehold's fixed window on one exhausted key, with the deny cache: every answer a local 429 |
+//! | `hot-key` | leasehold's fixed window over Redis on one hot key, every request granted, with the hot-key tier: batches of up to 1000 permits reserved, spent in process |
 //!
-//! Every limited mode keys on the peer's IP address, as users do. Arguments: `MODE PORT`;
+//! The limited modes but `deny` and `hot-key` key on the peer's IP address, as users do. Arguments: `MODE PORT`;
 //! `REDIS_URL` for the Redis modes (default `redis://127.0.0.1:6379`).
 
 use std::net::SocketAddr;
@@ -23,6 +24,7 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
+use leasehold::coordination::rate_limit::{FixedWindow, HotKeys};
 use leasehold::layer::key::KeyExtractor;
 use leasehold::layer::rate_limit::RedisRateLimitLayer;
 use tower_governor::GovernorLayer;
@@ -41,6 +43,9 @@ const WINDOW: Duration = Duration::from_secs(60);
 /// 1 µs, the shortest leasehold takes) with a burst of a million, which no run uses up.
 const GCRA_RATE: u32 = 1_000_000;
 const GCRA_PERIOD: Duration = Duration::from_secs(1);
+
+/// The hot-key tier's largest batch: a Redis step per thousand requests at most.
+const HOT_KEY_BATCH: u64 = 1_000;
 
 type Error = Box<dyn std::error::Error>;
 
@@ -141,6 +146,13 @@ async fn main() -> Result<(), Error> {
             .deny_cache(1024);
             layer.limiter().try_acquire(b"global", 1).await?;
             layer.limiter().try_acquire(b"global", 1).await?;
+            route.layer(layer)
+        }
+        "hot-key" => {
+            let coordination = redis_coordination(&url, &mode).await?;
+            let window = FixedWindow::new(&coordination, "hot", LIMIT, WINDOW)?
+                .with_hot_keys(HotKeys::new(HOT_KEY_BATCH))?;
+            let layer = RedisRateLimitLayer::new(window).key(KeyExtractor::global());
             route.layer(layer)
         }
         other => return Err(format!("unknown MODE {other:?}").into()),
