@@ -1,6 +1,5 @@
 //! What one limiter instance has seen.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -84,7 +83,11 @@ pub(crate) struct Counters {
     rejected: AtomicU64,
     /// `u64::MAX` until the first reply.
     available: AtomicU64,
-    last_activity: Mutex<Instant>,
+    /// When the counters were made: `last_activity` counts from it.
+    origin: Instant,
+    /// Nanoseconds from `origin` to the latest activity: an atomic, since every decision
+    /// sets it.
+    last_activity: AtomicU64,
 }
 
 impl Counters {
@@ -93,7 +96,8 @@ impl Counters {
             granted: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             available: AtomicU64::new(u64::MAX),
-            last_activity: Mutex::new(Instant::now()),
+            origin: Instant::now(),
+            last_activity: AtomicU64::new(0),
         }
     }
 
@@ -113,7 +117,11 @@ impl Counters {
     }
 
     pub(crate) fn touch(&self) {
-        *self.lock_activity() = Instant::now();
+        let since = self.origin.elapsed().as_nanos();
+        // A plain store: two decisions racing may leave the earlier one's time, nanoseconds
+        // apart, which an idle time cannot tell.
+        self.last_activity
+            .store(u64::try_from(since).unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 
     pub(crate) fn snapshot(
@@ -130,16 +138,12 @@ impl Counters {
             idle_duration: if queued_permits > 0 {
                 Duration::ZERO
             } else {
-                self.lock_activity().elapsed()
+                let last = self.last_activity.load(Ordering::Relaxed);
+                self.origin
+                    .elapsed()
+                    .saturating_sub(Duration::from_nanos(last))
             },
             hot_keys,
         }
-    }
-
-    fn lock_activity(&self) -> std::sync::MutexGuard<'_, Instant> {
-        // A timestamp cannot be left half-written by a panic.
-        self.last_activity
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
