@@ -171,11 +171,12 @@ scenario!(a_return_reaches_its_own_window_and_no_later_one);
 /// count, lowered, would admit more than the limit there; one that meets no counter creates
 /// none; and reserved permits whose window ended locally are not sent at all: they lapse.
 async fn a_return_reaches_its_own_window_and_no_later_one(target: Target) {
-    const WINDOW: Duration = Duration::from_millis(300);
+    // Batches of 4: the whole batch, with the time this window leaves to spend it.
+    const WINDOW: Duration = Duration::from_millis(500);
     let coordination = target.coordination("hot-return").await;
     let plain = FixedWindow::new(&coordination, "hot", 100, WINDOW).expect("valid");
     let probe = async || plain.try_acquire(b"k", 0).await.expect("probe").remaining();
-    let limiter = tiered(&coordination, 100, WINDOW, 10);
+    let limiter = tiered(&coordination, 100, WINDOW, 4);
 
     assert!(
         limiter
@@ -186,12 +187,12 @@ async fn a_return_reaches_its_own_window_and_no_later_one(target: Target) {
     );
     if !returns(target) {
         assert_eq!(limiter.return_reserved().await.expect("return"), 0);
-        assert_eq!(probe().await, 89);
+        assert_eq!(probe().await, 95);
         let stats = limiter.statistics().hot_keys().expect("tier");
-        assert_eq!((stats.returned(), stats.lapsed(), stats.held()), (0, 10, 0));
+        assert_eq!((stats.returned(), stats.lapsed(), stats.held()), (0, 4, 0));
         return;
     }
-    assert_eq!(limiter.return_reserved().await.expect("return"), 10);
+    assert_eq!(limiter.return_reserved().await.expect("return"), 4);
     assert_eq!(probe().await, 99);
     // Asked again, there is nothing left to return.
     assert_eq!(limiter.return_reserved().await.expect("return"), 0);
@@ -215,10 +216,7 @@ async fn a_return_reaches_its_own_window_and_no_later_one(target: Target) {
     assert_eq!(limiter.return_reserved().await.expect("late return"), 0);
     assert_eq!(probe().await, 95);
     let stats = limiter.statistics().hot_keys().expect("tier");
-    assert_eq!(
-        (stats.returned(), stats.lapsed(), stats.held()),
-        (10, 10, 0)
-    );
+    assert_eq!((stats.returned(), stats.lapsed(), stats.held()), (4, 4, 0));
 
     if matches!(target, Target::Memory) {
         return;
@@ -231,13 +229,13 @@ async fn a_return_reaches_its_own_window_and_no_later_one(target: Target) {
     let _: () = target.query(&[b"DEL", &key]);
     assert!(
         plain
-            .try_acquire(b"k", 5)
+            .try_acquire(b"k", 3)
             .await
             .expect("decided")
             .is_granted()
     );
     assert_eq!(limiter.return_reserved().await.expect("return"), 0);
-    assert_eq!(probe().await, 95);
+    assert_eq!(probe().await, 97);
     // ... or holding more, but ending at another millisecond.
     tokio::time::sleep(WINDOW + Duration::from_millis(50)).await;
     assert!(granted(&limiter, 1).await);
@@ -259,10 +257,7 @@ async fn a_return_reaches_its_own_window_and_no_later_one(target: Target) {
     assert_eq!(limiter.return_reserved().await.expect("return"), 0);
     assert_eq!(target.pttl(&key), -2, "a return created the counter");
     let stats = limiter.statistics().hot_keys().expect("tier");
-    assert_eq!(
-        (stats.returned(), stats.lapsed(), stats.held()),
-        (10, 40, 0)
-    );
+    assert_eq!((stats.returned(), stats.lapsed(), stats.held()), (4, 16, 0));
     assert_accounted(stats);
 }
 
@@ -276,12 +271,12 @@ async fn a_delayed_return_lowers_no_later_window() {
     let coordination = behind
         .through_proxy(|b| b.response_timeout(Duration::from_secs(5)))
         .await;
-    let limiter = tiered(&coordination, 100, WINDOW, 10);
+    let limiter = tiered(&coordination, 100, WINDOW, 5);
     let direct = behind.direct().await;
     let plain = FixedWindow::new(&direct, "hot", 100, WINDOW).expect("valid");
     // Both scripts loaded on the connection, so that the return is one round trip.
     assert!(granted(&limiter, 1).await);
-    assert_eq!(limiter.return_reserved().await.expect("return"), 10);
+    assert_eq!(limiter.return_reserved().await.expect("return"), 5);
     assert!(granted(&limiter, 1).await);
 
     behind
@@ -311,6 +306,8 @@ async fn a_delayed_return_lowers_no_later_window() {
         plain.try_acquire(b"k", 0).await.expect("probe").remaining(),
         80
     );
+    let stats = limiter.statistics().hot_keys().expect("tier");
+    assert_eq!((stats.returned(), stats.lapsed(), stats.held()), (5, 5, 0));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -447,7 +444,8 @@ async fn held_permits_are_granted_while_the_server_is_unreachable() {
         .await
         .expect("bounded by the response timeout")
         .expect_err("nothing held, the server silent");
-    assert!(err.is_unavailable() || err.is_outcome_uncertain(), "{err}");
+    // Sent, and never answered: it may have taken a batch.
+    assert!(err.is_outcome_uncertain(), "{err}");
     let stats = limiter.statistics().hot_keys().expect("tier");
     assert_eq!((stats.spent(), stats.held(), stats.unsettled()), (25, 0, 1));
 }
@@ -652,7 +650,60 @@ async fn reservations_ride_out_a_slot_move() {
         .arg(&storage)
         .query(&mut cluster.owner_of(slot).connection())
         .expect("GET");
-    println!("{granted} grants while the slot moved twice");
-    assert_eq!(count, granted);
+    println!("{granted} grants while the slot moved twice, {count} counted");
+    // Every grant is counted. What is counted beyond the grants is what lapsed: a key
+    // migrated keeps its expiry only to the millisecond its TTL was read at, so a return
+    // may find the window renamed and refuse, which under-admits only.
+    let lapsed: u64 = limiters
+        .iter()
+        .map(|(limiter, _)| limiter.statistics().hot_keys().expect("tier").lapsed())
+        .sum();
+    assert!(count >= granted, "{count} counted for {granted} grants");
+    assert!(
+        count - granted <= lapsed,
+        "{count} counted, {granted} granted, {lapsed} lapsed"
+    );
     assert!(granted > 100, "{granted}");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Across window boundaries crossed at sub-millisecond steps under a paused clock (the
+/// memory backend reads tokio's), with demand far above the limit (batches run out early)
+/// and below it (batches are still held when their window ends): every grant, those from
+/// reservations included, is counted in the backend's window it was granted in, so no window
+/// grants more than its limit.
+#[tokio::test(start_paused = true)]
+async fn no_window_grants_more_than_its_limit_across_boundaries() {
+    // About 1,300 requests per window.
+    for limit in [50, 2_000] {
+        let coordination = Coordination::memory();
+        let limiter = tiered(&coordination, limit, Duration::from_millis(200), 8);
+        let plain = FixedWindow::new(&coordination, "hot", limit, Duration::from_millis(200))
+            .expect("valid");
+        let (mut seed, mut previous_count, mut in_window, mut windows) = (7u64, 0, 0, 0);
+        for _ in 0..100_000 {
+            // 0 to 299 µs, from a fixed sequence.
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            tokio::time::advance(Duration::from_micros((seed >> 33) % 300)).await;
+            let granted = granted(&limiter, 1).await;
+            let count = limit - plain.try_acquire(b"k", 0).await.expect("probe").remaining();
+            if count < previous_count {
+                windows += 1;
+                in_window = 0;
+            }
+            previous_count = count;
+            in_window += u64::from(granted);
+            // Every grant of this window is counted in it: the backend's count holds them,
+            // with whatever is still reserved.
+            assert!(
+                in_window <= count,
+                "limit {limit}: {in_window} grants, {count} counted"
+            );
+        }
+        let stats = limiter.statistics().hot_keys().expect("tier");
+        assert!(windows > 50, "{windows} windows");
+        assert!(stats.spent() > 1_000, "{stats:?}");
+        assert_accounted(stats);
+    }
 }

@@ -7,7 +7,9 @@
 //! | `governor-allowed`, `governor-rejected` | `tower_governor` (in process), every request allowed, or every one after the first rejected |
 //! | `memory-allowed`, `memory-rejected` | leasehold's GCRA layer on the memory backend, the same two ways |
 //! | `floor` | one `EVALSHA` of `INCR` + `PEXPIRE` per request through redis-rs: what users write by hand |
+//! | `floor-sliding`, `floor-token`, `floor-gcra` | the same, running the least a sliding window (two windows' counts, the earlier one weighted), a token bucket (tokens and time in a hash) or a GCRA (one arrival time) does, on the server's clock |
 //! | `fixed-window` | leasehold's fixed-window layer over Redis, every request granted |
+//! | `sliding-window`, `token-bucket` | leasehold's sliding-window (10 segments) and token-bucket layers over Redis, every request granted |
 //! | `gcra`, `peer-gcra` | leasehold's GCRA layer over Redis, and `tower-rate-limiter`'s Redis GCRA, every request granted |
 //! | `deny` | leasehold's fixed window on one exhausted key, with the deny cache: every answer a local 429 |
 //! | `hot-key` | leasehold's fixed window over Redis on one hot key, every request granted, with the hot-key tier: batches of up to 1000 permits reserved, spent in process |
@@ -24,7 +26,7 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
-use leasehold::coordination::rate_limit::{FixedWindow, HotKeys};
+use leasehold::coordination::rate_limit::{FixedWindow, HotKeys, Refill};
 use leasehold::layer::key::KeyExtractor;
 use leasehold::layer::rate_limit::RedisRateLimitLayer;
 use tower_governor::GovernorLayer;
@@ -35,6 +37,40 @@ use tower_rate_limiter::{GcraQuota, IpKeyExtractor, RateLimitLayer, RedisGcra};
 const FLOOR_LUA: &str = "local n = redis.call('INCR', KEYS[1])\n\
     if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end\n\
     return n";
+
+/// The least a sliding window does: the current and the previous windows' counts in one
+/// hash, the previous one weighted by how much of it still overlaps.
+const FLOOR_SLIDING_LUA: &str = "local t = redis.call('TIME')\n\
+    local now = t[1] * 1000 + math.floor(t[2] / 1000)\n\
+    local w, limit = tonumber(ARGV[1]), tonumber(ARGV[2])\n\
+    local index = math.floor(now / w)\n\
+    local counts = redis.call('HMGET', KEYS[1], index, index - 1)\n\
+    local current, previous = tonumber(counts[1]) or 0, tonumber(counts[2]) or 0\n\
+    if previous * (1 - (now % w) / w) + current + 1 > limit then return 0 end\n\
+    redis.call('HINCRBY', KEYS[1], index, 1)\n\
+    redis.call('PEXPIRE', KEYS[1], 2 * w)\n\
+    return 1";
+
+/// The least a token bucket does: tokens and the time they were counted in one hash.
+const FLOOR_TOKEN_LUA: &str = "local t = redis.call('TIME')\n\
+    local now = t[1] * 1000 + math.floor(t[2] / 1000)\n\
+    local capacity, per_ms = tonumber(ARGV[1]), tonumber(ARGV[2])\n\
+    local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')\n\
+    local tokens, at = tonumber(state[1]) or capacity, tonumber(state[2]) or now\n\
+    tokens = math.min(capacity, tokens + (now - at) * per_ms)\n\
+    if tokens < 1 then return 0 end\n\
+    redis.call('HSET', KEYS[1], 'tokens', tokens - 1, 'at', now)\n\
+    redis.call('PEXPIRE', KEYS[1], ARGV[3])\n\
+    return 1";
+
+/// The least a GCRA does: one theoretical arrival time, in microseconds.
+const FLOOR_GCRA_LUA: &str = "local t = redis.call('TIME')\n\
+    local now = t[1] * 1000000 + t[2]\n\
+    local interval, tolerance = tonumber(ARGV[1]), tonumber(ARGV[2])\n\
+    local tat = math.max(tonumber(redis.call('GET', KEYS[1])) or now, now)\n\
+    if tat + interval - now > tolerance then return 0 end\n\
+    redis.call('SET', KEYS[1], tat + interval, 'PX', math.ceil((tat + interval - now) / 1000) + 1)\n\
+    return 1";
 
 /// More than any run takes in a window: every request is granted.
 const LIMIT: u64 = 1_000_000_000;
@@ -79,36 +115,31 @@ async fn main() -> Result<(), Error> {
                 .key(KeyExtractor::peer_ip());
             route.layer(layer)
         }
-        "floor" => {
-            let mut manager = redis::Client::open(url.as_str())?
-                .get_connection_manager()
-                .await?;
-            let sha: String = redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(FLOOR_LUA)
-                .query_async(&mut manager)
-                .await?;
-            let window_ms = WINDOW.as_millis() as u64;
-            Router::new().route(
-                "/",
-                get(move |ConnectInfo(peer): ConnectInfo<SocketAddr>| {
-                    let (mut manager, sha) = (manager.clone(), sha.clone());
-                    async move {
-                        let key = format!("floor:ip:{}", peer.ip().to_canonical());
-                        match redis::cmd("EVALSHA")
-                            .arg(&sha)
-                            .arg(1)
-                            .arg(key)
-                            .arg(window_ms)
-                            .query_async::<redis::Value>(&mut manager)
-                            .await
-                        {
-                            Ok(redis::Value::Int(_)) => Ok("ok"),
-                            _ => Err(StatusCode::SERVICE_UNAVAILABLE),
-                        }
-                    }
-                }),
-            )
+        "floor" => floor(&url, FLOOR_LUA, vec![WINDOW.as_millis().to_string()]).await?,
+        "floor-sliding" => {
+            let args = vec![WINDOW.as_millis().to_string(), LIMIT.to_string()];
+            floor(&url, FLOOR_SLIDING_LUA, args).await?
+        }
+        "floor-token" => {
+            // A billion tokens, refilled at a million a second: never empty in a run.
+            let args = vec![LIMIT.to_string(), "1000".into(), WINDOW.as_millis().to_string()];
+            floor(&url, FLOOR_TOKEN_LUA, args).await?
+        }
+        "floor-gcra" => {
+            // As the GCRA modes: 1 µs apart, a burst of a million.
+            let args = vec!["1".into(), u64::from(GCRA_RATE).to_string()];
+            floor(&url, FLOOR_GCRA_LUA, args).await?
+        }
+        "sliding-window" | "token-bucket" => {
+            let coordination = redis_coordination(&url, &mode).await?;
+            let layer = if mode == "sliding-window" {
+                RedisRateLimitLayer::sliding_window(&coordination, "api", LIMIT, WINDOW, 10)?
+            } else {
+                let refill = Refill::new(1_000, Duration::from_millis(1));
+                RedisRateLimitLayer::token_bucket(&coordination, "api", LIMIT, refill)?
+            }
+            .key(KeyExtractor::peer_ip());
+            route.layer(layer)
         }
         "fixed-window" | "gcra" => {
             let coordination = redis_coordination(&url, &mode).await?;
@@ -165,6 +196,40 @@ async fn main() -> Result<(), Error> {
     )
     .await?;
     Ok(())
+}
+
+/// The hand-written floor of an algorithm: a route that runs `script` by `EVALSHA` on the
+/// peer's key with `args`, through redis-rs's connection manager, as users write it.
+async fn floor(url: &str, script: &'static str, args: Vec<String>) -> Result<Router, Error> {
+    let mut manager = redis::Client::open(url)?
+        .get_connection_manager()
+        .await?;
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(script)
+        .query_async(&mut manager)
+        .await?;
+    let args = std::sync::Arc::new(args);
+    Ok(Router::new().route(
+        "/",
+        get(move |ConnectInfo(peer): ConnectInfo<SocketAddr>| {
+            let (mut manager, sha, args) = (manager.clone(), sha.clone(), args.clone());
+            async move {
+                let key = format!("floor:ip:{}", peer.ip().to_canonical());
+                match redis::cmd("EVALSHA")
+                    .arg(&sha)
+                    .arg(1)
+                    .arg(key)
+                    .arg(&args[..])
+                    .query_async::<redis::Value>(&mut manager)
+                    .await
+                {
+                    Ok(redis::Value::Int(1)) => Ok("ok"),
+                    _ => Err(StatusCode::SERVICE_UNAVAILABLE),
+                }
+            }
+        }),
+    ))
 }
 
 async fn redis_coordination(url: &str, mode: &str) -> Result<Coordination, Error> {

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::hot_keys::{HotKeyStatistics, Reservations, Spend, Ticket};
+use super::hot_keys::{self, HotKeyStatistics, Reservations, Spend, Ticket};
 use super::key::LimiterKeys;
 use super::{HotKeys, RateLimitDecision, RateLimitPolicy};
 use crate::Coordination;
@@ -147,7 +147,6 @@ impl FixedWindow {
         for (key, permits, window) in tier.take_unspent() {
             if window == 0 {
                 // The server could not name the window (no PEXPIRETIME): never returned.
-                tier.record_return(permits, 0);
                 continue;
             }
             let storage_key = self.keys.for_client(&key);
@@ -162,7 +161,6 @@ impl FixedWindow {
                     returned_total += returned.min(permits);
                 }
                 Err(err) => {
-                    tier.record_return(permits, 0);
                     tracing::warn!(error = %err, permits, "reserved permits could not be returned; they lapse");
                     first_error.get_or_insert(err);
                 }
@@ -213,6 +211,9 @@ impl FixedWindow {
     /// Not cancel safe: if the future is dropped after the request was sent, the permits may
     /// have been consumed although no decision is returned. An error whose
     /// [`is_outcome_uncertain`](crate::Error::is_outcome_uncertain) is true means the same.
+    /// With a [hot-key tier](Self::with_hot_keys), the batch the request reserved may have
+    /// been taken too, and is lost until its window ends
+    /// ([`HotKeyStatistics::unsettled`]).
     pub async fn try_acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
         let limit = self.policy.quota();
         if let Some(tier) = self.hot_keys.as_deref()
@@ -257,6 +258,10 @@ impl FixedWindow {
             window_ms: self.window_ms,
             max_batch: tier.settings().max_batch(),
             share: tier.settings().share_denominator(),
+            stop_before_ms: u64::try_from(
+                hot_keys::stop_before(Duration::from_millis(self.window_ms)).as_millis(),
+            )
+            .unwrap_or(u64::MAX),
         };
         match self.coordination.backend().run(step).await {
             Ok(reply) => {

@@ -20,18 +20,24 @@ use crate::error::{Error, Result};
 /// is counted in the window at once, so every other instance sees it as used; this instance
 /// then grants from it locally, with no round trip, until it is spent or the window ends.
 ///
-/// - **Never over the limit.** A batch is at most [`max_batch`](Self::new) permits and at
-///   most a [`share`](Self::share) of what the window has left after the request; the
-///   backend grants it atomically, so no instance can reserve what another was granted.
-///   Locally the tier grants only from what it reserved, and only until the window's end as
-///   measured from the moment the reservation was sent (an answer that took long shortens
-///   the reservation, never lengthens it). A cold instance, or one whose batch ran out,
-///   asks the backend; it never admits on its own.
+/// - **Never over the limit.** A batch is at most [`max_batch`](Self::new) permits, at most
+///   a [`share`](Self::share) of what the window has left after the request, and at most
+///   the part of `max_batch` that the window's time left is of the window (none in its last
+///   moments); the backend grants it atomically, so no instance can reserve what another was
+///   granted. Locally the tier grants only from what it reserved, and only until the
+///   window's end as measured from the moment the reservation was sent (an answer that took
+///   long shortens the reservation, never lengthens it), less 100 ms and 1 ms per second of
+///   the window: a server clock stepped forward, or a new primary's clock ahead of the old
+///   one's, ends a window early by up to that much, as the crate's other deadlines allow. A
+///   cold instance, or one whose batch ran out, asks the backend; it never admits on its
+///   own. (Like any counter on a replicated server, a failover that loses the reservation's
+///   write loses its count too.)
 /// - **Under the limit by a bounded amount.** Reserved permits an instance does not spend
-///   are lost to everyone until the window ends: at most `max_batch` per key per instance
-///   (less as the window fills, since each batch is a share of what is left). An instance
-///   that dies, is cut off, or drops a request while its reservation was in flight loses at
-///   most that. [`FixedWindow::return_reserved`](super::FixedWindow::return_reserved) (on
+///   are lost to everyone until the window ends: at most `max_batch` per key per instance at
+///   a time (less as the window fills or ends, since each batch is a share of what is left),
+///   plus the batch of each reservation whose answer never came
+///   ([`unsettled`](HotKeyStatistics::unsettled)). An instance that dies or is cut off loses
+///   at most what it held. [`FixedWindow::return_reserved`](super::FixedWindow::return_reserved) (on
 ///   shutdown, say) gives unspent permits back to their window, and only to it.
 ///   [`RateLimitStatistics::hot_keys`](super::RateLimitStatistics::hot_keys) reports what
 ///   was reserved, spent, returned and lost.
@@ -66,6 +72,19 @@ pub struct HotKeys {
     max_batch: u64,
     share: u64,
     max_keys: usize,
+}
+
+/// What an instance leaves of a window unspent, whatever the server's answer said: a
+/// server clock stepped forward, or a new primary's clock ahead of the old one's, by up to
+/// this much ends the window early on the server. The crate's deadlines allow as much (see
+/// the failure model's clock rules).
+const CLOCK_STEP: Duration = Duration::from_millis(100);
+
+/// How long before a window's end, as a reply of `ttl` gave it, the instance stops
+/// spending: [`CLOCK_STEP`], 1 ms per second for the two clocks drifting apart, and the
+/// millisecond a reply is rounded to.
+pub(crate) fn stop_before(ttl: Duration) -> Duration {
+    CLOCK_STEP + ttl / 1000 + Duration::from_millis(1)
 }
 
 /// A batch takes at most a quarter of what the window has left, unless set otherwise.
@@ -145,7 +164,7 @@ impl HotKeys {
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> leasehold::Result<()> {
-/// let window = FixedWindow::new(&Coordination::memory(), "api", 100, Duration::from_secs(1))?
+/// let window = FixedWindow::new(&Coordination::memory(), "api", 100, Duration::from_secs(60))?
 ///     .with_hot_keys(HotKeys::new(10))?;
 /// let limiter = RateLimiter::from(window.clone());
 /// limiter.try_acquire(b"k", 1).await?;
@@ -341,7 +360,8 @@ impl Reservations {
     }
 
     /// Takes every live reservation's unspent permits, to return them: `(key, permits,
-    /// window)`. Lapsed ones are counted as lapsed.
+    /// window)`. They count as lapsed until [`record_return`](Self::record_return) says
+    /// which were returned, so that none goes uncounted if the return never ends.
     pub(crate) fn take_unspent(&self) -> Vec<(Box<[u8]>, u64, u64)> {
         let now = Instant::now();
         let mut entries = self.lock();
@@ -351,18 +371,17 @@ impl Reservations {
                 self.lapse(entry);
             } else if entry.left > 0 {
                 taken.push((key.clone(), entry.left, entry.window));
-                entry.left = 0;
+                self.lapse(entry);
             }
         }
         taken
     }
 
-    /// Counts the outcome of returning `taken` permits, of which `returned` reached their
-    /// window; the others lapsed.
+    /// Counts `returned` of `taken` permits as returned rather than lapsed.
     pub(crate) fn record_return(&self, taken: u64, returned: u64) {
         let returned = returned.min(taken);
+        self.lapsed.fetch_sub(returned, Ordering::Relaxed);
         self.returned.fetch_add(returned, Ordering::Relaxed);
-        self.lapsed.fetch_add(taken - returned, Ordering::Relaxed);
     }
 
     pub(crate) fn statistics(&self) -> HotKeyStatistics {
@@ -413,13 +432,16 @@ impl Ticket<'_> {
         let Some(ttl_ms) = reply.decided.ttl_ms.filter(|_| reply.decided.granted) else {
             return;
         };
-        if entry.window != reply.window {
-            // A new window: whatever the old one left here has lapsed with it.
+        if reply.window == 0 || entry.window != reply.window {
+            // A new window, or one the server cannot name (which may be new): whatever the
+            // old one left here lapses with it, and never counts in this one.
             reservations.lapse(entry);
             entry.window = reply.window;
         }
-        // Measured from the send: the server counted the window's rest later than that.
-        entry.usable_until = crate::time::after(self.sent_at, Duration::from_millis(ttl_ms));
+        // Measured from the send, since the server counted the window's rest later than
+        // that, and ended early by what the clocks may disagree on.
+        let ttl = Duration::from_millis(ttl_ms);
+        entry.usable_until = crate::time::after(self.sent_at, ttl.saturating_sub(stop_before(ttl)));
         entry.left = entry.left.saturating_add(reply.batch);
         entry.unreserved = limit.saturating_sub(reply.decided.count);
         reservations
@@ -504,16 +526,36 @@ mod tests {
         let Spend::Reserve(ticket) = tier.spend(b"k", 1, 100, true) else {
             panic!("a cold key reserves");
         };
-        // The answer took 300 ms; the window had 1000 ms left when the server counted.
+        // The answer took 300 ms; the window had 1000 ms left when the server counted, and
+        // spending stops 102 ms before (a clock step, drift, rounding): 898 ms from the send.
         tokio::time::advance(Duration::from_millis(300)).await;
         ticket.settle(&reservation(10, 11, 1_000, 7), 100);
-        tokio::time::advance(Duration::from_millis(699)).await;
+        tokio::time::advance(Duration::from_millis(597)).await;
         let decision = granted(tier.spend(b"k", 1, 100, false)).expect("still live");
         assert_eq!(decision.remaining(), 89 + 9);
         tokio::time::advance(Duration::from_millis(1)).await;
         assert!(granted(tier.spend(b"k", 1, 100, false)).is_none());
         let stats = tier.statistics();
         assert_eq!((stats.spent(), stats.lapsed(), stats.held()), (1, 9, 0));
+    }
+
+    /// A server that cannot name its windows (no `PEXPIRETIME`) may answer from a new one:
+    /// what the old reservation left lapses rather than joining the new batch.
+    #[tokio::test(start_paused = true)]
+    async fn an_unnamed_window_never_inherits_permits() {
+        let tier = Reservations::new(HotKeys::new(5));
+        let Spend::Reserve(ticket) = tier.spend(b"k", 1, 100, true) else {
+            panic!("a cold key reserves");
+        };
+        ticket.settle(&reservation(5, 6, 60_000, 0), 100);
+        assert!(granted(tier.spend(b"k", 3, 100, false)).is_some());
+        // 2 left; a request for 3 reserves, and its answer comes from a window that may be new.
+        let Spend::Reserve(ticket) = tier.spend(b"k", 3, 100, true) else {
+            panic!("not enough held: reserves");
+        };
+        ticket.settle(&reservation(5, 8, 60_000, 0), 100);
+        let stats = tier.statistics();
+        assert_eq!((stats.lapsed(), stats.held()), (2, 5), "{stats:?}");
     }
 
     /// Returning takes the unspent permits out first, so they cannot be spent as well.
@@ -528,6 +570,8 @@ mod tests {
         assert_eq!(taken.len(), 1);
         assert_eq!((taken[0].1, taken[0].2), (5, 7));
         assert!(granted(tier.spend(b"k", 1, 100, false)).is_none());
+        // Taken out, they count as lapsed until the return says otherwise.
+        assert_eq!(tier.statistics().lapsed(), 5);
         tier.record_return(5, 3);
         let stats = tier.statistics();
         assert_eq!(

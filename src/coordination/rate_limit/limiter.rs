@@ -309,6 +309,12 @@ impl RateLimiter {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(closed());
         }
+        // Permits this instance holds are granted before the deny cache is asked: a window
+        // full for everyone else still has them.
+        if let Some(granted) = self.inner.algorithm.granted_locally(key, permits) {
+            self.inner.counters.record_available(granted.remaining());
+            return Ok(granted);
+        }
         if let Some(cached) = self
             .inner
             .deny_cache

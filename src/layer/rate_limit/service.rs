@@ -73,6 +73,17 @@ where
             }
         };
         let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
+        // Granted from this instance's hot-key reservation: nothing is sent, so neither the
+        // breaker nor a timer has a say, and the deny cache is not asked: a window full for
+        // everyone else still has what this instance holds.
+        if config.max_wait.is_none()
+            && let Some(decision) = config.limiter.granted_locally(&key, cost)
+        {
+            let request = Request::from_parts(parts, body);
+            let kept = config.fallback.is_some().then_some(key);
+            let settled = future::settle(config.clone(), Ok(decision), kept, cost);
+            return self.answered(settled, request);
+        }
         // A key the deny cache knows is answered here: no boxed decision, no timer, no clone
         // of the inner service. A layer that waits lets the limiter queue the request instead.
         if config.max_wait.is_none()
@@ -92,16 +103,6 @@ where
             let kept = config.fallback.is_some().then_some(key);
             let decided = decided.map_err(Failure::Backend);
             let settled = future::settle(config.clone(), decided, kept, cost);
-            return self.answered(settled, request);
-        }
-        // Granted from this instance's hot-key reservation: nothing is sent, so neither the
-        // breaker nor a timer has a say.
-        if config.max_wait.is_none()
-            && let Some(decision) = config.limiter.granted_locally(&key, cost)
-        {
-            let request = Request::from_parts(parts, body);
-            let kept = config.fallback.is_some().then_some(key);
-            let settled = future::settle(config.clone(), Ok(decision), kept, cost);
             return self.answered(settled, request);
         }
         let request = Request::from_parts(parts, body);

@@ -10,6 +10,7 @@
 -- ARGV[3]  window length in milliseconds (>= 1)
 -- ARGV[4]  the largest batch to reserve (>= 1)
 -- ARGV[5]  the share of what is left a batch may take, as its denominator (>= 1)
+-- ARGV[6]  ms before the window's end the instance stops spending its batch (>= 0)
 --
 -- Returns {'granted' or 'denied', count after the step, ms until the window ends (-2: no
 -- window), permits reserved beside the request, the window's end in ms on the server's
@@ -41,14 +42,28 @@ if count + permits > limit then
     end
     return {'denied', math.min(count, limit), ttl, 0, 0}
 end
--- The batch: at most the largest asked for, and at most a share of what is left after the
--- request, so that instances racing for the last permits of a window take less and less.
-local batch = math.min(tonumber(ARGV[4]), math.floor((limit - count - permits) / tonumber(ARGV[5])))
-local after = call('INCRBY', key, permits + batch)
-if ttl < 0 then
-    -- The window's first request (or a counter that lost its expiry): the window starts now.
-    call('PEXPIRE', key, ARGV[3])
+-- The window's first request (or a counter that lost its expiry): it starts now.
+local starts = ttl < 0
+if starts then
     ttl = tonumber(ARGV[3])
+end
+-- The batch: at most the largest asked for; at most a share of what is left after the
+-- request, so that instances racing for the last permits of a window take less and less;
+-- and at most the window's remainder's part of the largest batch, counted to when the
+-- instance stops spending, so that a batch reserved near the end is small, and none in the
+-- last moments, where it could only lapse.
+local max_batch, length = tonumber(ARGV[4]), tonumber(ARGV[3])
+local spendable = ttl - tonumber(ARGV[6])
+local batch = 0
+if spendable > 0 then
+    batch = math.min(
+        max_batch,
+        math.floor((limit - count - permits) / tonumber(ARGV[5])),
+        math.ceil(max_batch * math.min(spendable, length) / length))
+end
+local after = call('INCRBY', key, permits + batch)
+if starts then
+    call('PEXPIRE', key, ARGV[3])
 end
 -- The window's end, to the millisecond, names it: a return gives back only to the window
 -- that ends then. PEXPIRETIME is Redis 7.0+ and Valkey 7.2+; elsewhere the answer is 0, and

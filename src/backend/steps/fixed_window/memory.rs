@@ -86,14 +86,21 @@ impl MemoryStep for FixedWindowReserveStep<'_> {
                     window: 0,
                 });
             }
-            let batch = step
-                .max_batch
-                .min((left - step.permits) / step.share.max(1));
-            let count = count + step.permits + batch;
             let deadline = match expires_at {
                 Some(deadline) => deadline,
                 None => after(now, step.window_ms, "a fixed window")?,
             };
+            // As fixed_window_reserve.lua sizes it.
+            let window = u128::from(step.window_ms.max(1));
+            let spendable =
+                u128::from(millis_until(deadline, now).saturating_sub(step.stop_before_ms))
+                    .min(window);
+            let by_time = (u128::from(step.max_batch) * spendable).div_ceil(window);
+            let batch = step
+                .max_batch
+                .min((left - step.permits) / step.share.max(1))
+                .min(u64::try_from(by_time).unwrap_or(u64::MAX));
+            let count = count + step.permits + batch;
             let value = Value::Int(i64::try_from(count).unwrap_or(i64::MAX));
             store.insert(&key, value, Some(deadline), now)?;
             Ok(FixedWindowReservation {

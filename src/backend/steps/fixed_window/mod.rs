@@ -54,6 +54,9 @@ pub(crate) struct FixedWindowReserveStep<'a> {
     pub(crate) max_batch: u64,
     /// A batch takes at most `1 / share` of what is left after the request; at least 1.
     pub(crate) share: u64,
+    /// How long before the window's end the instance stops spending: a batch takes at most
+    /// the part of `max_batch` that the window's time left, less this, is of the window.
+    pub(crate) stop_before_ms: u64,
 }
 
 /// The largest limit the hot-key tier takes: counts stay exact in a Lua number (below 2^53).

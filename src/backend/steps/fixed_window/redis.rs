@@ -143,6 +143,7 @@ impl RedisStep for FixedWindowReserveStep<'_> {
             step.window_ms,
             step.max_batch,
             step.share,
+            step.stop_before_ms,
         );
         let outcome = redis
             .script_outcome(&FIXED_WINDOW_RESERVE, &[step.key], args)
