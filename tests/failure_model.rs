@@ -775,6 +775,17 @@ async fn redis_6_2_with_verbatim_script_replication_runs_every_step_with_or_with
             window.try_acquire(b"k", 1).await.expect(what).is_granted(),
             "{what}"
         );
+        // The hot-key tier's reservation, and its return (which Redis 6.2, without
+        // PEXPIRETIME, never sends: the permits lapse).
+        let hot = FixedWindow::new(&coordination, "hot", 100, Duration::from_secs(60))
+            .expect("valid")
+            .with_hot_keys(leasehold::coordination::rate_limit::HotKeys::new(5))
+            .expect("valid tier");
+        assert!(
+            hot.try_acquire(b"k", 1).await.expect(what).is_granted(),
+            "{what}"
+        );
+        assert_eq!(hot.return_reserved().await.expect(what), 0, "{what}");
         let lock = FencedLock::named(&coordination, "verbatim");
         let mut lease = lock
             .try_acquire(Duration::from_secs(10))
