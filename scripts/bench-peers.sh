@@ -8,6 +8,8 @@
 #   memory GCRA layer, every request allowed     vs tower_governor, the same     (to reach >= 1.05)
 #   memory GCRA layer, every request rejected    vs tower_governor, the same     (keep >= 2)
 #   Redis fixed-window layer, every one granted  vs the floor: one EVALSHA of INCR + PEXPIRE (>= 0.95)
+#   Redis sliding-window, token-bucket and GCRA layers, each vs its own floor: one EVALSHA of
+#     the least that algorithm does on the server's clock                      (>= 0.95)
 #   Redis GCRA layer, every one granted          vs tower-rate-limiter's Redis GCRA          (>= 1.3)
 #   one exhausted key flooded, deny cache on     vs a bare route                             (>= 0.95)
 #   one hot key over Redis, hot-key tier on      vs a bare route                             (>= 0.9)
@@ -20,7 +22,7 @@
 # Environment: DURATION (s per wrk run, 5), ROUNDS (4), CONNECTIONS (64), WRK_THREADS (1),
 # LEASEHOLD_REDIS7_SERVER (redis-server binary, /usr/bin/redis-server). Needs redis-server,
 # redis-cli, wrk and curl. tower-rate-limiter declares Rust 1.96; it is built with
-# --ignore-rust-version where the toolchain is older. Takes about 5 minutes with the defaults.
+# --ignore-rust-version where the toolchain is older. Takes about 7 minutes with the defaults.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -56,7 +58,8 @@ pids+=("$!")
 wait_for redis-cli -p "$redis_port" ping
 
 modes=(bare governor-allowed memory-allowed governor-rejected memory-rejected
-    floor fixed-window peer-gcra gcra deny hot-key)
+    floor fixed-window floor-sliding sliding-window floor-token token-bucket
+    floor-gcra gcra peer-gcra deny hot-key)
 declare -A port
 for mode in "${modes[@]}"; do
     port[$mode]="$(free_port)"
@@ -114,6 +117,9 @@ report() { # label mode baseline target
 report "memory GCRA allowed / tower_governor allowed" memory-allowed governor-allowed 1.05
 report "memory GCRA rejected / tower_governor rejected" memory-rejected governor-rejected 2
 report "Redis fixed window / floor (EVALSHA INCR+PEXPIRE)" fixed-window floor 0.95
+report "Redis sliding window / its floor (two weighted windows)" sliding-window floor-sliding 0.95
+report "Redis token bucket / its floor (tokens and time in a hash)" token-bucket floor-token 0.95
+report "Redis GCRA / its floor (one arrival time)" gcra floor-gcra 0.95
 report "Redis GCRA / tower-rate-limiter Redis GCRA" gcra peer-gcra 1.3
 report "deny cache, one exhausted key / bare route" deny bare 0.95
 report "hot-key tier, one hot key granted over Redis / bare route" hot-key bare 0.9
