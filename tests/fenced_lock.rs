@@ -1073,21 +1073,7 @@ async fn waiting_acquisitions_ride_out_a_slot_move() {
         .collect();
 
     // Three moves, through every master, each about half a second as a reshard takes.
-    for _ in 0..3 {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let moving = cluster.clone();
-        tokio::task::spawn_blocking(move || {
-            let from = moving.owner_of(slot).port();
-            let to = moving
-                .nodes()
-                .iter()
-                .find(|node| node.port() != from)
-                .expect("another master");
-            moving.move_slot(slot, to, Duration::from_millis(150));
-        })
-        .await
-        .expect("the slot moved");
-    }
+    cluster.move_slot_around(slot, 3).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.store(true, Ordering::Relaxed);
     for task in tasks {

@@ -163,6 +163,27 @@ impl Cluster {
         }
     }
 
+    /// Moves `slot` `times` times, each time to a master that does not serve it, the way a
+    /// reshard does (see [`move_slot`](Self::move_slot)), with 300 ms of load before each move,
+    /// on a blocking thread so that the test's tasks run meanwhile.
+    pub async fn move_slot_around(self: &std::sync::Arc<Self>, slot: u16, times: usize) {
+        for _ in 0..times {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let moving = self.clone();
+            tokio::task::spawn_blocking(move || {
+                let from = moving.owner_of(slot).port();
+                let to = moving
+                    .nodes()
+                    .iter()
+                    .find(|node| node.port() != from)
+                    .expect("another master");
+                moving.move_slot(slot, to, Duration::from_millis(150));
+            })
+            .await
+            .expect("the slot moved");
+        }
+    }
+
     /// Waits (bounded) until every node reports `cluster_state:ok` and its CLUSTER NODES view
     /// shows exactly our 3 nodes as connected masters that each own slots.
     pub fn wait_converged(&self, timeout: Duration) {
