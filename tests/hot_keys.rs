@@ -40,6 +40,23 @@ fn assert_accounted(stats: HotKeyStatistics) {
     );
 }
 
+/// The tier's statistics once no reservation is on its way (a next batch reserved in the
+/// background may be), within 5 s.
+async fn settled(limiter: &RateLimiter) -> HotKeyStatistics {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let stats = limiter.statistics().hot_keys().expect("tier");
+        if stats.in_flight() == 0 {
+            return stats;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a reservation still on its way after 5 s: {stats:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// Whether the target's server names a window exactly (`PEXPIRETIME`, Redis 7.0+, Valkey
 /// 7.2+): on Redis 6.2 reserved permits are never returned, they lapse.
 fn returns(target: Target) -> bool {
@@ -107,10 +124,7 @@ async fn two_instances_admit_the_limit_or_under_and_returns_make_it_exact(target
     let (granted_a, granted_b) = tokio::join!(grants(&a, b"k", 4, 150), grants(&b, b"k", 4, 150));
     let granted = granted_a + granted_b;
     assert!(granted <= LIMIT, "{granted} grants over a limit of {LIMIT}");
-    let (stats_a, stats_b) = (
-        a.statistics().hot_keys().expect("tier"),
-        b.statistics().hot_keys().expect("tier"),
-    );
+    let (stats_a, stats_b) = (settled(&a).await, settled(&b).await);
     assert_accounted(stats_a);
     assert_accounted(stats_b);
     assert!(
@@ -151,15 +165,44 @@ async fn a_batch_is_a_share_of_what_is_left(target: Target) {
     let first = limiter.try_acquire(b"k", 1).await.expect("decided");
     assert!(first.is_granted());
     // (41 - 1) / 4 = 10 reserved beside the request; the client is told of them.
-    let stats = limiter.statistics().hot_keys().expect("tier");
+    let stats = settled(&limiter).await;
     assert_eq!(stats.reserved(), 10);
     assert_eq!(first.remaining(), 40);
     assert_eq!(left_in_window(&coordination, 41, b"k").await, 30);
     assert_eq!(grants(&limiter, b"k", 1, 100).await, 40);
-    let stats = limiter.statistics().hot_keys().expect("tier");
+    let stats = settled(&limiter).await;
     assert_accounted(stats);
     assert_eq!(stats.held(), 0);
     assert_eq!(left_in_window(&coordination, 41, b"k").await, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(a_hot_key_reserves_its_next_batch_before_running_out);
+
+/// Once a fifth of a batch is left, the next one is reserved in the background: the key's
+/// requests go on being granted here, none waits for the backend. A server that cannot name
+/// its windows (Redis 6.2) gets no background batch.
+async fn a_hot_key_reserves_its_next_batch_before_running_out(target: Target) {
+    let coordination = target.coordination("hot-next").await;
+    let limiter = tiered(&coordination, 10_000, MINUTE, 50);
+    assert!(granted(&limiter, 1).await);
+    for _ in 0..40 {
+        assert!(granted(&limiter, 1).await);
+    }
+    let stats = settled(&limiter).await;
+    assert_eq!(stats.spent(), 40);
+    if !returns(target) {
+        assert_eq!((stats.reserved(), stats.held()), (50, 10), "{stats:?}");
+        return;
+    }
+    // Reserved at 10 left, and answered: 10 + 50 held, nothing asked of the backend since.
+    assert_eq!((stats.reserved(), stats.held()), (100, 60), "{stats:?}");
+    assert_eq!(
+        left_in_window(&coordination, 10_000, b"k").await,
+        10_000 - 101
+    );
+    assert_accounted(stats);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -188,7 +231,7 @@ async fn a_return_reaches_its_own_window_and_no_later_one(target: Target) {
     if !returns(target) {
         assert_eq!(limiter.return_reserved().await.expect("return"), 0);
         assert_eq!(probe().await, 95);
-        let stats = limiter.statistics().hot_keys().expect("tier");
+        let stats = settled(&limiter).await;
         assert_eq!((stats.returned(), stats.lapsed(), stats.held()), (0, 4, 0));
         return;
     }
@@ -215,7 +258,7 @@ async fn a_return_reaches_its_own_window_and_no_later_one(target: Target) {
     );
     assert_eq!(limiter.return_reserved().await.expect("late return"), 0);
     assert_eq!(probe().await, 95);
-    let stats = limiter.statistics().hot_keys().expect("tier");
+    let stats = settled(&limiter).await;
     assert_eq!((stats.returned(), stats.lapsed(), stats.held()), (4, 4, 0));
 
     if matches!(target, Target::Memory) {
@@ -256,7 +299,7 @@ async fn a_return_reaches_its_own_window_and_no_later_one(target: Target) {
     reserve_then_lose(Duration::ZERO).await;
     assert_eq!(limiter.return_reserved().await.expect("return"), 0);
     assert_eq!(target.pttl(&key), -2, "a return created the counter");
-    let stats = limiter.statistics().hot_keys().expect("tier");
+    let stats = settled(&limiter).await;
     assert_eq!((stats.returned(), stats.lapsed(), stats.held()), (4, 16, 0));
     assert_accounted(stats);
 }
@@ -306,7 +349,7 @@ async fn a_delayed_return_lowers_no_later_window() {
         plain.try_acquire(b"k", 0).await.expect("probe").remaining(),
         80
     );
-    let stats = limiter.statistics().hot_keys().expect("tier");
+    let stats = settled(&limiter).await;
     assert_eq!((stats.returned(), stats.lapsed(), stats.held()), (5, 5, 0));
 }
 
@@ -337,7 +380,7 @@ async fn settings_are_checked_and_other_requests_bypass_the_tier(target: Target)
     let impossible = limiter.try_acquire(b"k", 11).await.expect("decided");
     assert!(!impossible.is_granted());
     assert_eq!(impossible.retry_after(), None);
-    assert_eq!(limiter.statistics().hot_keys().expect("tier").reserved(), 0);
+    assert_eq!(settled(&limiter).await.reserved(), 0);
     // Weighted requests spend several permits of a batch at once.
     assert!(
         limiter
@@ -346,7 +389,7 @@ async fn settings_are_checked_and_other_requests_bypass_the_tier(target: Target)
             .expect("decided")
             .is_granted()
     );
-    let stats = limiter.statistics().hot_keys().expect("tier");
+    let stats = settled(&limiter).await;
     assert_eq!(stats.reserved(), 2, "(10 - 2) / 4");
     assert!(
         limiter
@@ -355,7 +398,7 @@ async fn settings_are_checked_and_other_requests_bypass_the_tier(target: Target)
             .expect("decided")
             .is_granted()
     );
-    assert_eq!(limiter.statistics().hot_keys().expect("tier").spent(), 2);
+    assert_eq!(settled(&limiter).await.spent(), 2);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -383,16 +426,13 @@ async fn a_lost_reservation_answer_never_over_admits() {
     assert!(lost.is_err(), "the answer was held back");
     // The reservation was applied on the server: 1 + (200 - 1) / 4, capped at 20.
     assert_eq!(left_in_window(&direct, LIMIT, b"k").await, LIMIT - 21);
-    let stats = a.statistics().hot_keys().expect("tier");
+    let stats = settled(&a).await;
     assert_eq!(stats.unsettled(), 1);
     assert_eq!(stats.held(), 20, "the warm-up's batch only");
     behind.proxy.pass();
 
     let (granted_a, granted_b) = tokio::join!(grants(&a, b"k", 2, 150), grants(&b, b"k", 2, 150));
-    let (stats_a, stats_b) = (
-        a.statistics().hot_keys().expect("tier"),
-        b.statistics().hot_keys().expect("tier"),
-    );
+    let (stats_a, stats_b) = (settled(&a).await, settled(&b).await);
     assert!(
         granted_a > 0,
         "the instance reserves again once the server answers"
@@ -424,7 +464,7 @@ async fn held_permits_are_granted_while_the_server_is_unreachable() {
             .expect("decided")
             .is_granted()
     );
-    assert_eq!(limiter.statistics().hot_keys().expect("tier").held(), 25);
+    assert_eq!(settled(&limiter).await.held(), 25);
 
     behind.proxy.blackhole();
     let fault = Instant::now();
@@ -446,7 +486,7 @@ async fn held_permits_are_granted_while_the_server_is_unreachable() {
         .expect_err("nothing held, the server silent");
     // Sent, and never answered: it may have taken a batch.
     assert!(err.is_outcome_uncertain(), "{err}");
-    let stats = limiter.statistics().hot_keys().expect("tier");
+    let stats = settled(&limiter).await;
     assert_eq!((stats.spent(), stats.held(), stats.unsettled()), (25, 0, 1));
 }
 
@@ -524,7 +564,7 @@ async fn a_killed_instance_over_admits_nothing() {
     let granted = grants(&survivor, b"k", 4, 400).await;
     // The child was granted 1 and held 100 when it died: the rest is the survivor's, to
     // the permit, granted or still held.
-    let held = survivor.statistics().hot_keys().expect("tier").held();
+    let held = settled(&survivor).await.held();
     assert_eq!(granted + held, 1_000 - 1 - 100);
 }
 
@@ -628,8 +668,9 @@ async fn reservations_ride_out_a_slot_move() {
         task.await.expect("every request granted");
     }
     for (limiter, _) in &limiters {
+        settled(limiter).await;
         limiter.return_reserved().await.expect("return");
-        assert_accounted(limiter.statistics().hot_keys().expect("tier"));
+        assert_accounted(settled(&limiter).await);
     }
     let granted = granted.load(Ordering::Relaxed);
     let count: u64 = redis::cmd("GET")
@@ -687,7 +728,7 @@ async fn no_window_grants_more_than_its_limit_across_boundaries() {
                 "limit {limit}: {in_window} grants, {count} counted"
             );
         }
-        let stats = limiter.statistics().hot_keys().expect("tier");
+        let stats = settled(&limiter).await;
         assert!(windows > 50, "{windows} windows");
         assert!(stats.spent() > 1_000, "{stats:?}");
         assert_accounted(stats);

@@ -4,12 +4,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::hot_keys::{self, HotKeyStatistics, Reservations, Spend, Ticket};
+use super::hot_keys::{self, HotKeyStatistics, Pending, Reservations, Spend};
 use super::key::LimiterKeys;
 use super::{HotKeys, RateLimitDecision, RateLimitPolicy};
 use crate::Coordination;
 use crate::backend::steps::fixed_window::{
-    FixedWindowReply, FixedWindowReserveStep, FixedWindowReturnStep, FixedWindowStep,
+    FixedWindowReply, FixedWindowReservation, FixedWindowReserveStep, FixedWindowReturnStep,
+    FixedWindowStep,
 };
 use crate::error::{Error, Result};
 
@@ -180,12 +181,15 @@ impl FixedWindow {
     /// A grant from this instance's reservation of `key`, without a round trip; `None` when
     /// the backend must decide (no tier, or not enough reserved). Starts nothing.
     pub(crate) fn granted_locally(&self, key: &[u8], permits: u64) -> Option<RateLimitDecision> {
-        let tier = self.hot_keys.as_deref()?;
+        let tier = self.hot_keys.as_ref()?;
         if permits == 0 {
             return None;
         }
         match tier.spend(key, permits, self.policy.quota(), false) {
-            Spend::Granted(decision) => Some(decision),
+            Spend::Granted(decision, next) => {
+                self.reserve_next(next);
+                Some(decision)
+            }
             Spend::Reserve(_) | Spend::Plain => None,
         }
     }
@@ -216,12 +220,23 @@ impl FixedWindow {
     /// ([`HotKeyStatistics::unsettled`]).
     pub async fn try_acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
         let limit = self.policy.quota();
-        if let Some(tier) = self.hot_keys.as_deref()
+        if let Some(tier) = self.hot_keys.as_ref()
             && (1..=limit).contains(&permits)
         {
             match tier.spend(key, permits, limit, true) {
-                Spend::Granted(decision) => return Ok(decision),
-                Spend::Reserve(ticket) => return self.reserve(tier, key, permits, ticket).await,
+                Spend::Granted(decision, next) => {
+                    self.reserve_next(next);
+                    return Ok(decision);
+                }
+                Spend::Reserve(pending) => {
+                    let reply = self.reserve(tier, permits, pending).await?;
+                    // The batch is this instance's to grant: what its clients have left.
+                    let unreserved = FixedWindowReply {
+                        count: reply.decided.count.saturating_sub(reply.batch),
+                        ..reply.decided
+                    };
+                    return Ok(self.decision(permits, &unreserved));
+                }
                 Spend::Plain => {}
             }
         }
@@ -242,15 +257,15 @@ impl FixedWindow {
         Ok(self.decision(permits, &reply))
     }
 
-    /// A request decided by the backend with a batch reserved beside it.
+    /// A reservation of a batch, beside a request for `permits` (or alone, for 0), on its
+    /// way as `pending`: settled by the answer.
     async fn reserve(
         &self,
         tier: &Reservations,
-        key: &[u8],
         permits: u64,
-        ticket: Ticket<'_>,
-    ) -> Result<RateLimitDecision> {
-        let storage_key = self.keys.for_client(key);
+        pending: Pending,
+    ) -> Result<FixedWindowReservation> {
+        let storage_key = self.keys.for_client(pending.key());
         let step = FixedWindowReserveStep {
             key: &storage_key,
             permits,
@@ -265,19 +280,35 @@ impl FixedWindow {
         };
         match self.coordination.backend().run(step).await {
             Ok(reply) => {
-                ticket.settle(&reply, self.policy.quota());
-                // The batch is this instance's to grant: what its clients have left.
-                let unreserved = FixedWindowReply {
-                    count: reply.decided.count.saturating_sub(reply.batch),
-                    ..reply.decided
-                };
-                Ok(self.decision(permits, &unreserved))
+                pending.settle(&reply, self.policy.quota());
+                Ok(reply)
             }
             Err(err) => {
-                ticket.fail(&err);
+                pending.fail(&err);
                 Err(err)
             }
         }
+    }
+
+    /// Reserves the next batch in the background, on the runtime this runs on; without one,
+    /// not at all (the key reserves again when its batch is spent).
+    fn reserve_next(&self, pending: Option<Pending>) {
+        let Some(pending) = pending else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            pending.cancel();
+            return;
+        };
+        let window = self.clone();
+        runtime.spawn(async move {
+            let Some(tier) = window.hot_keys.clone() else {
+                return pending.cancel();
+            };
+            if let Err(err) = window.reserve(&tier, 0, pending).await {
+                tracing::debug!(error = %err, "a hot key's next batch could not be reserved");
+            }
+        });
     }
 
     /// The decision of a request for `permits` from the step's reply.

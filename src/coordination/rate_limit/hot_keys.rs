@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -42,7 +42,11 @@ use crate::error::{Error, Result};
 ///   [`RateLimitStatistics::hot_keys`](super::RateLimitStatistics::hot_keys) reports what
 ///   was reserved, spent, returned and lost.
 /// - **One reservation in flight per key.** While one is on its way, the other requests for
-///   that key are decided by the backend one by one, as without the tier.
+///   that key are decided by the backend one by one, as without the tier. Once a fifth of a
+///   batch is left, the next one is reserved in the background (on the Tokio runtime the
+///   grant ran on), so that a hot key's requests seldom wait for the backend; a server that
+///   cannot name its windows (no `PEXPIRETIME`) gets no background batches, since it could
+///   not tell the next batch's window from this one's.
 ///
 /// # Example
 ///
@@ -181,6 +185,7 @@ pub struct HotKeyStatistics {
     lapsed: u64,
     held: u64,
     unsettled: u64,
+    in_flight: u64,
 }
 
 impl HotKeyStatistics {
@@ -214,6 +219,12 @@ impl HotKeyStatistics {
     pub fn unsettled(&self) -> u64 {
         self.unsettled
     }
+
+    /// Reservations on their way now, for a request or in the background: their batches are
+    /// in none of the counts yet.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight
+    }
 }
 
 /// One instance's reservations, per client key.
@@ -240,6 +251,8 @@ struct Reservation {
     window: u64,
     /// What the window had left for everyone else after the reservation.
     unreserved: u64,
+    /// The latest batch's size: a fifth of it left asks for the next.
+    batch: u64,
     /// A reservation for this key is on its way.
     reserving: bool,
 }
@@ -251,20 +264,21 @@ impl Reservation {
 }
 
 /// What the tier makes of a request.
-pub(crate) enum Spend<'a> {
-    /// Granted here, from a reservation.
-    Granted(RateLimitDecision),
+pub(crate) enum Spend {
+    /// Granted here, from a reservation; with the next batch to reserve in the background
+    /// when this one runs low.
+    Granted(RateLimitDecision, Option<Pending>),
     /// Ask the backend, reserving a batch beside the request.
-    Reserve(Ticket<'a>),
+    Reserve(Pending),
     /// Ask the backend, without a batch (one is on its way, or no room for the key).
     Plain,
 }
 
 /// A reservation on its way: settled by its answer, or counted as unsettled when dropped
 /// without one. Either way the key may reserve again.
-pub(crate) struct Ticket<'a> {
-    reservations: &'a Reservations,
-    key: &'a [u8],
+pub(crate) struct Pending {
+    reservations: Arc<Reservations>,
+    key: Box<[u8]>,
     sent_at: Instant,
     settled: bool,
     /// Dropped unsettled: the reservation may have taken its batch (the answer was lost, or
@@ -289,15 +303,16 @@ impl Reservations {
         &self.settings
     }
 
-    /// Spends `permits` of `key`'s reservation if it holds them; otherwise, when `reserve`
-    /// and no reservation for the key is on its way, starts one.
-    pub(crate) fn spend<'a>(
-        &'a self,
-        key: &'a [u8],
+    /// Spends `permits` of `key`'s reservation if it holds them (starting the next batch's
+    /// reservation when a fifth of this one is left); otherwise, when `reserve` and no
+    /// reservation for the key is on its way, starts one for the request.
+    pub(crate) fn spend(
+        self: &Arc<Self>,
+        key: &[u8],
         permits: u64,
         limit: u64,
         reserve: bool,
-    ) -> Spend<'a> {
+    ) -> Spend {
         let now = Instant::now();
         let mut entries = self.lock();
         if let Some(entry) = entries.get_mut(key) {
@@ -309,13 +324,15 @@ impl Reservations {
                 self.spent.fetch_add(permits, Ordering::Relaxed);
                 let remaining = entry.unreserved.saturating_add(entry.left).min(limit);
                 let reset_after = entry.usable_until.saturating_duration_since(now);
-                return Spend::Granted(RateLimitDecision::new(
-                    true,
-                    limit,
-                    remaining,
-                    reset_after,
-                    None,
-                ));
+                let decision = RateLimitDecision::new(true, limit, remaining, reset_after, None);
+                // Running low in a window the server names: the next batch, before this one
+                // is spent.
+                let next = (entry.left <= entry.batch / 5 && !entry.reserving && entry.window != 0)
+                    .then(|| {
+                        entry.reserving = true;
+                        self.pending(key, now)
+                    });
+                return Spend::Granted(decision, next);
             }
             if !reserve || entry.reserving {
                 return Spend::Plain;
@@ -346,17 +363,22 @@ impl Reservations {
                     usable_until: now,
                     window: 0,
                     unreserved: 0,
+                    batch: 0,
                     reserving: true,
                 },
             );
         }
-        Spend::Reserve(Ticket {
-            reservations: self,
-            key,
+        Spend::Reserve(self.pending(key, now))
+    }
+
+    fn pending(self: &Arc<Self>, key: &[u8], now: Instant) -> Pending {
+        Pending {
+            reservations: Arc::clone(self),
+            key: key.into(),
             sent_at: now,
             settled: false,
             may_have_applied: true,
-        })
+        }
     }
 
     /// Takes every live reservation's unspent permits, to return them: `(key, permits,
@@ -387,8 +409,9 @@ impl Reservations {
     pub(crate) fn statistics(&self) -> HotKeyStatistics {
         let now = Instant::now();
         let entries = self.lock();
-        let (mut held, mut lapsing) = (0u64, 0u64);
+        let (mut held, mut lapsing, mut in_flight) = (0u64, 0u64, 0u64);
         for entry in entries.values() {
+            in_flight += u64::from(entry.reserving);
             if entry.is_live(now) {
                 held = held.saturating_add(entry.left);
             } else {
@@ -402,6 +425,7 @@ impl Reservations {
             lapsed: self.lapsed.load(Ordering::Relaxed).saturating_add(lapsing),
             held,
             unsettled: self.unsettled.load(Ordering::Relaxed),
+            in_flight,
         }
     }
 
@@ -419,13 +443,13 @@ impl Reservations {
     }
 }
 
-impl Ticket<'_> {
+impl Pending {
     /// Records the reservation's answer, taken at `limit` permits per window.
     pub(crate) fn settle(mut self, reply: &FixedWindowReservation, limit: u64) {
         self.settled = true;
-        let reservations = self.reservations;
+        let reservations = &*self.reservations;
         let mut entries = reservations.lock();
-        let Some(entry) = entries.get_mut(self.key) else {
+        let Some(entry) = entries.get_mut(&*self.key) else {
             return;
         };
         entry.reserving = false;
@@ -443,6 +467,9 @@ impl Ticket<'_> {
         let ttl = Duration::from_millis(ttl_ms);
         entry.usable_until = crate::time::after(self.sent_at, ttl.saturating_sub(stop_before(ttl)));
         entry.left = entry.left.saturating_add(reply.batch);
+        if reply.batch > 0 {
+            entry.batch = reply.batch;
+        }
         entry.unreserved = limit.saturating_sub(reply.decided.count);
         reservations
             .reserved
@@ -450,23 +477,33 @@ impl Ticket<'_> {
     }
 }
 
-impl Ticket<'_> {
+impl Pending {
     /// Records a reservation that failed: unsettled only when it may have been applied.
     pub(crate) fn fail(mut self, err: &Error) {
         self.may_have_applied = err.is_outcome_uncertain();
     }
+
+    /// Gives up a reservation that was never sent.
+    pub(crate) fn cancel(mut self) {
+        self.may_have_applied = false;
+    }
+
+    /// The client key it reserves for.
+    pub(crate) fn key(&self) -> &[u8] {
+        &self.key
+    }
 }
 
-impl Drop for Ticket<'_> {
+impl Drop for Pending {
     fn drop(&mut self) {
         if self.settled {
             return;
         }
-        let reservations = self.reservations;
+        let reservations = &*self.reservations;
         if self.may_have_applied {
             reservations.unsettled.fetch_add(1, Ordering::Relaxed);
         }
-        if let Some(entry) = reservations.lock().get_mut(self.key) {
+        if let Some(entry) = reservations.lock().get_mut(&*self.key) {
             entry.reserving = false;
         }
     }
@@ -490,9 +527,14 @@ mod tests {
         }
     }
 
-    fn granted(spend: Spend<'_>) -> Option<RateLimitDecision> {
+    fn granted(spend: Spend) -> Option<RateLimitDecision> {
         match spend {
-            Spend::Granted(decision) => Some(decision),
+            Spend::Granted(decision, next) => {
+                if let Some(next) = next {
+                    next.cancel();
+                }
+                Some(decision)
+            }
             _ => None,
         }
     }
@@ -501,7 +543,7 @@ mod tests {
     /// second from starting.
     #[tokio::test(start_paused = true)]
     async fn spends_what_was_reserved_and_no_more() {
-        let tier = Reservations::new(HotKeys::new(3));
+        let tier = Arc::new(Reservations::new(HotKeys::new(3)));
         let Spend::Reserve(ticket) = tier.spend(b"k", 1, 100, true) else {
             panic!("a cold key reserves");
         };
@@ -518,11 +560,43 @@ mod tests {
         assert_eq!(stats.unsettled(), 1);
     }
 
+    /// A fifth of a batch left starts the next batch's reservation, once, in a window the
+    /// server names; none while it is on its way.
+    #[tokio::test(start_paused = true)]
+    async fn a_fifth_left_reserves_the_next_batch() {
+        let tier = Arc::new(Reservations::new(HotKeys::new(10)));
+        let Spend::Reserve(pending) = tier.spend(b"k", 1, 1_000, true) else {
+            panic!("a cold key reserves");
+        };
+        pending.settle(&reservation(10, 11, 60_000, 7), 1_000);
+        for _ in 0..7 {
+            assert!(matches!(
+                tier.spend(b"k", 1, 1_000, false),
+                Spend::Granted(_, None)
+            ));
+        }
+        // 2 left of 10.
+        let Spend::Granted(_, Some(next)) = tier.spend(b"k", 1, 1_000, false) else {
+            panic!("the next batch");
+        };
+        assert_eq!(tier.statistics().in_flight(), 1);
+        assert!(matches!(
+            tier.spend(b"k", 1, 1_000, false),
+            Spend::Granted(_, None)
+        ));
+        next.settle(&reservation(10, 21, 59_000, 7), 1_000);
+        let stats = tier.statistics();
+        assert_eq!(
+            (stats.reserved(), stats.held(), stats.in_flight()),
+            (20, 11, 0)
+        );
+    }
+
     /// Permits are spent only before the window's end as measured from the send, and what
     /// was left lapses.
     #[tokio::test(start_paused = true)]
     async fn a_reservation_ends_with_its_window_from_the_send() {
-        let tier = Reservations::new(HotKeys::new(10));
+        let tier = Arc::new(Reservations::new(HotKeys::new(10)));
         let Spend::Reserve(ticket) = tier.spend(b"k", 1, 100, true) else {
             panic!("a cold key reserves");
         };
@@ -543,7 +617,7 @@ mod tests {
     /// what the old reservation left lapses rather than joining the new batch.
     #[tokio::test(start_paused = true)]
     async fn an_unnamed_window_never_inherits_permits() {
-        let tier = Reservations::new(HotKeys::new(5));
+        let tier = Arc::new(Reservations::new(HotKeys::new(5)));
         let Spend::Reserve(ticket) = tier.spend(b"k", 1, 100, true) else {
             panic!("a cold key reserves");
         };
@@ -561,7 +635,7 @@ mod tests {
     /// Returning takes the unspent permits out first, so they cannot be spent as well.
     #[tokio::test(start_paused = true)]
     async fn returned_permits_are_not_spent() {
-        let tier = Reservations::new(HotKeys::new(5));
+        let tier = Arc::new(Reservations::new(HotKeys::new(5)));
         let Spend::Reserve(ticket) = tier.spend(b"k", 1, 100, true) else {
             panic!("a cold key reserves");
         };
@@ -588,7 +662,7 @@ mod tests {
     /// With every key's reservation live, a new key goes without one.
     #[tokio::test(start_paused = true)]
     async fn a_full_tier_reserves_for_no_new_key() {
-        let tier = Reservations::new(HotKeys::new(5).max_keys(1));
+        let tier = Arc::new(Reservations::new(HotKeys::new(5).max_keys(1)));
         let Spend::Reserve(ticket) = tier.spend(b"a", 1, 100, true) else {
             panic!("a cold key reserves");
         };

@@ -5,7 +5,7 @@
 -- has only under-admitted.
 --
 -- KEYS[1]  the window's counter (string integer with an expiry)
--- ARGV[1]  permits asked for (>= 1)
+-- ARGV[1]  permits asked for (>= 0: 0 reserves a batch alone, and never starts a window)
 -- ARGV[2]  permits per window (1 to 10^15: exact in a Lua number)
 -- ARGV[3]  window length in milliseconds (>= 1)
 -- ARGV[4]  the largest batch to reserve (>= 1)
@@ -60,6 +60,17 @@ if spendable > 0 then
         max_batch,
         math.floor((limit - count - permits) / tonumber(ARGV[5])),
         math.ceil(max_batch * math.min(spendable, length) / length))
+end
+if starts and permits == 0 then
+    batch = 0
+end
+if permits + batch == 0 then
+    -- Nothing to count: nothing written, no window started.
+    local window = redis.pcall('PEXPIRETIME', key)
+    if type(window) ~= 'number' or window < 0 then
+        window = 0
+    end
+    return {'granted', count, starts and -2 or ttl, 0, window}
 end
 local after = call('INCRBY', key, permits + batch)
 if starts then

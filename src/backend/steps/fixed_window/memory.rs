@@ -100,6 +100,25 @@ impl MemoryStep for FixedWindowReserveStep<'_> {
                 .max_batch
                 .min((left - step.permits) / step.share.max(1))
                 .min(u64::try_from(by_time).unwrap_or(u64::MAX));
+            // As the script: a batch alone never starts a window, and nothing to count
+            // writes nothing.
+            let batch = if expires_at.is_none() && step.permits == 0 {
+                0
+            } else {
+                batch
+            };
+            if step.permits + batch == 0 {
+                return Ok(FixedWindowReservation {
+                    decided: FixedWindowReply {
+                        granted: true,
+                        count,
+                        ttl_ms: expires_at.map(ttl_ms),
+                        free_in_ms: expires_at.map(ttl_ms),
+                    },
+                    batch: 0,
+                    window: expires_at.map_or(0, |at| window_name(clock.since_epoch(at))),
+                });
+            }
             let count = count + step.permits + batch;
             let value = Value::Int(i64::try_from(count).unwrap_or(i64::MAX));
             store.insert(&key, value, Some(deadline), now)?;

@@ -44,7 +44,8 @@ impl Step for FixedWindowStep<'_> {
 pub(crate) struct FixedWindowReserveStep<'a> {
     /// The user key (the backend applies its prefix).
     pub(crate) key: &'a [u8],
-    /// Permits asked for, at least 1 and at most `limit`.
+    /// Permits asked for, at most `limit`; 0 reserves a batch alone, in a window that
+    /// exists (it never starts one).
     pub(crate) permits: u64,
     /// Permits per window, 1 to [`HOT_KEY_MAX_LIMIT`].
     pub(crate) limit: u64,
