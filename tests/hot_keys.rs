@@ -670,7 +670,7 @@ async fn reservations_ride_out_a_slot_move() {
     for (limiter, _) in &limiters {
         settled(limiter).await;
         limiter.return_reserved().await.expect("return");
-        assert_accounted(settled(&limiter).await);
+        assert_accounted(settled(limiter).await);
     }
     let granted = granted.load(Ordering::Relaxed);
     let count: u64 = redis::cmd("GET")
