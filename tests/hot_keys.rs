@@ -490,6 +490,36 @@ async fn held_permits_are_granted_while_the_server_is_unreachable() {
     assert_eq!((stats.spent(), stats.held(), stats.unsettled()), (25, 0, 1));
 }
 
+/// Out of memory (`noeviction`), a reservation is refused (certainly without effect: not
+/// unsettled) and fails closed, while the permits already held are granted.
+#[tokio::test]
+async fn out_of_memory_refuses_reservations_and_held_permits_are_granted() {
+    let server = support::Server::start(ServerKind::Redis7, &[]);
+    let coordination: Coordination = RedisBackend::standalone(server.url())
+        .key_prefix(unique_prefix("hot-oom"))
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    let limiter = tiered(&coordination, 1_000, MINUTE, 10);
+    assert!(granted(&limiter, 1).await);
+    let () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
+    // Held: granted, though the next batch (asked at 2 left) is refused.
+    for _ in 0..10 {
+        assert!(granted(&limiter, 1).await);
+    }
+    let err = limiter.try_acquire(b"k", 1).await.expect_err("OOM");
+    assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{err:?}");
+    assert!(err.is_refused() && !err.is_outcome_uncertain(), "{err:?}");
+    let stats = settled(&limiter).await;
+    assert_eq!(
+        (stats.spent(), stats.held(), stats.unsettled()),
+        (10, 0, 0),
+        "{stats:?}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 
 /// The child's setting: `url prefix`.
