@@ -490,6 +490,61 @@ async fn held_permits_are_granted_while_the_server_is_unreachable() {
     assert_eq!((stats.spent(), stats.held(), stats.unsettled()), (25, 0, 1));
 }
 
+/// A return asked while the next batch is on its way (held at the proxy) takes what is
+/// held; the batch, landing after, goes back too rather than lapse, and no batch is reserved
+/// in the background from then on.
+#[tokio::test]
+async fn a_batch_landing_after_the_return_goes_back_too() {
+    let behind = Behind::start("hot-return-in-flight");
+    let coordination = behind
+        .through_proxy(|b| b.response_timeout(Duration::from_secs(5)))
+        .await;
+    let direct = behind.direct().await;
+    let limiter = tiered(&coordination, 10_000, MINUTE, 50);
+    // Both scripts loaded, so that each step below is one round trip.
+    assert!(granted(&limiter, 1).await);
+    assert_eq!(limiter.return_reserved().await.expect("return"), 50);
+    let limiter = tiered(&coordination, 10_000, MINUTE, 50);
+    assert!(granted(&limiter, 1).await);
+    behind
+        .proxy
+        .latency(Direction::ToServer, Duration::from_millis(300));
+    for _ in 0..40 {
+        assert!(granted(&limiter, 1).await);
+    }
+    assert_eq!(
+        limiter.statistics().hot_keys().expect("tier").in_flight(),
+        1
+    );
+    assert_eq!(limiter.return_reserved().await.expect("return"), 10);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let stats = limiter.statistics().hot_keys().expect("tier");
+        if stats.returned() == 60 {
+            assert_accounted(stats);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not returned within 5 s: {stats:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // 2 + 40 granted in all, nothing else counted.
+    assert_eq!(left_in_window(&direct, 10_000, b"k").await, 10_000 - 42);
+    // Closed: held permits are spent, but no next batch is reserved behind them.
+    behind.proxy.pass();
+    assert!(granted(&limiter, 1).await);
+    for _ in 0..45 {
+        assert!(granted(&limiter, 1).await);
+    }
+    let stats = settled(&limiter).await;
+    assert_eq!(stats.in_flight(), 0);
+    // 50, 50 in the background (returned), 50 for the request after the return: none
+    // behind them, though 5 are left of 50.
+    assert_eq!((stats.reserved(), stats.held()), (150, 5), "{stats:?}");
+}
+
 /// Out of memory (`noeviction`), a reservation is refused (certainly without effect: not
 /// unsettled) and fails closed, while the permits already held are granted.
 #[tokio::test]

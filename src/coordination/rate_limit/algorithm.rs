@@ -57,11 +57,16 @@ impl Algorithm {
         coordination.backend().decides_in_process()
     }
 
-    /// A grant from a hot-key tier's reservation, without a round trip; `None` when the
-    /// backend must decide.
-    pub(crate) fn granted_locally(&self, key: &[u8], permits: u64) -> Option<RateLimitDecision> {
+    /// A grant from a hot-key tier's reservation, without a round trip (reserving the next
+    /// batch in the background, if `refill`); `None` when the backend must decide.
+    pub(crate) fn granted_locally(
+        &self,
+        key: &[u8],
+        permits: u64,
+        refill: bool,
+    ) -> Option<RateLimitDecision> {
         match self {
-            Algorithm::FixedWindow(limiter) => limiter.granted_locally(key, permits),
+            Algorithm::FixedWindow(limiter) => limiter.granted_locally(key, permits, refill),
             _ => None,
         }
     }

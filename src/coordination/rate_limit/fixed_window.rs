@@ -126,7 +126,9 @@ impl FixedWindow {
     /// Gives every reserved permit this instance has not spent back to the window it was
     /// reserved in, and answers how many were given back. Permits of a window that has
     /// ended are not given to the next one: they lapse. Call it when an instance stops
-    /// (after it stopped granting), so that the others may use what it held.
+    /// (after it stopped granting), so that the others may use what it held: from then on
+    /// the tier reserves no more batches in the background, and one still on its way gives
+    /// its batch back when it lands (not counted in the answer).
     ///
     /// The permits are taken out of the tier before anything is sent, so none can be both
     /// spent and returned; one step per key, each sent once. 0 without a tier.
@@ -143,26 +145,13 @@ impl FixedWindow {
         let Some(tier) = &self.hot_keys else {
             return Ok(0);
         };
+        tier.close();
         let mut returned_total = 0;
         let mut first_error = None;
         for (key, permits, window) in tier.take_unspent() {
-            if window == 0 {
-                // The server could not name the window (no PEXPIRETIME): never returned.
-                continue;
-            }
-            let storage_key = self.keys.for_client(&key);
-            let step = FixedWindowReturnStep {
-                key: &storage_key,
-                permits,
-                window,
-            };
-            match self.coordination.backend().run(step).await {
-                Ok(returned) => {
-                    tier.record_return(permits, returned);
-                    returned_total += returned.min(permits);
-                }
+            match self.give_back(tier, &key, permits, window).await {
+                Ok(returned) => returned_total += returned,
                 Err(err) => {
-                    tracing::warn!(error = %err, permits, "reserved permits could not be returned; they lapse");
                     first_error.get_or_insert(err);
                 }
             }
@@ -173,19 +162,56 @@ impl FixedWindow {
         }
     }
 
+    /// Gives `permits` taken out of `key`'s reservation back to `window`, and counts them
+    /// returned or (if not) lapsed.
+    async fn give_back(
+        &self,
+        tier: &Reservations,
+        key: &[u8],
+        permits: u64,
+        window: u64,
+    ) -> Result<u64> {
+        if window == 0 {
+            // The server could not name the window (no PEXPIRETIME): never returned.
+            return Ok(0);
+        }
+        let storage_key = self.keys.for_client(key);
+        let step = FixedWindowReturnStep {
+            key: &storage_key,
+            permits,
+            window,
+        };
+        match self.coordination.backend().run(step).await {
+            Ok(returned) => {
+                tier.record_return(permits, returned);
+                Ok(returned.min(permits))
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, permits, "reserved permits could not be returned; they lapse");
+                Err(err)
+            }
+        }
+    }
+
     /// What the hot-key tier has done; `None` without one.
     pub(crate) fn hot_key_statistics(&self) -> Option<HotKeyStatistics> {
         self.hot_keys.as_deref().map(Reservations::statistics)
     }
 
     /// A grant from this instance's reservation of `key`, without a round trip; `None` when
-    /// the backend must decide (no tier, or not enough reserved). Starts nothing.
-    pub(crate) fn granted_locally(&self, key: &[u8], permits: u64) -> Option<RateLimitDecision> {
+    /// the backend must decide (no tier, or not enough reserved). Nothing waits; the next
+    /// batch may be reserved in the background, if `refill`.
+    pub(crate) fn granted_locally(
+        &self,
+        key: &[u8],
+        permits: u64,
+        refill: bool,
+    ) -> Option<RateLimitDecision> {
         let tier = self.hot_keys.as_ref()?;
         if permits == 0 {
             return None;
         }
-        match tier.spend(key, permits, self.policy.quota(), false) {
+        match tier.spend(key, permits, self.policy.quota(), false, refill) {
             Spend::Granted(decision, next) => {
                 self.reserve_next(next);
                 Some(decision)
@@ -223,7 +249,7 @@ impl FixedWindow {
         if let Some(tier) = self.hot_keys.as_ref()
             && (1..=limit).contains(&permits)
         {
-            match tier.spend(key, permits, limit, true) {
+            match tier.spend(key, permits, limit, true, true) {
                 Spend::Granted(decision, next) => {
                     self.reserve_next(next);
                     return Ok(decision);
@@ -263,9 +289,10 @@ impl FixedWindow {
         &self,
         tier: &Reservations,
         permits: u64,
-        pending: Pending,
+        mut pending: Pending,
     ) -> Result<FixedWindowReservation> {
         let storage_key = self.keys.for_client(pending.key());
+        let stop = hot_keys::stop_before(Duration::from_millis(self.window_ms));
         let step = FixedWindowReserveStep {
             key: &storage_key,
             permits,
@@ -273,14 +300,12 @@ impl FixedWindow {
             window_ms: self.window_ms,
             max_batch: tier.settings().max_batch(),
             share: tier.settings().share_denominator(),
-            stop_before_ms: u64::try_from(
-                hot_keys::stop_before(Duration::from_millis(self.window_ms)).as_millis(),
-            )
-            .unwrap_or(u64::MAX),
+            stop_before_ms: u64::try_from(stop.as_millis()).unwrap_or(u64::MAX),
         };
+        pending.sending();
         match self.coordination.backend().run(step).await {
             Ok(reply) => {
-                pending.settle(&reply, self.policy.quota());
+                pending.settle(&reply, self.policy.quota(), stop);
                 Ok(reply)
             }
             Err(err) => {
@@ -305,8 +330,17 @@ impl FixedWindow {
             let Some(tier) = window.hot_keys.clone() else {
                 return pending.cancel();
             };
+            let key = pending.key().to_vec();
             if let Err(err) = window.reserve(&tier, 0, pending).await {
                 tracing::debug!(error = %err, "a hot key's next batch could not be reserved");
+                return;
+            }
+            // Landed after the instance began to return what it holds: this one goes back
+            // too, rather than lapse.
+            if tier.is_closing()
+                && let Some((permits, window_name)) = tier.take_unspent_of(&key)
+            {
+                let _ = window.give_back(&tier, &key, permits, window_name).await;
             }
         });
     }

@@ -2,7 +2,7 @@
 //! more than the backend granted.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -33,20 +33,23 @@ use crate::error::{Error, Result};
 ///   own. (Like any counter on a replicated server, a failover that loses the reservation's
 ///   write loses its count too.)
 /// - **Under the limit by a bounded amount.** Reserved permits an instance does not spend
-///   are lost to everyone until the window ends: at most `max_batch` per key per instance at
-///   a time (less as the window fills or ends, since each batch is a share of what is left),
-///   plus the batch of each reservation whose answer never came
+///   are lost to everyone until the window ends: at most `max_batch` and a fifth per key per
+///   instance at a time (a batch, and what is left of the one before when the next lands;
+///   less as the window fills or ends, since each batch is a share of what is left), plus
+///   the batch of each reservation whose answer never came
 ///   ([`unsettled`](HotKeyStatistics::unsettled)). An instance that dies or is cut off loses
 ///   at most what it held. [`FixedWindow::return_reserved`](super::FixedWindow::return_reserved) (on
 ///   shutdown, say) gives unspent permits back to their window, and only to it.
 ///   [`RateLimitStatistics::hot_keys`](super::RateLimitStatistics::hot_keys) reports what
 ///   was reserved, spent, returned and lost.
-/// - **One reservation in flight per key.** While one is on its way, the other requests for
-///   that key are decided by the backend one by one, as without the tier. Once a fifth of a
-///   batch is left, the next one is reserved in the background (on the Tokio runtime the
-///   grant ran on), so that a hot key's requests seldom wait for the backend; a server that
-///   cannot name its windows (no `PEXPIRETIME`) gets no background batches, since it could
-///   not tell the next batch's window from this one's.
+/// - **One reservation in flight per key.** Once a fifth of a batch is left, the next one is
+///   reserved in the background (on the Tokio runtime the grant ran on; not while a
+///   rate-limit layer's circuit breaker is open), and the key's requests go on being granted
+///   from what is left meanwhile, so a hot key's requests seldom wait for the backend. A
+///   server that cannot name its windows (no `PEXPIRETIME`) gets no background batches,
+///   since it could not tell the next batch's window from this one's. While a reservation is
+///   on its way and nothing is held, the key's requests are decided by the backend one by
+///   one, as without the tier.
 ///
 /// # Example
 ///
@@ -214,8 +217,9 @@ impl HotKeyStatistics {
         self.held
     }
 
-    /// Reservations whose answer never came (the request failed, timed out or was
-    /// dropped): each may have taken up to a batch that nobody will spend.
+    /// Reservations whose answer never came once sent (the request failed or timed out, was
+    /// dropped, or the runtime of a background one shut down): each may have taken up to a
+    /// batch that nobody will spend.
     pub fn unsettled(&self) -> u64 {
         self.unsettled
     }
@@ -237,6 +241,8 @@ pub(crate) struct Reservations {
     returned: AtomicU64,
     lapsed: AtomicU64,
     unsettled: AtomicU64,
+    /// Set by a return of everything: no more batches in the background.
+    closing: AtomicBool,
 }
 
 /// What this instance holds for one client key.
@@ -296,7 +302,19 @@ impl Reservations {
             returned: AtomicU64::new(0),
             lapsed: AtomicU64::new(0),
             unsettled: AtomicU64::new(0),
+            closing: AtomicBool::new(false),
         }
+    }
+
+    /// Stops reserving batches in the background, for good: the instance is returning what
+    /// it holds.
+    pub(crate) fn close(&self) {
+        self.closing.store(true, Ordering::Release);
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub(crate) fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
     }
 
     pub(crate) fn settings(&self) -> &HotKeys {
@@ -304,14 +322,15 @@ impl Reservations {
     }
 
     /// Spends `permits` of `key`'s reservation if it holds them (starting the next batch's
-    /// reservation when a fifth of this one is left); otherwise, when `reserve` and no
-    /// reservation for the key is on its way, starts one for the request.
+    /// reservation when a fifth of this one is left, if `refill`); otherwise, when `reserve`
+    /// and no reservation for the key is on its way, starts one for the request.
     pub(crate) fn spend(
         self: &Arc<Self>,
         key: &[u8],
         permits: u64,
         limit: u64,
         reserve: bool,
+        refill: bool,
     ) -> Spend {
         let now = Instant::now();
         let mut entries = self.lock();
@@ -327,11 +346,16 @@ impl Reservations {
                 let decision = RateLimitDecision::new(true, limit, remaining, reset_after, None);
                 // Running low in a window the server names: the next batch, before this one
                 // is spent.
-                let next = (entry.left <= entry.batch / 5 && !entry.reserving && entry.window != 0)
-                    .then(|| {
-                        entry.reserving = true;
-                        self.pending(key, now)
-                    });
+                let next = (refill
+                    && entry.batch > 0
+                    && entry.left <= entry.batch / 5
+                    && !entry.reserving
+                    && entry.window != 0
+                    && !self.is_closing())
+                .then(|| {
+                    entry.reserving = true;
+                    self.pending(key, now)
+                });
                 return Spend::Granted(decision, next);
             }
             if !reserve || entry.reserving {
@@ -377,7 +401,7 @@ impl Reservations {
             key: key.into(),
             sent_at: now,
             settled: false,
-            may_have_applied: true,
+            may_have_applied: false,
         }
     }
 
@@ -399,9 +423,23 @@ impl Reservations {
         taken
     }
 
+    /// Takes the unspent permits of `key`'s live reservation, as
+    /// [`take_unspent`](Self::take_unspent) does for every key: `(permits, window)`.
+    pub(crate) fn take_unspent_of(&self, key: &[u8]) -> Option<(u64, u64)> {
+        let now = Instant::now();
+        let mut entries = self.lock();
+        let entry = entries.get_mut(key)?;
+        let taken = (entry.is_live(now) && entry.left > 0).then_some((entry.left, entry.window));
+        self.lapse(entry);
+        taken
+    }
+
     /// Counts `returned` of `taken` permits as returned rather than lapsed.
     pub(crate) fn record_return(&self, taken: u64, returned: u64) {
         let returned = returned.min(taken);
+        // Under the lock, as every count of the invariant changes: a snapshot sees both
+        // counts moved or neither.
+        let _entries = self.lock();
         self.lapsed.fetch_sub(returned, Ordering::Relaxed);
         self.returned.fetch_add(returned, Ordering::Relaxed);
     }
@@ -444,8 +482,15 @@ impl Reservations {
 }
 
 impl Pending {
-    /// Records the reservation's answer, taken at `limit` permits per window.
-    pub(crate) fn settle(mut self, reply: &FixedWindowReservation, limit: u64) {
+    /// Marks the reservation sent: dropped from now on without an answer, it may have taken
+    /// its batch.
+    pub(crate) fn sending(&mut self) {
+        self.may_have_applied = true;
+    }
+
+    /// Records the reservation's answer, taken at `limit` permits per window, of which the
+    /// instance spends nothing in the last `stop` (see [`stop_before`]).
+    pub(crate) fn settle(mut self, reply: &FixedWindowReservation, limit: u64, stop: Duration) {
         self.settled = true;
         let reservations = &*self.reservations;
         let mut entries = reservations.lock();
@@ -456,20 +501,25 @@ impl Pending {
         let Some(ttl_ms) = reply.decided.ttl_ms.filter(|_| reply.decided.granted) else {
             return;
         };
-        if reply.window == 0 || entry.window != reply.window {
-            // A new window, or one the server cannot name (which may be new): whatever the
-            // old one left here lapses with it, and never counts in this one.
-            reservations.lapse(entry);
-            entry.window = reply.window;
-        }
         // Measured from the send, since the server counted the window's rest later than
         // that, and ended early by what the clocks may disagree on.
-        let ttl = Duration::from_millis(ttl_ms);
-        entry.usable_until = crate::time::after(self.sent_at, ttl.saturating_sub(stop_before(ttl)));
-        entry.left = entry.left.saturating_add(reply.batch);
-        if reply.batch > 0 {
-            entry.batch = reply.batch;
+        let usable_until = crate::time::after(
+            self.sent_at,
+            Duration::from_millis(ttl_ms).saturating_sub(stop),
+        );
+        if !entry.is_live(Instant::now()) || reply.window == 0 || entry.window != reply.window {
+            // Ended here, or a new window, or one the server cannot name (which may be new):
+            // whatever was left lapses, and never counts in this one.
+            reservations.lapse(entry);
+            entry.window = reply.window;
+            entry.usable_until = usable_until;
+        } else {
+            // Held permits of this window keep the end their own answer gave them.
+            entry.usable_until = entry.usable_until.min(usable_until);
         }
+        entry.left = entry.left.saturating_add(reply.batch);
+        // A batch of 0 (the window full, or ending) asks for no next one in this window.
+        entry.batch = reply.batch;
         entry.unreserved = limit.saturating_sub(reply.decided.count);
         reservations
             .reserved
@@ -514,6 +564,9 @@ mod tests {
     use super::*;
     use crate::backend::steps::fixed_window::FixedWindowReply;
 
+    /// What a 1 s window stops before its end.
+    const STOP: Duration = Duration::from_millis(102);
+
     fn reservation(batch: u64, count: u64, ttl_ms: u64, window: u64) -> FixedWindowReservation {
         FixedWindowReservation {
             decided: FixedWindowReply {
@@ -544,20 +597,83 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn spends_what_was_reserved_and_no_more() {
         let tier = Arc::new(Reservations::new(HotKeys::new(3)));
-        let Spend::Reserve(ticket) = tier.spend(b"k", 1, 100, true) else {
+        let Spend::Reserve(ticket) = tier.spend(b"k", 1, 100, true, true) else {
             panic!("a cold key reserves");
         };
-        assert!(matches!(tier.spend(b"k", 1, 100, true), Spend::Plain));
-        ticket.settle(&reservation(3, 4, 1_000, 7), 100);
+        assert!(matches!(tier.spend(b"k", 1, 100, true, true), Spend::Plain));
+        ticket.settle(&reservation(3, 4, 1_000, 7), 100, STOP);
         for _ in 0..3 {
-            assert!(granted(tier.spend(b"k", 1, 100, true)).is_some());
+            assert!(granted(tier.spend(b"k", 1, 100, true, true)).is_some());
         }
-        assert!(matches!(tier.spend(b"k", 1, 100, false), Spend::Plain));
-        assert!(matches!(tier.spend(b"k", 1, 100, true), Spend::Reserve(_)));
+        assert!(matches!(
+            tier.spend(b"k", 1, 100, false, true),
+            Spend::Plain
+        ));
+        // Dropped before it was sent: nothing may have been taken.
+        assert!(matches!(
+            tier.spend(b"k", 1, 100, true, true),
+            Spend::Reserve(_)
+        ));
+        assert_eq!(tier.statistics().unsettled(), 0);
+        // Dropped once sent, without an answer: it may have taken a batch.
+        let Spend::Reserve(mut sent) = tier.spend(b"k", 1, 100, true, true) else {
+            panic!("nothing held, nothing on its way: reserves");
+        };
+        sent.sending();
+        drop(sent);
         let stats = tier.statistics();
         assert_eq!((stats.reserved(), stats.spent(), stats.held()), (3, 3, 0));
-        // The dropped ticket above never settled.
-        assert_eq!(stats.unsettled(), 1);
+        assert_eq!((stats.unsettled(), stats.in_flight()), (1, 0));
+    }
+
+    /// A batch of 0 in the same window (the window full) asks for no next one.
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_of_nothing_asks_for_no_next_one() {
+        let tier = Arc::new(Reservations::new(HotKeys::new(10)));
+        let Spend::Reserve(pending) = tier.spend(b"k", 1, 1_000, true, true) else {
+            panic!("a cold key reserves");
+        };
+        pending.settle(&reservation(10, 11, 60_000, 7), 1_000, STOP);
+        for _ in 0..7 {
+            assert!(granted(tier.spend(b"k", 1, 1_000, false, true)).is_some());
+        }
+        let Spend::Granted(_, Some(next)) = tier.spend(b"k", 1, 1_000, false, true) else {
+            panic!("the next batch");
+        };
+        next.settle(&reservation(0, 1_000, 59_000, 7), 1_000, STOP);
+        assert!(matches!(
+            tier.spend(b"k", 1, 1_000, false, true),
+            Spend::Granted(_, None)
+        ));
+        assert!(matches!(
+            tier.spend(b"k", 1, 1_000, false, true),
+            Spend::Granted(_, None)
+        ));
+        assert_eq!(tier.statistics().held(), 0);
+    }
+
+    /// A late answer for the same window never lets held permits outlive their own end.
+    #[tokio::test(start_paused = true)]
+    async fn a_later_answer_never_extends_held_permits() {
+        let tier = Arc::new(Reservations::new(HotKeys::new(10)));
+        let Spend::Reserve(pending) = tier.spend(b"k", 1, 1_000, true, true) else {
+            panic!("a cold key reserves");
+        };
+        pending.settle(&reservation(10, 11, 1_000, 7), 1_000, STOP);
+        for _ in 0..8 {
+            assert!(granted(tier.spend(b"k", 1, 1_000, false, true)).is_some());
+        }
+        // 200 ms later, the next batch's answer says the window has 950 ms left (a server
+        // clock that went back, say): the held permit ends at 898 ms all the same.
+        tokio::time::advance(Duration::from_millis(200)).await;
+        let Spend::Granted(_, Some(next)) = tier.spend(b"k", 1, 1_000, false, true) else {
+            panic!("the next batch");
+        };
+        next.settle(&reservation(5, 16, 950, 7), 1_000, STOP);
+        tokio::time::advance(Duration::from_millis(697)).await;
+        assert!(granted(tier.spend(b"k", 1, 1_000, false, false)).is_some());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(granted(tier.spend(b"k", 1, 1_000, false, false)).is_none());
     }
 
     /// A fifth of a batch left starts the next batch's reservation, once, in a window the
@@ -565,26 +681,26 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_fifth_left_reserves_the_next_batch() {
         let tier = Arc::new(Reservations::new(HotKeys::new(10)));
-        let Spend::Reserve(pending) = tier.spend(b"k", 1, 1_000, true) else {
+        let Spend::Reserve(pending) = tier.spend(b"k", 1, 1_000, true, true) else {
             panic!("a cold key reserves");
         };
-        pending.settle(&reservation(10, 11, 60_000, 7), 1_000);
+        pending.settle(&reservation(10, 11, 60_000, 7), 1_000, STOP);
         for _ in 0..7 {
             assert!(matches!(
-                tier.spend(b"k", 1, 1_000, false),
+                tier.spend(b"k", 1, 1_000, false, true),
                 Spend::Granted(_, None)
             ));
         }
         // 2 left of 10.
-        let Spend::Granted(_, Some(next)) = tier.spend(b"k", 1, 1_000, false) else {
+        let Spend::Granted(_, Some(next)) = tier.spend(b"k", 1, 1_000, false, true) else {
             panic!("the next batch");
         };
         assert_eq!(tier.statistics().in_flight(), 1);
         assert!(matches!(
-            tier.spend(b"k", 1, 1_000, false),
+            tier.spend(b"k", 1, 1_000, false, true),
             Spend::Granted(_, None)
         ));
-        next.settle(&reservation(10, 21, 59_000, 7), 1_000);
+        next.settle(&reservation(10, 21, 59_000, 7), 1_000, STOP);
         let stats = tier.statistics();
         assert_eq!(
             (stats.reserved(), stats.held(), stats.in_flight()),
@@ -597,18 +713,18 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_reservation_ends_with_its_window_from_the_send() {
         let tier = Arc::new(Reservations::new(HotKeys::new(10)));
-        let Spend::Reserve(ticket) = tier.spend(b"k", 1, 100, true) else {
+        let Spend::Reserve(ticket) = tier.spend(b"k", 1, 100, true, true) else {
             panic!("a cold key reserves");
         };
         // The answer took 300 ms; the window had 1000 ms left when the server counted, and
         // spending stops 102 ms before (a clock step, drift, rounding): 898 ms from the send.
         tokio::time::advance(Duration::from_millis(300)).await;
-        ticket.settle(&reservation(10, 11, 1_000, 7), 100);
+        ticket.settle(&reservation(10, 11, 1_000, 7), 100, STOP);
         tokio::time::advance(Duration::from_millis(597)).await;
-        let decision = granted(tier.spend(b"k", 1, 100, false)).expect("still live");
+        let decision = granted(tier.spend(b"k", 1, 100, false, true)).expect("still live");
         assert_eq!(decision.remaining(), 89 + 9);
         tokio::time::advance(Duration::from_millis(1)).await;
-        assert!(granted(tier.spend(b"k", 1, 100, false)).is_none());
+        assert!(granted(tier.spend(b"k", 1, 100, false, true)).is_none());
         let stats = tier.statistics();
         assert_eq!((stats.spent(), stats.lapsed(), stats.held()), (1, 9, 0));
     }
@@ -618,16 +734,16 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_unnamed_window_never_inherits_permits() {
         let tier = Arc::new(Reservations::new(HotKeys::new(5)));
-        let Spend::Reserve(ticket) = tier.spend(b"k", 1, 100, true) else {
+        let Spend::Reserve(ticket) = tier.spend(b"k", 1, 100, true, true) else {
             panic!("a cold key reserves");
         };
-        ticket.settle(&reservation(5, 6, 60_000, 0), 100);
-        assert!(granted(tier.spend(b"k", 3, 100, false)).is_some());
+        ticket.settle(&reservation(5, 6, 60_000, 0), 100, STOP);
+        assert!(granted(tier.spend(b"k", 3, 100, false, true)).is_some());
         // 2 left; a request for 3 reserves, and its answer comes from a window that may be new.
-        let Spend::Reserve(ticket) = tier.spend(b"k", 3, 100, true) else {
+        let Spend::Reserve(ticket) = tier.spend(b"k", 3, 100, true, true) else {
             panic!("not enough held: reserves");
         };
-        ticket.settle(&reservation(5, 8, 60_000, 0), 100);
+        ticket.settle(&reservation(5, 8, 60_000, 0), 100, STOP);
         let stats = tier.statistics();
         assert_eq!((stats.lapsed(), stats.held()), (2, 5), "{stats:?}");
     }
@@ -636,14 +752,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn returned_permits_are_not_spent() {
         let tier = Arc::new(Reservations::new(HotKeys::new(5)));
-        let Spend::Reserve(ticket) = tier.spend(b"k", 1, 100, true) else {
+        let Spend::Reserve(ticket) = tier.spend(b"k", 1, 100, true, true) else {
             panic!("a cold key reserves");
         };
-        ticket.settle(&reservation(5, 6, 1_000, 7), 100);
+        ticket.settle(&reservation(5, 6, 1_000, 7), 100, STOP);
         let taken = tier.take_unspent();
         assert_eq!(taken.len(), 1);
         assert_eq!((taken[0].1, taken[0].2), (5, 7));
-        assert!(granted(tier.spend(b"k", 1, 100, false)).is_none());
+        assert!(granted(tier.spend(b"k", 1, 100, false, true)).is_none());
         // Taken out, they count as lapsed until the return says otherwise.
         assert_eq!(tier.statistics().lapsed(), 5);
         tier.record_return(5, 3);
@@ -663,13 +779,16 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_full_tier_reserves_for_no_new_key() {
         let tier = Arc::new(Reservations::new(HotKeys::new(5).max_keys(1)));
-        let Spend::Reserve(ticket) = tier.spend(b"a", 1, 100, true) else {
+        let Spend::Reserve(ticket) = tier.spend(b"a", 1, 100, true, true) else {
             panic!("a cold key reserves");
         };
-        ticket.settle(&reservation(5, 6, 1_000, 7), 100);
-        assert!(matches!(tier.spend(b"b", 1, 100, true), Spend::Plain));
+        ticket.settle(&reservation(5, 6, 1_000, 7), 100, STOP);
+        assert!(matches!(tier.spend(b"b", 1, 100, true, true), Spend::Plain));
         tokio::time::advance(Duration::from_millis(1_000)).await;
-        assert!(matches!(tier.spend(b"b", 1, 100, true), Spend::Reserve(_)));
+        assert!(matches!(
+            tier.spend(b"b", 1, 100, true, true),
+            Spend::Reserve(_)
+        ));
         assert_eq!(tier.statistics().lapsed(), 5);
     }
 }

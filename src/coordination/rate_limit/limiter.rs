@@ -293,12 +293,18 @@ impl RateLimiter {
     /// A grant from a hot-key tier's reservation for `key`, answered here without a round
     /// trip or anything to await; `None` when the backend must decide (no tier, not enough
     /// reserved, or the limiter is shut down, which the usual way reports). Counted as a
-    /// grant.
-    pub(crate) fn granted_locally(&self, key: &[u8], permits: u64) -> Option<RateLimitDecision> {
+    /// grant. The next batch is reserved in the background if `refill` (not while a
+    /// breaker is open, say).
+    pub(crate) fn granted_locally(
+        &self,
+        key: &[u8],
+        permits: u64,
+        refill: bool,
+    ) -> Option<RateLimitDecision> {
         if self.inner.closed.load(Ordering::Acquire) {
             return None;
         }
-        let decision = self.inner.algorithm.granted_locally(key, permits)?;
+        let decision = self.inner.algorithm.granted_locally(key, permits, refill)?;
         self.inner.counters.record_available(decision.remaining());
         self.inner.counters.record(true);
         Some(decision)
@@ -311,7 +317,7 @@ impl RateLimiter {
         }
         // Permits this instance holds are granted before the deny cache is asked: a window
         // full for everyone else still has them.
-        if let Some(granted) = self.inner.algorithm.granted_locally(key, permits) {
+        if let Some(granted) = self.inner.algorithm.granted_locally(key, permits, true) {
             self.inner.counters.record_available(granted.remaining());
             return Ok(granted);
         }

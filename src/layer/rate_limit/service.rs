@@ -10,6 +10,7 @@ use tower_service::Service;
 use super::answer;
 use super::config::Config;
 use super::future::{self, ResponseFuture};
+use crate::layer::CircuitState;
 use crate::layer::admission::decide::{self, Failure};
 use crate::layer::admission::{self, ResponseBody};
 
@@ -73,11 +74,16 @@ where
             }
         };
         let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
-        // Granted from this instance's hot-key reservation: nothing is sent, so neither the
+        // Granted from this instance's hot-key reservation: nothing is awaited, so neither the
         // breaker nor a timer has a say, and the deny cache is not asked: a window full for
-        // everyone else still has what this instance holds.
+        // everyone else still has what this instance holds. The next batch, reserved in the
+        // background when this one runs low, waits while the breaker is open.
+        let refill = config
+            .breaker
+            .as_ref()
+            .is_none_or(|breaker| breaker.state() == CircuitState::Closed);
         if config.max_wait.is_none()
-            && let Some(decision) = config.limiter.granted_locally(&key, cost)
+            && let Some(decision) = config.limiter.granted_locally(&key, cost, refill)
         {
             let request = Request::from_parts(parts, body);
             let kept = config.fallback.is_some().then_some(key);

@@ -74,7 +74,9 @@ impl MemoryStep for FixedWindowReserveStep<'_> {
             let (count, expires_at) = counter(store, &key, step.key, now)?;
             let ttl_ms = |deadline| millis_until(deadline, now);
             let left = step.limit.saturating_sub(count);
-            if step.permits > left {
+            // As the script: a count over the limit (a limit lowered under the same name)
+            // denies even a batch alone.
+            if count.saturating_add(step.permits) > step.limit {
                 return Ok(FixedWindowReservation {
                     decided: FixedWindowReply {
                         granted: false,
