@@ -708,6 +708,52 @@ async fn the_layer_grants_from_its_reservation() {
     );
 }
 
+/// While the layer's circuit breaker is open, permits held are granted, but the next batch
+/// is not reserved behind them: a sick server gets no background reservations.
+#[tokio::test]
+async fn no_next_batch_while_the_breaker_is_open() {
+    use axum::{Router, routing::get};
+    use leasehold::layer::CircuitBreaker;
+    use leasehold::layer::key::KeyExtractor;
+    use leasehold::layer::rate_limit::RedisRateLimitLayer;
+
+    let behind = Behind::start("hot-breaker");
+    let coordination = behind
+        .through_proxy(|b| b.response_timeout(Duration::from_millis(300)))
+        .await;
+    let window = FixedWindow::new(&coordination, "hot", 1_000, MINUTE)
+        .expect("valid")
+        .with_hot_keys(HotKeys::new(10))
+        .expect("valid tier");
+    let layer = RedisRateLimitLayer::new(window)
+        .key(KeyExtractor::header_in_clear("x-key").expect("valid"))
+        .circuit_breaker(CircuitBreaker::new().failure_threshold(1).open_for(MINUTE));
+    let limiter = layer.limiter().clone();
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer);
+    let addr = support::http::serve(app).await;
+    let client = support::http::client();
+    let get = async |key: &str| {
+        support::http::get(&client, addr, "/", &[("x-key", key)])
+            .await
+            .status
+    };
+
+    // 10 held of the hot key, 7 spent: 3 left.
+    for _ in 0..8 {
+        assert_eq!(get("hot").await, 200);
+    }
+    behind.proxy.blackhole();
+    // A cold key's request goes unanswered: the breaker opens.
+    assert_eq!(get("cold").await, 503);
+    // Down to 2 held, a fifth of the batch: granted, and nothing reserved behind it.
+    assert_eq!(get("hot").await, 200);
+    assert_eq!(get("hot").await, 200);
+    let stats = limiter.statistics().hot_keys().expect("tier");
+    assert_eq!((stats.held(), stats.in_flight()), (1, 0), "{stats:?}");
+}
+
 // ---------------------------------------------------------------------------------------------
 
 /// Two instances flood one key while its slot moves from master to master twice: no error,
