@@ -116,7 +116,9 @@ impl FixedWindow {
     /// new call starts an empty one.
     ///
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when a
-    /// setting is 0, the limit is above 10^15, or the window is shorter than 100 ms.
+    /// setting is 0 or the limit is above 10^15. A window of 100 ms or less leaves no time to
+    /// spend a batch in (see [`HotKeys`]): the tier then reserves nothing, and every request
+    /// goes to the backend as without it.
     pub fn with_hot_keys(mut self, hot_keys: HotKeys) -> Result<Self> {
         hot_keys.check(self.policy.quota())?;
         self.hot_keys = Some(Arc::new(Reservations::new(hot_keys)));
