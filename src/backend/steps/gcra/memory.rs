@@ -9,10 +9,10 @@ use crate::backend::steps::gcra::{GcraStep, reply_from_micros};
 use crate::backend::steps::rate_limit_reply::RateLimitReply;
 use crate::error::Result;
 
-/// Runs one GCRA step atomically. The TAT is stored as an instant and expires when it
-/// passes, so a live entry is always ahead of now, and never more than the tolerance
-/// ahead: the clock is monotonic, so the Lua script's clamp of a TAT left ahead by a
-/// clock that stepped back has nothing to do here.
+/// Runs one GCRA step atomically. The TAT is stored as an instant and expires by the end of
+/// the millisecond it passes in, so a live entry is never more than the tolerance ahead
+/// (one that has passed counts as none): the clock is monotonic, so the Lua script's clamp
+/// of a TAT left ahead by a clock that stepped back has nothing to do here.
 impl MemoryStep for GcraStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<RateLimitReply> {
         let step = self;
@@ -38,10 +38,56 @@ impl MemoryStep for GcraStep<'_> {
             }
             if step.permits > 0 {
                 let tat = now + Duration::from_micros(new_ahead);
-                store.insert(&key, Value::Tat(tat), Some(tat), now)?;
+                // Kept until the TAT's millisecond ends, as the script's `PX` rounds up: a
+                // TAT that has passed reads as none, and a key busier than one request per
+                // millisecond is updated in place rather than dropped and made again.
+                let expires = now + Duration::from_millis(new_ahead.div_ceil(1000));
+                store.insert(&key, Value::Tat(tat), Some(expires), now)?;
             }
             let remaining = (tolerance - new_ahead) / step.interval_us;
             Ok(reply_from_micros(true, remaining, new_ahead, None))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::Coordination;
+    use crate::backend::memory::MemoryBackend;
+    use crate::coordination::rate_limit::Gcra;
+
+    /// A TAT lives to the end of its millisecond, as Redis keeps it: a key asked more often
+    /// than that is updated in place, and a TAT that has passed still reads as none.
+    #[tokio::test(start_paused = true)]
+    async fn a_tat_is_kept_to_the_end_of_its_millisecond_and_reads_as_none_once_passed() {
+        let memory = MemoryBackend::new();
+        let coordination = Coordination::from(memory.clone());
+        // 2,000 a second, a burst of 2: a TAT 500 µs ahead per request.
+        let gcra =
+            Gcra::new(&coordination, "api", 2_000, Duration::from_secs(1), 2).expect("valid");
+        assert!(
+            gcra.try_acquire(b"k", 1)
+                .await
+                .expect("decided")
+                .is_granted()
+        );
+        tokio::time::advance(Duration::from_micros(700)).await;
+        // The TAT passed 200 µs ago; the key is still there, and counts for nothing.
+        assert_eq!(memory.len(), 1);
+        let probe = gcra.try_acquire(b"k", 0).await.expect("probe");
+        assert_eq!(probe.remaining(), 2);
+        // Updated in place, to the end of the new TAT's millisecond.
+        assert!(
+            gcra.try_acquire(b"k", 1)
+                .await
+                .expect("decided")
+                .is_granted()
+        );
+        tokio::time::advance(Duration::from_micros(999)).await;
+        assert_eq!(memory.len(), 1);
+        tokio::time::advance(Duration::from_micros(1)).await;
+        assert_eq!(memory.len(), 0);
     }
 }
