@@ -13,6 +13,7 @@
 //! Both apply a configurable key prefix and reject a multi-key step whose keys would fall in
 //! different cluster slots before anything is sent ([`key_slot`]).
 
+pub(crate) mod key_bytes;
 mod key_prefix;
 pub mod memory;
 pub mod redis;
@@ -68,7 +69,7 @@ impl Backend {
     pub(crate) fn physical_key(&self, key: &[u8]) -> Vec<u8> {
         match self {
             Backend::Redis(redis) => redis.stored_key(key),
-            Backend::Memory(memory) => memory.physical_key(key),
+            Backend::Memory(memory) => memory.physical_key(key).to_vec(),
         }
     }
 

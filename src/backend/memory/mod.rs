@@ -20,6 +20,8 @@
 pub(crate) mod clock;
 mod store;
 
+use crate::backend::key_bytes::KeyBytes;
+
 pub(crate) use store::{Store, Value};
 
 use std::fmt;
@@ -140,9 +142,11 @@ impl MemoryBackend {
         self.shared.clock
     }
 
-    /// The key stored for a user key: the prefix, `|`, then the key (as in Redis).
-    pub(crate) fn physical_key(&self, key: &[u8]) -> Vec<u8> {
-        self.shared.prefix.apply(key)
+    /// The key stored for a user key: the prefix, `|`, then the key (as in Redis). Built
+    /// on the stack when short, as most are: a decision then allocates nothing for its key
+    /// (the store copies it only to keep a new one).
+    pub(crate) fn physical_key(&self, key: &[u8]) -> KeyBytes {
+        KeyBytes::concat(self.shared.prefix.written(), key)
     }
 
     fn lock_store(&self) -> MutexGuard<'_, Store> {

@@ -1,5 +1,6 @@
 //! Storage keys of rate limiters.
 
+use crate::backend::key_bytes::KeyBytes;
 use crate::coordination::name;
 
 /// Builds a limiter's storage keys: `rl:<algorithm>:<name length>:<name>:<client key>`.
@@ -23,12 +24,9 @@ impl LimiterKeys {
         }
     }
 
-    /// The storage key of one client key.
-    pub(crate) fn for_client(&self, client_key: &[u8]) -> Vec<u8> {
-        let mut key = Vec::with_capacity(self.prefix.len() + client_key.len());
-        key.extend_from_slice(&self.prefix);
-        key.extend_from_slice(client_key);
-        key
+    /// The storage key of one client key (on the stack when short).
+    pub(crate) fn for_client(&self, client_key: &[u8]) -> KeyBytes {
+        KeyBytes::concat(&self.prefix, client_key)
     }
 }
 
@@ -39,12 +37,12 @@ mod tests {
     #[test]
     fn names_with_separators_do_not_collide() {
         assert_eq!(
-            LimiterKeys::new(b"fw", b"api").for_client(b"1.2.3.4"),
+            &*LimiterKeys::new(b"fw", b"api").for_client(b"1.2.3.4"),
             b"rl:fw:3:api:1.2.3.4"
         );
         assert_ne!(
-            LimiterKeys::new(b"fw", b"a:b").for_client(b"c"),
-            LimiterKeys::new(b"fw", b"a").for_client(b"b:c")
+            &*LimiterKeys::new(b"fw", b"a:b").for_client(b"c"),
+            &*LimiterKeys::new(b"fw", b"a").for_client(b"b:c")
         );
     }
 }

@@ -164,7 +164,10 @@ impl MemoryStep for SemaphoreHeldStep<'_> {
 
 /// The physical keys, which must share one cluster slot as on Redis.
 fn physical_keys(memory: &MemoryBackend, keys: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
-    let keys: Vec<Vec<u8>> = keys.iter().map(|key| memory.physical_key(key)).collect();
+    let keys: Vec<Vec<u8>> = keys
+        .iter()
+        .map(|key| memory.physical_key(key).to_vec())
+        .collect();
     ensure_same_slot(&keys)?;
     Ok(keys)
 }
