@@ -30,6 +30,20 @@ fn tiered(coordination: &Coordination, limit: u64, window: Duration, batch: u64)
     RateLimiter::from(window)
 }
 
+/// A server behind the fault proxy, and a fixed window of 1,000 a minute through it, with
+/// batches of `batch` (a reply given up after 300 ms).
+async fn tier_behind_proxy(test: &str, batch: u64) -> (Behind, FixedWindow) {
+    let behind = Behind::start(test);
+    let coordination = behind
+        .through_proxy(|b| b.response_timeout(Duration::from_millis(300)))
+        .await;
+    let window = FixedWindow::new(&coordination, "hot", 1_000, MINUTE)
+        .expect("valid")
+        .with_hot_keys(HotKeys::new(batch))
+        .expect("valid tier");
+    (behind, window)
+}
+
 /// Every reserved permit is spent, returned, lapsed or held: none appears or vanishes.
 #[track_caller]
 fn assert_accounted(stats: HotKeyStatistics) {
@@ -452,11 +466,8 @@ async fn a_lost_reservation_answer_never_over_admits() {
 /// after that is the failure policy's. Measured from the moment the fault starts.
 #[tokio::test]
 async fn held_permits_are_granted_while_the_server_is_unreachable() {
-    let behind = Behind::start("hot-blackhole");
-    let coordination = behind
-        .through_proxy(|b| b.response_timeout(Duration::from_millis(300)))
-        .await;
-    let limiter = tiered(&coordination, 1_000, MINUTE, 25);
+    let (behind, window) = tier_behind_proxy("hot-blackhole", 25).await;
+    let limiter = RateLimiter::from(window);
     assert!(
         limiter
             .try_acquire(b"k", 1)
@@ -663,14 +674,7 @@ async fn the_layer_grants_from_its_reservation() {
     use leasehold::layer::key::KeyExtractor;
     use leasehold::layer::rate_limit::RedisRateLimitLayer;
 
-    let behind = Behind::start("hot-layer");
-    let coordination = behind
-        .through_proxy(|b| b.response_timeout(Duration::from_millis(300)))
-        .await;
-    let window = FixedWindow::new(&coordination, "hot", 1_000, MINUTE)
-        .expect("valid")
-        .with_hot_keys(HotKeys::new(10))
-        .expect("valid tier");
+    let (behind, window) = tier_behind_proxy("hot-layer", 10).await;
     let layer = RedisRateLimitLayer::new(window).key(KeyExtractor::global());
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
@@ -717,14 +721,7 @@ async fn no_next_batch_while_the_breaker_is_open() {
     use leasehold::layer::key::KeyExtractor;
     use leasehold::layer::rate_limit::RedisRateLimitLayer;
 
-    let behind = Behind::start("hot-breaker");
-    let coordination = behind
-        .through_proxy(|b| b.response_timeout(Duration::from_millis(300)))
-        .await;
-    let window = FixedWindow::new(&coordination, "hot", 1_000, MINUTE)
-        .expect("valid")
-        .with_hot_keys(HotKeys::new(10))
-        .expect("valid tier");
+    let (behind, window) = tier_behind_proxy("hot-breaker", 10).await;
     let layer = RedisRateLimitLayer::new(window)
         .key(KeyExtractor::header_in_clear("x-key").expect("valid"))
         .circuit_breaker(CircuitBreaker::new().failure_threshold(1).open_for(MINUTE));
