@@ -57,7 +57,7 @@ redis_port="$(free_port)"
 pids+=("$!")
 wait_for redis-cli -p "$redis_port" ping
 
-modes=(bare governor-allowed memory-allowed governor-rejected memory-rejected
+modes=(bare governor-allowed governor-headers-allowed memory-allowed governor-rejected memory-rejected
     floor fixed-window floor-sliding sliding-window floor-token token-bucket
     floor-gcra gcra peer-gcra deny hot-key)
 declare -A port
@@ -115,6 +115,7 @@ report() { # label mode baseline target
     printf '| %s | %.2f× | %s | ≥ %s× | %s |\n' "$1" "$m" "${ratios[*]}" "$4" "$met"
 }
 report "memory GCRA allowed / tower_governor allowed" memory-allowed governor-allowed 1.05
+report "memory GCRA allowed / tower_governor allowed, its fields on (like for like)" memory-allowed governor-headers-allowed 1.05
 report "memory GCRA rejected / tower_governor rejected" memory-rejected governor-rejected 2
 report "Redis fixed window / floor (EVALSHA INCR+PEXPIRE)" fixed-window floor 0.95
 report "Redis sliding window / its floor (two weighted windows)" sliding-window floor-sliding 0.95

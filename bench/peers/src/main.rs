@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `bare` | nothing |
 //! | `governor-allowed`, `governor-rejected` | `tower_governor` (in process), every request allowed, or every one after the first rejected |
+//! | `governor-headers-allowed` | `tower_governor` with its rate-limit fields on every response (`use_headers`), every request allowed |
 //! | `memory-allowed`, `memory-rejected` | leasehold's GCRA layer on the memory backend, the same two ways |
 //! | `floor` | one `EVALSHA` of `INCR` + `PEXPIRE` per request through redis-rs: what users write by hand |
 //! | `floor-sliding`, `floor-token`, `floor-gcra` | the same, running the least a sliding window (two windows' counts, the earlier one weighted), a token bucket (tokens and time in a hash) or a GCRA (one arrival time) does, on the server's clock |
@@ -94,6 +95,18 @@ async fn main() -> Result<(), Error> {
     let route = Router::new().route("/", get(|| async { "ok" }));
     let app = match mode.as_str() {
         "bare" => route,
+        "governor-headers-allowed" => {
+            // The like-for-like baseline: tower_governor writing its rate-limit fields
+            // (`x-ratelimit-limit`, `x-ratelimit-remaining`) on every response, as the crate's
+            // layer writes `RateLimit-Policy` and `RateLimit`.
+            let config = GovernorConfigBuilder::default()
+                .per_nanosecond(1)
+                .burst_size(u32::MAX)
+                .use_headers()
+                .finish()
+                .ok_or("governor configuration")?;
+            route.layer(GovernorLayer::new(config))
+        }
         "governor-allowed" | "governor-rejected" => {
             let mut config = GovernorConfigBuilder::default();
             if mode == "governor-allowed" {
