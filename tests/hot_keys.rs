@@ -235,13 +235,7 @@ async fn a_return_reaches_its_own_window_and_no_later_one(target: Target) {
     let probe = async || plain.try_acquire(b"k", 0).await.expect("probe").remaining();
     let limiter = tiered(&coordination, 100, WINDOW, 4);
 
-    assert!(
-        limiter
-            .try_acquire(b"k", 1)
-            .await
-            .expect("decided")
-            .is_granted()
-    );
+    assert!(granted(&limiter, 1).await);
     if !returns(target) {
         assert_eq!(limiter.return_reserved().await.expect("return"), 0);
         assert_eq!(probe().await, 95);
@@ -255,13 +249,7 @@ async fn a_return_reaches_its_own_window_and_no_later_one(target: Target) {
     assert_eq!(limiter.return_reserved().await.expect("return"), 0);
 
     // Locally past the window: not sent, lapsed.
-    assert!(
-        limiter
-            .try_acquire(b"k", 1)
-            .await
-            .expect("decided")
-            .is_granted()
-    );
+    assert!(granted(&limiter, 1).await);
     tokio::time::sleep(WINDOW + Duration::from_millis(50)).await;
     assert!(
         plain
@@ -396,22 +384,10 @@ async fn settings_are_checked_and_other_requests_bypass_the_tier(target: Target)
     assert_eq!(impossible.retry_after(), None);
     assert_eq!(settled(&limiter).await.reserved(), 0);
     // Weighted requests spend several permits of a batch at once.
-    assert!(
-        limiter
-            .try_acquire(b"k", 2)
-            .await
-            .expect("decided")
-            .is_granted()
-    );
+    assert!(granted(&limiter, 2).await);
     let stats = settled(&limiter).await;
     assert_eq!(stats.reserved(), 2, "(10 - 2) / 4");
-    assert!(
-        limiter
-            .try_acquire(b"k", 2)
-            .await
-            .expect("decided")
-            .is_granted()
-    );
+    assert!(granted(&limiter, 2).await);
     assert_eq!(settled(&limiter).await.spent(), 2);
 }
 
@@ -468,13 +444,7 @@ async fn a_lost_reservation_answer_never_over_admits() {
 async fn held_permits_are_granted_while_the_server_is_unreachable() {
     let (behind, window) = tier_behind_proxy("hot-blackhole", 25).await;
     let limiter = RateLimiter::from(window);
-    assert!(
-        limiter
-            .try_acquire(b"k", 1)
-            .await
-            .expect("decided")
-            .is_granted()
-    );
+    assert!(granted(&limiter, 1).await);
     assert_eq!(settled(&limiter).await.held(), 25);
 
     behind.proxy.blackhole();
@@ -606,13 +576,7 @@ async fn killed_holder_process() {
         .expect("connect")
         .into();
     let limiter = tiered(&coordination, 1_000, MINUTE, 100);
-    assert!(
-        limiter
-            .try_acquire(b"k", 1)
-            .await
-            .expect("decided")
-            .is_granted()
-    );
+    assert!(granted(&limiter, 1).await);
     let held = limiter.statistics().hot_keys().expect("tier").held();
     println!("holding {held}");
     tokio::time::sleep(MINUTE).await;
