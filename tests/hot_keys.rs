@@ -526,6 +526,40 @@ async fn a_batch_landing_after_the_return_goes_back_too() {
     assert_eq!((stats.reserved(), stats.held()), (150, 5), "{stats:?}");
 }
 
+/// A return the server never answers (blackholed) fails within the response timeout,
+/// measured from the fault, and its permits count as lapsed: not as returned, and never
+/// granted again here.
+#[tokio::test]
+async fn a_return_without_an_answer_fails_in_time_and_its_permits_lapse() {
+    let (behind, window) = tier_behind_proxy("hot-return-blackhole", 10).await;
+    let limiter = RateLimiter::from(window);
+    // Both scripts loaded, so that the return below is one round trip.
+    assert!(granted(&limiter, 1).await);
+    assert_eq!(limiter.return_reserved().await.expect("return"), 10);
+    // A request still reserves once returns began (only background batches stop).
+    assert!(granted(&limiter, 1).await);
+
+    behind.proxy.blackhole();
+    let fault = Instant::now();
+    let err = tokio::time::timeout(Duration::from_secs(5), limiter.return_reserved())
+        .await
+        .expect("bounded by the response timeout")
+        .expect_err("no answer");
+    assert!(err.is_outcome_uncertain(), "{err}");
+    assert!(
+        fault.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        fault.elapsed()
+    );
+    let stats = settled(&limiter).await;
+    assert_eq!(
+        (stats.returned(), stats.lapsed(), stats.held()),
+        (10, 10, 0),
+        "{stats:?}"
+    );
+    assert_accounted(stats);
+}
+
 /// Out of memory (`noeviction`), a reservation is refused (certainly without effect: not
 /// unsettled) and fails closed, while the permits already held are granted.
 #[tokio::test]
