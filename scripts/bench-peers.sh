@@ -69,10 +69,23 @@ for mode in "${modes[@]}"; do
     wait_for curl -s -o /dev/null "http://127.0.0.1:${port[$mode]}/"
 done
 
-# req/s of one wrk run against `mode`.
+# req/s of one wrk run against `mode`. A mode that grants must answer every request with a
+# success and one that rejects with none, or its figure measures something else: the run stops.
 rps() {
-    wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" "http://127.0.0.1:${port[$1]}/" |
-        awk '/^Requests\/sec:/ {printf "%.0f", $2}'
+    local out
+    out="$(wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" "http://127.0.0.1:${port[$1]}/")"
+    local failed
+    failed="$(awk '/Non-2xx or 3xx responses:/ {print $NF}' <<<"$out")"
+    case "$1" in
+    governor-rejected | memory-rejected | deny) ;;
+    *)
+        if [[ -n "$failed" ]]; then
+            echo "bench-peers.sh: $1 answered $failed requests with an error status" >&2
+            exit 1
+        fi
+        ;;
+    esac
+    awk '/^Requests\/sec:/ {printf "%.0f", $2}' <<<"$out"
 }
 
 declare -A figures
