@@ -116,20 +116,35 @@ impl RateLimitFields {
     /// The `RateLimit` value for the policies' states, in policy order; `None` for no
     /// policies, since an empty List is not sent at all.
     pub(crate) fn rate_limit(&self, states: &[PolicyState]) -> Option<HeaderValue> {
-        let mut value = Vec::with_capacity(self.names.iter().map(|n| n.len() + 24).sum());
-        for (name, state) in self.names.iter().zip(states) {
+        let members = || {
+            self.names
+                .iter()
+                .zip(states)
+                .map(|(name, state)| (name, state.remaining(), seconds_up(state.reset_after())))
+        };
+        // Sized exactly: a buffer whose length is its capacity becomes the value's bytes as
+        // it is, where any other would cost a second allocation to share it.
+        let size = members()
+            .map(|(name, remaining, reset)| {
+                name.len() + 6 + sf_integer_len(remaining) + sf_integer_len(reset)
+            })
+            .sum::<usize>()
+            + 2 * states.len().min(self.names.len()).saturating_sub(1);
+        let mut value = Vec::with_capacity(size);
+        for (name, remaining, reset) in members() {
             if !value.is_empty() {
                 value.extend_from_slice(b", ");
             }
             value.extend_from_slice(name);
             value.extend_from_slice(b";r=");
-            push_sf_integer(&mut value, state.remaining());
+            push_sf_integer(&mut value, remaining);
             value.extend_from_slice(b";t=");
-            push_sf_integer(&mut value, seconds_up(state.reset_after()));
+            push_sf_integer(&mut value, reset);
         }
         if value.is_empty() {
             return None;
         }
+        debug_assert_eq!(value.len(), value.capacity(), "sized exactly");
         // Serialized names, digits and separators: always a valid field value.
         HeaderValue::from_maybe_shared(bytes::Bytes::from(value)).ok()
     }
@@ -151,6 +166,13 @@ impl RateLimitFields {
 
 /// The largest sf-integer (15 digits).
 const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
+
+/// How many digits [`push_sf_integer`] writes for `n`.
+fn sf_integer_len(n: u64) -> usize {
+    n.min(SF_INTEGER_MAX)
+        .checked_ilog10()
+        .map_or(1, |log| log as usize + 1)
+}
 
 /// Appends an sf-integer in decimal, capped as [`sf_integer`] caps it.
 fn push_sf_integer(out: &mut Vec<u8>, n: u64) {
@@ -429,6 +451,22 @@ mod tests {
             text(&fields.rate_limit(&states).unwrap()),
             r#""minute";r=50;t=30, "a \"b\" \\c";r=0;t=0, "caf??bar";r=999999999999999;t=999999999999999"#
         );
+    }
+
+    /// The `RateLimit` value is sized before it is written: the length counted for every
+    /// integer is the length written, at each power of ten and at the cap.
+    #[test]
+    fn integer_lengths_are_the_lengths_written() {
+        let mut edges = vec![0, u64::MAX, SF_INTEGER_MAX, SF_INTEGER_MAX + 1];
+        for power in 0..20 {
+            let n = 10u64.pow(power);
+            edges.extend([n - 1, n, n + 1]);
+        }
+        for n in edges {
+            let mut written = Vec::new();
+            push_sf_integer(&mut written, n);
+            assert_eq!(sf_integer_len(n), written.len(), "{n}");
+        }
     }
 
     #[test]
