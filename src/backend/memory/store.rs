@@ -83,6 +83,30 @@ impl Entry {
     pub(crate) fn expires_at(&self) -> Option<Instant> {
         self.expires_at
     }
+
+    /// Replaces the value and expiry in place, as [`Store::insert`] would, when the entry's
+    /// schedule still holds for them: a step that has the entry at hand then looks its key
+    /// up once, not twice. Gives `value` back, unchanged, when the entry must be scheduled
+    /// again: through `insert`.
+    pub(crate) fn replace_in_schedule(
+        &mut self,
+        value: Value,
+        expires_at: Option<Instant>,
+    ) -> std::result::Result<(), Value> {
+        if !self.keeps_schedule(value.is_evictable(expires_at), expires_at) {
+            return Err(value);
+        }
+        self.value = value;
+        self.expires_at = expires_at;
+        Ok(())
+    }
+
+    /// Whether the entry's schedule still holds for a new expiry: the same heaps, and an
+    /// expiry no earlier than scheduled (the heaps find it when they reach the old one).
+    fn keeps_schedule(&self, evictable: bool, expires_at: Option<Instant>) -> bool {
+        self.scheduled_evictable == evictable
+            && matches!((self.scheduled, expires_at), (Some(at), Some(new)) if new >= at)
+    }
 }
 
 /// Keys with optional expiry, holding at most `max_keys` live keys.
@@ -171,8 +195,7 @@ impl Store {
         let evictable = value.is_evictable(expires_at);
         self.reclaim(now);
         if let Some(entry) = self.entries.get_mut(key) {
-            let keeps_schedule = entry.scheduled_evictable == evictable
-                && matches!((entry.scheduled, expires_at), (Some(at), Some(new)) if new >= at);
+            let keeps_schedule = entry.keeps_schedule(evictable, expires_at);
             entry.value = value;
             entry.expires_at = expires_at;
             if !keeps_schedule {
@@ -470,6 +493,46 @@ mod tests {
             assert!(store.deadlines.len() <= 2 * 100 + 64 + 1);
             tokio::time::advance(Duration::from_millis(1)).await;
         }
+    }
+
+    /// An entry replaced in place keeps its schedule only for an expiry no earlier than
+    /// scheduled and the same heaps; otherwise the value comes back untouched, for `insert`.
+    #[tokio::test(start_paused = true)]
+    async fn an_entry_is_replaced_in_place_only_within_its_schedule() {
+        let mut store = Store::new(10);
+        let now = Instant::now();
+        store
+            .insert(b"k", Value::Int(1), Some(now + SECOND), now)
+            .unwrap();
+        let entry = store.get_mut(b"k", now).unwrap();
+        assert_eq!(
+            entry.replace_in_schedule(Value::Int(2), Some(now + SECOND / 2)),
+            Err(Value::Int(2)),
+            "an earlier expiry"
+        );
+        assert_eq!(
+            entry.replace_in_schedule(Value::Int(3), None),
+            Err(Value::Int(3)),
+            "no expiry: not evictable any more"
+        );
+        assert_eq!(entry.value, Value::Int(1));
+        assert_eq!(entry.expires_at(), Some(now + SECOND));
+        let pushed = store.deadlines.len();
+        let entry = store.get_mut(b"k", now).unwrap();
+        assert_eq!(
+            entry.replace_in_schedule(Value::Int(4), Some(now + SECOND * 2)),
+            Ok(())
+        );
+        assert_eq!(store.deadlines.len(), pushed, "nothing pushed");
+        // Alive past the first expiry, gone at the second.
+        tokio::time::advance(SECOND).await;
+        assert_eq!(
+            store.get_mut(b"k", Instant::now()).map(|e| e.value.clone()),
+            Some(Value::Int(4))
+        );
+        tokio::time::advance(SECOND).await;
+        assert!(store.get_mut(b"k", Instant::now()).is_none());
+        assert_eq!(store.len(Instant::now()), 0);
     }
 
     /// An expiry that only moves later keeps its schedule (nothing pushed), and the entry

@@ -18,7 +18,8 @@ impl MemoryStep for GcraStep<'_> {
         let step = self;
         let key = memory.physical_key(step.key);
         memory.step(|store, now| {
-            let ahead = match store.get_mut(&key, now) {
+            let mut entry = store.get_mut(&key, now);
+            let ahead = match entry.as_deref() {
                 None => 0,
                 Some(entry) => match entry.value {
                     // Redis counts whole microseconds; a partial one counts as whole here,
@@ -41,8 +42,16 @@ impl MemoryStep for GcraStep<'_> {
                 // Kept until the TAT's millisecond ends, as the script's `PX` rounds up: a
                 // TAT that has passed reads as none, and a key busier than one request per
                 // millisecond is updated in place rather than dropped and made again.
-                let expires = now + Duration::from_millis(new_ahead.div_ceil(1000));
-                store.insert(&key, Value::Tat(tat), Some(expires), now)?;
+                let expires = Some(now + Duration::from_millis(new_ahead.div_ceil(1000)));
+                // In place when the key's schedule allows (a busy key's expiry only moves
+                // on): one lookup of the key per step.
+                let replaced = match entry.take() {
+                    Some(entry) => entry.replace_in_schedule(Value::Tat(tat), expires),
+                    None => Err(Value::Tat(tat)),
+                };
+                if let Err(value) = replaced {
+                    store.insert(&key, value, expires, now)?;
+                }
             }
             let remaining = (tolerance - new_ahead) / step.interval_us;
             Ok(reply_from_micros(true, remaining, new_ahead, None))
