@@ -437,13 +437,17 @@ impl RedisBackend {
             } else {
                 ("EVALSHA", "EVAL")
             };
-            let reply = match self.send(Request::Cmd(&call(evalsha, sha1))).await {
+            // Its own statement, so that its command is dropped before another is made.
+            let reply = self.send(Request::Cmd(&call(evalsha, sha1))).await;
+            let reply = match reply {
                 Err(SendError::Reply(err)) if error_map::is_noscript(&err) => {
                     tracing::debug!(
                         script = script.name(),
                         "NOSCRIPT; sending the script with {eval}"
                     );
-                    self.send(Request::Cmd(&call(eval, source))).await
+                    // Boxed: rare (once per script and server), and inline it would weigh on
+                    // every step's future.
+                    Box::pin(self.send(Request::Cmd(&call(eval, source)))).await
                 }
                 reply => reply,
             };
@@ -560,7 +564,9 @@ impl RedisBackend {
                 }
                 return Err(SendError::Reply(err));
             }
-            if !retry.again(self, &err).await {
+            // Boxed, as making a connection is: a pause is rare, and inline it would weigh
+            // on every step's future.
+            if !Box::pin(retry.again(self, &err)).await {
                 return Err(SendError::Reply(err));
             }
         }
@@ -570,6 +576,17 @@ impl RedisBackend {
     /// connection) is tried again as [`send`](Self::send) sends a step again, within the
     /// same bound, from the same outage.
     async fn connected(&self) -> Result<Arc<link::Connected>> {
+        if let Some(connected) = self.shared.link.get_now() {
+            return Ok(connected);
+        }
+        // Boxed: making a connection is rare, and its future (a wait for another step's
+        // attempt, or a pause before the next) would otherwise sit inline in every step's,
+        // making each several hundred bytes larger, to be allocated and moved per step.
+        Box::pin(self.make_connection()).await
+    }
+
+    /// [`connected`](Self::connected) when there is no connection at hand.
+    async fn make_connection(&self) -> Result<Arc<link::Connected>> {
         let mut retry = Retry::new();
         loop {
             match self.shared.link.get().await {

@@ -257,7 +257,10 @@ impl FixedWindow {
                     return Ok(decision);
                 }
                 Spend::Reserve(pending) => {
-                    let reply = self.reserve(tier, permits, pending).await?;
+                    // Boxed: it runs once per batch, and inline it would double the size of
+                    // every decision's future, whose allocation then takes the allocator's
+                    // slow path for large blocks on each request.
+                    let reply = Box::pin(self.reserve(tier, permits, pending)).await?;
                     // The batch is this instance's to grant: what its clients have left.
                     let unreserved = FixedWindowReply {
                         count: reply.decided.count.saturating_sub(reply.batch),

@@ -45,25 +45,36 @@ pub(crate) fn decide(
     cost: u64,
     admission: Option<Admission>,
 ) -> Deciding<Admitted> {
-    Box::pin(async move {
-        // Built here, in the boxed future, and moved once (into the timeout).
-        let limiter = config.limiter.clone();
-        let max_wait = config.max_wait;
-        let timeout = config.timeout.saturating_add(max_wait.unwrap_or_default());
-        // Kept for the fail-open fallback only: a layer failing closed pays nothing for it.
-        let kept = config.fallback.is_some().then(|| key.clone());
-        let attempt = async move {
-            match max_wait {
-                Some(max_wait) => limiter.acquire(&key, cost, max_wait).await,
-                None => limiter.try_acquire(&key, cost).await,
-            }
-        };
-        let decided = decide::within(attempt, timeout, admission).await;
-        match settle(config, decided, kept, cost) {
-            answer::Settled::Now(decision) => decision,
-            answer::Settled::Fallback(fallback) => fallback.await,
+    Box::pin(decision(config, key, cost, admission))
+}
+
+/// [`decide`]'s future, before it is boxed.
+async fn decision(
+    config: Arc<Config>,
+    key: Vec<u8>,
+    cost: u64,
+    admission: Option<Admission>,
+) -> Decision<Admitted> {
+    // Built here, in the boxed future, and moved once (into the timeout).
+    let limiter = config.limiter.clone();
+    let max_wait = config.max_wait;
+    let timeout = config.timeout.saturating_add(max_wait.unwrap_or_default());
+    // Kept for the fail-open fallback only: a layer failing closed pays nothing for it.
+    let kept = config.fallback.is_some().then(|| key.clone());
+    let attempt = async move {
+        match max_wait {
+            // Boxed: a wait in the queue is long next to an allocation, and inline its
+            // future would make every decision's as large, past the size that the
+            // allocator serves from its fast per-thread cache.
+            Some(max_wait) => Box::pin(limiter.acquire(&key, cost, max_wait)).await,
+            None => limiter.try_acquire(&key, cost).await,
         }
-    })
+    };
+    let decided = decide::within(attempt, timeout, admission).await;
+    match settle(config, decided, kept, cost) {
+        answer::Settled::Now(decision) => decision,
+        answer::Settled::Fallback(fallback) => fallback.await,
+    }
 }
 
 /// What the backend's answer (or its failure to give one) means for the request: admitted,
@@ -105,5 +116,39 @@ where
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::Coordination;
+    use crate::backend::steps::FAST_ALLOCATION;
+    use crate::layer::rate_limit::RedisRateLimitLayer;
+
+    /// The decision boxed for every request that goes to Redis fits the allocator's fast
+    /// cache (see [`FAST_ALLOCATION`]), with or without a queue to wait in.
+    #[tokio::test]
+    async fn a_decisions_future_fits_the_allocators_fast_cache() {
+        let redis = crate::backend::steps::tests::unreachable_redis().await;
+        let coordination = Coordination::from(redis);
+        let second = Duration::from_secs(1);
+        let layers = [
+            RedisRateLimitLayer::fixed_window(&coordination, "f", 10, second).expect("valid"),
+            RedisRateLimitLayer::fixed_window(&coordination, "q", 10, second)
+                .expect("valid")
+                .wait(second, 10),
+            RedisRateLimitLayer::gcra(&coordination, "g", 10, second, 10).expect("valid"),
+        ];
+        for layer in layers {
+            let future = decision(layer.config.clone(), b"k".to_vec(), 1, None);
+            let size = std::mem::size_of_val(&future);
+            assert!(
+                size <= FAST_ALLOCATION,
+                "a decision's future is {size} bytes"
+            );
+        }
     }
 }

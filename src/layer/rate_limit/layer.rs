@@ -68,7 +68,7 @@ pub const DEFAULT_DECISION_TIMEOUT: Duration = Duration::from_millis(500);
 /// ```
 #[derive(Clone)]
 pub struct RedisRateLimitLayer {
-    config: Arc<Config>,
+    pub(super) config: Arc<Config>,
 }
 
 impl RedisRateLimitLayer {

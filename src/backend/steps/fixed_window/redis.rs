@@ -53,11 +53,13 @@ impl RedisStep for FixedWindowStep<'_> {
                     }
                     redis.capabilities().increx_rejected();
                 }
-                Err(err) => return Err(corrupt_or(redis, step, err.into_error()).await),
+                Err(err) => return Err(Box::pin(corrupt_or(redis, step, err.into_error())).await),
             }
         }
         match lua(redis, step).await {
-            Err(err) if step.permits > 0 => Err(corrupt_or(redis, step, err).await),
+            // Boxed: a refused step is rare, and the probe's future inline would make every
+            // step's larger than the allocator's fast per-thread cache serves.
+            Err(err) if step.permits > 0 => Err(Box::pin(corrupt_or(redis, step, err)).await),
             reply => reply,
         }
     }
