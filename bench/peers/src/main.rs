@@ -128,10 +128,10 @@ async fn main() -> Result<(), Error> {
                 .key(KeyExtractor::peer_ip());
             route.layer(layer)
         }
-        "floor" => floor(&url, FLOOR_LUA, vec![WINDOW.as_millis().to_string()]).await?,
+        "floor" => floor(&url, &mode, FLOOR_LUA, vec![WINDOW.as_millis().to_string()]).await?,
         "floor-sliding" => {
             let args = vec![WINDOW.as_millis().to_string(), LIMIT.to_string()];
-            floor(&url, FLOOR_SLIDING_LUA, args).await?
+            floor(&url, &mode, FLOOR_SLIDING_LUA, args).await?
         }
         "floor-token" => {
             // A billion tokens, refilled at a million a second: never empty in a run.
@@ -140,12 +140,12 @@ async fn main() -> Result<(), Error> {
                 "1000".into(),
                 WINDOW.as_millis().to_string(),
             ];
-            floor(&url, FLOOR_TOKEN_LUA, args).await?
+            floor(&url, &mode, FLOOR_TOKEN_LUA, args).await?
         }
         "floor-gcra" => {
             // As the GCRA modes: 1 µs apart, a burst of a million.
             let args = vec!["1".into(), u64::from(GCRA_RATE).to_string()];
-            floor(&url, FLOOR_GCRA_LUA, args).await?
+            floor(&url, &mode, FLOOR_GCRA_LUA, args).await?
         }
         "sliding-window" | "token-bucket" => {
             let coordination = redis_coordination(&url, &mode).await?;
@@ -216,8 +216,15 @@ async fn main() -> Result<(), Error> {
 }
 
 /// The hand-written floor of an algorithm: a route that runs `script` by `EVALSHA` on the
-/// peer's key with `args`, through redis-rs's connection manager, as users write it.
-async fn floor(url: &str, script: &'static str, args: Vec<String>) -> Result<Router, Error> {
+/// peer's key with `args`, through redis-rs's connection manager, as users write it. Each
+/// floor has keys of its own (named after its `mode`): the floors keep different types
+/// under them, and one floor's key would answer another's commands with `WRONGTYPE`.
+async fn floor(
+    url: &str,
+    mode: &str,
+    script: &'static str,
+    args: Vec<String>,
+) -> Result<Router, Error> {
     let mut manager = redis::Client::open(url)?.get_connection_manager().await?;
     let sha: String = redis::cmd("SCRIPT")
         .arg("LOAD")
@@ -225,12 +232,14 @@ async fn floor(url: &str, script: &'static str, args: Vec<String>) -> Result<Rou
         .query_async(&mut manager)
         .await?;
     let args = std::sync::Arc::new(args);
+    let prefix = std::sync::Arc::<str>::from(format!("{mode}:ip:"));
     Ok(Router::new().route(
         "/",
         get(move |ConnectInfo(peer): ConnectInfo<SocketAddr>| {
             let (mut manager, sha, args) = (manager.clone(), sha.clone(), args.clone());
+            let prefix = prefix.clone();
             async move {
-                let key = format!("floor:ip:{}", peer.ip().to_canonical());
+                let key = format!("{prefix}{}", peer.ip().to_canonical());
                 match redis::cmd("EVALSHA")
                     .arg(&sha)
                     .arg(1)
