@@ -19,15 +19,18 @@
 -- state is malformed or of another type (nothing changed). A grant leaving fewer than 2^20
 -- tokens and full again within 2^32 ms is the single integer tokens * 2^32 + ms instead:
 -- Redis spends about as much on a reply table as on a call. Globals are read once into
--- locals, and arguments read as numbers with `+ 0`, for the same reason.
-local call, argv, tonumber = redis.call, ARGV, tonumber
+-- locals (the math library's functions too: each `math.x` is a global and a field looked
+-- up), numbers compared rather than passed to `math.min`, strings read as numbers with
+-- `+ 0`, and no closure is made, for the same reason.
+local call, argv = redis.call, ARGV
+local floor, ceil = math.floor, math.ceil
 local permits = argv[1] + 0
 local limit = argv[2] + 0
 local rate = argv[3] + 0
 local period = argv[4] + 0
 
 local time = call('TIME')
-local now = time[1] * 1000 + math.floor(time[2] / 1000)
+local now = time[1] * 1000 + floor(time[2] / 1000)
 
 local tokens, refilled = limit, now
 -- pcall: a key of another type answers WRONGTYPE, which is corrupt state, not a failure.
@@ -45,10 +48,16 @@ if raw then
     -- More tokens than the limit: the limiter was rebuilt with a smaller one. A refill time
     -- ahead of the clock (a failover to a server whose clock is behind): start the period now
     -- rather than make clients wait for a time that may be far off.
-    tokens = math.min(tonumber(t), limit)
-    refilled = math.min(tonumber(r), now)
-    local periods = math.floor((now - refilled) / period)
-    if periods >= math.ceil((limit - tokens) / rate) then
+    tokens = t + 0
+    if tokens > limit then
+        tokens = limit
+    end
+    refilled = r + 0
+    if refilled > now then
+        refilled = now
+    end
+    local periods = floor((now - refilled) / period)
+    if periods >= ceil((limit - tokens) / rate) then
         tokens = limit
     else
         -- Whole periods only: the partial period under way is kept.
@@ -60,31 +69,28 @@ if tokens == limit then
     refilled = now
 end
 
--- ms until the bucket holds n > tokens tokens.
-local function until_holding(n)
-    return math.ceil((n - tokens) / rate) * period - (now - refilled)
-end
-
+-- The ms until the bucket holds n > tokens tokens is
+-- ceil((n - tokens) / rate) * period - (now - refilled), written out where it is needed.
 local full_in = 0
 if permits > tokens then
     local retry = -1
     if permits <= limit then
-        retry = until_holding(permits)
+        retry = ceil((permits - tokens) / rate) * period - (now - refilled)
     end
     if tokens < limit then
-        full_in = until_holding(limit)
+        full_in = ceil((limit - tokens) / rate) * period - (now - refilled)
     end
     return {'denied', tokens, full_in, retry}
 end
 if permits > 0 then
     tokens = tokens - permits
-    full_in = until_holding(limit)
+    full_in = ceil((limit - tokens) / rate) * period - (now - refilled)
     -- '%d', not tostring: Lua 5.1 prints numbers with 14 significant digits. PXAT rather
     -- than PX: the server would rewrite a relative expiry into this for replication.
     local format = string.format
     call('SET', KEYS[1], format('%d:%d', tokens, refilled), 'PXAT', format('%d', now + full_in))
 elseif tokens < limit then
-    full_in = until_holding(limit)
+    full_in = ceil((limit - tokens) / rate) * period - (now - refilled)
 end
 if tokens < 1048576 and full_in < 4294967296 then
     return tokens * 4294967296 + full_in
