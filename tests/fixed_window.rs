@@ -115,7 +115,8 @@ async fn weighted_permits_and_the_limit_boundaries(target: Target) {
     // permits == limit on a fresh key.
     assert!(is_granted(&limiter, b"fresh", 5).await);
 
-    // Counts past 2^20 and 2^32 (the script packs small grants into one integer).
+    // Counts past 2^20 and 2^32 (the script packs a grant into the one integer
+    // count * 60,001 + ms while that stays below 2^53).
     let large = FixedWindow::new(&coordination, "large", 1 << 40, MINUTE).expect("valid");
     for (permits, remaining) in [
         (1 << 19, (1 << 40) - (1 << 19)),
@@ -124,6 +125,18 @@ async fn weighted_permits_and_the_limit_boundaries(target: Target) {
         let decision = large.try_acquire(b"k", permits).await.expect("acquire");
         assert!(decision.is_granted());
         assert_eq!(decision.remaining(), remaining);
+        assert!(decision.reset_after() <= MINUTE && decision.reset_after() > MINUTE / 2);
+    }
+    // On either side of the packing's bound: a new window's first grant of c permits packs
+    // as c * 60,001 + 60,000, below 2^53 up to c = 150,117,252,583; the next count arrives
+    // as a table. Both read the same.
+    for (key, permits) in [
+        (&b"below"[..], 150_117_252_583),
+        (b"above", 150_117_252_584),
+    ] {
+        let decision = large.try_acquire(key, permits).await.expect("acquire");
+        assert!(decision.is_granted());
+        assert_eq!(decision.remaining(), (1 << 40) - permits);
         assert!(decision.reset_after() <= MINUTE && decision.reset_after() > MINUTE / 2);
     }
 }

@@ -62,18 +62,19 @@ async fn admits_the_burst_then_spaces_permits(target: Target) {
 
 scenario!(grants_too_large_to_pack_arrive_whole);
 
-/// The script packs a small grant into one integer (fewer than 2^20 permits remaining, the
-/// TAT less than 2^32 µs ahead); a larger one comes as a table and must read the same.
+/// The script packs a grant into one integer, remaining * (b*T + 1) + µs ahead, while that
+/// stays below 2^53; a larger one comes as a table and must read the same.
 async fn grants_too_large_to_pack_arrive_whole(target: Target) {
     let coordination = target.coordination("unpacked").await;
-    // One permit a second with a burst of 2^21: 2^21 - 1 remain after the first.
+    // One permit a second with a burst of 2^21: 2^21 - 1 remain after the first, times
+    // 2^21 seconds in µs and more: past 2^53, a table.
     let wide =
         Gcra::new(&coordination, "wide", 1 << 21, SECOND * (1 << 21), 1 << 21).expect("valid");
     let decision = wide.try_acquire(b"k", 1).await.expect("acquire");
     assert!(decision.is_granted());
     assert_eq!(decision.remaining(), (1 << 21) - 1);
     assert!(about(decision.reset_after(), SECOND), "{decision:?}");
-    // One permit in two hours: the TAT moves 7.2 * 10^9 µs (more than 2^32) ahead.
+    // One permit in two hours: the TAT moves 7.2 * 10^9 µs (more than 2^32) ahead, packed.
     let slow = Gcra::new(&coordination, "slow", 1, 120 * MINUTE, 2).expect("valid");
     let decision = slow.try_acquire(b"k", 1).await.expect("acquire");
     assert!(decision.is_granted());

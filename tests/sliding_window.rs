@@ -72,8 +72,8 @@ async fn admits_exactly_the_limit_then_rejects_with_a_retry_time(target: Target)
 
 scenario!(grants_too_large_to_pack_arrive_whole);
 
-/// The script packs a small grant into one integer (fewer than 2^20 permits remaining, the
-/// quota whole again within 2^32 ms); a larger one comes as a table and must read the same.
+/// The script packs a grant into one integer, remaining * (window + segment + 1) + ms, while
+/// that stays below 2^53; a larger one comes as a table and must read the same.
 async fn grants_too_large_to_pack_arrive_whole(target: Target) {
     let coordination = target.coordination("unpacked").await;
     let wide = SlidingWindow::new(&coordination, "wide", 1 << 21, MINUTE, 6).expect("valid");
@@ -88,6 +88,16 @@ async fn grants_too_large_to_pack_arrive_whole(target: Target) {
     assert_eq!(decision.remaining(), 2);
     assert!(decision.reset_after() > days - MINUTE, "{decision:?}");
     assert!(decision.reset_after() <= days * 2, "{decision:?}");
+    // The largest limit: 2^52 - 2 remaining, times 70,001, is far past 2^53.
+    let huge = SlidingWindow::new(&coordination, "huge", (1 << 52) - 1, MINUTE, 6).expect("valid");
+    let decision = huge.try_acquire(b"k", 1).await.expect("acquire");
+    assert!(decision.is_granted());
+    assert_eq!(decision.remaining(), (1 << 52) - 2);
+    assert!(decision.reset_after() > MINUTE / 2, "{decision:?}");
+    assert!(
+        decision.reset_after() <= MINUTE + MINUTE / 6,
+        "{decision:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -157,6 +157,19 @@ async fn large_numbers_stay_exact(target: Target) {
         assert_eq!(stored(target, &key).0, max_exact - 1);
     }
 
+    // On either side of the packing's bound: a bucket of L tokens refilled one a
+    // millisecond packs a grant of one token as (L - 1) * (L + 1) + 1 = L^2, below 2^53 for
+    // L up to 94,906,265; a bucket one token larger answers a table. Both read the same.
+    for limit in [94_906_265, 94_906_266] {
+        let name = format!("bound-{limit}");
+        let bucket =
+            TokenBucket::new(&coordination, &name, limit, Refill::new(1, MS)).expect("valid");
+        let taken = bucket.try_acquire(b"k", 1).await.expect("acquire");
+        assert!(taken.is_granted());
+        assert_eq!(taken.remaining(), limit - 1);
+        assert_eq!(taken.reset_after(), MS);
+    }
+
     // An expiry of 2^44 periods of 100 ms (over 10^14 ms).
     let slow = TokenBucket::new(
         &coordination,

@@ -1,6 +1,6 @@
 //! The answer every rate-limit step gives, computed on the server with its clock.
 
-use crate::backend::redis::script_reply::ScriptReply;
+use crate::backend::redis::script_reply::{ScriptReply, unpack};
 use crate::error::Result;
 
 /// One rate-limit step's answer. Every duration comes from the backend's clock.
@@ -18,11 +18,15 @@ pub(crate) struct RateLimitReply {
 }
 
 /// The parts `(granted, remaining, reset after, retry after)` of a rate-limit script's reply,
-/// in the script's own unit: a packed grant `remaining * 2^32 + reset`, or
+/// in the script's own unit: a packed grant `remaining * radix + reset` (`radix` one more
+/// than the step's bound on `reset`, as the script computes it), or
 /// `{'granted' | 'denied', remaining, reset, retry (-1: none)}`.
-pub(crate) fn reply_parts(reply: ScriptReply) -> Result<(bool, u64, u64, Option<u64>)> {
+pub(crate) fn reply_parts(reply: ScriptReply, radix: u64) -> Result<(bool, u64, u64, Option<u64>)> {
     let outcome = match reply {
-        ScriptReply::Packed(remaining, reset) => return Ok((true, remaining, reset, None)),
+        ScriptReply::Packed(packed) => {
+            let (remaining, reset) = unpack(packed, radix);
+            return Ok((true, remaining, reset, None));
+        }
         ScriptReply::Status(outcome) => outcome,
     };
     let granted = outcome.granted()?;

@@ -15,7 +15,9 @@ impl RedisStep for GcraStep<'_> {
     async fn on_redis(&self, redis: &RedisBackend) -> Result<RateLimitReply> {
         let args = (self.permits, self.interval_us, self.burst);
         let reply = redis.script_reply(&GCRA, &[self.key], args).await?;
-        let (granted, remaining, reset_after_us, retry_after_us) = reply_parts(reply)?;
+        // A grant's time ahead is at most the tolerance: the script packs by one more.
+        let radix = self.tolerance_us().saturating_add(1);
+        let (granted, remaining, reset_after_us, retry_after_us) = reply_parts(reply, radix)?;
         Ok(reply_from_micros(
             granted,
             remaining,

@@ -17,7 +17,13 @@ impl RedisStep for SlidingWindowStep<'_> {
         let reply = redis
             .script_reply(&SLIDING_WINDOW, &[self.key], args)
             .await?;
-        let (granted, remaining, reset_after_ms, retry_after_ms) = reply_parts(reply)?;
+        // The time until the newest segment leaves the window is at most the window and a
+        // segment: the script packs by one more.
+        let radix = self
+            .window_ms
+            .saturating_add(self.segment_ms)
+            .saturating_add(1);
+        let (granted, remaining, reset_after_ms, retry_after_ms) = reply_parts(reply, radix)?;
         Ok(RateLimitReply {
             granted,
             remaining,

@@ -16,9 +16,9 @@
 -- Every number stays below 2^53, so Lua's doubles hold it exactly.
 -- Returns {'granted' or 'denied', remaining, ms until the quota is whole, ms until the same
 -- request can be granted (-1: granted, or never)}, or {'corrupt', 1, what} when the state is
--- not a hash of such integers (nothing changed). A grant leaving fewer than 2^20 permits
--- with its quota whole again within 2^32 ms is the single integer remaining * 2^32 + ms
--- instead.
+-- not a hash of such integers (nothing changed). A grant is the single integer
+-- remaining * (window + segment + 1) + ms instead when that is below 2^53 and the ms fit
+-- below that radix.
 --
 -- Cost: Redis charges every Lua step (a call thousands of instructions, a reply table as
 -- much, a string read as a number or a global looked up hundreds), so the common steps are
@@ -39,8 +39,14 @@ local MAX_END = 9007199254740991 -- 2^53 - 1
 local CORRUPT = 'the sliding window is not a hash of segment ends to counts'
 
 local function granted(remaining, reset)
-    if remaining < 1048576 and reset < 4294967296 then
-        return remaining * 4294967296 + reset
+    -- Packed by one more than the longest reset, a window and a segment (a key whose expiry
+    -- is further off, after a server clock stepped back, answers the table).
+    local radix = window + segment + 1
+    if reset < radix then
+        local packed = remaining * radix + reset
+        if packed < 9007199254740992 then
+            return packed
+        end
     end
     return {'granted', remaining, reset, -1}
 end

@@ -20,7 +20,14 @@ impl RedisStep for TokenBucketStep<'_> {
             self.period_ms,
         );
         let reply = redis.script_reply(&TOKEN_BUCKET, &[self.key], args).await?;
-        let (granted, remaining, reset_after_ms, retry_after_ms) = reply_parts(reply)?;
+        // The time until full is at most an empty bucket's refill: the script packs by
+        // one more.
+        let radix = self
+            .limit
+            .div_ceil(self.tokens_per_period.max(1))
+            .saturating_mul(self.period_ms)
+            .saturating_add(1);
+        let (granted, remaining, reset_after_ms, retry_after_ms) = reply_parts(reply, radix)?;
         Ok(RateLimitReply {
             granted,
             remaining,
