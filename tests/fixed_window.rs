@@ -116,7 +116,7 @@ async fn weighted_permits_and_the_limit_boundaries(target: Target) {
     assert!(is_granted(&limiter, b"fresh", 5).await);
 
     // Counts past 2^20 and 2^32 (the script packs a grant into the one integer
-    // count * 60,001 + ms while that stays below 2^53).
+    // count * 2^32 + ms while the count is below 2^21).
     let large = FixedWindow::new(&coordination, "large", 1 << 40, MINUTE).expect("valid");
     for (permits, remaining) in [
         (1 << 19, (1 << 40) - (1 << 19)),
@@ -127,13 +127,9 @@ async fn weighted_permits_and_the_limit_boundaries(target: Target) {
         assert_eq!(decision.remaining(), remaining);
         assert!(decision.reset_after() <= MINUTE && decision.reset_after() > MINUTE / 2);
     }
-    // On either side of the packing's bound: a new window's first grant of c permits packs
-    // as c * 60,001 + 60,000, below 2^53 up to c = 150,117,252,583; the next count arrives
-    // as a table. Both read the same.
-    for (key, permits) in [
-        (&b"below"[..], 150_117_252_583),
-        (b"above", 150_117_252_584),
-    ] {
+    // On either side of the packing's bound: a new window's first grant of 2^21 - 1 permits
+    // packs, one of 2^21 arrives as a table. Both read the same.
+    for (key, permits) in [(&b"below"[..], (1 << 21) - 1), (b"above", 1 << 21)] {
         let decision = large.try_acquire(key, permits).await.expect("acquire");
         assert!(decision.is_granted());
         assert_eq!(decision.remaining(), (1 << 40) - permits);

@@ -62,24 +62,51 @@ async fn admits_the_burst_then_spaces_permits(target: Target) {
 
 scenario!(grants_too_large_to_pack_arrive_whole);
 
-/// The script packs a grant into one integer, remaining * (b*T + 1) + µs ahead, while that
-/// stays below 2^53; a larger one comes as a table and must read the same.
+/// The script packs a grant into one integer (remaining * 2^32 + µs ahead, or by the radix
+/// b*T + 1 past 2^21 remaining or 2^32 µs ahead) while that stays below 2^53; a larger one
+/// comes as a table. All must read the same.
 async fn grants_too_large_to_pack_arrive_whole(target: Target) {
     let coordination = target.coordination("unpacked").await;
-    // One permit a second with a burst of 2^21: 2^21 - 1 remain after the first, times
-    // 2^21 seconds in µs and more: past 2^53, a table.
+    // One permit a second with a burst of 2^21: 2^21 - 1 remain after the first, packed by
+    // 2^32.
     let wide =
         Gcra::new(&coordination, "wide", 1 << 21, SECOND * (1 << 21), 1 << 21).expect("valid");
     let decision = wide.try_acquire(b"k", 1).await.expect("acquire");
     assert!(decision.is_granted());
     assert_eq!(decision.remaining(), (1 << 21) - 1);
     assert!(about(decision.reset_after(), SECOND), "{decision:?}");
-    // One permit in two hours: the TAT moves 7.2 * 10^9 µs (more than 2^32) ahead, packed.
+    // One permit in two hours: the TAT moves 7.2 * 10^9 µs (more than 2^32) ahead, packed by
+    // the tolerance.
     let slow = Gcra::new(&coordination, "slow", 1, 120 * MINUTE, 2).expect("valid");
     let decision = slow.try_acquire(b"k", 1).await.expect("acquire");
     assert!(decision.is_granted());
     assert_eq!(decision.remaining(), 1);
     assert!(about(decision.reset_after(), 120 * MINUTE), "{decision:?}");
+    // A burst of 2^22 a microsecond apart: 2^22 - 1 remain, past 2^21, packed by the
+    // tolerance of 2^22 µs (a radix the script and the step must agree on to the unit).
+    let dense = Gcra::new(
+        &coordination,
+        "dense",
+        1 << 22,
+        Duration::from_micros(1 << 22),
+        1 << 22,
+    )
+    .expect("valid");
+    let decision = dense.try_acquire(b"k", 1).await.expect("acquire");
+    assert!(decision.is_granted());
+    assert_eq!(decision.remaining(), (1 << 22) - 1);
+    assert!(
+        decision.reset_after() <= Duration::from_millis(1),
+        "{decision:?}"
+    );
+    // A burst of 2^22 a second apart: 2^22 - 1 remain, times a tolerance of 2^22 seconds in
+    // µs, is far past 2^53: a table.
+    let vast =
+        Gcra::new(&coordination, "vast", 1 << 22, SECOND * (1 << 22), 1 << 22).expect("valid");
+    let decision = vast.try_acquire(b"k", 1).await.expect("acquire");
+    assert!(decision.is_granted());
+    assert_eq!(decision.remaining(), (1 << 22) - 1);
+    assert!(about(decision.reset_after(), SECOND), "{decision:?}");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -72,15 +72,27 @@ async fn admits_exactly_the_limit_then_rejects_with_a_retry_time(target: Target)
 
 scenario!(grants_too_large_to_pack_arrive_whole);
 
-/// The script packs a grant into one integer, remaining * (window + segment + 1) + ms, while
-/// that stays below 2^53; a larger one comes as a table and must read the same.
+/// The script packs a grant into one integer (remaining * 2^32 + ms, or by the radix
+/// window + segment + 1 past 2^21 remaining or 2^32 ms) while that stays below 2^53; a
+/// larger one comes as a table. All must read the same.
 async fn grants_too_large_to_pack_arrive_whole(target: Target) {
     let coordination = target.coordination("unpacked").await;
     let wide = SlidingWindow::new(&coordination, "wide", 1 << 21, MINUTE, 6).expect("valid");
     let decision = wide.try_acquire(b"k", 1).await.expect("acquire");
     assert!(decision.is_granted());
     assert_eq!(decision.remaining(), (1 << 21) - 1);
-    // A window of 60 days: more than 2^32 ms (49.7 days).
+    // 2^22 - 1 remaining, past 2^21: packed by the window and a segment, a radix the script
+    // and the step must agree on to the unit.
+    let wider = SlidingWindow::new(&coordination, "wider", 1 << 22, MINUTE, 6).expect("valid");
+    let decision = wider.try_acquire(b"k", 1).await.expect("acquire");
+    assert!(decision.is_granted());
+    assert_eq!(decision.remaining(), (1 << 22) - 1);
+    assert!(decision.reset_after() > MINUTE / 2, "{decision:?}");
+    assert!(
+        decision.reset_after() <= MINUTE + MINUTE / 6,
+        "{decision:?}"
+    );
+    // A window of 60 days: more than 2^32 ms (49.7 days), packed by the window.
     let days = MINUTE * 60 * 24 * 60;
     let long = SlidingWindow::new(&coordination, "long", 3, days, 1).expect("valid");
     let decision = long.try_acquire(b"k", 1).await.expect("acquire");

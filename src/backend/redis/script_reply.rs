@@ -9,13 +9,14 @@
 //!   `what` says what is wrong with it, and the script changed nothing. The decoder turns it
 //!   into [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState) naming the user key (see
 //!   [`Error::corrupt_state`]), so no step writes that error itself;
-//! - **a packed grant**, the rate limiters' fast path: the non-negative integer `a * r + b`,
-//!   below 2^53 so that a Lua number holds it exactly, where `b < r` and the radix `r` is
-//!   one more than a bound on `b` that the script and its step both derive from the step's
-//!   arguments (a sliding window's `b` is at most a window and a segment, say; the fixed
-//!   window packs by 2^32, which its hot path need not compute). Redis spends about as much
-//!   on converting a reply table as on a whole command, and a table never arrives as an
-//!   integer, so the two cannot be confused. A grant too large to pack answers the table.
+//! - **a packed grant**, the rate limiters' fast path, two numbers `(a, b)` in one integer,
+//!   exact in a Lua number (below 2^53 in magnitude): the non-negative `a * 2^32 + b` when
+//!   `a < 2^21` and `b < 2^32`, which covers most grants; else the negative
+//!   `-(a * r + b) - 1`, where `b < r` and the radix `r` is one more than a bound on `b` that
+//!   the script and its step both derive from the step's arguments (a token bucket's refill
+//!   time, say), for the limits in the millions. Redis spends about as much on converting a
+//!   reply table as on a whole command, and a table never arrives as an integer, so the two
+//!   cannot be confused. A grant too large for either answers the table.
 
 use redis::Value;
 
@@ -24,8 +25,11 @@ use crate::error::{Error, Result};
 /// A script's reply, decoded; corrupt state has already become an error.
 #[derive(Debug)]
 pub(crate) enum ScriptReply {
-    /// A grant packed as `a * r + b`, as it came: [`unpack`] it with the step's radix `r`.
-    Packed(u64),
+    /// A grant packed as `a * 2^32 + b`: the two halves `(a, b)`.
+    Packed(u64, u64),
+    /// A grant packed as `-(a * r + b) - 1`: `a * r + b`, to [`unpack`] with the step's radix
+    /// `r`.
+    PackedBy(u64),
     /// A status table.
     Status(Outcome),
 }
@@ -47,8 +51,11 @@ pub(crate) fn decode<K: AsRef<[u8]>>(
 ) -> Result<ScriptReply> {
     let mut values = match reply {
         Value::Int(packed) if packed >= 0 => {
-            return Ok(ScriptReply::Packed(packed.cast_unsigned()));
+            let packed = packed.cast_unsigned();
+            return Ok(ScriptReply::Packed(packed >> 32, packed & 0xffff_ffff));
         }
+        // -(p + 1) for a negative p is at most i64::MAX: no overflow.
+        Value::Int(negated) => return Ok(ScriptReply::PackedBy((-(negated + 1)).cast_unsigned())),
         Value::Array(values) => values,
         other => return Err(unexpected(script, &other)),
     };
@@ -75,8 +82,11 @@ impl ScriptReply {
     pub(crate) fn into_outcome(self, script: &'static str) -> Result<Outcome> {
         match self {
             ScriptReply::Status(outcome) => Ok(outcome),
-            ScriptReply::Packed(packed) => Err(Error::unexpected_reply(format!(
-                "{script} answered the packed integer {packed}"
+            ScriptReply::Packed(a, b) => Err(Error::unexpected_reply(format!(
+                "{script} answered the packed integer {a} * 2^32 + {b}"
+            ))),
+            ScriptReply::PackedBy(packed) => Err(Error::unexpected_reply(format!(
+                "{script} answered the packed integer -{packed} - 1"
             ))),
         }
     }
@@ -165,8 +175,7 @@ impl Outcome {
     }
 }
 
-/// The two halves `(a, b)` of a grant packed as `a * radix + b` (see the module's
-/// documentation).
+/// The two halves `(a, b)` of a grant packed as `a * radix + b` ([`ScriptReply::PackedBy`]).
 pub(crate) fn unpack(packed: u64, radix: u64) -> (u64, u64) {
     let radix = radix.max(1);
     (packed / radix, packed % radix)
@@ -190,7 +199,22 @@ mod tests {
     }
 
     #[test]
-    fn a_packed_grant_splits_by_its_radix() {
+    fn a_packed_grant_splits_in_two_halves() {
+        let packed = ((1_i64 << 21) - 1) * (1 << 32) + 4_294_967_295;
+        let keys: &[&[u8]] = &[];
+        assert!(matches!(
+            decode(Value::Int(packed), "s", keys),
+            Ok(ScriptReply::Packed(2_097_151, 4_294_967_295))
+        ));
+        assert!(matches!(
+            decode(Value::Int(7), "s", keys),
+            Ok(ScriptReply::Packed(0, 7))
+        ));
+        assert!(decode(Value::Nil, "s", keys).is_err());
+    }
+
+    #[test]
+    fn a_grant_packed_by_its_radix_is_negated() {
         let keys: &[&[u8]] = &[];
         let radix = 60_001;
         let largest = (1_u64 << 53) - 1;
@@ -198,18 +222,19 @@ mod tests {
         let a = (largest - (radix - 1)) / radix;
         let packed = a * radix + (radix - 1);
         assert!(packed <= largest && packed + radix > largest);
-        let reply = decode(Value::Int(packed.cast_signed()), "s", keys);
-        assert!(matches!(reply, Ok(ScriptReply::Packed(p)) if p == packed));
+        let reply = decode(Value::Int(-packed.cast_signed() - 1), "s", keys);
+        assert!(matches!(reply, Ok(ScriptReply::PackedBy(p)) if p == packed));
         assert_eq!(unpack(packed, radix), (a, radix - 1));
-        assert_eq!(unpack(999_999_999 * radix + 7, radix), (999_999_999, 7));
-        assert_eq!(unpack(7, radix), (0, 7));
-        assert_eq!(unpack(7, 0), (7, 0), "a radix of 0 reads as 1");
         assert!(matches!(
-            decode(Value::Int(7), "s", keys),
-            Ok(ScriptReply::Packed(7))
+            decode(Value::Int(-1), "s", keys),
+            Ok(ScriptReply::PackedBy(0))
         ));
-        assert!(decode(Value::Int(-1), "s", keys).is_err());
-        assert!(decode(Value::Nil, "s", keys).is_err());
+        assert!(matches!(
+            decode(Value::Int(i64::MIN), "s", keys),
+            Ok(ScriptReply::PackedBy(p)) if p == i64::MAX.cast_unsigned()
+        ));
+        assert_eq!(unpack(999_999_999 * radix + 7, radix), (999_999_999, 7));
+        assert_eq!(unpack(7, 0), (7, 0), "a radix of 0 reads as 1");
     }
 
     #[test]

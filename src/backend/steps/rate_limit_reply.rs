@@ -18,12 +18,14 @@ pub(crate) struct RateLimitReply {
 }
 
 /// The parts `(granted, remaining, reset after, retry after)` of a rate-limit script's reply,
-/// in the script's own unit: a packed grant `remaining * radix + reset` (`radix` one more
-/// than the step's bound on `reset`, as the script computes it), or
-/// `{'granted' | 'denied', remaining, reset, retry (-1: none)}`.
+/// in the script's own unit: a packed grant (`remaining * 2^32 + reset`, or
+/// `-(remaining * radix + reset) - 1` with `radix` one more than the step's bound on `reset`,
+/// as the script computes it), or `{'granted' | 'denied', remaining, reset, retry (-1:
+/// none)}`.
 pub(crate) fn reply_parts(reply: ScriptReply, radix: u64) -> Result<(bool, u64, u64, Option<u64>)> {
     let outcome = match reply {
-        ScriptReply::Packed(packed) => {
+        ScriptReply::Packed(remaining, reset) => return Ok((true, remaining, reset, None)),
+        ScriptReply::PackedBy(packed) => {
             let (remaining, reset) = unpack(packed, radix);
             return Ok((true, remaining, reset, None));
         }

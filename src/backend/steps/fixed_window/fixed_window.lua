@@ -8,10 +8,8 @@
 --
 -- Returns {'granted' or 'denied', count after the step, ms until the window ends (-2: no
 -- window)}, or {'corrupt', 1, what} when a probe finds a counter that is not an integer.
--- A grant is returned as the single integer count * 2^32 + ms instead when the ms are below
--- 2^32 and the whole below 2^53, so that a Lua number holds it exactly (the radix is not
--- the window's length, as the other limiters' is: reading ARGV[3] as a number would cost
--- the hot path a conversion).
+-- A grant whose count is below 2^21 and whose window ends within 2^32 ms is returned as the
+-- single integer count * 2^32 + ms instead (exact: below 2^53, which a Lua number holds).
 -- A counting step on such a counter fails with INCRBY's error (nothing changed); the caller
 -- then asks a probe, which names what is wrong.
 --
@@ -75,10 +73,7 @@ if ttl == -1 then
     call('PEXPIRE', key, argv[3])
     ttl = argv[3] + 0
 end
-if ttl < 4294967296 then
-    local packed = count * 4294967296 + ttl
-    if packed < 9007199254740992 then
-        return packed
-    end
+if count < 2097152 and ttl < 4294967296 then
+    return count * 4294967296 + ttl
 end
 return {'granted', count, ttl}

@@ -4,7 +4,7 @@ use std::sync::LazyLock;
 
 use redis::Value;
 
-use crate::backend::redis::script_reply::{ScriptReply, unpack};
+use crate::backend::redis::script_reply::ScriptReply;
 use crate::backend::redis::{RedisBackend, Script, SendError, script};
 use crate::backend::steps::RedisStep;
 use crate::backend::steps::fixed_window::{
@@ -70,10 +70,12 @@ async fn lua(redis: &RedisBackend, step: FixedWindowStep<'_>) -> Result<FixedWin
     let args = (step.permits, step.limit, step.window_ms);
     let reply = redis.script_reply(&FIXED_WINDOW, &[step.key], args).await?;
     let (granted, count, ttl_ms) = match reply {
-        // count * 2^32 + ms until the window ends.
-        ScriptReply::Packed(packed) => {
-            let (count, ttl) = unpack(packed, 1 << 32);
-            (true, count, Some(ttl))
+        // count * 2^32 + ms until the window ends (the script packs no other way).
+        ScriptReply::Packed(count, ttl) => (true, count, Some(ttl)),
+        ScriptReply::PackedBy(packed) => {
+            return Err(Error::unexpected_reply(format!(
+                "fixed_window answered the packed integer -{packed} - 1"
+            )));
         }
         ScriptReply::Status(outcome) => {
             (outcome.granted()?, outcome.uint(0)?, outcome.optional(1)?)

@@ -14,9 +14,11 @@
 --
 -- Returns {'granted' or 'denied', remaining permits, us until the TAT passes, us until the
 -- same request conforms (-1: granted, or never)}, or {'corrupt', 1, what} when the key holds
--- anything but an integer timestamp (nothing changed). A grant is the single integer
--- remaining * (b*T + 1) + us instead (a grant's TAT is never more than b*T ahead) when that
--- is below 2^53: Redis spends about as much on a reply table as on a call.
+-- anything but an integer timestamp (nothing changed). A grant is a single integer instead:
+-- remaining * 2^32 + us with fewer than 2^21 permits remaining and the TAT less than 2^32 us
+-- ahead; else -(remaining * (b*T + 1) + us) - 1 (a grant's TAT is never more than b*T
+-- ahead) when that is below 2^53 in magnitude. Redis spends about as much on a reply table
+-- as on a call.
 -- Globals are read once into locals, and arguments read as numbers with `+ 0`, for the same
 -- reason (each global lookup and each library call costs hundreds of instructions).
 local call, argv, tonumber = redis.call, ARGV, tonumber
@@ -67,9 +69,12 @@ end
 
 if granted then
     local remaining = math.floor((tolerance - new_ahead) / interval)
+    if remaining < 2097152 and new_ahead < 4294967296 then
+        return remaining * 4294967296 + new_ahead
+    end
     local packed = remaining * (tolerance + 1) + new_ahead
     if packed < 9007199254740992 then
-        return packed
+        return -packed - 1
     end
     return {'granted', remaining, new_ahead, -1}
 end

@@ -16,9 +16,10 @@
 -- Every number stays below 2^53, so Lua's doubles hold it exactly.
 -- Returns {'granted' or 'denied', remaining, ms until the quota is whole, ms until the same
 -- request can be granted (-1: granted, or never)}, or {'corrupt', 1, what} when the state is
--- not a hash of such integers (nothing changed). A grant is the single integer
--- remaining * (window + segment + 1) + ms instead when that is below 2^53 and the ms fit
--- below that radix.
+-- not a hash of such integers (nothing changed). A grant is a single integer instead:
+-- remaining * 2^32 + ms with fewer than 2^21 permits remaining and the quota whole again
+-- within 2^32 ms; else -(remaining * (window + segment + 1) + ms) - 1 when the ms fit below
+-- that radix and the whole is below 2^53 in magnitude.
 --
 -- Cost: Redis charges every Lua step (a call thousands of instructions, a reply table as
 -- much, a string read as a number or a global looked up hundreds), so the common steps are
@@ -39,13 +40,16 @@ local MAX_END = 9007199254740991 -- 2^53 - 1
 local CORRUPT = 'the sliding window is not a hash of segment ends to counts'
 
 local function granted(remaining, reset)
-    -- Packed by one more than the longest reset, a window and a segment (a key whose expiry
-    -- is further off, after a server clock stepped back, answers the table).
+    if remaining < 2097152 and reset < 4294967296 then
+        return remaining * 4294967296 + reset
+    end
+    -- Else by one more than the longest reset, a window and a segment (a key whose expiry is
+    -- further off, after a server clock stepped back, answers the table).
     local radix = window + segment + 1
     if reset < radix then
         local packed = remaining * radix + reset
         if packed < 9007199254740992 then
-            return packed
+            return -packed - 1
         end
     end
     return {'granted', remaining, reset, -1}

@@ -16,10 +16,11 @@
 --
 -- Returns {'granted' or 'denied', tokens left, ms until full, ms until the same request can
 -- be granted (-1: granted, or more than the limit)}, or {'corrupt', 1, what} when the stored
--- state is malformed or of another type (nothing changed). A grant is the single integer
--- tokens * (R + 1) + ms instead, where R = ceil(limit / tokens per period) * period bounds
--- the ms until full, when that is below 2^53: Redis spends about as much on a reply table
--- as on a call. Globals are read once into
+-- state is malformed or of another type (nothing changed). A grant is a single integer
+-- instead: tokens * 2^32 + ms with fewer than 2^21 tokens left and full again within 2^32
+-- ms; else -(tokens * (R + 1) + ms) - 1, where R = ceil(limit / tokens per period) * period
+-- bounds the ms until full, when that is below 2^53 in magnitude. Redis spends about as much
+-- on a reply table as on a call. Globals are read once into
 -- locals (the math library's functions too: each `math.x` is a global and a field looked
 -- up), numbers compared rather than passed to `math.min`, strings read as numbers with
 -- `+ 0`, and no closure is made, for the same reason.
@@ -93,8 +94,11 @@ if permits > 0 then
 elseif tokens < limit then
     full_in = ceil((limit - tokens) / rate) * period - (now - refilled)
 end
+if tokens < 2097152 and full_in < 4294967296 then
+    return tokens * 4294967296 + full_in
+end
 local packed = tokens * (ceil(limit / rate) * period + 1) + full_in
 if packed < 9007199254740992 then
-    return packed
+    return -packed - 1
 end
 return {'granted', tokens, full_in, -1}
