@@ -15,9 +15,12 @@
 #   one hot key over Redis, hot-key tier on      vs a bare route                             (>= 0.9)
 #
 # Every mode is served by its own process, started once; rounds run every mode once in turn,
-# and each ratio is the median over ROUNDS rounds of that round's ratio. The load generator,
-# the servers and Redis share this machine's cores: ratios mean more than the figures, which
-# move by 10-40% between runs on 2 shared cores.
+# and each ratio is the median over ROUNDS rounds of that round's ratio. Each mode runs next
+# to the baseline it is compared with, and every other round runs them in the opposite
+# order, so that neither side of a ratio always goes first nor waits a minute for the other
+# while the machine's load drifts. The load generator, the servers and Redis share this
+# machine's cores: ratios mean more than the figures, which move by 10-40% between runs on
+# 2 shared cores.
 #
 # Environment: DURATION (s per wrk run, 5), ROUNDS (4), CONNECTIONS (64), WRK_THREADS (1),
 # LEASEHOLD_REDIS7_SERVER (redis-server binary, /usr/bin/redis-server). Needs redis-server,
@@ -57,9 +60,10 @@ redis_port="$(free_port)"
 pids+=("$!")
 wait_for redis-cli -p "$redis_port" ping
 
-modes=(bare governor-allowed governor-headers-allowed memory-allowed governor-rejected memory-rejected
+# In the order they run: each contender beside its baseline.
+modes=(governor-allowed memory-allowed governor-headers-allowed governor-rejected memory-rejected
     floor fixed-window floor-sliding sliding-window floor-token token-bucket
-    floor-gcra gcra peer-gcra deny hot-key)
+    floor-gcra gcra peer-gcra deny bare hot-key)
 declare -A port
 for mode in "${modes[@]}"; do
     port[$mode]="$(free_port)"
@@ -70,17 +74,30 @@ for mode in "${modes[@]}"; do
 done
 
 # req/s of one wrk run against `mode`. A mode that grants must answer every request with a
-# success and one that rejects with none, or its figure measures something else: the run stops.
+# success, one that rejects every request with an error status (all but the first, for the
+# governor and memory modes: their key starts with one permit), and none may fail a
+# connection, or its figure measures something else: the run stops.
 rps() {
     local out
     out="$(wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" "http://127.0.0.1:${port[$1]}/")"
-    local failed
+    local total failed
+    total="$(awk '/requests in/ {print $1}' <<<"$out")"
     failed="$(awk '/Non-2xx or 3xx responses:/ {print $NF}' <<<"$out")"
+    failed="${failed:-0}"
+    if grep -q "Socket errors" <<<"$out"; then
+        echo "bench-peers.sh: $1: $(grep "Socket errors" <<<"$out")" >&2
+        exit 1
+    fi
     case "$1" in
-    governor-rejected | memory-rejected | deny) ;;
+    governor-rejected | memory-rejected | deny)
+        if ((total - failed > 1)); then
+            echo "bench-peers.sh: $1 granted $((total - failed)) of $total requests" >&2
+            exit 1
+        fi
+        ;;
     *)
-        if [[ -n "$failed" ]]; then
-            echo "bench-peers.sh: $1 answered $failed requests with an error status" >&2
+        if ((failed > 0)); then
+            echo "bench-peers.sh: $1 answered $failed of $total requests with an error status" >&2
             exit 1
         fi
         ;;
@@ -90,7 +107,12 @@ rps() {
 
 declare -A figures
 for round in $(seq 1 "$ROUNDS"); do
-    for mode in "${modes[@]}"; do
+    order=("${modes[@]}")
+    if ((round % 2 == 0)); then
+        order=()
+        for ((i = ${#modes[@]} - 1; i >= 0; i--)); do order+=("${modes[i]}"); done
+    fi
+    for mode in "${order[@]}"; do
         figures[$mode,$round]="$(rps "$mode")"
     done
     echo "round $round of $ROUNDS done" >&2
