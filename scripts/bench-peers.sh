@@ -14,15 +14,16 @@
 #   one exhausted key flooded, deny cache on     vs a bare route                             (>= 0.95)
 #   one hot key over Redis, hot-key tier on      vs a bare route                             (>= 0.9)
 #
-# Every mode is served by its own process, started once; rounds run every mode once in turn,
-# and each ratio is the median over ROUNDS rounds of that round's ratio. Each mode runs next
-# to the baseline it is compared with, and every other round runs them in the opposite
-# order, so that neither side of a ratio always goes first nor waits a minute for the other
-# while the machine's load drifts. The load generator, the servers and Redis share this
+# Every mode is served by its own process, started once; rounds run every mode once in turn.
+# Each mode runs next to the baseline it is compared with, and every other round runs them in
+# the opposite order, so that neither side of a ratio always goes first nor waits a minute
+# for the other while the machine's load drifts. Each ratio is the median, over the pairs of
+# rounds (one in each order), of the geometric mean of the pair's two ratios: what running
+# second costs (or first gains) cancels within a pair. The load generator, the servers and Redis share this
 # machine's cores: ratios mean more than the figures, which move by 10-40% between runs on
 # 2 shared cores.
 #
-# Environment: DURATION (s per wrk run, 5), ROUNDS (4), CONNECTIONS (64), WRK_THREADS (1),
+# Environment: DURATION (s per wrk run, 5), ROUNDS (4; even), CONNECTIONS (64), WRK_THREADS (1),
 # LEASEHOLD_REDIS7_SERVER (redis-server binary, /usr/bin/redis-server). Needs redis-server,
 # redis-cli, wrk and curl. tower-rate-limiter declares Rust 1.96; it is built with
 # --ignore-rust-version where the toolchain is older. Takes about 7 minutes with the defaults.
@@ -37,6 +38,11 @@ ROUNDS="${ROUNDS:-4}"
 CONNECTIONS="${CONNECTIONS:-64}"
 WRK_THREADS="${WRK_THREADS:-1}"
 REDIS_SERVER="${LEASEHOLD_REDIS7_SERVER:-/usr/bin/redis-server}"
+
+if ((ROUNDS < 2 || ROUNDS % 2)); then
+    echo "bench-peers.sh: ROUNDS must be even (a round in each order per pair), not $ROUNDS" >&2
+    exit 1
+fi
 
 for tool in "$REDIS_SERVER" redis-cli wrk curl cargo; do
     if ! command -v "$tool" >/dev/null; then
@@ -135,16 +141,20 @@ for mode in "${modes[@]}"; do
     echo "| \`$mode\` | ${runs[*]} |"
 done
 echo
-echo "| ratio (median of the rounds' ratios) | ratio | rounds | to reach | met |"
+echo "| ratio (median over pairs of rounds) | ratio | each round's | to reach | met |"
 echo "| --- | ---: | --- | ---: | --- |"
 report() { # label mode baseline target
-    local ratios=() round
+    local ratios=() pairs=() round
     for round in $(seq 1 "$ROUNDS"); do
         ratios+=("$(awk -v a="${figures[$2,$round]}" -v b="${figures[$3,$round]}" \
             'BEGIN {printf "%.3f", a / b}')")
     done
+    for ((round = 0; round < ROUNDS; round += 2)); do
+        pairs+=("$(awk -v a="${ratios[round]}" -v b="${ratios[round + 1]}" \
+            'BEGIN {printf "%.4f", sqrt(a * b)}')")
+    done
     local m
-    m="$(median "${ratios[@]}")"
+    m="$(median "${pairs[@]}")"
     local met
     met="$(awk -v m="$m" -v t="$4" 'BEGIN {print (m >= t) ? "yes" : "no"}')"
     printf '| %s | %.2f× | %s | ≥ %s× | %s |\n' "$1" "$m" "${ratios[*]}" "$4" "$met"
