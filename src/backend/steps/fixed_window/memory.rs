@@ -5,7 +5,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend::memory::clock::{after, millis_until};
-use crate::backend::memory::{MemoryBackend, Store, Value};
+use crate::backend::memory::{Entry, MemoryBackend, Value};
 use crate::backend::steps::MemoryStep;
 use crate::backend::steps::fixed_window::{
     FixedWindowReply, FixedWindowReservation, FixedWindowReserveStep, FixedWindowReturnStep,
@@ -19,7 +19,8 @@ impl MemoryStep for FixedWindowStep<'_> {
         let step = self;
         let key = memory.physical_key(step.key);
         memory.step(|store, now| {
-            let (count, expires_at) = counter(store, &key, step.key, now)?;
+            let mut entry = store.get_mut(&key, now);
+            let (count, expires_at) = counter(entry.as_deref(), step.key)?;
             // A live key has time left, so this is never 0 ms, as with Redis' PTTL.
             let ttl_ms = |deadline| millis_until(deadline, now);
             if count.saturating_add(step.permits) > step.limit || step.permits == 0 {
@@ -34,7 +35,15 @@ impl MemoryStep for FixedWindowStep<'_> {
             let deadline =
                 expires_at.unwrap_or_else(|| now + Duration::from_millis(step.window_ms));
             let value = Value::Int(i64::try_from(count).unwrap_or(i64::MAX));
-            store.insert(&key, value, Some(deadline), now)?;
+            // In place when the window exists (its expiry does not move): one lookup of the
+            // key per step.
+            let replaced = match entry.take() {
+                Some(entry) => entry.replace_in_schedule(value, Some(deadline)),
+                None => Err(value),
+            };
+            if let Err(value) = replaced {
+                store.insert(&key, value, Some(deadline), now)?;
+            }
             Ok(FixedWindowReply {
                 granted: true,
                 count,
@@ -45,14 +54,10 @@ impl MemoryStep for FixedWindowStep<'_> {
     }
 }
 
-/// The count and expiry of a fixed-window counter, or the corrupt-state error.
-fn counter(
-    store: &mut Store,
-    key: &[u8],
-    user_key: &[u8],
-    now: Instant,
-) -> Result<(u64, Option<Instant>)> {
-    match store.get_mut(key, now) {
+/// The count and expiry of a fixed-window counter (its live entry, if any), or the
+/// corrupt-state error naming `user_key`.
+fn counter(entry: Option<&Entry>, user_key: &[u8]) -> Result<(u64, Option<Instant>)> {
+    match entry {
         None => Ok((0, None)),
         Some(entry) => match entry.value {
             Value::Int(count) => Ok((u64::try_from(count).unwrap_or(0), entry.expires_at())),
@@ -71,7 +76,7 @@ impl MemoryStep for FixedWindowReserveStep<'_> {
         let key = memory.physical_key(step.key);
         let clock = memory.clock();
         memory.step(|store, now| {
-            let (count, expires_at) = counter(store, &key, step.key, now)?;
+            let (count, expires_at) = counter(store.get_mut(&key, now).as_deref(), step.key)?;
             let ttl_ms = |deadline| millis_until(deadline, now);
             let left = step.limit.saturating_sub(count);
             // As the script: a count over the limit (a limit lowered under the same name)
@@ -146,7 +151,7 @@ impl MemoryStep for FixedWindowReturnStep<'_> {
         let key = memory.physical_key(step.key);
         let clock = memory.clock();
         memory.step(|store, now| {
-            let (count, expires_at) = counter(store, &key, step.key, now)?;
+            let (count, expires_at) = counter(store.get_mut(&key, now).as_deref(), step.key)?;
             let Some(deadline) = expires_at else {
                 return Ok(0);
             };
