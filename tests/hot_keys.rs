@@ -16,7 +16,7 @@ use leasehold::backend::key_slot;
 use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::rate_limit::{FixedWindow, HotKeyStatistics, HotKeys, RateLimiter};
 use support::proxy::Direction;
-use support::target::{Target, scenario};
+use support::target::{Target, is_granted, scenario};
 use support::{Behind, Cluster, ServerKind, unique_prefix};
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -251,13 +251,7 @@ async fn a_return_reaches_its_own_window_and_no_later_one(target: Target) {
     // Locally past the window: not sent, lapsed.
     assert!(granted(&limiter, 1).await);
     tokio::time::sleep(WINDOW + Duration::from_millis(50)).await;
-    assert!(
-        plain
-            .try_acquire(b"k", 5)
-            .await
-            .expect("decided")
-            .is_granted()
-    );
+    assert!(is_granted(&plain, b"k", 5).await);
     assert_eq!(limiter.return_reserved().await.expect("late return"), 0);
     assert_eq!(probe().await, 95);
     let stats = settled(&limiter).await;
@@ -277,24 +271,12 @@ async fn a_return_reaches_its_own_window_and_no_later_one(target: Target) {
     };
     // Started again in the same millisecond, maybe, but holding less than was reserved...
     reserve_then_lose(Duration::ZERO).await;
-    assert!(
-        plain
-            .try_acquire(b"k", 3)
-            .await
-            .expect("decided")
-            .is_granted()
-    );
+    assert!(is_granted(&plain, b"k", 3).await);
     assert_eq!(limiter.return_reserved().await.expect("return"), 0);
     assert_eq!(probe().await, 97);
     // ... or holding more, but ending at another millisecond...
     reserve_then_lose(Duration::from_millis(5)).await;
-    assert!(
-        plain
-            .try_acquire(b"k", 20)
-            .await
-            .expect("decided")
-            .is_granted()
-    );
+    assert!(is_granted(&plain, b"k", 20).await);
     assert_eq!(limiter.return_reserved().await.expect("return"), 0);
     assert_eq!(probe().await, 80);
     // ... or not started again: nothing is created.
@@ -334,13 +316,7 @@ async fn a_delayed_return_lowers_no_later_window() {
     // Meanwhile the window ends and another instance starts the next one.
     // More than the batch: only the window's name tells it from the reserved one.
     tokio::time::sleep(WINDOW + Duration::from_millis(50)).await;
-    assert!(
-        plain
-            .try_acquire(b"k", 20)
-            .await
-            .expect("decided")
-            .is_granted()
-    );
+    assert!(is_granted(&plain, b"k", 20).await);
     let returned = tokio::time::timeout(Duration::from_secs(5), returning)
         .await
         .expect("bounded")
