@@ -84,20 +84,23 @@ impl Entry {
         self.expires_at
     }
 
-    /// Replaces the value and expiry in place, as [`Store::insert`] would, when the entry's
-    /// schedule still holds for them: a step that has the entry at hand then looks its key
-    /// up once, not twice. Gives `value` back, unchanged, when the entry must be scheduled
-    /// again: through `insert`.
+    /// Replaces the value and expiry of `entry` (a key's live entry, if it has one) in place,
+    /// as [`Store::insert`] would, when its schedule still holds for them: a step that has
+    /// the entry at hand then looks its key up once, not twice. Gives `value` back,
+    /// unchanged, when there is no entry or it must be scheduled again: for `insert`.
     pub(crate) fn replace_in_schedule(
-        &mut self,
+        entry: Option<&mut Entry>,
         value: Value,
         expires_at: Option<Instant>,
     ) -> std::result::Result<(), Value> {
-        if !self.keeps_schedule(value.is_evictable(expires_at), expires_at) {
+        let Some(entry) = entry else {
+            return Err(value);
+        };
+        if !entry.keeps_schedule(value.is_evictable(expires_at), expires_at) {
             return Err(value);
         }
-        self.value = value;
-        self.expires_at = expires_at;
+        entry.value = value;
+        entry.expires_at = expires_at;
         Ok(())
     }
 
@@ -504,23 +507,30 @@ mod tests {
         store
             .insert(b"k", Value::Int(1), Some(now + SECOND), now)
             .unwrap();
-        let entry = store.get_mut(b"k", now).unwrap();
         assert_eq!(
-            entry.replace_in_schedule(Value::Int(2), Some(now + SECOND / 2)),
+            Entry::replace_in_schedule(None, Value::Int(5), Some(now + SECOND)),
+            Err(Value::Int(5)),
+            "no entry"
+        );
+        let entry = store.get_mut(b"k", now);
+        assert_eq!(
+            Entry::replace_in_schedule(entry, Value::Int(2), Some(now + SECOND / 2)),
             Err(Value::Int(2)),
             "an earlier expiry"
         );
+        let entry = store.get_mut(b"k", now);
         assert_eq!(
-            entry.replace_in_schedule(Value::Int(3), None),
+            Entry::replace_in_schedule(entry, Value::Int(3), None),
             Err(Value::Int(3)),
             "no expiry: not evictable any more"
         );
+        let entry = store.get_mut(b"k", now).unwrap();
         assert_eq!(entry.value, Value::Int(1));
         assert_eq!(entry.expires_at(), Some(now + SECOND));
         let pushed = store.deadlines.len();
-        let entry = store.get_mut(b"k", now).unwrap();
+        let entry = store.get_mut(b"k", now);
         assert_eq!(
-            entry.replace_in_schedule(Value::Int(4), Some(now + SECOND * 2)),
+            Entry::replace_in_schedule(entry, Value::Int(4), Some(now + SECOND * 2)),
             Ok(())
         );
         assert_eq!(store.deadlines.len(), pushed, "nothing pushed");

@@ -19,7 +19,7 @@ impl MemoryStep for FixedWindowStep<'_> {
         let step = self;
         let key = memory.physical_key(step.key);
         memory.step(|store, now| {
-            let mut entry = store.get_mut(&key, now);
+            let entry = store.get_mut(&key, now);
             let (count, expires_at) = counter(entry.as_deref(), step.key)?;
             // A live key has time left, so this is never 0 ms, as with Redis' PTTL.
             let ttl_ms = |deadline| millis_until(deadline, now);
@@ -37,11 +37,7 @@ impl MemoryStep for FixedWindowStep<'_> {
             let value = Value::Int(i64::try_from(count).unwrap_or(i64::MAX));
             // In place when the window exists (its expiry does not move): one lookup of the
             // key per step.
-            let replaced = match entry.take() {
-                Some(entry) => entry.replace_in_schedule(value, Some(deadline)),
-                None => Err(value),
-            };
-            if let Err(value) = replaced {
+            if let Err(value) = Entry::replace_in_schedule(entry, value, Some(deadline)) {
                 store.insert(&key, value, Some(deadline), now)?;
             }
             Ok(FixedWindowReply {

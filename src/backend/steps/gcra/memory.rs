@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::backend::memory::clock::micros_up;
-use crate::backend::memory::{MemoryBackend, Value};
+use crate::backend::memory::{Entry, MemoryBackend, Value};
 use crate::backend::steps::MemoryStep;
 use crate::backend::steps::gcra::{GcraStep, reply_from_micros};
 use crate::backend::steps::rate_limit_reply::RateLimitReply;
@@ -18,7 +18,7 @@ impl MemoryStep for GcraStep<'_> {
         let step = self;
         let key = memory.physical_key(step.key);
         memory.step(|store, now| {
-            let mut entry = store.get_mut(&key, now);
+            let entry = store.get_mut(&key, now);
             let ahead = match entry.as_deref() {
                 None => 0,
                 Some(entry) => match entry.value {
@@ -45,11 +45,7 @@ impl MemoryStep for GcraStep<'_> {
                 let expires = Some(now + Duration::from_millis(new_ahead.div_ceil(1000)));
                 // In place when the key's schedule allows (a busy key's expiry only moves
                 // on): one lookup of the key per step.
-                let replaced = match entry.take() {
-                    Some(entry) => entry.replace_in_schedule(Value::Tat(tat), expires),
-                    None => Err(Value::Tat(tat)),
-                };
-                if let Err(value) = replaced {
+                if let Err(value) = Entry::replace_in_schedule(entry, Value::Tat(tat), expires) {
                     store.insert(&key, value, expires, now)?;
                 }
             }
