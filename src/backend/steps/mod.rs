@@ -103,6 +103,11 @@ pub(crate) mod tests {
             .expect("an unreachable server is reported at the first step, not here")
     }
 
+    /// The size of `step`'s future on Redis, as [`Backend::run`] boxes it.
+    fn future_size<S: RedisStep>(step: S, redis: &RedisBackend) -> usize {
+        std::mem::size_of_val(&step.on_redis(redis))
+    }
+
     /// Each rate limiter's step on Redis, as [`Backend::run`] boxes it on every decision,
     /// fits the allocator's fast cache.
     #[tokio::test]
@@ -112,63 +117,63 @@ pub(crate) mod tests {
         let sizes = [
             (
                 "fixed window",
-                std::mem::size_of_val(
-                    &fixed_window::FixedWindowStep {
+                future_size(
+                    fixed_window::FixedWindowStep {
                         key,
                         permits: 1,
                         limit: 10,
                         window_ms: 1_000,
-                    }
-                    .on_redis(&redis),
+                    },
+                    &redis,
                 ),
             ),
             (
                 "sliding window",
-                std::mem::size_of_val(
-                    &sliding_window::SlidingWindowStep {
+                future_size(
+                    sliding_window::SlidingWindowStep {
                         key,
                         permits: 1,
                         limit: 10,
                         window_ms: 1_000,
                         segment_ms: 100,
-                    }
-                    .on_redis(&redis),
+                    },
+                    &redis,
                 ),
             ),
             (
                 "token bucket",
-                std::mem::size_of_val(
-                    &token_bucket::TokenBucketStep {
+                future_size(
+                    token_bucket::TokenBucketStep {
                         key,
                         permits: 1,
                         limit: 10,
                         tokens_per_period: 1,
                         period_ms: 100,
-                    }
-                    .on_redis(&redis),
+                    },
+                    &redis,
                 ),
             ),
             (
                 "GCRA",
-                std::mem::size_of_val(
-                    &gcra::GcraStep {
+                future_size(
+                    gcra::GcraStep {
                         key,
                         permits: 1,
                         interval_us: 100,
                         burst: 10,
-                    }
-                    .on_redis(&redis),
+                    },
+                    &redis,
                 ),
             ),
             (
                 "stacked windows",
-                std::mem::size_of_val(
-                    &stacked_window::StackedWindowStep {
+                future_size(
+                    stacked_window::StackedWindowStep {
                         key,
                         permits: 1,
                         windows: &[(10, 1_000), (100, 60_000)],
-                    }
-                    .on_redis(&redis),
+                    },
+                    &redis,
                 ),
             ),
         ];
