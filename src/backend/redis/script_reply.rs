@@ -82,13 +82,22 @@ impl ScriptReply {
     pub(crate) fn into_outcome(self, script: &'static str) -> Result<Outcome> {
         match self {
             ScriptReply::Status(outcome) => Ok(outcome),
-            ScriptReply::Packed(a, b) => Err(Error::unexpected_reply(format!(
-                "{script} answered the packed integer {a} * 2^32 + {b}"
-            ))),
-            ScriptReply::PackedBy(packed) => Err(Error::unexpected_reply(format!(
-                "{script} answered the packed integer -{packed} - 1"
-            ))),
+            packed => Err(packed.unexpected(script)),
         }
+    }
+
+    /// The error for a reply `script` never gives (a packed grant from a script that never
+    /// packs one, or not that way).
+    pub(crate) fn unexpected(&self, script: &'static str) -> Error {
+        Error::unexpected_reply(match self {
+            ScriptReply::Packed(a, b) => {
+                format!("{script} answered the packed integer {a} * 2^32 + {b}")
+            }
+            ScriptReply::PackedBy(packed) => {
+                format!("{script} answered the packed integer -{packed} - 1")
+            }
+            ScriptReply::Status(outcome) => return outcome.unexpected(),
+        })
     }
 }
 

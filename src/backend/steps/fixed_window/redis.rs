@@ -72,11 +72,7 @@ async fn lua(redis: &RedisBackend, step: FixedWindowStep<'_>) -> Result<FixedWin
     let (granted, count, ttl_ms) = match reply {
         // count * 2^32 + ms until the window ends (the script packs no other way).
         ScriptReply::Packed(count, ttl) => (true, count, Some(ttl)),
-        ScriptReply::PackedBy(packed) => {
-            return Err(Error::unexpected_reply(format!(
-                "fixed_window answered the packed integer -{packed} - 1"
-            )));
-        }
+        other @ ScriptReply::PackedBy(_) => return Err(other.unexpected(FIXED_WINDOW.name())),
         ScriptReply::Status(outcome) => {
             (outcome.granted()?, outcome.uint(0)?, outcome.optional(1)?)
         }
