@@ -6,6 +6,7 @@
 # asks for, each against its baseline from the same round:
 #
 #   memory GCRA layer, every request allowed     vs tower_governor, the same     (to reach >= 1.05)
+#     and its ceiling: a bare route, no limiter at all, vs tower_governor allowed
 #   memory GCRA layer, every request rejected    vs tower_governor, the same     (keep >= 2)
 #   Redis fixed-window layer, every one granted  vs the floor: one EVALSHA of INCR + PEXPIRE (>= 0.95)
 #   Redis sliding-window, token-bucket and GCRA layers, each vs its own floor: one EVALSHA of
@@ -66,10 +67,11 @@ redis_port="$(free_port)"
 pids+=("$!")
 wait_for redis-cli -p "$redis_port" ping
 
-# In the order they run: each contender beside its baseline.
-modes=(governor-allowed memory-allowed governor-headers-allowed governor-rejected memory-rejected
-    floor fixed-window floor-sliding sliding-window floor-token token-bucket
-    floor-gcra gcra peer-gcra deny bare hot-key)
+# In the order they run: each contender beside its baseline (the deny cache one apart), and
+# the bare route beside tower_governor for the ceiling.
+modes=(floor fixed-window floor-sliding sliding-window floor-token token-bucket
+    floor-gcra gcra peer-gcra deny hot-key bare governor-allowed memory-allowed
+    governor-headers-allowed governor-rejected memory-rejected)
 declare -A port
 for mode in "${modes[@]}"; do
     port[$mode]="$(free_port)"
@@ -159,6 +161,9 @@ report() { # label mode baseline target
     met="$(awk -v m="$m" -v t="$4" 'BEGIN {print (m >= t) ? "yes" : "no"}')"
     printf '| %s | %.2f× | %s | ≥ %s× | %s |\n' "$1" "$m" "${ratios[*]}" "$4" "$met"
 }
+# The ceiling of the first two: a route with no limiter at all, against tower_governor. A
+# layer that decides anything costs more than none, so it cannot score above this.
+report "ceiling: bare route (no limiter) / tower_governor allowed" bare governor-allowed 1.05
 report "memory GCRA allowed / tower_governor allowed" memory-allowed governor-allowed 1.05
 report "memory GCRA allowed / tower_governor allowed, its fields on (like for like)" memory-allowed governor-headers-allowed 1.05
 report "memory GCRA rejected / tower_governor rejected" memory-rejected governor-rejected 2
