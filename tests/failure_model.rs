@@ -408,6 +408,8 @@ async fn refusals_are_503(addr: SocketAddr, what: &str) {
     }
 }
 
+/// An ACL user without scripting, nor `INCR` (which the fixed window's steps of one permit
+/// use instead of a script): every route is refused, and answers 503 under fail-open.
 #[tokio::test]
 async fn an_acl_user_without_scripting_gets_503_under_fail_open() {
     let server = Server::start(ServerKind::Redis7, &[]);
@@ -421,6 +423,7 @@ async fn an_acl_user_without_scripting_gets_503_under_fail_open() {
         "&*",
         "+@all",
         "-@scripting",
+        "-incr",
     ]);
     let url = format!("redis://app:secret@127.0.0.1:{}", server.port());
     let coordination = through(url, "acl").await;
@@ -696,11 +699,16 @@ async fn a_sentinel_failover_under_load_costs_503s_for_a_while_and_nothing_hangs
 }
 
 #[tokio::test]
-async fn redis_out_of_memory_gets_503_under_fail_open_on_both_fixed_window_paths() {
-    // Lua on a plain server, and the INCREX pipeline on a server with the test module.
+async fn redis_out_of_memory_gets_503_under_fail_open_on_every_fixed_window_path() {
+    // On a plain server, plain commands for one permit and Lua for more; the INCREX pipeline
+    // on a server with the test module.
     let module = support::increx_module::module_path();
     let module = module.to_str().expect("utf-8 module path");
-    for (what, args) in [("Lua", vec![]), ("INCREX", vec!["--loadmodule", module])] {
+    for (what, args, permits) in [
+        ("plain commands", vec![], 1),
+        ("Lua", vec![], 2),
+        ("INCREX", vec!["--loadmodule", module], 1),
+    ] {
         let server = Server::start(ServerKind::Redis7, &args);
         let coordination = through(server.url(), "oom").await;
         let (router, _) = app(&coordination, FailurePolicy::FailOpen);
@@ -713,7 +721,7 @@ async fn redis_out_of_memory_gets_503_under_fail_open_on_both_fixed_window_paths
         let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
         let err = FixedWindow::new(&coordination, "rate", 1000, Duration::from_secs(60))
             .expect("valid")
-            .try_acquire(b"global", 1)
+            .try_acquire(b"global", permits)
             .await
             .expect_err("OOM");
         assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{what}: {err:?}");

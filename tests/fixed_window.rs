@@ -3,15 +3,18 @@
 
 mod support;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use leasehold::backend::key_slot;
 use leasehold::backend::redis::{INCREX_REPROBE_AFTER, RedisBackend};
 use leasehold::coordination::rate_limit::FixedWindow;
 use leasehold::{Coordination, ErrorKind};
 use support::target::{
     Target, command_calls, concurrent_grants, is_granted, scenario, storage_key,
 };
-use support::{Server, ServerKind};
+use support::{Cluster, Server, ServerKind, unique_prefix};
 
 /// Every target, the INCREX fast path included (`scenario!` alone leaves it out).
 macro_rules! every_target {
@@ -361,11 +364,15 @@ async fn every_limiter_of_a_handle_falls_back_to_lua_then_reprobes_after_five_mi
     let first = FixedWindow::new(&coordination, "first", 5, MINUTE).expect("valid");
     let second = FixedWindow::new(&coordination, "second", 5, MINUTE).expect("valid");
 
-    // The rejected INCREX changed nothing; the request went through Lua at once.
+    // The rejected INCREX changed nothing; the request went on at once, as plain commands
+    // for one permit and through Lua for more.
     let decision = first.try_acquire(b"k", 1).await.expect("acquire");
     assert!(decision.is_granted());
     assert_eq!(decision.remaining(), 4);
     assert!(!backend.capabilities().should_try_increx());
+    assert_eq!(command_calls(&server, "incr"), 1, "the plain commands ran");
+    let decision = first.try_acquire(b"k", 2).await.expect("acquire");
+    assert_eq!(decision.remaining(), 2);
     let lua_calls = command_calls(&server, "evalsha") + command_calls(&server, "eval");
     assert!(lua_calls >= 1, "the Lua script ran");
 
@@ -385,12 +392,163 @@ async fn every_limiter_of_a_handle_falls_back_to_lua_then_reprobes_after_five_mi
     assert_eq!(
         decision.remaining(),
         3,
-        "the Lua and INCREX paths share one counter"
+        "the Lua, plain and INCREX paths share one counter"
     );
     assert_eq!(command_calls(&server, "increx"), 1);
     assert!(backend.capabilities().should_try_increx());
     first.try_acquire(b"k", 1).await.expect("acquire");
     assert_eq!(command_calls(&server, "increx"), 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+every_target!(one_permit_rejections_turn_no_later_decision);
+
+/// Requests of one permit and of several, on one key: every target decides the same. On
+/// Redis without `INCREX`, a rejected request of one permit stays counted (plain commands),
+/// one of several is taken back (Lua): neither changes what a later request is told.
+async fn one_permit_rejections_turn_no_later_decision(target: Target) {
+    let coordination = target.coordination("mixed").await;
+    let limiter = FixedWindow::new(&coordination, "api", 5, MINUTE).expect("valid");
+    // (permits, granted, remaining after)
+    let steps = [
+        (1, true, 4),
+        (1, true, 3),
+        (3, true, 0),
+        (1, false, 0),
+        (1, false, 0),
+        (2, false, 0),
+        (1, false, 0),
+        (0, true, 0),
+    ];
+    for (i, (permits, granted, remaining)) in steps.into_iter().enumerate() {
+        let decision = limiter.try_acquire(b"k", permits).await.expect("decided");
+        assert_eq!(decision.is_granted(), granted, "step {i}: {permits}");
+        assert_eq!(decision.remaining(), remaining, "step {i}: {permits}");
+        if !granted {
+            let wait = decision.retry_after().expect("a retry time");
+            assert!(wait > MINUTE / 2 && wait <= MINUTE + EXPIRY_MS, "{wait:?}");
+        }
+    }
+    // A rejection of several permits while some are left consumes nothing, however many
+    // rejections of one permit came before in another window.
+    let other = limiter.try_acquire(b"other", 4).await.expect("decided");
+    assert_eq!(other.remaining(), 1);
+    assert!(!is_granted(&limiter, b"other", 2).await);
+    assert!(is_granted(&limiter, b"other", 1).await);
+    assert!(!is_granted(&limiter, b"other", 1).await);
+}
+
+scenario!(an_acl_that_denies_a_plain_command_sends_one_permit_through_lua:
+    set => "set",
+    incr => "incr");
+
+/// An ACL that allows scripts but denies `SET` or `INCR` (which the script does not call):
+/// steps of one permit go through Lua, the handle stops sending the denied command, the limit
+/// holds, and the counter gets its window. When `INCR` itself was allowed, the request that
+/// met the denial was counted by it and by Lua: one permit under-admitted, never one over.
+async fn an_acl_that_denies_a_plain_command_sends_one_permit_through_lua(denied: &str) {
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let deny = format!("-{denied}");
+    let () = server.cmd(&[
+        "ACL", "SETUSER", "app", "on", ">secret", "~*", "&*", "+@all", &deny,
+    ]);
+    let backend = RedisBackend::connect(
+        format!("redis://app:secret@127.0.0.1:{}", server.port()),
+        "acl:",
+    )
+    .await
+    .expect("connect");
+    let coordination: Coordination = backend.into();
+    let limiter = FixedWindow::new(&coordination, "api", 3, MINUTE).expect("valid");
+    let mut remaining = Vec::new();
+    for _ in 0..5 {
+        let decision = limiter.try_acquire(b"k", 1).await.expect("decided");
+        remaining.push((decision.is_granted(), decision.remaining()));
+    }
+    let expected = if denied == "incr" {
+        [(true, 2), (true, 1), (true, 0), (false, 0), (false, 0)]
+    } else {
+        [(true, 1), (true, 0), (false, 0), (false, 0), (false, 0)]
+    };
+    assert_eq!(remaining, expected, "{denied} denied");
+    let stat = server
+        .info_field("commandstats", &format!("cmdstat_{denied}"))
+        .unwrap_or_default();
+    assert!(
+        stat.contains("rejected_calls=1,"),
+        "denied once, then not sent again: {stat}"
+    );
+    let key = String::from_utf8(storage_key(&coordination, "fw", "api", "k")).expect("utf-8");
+    let pttl: i64 = server.cmd(&["PTTL", &key]);
+    assert!(pttl > 50_000, "the counter has its window: {pttl}");
+}
+
+/// Two instances count one key one permit at a time (plain commands) while its slot moves
+/// from master to master twice: no error, and the count on the slot's new node is every
+/// grant, exactly. Then the limit holds across the moved key. A private cluster: its slot
+/// map changes.
+#[tokio::test]
+async fn steps_of_one_permit_ride_out_a_slot_move() {
+    const LIMIT: u64 = 1_000_000;
+    let cluster = Arc::new(Cluster::start(ServerKind::Redis7));
+    let prefix = unique_prefix("fw-slot-move");
+    let mut limiters = Vec::new();
+    for _ in 0..2 {
+        let coordination: Coordination = RedisBackend::cluster(cluster.urls())
+            .key_prefix(&prefix)
+            .connect()
+            .await
+            .expect("connect")
+            .into();
+        let limiter = FixedWindow::new(&coordination, "api", LIMIT, MINUTE).expect("valid");
+        limiters.push((limiter, coordination));
+    }
+    let storage = storage_key(&limiters[0].1, "fw", "api", "k");
+    let slot = key_slot(&storage);
+    let stop = Arc::new(AtomicBool::new(false));
+    let granted = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = limiters
+        .iter()
+        .flat_map(|(limiter, _)| [limiter.clone(), limiter.clone()])
+        .map(|limiter| {
+            let (stop, granted) = (stop.clone(), granted.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let decision = limiter.try_acquire(b"k", 1).await.expect("no error");
+                    assert!(decision.is_granted());
+                    granted.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    cluster.move_slot_around(slot, 2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    for task in tasks {
+        task.await.expect("every request granted");
+    }
+    let granted = granted.load(Ordering::Relaxed);
+    let owner = cluster.owner_of(slot);
+    let count: u64 = redis::cmd("GET")
+        .arg(&storage)
+        .query(&mut owner.connection())
+        .expect("GET");
+    assert_eq!(count, granted, "every grant counted once");
+    assert!(granted > 100, "{granted}");
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(&storage)
+        .query(&mut owner.connection())
+        .expect("PTTL");
+    assert!(ttl > 0, "the moved counter keeps its window: {ttl}");
+    // The rest of the window, to the permit, and not one more.
+    let (limiter, _) = &limiters[0];
+    let left = limiter
+        .try_acquire(b"k", 0)
+        .await
+        .expect("probe")
+        .remaining();
+    assert_eq!(left, LIMIT - granted);
 }
 
 // ---------------------------------------------------------------------------------------------

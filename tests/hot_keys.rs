@@ -169,6 +169,37 @@ async fn two_instances_admit_the_limit_or_under_and_returns_make_it_exact(target
 
 // ---------------------------------------------------------------------------------------------
 
+scenario!(a_return_gives_back_exactly_what_was_held_after_rejections);
+
+/// Rejections of one permit after the window filled up (which stay counted on Redis without
+/// `INCREX`) take nothing from a return: the permits given back are the ones the window has
+/// left, exactly.
+async fn a_return_gives_back_exactly_what_was_held_after_rejections(target: Target) {
+    if !returns(target) {
+        return;
+    }
+    let coordination = target.coordination("hot-rejections").await;
+    let plain = FixedWindow::new(&coordination, "hot", 40, MINUTE).expect("valid");
+    let limiter = tiered(&coordination, 40, MINUTE, 4);
+    // One granted and 4 reserved beside it; the rest of the window taken by another.
+    assert!(granted(&limiter, 1).await);
+    assert_eq!(settled(&limiter).await.held(), 4);
+    for _ in 0..35 {
+        assert!(is_granted(&plain, b"k", 1).await);
+    }
+    for _ in 0..3 {
+        assert!(!is_granted(&plain, b"k", 1).await);
+    }
+    assert_eq!(limiter.return_reserved().await.expect("return"), 4);
+    assert_eq!(left_in_window(&coordination, 40, b"k").await, 4);
+    for _ in 0..4 {
+        assert!(is_granted(&plain, b"k", 1).await);
+    }
+    assert!(!is_granted(&plain, b"k", 1).await);
+}
+
+// ---------------------------------------------------------------------------------------------
+
 scenario!(a_batch_is_a_share_of_what_is_left);
 
 /// A batch takes at most the largest asked for and at most a quarter of what is left after

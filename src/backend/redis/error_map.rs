@@ -152,6 +152,16 @@ pub(crate) fn refuses_command(err: &RedisError) -> bool {
         || err.to_string().contains("NOPERM")
 }
 
+/// Whether an ACL denied a command of the request, wherever it stands in a pipeline (not one
+/// a script ran): for a way of running a step that only an ACL refuses, which then gives way
+/// to another. Commands of the pipeline that the ACL allowed may have run.
+pub(crate) fn denied_by_acl(err: &RedisError) -> bool {
+    match first_failure(err) {
+        Some((_, code, detail)) => code == "NOPERM" && !is_script_error(&detail),
+        None => matches!(err.kind(), RedisKind::Server(ServerErrorKind::NoPerm)),
+    }
+}
+
 /// Whether the server answered `NOSCRIPT`: the script cache does not hold this SHA-1.
 pub(crate) fn is_noscript(err: &RedisError) -> bool {
     matches!(err.kind(), RedisKind::Server(ServerErrorKind::NoScript))
@@ -456,6 +466,22 @@ mod tests {
         assert!(!breaks_connection(&io(io::ErrorKind::TimedOut)));
         assert!(breaks_connection(&io(io::ErrorKind::BrokenPipe)));
         assert!(breaks_connection(&client(RedisKind::Parse)));
+    }
+
+    #[test]
+    fn a_denial_by_the_acl_is_told_from_other_refusals() {
+        assert!(denied_by_acl(&reply(
+            "NOPERM User app has no permissions to run the 'incr' command"
+        )));
+        assert!(!denied_by_acl(&reply(
+            "WRONGTYPE Operation against a key holding the wrong kind of value"
+        )));
+        assert!(!denied_by_acl(&reply("OOM command not allowed")));
+        assert!(!denied_by_acl(&io(io::ErrorKind::ConnectionReset)));
+        // Inside a script: the script's own refusal, not the way the step was sent.
+        assert!(!denied_by_acl(&reply(
+            "NOPERM No permissions to access a key script: 1f0e, on @user_script:3."
+        )));
     }
 
     #[test]

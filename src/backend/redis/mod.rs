@@ -37,6 +37,7 @@ pub use builder::{
     RedisBackendBuilder,
 };
 pub use capabilities::HASH_FIELD_EXPIRY;
+pub(crate) use capabilities::Reprobed;
 pub use capabilities::{Capabilities, INCREX, INCREX_REPROBE_AFTER};
 pub use script::Script;
 pub(crate) use script::script;
@@ -183,6 +184,16 @@ impl RedisBackend {
     /// prefixes of one another (`a:` and `a:b:`) from ever naming one key.
     pub(crate) fn stored_key(&self, key: &[u8]) -> Vec<u8> {
         self.shared.prefix.apply(key)
+    }
+
+    /// A command on one user key, its name and prefixed key written, sized for `args` more
+    /// arguments of `bytes` bytes in all: for steps sent as plain commands on every request,
+    /// where each buffer grown on the way is an allocation more.
+    pub(crate) fn keyed_command(&self, name: &str, key: &[u8], args: usize, bytes: usize) -> Cmd {
+        let prefix = self.shared.prefix.written();
+        let mut cmd = Cmd::with_capacity(2 + args, name.len() + prefix.len() + key.len() + bytes);
+        cmd.arg(name).arg(PrefixedKey(prefix, key));
+        cmd
     }
 
     /// The key Redis stores for a user key (see the README's Backends section): a test hook
@@ -653,6 +664,11 @@ impl SendError {
             SendError::Connect(err) => err,
             SendError::Reply(err) => error_map::from_redis(err),
         }
+    }
+
+    /// An ACL's denial of a command of the request (see [`error_map::denied_by_acl`]).
+    pub(crate) fn denied_by_acl(&self) -> bool {
+        matches!(self, SendError::Reply(err) if error_map::denied_by_acl(err))
     }
 
     /// The server's refusal of the command itself (see [`error_map::refuses_command`]).

@@ -19,7 +19,9 @@ use crate::error::{Error, Result};
 ///
 /// The first counted request starts a window of `window`; the window ends then for every
 /// request of that key, however many came after (they do not move it). A rejected request
-/// consumes nothing. The decision and every time in it come from the backend's clock.
+/// consumes nothing: on Redis without `INCREX`, a rejected request of one permit stays in the
+/// count, but only once the window is full, so it turns no decision. The decision and every
+/// time in it come from the backend's clock.
 ///
 /// # Storage
 ///
@@ -31,8 +33,11 @@ use crate::error::{Error, Result};
 ///
 /// On Redis 8.8+ and Valkey 9.2+ a step is one `INCREX` pipelined with `PTTL` (one round
 /// trip). Older servers answer "unknown command"; from then on every limiter built from the
-/// same [`Coordination`] runs an equivalent Lua script directly, and `INCREX` is tried again
-/// after five minutes so that an upgraded server regains the fast path.
+/// same [`Coordination`] goes another way directly, and `INCREX` is tried again after five
+/// minutes so that an upgraded server regains the fast path. There, a step of one permit is
+/// `SET key 0 NX PX <window>`, `INCR` and `PTTL`, pipelined (one round trip; Redis runs plain
+/// commands for a fraction of what it charges a script); any other step runs an equivalent
+/// Lua script, as does every step when an ACL denies one of those commands.
 ///
 /// # Hot keys
 ///
@@ -182,6 +187,7 @@ impl FixedWindow {
             key: &storage_key,
             permits,
             window,
+            limit: self.policy.quota(),
         };
         match self.coordination.backend().run(step).await {
             Ok(returned) => {

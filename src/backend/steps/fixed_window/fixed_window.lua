@@ -1,5 +1,7 @@
 -- Fixed window: one counter per window; the first counted request fixes the window's end.
--- A rejected request consumes nothing, and a probe (0 permits) creates nothing.
+-- A rejected request consumes nothing, and a probe (0 permits) creates nothing. A step of one
+-- permit goes as plain commands where the server takes them (see redis.rs): this script
+-- counts the others, and probes.
 --
 -- KEYS[1]  the window's counter (string integer with an expiry)
 -- ARGV[1]  permits asked for (>= 0, in decimal)

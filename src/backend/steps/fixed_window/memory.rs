@@ -154,7 +154,10 @@ impl MemoryStep for FixedWindowReturnStep<'_> {
             if window_name(clock.since_epoch(deadline)) != step.window {
                 return Ok(0);
             }
-            // The window counted the reserved permits: one that holds fewer is another.
+            // A count beyond the limit is the limit, as on Redis (this backend's steps never
+            // count past it). The window counted the reserved permits: one that holds fewer
+            // is another.
+            let count = count.min(step.limit);
             if count < step.permits {
                 return Ok(0);
             }

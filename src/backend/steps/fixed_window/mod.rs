@@ -89,6 +89,8 @@ pub(crate) struct FixedWindowReturnStep<'a> {
     pub(crate) permits: u64,
     /// The window as its reservation named it (not 0).
     pub(crate) window: u64,
+    /// Permits per window: a count beyond it counts as it (rejections that stayed counted).
+    pub(crate) limit: u64,
 }
 
 impl Step for FixedWindowReturnStep<'_> {

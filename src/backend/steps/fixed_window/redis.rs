@@ -1,11 +1,12 @@
-//! The fixed-window step on Redis: `INCREX` where the server has it, Lua otherwise.
+//! The fixed-window step on Redis: `INCREX` where the server has it, plain commands for one
+//! permit, Lua otherwise.
 
 use std::sync::LazyLock;
 
 use redis::Value;
 
 use crate::backend::redis::script_reply::ScriptReply;
-use crate::backend::redis::{RedisBackend, Script, SendError, script};
+use crate::backend::redis::{RedisBackend, Reprobed, Script, SendError, script};
 use crate::backend::steps::RedisStep;
 use crate::backend::steps::fixed_window::{
     FixedWindowReply, FixedWindowReservation, FixedWindowReserveStep, FixedWindowReturnStep,
@@ -22,11 +23,18 @@ static FIXED_WINDOW_RETURN: LazyLock<Script> =
 /// Runs one fixed-window step.
 ///
 /// Redis 8.8+ and Valkey 9.2+ take it as one `INCREX` pipelined with `PTTL` (one round
-/// trip). A server that answers "unknown command", or an ACL that denies `INCREX`
-/// (`NOPERM`: an allow-list written before the command existed), makes every user of this
-/// handle take the Lua path for [`INCREX_REPROBE_AFTER`](crate::backend::redis::INCREX_REPROBE_AFTER); the
-/// rejected command changed nothing, so the same request goes on through Lua at once. Probes
-/// (0 permits) always use Lua, since `INCREX` would create the key.
+/// trip). A step of one permit (nearly every request) goes elsewhere as plain commands in one
+/// round trip: `SET key 0 NX PX window` (a window's first request creates its counter with its
+/// end), `INCR`, `PTTL`; a larger one goes through Lua, the only way to take back what a
+/// rejected request counted before anyone sees it.
+///
+/// A server that answers `INCREX` with "unknown command", or an ACL that denies it or one of
+/// the plain commands (`NOPERM`: an allow-list written without them), makes every user of
+/// this handle skip that way for [`INCREX_REPROBE_AFTER`](crate::backend::redis::INCREX_REPROBE_AFTER),
+/// and the same request goes on by the next way at once. A refused `INCREX` changed nothing.
+/// Plain commands that the ACL allowed ran: if `INCR` was one of them, the request that found
+/// the denial is counted twice, an under-admission of one per re-probe period. Probes
+/// (0 permits) always use Lua, since `INCREX` and `INCR` would create the key.
 ///
 /// A counting command refuses a counter it cannot count (not an integer, another type)
 /// without changing it; the step then asks a probe, which checks the counter, whether
@@ -35,23 +43,25 @@ static FIXED_WINDOW_RETURN: LazyLock<Script> =
 impl RedisStep for FixedWindowStep<'_> {
     async fn on_redis(&self, redis: &RedisBackend) -> Result<FixedWindowReply> {
         let step = *self;
-        if step.permits > 0 && redis.capabilities().should_try_increx() {
+        let capabilities = redis.capabilities();
+        if step.permits > 0 && capabilities.increx().should_try() {
             match increx(redis, step).await {
-                Ok(reply) => {
-                    redis.capabilities().increx_accepted();
-                    return Ok(reply);
+                Ok(counted) => {
+                    capabilities.increx().accepted();
+                    return counted.reply(redis, step).await;
                 }
-                Err(err) if err.refuses_command() => {
-                    let reprobe = crate::backend::redis::INCREX_REPROBE_AFTER;
-                    if redis.capabilities().first_increx_rejection() {
-                        tracing::info!(
-                            error = %err,
-                            "the server does not take INCREX; using the Lua fixed window, and asking again every {reprobe:?}"
-                        );
-                    } else {
-                        tracing::debug!(error = %err, "the server still does not take INCREX");
-                    }
-                    redis.capabilities().increx_rejected();
+                Err(err) if err.refuses_command() => skip(capabilities.increx(), "INCREX", &err),
+                Err(err) => return Err(Box::pin(corrupt_or(redis, step, err.into_error())).await),
+            }
+        }
+        if step.permits == 1 && capabilities.native_counting().should_try() {
+            match one_permit(redis, step).await {
+                Ok(counted) => {
+                    capabilities.native_counting().accepted();
+                    return counted.reply(redis, step).await;
+                }
+                Err(err) if err.denied_by_acl() => {
+                    skip(capabilities.native_counting(), "SET, INCR or PTTL", &err);
                 }
                 Err(err) => return Err(Box::pin(corrupt_or(redis, step, err.into_error())).await),
             }
@@ -63,6 +73,21 @@ impl RedisStep for FixedWindowStep<'_> {
             reply => reply,
         }
     }
+}
+
+/// Records that the server refused a way of running the step (`what`): it is skipped until
+/// it is probed again.
+fn skip(way: &Reprobed, what: &str, err: &SendError) {
+    let reprobe = crate::backend::redis::INCREX_REPROBE_AFTER;
+    if way.first_refusal() {
+        tracing::info!(
+            error = %err,
+            "the server refuses {what}; the fixed window goes another way, and asks again every {reprobe:?}"
+        );
+    } else {
+        tracing::debug!(error = %err, "the server still refuses {what}");
+    }
+    way.refused();
 }
 
 /// The step through Lua.
@@ -86,9 +111,13 @@ async fn lua(redis: &RedisBackend, step: FixedWindowStep<'_>) -> Result<FixedWin
 }
 
 /// The corrupt-state error if a probe finds the counter corrupt, else `err`: for a
-/// counting step the server refused. A refusal changed nothing, so the probe may run.
+/// counting step the server refused, or whose count no step writes. A refusal changed
+/// nothing, and a probe only reads (and gives a lost expiry back), so the probe may run.
 async fn corrupt_or(redis: &RedisBackend, step: FixedWindowStep<'_>, err: Error) -> Error {
-    if !matches!(err.kind(), ErrorKind::Server | ErrorKind::Script) {
+    if !matches!(
+        err.kind(),
+        ErrorKind::Server | ErrorKind::Script | ErrorKind::UnexpectedReply
+    ) {
         return err;
     }
     let probe = FixedWindowStep { permits: 0, ..step };
@@ -98,11 +127,45 @@ async fn corrupt_or(redis: &RedisBackend, step: FixedWindowStep<'_>, err: Error)
     }
 }
 
+/// What a step counted by native commands saw: the count after it, and `PTTL`'s answer.
+struct Counted {
+    granted: bool,
+    count: i64,
+    ttl: i64,
+}
+
+impl Counted {
+    /// The step's reply. A counter without expiry (`PTTL` -1: it lost its expiry, or expired
+    /// and was counted again between two commands) would never reset: a probe gives it its
+    /// window, only if it still has none, so a late one never moves a window's end.
+    async fn reply(
+        self,
+        redis: &RedisBackend,
+        step: FixedWindowStep<'_>,
+    ) -> Result<FixedWindowReply> {
+        let Ok(count) = u64::try_from(self.count) else {
+            // A negative counter, which no step writes.
+            let err = Error::unexpected_reply(format!("the fixed window counted {}", self.count));
+            return Err(Box::pin(corrupt_or(redis, step, err)).await);
+        };
+        let ttl_ms = if self.ttl == -1 {
+            let probe = FixedWindowStep { permits: 0, ..step };
+            // Boxed: rare, and inline it would weigh on every step's future.
+            Box::pin(lua(redis, probe)).await?.ttl_ms
+        } else {
+            u64::try_from(self.ttl).ok()
+        };
+        Ok(FixedWindowReply {
+            granted: self.granted,
+            count,
+            ttl_ms,
+            free_in_ms: ttl_ms.map(|ttl| ttl + 1),
+        })
+    }
+}
+
 /// The step as one `INCREX` pipelined with `PTTL`.
-async fn increx(
-    redis: &RedisBackend,
-    step: FixedWindowStep<'_>,
-) -> Result<FixedWindowReply, SendError> {
+async fn increx(redis: &RedisBackend, step: FixedWindowStep<'_>) -> Result<Counted, SendError> {
     let key = redis.stored_key(step.key);
     let mut pipe = redis::pipe();
     pipe.cmd("INCREX")
@@ -117,21 +180,44 @@ async fn increx(
         .cmd("PTTL")
         .arg(&key);
     let reply = redis.query_pipeline(&pipe).await?;
-    let ((count, applied), mut ttl): ((i64, i64), i64) =
+    let ((count, applied), ttl): ((i64, i64), i64) =
         redis::from_redis_value(Value::Array(reply)).map_err(redis::RedisError::from)?;
-    if ttl == -1 {
-        // A counter without expiry would never reset: give it the window it lost.
-        let mut pexpire = redis::cmd("PEXPIRE");
-        pexpire.arg(&key).arg(step.window_ms);
-        redis.query_raw(&pexpire).await?;
-        ttl = i64::try_from(step.window_ms).unwrap_or(i64::MAX);
-    }
-    Ok(FixedWindowReply {
+    Ok(Counted {
         granted: applied != 0,
-        count: u64::try_from(count).unwrap_or(0),
-        ttl_ms: u64::try_from(ttl).ok(),
-        free_in_ms: u64::try_from(ttl).ok().map(|ttl| ttl + 1),
+        count,
+        ttl,
     })
+}
+
+/// A step of one permit as plain commands in one round trip: `SET key 0 NX PX window`, `INCR`,
+/// `PTTL`. The request is granted when the count it made is within the limit.
+///
+/// A rejected request stays counted, unlike in Lua: with one permit a request is rejected
+/// only once the window's count has reached the limit, so the count beyond the limit turns no
+/// later decision (every request of the window is rejected until it ends), and a hot-key
+/// return reads it as the limit (`fixed_window_return.lua`). The count a rejection reports is
+/// beyond the limit; what is left is 0 either way.
+async fn one_permit(redis: &RedisBackend, step: FixedWindowStep<'_>) -> Result<Counted, SendError> {
+    // Every buffer sized at once: this runs for nearly every request.
+    let mut set = redis.keyed_command("SET", step.key, 4, 26);
+    set.arg(0).arg("NX").arg("PX").arg(step.window_ms);
+    let mut pipe = redis::Pipeline::with_capacity(3);
+    pipe.add_command(set)
+        .add_command(redis.keyed_command("INCR", step.key, 0, 0))
+        .add_command(redis.keyed_command("PTTL", step.key, 0, 0));
+    let reply = redis.query_pipeline(&pipe).await?;
+    match reply.as_slice() {
+        [_, Value::Int(count), Value::Int(ttl)] => Ok(Counted {
+            granted: u64::try_from(*count).is_ok_and(|count| count <= step.limit),
+            count: *count,
+            ttl: *ttl,
+        }),
+        other => Err(SendError::Reply(redis::RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "the fixed window's SET, INCR and PTTL",
+            format!("{other:?}"),
+        )))),
+    }
 }
 
 /// Runs one reservation of the hot-key tier, always in Lua: `INCREX` grants what fits but
@@ -173,7 +259,7 @@ impl RedisStep for FixedWindowReturnStep<'_> {
             .script_outcome(
                 &FIXED_WINDOW_RETURN,
                 &[step.key],
-                (step.permits, step.window),
+                (step.permits, step.window, step.limit),
             )
             .await?;
         if outcome.status() != b"returned" {
