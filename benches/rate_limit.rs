@@ -16,8 +16,10 @@
 //! cargo bench --bench rate_limit -- gcra/          # one algorithm
 //! ```
 //!
-//! Redis 7.0 has no `INCREX`, so after its first call the fixed window takes its Lua path,
-//! like the other four: in every group, `evalsha` is the ceiling the limiter can reach.
+//! Redis 7.0 has no `INCREX`, so after its first call the fixed window sends a step of one
+//! permit as plain commands (`SET NX PX`, `INCR`, `PTTL`), not its script: in its group,
+//! `evalsha` is the script it sends for larger steps, no longer its ceiling. In the other
+//! four, `evalsha` is the ceiling the limiter can reach.
 
 #[path = "../tests/support/mod.rs"]
 mod support;

@@ -26,7 +26,10 @@
 # are what the scripts cost; scripts/bench.sh gives the same in microseconds, which move
 # with the machine's load.
 #
-# Environment: DURATION (s per wrk run, 8), SCRIPT_CALLS (2000), LEASEHOLD_REDIS7_SERVER
+# The last row of that table is the fixed window's step of one permit as the limiter sends it
+# (plain commands, not a script), counted over STEP_SECONDS of load_limiter with one task.
+#
+# Environment: DURATION (s per wrk run, 8), SCRIPT_CALLS (2000), STEP_SECONDS (3), LEASEHOLD_REDIS7_SERVER
 # (redis-server binary, /usr/bin/redis-server). Needs valgrind (callgrind_annotate and
 # callgrind_control come with it), redis-server, redis-cli, redis-benchmark, wrk, curl and
 # cargo. Takes about 3 minutes.
@@ -38,6 +41,7 @@ cd "$root"
 
 DURATION="${DURATION:-8}"
 SCRIPT_CALLS="${SCRIPT_CALLS:-2000}"
+STEP_SECONDS="${STEP_SECONDS:-3}"
 REDIS_SERVER="${LEASEHOLD_REDIS7_SERVER:-/usr/bin/redis-server}"
 MODES=(bare floor script layer deny)
 
@@ -206,6 +210,30 @@ for algo in "${script_rows[@]:2}"; do
     script_cost "${evalsha[@]:1}"
     script_per[$algo]="$script_ir"
 done
+
+# The fixed window's step of one permit, as the limiter sends it where the server has no
+# INCREX: SET NX PX, INCR and PTTL in one pipeline, from load_limiter with one task for
+# STEP_SECONDS. The steps are counted by the server (INCR's calls); the limiter's connection
+# and warm-up run inside the count, a few hundred thousand instructions against millions.
+incr_calls() {
+    redis-cli -s "$sock" info commandstats |
+        awk -F'[=,:]' '/^cmdstat_incr:/ {print $3; exit}' | tr -d '\r'
+}
+redis-cli -s "$sock" flushall >/dev/null
+before="$(incr_calls)"
+callgrind_control --zero "$scripts_pid" >/dev/null 2>&1
+REDIS_URL="redis+unix://$sock" "$limiter_bin" 1 "$STEP_SECONDS" limiter fixed_window >/dev/null
+callgrind_control --dump "$scripts_pid" >/dev/null 2>&1
+steps=$(($(incr_calls) - ${before:-0}))
+dump="$(find "$work" -maxdepth 1 -name 'redis-scripts.out.*' -newer "$work/redis-scripts.log" \
+    -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2-)"
+step_ir="$(awk '/^(summary|totals):/ {print $2; exit}' "${dump:-/dev/null}")"
+if ((steps < 100)) || [[ -z "$step_ir" ]]; then
+    echo "bench-instructions.sh: $steps fixed-window steps counted (no INCR: no plain path?)" >&2
+    exit 1
+fi
+script_per[fixed_window_one]=$((step_ir / steps))
+script_rows+=(fixed_window_one)
 stop "$scripts_pid" TERM
 
 # --- report -------------------------------------------------------------------------------
@@ -261,6 +289,7 @@ slabel() {
         floor) echo "INCR+PEXPIRE (the HTTP floor)" ;;
         stacked) echo "stacked_window.lua (2 policies)" ;;
         sliding_window) echo "sliding_window.lua (10 segments)" ;;
+        fixed_window_one) echo "fixed window, one permit: SET NX PX, INCR, PTTL" ;;
         *) echo "$1.lua" ;;
     esac
 }

@@ -484,10 +484,11 @@ async fn an_acl_that_denies_a_plain_command_sends_one_permit_through_lua(denied:
     assert!(pttl > 50_000, "the counter has its window: {pttl}");
 }
 
-/// Two instances count one key one permit at a time (plain commands) while its slot moves
-/// from master to master twice: no error, and the count on the slot's new node is every
-/// grant, exactly. Then the limit holds across the moved key. A private cluster: its slot
-/// map changes.
+/// Two instances count one key one permit at a time while its slot moves from master to
+/// master twice (through Lua: on a Cluster, steps of one permit are not sent as plain
+/// commands, which a moving slot would send back and forth): no error, and the count on the
+/// slot's new node is every grant, exactly. Then the limit holds across the moved key. A
+/// private cluster: its slot map changes.
 #[tokio::test]
 async fn steps_of_one_permit_ride_out_a_slot_move() {
     const LIMIT: u64 = 1_000_000;
@@ -549,6 +550,49 @@ async fn steps_of_one_permit_ride_out_a_slot_move() {
         .expect("probe")
         .remaining();
     assert_eq!(left, LIMIT - granted);
+}
+
+/// An ACL without scripts: steps of one permit are counted exactly (plain commands), a
+/// counter that lost its expiry gets it back without a script, and any other step is refused.
+#[tokio::test]
+async fn an_acl_without_scripts_still_counts_one_permit_steps() {
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let () = server.cmd(&[
+        "ACL",
+        "SETUSER",
+        "app",
+        "on",
+        ">secret",
+        "~*",
+        "&*",
+        "+@all",
+        "-@scripting",
+    ]);
+    let backend = RedisBackend::connect(
+        format!("redis://app:secret@127.0.0.1:{}", server.port()),
+        "noscript:",
+    )
+    .await
+    .expect("connect");
+    let coordination: Coordination = backend.into();
+    let limiter = FixedWindow::new(&coordination, "api", 3, MINUTE).expect("valid");
+    let key = String::from_utf8(storage_key(&coordination, "fw", "api", "k")).expect("utf-8");
+    let () = server.cmd(&["SET", &key, "1"]);
+    let mut decisions = Vec::new();
+    for _ in 0..3 {
+        let decision = limiter.try_acquire(b"k", 1).await.expect("decided");
+        decisions.push((decision.is_granted(), decision.remaining()));
+    }
+    assert_eq!(decisions, [(true, 1), (true, 0), (false, 0)]);
+    let pttl: i64 = server.cmd(&["PTTL", &key]);
+    assert!(pttl > 50_000, "the counter has its window: {pttl}");
+    for permits in [0, 2] {
+        let err = limiter
+            .try_acquire(b"other", permits)
+            .await
+            .expect_err("scripts denied");
+        assert_eq!(err.kind(), ErrorKind::Permission, "{permits}: {err}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 //! and the exact `EVALSHA` its Lua step sends (script, KEYS, ARGV) with how to tell a grant
 //! from its reply. `benches/rate_limit.rs` and `examples/load_limiter.rs` (and through it
 //! `scripts/bench.sh`) take both from here, so a limiter and its raw ceiling always run the
-//! same script with the same arguments.
+//! same script with the same arguments. (The fixed window sends its script for steps of
+//! more than one permit only, on a server without `INCREX`: steps of one go as plain
+//! commands.)
 //!
 //! Every limit is so large that every call of a run is granted: the benchmarks measure the
 //! grant path. Limits stay below 2^20, as real policies do, so that the scripts that pack a

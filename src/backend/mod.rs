@@ -4,8 +4,8 @@
 //! lifecycles (renewal loops, cancellation). Two backends exist:
 //!
 //! - [`redis`]: Redis or Valkey, standalone, Cluster or through Sentinel. Each step is one
-//!   Lua script (sent as `EVALSHA`, falling back to `EVAL` on `NOSCRIPT`) or one native
-//!   command, decided on the server with the server's clock.
+//!   Lua script (sent as `EVALSHA`, falling back to `EVAL` on `NOSCRIPT`) or native commands
+//!   in one round trip (the fixed window's), counted on the server with the server's clock.
 //! - [`memory`]: the same steps in-process, on a monotonic clock that tests can pause. It is
 //!   what an application uses without Redis (one process only), and what users' own unit
 //!   tests can run against.

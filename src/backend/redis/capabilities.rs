@@ -118,7 +118,7 @@ impl Capabilities {
     }
 
     /// Records that the server answered `INCREX` with "unknown command" (or an ACL denied
-    /// it). Public as a test hook (feature `test-util`), to force the Lua path.
+    /// it). Public as a test hook (feature `test-util`), to force the other paths.
     #[cfg(feature = "test-util")]
     pub fn record_increx_rejected(&self) {
         self.increx.refused();

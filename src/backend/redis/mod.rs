@@ -186,6 +186,11 @@ impl RedisBackend {
         self.shared.prefix.apply(key)
     }
 
+    /// Whether this handle reaches a Redis Cluster.
+    pub(crate) fn is_cluster(&self) -> bool {
+        self.shared.topology == "cluster"
+    }
+
     /// A command on one user key, its name and prefixed key written, sized for `args` more
     /// arguments of `bytes` bytes in all: for steps sent as plain commands on every request,
     /// where each buffer grown on the way is an allocation more.

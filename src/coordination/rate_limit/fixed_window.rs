@@ -26,8 +26,11 @@ use crate::error::{Error, Result};
 /// # Storage
 ///
 /// One Redis key per (limiter, client key): `<prefix>rl:fw:<name length>:<name>:<client key>`,
-/// a string holding the window's count as an integer, created by the window's first counted
-/// request and expiring when the window ends. Nothing outlives a window.
+/// a string holding the window's count as an integer, created by the window's first request
+/// with the window's end as its expiry. Nothing outlives a window, but for a counter that a
+/// step of one permit found without expiry (one that expired between two of its commands, and
+/// was counted again) and whose `PEXPIRE` then failed: the key's next step gives it its
+/// window.
 ///
 /// # Servers
 ///
@@ -37,7 +40,8 @@ use crate::error::{Error, Result};
 /// minutes so that an upgraded server regains the fast path. There, a step of one permit is
 /// `SET key 0 NX PX <window>`, `INCR` and `PTTL`, pipelined (one round trip; Redis runs plain
 /// commands for a fraction of what it charges a script); any other step runs an equivalent
-/// Lua script, as does every step when an ACL denies one of those commands.
+/// Lua script, as does every step on a Cluster (a moving slot lets one command through to its
+/// new node, not three) and when an ACL denies one of those commands.
 ///
 /// # Hot keys
 ///

@@ -26,7 +26,9 @@ static FIXED_WINDOW_RETURN: LazyLock<Script> =
 /// trip). A step of one permit (nearly every request) goes elsewhere as plain commands in one
 /// round trip: `SET key 0 NX PX window` (a window's first request creates its counter with its
 /// end), `INCR`, `PTTL`; a larger one goes through Lua, the only way to take back what a
-/// rejected request counted before anyone sees it.
+/// rejected request counted before anyone sees it. So does every step on a Cluster: while a
+/// slot moves, `ASKING` lets one command through to the importing node, not three, and the
+/// plain commands would go back and forth until the move ends.
 ///
 /// A server that answers `INCREX` with "unknown command", or an ACL that denies it or one of
 /// the plain commands (`NOPERM`: an allow-list written without them), makes every user of
@@ -54,7 +56,7 @@ impl RedisStep for FixedWindowStep<'_> {
                 Err(err) => return Err(Box::pin(corrupt_or(redis, step, err.into_error())).await),
             }
         }
-        if step.permits == 1 && capabilities.native_counting().should_try() {
+        if step.permits == 1 && !redis.is_cluster() && capabilities.native_counting().should_try() {
             match one_permit(redis, step).await {
                 Ok(counted) => {
                     capabilities.native_counting().accepted();
@@ -135,9 +137,14 @@ struct Counted {
 }
 
 impl Counted {
-    /// The step's reply. A counter without expiry (`PTTL` -1: it lost its expiry, or expired
-    /// and was counted again between two commands) would never reset: a probe gives it its
-    /// window, only if it still has none, so a late one never moves a window's end.
+    /// The step's reply.
+    ///
+    /// A counter without expiry (`PTTL` -1: it lost its expiry, or it expired between `SET`
+    /// and `INCR` and was counted again) would never reset: it is given its window with
+    /// `PEXPIRE`, a command every supported server and an ACL without scripts take. Sent late,
+    /// after the window ended and another began, `PEXPIRE` moves the new window's end later
+    /// by the delay (an under-admission, never an over-admission) and creates nothing. A
+    /// counter gone by `PTTL` (-2: it expired after `INCR`) is a window that has just ended.
     async fn reply(
         self,
         redis: &RedisBackend,
@@ -148,18 +155,23 @@ impl Counted {
             let err = Error::unexpected_reply(format!("the fixed window counted {}", self.count));
             return Err(Box::pin(corrupt_or(redis, step, err)).await);
         };
-        let ttl_ms = if self.ttl == -1 {
-            let probe = FixedWindowStep { permits: 0, ..step };
-            // Boxed: rare, and inline it would weigh on every step's future.
-            Box::pin(lua(redis, probe)).await?.ttl_ms
-        } else {
-            u64::try_from(self.ttl).ok()
+        let ttl_ms = match self.ttl {
+            -1 => {
+                let mut pexpire = redis.keyed_command("PEXPIRE", step.key, 1, 20);
+                pexpire.arg(step.window_ms);
+                // Boxed: rare, and inline it would weigh on every step's future.
+                Box::pin(redis.query_raw(&pexpire))
+                    .await
+                    .map_err(SendError::into_error)?;
+                step.window_ms
+            }
+            ttl => u64::try_from(ttl).unwrap_or(0),
         };
         Ok(FixedWindowReply {
             granted: self.granted,
             count,
-            ttl_ms,
-            free_in_ms: ttl_ms.map(|ttl| ttl + 1),
+            ttl_ms: Some(ttl_ms),
+            free_in_ms: Some(ttl_ms + 1),
         })
     }
 }
