@@ -138,7 +138,7 @@ impl Algorithm {
     }
 
     /// The Redis key the limiter keeps `client_key`'s state under, on a backend whose key
-    /// prefix is `prefix`: `<prefix>rl:<algorithm>:<name length>:<name>:<client key>`.
+    /// prefix is `prefix`: `<prefix>|rl:<algorithm>:<name length>:<name>:<client key>`.
     pub fn key(self, prefix: &str, client_key: &str) -> String {
         let tag = match self {
             Algorithm::FixedWindow => "fw",
@@ -147,7 +147,8 @@ impl Algorithm {
             Algorithm::Gcra => "gcra",
             Algorithm::Stacked => "st",
         };
-        format!("{prefix}rl:{tag}:{}:{NAME}:{client_key}", NAME.len())
+        // The backend ends every prefix with `|` (see the README's Backends section).
+        format!("{prefix}|rl:{tag}:{}:{NAME}:{client_key}", NAME.len())
     }
 
     /// What follows `EVALSHA <sha>` when the limiter takes one permit for `client_key`:
