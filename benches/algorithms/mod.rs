@@ -43,6 +43,10 @@ const GCRA_BURST: u64 = 1_000_000;
 pub const WARM_UP_CALLS: usize = 50;
 /// The stacked limiter's second policy: a minute, next to the first one's second.
 const STACKED_LONG_WINDOW_MS: u64 = 60_000;
+/// Its permits: more than a minute of runs takes (the limiter's and its raw `EVALSHA`'s,
+/// which count on one key), where `LIMIT` would run out within the minute. The stacked
+/// script packs no grant, so no bound of 2^20 applies.
+const STACKED_LONG_LIMIT: u64 = 1_000_000_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algorithm {
@@ -129,7 +133,7 @@ impl Algorithm {
                     RateLimitPolicy::new("second", LIMIT, window),
                     RateLimitPolicy::new(
                         "minute",
-                        LIMIT,
+                        STACKED_LONG_LIMIT,
                         Duration::from_millis(STACKED_LONG_WINDOW_MS),
                     ),
                 ],
@@ -165,7 +169,13 @@ impl Algorithm {
             // permits, emission interval µs, burst
             Algorithm::Gcra => &[1, GCRA_INTERVAL_US, GCRA_BURST],
             // permits, then (limit, window ms) per policy
-            Algorithm::Stacked => &[1, LIMIT, WINDOW_MS, LIMIT, STACKED_LONG_WINDOW_MS],
+            Algorithm::Stacked => &[
+                1,
+                LIMIT,
+                WINDOW_MS,
+                STACKED_LONG_LIMIT,
+                STACKED_LONG_WINDOW_MS,
+            ],
         };
         let mut args = vec!["1".to_owned(), self.key(prefix, client_key)];
         args.extend(argv.iter().map(u64::to_string));
@@ -182,11 +192,15 @@ impl Algorithm {
     /// Whether the script's reply is a grant.
     pub fn is_grant(self, reply: &Value) -> bool {
         match (self, reply) {
-            // Every script but the stacked one packs a small grant into one integer.
+            // Every script but the stacked one packs a grant into one integer (of either
+            // sign: see `script_reply.rs`), and answers nothing else as one.
             (Algorithm::Stacked, Value::Int(_)) => false,
-            (_, Value::Int(packed)) => *packed >= 0,
-            // Every other reply is a table whose first field is 1 for a grant.
-            (_, Value::Array(fields)) => fields.first() == Some(&Value::Int(1)),
+            (_, Value::Int(_)) => true,
+            // Every other reply is a table whose first field is its status.
+            (_, Value::Array(fields)) => matches!(
+                fields.first(),
+                Some(Value::BulkString(status)) if status == b"granted"
+            ),
             _ => false,
         }
     }
