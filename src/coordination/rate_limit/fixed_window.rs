@@ -34,14 +34,15 @@ use crate::error::{Error, Result};
 ///
 /// # Servers
 ///
-/// On Redis 8.8+ and Valkey 9.2+ a step is one `INCREX` pipelined with `PTTL` (one round
-/// trip). Older servers answer "unknown command"; from then on every limiter built from the
-/// same [`Coordination`] goes another way directly, and `INCREX` is tried again after five
-/// minutes so that an upgraded server regains the fast path. There, a step of one permit is
+/// On Redis 8.8+ and Valkey 9.2+ (but a Cluster) a step is one `INCREX` pipelined with
+/// `PTTL` (one round trip). Older servers answer "unknown command"; from then on every
+/// limiter built from the same [`Coordination`] goes another way directly, and `INCREX` is
+/// tried again after five minutes so that an upgraded server regains the fast path. There, a
+/// step of one permit is
 /// `SET key 0 NX PX <window>`, `INCR` and `PTTL`, pipelined (one round trip; Redis runs plain
 /// commands for a fraction of what it charges a script); any other step runs an equivalent
-/// Lua script, as does every step on a Cluster (a moving slot lets one command through to its
-/// new node, not three) and when an ACL denies one of those commands.
+/// Lua script, as does every step on a Cluster (a moving slot lets one command of a pipeline
+/// through to its new node) and when an ACL denies one of those commands.
 ///
 /// # Hot keys
 ///

@@ -27,8 +27,9 @@ static FIXED_WINDOW_RETURN: LazyLock<Script> =
 /// round trip: `SET key 0 NX PX window` (a window's first request creates its counter with its
 /// end), `INCR`, `PTTL`; a larger one goes through Lua, the only way to take back what a
 /// rejected request counted before anyone sees it. So does every step on a Cluster: while a
-/// slot moves, `ASKING` lets one command through to the importing node, not three, and the
-/// plain commands would go back and forth until the move ends.
+/// slot moves, redis-rs follows `ASK` with one `ASKING` and the whole pipeline, which lets
+/// only its first command through to the importing node; the rest would go back and forth
+/// until the move ends, and the pipeline be sent again, counting again.
 ///
 /// A server that answers `INCREX` with "unknown command", or an ACL that denies it or one of
 /// the plain commands (`NOPERM`: an allow-list written without them), makes every user of
@@ -46,7 +47,9 @@ impl RedisStep for FixedWindowStep<'_> {
     async fn on_redis(&self, redis: &RedisBackend) -> Result<FixedWindowReply> {
         let step = *self;
         let capabilities = redis.capabilities();
-        if step.permits > 0 && capabilities.increx().should_try() {
+        // A Cluster takes every step as one script (see above).
+        let pipelines = !redis.is_cluster();
+        if step.permits > 0 && pipelines && capabilities.increx().should_try() {
             match increx(redis, step).await {
                 Ok(counted) => {
                     capabilities.increx().accepted();
@@ -56,7 +59,7 @@ impl RedisStep for FixedWindowStep<'_> {
                 Err(err) => return Err(Box::pin(corrupt_or(redis, step, err.into_error())).await),
             }
         }
-        if step.permits == 1 && !redis.is_cluster() && capabilities.native_counting().should_try() {
+        if step.permits == 1 && pipelines && capabilities.native_counting().should_try() {
             match one_permit(redis, step).await {
                 Ok(counted) => {
                     capabilities.native_counting().accepted();
