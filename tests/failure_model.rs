@@ -413,19 +413,7 @@ async fn refusals_are_503(addr: SocketAddr, what: &str) {
 #[tokio::test]
 async fn an_acl_user_without_scripting_gets_503_under_fail_open() {
     let server = Server::start(ServerKind::Redis7, &[]);
-    let () = server.cmd(&[
-        "ACL",
-        "SETUSER",
-        "app",
-        "on",
-        ">secret",
-        "~*",
-        "&*",
-        "+@all",
-        "-@scripting",
-        "-incr",
-    ]);
-    let url = format!("redis://app:secret@127.0.0.1:{}", server.port());
+    let url = server.acl_user(&["-@scripting", "-incr"]);
     let coordination = through(url, "acl").await;
     let err = FixedWindow::new(&coordination, "probe", 1, Duration::from_secs(1))
         .expect("valid")
@@ -736,10 +724,7 @@ async fn redis_out_of_memory_gets_503_under_fail_open_on_every_fixed_window_path
 #[tokio::test]
 async fn a_user_denied_info_still_connects_without_the_version_check() {
     let server = Server::start(ServerKind::Redis7, &[]);
-    let () = server.cmd(&[
-        "ACL", "SETUSER", "app", "on", ">secret", "~*", "&*", "+@all", "-info",
-    ]);
-    let url = format!("redis://app:secret@127.0.0.1:{}", server.port());
+    let url = server.acl_user(&["-info"]);
     let backend = RedisBackend::standalone(url)
         .key_prefix(unique_prefix("no-info"))
         .connect()
@@ -766,23 +751,22 @@ async fn a_user_denied_info_still_connects_without_the_version_check() {
 #[tokio::test]
 async fn redis_6_2_with_verbatim_script_replication_runs_every_step_with_or_without_info() {
     let server = Server::start(ServerKind::Redis6, &["--lua-replicate-commands", "no"]);
-    let () = server.cmd(&[
-        "ACL", "SETUSER", "app", "on", ">secret", "~*", "&*", "+@all", "-info",
-    ]);
-    for (what, url) in [
-        ("INFO allowed", server.url()),
-        (
-            "INFO denied",
-            format!("redis://app:secret@127.0.0.1:{}", server.port()),
-        ),
-    ] {
+    let denied_info = server.acl_user(&["-info"]);
+    for (what, url) in [("INFO allowed", server.url()), ("INFO denied", denied_info)] {
         let coordination = through(url, "verbatim").await;
         let window =
             FixedWindow::new(&coordination, "rate", 5, Duration::from_secs(60)).expect("valid");
-        assert!(
-            window.try_acquire(b"k", 1).await.expect(what).is_granted(),
-            "{what}"
-        );
+        // One permit (plain commands), then two (the script).
+        for permits in [1, 2] {
+            assert!(
+                window
+                    .try_acquire(b"k", permits)
+                    .await
+                    .expect(what)
+                    .is_granted(),
+                "{what}: {permits}"
+            );
+        }
         // The hot-key tier's reservation, and its return (which Redis 6.2, without
         // PEXPIRETIME, never sends: the permits lapse).
         let hot = FixedWindow::new(&coordination, "hot", 100, Duration::from_secs(60))

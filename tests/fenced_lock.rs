@@ -1017,17 +1017,7 @@ async fn read_only_steps_go_as_evalsha_ro_unless_the_acl_denies_it() {
 #[tokio::test]
 async fn waiting_acquisitions_ride_out_a_slot_move() {
     let cluster = Arc::new(Cluster::start(ServerKind::Redis7));
-    let prefix = unique_prefix("slot-move");
-    let mut holders = Vec::new();
-    for _ in 0..4 {
-        let coordination: Coordination = RedisBackend::cluster(cluster.urls())
-            .key_prefix(&prefix)
-            .connect()
-            .await
-            .expect("connect")
-            .into();
-        holders.push(coordination);
-    }
+    let holders = cluster.handles("slot-move", 4).await;
     let slot = key_slot(&physical(
         &holders[0],
         FencedLock::named(&holders[0], "moving").lease_key(),

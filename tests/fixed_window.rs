@@ -4,17 +4,16 @@
 mod support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use leasehold::backend::key_slot;
 use leasehold::backend::redis::{INCREX_REPROBE_AFTER, RedisBackend};
-use leasehold::coordination::rate_limit::FixedWindow;
+use leasehold::coordination::rate_limit::{FixedWindow, RateLimiter};
 use leasehold::{Coordination, ErrorKind};
 use support::target::{
     Target, command_calls, concurrent_grants, is_granted, scenario, storage_key,
 };
-use support::{Cluster, Server, ServerKind, unique_prefix};
+use support::{Cluster, Server, ServerKind};
 
 /// Every target, the INCREX fast path included (`scenario!` alone leaves it out).
 macro_rules! every_target {
@@ -449,16 +448,8 @@ scenario!(an_acl_that_denies_a_plain_command_sends_one_permit_through_lua:
 /// met the denial was counted by it and by Lua: one permit under-admitted, never one over.
 async fn an_acl_that_denies_a_plain_command_sends_one_permit_through_lua(denied: &str) {
     let server = Server::start(ServerKind::Redis7, &[]);
-    let deny = format!("-{denied}");
-    let () = server.cmd(&[
-        "ACL", "SETUSER", "app", "on", ">secret", "~*", "&*", "+@all", &deny,
-    ]);
-    let backend = RedisBackend::connect(
-        format!("redis://app:secret@127.0.0.1:{}", server.port()),
-        "acl:",
-    )
-    .await
-    .expect("connect");
+    let url = server.acl_user(&[&format!("-{denied}")]);
+    let backend = RedisBackend::connect(url, "acl:").await.expect("connect");
     let coordination: Coordination = backend.into();
     let limiter = FixedWindow::new(&coordination, "api", 3, MINUTE).expect("valid");
     let mut remaining = Vec::new();
@@ -493,43 +484,18 @@ async fn an_acl_that_denies_a_plain_command_sends_one_permit_through_lua(denied:
 async fn steps_of_one_permit_ride_out_a_slot_move() {
     const LIMIT: u64 = 1_000_000;
     let cluster = Arc::new(Cluster::start(ServerKind::Redis7));
-    let prefix = unique_prefix("fw-slot-move");
-    let mut limiters = Vec::new();
-    for _ in 0..2 {
-        let coordination: Coordination = RedisBackend::cluster(cluster.urls())
-            .key_prefix(&prefix)
-            .connect()
-            .await
-            .expect("connect")
-            .into();
-        let limiter = FixedWindow::new(&coordination, "api", LIMIT, MINUTE).expect("valid");
-        limiters.push((limiter, coordination));
-    }
-    let storage = storage_key(&limiters[0].1, "fw", "api", "k");
-    let slot = key_slot(&storage);
-    let stop = Arc::new(AtomicBool::new(false));
-    let granted = Arc::new(AtomicU64::new(0));
-    let tasks: Vec<_> = limiters
+    let handles = cluster.handles("fw-slot-move", 2).await;
+    let limiters: Vec<RateLimiter> = handles
         .iter()
-        .flat_map(|(limiter, _)| [limiter.clone(), limiter.clone()])
-        .map(|limiter| {
-            let (stop, granted) = (stop.clone(), granted.clone());
-            tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    let decision = limiter.try_acquire(b"k", 1).await.expect("no error");
-                    assert!(decision.is_granted());
-                    granted.fetch_add(1, Ordering::Relaxed);
-                }
-            })
+        .map(|coordination| {
+            FixedWindow::new(coordination, "api", LIMIT, MINUTE)
+                .expect("valid")
+                .into()
         })
         .collect();
-    cluster.move_slot_around(slot, 2).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    stop.store(true, Ordering::Relaxed);
-    for task in tasks {
-        task.await.expect("every request granted");
-    }
-    let granted = granted.load(Ordering::Relaxed);
+    let storage = storage_key(&handles[0], "fw", "api", "k");
+    let slot = key_slot(&storage);
+    let granted = cluster.grants_while_moving(slot, &limiters, b"k").await;
     let owner = cluster.owner_of(slot);
     let count: u64 = redis::cmd("GET")
         .arg(&storage)
@@ -543,8 +509,7 @@ async fn steps_of_one_permit_ride_out_a_slot_move() {
         .expect("PTTL");
     assert!(ttl > 0, "the moved counter keeps its window: {ttl}");
     // The rest of the window, to the permit, and not one more.
-    let (limiter, _) = &limiters[0];
-    let left = limiter
+    let left = limiters[0]
         .try_acquire(b"k", 0)
         .await
         .expect("probe")
@@ -557,23 +522,10 @@ async fn steps_of_one_permit_ride_out_a_slot_move() {
 #[tokio::test]
 async fn an_acl_without_scripts_still_counts_one_permit_steps() {
     let server = Server::start(ServerKind::Redis7, &[]);
-    let () = server.cmd(&[
-        "ACL",
-        "SETUSER",
-        "app",
-        "on",
-        ">secret",
-        "~*",
-        "&*",
-        "+@all",
-        "-@scripting",
-    ]);
-    let backend = RedisBackend::connect(
-        format!("redis://app:secret@127.0.0.1:{}", server.port()),
-        "noscript:",
-    )
-    .await
-    .expect("connect");
+    let url = server.acl_user(&["-@scripting"]);
+    let backend = RedisBackend::connect(url, "noscript:")
+        .await
+        .expect("connect");
     let coordination: Coordination = backend.into();
     let limiter = FixedWindow::new(&coordination, "api", 3, MINUTE).expect("valid");
     let key = String::from_utf8(storage_key(&coordination, "fw", "api", "k")).expect("utf-8");

@@ -7,7 +7,7 @@ mod support;
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use leasehold::Coordination;
@@ -765,47 +765,24 @@ async fn no_next_batch_while_the_breaker_is_open() {
 async fn reservations_ride_out_a_slot_move() {
     const LIMIT: u64 = 1_000_000;
     let cluster = Arc::new(Cluster::start(ServerKind::Redis7));
-    let prefix = unique_prefix("hot-slot-move");
-    let mut limiters = Vec::new();
-    for _ in 0..2 {
-        let coordination: Coordination = RedisBackend::cluster(cluster.urls())
-            .key_prefix(&prefix)
-            .connect()
-            .await
-            .expect("connect")
-            .into();
-        limiters.push((tiered(&coordination, LIMIT, MINUTE, 20), coordination));
-    }
+    let limiters: Vec<_> = cluster
+        .handles("hot-slot-move", 2)
+        .await
+        .into_iter()
+        .map(|coordination| (tiered(&coordination, LIMIT, MINUTE, 20), coordination))
+        .collect();
     let storage = support::target::storage_key(&limiters[0].1, "fw", "hot", "k");
     let slot = key_slot(&storage);
-    let stop = Arc::new(AtomicBool::new(false));
-    let granted = Arc::new(AtomicU64::new(0));
-    let tasks: Vec<_> = limiters
+    let tiers: Vec<_> = limiters
         .iter()
-        .flat_map(|(limiter, _)| [limiter.clone(), limiter.clone()])
-        .map(|limiter| {
-            let (stop, granted) = (stop.clone(), granted.clone());
-            tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    let decision = limiter.try_acquire(b"k", 1).await.expect("no error");
-                    assert!(decision.is_granted());
-                    granted.fetch_add(1, Ordering::Relaxed);
-                }
-            })
-        })
+        .map(|(limiter, _)| limiter.clone())
         .collect();
-    cluster.move_slot_around(slot, 2).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    stop.store(true, Ordering::Relaxed);
-    for task in tasks {
-        task.await.expect("every request granted");
-    }
+    let granted = cluster.grants_while_moving(slot, &tiers, b"k").await;
     for (limiter, _) in &limiters {
         settled(limiter).await;
         limiter.return_reserved().await.expect("return");
         assert_accounted(settled(limiter).await);
     }
-    let granted = granted.load(Ordering::Relaxed);
     let count: u64 = redis::cmd("GET")
         .arg(&storage)
         .query(&mut cluster.owner_of(slot).connection())

@@ -509,15 +509,11 @@ async fn increx_denied_by_an_acl_falls_back_through_the_layer() {
     let module = support::increx_module::module_path();
     let module = module.to_str().expect("utf-8 module path");
     let server = Server::start(ServerKind::Redis7, &["--loadmodule", module]);
-    let () = server.cmd(&[
-        "ACL", "SETUSER", "app", "on", ">secret", "~*", "&*", "+@all", "-increx",
-    ]);
-    let backend =
-        RedisBackend::standalone(format!("redis://app:secret@127.0.0.1:{}", server.port()))
-            .key_prefix(unique_prefix("increx-acl"))
-            .connect()
-            .await
-            .expect("connect");
+    let backend = RedisBackend::standalone(server.acl_user(&["-increx"]))
+        .key_prefix(unique_prefix("increx-acl"))
+        .connect()
+        .await
+        .expect("connect");
     let coordination = Coordination::from(backend.clone());
     let layer = RedisRateLimitLayer::fixed_window(&coordination, "api", 3, Duration::from_secs(60))
         .expect("valid")

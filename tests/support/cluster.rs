@@ -1,8 +1,13 @@
 //! A 3-master Redis Cluster (Redis 7.0, no replicas), created without redis-cli: each node
 //! gets a config epoch and a third of the slots, then node 0 meets the others.
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
+
+use leasehold::Coordination;
+use leasehold::backend::redis::RedisBackend;
+use leasehold::coordination::rate_limit::RateLimiter;
 
 use super::server::{POLL, Server, ServerKind, Spec, get_or_start, launch_all};
 
@@ -182,6 +187,56 @@ impl Cluster {
             .await
             .expect("the slot moved");
         }
+    }
+
+    /// `count` handles on this cluster (separate connections, as replicas) sharing one fresh
+    /// key prefix named after `test`.
+    pub async fn handles(&self, test: &str, count: usize) -> Vec<Coordination> {
+        let prefix = super::unique_prefix(test);
+        let mut handles = Vec::new();
+        for _ in 0..count {
+            let backend = RedisBackend::cluster(self.urls())
+                .key_prefix(&prefix)
+                .connect()
+                .await
+                .expect("connect");
+            handles.push(backend.into());
+        }
+        handles
+    }
+
+    /// Two tasks per limiter ask one permit of `key` back to back while `slot` moves from
+    /// master to master twice (see [`move_slot_around`](Self::move_slot_around)), and 300 ms
+    /// after: every answer must be a grant, and none an error. Returns the grants.
+    pub async fn grants_while_moving(
+        self: &Arc<Self>,
+        slot: u16,
+        limiters: &[RateLimiter],
+        key: &'static [u8],
+    ) -> u64 {
+        let stop = Arc::new(AtomicBool::new(false));
+        let granted = Arc::new(AtomicU64::new(0));
+        let tasks: Vec<_> = limiters
+            .iter()
+            .flat_map(|limiter| [limiter.clone(), limiter.clone()])
+            .map(|limiter| {
+                let (stop, granted) = (stop.clone(), granted.clone());
+                tokio::spawn(async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        let decision = limiter.try_acquire(key, 1).await.expect("no error");
+                        assert!(decision.is_granted());
+                        granted.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        self.move_slot_around(slot, 2).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        stop.store(true, Ordering::Relaxed);
+        for task in tasks {
+            task.await.expect("every request granted");
+        }
+        granted.load(Ordering::Relaxed)
     }
 
     /// Waits (bounded) until every node reports `cluster_state:ok` and its CLUSTER NODES view

@@ -281,6 +281,18 @@ impl Server {
         Ok(con)
     }
 
+    /// Creates the ACL user `app` (password `secret`), allowed every key, channel and command
+    /// but what `rules` take away (`-@scripting`, `-incr`, ...), and returns a URL that logs
+    /// in as it over TCP.
+    pub fn acl_user(&self, rules: &[&str]) -> String {
+        let mut args = vec![
+            "ACL", "SETUSER", "app", "on", ">secret", "~*", "&*", "+@all",
+        ];
+        args.extend_from_slice(rules);
+        let () = self.cmd(&args);
+        format!("redis://app:secret@127.0.0.1:{}", self.port())
+    }
+
     /// Runs one admin command over a fresh connection (panics on error).
     pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
         let mut cmd = redis::cmd(args[0]);
