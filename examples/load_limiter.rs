@@ -15,7 +15,8 @@
 //! - `limiter`: the limiter's `acquire`;
 //! - `evalsha`: the limiter's Lua script with `EVALSHA` through a bare redis-rs
 //!   `ConnectionManager`, with the same KEYS and ARGV as the limiter (the same key, too: run
-//!   one mode at a time, or the two share state): the same client's ceiling, for comparison;
+//!   one mode at a time, or the two share state): the same client's ceiling, for comparison
+//!   (not the fixed window's: its limiter sends a step of one permit as plain commands);
 //! - `incr`: a bare `INCR` (ALGO is ignored);
 //! - `command`: loads the script and prints, on one line, the `EVALSHA` the `evalsha` mode
 //!   sends, for `redis-benchmark` (no load).

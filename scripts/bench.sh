@@ -5,7 +5,8 @@
 #   1. for each algorithm (fixed window, sliding window with 10 segments, token bucket, GCRA,
 #      stacked fixed windows with 2 policies; settings in benches/algorithms/mod.rs, every
 #      call granted): limiter decisions/s (examples/load_limiter.rs) at 1 and 64 concurrent
-#      callers, and redis-rs' own EVALSHA of the same script at 1 and 64, next to
+#      callers, and redis-rs' own EVALSHA of the same script at 1 and 64 (the fixed window's
+#      limiter sends its script for larger steps only: one permit goes as plain commands), next to
 #      `redis-benchmark -c 50` running EVALSHA of that script with the same key and
 #      arguments (all over the unix socket, each run on an emptied server), the algorithms
 #      interleaved for ROUNDS rounds, the best round of each figure counting;

@@ -3,7 +3,8 @@
 //!
 //! When a service runs as many replicas behind a load balancer, limits and ownership must be
 //! shared. `leasehold` keeps them in Redis (or Valkey) and takes every decision atomically
-//! on the server, with the server's clock, in one script call per step.
+//! on the server, with the server's clock, in one script call (or one pipeline of native
+//! commands) per step.
 //!
 //! The crate has three layers:
 //!

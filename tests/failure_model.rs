@@ -1039,8 +1039,14 @@ async fn a_failover_reply_is_sent_again_within_the_bound_then_answered() {
             .is_granted()
     );
 
-    // Demoted for 300 ms, well within the 1 s bound: the step waits, and is granted.
-    for route in [None, Some("/patient"), Some(LEASE)] {
+    // Demoted for 300 ms, well within the 1 s bound: the step waits, and is granted (one
+    // permit as plain commands, two through the script, and over HTTP).
+    for (route, permits) in [
+        (None, 1),
+        (None, 2),
+        (Some("/patient"), 1),
+        (Some(LEASE), 1),
+    ] {
         demote(&server, &other);
         let promote = std::thread::spawn({
             let url = server.url();
@@ -1060,7 +1066,7 @@ async fn a_failover_reply_is_sent_again_within_the_bound_then_answered() {
         match route {
             None => assert!(
                 window
-                    .try_acquire(b"global", 1)
+                    .try_acquire(b"global", permits)
                     .await
                     .expect("sent again until it was taken")
                     .is_granted()
@@ -1075,9 +1081,12 @@ async fn a_failover_reply_is_sent_again_within_the_bound_then_answered() {
         promote.join().expect("promoted");
         assert!(
             took >= Duration::from_millis(250),
-            "{route:?} waited {took:?}"
+            "{route:?} {permits} waited {took:?}"
         );
-        assert!(took < Duration::from_secs(1), "{route:?} took {took:?}");
+        assert!(
+            took < Duration::from_secs(1),
+            "{route:?} {permits} took {took:?}"
+        );
     }
 
     // Demoted for good: past the bound, the error (and the layers' answers).

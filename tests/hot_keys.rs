@@ -190,6 +190,14 @@ async fn a_return_gives_back_exactly_what_was_held_after_rejections(target: Targ
     for _ in 0..3 {
         assert!(!is_granted(&plain, b"k", 1).await);
     }
+    if let Target::Server(_) = target {
+        // The plain commands kept the rejections counted, past the limit.
+        let key = support::target::storage_key(&coordination, "fw", "hot", "k");
+        assert_eq!(
+            target.raw(&[b"GET", &key]),
+            redis::Value::BulkString(b"43".to_vec())
+        );
+    }
     assert_eq!(limiter.return_reserved().await.expect("return"), 4);
     assert_eq!(left_in_window(&coordination, 40, b"k").await, 4);
     for _ in 0..4 {

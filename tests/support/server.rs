@@ -281,12 +281,12 @@ impl Server {
         Ok(con)
     }
 
-    /// Creates the ACL user `app` (password `secret`), allowed every key, channel and command
-    /// but what `rules` take away (`-@scripting`, `-incr`, ...), and returns a URL that logs
-    /// in as it over TCP.
+    /// Sets the ACL user `app` (password `secret`) anew, allowed every key, channel and
+    /// command but what `rules` take away (`-@scripting`, `-incr`, ...), and returns a URL
+    /// that logs in as it over TCP.
     pub fn acl_user(&self, rules: &[&str]) -> String {
         let mut args = vec![
-            "ACL", "SETUSER", "app", "on", ">secret", "~*", "&*", "+@all",
+            "ACL", "SETUSER", "app", "reset", "on", ">secret", "~*", "&*", "+@all",
         ];
         args.extend_from_slice(rules);
         let () = self.cmd(&args);

@@ -118,7 +118,9 @@ impl Capabilities {
     }
 
     /// Records that the server answered `INCREX` with "unknown command" (or an ACL denied
-    /// it). Public as a test hook (feature `test-util`), to force the other paths.
+    /// it). Public as a test hook (feature `test-util`): the fixed window then skips `INCREX`,
+    /// sending a step of one permit as `SET`, `INCR` and `PTTL` (not on a Cluster) and any
+    /// other through Lua.
     #[cfg(feature = "test-util")]
     pub fn record_increx_rejected(&self) {
         self.increx.refused();

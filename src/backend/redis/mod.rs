@@ -1,7 +1,7 @@
 //! The Redis backend: standalone, Cluster or Sentinel, through redis-rs.
 //!
-//! Every step is one script call (or one native command): decisions are taken on the server
-//! with the server's clock. The backend:
+//! Every step is one script call (or one pipeline of native commands): decisions are taken on
+//! the server with the server's clock. The backend:
 //!
 //! - reconnects by itself: a standalone or Sentinel connection that breaks is replaced by a
 //!   new one (asking the sentinels again), one attempt at a time, whose refusal is every

@@ -19,9 +19,9 @@ use crate::error::{Error, Result};
 ///
 /// The first counted request starts a window of `window`; the window ends then for every
 /// request of that key, however many came after (they do not move it). A rejected request
-/// consumes nothing: on Redis without `INCREX`, a rejected request of one permit stays in the
-/// count, but only once the window is full, so it turns no decision. The decision and every
-/// time in it come from the backend's clock.
+/// consumes nothing: on a standalone or Sentinel server without `INCREX`, a rejected request
+/// of one permit stays in the count, but only once the window is full, so it turns no
+/// decision. The decision and every time in it come from the backend's clock.
 ///
 /// # Storage
 ///
@@ -34,7 +34,7 @@ use crate::error::{Error, Result};
 ///
 /// # Servers
 ///
-/// On Redis 8.8+ and Valkey 9.2+ (but a Cluster) a step is one `INCREX` pipelined with
+/// On Redis 8.8+ and Valkey 9.2+ (not on a Cluster) a step is one `INCREX` pipelined with
 /// `PTTL` (one round trip). Older servers answer "unknown command"; from then on every
 /// limiter built from the same [`Coordination`] goes another way directly, and `INCREX` is
 /// tried again after five minutes so that an upgraded server regains the fast path. There, a
@@ -243,7 +243,8 @@ impl FixedWindow {
         &self.coordination
     }
 
-    /// Asks for `permits` permits for `key`, in one atomic step.
+    /// Asks for `permits` permits for `key`, in one step (a script, or for one permit a
+    /// pipeline whose count is one `INCR`: atomic either way).
     ///
     /// `permits` = 0 probes the current state without consuming or creating anything.
     /// A request for more permits than the limit is rejected (consuming nothing) without a

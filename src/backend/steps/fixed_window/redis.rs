@@ -283,3 +283,51 @@ impl RedisStep for FixedWindowReturnStep<'_> {
         outcome.uint(0)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::steps::tests::unreachable_redis;
+
+    fn step() -> FixedWindowStep<'static> {
+        FixedWindowStep {
+            key: b"k",
+            permits: 1,
+            limit: 5,
+            window_ms: 60_000,
+        }
+    }
+
+    /// A counter that `PTTL` found gone (it expired after `INCR`) is a window that has just
+    /// ended: free in a millisecond, not a whole window away, so that a rejection is neither
+    /// told to wait nor kept in a deny cache for a window already over. Nothing is sent.
+    #[tokio::test]
+    async fn a_counter_gone_by_pttl_is_a_window_just_ended() {
+        let redis = unreachable_redis().await;
+        let rejected = Counted {
+            granted: false,
+            count: 6,
+            ttl: -2,
+        };
+        let reply = rejected.reply(&redis, step()).await.expect("nothing sent");
+        assert_eq!(
+            reply,
+            FixedWindowReply {
+                granted: false,
+                count: 6,
+                ttl_ms: Some(0),
+                free_in_ms: Some(1),
+            }
+        );
+        let granted = Counted {
+            granted: true,
+            count: 3,
+            ttl: 41_000,
+        };
+        let reply = granted.reply(&redis, step()).await.expect("nothing sent");
+        assert_eq!(
+            (reply.ttl_ms, reply.free_in_ms),
+            (Some(41_000), Some(41_001))
+        );
+    }
+}
