@@ -181,19 +181,20 @@ impl Counted {
 
 /// The step as one `INCREX` pipelined with `PTTL`.
 async fn increx(redis: &RedisBackend, step: FixedWindowStep<'_>) -> Result<Counted, SendError> {
-    let key = redis.stored_key(step.key);
-    let mut pipe = redis::pipe();
-    pipe.cmd("INCREX")
-        .arg(&key)
+    // Built as the plain commands are (see `one_permit`): sized at once, the key written in
+    // place.
+    let mut increx = redis.keyed_command("INCREX", step.key, 7, 72);
+    increx
         .arg("BYINT")
         .arg(step.permits)
         .arg("UBOUND")
         .arg(step.limit)
         .arg("PX")
         .arg(step.window_ms)
-        .arg("ENX")
-        .cmd("PTTL")
-        .arg(&key);
+        .arg("ENX");
+    let mut pipe = redis::Pipeline::with_capacity(2);
+    pipe.add_command(increx)
+        .add_command(redis.keyed_command("PTTL", step.key, 0, 0));
     let reply = redis.query_pipeline(&pipe).await?;
     let ((count, applied), ttl): ((i64, i64), i64) =
         redis::from_redis_value(Value::Array(reply)).map_err(redis::RedisError::from)?;
