@@ -463,6 +463,36 @@ async fn a_release_asked_during_a_renewal_frees_it_and_the_late_renewal_changes_
     );
 }
 
+/// The same acquisition delivered twice (a network, or a client library, that sends it
+/// again): the second delivery finds its own grant and answers granted, so that no caller
+/// reads its own holding as someone else's; it takes nothing more, and the holder's release
+/// frees the resource.
+async fn an_acquisition_delivered_twice_is_granted_again(kind: Kind) {
+    let behind = support::Behind::start_on(server(kind), "twice");
+    let holder = behind.through_proxy(|builder| builder).await;
+    let contender = behind.direct().await;
+    behind.proxy.take_delivered();
+    let held = hold(kind, &holder).await;
+    let reply = support::proxy::replay_last_script(&behind.server, &behind.proxy.take_delivered());
+    let redis::Value::Array(fields) = &reply else {
+        panic!("{kind:?}: a reply table: {reply:?}");
+    };
+    let status: String = redis::from_redis_value(fields[0].clone()).expect("a status");
+    assert!(
+        status == "granted" || status == "acquired",
+        "{kind:?}: the duplicate answered {reply:?}"
+    );
+    assert!(
+        !contender_takes_it(kind, &contender).await,
+        "{kind:?}: held once, by its holder"
+    );
+    drop(held);
+    support::eventually("the release frees it", async || {
+        contender_takes_it(kind, &contender).await
+    })
+    .await;
+}
+
 mod a_late_acquisition_leaves_nothing_once_delivered {
     use super::*;
 
@@ -523,6 +553,7 @@ macro_rules! for_each_holding {
 }
 
 for_each_holding!(
+    an_acquisition_delivered_twice_is_granted_again,
     a_release_asked_during_a_renewal_frees_it_and_the_late_renewal_changes_nothing,
     the_lifetime_limit_is_told_before_the_release,
     a_stall_shorter_than_the_estimate_costs_nothing,

@@ -620,8 +620,9 @@ async fn a_downgrade_without_an_answer_leaves_a_reader_and_the_next_settles_it()
 }
 
 /// Redis out of memory (`noeviction`): a new lease is refused (`OutOfMemory`, certainly
-/// without effect), while a held lease is still renewed (a renewal grows nothing) and
-/// released.
+/// without effect), also where the step first prunes an expired holder (whose removal is a
+/// write that would let the grant past the server's refusal), while a held lease is still
+/// renewed (a renewal grows nothing) and released.
 #[tokio::test]
 async fn out_of_memory_refuses_new_leases_and_renews_held_ones() {
     let server = support::Server::start(ServerKind::Redis7, &[]);
@@ -635,9 +636,15 @@ async fn out_of_memory_refuses_new_leases_and_renews_held_ones() {
     let lock = ReadWriteLock::named(&coordination, "oom");
     let mut held = read(&lock, MINUTE).await;
     let other = ReadWriteLock::named(&coordination, "oom-new");
+    let other_key = physical(&coordination, &other);
+    let other_key = String::from_utf8(other_key).expect("a text key");
     let () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
     let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
     for write in [false, true] {
+        // A reader whose deadline (1 ms after the epoch) has passed: the step prunes it.
+        let () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+        let _: i64 = server.cmd(&["ZADD", &other_key, "1", "r:expired"]);
+        let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
         let attempt = if write {
             other.try_write(MINUTE).await
         } else {
@@ -646,6 +653,8 @@ async fn out_of_memory_refuses_new_leases_and_renews_held_ones() {
         let err = attempt.expect_err("out of memory");
         assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{err}");
         assert!(err.is_refused() && !err.is_outcome_uncertain(), "{err}");
+        let members: Vec<String> = server.cmd(&["ZRANGE", &other_key, "0", "-1"]);
+        assert_eq!(members, ["r:expired"], "nothing changed");
     }
     let err = lock.try_read(MINUTE).await.expect_err("another reader");
     assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{err}");

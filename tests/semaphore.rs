@@ -971,9 +971,10 @@ async fn an_acquisition_without_an_answer_is_released() {
     // Once the pause ends, the acquisition runs (and grants a permit that never expires),
     // then the release of its token that the failure spawned.
     stalling.wait_until_empty().await;
+    // Two ZADDs: the out-of-memory guard (which changes nothing) and the grant.
     assert_eq!(
         stalling.calls("zadd"),
-        zadd + 1,
+        zadd + 2,
         "the stalled acquisition ran"
     );
     // Every attempt of the background release that timed out during the pause ran too.
@@ -1099,4 +1100,55 @@ async fn a_grant_that_arrives_after_its_expiry_is_released_and_answered_as_busy(
             .expect("try")
             .is_acquired()
     );
+}
+
+/// Redis out of memory (`noeviction`): a new permit is refused (`OutOfMemory`, certainly
+/// without effect), also where the step prunes first (its removal of expired permits is a
+/// write, which would let the grant past the server's refusal), while a held permit is still
+/// renewed (a renewal grows nothing) and released.
+#[tokio::test]
+async fn out_of_memory_refuses_new_permits_and_renews_held_ones() {
+    let server = support::Server::start(support::ServerKind::Redis7, &[]);
+    let coordination: Coordination = RedisBackend::standalone(server.url())
+        .key_prefix(support::unique_prefix("sem-oom"))
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    let held_semaphore = Semaphore::new(&coordination, "held", 2).expect("valid");
+    let mut held = acquired(&held_semaphore, Some(MINUTE)).await;
+    let other = Semaphore::new(&coordination, "new", 2).expect("valid");
+    let other_key = physical(&coordination, &semaphore_key(b"new"));
+    let other_key = String::from_utf8(other_key).expect("a text key");
+    let () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    // An empty set, and one with a permit whose expiry (1 ms after the epoch) has passed.
+    for expired in [false, true] {
+        if expired {
+            let _: i64 = server.cmd(&["ZADD", &other_key, "-2", "c", "1", "p:expired"]);
+        }
+        let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
+        let err = other
+            .try_acquire(Some(MINUTE))
+            .await
+            .expect_err("out of memory");
+        assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{err}");
+        assert!(err.is_refused() && !err.is_outcome_uncertain(), "{err}");
+        let err = held_semaphore
+            .try_acquire(Some(MINUTE))
+            .await
+            .expect_err("out of memory");
+        assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{err}");
+        let () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+        let members: Vec<String> = server.cmd(&["ZRANGE", &other_key, "0", "-1"]);
+        let expected: &[&str] = if expired { &["c", "p:expired"] } else { &[] };
+        assert_eq!(members, expected, "nothing changed");
+    }
+    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
+    assert!(
+        held.renew(Some(MINUTE))
+            .await
+            .expect("renewed out of memory")
+    );
+    assert!(held.release().await.expect("released out of memory"));
+    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
 }

@@ -72,6 +72,8 @@ struct Counters {
     received: [AtomicU64; 2],
     /// Bytes written to their destination.
     bytes: [AtomicU64; 2],
+    /// The bytes delivered to the server since the last `take_delivered`.
+    delivered: std::sync::Mutex<Vec<u8>>,
 }
 
 /// A running proxy; see the [module docs](self).
@@ -218,6 +220,12 @@ impl Proxy {
     /// Bytes delivered so far in `direction`.
     pub fn bytes(&self, direction: Direction) -> u64 {
         self.counters.bytes[direction.index()].load(Ordering::SeqCst)
+    }
+
+    /// The bytes delivered to the server since the last call: the commands, as sent, to send
+    /// again with [`replay_last_script`].
+    pub fn take_delivered(&self) -> Vec<u8> {
+        std::mem::take(&mut *self.counters.delivered.lock().expect("not poisoned"))
     }
 
     /// Bytes the proxy has taken in so far in `direction`, delivered, held or dropped.
@@ -445,6 +453,13 @@ async fn pump(
             }
             // Counted before the write, so a client that got the bytes sees them counted.
             counters.bytes[side].fetch_add(bytes.len() as u64, Ordering::SeqCst);
+            if direction == Direction::ToServer {
+                let mut delivered = counters.delivered.lock().expect("not poisoned");
+                // Bounded: a test takes what it needs after a few commands.
+                if delivered.len() < 1 << 20 {
+                    delivered.extend_from_slice(&bytes);
+                }
+            }
             if to.write_all(&bytes).await.is_err() {
                 return;
             }
@@ -480,4 +495,66 @@ fn set_reset_on_close(fd: RawFd) {
             std::mem::size_of::<libc::linger>() as libc::socklen_t,
         );
     }
+}
+
+/// Sends again, on a connection of its own, the last script call (`EVALSHA`, `EVAL` or their
+/// read-only forms) found in `delivered` (bytes a proxy delivered: see
+/// [`Proxy::take_delivered`]), as a network that delivers a command twice would; returns the
+/// server's reply.
+pub fn replay_last_script(server: &super::Server, delivered: &[u8]) -> redis::Value {
+    let commands = parse_commands(delivered);
+    let script = commands
+        .iter()
+        .rev()
+        .find(|args| {
+            let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
+            name.starts_with("EVAL")
+        })
+        .unwrap_or_else(|| panic!("no script among {} commands delivered", commands.len()));
+    let mut cmd = redis::cmd(&String::from_utf8_lossy(&script[0]));
+    for arg in &script[1..] {
+        cmd.arg(arg.as_slice());
+    }
+    let mut con = server.connection();
+    match cmd.query::<redis::Value>(&mut con) {
+        Ok(value) => value,
+        Err(err) => panic!("the replayed script failed: {err}"),
+    }
+}
+
+/// The commands in RESP bytes a client sent: arrays of bulk strings.
+fn parse_commands(mut bytes: &[u8]) -> Vec<Vec<Vec<u8>>> {
+    fn line<'a>(bytes: &mut &'a [u8]) -> &'a [u8] {
+        let end = bytes
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("a whole RESP line");
+        let (head, rest) = bytes.split_at(end);
+        *bytes = &rest[2..];
+        head
+    }
+    fn number(head: &[u8]) -> usize {
+        std::str::from_utf8(head)
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("a RESP length: {head:?}"))
+    }
+    let mut commands = Vec::new();
+    while !bytes.is_empty() {
+        let head = line(&mut bytes);
+        assert_eq!(head.first(), Some(&b'*'), "a command array");
+        let count = number(&head[1..]);
+        let args = (0..count)
+            .map(|_| {
+                let head = line(&mut bytes);
+                assert_eq!(head.first(), Some(&b'$'), "a bulk string");
+                let len = number(&head[1..]);
+                let (arg, rest) = bytes.split_at(len);
+                bytes = &rest[2..];
+                arg.to_vec()
+            })
+            .collect();
+        commands.push(args);
+    }
+    commands
 }

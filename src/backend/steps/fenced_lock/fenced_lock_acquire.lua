@@ -9,7 +9,11 @@
 --
 -- Returns {'late'}             the step arrived after ARGV[3]: a command delayed past its
 --                              client's cleanup must not take the lock; nothing changed
---         {'acquired', token}  token = the counter's new value as a decimal string
+--         {'acquired', token}  token = the counter's new value as a decimal string; also
+--                              when the lease is ARGV[1]'s already (this acquisition
+--                              delivered twice): token = the counter's value, which no
+--                              acquisition can have moved while that lease stood; nothing
+--                              changed
 --         {'held', pttl}       pttl = the existing lease's PTTL in ms (-1: no expiry)
 --         {'corrupt', i, what} KEYS[i] holds something else; nothing changed
 --
@@ -28,6 +32,13 @@ end
 local owner, kind = lease_owner(KEYS[1])
 if owner == nil then
     return corrupt_lease(kind)
+end
+if owner == ARGV[1] then
+    local token = redis.call('GET', KEYS[2])
+    if not token then
+        return {'corrupt', 2, 'the counter of a held lease is gone'}
+    end
+    return {'acquired', token}
 end
 if owner then
     return {'held', redis.call('PTTL', KEYS[1])}

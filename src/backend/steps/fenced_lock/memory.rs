@@ -28,10 +28,26 @@ impl MemoryStep for FencedAcquireStep<'_> {
         let counter_key = memory.physical_key(step.counter_key);
         ensure_same_slot(&[&lease_key, &counter_key])?;
         memory.step(|store, now| {
-            if let Lease::Owner(_, expires_at) = lease(store, &lease_key, now, step.lease_key)? {
-                return Ok(FencedAcquireReply::Held {
-                    retry_after_ms: expires_at.map(|deadline| millis_until(deadline, now)),
-                });
+            match lease(store, &lease_key, now, step.lease_key)? {
+                // This acquisition delivered twice: no acquisition moves the counter while
+                // its lease stands, so the counter is its token.
+                Lease::Owner(owner, _) if owner == step.token => {
+                    return match counter(store, &counter_key, now, step.counter_key)? {
+                        Some(token) => Ok(FencedAcquireReply::Acquired {
+                            fencing_token: token.unsigned_abs(),
+                        }),
+                        None => Err(Error::corrupt_state(
+                            step.counter_key,
+                            "the counter of a held lease is gone",
+                        )),
+                    };
+                }
+                Lease::Owner(_, expires_at) => {
+                    return Ok(FencedAcquireReply::Held {
+                        retry_after_ms: expires_at.map(|deadline| millis_until(deadline, now)),
+                    });
+                }
+                Lease::None => {}
             }
             let counter = counter(store, &counter_key, now, step.counter_key)?;
             let deadline = clock::after(now, step.lease_ms, "a lease")?;
@@ -184,6 +200,19 @@ mod tests {
                 token,
             }))
             .expect("release")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_acquisition_delivered_twice_is_granted_its_token_again() {
+        let backend = MemoryBackend::new();
+        let first = acquire(&backend, "a").expect("acquire");
+        assert_eq!(first, FencedAcquireReply::Acquired { fencing_token: 1 });
+        assert_eq!(acquire(&backend, "a").expect("again"), first);
+        assert!(matches!(
+            acquire(&backend, "b").expect("another"),
+            FencedAcquireReply::Held { .. }
+        ));
+        assert_eq!(stored(&backend, COUNTER), Some((Value::Int(1), None)));
     }
 
     #[tokio::test(start_paused = true)]

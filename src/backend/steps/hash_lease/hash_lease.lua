@@ -40,3 +40,16 @@ end
 local function expire_at(at)
     redis.call('HPEXPIREAT', KEYS[1], digits(at), 'FIELDS', 1, ARGV[1])
 end
+
+-- Gives the field ARGV[1], just written, the absolute expiry `at`; when the server refuses
+-- (a server without hash field expiry after a failover, or in a mixed-version cluster; an
+-- ACL that denies HPEXPIREAT), removes the field again and returns the refusal to answer:
+-- no field may stay without its expiry. nil once the expiry is set.
+local function expire_new_field_at(at)
+    local set = redis.pcall('HPEXPIREAT', KEYS[1], digits(at), 'FIELDS', 1, ARGV[1])
+    if type(set) == 'table' and set.err then
+        redis.call('HDEL', KEYS[1], ARGV[1])
+        return set
+    end
+    return nil
+end

@@ -25,6 +25,8 @@ impl MemoryStep for FieldAcquireStep<'_> {
         with_fields(memory, key, |fields, now| {
             let deadline = clock::after(now, self.lease_ms, "a lease")?;
             Ok(match fields.get(field) {
+                // This acquisition delivered twice: the field it holds is its grant.
+                Some((owner, _)) if owner == token => FieldAcquireReply::Granted,
                 Some((_, held_until)) => FieldAcquireReply::Held {
                     retry_after_ms: Some(millis_until(*held_until, now)),
                 },
@@ -108,4 +110,34 @@ fn with_fields<R>(
         }
         answer
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acquire(backend: &MemoryBackend, token: &str) -> FieldAcquireReply {
+        backend
+            .run(FieldAcquireStep {
+                lease: FieldStep {
+                    key: b"hash",
+                    field: b"field",
+                    token,
+                },
+                lease_ms: 60_000,
+                not_after_ms: 0,
+            })
+            .expect("acquire")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_acquisition_delivered_twice_is_granted_not_held() {
+        let backend = MemoryBackend::new();
+        assert_eq!(acquire(&backend, "a"), FieldAcquireReply::Granted);
+        assert_eq!(acquire(&backend, "a"), FieldAcquireReply::Granted);
+        assert!(matches!(
+            acquire(&backend, "b"),
+            FieldAcquireReply::Held { .. }
+        ));
+    }
 }

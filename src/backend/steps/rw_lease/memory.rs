@@ -23,6 +23,10 @@ type Members = HashMap<String, Instant>;
 impl MemoryStep for RwAcquireStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<RwAcquireReply> {
         with_members(memory, self.key, |members, now| {
+            // This acquisition delivered twice: the lease it holds is its grant.
+            if holder(members, self.token).is_some() {
+                return Ok(RwAcquireReply::Granted);
+            }
             let deadline = clock::after(now, self.lease_ms, "a lease")?;
             let waiting = match self.waiting.filter(|_| self.write) {
                 Some((waiter, ms)) => {
@@ -166,4 +170,38 @@ fn holder(members: &Members, token: &str) -> Option<(String, Instant)> {
         let member = format!("{kind}{token}");
         members.get(&member).map(|&deadline| (member, deadline))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acquire(backend: &MemoryBackend, write: bool, token: &str) -> RwAcquireReply {
+        backend
+            .run(RwAcquireStep {
+                key: b"rw",
+                write,
+                token,
+                lease_ms: 60_000,
+                not_after_ms: 0,
+                waiting: Some(("waiter", 60_000)),
+            })
+            .expect("acquire")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_acquisition_delivered_twice_is_granted_not_busy() {
+        let backend = MemoryBackend::new();
+        assert_eq!(acquire(&backend, false, "reader"), RwAcquireReply::Granted);
+        // A writer waits: new readers are kept out, but not the reader's own duplicate.
+        assert!(matches!(
+            acquire(&backend, true, "writer"),
+            RwAcquireReply::Busy { .. }
+        ));
+        assert_eq!(acquire(&backend, false, "reader"), RwAcquireReply::Granted);
+        assert!(matches!(
+            acquire(&backend, false, "another"),
+            RwAcquireReply::Busy { .. }
+        ));
+    }
 }

@@ -12,11 +12,14 @@
 --
 -- Returns {'late'}      the step arrived after ARGV[4]: a command delayed past its client's
 --                       cleanup must not take a lease; nothing changed (not even pruning)
---         {'granted'}
+--         {'granted'}   also when the token holds a lease already (this acquisition
+--                       delivered twice): nothing changed
 --         {'busy', ms}  ms = how long until expiries alone could let it in; for a writer
 --                       with a waiter id, its waiting record is written, or renewed once
 --                       a quarter of it has passed
 --         {'corrupt', 1, what}
+-- Out of memory (OOM under noeviction) the server refuses every acquisition but a
+-- duplicate's, before anything changed.
 local now = now_ms()
 if ARGV[4] ~= '0' and now > tonumber(ARGV[4]) then
     return {'late'}
@@ -25,6 +28,12 @@ local refused = corrupt()
 if refused then
     return refused
 end
+-- This acquisition delivered twice: the lease it holds is its grant.
+if holder(ARGV[2], now) then
+    return {'granted'}
+end
+-- Out of memory, no new lease, whatever the prune below would free.
+refuse_when_out_of_memory()
 prune(now)
 
 local writer, reader, waiting = latest()

@@ -26,6 +26,10 @@ impl MemoryStep for SemaphoreAcquireStep<'_> {
         let keys = physical_keys(memory, step.keys)?;
         memory.step(|store, now| {
             check_all(store, &keys, step.keys, now)?;
+            // This acquisition delivered twice: its permit is a grant, not a full set.
+            if holds_everywhere(store, &keys, step.token, now) {
+                return Ok(SemaphoreAcquireReply::Granted);
+            }
             let deadline = deadline(now, step.expiry_ms)?;
             // (stored capacity, live permits, ms until expiries free a slot if full)
             let sets: Vec<(u32, usize, Option<u64>)> = keys
@@ -104,11 +108,7 @@ impl MemoryStep for PermitRenewStep<'_> {
         memory.step(|store, now| {
             check_all(store, &keys, step.keys, now)?;
             let deadline = deadline(now, expiry_ms)?;
-            let held = keys.iter().all(|key| {
-                update(store, key, now, |_, holders| {
-                    holders.contains_key(step.token)
-                }) == Some(true)
-            });
+            let held = holds_everywhere(store, &keys, step.token, now);
             for key in &keys {
                 update(store, key, now, |_, holders| {
                     if held {
@@ -130,11 +130,7 @@ impl MemoryStep for PermitVerifyStep<'_> {
         let keys = physical_keys(memory, step.keys)?;
         memory.step(|store, now| {
             check_all(store, &keys, step.keys, now)?;
-            Ok(keys.iter().all(|key| {
-                update(store, key, now, |_, holders| {
-                    holders.contains_key(step.token)
-                }) == Some(true)
-            }))
+            Ok(holds_everywhere(store, &keys, step.token, now))
         })
     }
 }
@@ -204,6 +200,12 @@ fn check_all(
 /// Runs `f` on the set at `key` (capacity and holders) once its expired permits are pruned,
 /// then makes the key's life follow its permits: deleted without any, kept while one has no
 /// expiry, else expiring with the latest. `None` when the key holds no set.
+/// Whether `token` holds a live permit in every set, after pruning.
+fn holds_everywhere(store: &mut Store, keys: &[Vec<u8>], token: &str, now: Instant) -> bool {
+    keys.iter()
+        .all(|key| update(store, key, now, |_, holders| holders.contains_key(token)) == Some(true))
+}
+
 fn update<R>(
     store: &mut Store,
     key: &[u8],
@@ -335,6 +337,21 @@ mod tests {
         tokio::time::advance(Duration::from_millis(1_000)).await;
         assert_eq!(expires(&backend), None, "gone with its last permit");
         assert!(backend.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_acquisition_delivered_twice_is_granted_not_full() {
+        let backend = MemoryBackend::new();
+        let keys = [b"{s}:a".to_vec(), b"{s}:b".to_vec()];
+        for _ in 0..2 {
+            let granted = backend.run(acquire(&keys, &[1, 1], "t"));
+            assert_eq!(granted.expect("acquire"), SemaphoreAcquireReply::Granted);
+        }
+        let other = backend.run(acquire(&keys, &[1, 1], "u")).expect("acquire");
+        assert!(
+            matches!(other, SemaphoreAcquireReply::Full { .. }),
+            "{other:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -12,7 +12,9 @@
 -- Returns {'late'} when the step arrived after ARGV[3 + n]: a command delayed past its
 --                  client's cleanup must not take a permit; nothing changed (not even
 --                  pruning);
---         {'granted'};
+--         {'granted'}, also when the token holds a permit in every set already (this
+--                    acquisition delivered twice: nothing changed);
+--         an OOM error when the server is out of memory (nothing changed);
 --         {'full', ms} when a set is full, ms = how long until expiries alone leave a free
 --                      slot in every full set (-1: a full set's permits never expire);
 --         {'capacity_mismatch', i, stored} when KEYS[i] has live permits under another
@@ -32,6 +34,22 @@ local stored, sizes = inspect_all()
 if not stored then
     return corrupt(sizes)
 end
+
+-- This acquisition delivered twice: the permit it holds in every set is its grant.
+local holds = true
+for i = 1, n do
+    local score = redis.call('ZSCORE', KEYS[i], member)
+    if not score or not (is_inf(score) or tonumber(score) > now) then
+        holds = false
+        break
+    end
+end
+if holds then
+    return {'granted'}
+end
+
+-- Out of memory, no new permit, whatever the prune below would free.
+refuse_when_out_of_memory()
 
 local live = {}
 for i = 1, n do
