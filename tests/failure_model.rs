@@ -1178,3 +1178,138 @@ async fn a_flood_past_the_timeout_under_fail_open_admits_no_more_than_the_fallba
     );
     proxy.pass();
 }
+
+/// One step of each kind, prepared (its handles made) before the faults begin.
+enum ClusterStep {
+    FixedWindow(FixedWindow),
+    CountDown(leasehold::coordination::latch::LatchGeneration),
+    Lock(FencedLock),
+    Permit(Semaphore),
+    WriteLease(leasehold::coordination::rw_lease::ReadWriteLock),
+}
+
+impl ClusterStep {
+    /// Runs the step once; what it takes is released before it returns.
+    async fn run(&self) -> leasehold::Result<()> {
+        const LEASE: Duration = Duration::from_secs(60);
+        match self {
+            ClusterStep::FixedWindow(limiter) => limiter.try_acquire(b"k", 1).await.map(drop),
+            ClusterStep::CountDown(generation) => generation.count_down().await.map(drop),
+            ClusterStep::Lock(lock) => {
+                let mut lease = lock.try_acquire(LEASE).await?.into_lease().expect("free");
+                lease.release().await.map(drop)
+            }
+            ClusterStep::Permit(semaphore) => {
+                let permit = semaphore.try_acquire(Some(LEASE)).await?;
+                permit
+                    .into_permit()
+                    .expect("free")
+                    .release()
+                    .await
+                    .map(drop)
+            }
+            ClusterStep::WriteLease(lock) => {
+                let mut lease = lock.try_write(LEASE).await?.into_lease().expect("free");
+                lease.release().await.map(drop)
+            }
+        }
+    }
+}
+
+/// On a Cluster, a step whose connections break after its script ran and before its reply
+/// came is applied once, for every kind of step: nothing below the crate sends it again
+/// (the client library would, after reconnecting), and the error says it may have applied.
+/// Measured from the moment the replies stop: the script runs, its reply is held, every
+/// connection is cut.
+#[tokio::test]
+async fn a_cluster_step_cut_after_its_script_ran_is_applied_once() {
+    let cluster = support::Cluster::start(ServerKind::Redis7);
+    let proxies = cluster.behind_proxies();
+    let coordination: Coordination = RedisBackend::cluster(proxies.iter().map(Proxy::url))
+        .key_prefix(unique_prefix("cluster-once"))
+        .response_timeout(Duration::from_secs(1))
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    // The scripts each node has run.
+    let scripts = || -> Vec<u64> {
+        cluster
+            .nodes()
+            .iter()
+            .map(|node| {
+                support::target::command_calls(node, "evalsha")
+                    + support::target::command_calls(node, "eval")
+            })
+            .collect()
+    };
+    let latch = leasehold::coordination::latch::CountdownLatch::named(&coordination, "latch");
+    let steps = [
+        ClusterStep::FixedWindow(
+            FixedWindow::new(&coordination, "rate", 1000, Duration::from_secs(60)).expect("valid"),
+        ),
+        ClusterStep::CountDown(latch.reset(1000, None).await.expect("reset")),
+        ClusterStep::Lock(FencedLock::named(&coordination, "lock")),
+        ClusterStep::Permit(Semaphore::new(&coordination, "permits", 5).expect("valid")),
+        ClusterStep::WriteLease(leasehold::coordination::rw_lease::ReadWriteLock::named(
+            &coordination,
+            "rw",
+        )),
+    ];
+    for (i, step) in steps.into_iter().enumerate() {
+        // Once in health: the scripts are loaded, the connections made. After the last
+        // step's cut, the first request on each broken connection fails (the client cannot
+        // tell whether it was written), as on a standalone server.
+        let warm = scripts();
+        support::eventually("a step passes", async || step.run().await.is_ok()).await;
+        // The node that runs the step: the one whose scripts ran.
+        let before = scripts();
+        let owner = (0..before.len())
+            .find(|&n| before[n] > warm[n])
+            .expect("a node ran the step");
+        let proxy = &proxies[owner];
+        let step = std::sync::Arc::new(step);
+        proxy.stall_direction(Direction::ToClient);
+        let task = tokio::spawn({
+            let step = step.clone();
+            async move { step.run().await }
+        });
+        support::eventually("the script ran", async || scripts()[owner] > before[owner]).await;
+        // The owner's connection breaks; the other nodes' stay. Once the broken one is
+        // closed (its held reply with it), replies flow again: the client's reconnection
+        // works, and a step sent again would run.
+        let accepted = proxy.connections_accepted();
+        proxy.cut();
+        support::eventually("the broken connection closed", async || {
+            proxy.connections_open() <= proxy.connections_accepted() - accepted
+        })
+        .await;
+        proxy.pass();
+        let outcome = tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("bounded")
+            .expect("the step's task");
+        // Read before a cleanup could run: an uncertain acquisition's waits for its
+        // deadline, seconds away.
+        let after = scripts();
+        assert_eq!(
+            after.iter().sum::<u64>(),
+            before.iter().sum::<u64>() + 1,
+            "step {i}: applied once ({before:?} -> {after:?})"
+        );
+        let err = outcome.expect_err("no reply came");
+        if !matches!(
+            *step,
+            ClusterStep::FixedWindow(_) | ClusterStep::CountDown(_)
+        ) {
+            // An uncertain acquisition's token is released once its deadline has passed:
+            // one script more, before the next step is counted.
+            let cleaned = before.iter().sum::<u64>() + 2;
+            support::eventually("the cleanup ran", async || {
+                scripts().iter().sum::<u64>() == cleaned
+            })
+            .await;
+        }
+        assert!(err.is_outcome_uncertain(), "step {i}: {err}");
+    }
+}

@@ -78,29 +78,8 @@ impl Cluster {
 
     /// The node that serves `slot` now, by its own view (node 0's).
     pub fn owner_of(&self, slot: u16) -> &Server {
-        let mut con = self.nodes[0].connection();
-        let ranges: Vec<(u16, u16, (String, u16))> = redis::cmd("CLUSTER")
-            .arg("SLOTS")
-            .query::<Vec<redis::Value>>(&mut con)
-            .expect("CLUSTER SLOTS")
-            .into_iter()
-            .map(|range| {
-                let redis::Value::Array(fields) = range else {
-                    panic!("a slot range: {range:?}");
-                };
-                let first: u16 = redis::from_redis_value(fields[0].clone()).expect("first");
-                let last: u16 = redis::from_redis_value(fields[1].clone()).expect("last");
-                let (host, port): (String, u16) = match &fields[2] {
-                    redis::Value::Array(master) => (
-                        redis::from_redis_value(master[0].clone()).expect("host"),
-                        redis::from_redis_value(master[1].clone()).expect("port"),
-                    ),
-                    other => panic!("a master: {other:?}"),
-                };
-                (first, last, (host, port))
-            })
-            .collect();
-        let (_, _, (_, port)) = ranges
+        let ranges = slot_ranges(&self.nodes[0]);
+        let (_, _, port) = ranges
             .iter()
             .find(|(first, last, _)| (*first..=*last).contains(&slot))
             .unwrap_or_else(|| panic!("nobody serves slot {slot}: {ranges:?}"));
@@ -108,6 +87,48 @@ impl Cluster {
             .iter()
             .find(|node| node.port() == *port)
             .expect("a node of ours")
+    }
+
+    /// A fault proxy in front of every node, which the nodes then announce as their address
+    /// (`cluster-announce-port`), so that every connection of a cluster client goes through
+    /// one; returned once every node's slot map names the proxies. For a private cluster:
+    /// [`owner_of`](Self::owner_of) no longer finds the nodes by the ports they announce.
+    pub fn behind_proxies(&self) -> Vec<super::proxy::Proxy> {
+        let proxies: Vec<_> = self
+            .nodes
+            .iter()
+            .map(|node| super::proxy::Proxy::to_port(node.port()))
+            .collect();
+        for (node, proxy) in self.nodes.iter().zip(&proxies) {
+            let bus = node.bus_port().expect("a cluster node has a bus port");
+            let () = node.cmd(&[
+                "CONFIG",
+                "SET",
+                "cluster-announce-bus-port",
+                &bus.to_string(),
+            ]);
+            let port = proxy.addr().port().to_string();
+            let () = node.cmd(&["CONFIG", "SET", "cluster-announce-port", &port]);
+        }
+        let mut wanted: Vec<u16> = proxies.iter().map(|proxy| proxy.addr().port()).collect();
+        wanted.sort_unstable();
+        let deadline = Instant::now() + CONVERGE_TIMEOUT;
+        loop {
+            let announced = self.nodes.iter().all(|node| {
+                let mut ports: Vec<u16> = slot_ranges(node).iter().map(|r| r.2).collect();
+                ports.sort_unstable();
+                ports.dedup();
+                ports == wanted
+            });
+            if announced {
+                return proxies;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the nodes did not announce their proxies within {CONVERGE_TIMEOUT:?}"
+            );
+            std::thread::sleep(POLL);
+        }
     }
 
     /// Moves `slot` from the node that serves it to `to`, as `redis-cli --cluster reshard`
@@ -330,6 +351,32 @@ impl Cluster {
         }
         None
     }
+}
+
+/// `node`'s slot map (`CLUSTER SLOTS`): each range's first and last slot and its master's
+/// port.
+fn slot_ranges(node: &Server) -> Vec<(u16, u16, u16)> {
+    let mut con = node.connection();
+    redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query::<Vec<redis::Value>>(&mut con)
+        .expect("CLUSTER SLOTS")
+        .into_iter()
+        .map(|range| {
+            let redis::Value::Array(fields) = range else {
+                panic!("a slot range: {range:?}");
+            };
+            let first: u16 = redis::from_redis_value(fields[0].clone()).expect("first");
+            let last: u16 = redis::from_redis_value(fields[1].clone()).expect("last");
+            let port: u16 = match &fields[2] {
+                redis::Value::Array(master) => {
+                    redis::from_redis_value(master[1].clone()).expect("port")
+                }
+                other => panic!("a master: {other:?}"),
+            };
+            (first, last, port)
+        })
+        .collect()
 }
 
 /// The Redis 7.0 cluster shared by every test of this binary.

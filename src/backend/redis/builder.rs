@@ -25,14 +25,6 @@ pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(1);
 /// [`RedisBackendBuilder::transient_retry`]).
 pub const DEFAULT_TRANSIENT_RETRY: Duration = Duration::from_secs(1);
 
-/// How often the cluster client sends a command again itself (a redirection, a node's
-/// "not now"), and the bounds of its waits between (ms, jittered, doubling from 20 ms): at
-/// most about a quarter of a second in all, so that what it gives up on reaches `send`
-/// within the response timeout.
-const CLUSTER_RETRIES: u32 = 5;
-const CLUSTER_RETRY_MIN_WAIT_MS: u64 = 5;
-const CLUSTER_RETRY_MAX_WAIT_MS: u64 = 80;
-
 /// Not `Debug`: its URLs may hold passwords (see [`endpoint::describe`]).
 #[derive(Clone)]
 pub(super) enum Target {
@@ -297,18 +289,16 @@ impl RedisBackendBuilder {
                 "a cluster needs at least one node address",
             ));
         }
-        // The client follows MOVED and ASK itself. Its waits before sending again what a
-        // node answered "not now" (`TRYAGAIN` while a slot moves, `CLUSTERDOWN`) start at
-        // 1.28 s by default: past the response timeout, which then reports a reply that
-        // certainly changed nothing as a timeout that may have. Kept short here, they
-        // return such a reply within the bound, and `send` waits for it to pass within
-        // `transient_retry`, as for any failover reply.
+        // No retries inside the client: it keeps one budget for every resend, and spends it
+        // alike on a redirection (which certainly did not apply) and on a request whose
+        // connection broke after it was written, or that met a failed refresh of the slot
+        // map (which may have). It still refreshes its map on `MOVED` and reconnects its
+        // nodes. `Connection::query` follows `ASK`; `send` sends again, within
+        // `transient_retry`, what a node answered `MOVED`, `TRYAGAIN` or `CLUSTERDOWN`.
         let client = redis::cluster::ClusterClient::builder(urls.to_vec())
             .response_timeout(self.response_timeout)
             .connection_timeout(self.connection_timeout)
-            .retries(CLUSTER_RETRIES)
-            .min_retry_wait(CLUSTER_RETRY_MIN_WAIT_MS)
-            .max_retry_wait(CLUSTER_RETRY_MAX_WAIT_MS)
+            .retries(0)
             .build()
             .map_err(error_map::invalid_config)?;
         let connection = client

@@ -5,7 +5,8 @@ use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use redis::{Cmd, Pipeline, RedisError, Value};
+use redis::cluster_routing::SingleNodeRoutingInfo;
+use redis::{Cmd, ErrorKind as RedisKind, Pipeline, RedisError, ServerErrorKind, Value};
 
 use super::error_map;
 
@@ -23,8 +24,13 @@ pub(crate) enum Connection {
         /// Requests timed out in a row since its last answer.
         silent: AtomicU32,
     },
-    /// A Redis Cluster; the client follows MOVED/ASK, refreshes its slot map and reconnects
-    /// to its nodes itself.
+    /// A Redis Cluster. The client refreshes its slot map and reconnects to its nodes
+    /// itself, but sends nothing twice: it is built without retries (which would send again
+    /// a request whose connection broke after it was written), and [`query`](Self::query)
+    /// follows `ASK` itself; `MOVED` and `TRYAGAIN` go back to [`send`], which sends again
+    /// what certainly did not apply.
+    ///
+    /// [`send`]: super::RedisBackend
     Cluster(ClusterConnection),
 }
 
@@ -65,7 +71,10 @@ impl Connection {
                 }
                 reply
             }
-            Connection::Cluster(cluster) => request.send(&mut cluster.clone()).await,
+            // Boxed: the cluster client's futures, and the redirection it may follow here,
+            // would otherwise weigh on every step's future, standalone ones included; a
+            // cluster request allocates several times already.
+            Connection::Cluster(cluster) => Box::pin(query_cluster(cluster.clone(), request)).await,
         }
     }
 
@@ -99,6 +108,86 @@ impl Connection {
                         && silent.fetch_add(1, Ordering::Relaxed) + 1 >= SILENT_TIMEOUTS)
             }
             Connection::Cluster(_) => false,
+        }
+    }
+}
+
+/// Sends one request to a cluster: `ASK` followed here, any other failure read as
+/// [`cluster_failure`] says.
+async fn query_cluster(
+    mut cluster: ClusterConnection,
+    request: Request<'_>,
+) -> Result<Value, RedisError> {
+    match request.send(&mut cluster).await {
+        Err(err) if err.kind() == RedisKind::Server(ServerErrorKind::Ask) => match request {
+            Request::Cmd(cmd) => follow_ask(&mut cluster, cmd, err).await,
+            Request::Pipeline(_) => Err(may_have_applied(err)),
+        },
+        Err(err) => Err(cluster_failure(request, err)),
+        Ok(reply) => Ok(reply),
+    }
+}
+
+/// A cluster request's failure as [`send`](super::RedisBackend) must read it. An error reply
+/// to one command (`MOVED`, `TRYAGAIN`, `CLUSTERDOWN`, a refusal) is the node's answer to
+/// that command. Anything else may come after the request was written: the cluster client
+/// hands the error of a failed slot-map refresh to every request in flight, written or not,
+/// and a pipeline's commands before or after a redirected one may have run. Those say so.
+fn cluster_failure(request: Request<'_>, err: RedisError) -> RedisError {
+    let one_reply = matches!(request, Request::Cmd(_))
+        && matches!(err.kind(), RedisKind::Server(_) | RedisKind::Extension);
+    if one_reply || err.is_timeout() {
+        err
+    } else {
+        may_have_applied(err)
+    }
+}
+
+/// The error, as one that may have applied (read so by [`error_map`]).
+fn may_have_applied(err: RedisError) -> RedisError {
+    RedisError::from((
+        RedisKind::Client,
+        "the cluster request may have reached a node",
+        err.to_string(),
+    ))
+}
+
+/// Sends `cmd` again to the node that an `ASK` named (the slot is moving there, and the key
+/// has moved already), after `ASKING`, as one pipeline on that node's connection, so that
+/// nothing comes between the two. The `ASK` says the command did not run where it went.
+async fn follow_ask(
+    cluster: &mut ClusterConnection,
+    cmd: &Cmd,
+    ask: RedisError,
+) -> Result<Value, RedisError> {
+    let Some((host, port)) = ask.redirect_node().and_then(|(addr, _slot)| {
+        let (host, port) = addr.rsplit_once(':')?;
+        Some((host.to_owned(), port.parse::<u16>().ok()?))
+    }) else {
+        return Err(ask);
+    };
+    let mut pipe = redis::pipe();
+    pipe.cmd("ASKING").add_command(cmd.clone());
+    let route = SingleNodeRoutingInfo::ByAddress { host, port };
+    match cluster.route_pipeline(pipe, 1, 1, route).await {
+        Ok(mut replies) => match replies.pop() {
+            Some(Value::ServerError(err)) => Err(err.into()),
+            Some(reply) => Ok(reply),
+            None => Err(may_have_applied(RedisError::from((
+                RedisKind::Client,
+                "no reply to a command sent after ASKING",
+            )))),
+        },
+        Err(err) if err.is_timeout() => Err(err),
+        // The command's own error reply (`ASKING` fails for nothing but the connection): an
+        // answer to it alone, as if sent without `ASKING`.
+        Err(err) => {
+            let own = err
+                .clone()
+                .into_server_errors()
+                .filter(|failures| failures.len() == 1)
+                .and_then(|failures| failures.first().map(|(_, reply)| reply.clone()));
+            Err(own.map_or_else(|| may_have_applied(err), RedisError::from))
         }
     }
 }
