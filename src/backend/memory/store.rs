@@ -30,8 +30,16 @@ pub(crate) enum Value {
     },
     /// A fenced lock's lease: its owner token (the entry's expiry is the lease's).
     LeaseOwner(String),
-    /// A countdown latch: its current generation's id and count.
-    Latch { generation: String, count: u64 },
+    /// A countdown latch: its current generation's id and count, and the count each of the
+    /// generation's count-downs left, by the count-down's id.
+    Latch {
+        generation: String,
+        count: u64,
+        counted: std::collections::HashMap<String, u64>,
+    },
+    /// A latch's completed generations, oldest first: each one's id, the id of the
+    /// count-down that completed it (`None`: it started complete), and when.
+    LatchCompletions(std::collections::VecDeque<(String, Option<String>, Instant)>),
     /// A read-write lease set: each member (`w:`, `r:` or `q:` and a token, as Redis names
     /// them) with its deadline; the entry expires with the latest.
     RwLease(std::collections::HashMap<String, Instant>),
@@ -56,6 +64,7 @@ impl Value {
             Value::Permits { .. }
             | Value::LeaseOwner(_)
             | Value::Latch { .. }
+            | Value::LatchCompletions(_)
             | Value::RwLease(_)
             | Value::FieldLeases(_) => false,
         }

@@ -342,6 +342,31 @@ impl RedisBackend {
 
     /// How far ahead of the server's clock an acquisition's deadline is set: every send may
     /// wait for a reconnection, then for its reply, within the retry bound.
+    /// Runs `attempt` until it answers or fails certainly: a failure whose outcome is
+    /// uncertain is sent again, within the transient-retry bound and at its pace, as
+    /// [`send`](Self::send) sends again a failure that certainly changed nothing. Only for a
+    /// step that counts once however often it is delivered (it carries an id its state
+    /// records).
+    pub(crate) async fn resending_uncertain<T, F>(
+        &self,
+        mut attempt: impl FnMut() -> F,
+    ) -> Result<T>
+    where
+        F: Future<Output = Result<T>>,
+    {
+        let mut retry = Retry::new();
+        loop {
+            match attempt().await {
+                Err(err) if err.is_outcome_uncertain() => {
+                    if !Box::pin(retry.again(self, &err)).await {
+                        return Err(err);
+                    }
+                }
+                reply => return reply,
+            }
+        }
+    }
+
     fn deadline_bound(&self) -> Duration {
         self.shared
             .response_timeout

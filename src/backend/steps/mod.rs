@@ -75,6 +75,25 @@ impl Backend {
             Backend::Memory(memory) => step.in_memory(memory),
         }
     }
+
+    /// Runs one step that counts once however often it is delivered (it carries an id its
+    /// state records): on Redis, a failure whose outcome is uncertain is sent again within
+    /// the transient-retry bound (see
+    /// [`RedisBackend::resending_uncertain`](crate::backend::redis::RedisBackend)).
+    ///
+    /// Not cancel safe on Redis, as [`run`](Self::run).
+    pub(crate) async fn run_idempotent<S: RedisStep + MemoryStep>(
+        &self,
+        step: S,
+    ) -> Result<S::Reply> {
+        match self {
+            // Boxed for the reason `run` gives.
+            Backend::Redis(redis) => {
+                Box::pin(redis.resending_uncertain(|| step.on_redis(redis))).await
+            }
+            Backend::Memory(memory) => step.in_memory(memory),
+        }
+    }
 }
 
 /// The largest future the rate limiters' hot path may allocate: glibc's `malloc` serves

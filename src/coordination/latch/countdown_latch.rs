@@ -7,7 +7,9 @@ use std::time::Duration;
 use super::LatchGeneration;
 use crate::Coordination;
 use crate::backend::Backend;
-use crate::backend::steps::latch::{LatchReadStep, LatchSetReply, LatchSetStep};
+use crate::backend::steps::latch::{
+    LatchKeys, LatchRead, LatchReadStep, LatchSetReply, LatchSetStep,
+};
 use crate::coordination::name;
 use crate::coordination::owner::{expiry_ms, new_token};
 use crate::error::{Error, Result};
@@ -15,6 +17,14 @@ use crate::error::{Error, Result};
 /// The largest count a generation starts with: 2^53 - 1, which the server's scripts count
 /// exactly.
 pub const MAX_COUNT: u64 = crate::backend::steps::latch::MAX_COUNT;
+
+/// How long a completed generation reads as complete after its completion, whatever
+/// happened to the latch since (a reset, an expiry): ten minutes.
+pub const COMPLETION_KEPT_FOR: Duration =
+    Duration::from_millis(crate::backend::steps::latch::COMPLETIONS_KEPT_FOR_MS);
+
+/// How many of its latest completed generations a latch remembers at most: 1,000.
+pub const COMPLETIONS_KEPT: u64 = crate::backend::steps::latch::COMPLETIONS_KEPT;
 
 /// How often a waiter reads the latch again without a notification, by default.
 pub const DEFAULT_REREAD_INTERVAL: Duration = Duration::from_secs(2);
@@ -45,9 +55,12 @@ const REREAD_BOUNDS: (Duration, Duration) = (Duration::from_millis(10), Duration
 /// assert_eq!(err.kind(), ErrorKind::AlreadyComplete);
 ///
 /// let second = latch.reset(2, None).await?;
-/// assert_eq!(first.count_down().await?, CountDown::Stale);
-/// assert!(!first.wait().await?, "its generation was replaced");
-/// assert_eq!(second.count().await?, Some(2));
+/// assert!(first.wait().await?, "it completed before it was replaced");
+/// assert_eq!(second.count_down().await?, CountDown::Remaining(1));
+/// let third = latch.reset(1, None).await?;
+/// assert_eq!(second.count_down().await?, CountDown::Stale);
+/// assert!(!second.wait().await?, "replaced before it completed");
+/// assert_eq!(third.count().await?, Some(1));
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -58,17 +71,35 @@ pub struct CountdownLatch {
 pub(super) struct Inner {
     pub(super) backend: Backend,
     pub(super) key: Vec<u8>,
+    /// The key beside it that remembers the completed generations.
+    pub(super) completions: Vec<u8>,
     pub(super) reread: Duration,
 }
 
+impl Inner {
+    pub(super) fn keys(&self) -> LatchKeys<'_> {
+        LatchKeys {
+            latch: &self.key,
+            completions: &self.completions,
+        }
+    }
+}
+
+/// The completions' key: the latch's key and this, in its hash tag's slot.
+const COMPLETIONS_SUFFIX: &[u8] = b":done";
+
 impl CountdownLatch {
-    /// The latch named `name`, stored at `latch:{<name length>:<name>}` (see
-    /// [Storage](super#storage)). Nothing is sent.
+    /// The latch named `name`, stored at `latch:{<name length>:<name>}`, its completed
+    /// generations at `latch:{<name length>:<name>}:done` (see [Storage](super#storage)).
+    /// Nothing is sent.
     pub fn named(coordination: &Coordination, name: impl AsRef<[u8]>) -> Self {
+        let key = name::hash_tagged(b"latch", name.as_ref());
+        let completions = [key.as_slice(), COMPLETIONS_SUFFIX].concat();
         CountdownLatch {
             inner: Arc::new(Inner {
                 backend: coordination.backend().clone(),
-                key: name::hash_tagged(b"latch", name.as_ref()),
+                key,
+                completions,
                 reread: DEFAULT_REREAD_INTERVAL,
             }),
         }
@@ -81,6 +112,7 @@ impl CountdownLatch {
         let inner = Inner {
             backend: self.inner.backend.clone(),
             key: self.inner.key.clone(),
+            completions: self.inner.completions.clone(),
             reread: interval.clamp(REREAD_BOUNDS.0, REREAD_BOUNDS.1),
         };
         CountdownLatch {
@@ -100,8 +132,10 @@ impl CountdownLatch {
     ///
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a
     /// count over [`MAX_COUNT`] or an expiry under 1 ms or over about 34 years (nothing is
-    /// sent), and [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState) when the key
-    /// holds something else (nothing is changed).
+    /// sent), [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState) when a key holds
+    /// something else, and [`ErrorKind::OutOfMemory`](crate::ErrorKind::OutOfMemory) when
+    /// Redis is out of memory (nothing is changed in either case; count-downs of a running
+    /// generation still count then).
     ///
     /// # Cancel safety
     ///
@@ -137,14 +171,20 @@ impl CountdownLatch {
     ///
     /// Cancel safe: it only reads.
     pub async fn join(&self) -> Result<Option<LatchGeneration>> {
-        let state = self
+        let read = self
             .inner
             .backend
             .run(LatchReadStep {
-                key: &self.inner.key,
+                keys: self.inner.keys(),
+                generation: None,
             })
             .await?;
-        Ok(state.map(|state| LatchGeneration::new(self.clone(), state.generation.into())))
+        Ok(match read {
+            LatchRead::Current(state) => {
+                Some(LatchGeneration::new(self.clone(), state.generation.into()))
+            }
+            LatchRead::Completed | LatchRead::None => None,
+        })
     }
 
     pub(super) fn inner(&self) -> &Inner {
@@ -170,7 +210,7 @@ impl CountdownLatch {
             .inner
             .backend
             .run(LatchSetStep {
-                key: &self.inner.key,
+                keys: self.inner.keys(),
                 generation: &generation,
                 count,
                 expiry_ms,

@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::CountdownLatch;
-use crate::backend::steps::latch::{LatchCountDownReply, LatchCountDownStep, LatchReadStep};
+use crate::backend::steps::latch::{
+    LatchCountDownReply, LatchCountDownStep, LatchRead, LatchReadStep,
+};
 use crate::coordination::Attempt;
-use crate::coordination::owner::acquire_waiting;
+use crate::coordination::owner::{acquire_waiting, new_token};
 use crate::error::{Error, ErrorKind, Result};
 
 /// How often a waiter reads the latch on a backend that tells of no changes (the memory
@@ -86,31 +88,43 @@ impl LatchGeneration {
         &self.latch
     }
 
-    /// Counts the generation down by one, atomically on the server.
+    /// Counts the generation down by one, atomically on the server, exactly once.
     ///
-    /// [`CountDown::Remaining`] with the count left, or [`CountDown::Stale`] when the latch no
-    /// longer holds this generation. Fails with
+    /// [`CountDown::Remaining`] with the count left (0: this count-down completed the
+    /// generation), or [`CountDown::Stale`] when the latch no longer holds this generation
+    /// and it did not complete. Fails with
     /// [`ErrorKind::AlreadyComplete`](crate::ErrorKind::AlreadyComplete) when its count is
-    /// zero already, and [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState) when
-    /// the key holds something else; neither changes anything.
+    /// zero already (also once a completed generation was replaced or expired), and
+    /// [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState) when a key holds
+    /// something else; neither changes anything.
     ///
-    /// A failure whose outcome is unknown (a timeout, a connection lost after sending) may
-    /// have counted, and says so
-    /// ([`is_outcome_uncertain`](crate::Error::is_outcome_uncertain)); the crate never sends
-    /// a count-down again, since it could count twice. Read [`count`](Self::count) to learn
-    /// where the generation stands.
+    /// Every count-down carries an id of its own, which the generation records: delivered
+    /// twice, it counts once and answers the same. So a count-down whose answer is lost (a
+    /// timeout, a connection lost after sending) is sent again, within the backend's
+    /// [transient-retry bound](crate::backend::redis::RedisBackendBuilder::transient_retry),
+    /// as a step that certainly did not apply is. An error still uncertain after that
+    /// ([`is_outcome_uncertain`](crate::Error::is_outcome_uncertain)) means the count-down
+    /// may have counted once, never twice. Sent again after its generation completed and
+    /// was replaced, it answers `Remaining(0)` when it was the one that completed it, and
+    /// `AlreadyComplete` otherwise (it may have counted before the last one); after its
+    /// generation was replaced without completing, `Stale`.
+    ///
+    /// Out of memory (Redis's `OOM`), a count-down still counts: it grows the latch by its
+    /// own record only, and refusing it would leave the generation one short for good.
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: dropped after the request was sent, the count-down may have counted,
-    /// unknown to the caller.
+    /// Not cancel safe: dropped after the request was sent, the count-down may have counted
+    /// (once), unknown to the caller.
     pub async fn count_down(&self) -> Result<CountDown> {
         let inner = self.latch.inner();
+        let id = new_token()?;
         let reply = inner
             .backend
-            .run(LatchCountDownStep {
-                key: &inner.key,
+            .run_idempotent(LatchCountDownStep {
+                keys: inner.keys(),
                 generation: &self.id,
+                id: &id,
             })
             .await?;
         tracing::debug!(latch = %self.latch, generation = %self.id, ?reply, "latch count-down");
@@ -127,23 +141,34 @@ impl LatchGeneration {
         }
     }
 
-    /// The generation's count now; `None` when the latch no longer holds it (reset, expired
-    /// or deleted).
+    /// The generation's count now: `Some(0)` once it completed, also after the latch was
+    /// reset or expired, for [ten minutes](super::COMPLETION_KEPT_FOR) after its
+    /// completion; `None` when the latch no longer holds it and it did not complete.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
     pub async fn count(&self) -> Result<Option<u64>> {
         let inner = self.latch.inner();
-        let state = inner.backend.run(LatchReadStep { key: &inner.key }).await?;
-        Ok(state
-            .filter(|state| *state.generation == *self.id)
-            .map(|state| state.count))
+        let read = inner
+            .backend
+            .run(LatchReadStep {
+                keys: inner.keys(),
+                generation: Some(&self.id),
+            })
+            .await?;
+        Ok(match read {
+            LatchRead::Current(state) => Some(state.count),
+            LatchRead::Completed => Some(0),
+            LatchRead::None => None,
+        })
     }
 
     /// Waits until the generation's count is zero (`true`), or until the latch no longer
-    /// holds it (`false`: reset, expired or deleted). Returns at once when either is so
-    /// already.
+    /// holds it and it did not complete (`false`: reset, expired or deleted before its last
+    /// count-down). Returns at once when either is so already. A waiter that reads only
+    /// after its completed generation was reset or expired still returns `true`, for ten
+    /// minutes after the completion.
     ///
     /// Before each read it registers for the key's next invalidation (on Redis), and it
     /// reads again after each wake-up and at the latch's

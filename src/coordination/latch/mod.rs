@@ -13,36 +13,59 @@
 //!   [`ErrorKind::AlreadyComplete`](crate::ErrorKind::AlreadyComplete), and one of a
 //!   generation the latch no longer holds (reset, expired or deleted) answers
 //!   [`CountDown::Stale`]. Neither changes anything.
+//! - **A count-down counts exactly once.** It carries an id of its own, which its
+//!   generation records (and forgets with it): delivered twice (sent again after a lost
+//!   answer, or duplicated by the network), it counts once and answers the same.
 //! - A wait returns `true` once its generation's count is zero, and `false` once the latch
-//!   holds another generation or none. Every waiter wakes, on every connection: each one
-//!   registers for the key's invalidation **before** it reads, and reads the generation and
-//!   count again after every wake-up and at its
+//!   holds another generation or none and its own did not complete. Every waiter wakes, on
+//!   every connection: each one registers for the key's invalidation **before** it reads,
+//!   and reads the generation and count again after every wake-up and at its
 //!   [re-read interval](CountdownLatch::reread_interval) without one, so a lost notification
 //!   delays a waiter by that interval at most and never blocks it.
+//! - **A completion is not lost to a reset.** A generation that completed reads as complete
+//!   to its waiters and to [`count`](LatchGeneration::count) after the latch was reset or
+//!   expired, for [ten minutes](COMPLETION_KEPT_FOR) after its completion and among the
+//!   latch's [latest 1,000](COMPLETIONS_KEPT) completed generations: a coordinator may start
+//!   the next round as soon as the last one completes.
 //!
 //! # Failures
 //!
-//! - A count-down whose answer is lost (a timeout, a connection lost after sending, the
-//!   future dropped) may have counted: the error says so
-//!   ([`is_outcome_uncertain`](crate::Error::is_outcome_uncertain)), and the count-down is
-//!   never sent again by the crate, since sending it twice could count twice. Read the count
-//!   to learn where it stands.
+//! - A count-down whose answer is lost (a timeout, a connection lost after sending) is sent
+//!   again with its id within the backend's
+//!   [transient-retry bound](crate::backend::redis::RedisBackendBuilder::transient_retry),
+//!   and counts once. Past the bound, the error says it may have counted
+//!   ([`is_outcome_uncertain`](crate::Error::is_outcome_uncertain)): once, never twice. A
+//!   count-down dropped after it was sent counts at most once.
+//! - Out of memory (Redis's `OOM`), no generation is started
+//!   ([`ErrorKind::OutOfMemory`](crate::ErrorKind::OutOfMemory), nothing changed), while
+//!   count-downs of a running one still count: each grows the latch by its own record only,
+//!   and refusing them would leave the round one short for good.
 //! - A wait rides out an unavailable backend: it reads again at its interval until the
 //!   backend answers (bound it with `tokio::time::timeout`). A refusal (an ACL, corrupt
 //!   state) ends it with the error. Dropping a wait changes nothing on the backend.
-//! - The latch lives in one Redis key on one primary. A failover that loses acknowledged
-//!   writes (asynchronous replication) can lose count-downs or a reset; a restored backup
-//!   brings back an older count. Where that matters, use a consensus-backed store.
+//! - The latch lives in two Redis keys on one primary. A failover that loses acknowledged
+//!   writes (asynchronous replication), or a restart without persistence, can lose
+//!   count-downs, their records, a completion or a reset; a restored backup brings back an
+//!   older count. Where that matters, use a consensus-backed store.
 //! - The caller owns the latch's lifetime. Give a latch whose participants might die an
-//!   expiry: once it passes, the latch is gone (waits return `false`, count-downs are
-//!   stale). A latch without one stays until it is reset or its key is deleted.
+//!   expiry: once it passes, the latch is gone (waits of a generation that did not complete
+//!   return `false`, count-downs are stale). A latch without one stays until it is reset or
+//!   its key is deleted.
 //!
 //! # Storage
 //!
-//! One Redis key per latch, `latch:{<name length>:<name>}` under the backend's prefix: a hash
-//! with the current generation's random id (`gen`) and its count (`count`), with the expiry
-//! its creator gave it. A name longer than
-//! [`MAX_NAME_LEN`](crate::coordination::MAX_NAME_LEN) bytes is stored as its digest.
+//! Two Redis keys per latch, under the backend's prefix, in one cluster slot:
+//!
+//! - `latch:{<name length>:<name>}`: a hash with the current generation's random id
+//!   (`gen`), its count (`count`) and, for each of its count-downs, `d:<count-down id>` with
+//!   the count it left; with the expiry its creator gave it.
+//! - `latch:{<name length>:<name>}:done`: a sorted set of the completed generations (and
+//!   beside each one the id of the count-down that completed it), scored by the server time
+//!   of completion; it expires ten minutes after the latest completion and keeps at most
+//!   1,000 generations.
+//!
+//! A name longer than [`MAX_NAME_LEN`](crate::coordination::MAX_NAME_LEN) bytes is stored
+//! as its digest.
 //!
 //! # Example
 //!
@@ -75,5 +98,7 @@
 mod countdown_latch;
 mod generation;
 
-pub use countdown_latch::{CountdownLatch, DEFAULT_REREAD_INTERVAL, MAX_COUNT};
+pub use countdown_latch::{
+    COMPLETION_KEPT_FOR, COMPLETIONS_KEPT, CountdownLatch, DEFAULT_REREAD_INTERVAL, MAX_COUNT,
+};
 pub use generation::{CountDown, LatchGeneration};

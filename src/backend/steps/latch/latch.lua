@@ -1,18 +1,36 @@
 -- Countdown latch: the helpers every latch script starts with (the scripts are this file
 -- followed by their own).
 --
--- KEYS[1]  one latch: a hash with exactly two fields,
+-- KEYS[1]  one latch: a hash with
 --          - 'gen'    the current generation's id (random; compared for equality only, so
 --                     that a latch deleted and created again never brings an old one back);
 --          - 'count'  the count-downs it still waits for, decimal, 0 ..= 2^53 - 1;
+--          - 'd:<id>' for each count-down of the generation, by its id: the count it left,
+--                     so that a count-down delivered twice counts once and answers the same;
 --          with the expiry its creator gave it, or none.
+-- KEYS[2]  the latch's completions, in KEYS[1]'s slot: a sorted set of the generations that
+--          completed, each scored by when (ms since the epoch, server clock), and beside each
+--          one that a count-down completed, '<generation>|<count-down id>'. Kept for a time
+--          after the latest completion, and for a number of generations, both given by the
+--          scripts that write it; so a waiter that reads after a reset or an expiry still
+--          learns that its generation completed.
 --
--- Every script answers {'corrupt', 1, what} when the key holds anything else, before
+-- Every script answers {'corrupt', i, what} when KEYS[i] holds anything else, before
 -- changing anything.
 local MAX_COUNT = 9007199254740991
 
 local function corrupt()
     return {'corrupt', 1, 'the latch key does not hold a countdown latch'}
+end
+
+-- {'corrupt', 2, what} when KEYS[2] is neither absent nor a sorted set; nil otherwise.
+local function completions_corrupt()
+    local kind = redis.call('TYPE', KEYS[2])
+    kind = kind.ok or kind
+    if kind ~= 'none' and kind ~= 'zset' then
+        return {'corrupt', 2, "the latch's completions key holds a " .. kind .. ', not a sorted set'}
+    end
+    return nil
 end
 
 -- The latch's generation and count; false when the key does not exist; nil when it holds
@@ -23,7 +41,7 @@ local function latch_state(key)
     if kind == 'none' then
         return false
     end
-    if kind ~= 'hash' or redis.call('HLEN', key) ~= 2 then
+    if kind ~= 'hash' or redis.call('HLEN', key) < 2 then
         return nil
     end
     local fields = redis.call('HMGET', key, 'gen', 'count')
@@ -36,4 +54,26 @@ local function latch_state(key)
         return nil
     end
     return gen, n
+end
+
+-- Whether the generation `gen` completed (and is remembered). Reads only.
+local function completed(gen)
+    return redis.call('ZSCORE', KEYS[2], gen) ~= false
+end
+
+-- Records that the generation `gen` completed, by the count-down `id` (nil: it started
+-- complete); then forgets the completions older than `keep_ms` and all but the latest
+-- `most` generations', and lets the record go `keep_ms` after this one.
+local function record_completion(gen, id, keep_ms, most)
+    local time = redis.call('TIME')
+    local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    local at = string.format('%.0f', now)
+    redis.call('ZADD', KEYS[2], at, gen)
+    if id then
+        redis.call('ZADD', KEYS[2], at, gen .. '|' .. id)
+    end
+    redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. string.format('%.0f', now - keep_ms))
+    -- Two members at most per generation.
+    redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -(2 * most) - 1)
+    redis.call('PEXPIRE', KEYS[2], keep_ms)
 end

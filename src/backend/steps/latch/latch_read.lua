@@ -1,14 +1,27 @@
--- Latch read: the current generation and its count. Reads only.
+-- Latch read: the current generation and its count, or whether a generation the latch no
+-- longer holds completed. Reads only.
 --
 -- KEYS[1]  the latch
+-- KEYS[2]  its completions
+-- ARGV[1]  the generation asked about, or '' for the current one
 --
--- Returns {'latch', generation id, count}, {'none'}, or {'corrupt', 1, what}. Reads only: it
--- goes as EVALSHA_RO where the server has it.
+-- Returns {'latch', generation id, count} (the current generation: when ARGV[1] is '' or
+-- names it), {'completed'} (ARGV[1] names a generation the latch no longer holds, which
+-- completed), {'none'} (no latch, or ARGV[1] names another generation that did not
+-- complete), or {'corrupt', i, what}. Reads only: it goes as EVALSHA_RO where the server
+-- has it.
 local gen, count = latch_state(KEYS[1])
 if gen == nil then
     return corrupt()
 end
-if not gen then
-    return {'none'}
+local refused = completions_corrupt()
+if refused then
+    return refused
 end
-return {'latch', gen, count}
+if gen and (ARGV[1] == '' or gen == ARGV[1]) then
+    return {'latch', gen, count}
+end
+if ARGV[1] ~= '' and completed(ARGV[1]) then
+    return {'completed'}
+end
+return {'none'}

@@ -1,23 +1,42 @@
 -- Latch set: starts a generation, if no latch exists or replacing the one that does.
 --
 -- KEYS[1]  the latch
+-- KEYS[2]  its completions
 -- ARGV[1]  the new generation's id
--- ARGV[2]  its count, 0 ..= 2^53 - 1 (0: complete at once)
+-- ARGV[2]  its count, 0 ..= 2^53 - 1 (0: complete at once, and recorded so)
 -- ARGV[3]  its expiry in ms, or 0 for none
 -- ARGV[4]  '1' to replace a latch that exists, '0' to leave it
+-- ARGV[5]  how long completions are kept, in ms
+-- ARGV[6]  how many generations' completions are kept at most
 --
 -- Returns {'set'}, {'exists'} (a latch exists and ARGV[4] is '0': nothing changed), or
--- {'corrupt', 1, what}.
+-- {'corrupt', i, what}. Out of memory (OOM under noeviction), a generation is not started:
+-- the server refuses the script before it changed anything.
 local gen = latch_state(KEYS[1])
 if gen == nil then
     return corrupt()
 end
+local refused = completions_corrupt()
+if refused then
+    return refused
+end
 if gen and ARGV[4] ~= '1' then
     return {'exists'}
 end
-redis.call('DEL', KEYS[1])
+-- The first write is one the server refuses when out of memory: a removal first would let
+-- every later write through.
 redis.call('HSET', KEYS[1], 'gen', ARGV[1], 'count', ARGV[2])
+if redis.call('HLEN', KEYS[1]) > 2 then
+    -- The replaced generation's count-down records go with it.
+    redis.call('DEL', KEYS[1])
+    redis.call('HSET', KEYS[1], 'gen', ARGV[1], 'count', ARGV[2])
+end
 if ARGV[3] ~= '0' then
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
+else
+    redis.call('PERSIST', KEYS[1])
+end
+if ARGV[2] == '0' then
+    record_completion(ARGV[1], nil, tonumber(ARGV[5]), tonumber(ARGV[6]))
 end
 return {'set'}

@@ -1,23 +1,27 @@
 //! The countdown latch steps in process, with the same answers and the same validation as
-//! the Lua scripts: one [`Value::Latch`] per latch.
+//! the Lua scripts: one [`Value::Latch`] per latch, and one [`Value::LatchCompletions`]
+//! beside it.
 
-use crate::backend::memory::{MemoryBackend, Value, clock};
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::backend::memory::{MemoryBackend, Store, Value, clock, other_state};
 use crate::backend::steps::MemoryStep;
 use crate::backend::steps::latch::{
-    LatchCountDownReply, LatchCountDownStep, LatchReadStep, LatchSetReply, LatchSetStep, LatchState,
+    COMPLETIONS_KEPT, COMPLETIONS_KEPT_FOR_MS, LatchCountDownReply, LatchCountDownStep, LatchKeys,
+    LatchRead, LatchReadStep, LatchSetReply, LatchSetStep, LatchState,
 };
 use crate::error::Result;
 
 /// Starts a generation, unless a latch exists and is not to be replaced.
 impl MemoryStep for LatchSetStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<LatchSetReply> {
-        let key = memory.physical_key(self.key);
+        let keys = Physical::of(memory, self.keys);
         memory.step(|store, now| {
-            let exists = match store.get_mut(&key, now).map(|entry| &entry.value) {
-                None => false,
-                Some(Value::Latch { .. }) => true,
-                Some(_) => return Err(crate::backend::memory::other_state(self.key, "latch")),
-            };
+            let exists = latch(store, &keys, self.keys, now)?.is_some();
+            completions(store, &keys, self.keys, now)?;
             if exists && !self.replace {
                 return Ok(LatchSetReply::Exists);
             }
@@ -31,50 +35,196 @@ impl MemoryStep for LatchSetStep<'_> {
             let latch = Value::Latch {
                 generation: self.generation.to_owned(),
                 count: self.count,
+                counted: HashMap::new(),
             };
-            store.insert(&key, latch, expires_at, now)?;
+            store.insert(&keys.latch, latch, expires_at, now)?;
+            if self.count == 0 {
+                record_completion(store, &keys, self.keys, self.generation, None, now)?;
+            }
             Ok(LatchSetReply::Set)
         })
     }
 }
 
-/// One count-down of the step's generation.
+/// One count-down of the step's generation, counted once.
 impl MemoryStep for LatchCountDownStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<LatchCountDownReply> {
-        let key = memory.physical_key(self.key);
-        memory.step(
-            |store, now| match store.get_mut(&key, now).map(|entry| &mut entry.value) {
-                None => Ok(LatchCountDownReply::Stale),
-                Some(Value::Latch { generation, count }) => {
-                    if generation != self.generation {
-                        Ok(LatchCountDownReply::Stale)
-                    } else if *count == 0 {
-                        Ok(LatchCountDownReply::Completed)
-                    } else {
-                        *count -= 1;
-                        Ok(LatchCountDownReply::Counted { remaining: *count })
-                    }
+        let keys = Physical::of(memory, self.keys);
+        memory.step(|store, now| {
+            // What the latch holds for this generation: its count, and what this count-down
+            // left if it counted already.
+            let found = match latch(store, &keys, self.keys, now)? {
+                Some(Value::Latch {
+                    generation,
+                    count,
+                    counted,
+                }) if generation == self.generation => {
+                    Some((*count, counted.get(self.id).copied()))
                 }
-                Some(_) => Err(crate::backend::memory::other_state(self.key, "latch")),
-            },
-        )
+                _ => None,
+            };
+            let done = completions(store, &keys, self.keys, now)?;
+            let remembered = done.is_some();
+            let Some((count, counted)) = found else {
+                return Ok(
+                    match done.and_then(|done| completion_of(done, self.generation)) {
+                        Some(Some(by)) if by == self.id => {
+                            LatchCountDownReply::Counted { remaining: 0 }
+                        }
+                        Some(_) => LatchCountDownReply::Completed,
+                        None => LatchCountDownReply::Stale,
+                    },
+                );
+            };
+            if let Some(remaining) = counted {
+                return Ok(LatchCountDownReply::Counted { remaining });
+            }
+            if count == 0 {
+                return Ok(LatchCountDownReply::Completed);
+            }
+            let remaining = count - 1;
+            // Room for the completions' key before anything changes.
+            if remaining == 0 && !remembered {
+                store.ensure_room_for(1, now)?;
+            }
+            if let Some(Value::Latch { count, counted, .. }) = latch(store, &keys, self.keys, now)?
+            {
+                *count = remaining;
+                counted.insert(self.id.to_owned(), remaining);
+            }
+            if remaining == 0 {
+                record_completion(store, &keys, self.keys, self.generation, Some(self.id), now)?;
+            }
+            Ok(LatchCountDownReply::Counted { remaining })
+        })
     }
 }
 
-/// The latch's generation and count.
+/// The latch's current generation, or whether the one asked about completed.
 impl MemoryStep for LatchReadStep<'_> {
-    fn in_memory(&self, memory: &MemoryBackend) -> Result<Option<LatchState>> {
-        let key = memory.physical_key(self.key);
-        memory.step(
-            |store, now| match store.get_mut(&key, now).map(|entry| &entry.value) {
-                None => Ok(None),
-                Some(Value::Latch { generation, count }) => Ok(Some(LatchState {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<LatchRead> {
+        let keys = Physical::of(memory, self.keys);
+        memory.step(|store, now| {
+            let current = match latch(store, &keys, self.keys, now)? {
+                Some(Value::Latch {
+                    generation, count, ..
+                }) if self.generation.is_none_or(|asked| asked == generation) => Some(LatchState {
                     generation: generation.clone(),
                     count: *count,
-                })),
-                Some(_) => Err(crate::backend::memory::other_state(self.key, "latch")),
-            },
-        )
+                }),
+                _ => None,
+            };
+            let done = completions(store, &keys, self.keys, now)?;
+            Ok(match (current, self.generation) {
+                (Some(state), _) => LatchRead::Current(state),
+                (None, Some(asked))
+                    if done.is_some_and(|done| completion_of(done, asked).is_some()) =>
+                {
+                    LatchRead::Completed
+                }
+                (None, _) => LatchRead::None,
+            })
+        })
+    }
+}
+
+/// The latch's two keys with the backend's prefix.
+struct Physical {
+    latch: Vec<u8>,
+    completions: Vec<u8>,
+}
+
+impl Physical {
+    fn of(memory: &MemoryBackend, keys: LatchKeys<'_>) -> Self {
+        Physical {
+            latch: memory.physical_key(keys.latch).to_vec(),
+            completions: memory.physical_key(keys.completions).to_vec(),
+        }
+    }
+}
+
+/// The latch's value, `None` when absent; corrupt state when the key holds another
+/// primitive's.
+fn latch<'a>(
+    store: &'a mut Store,
+    keys: &Physical,
+    user: LatchKeys<'_>,
+    now: Instant,
+) -> Result<Option<&'a mut Value>> {
+    match store
+        .get_mut(&keys.latch, now)
+        .map(|entry| &mut entry.value)
+    {
+        None => Ok(None),
+        Some(latch @ Value::Latch { .. }) => Ok(Some(latch)),
+        Some(_) => Err(other_state(user.latch, "latch")),
+    }
+}
+
+/// The latch's completed generations, `None` when none is remembered; corrupt state when
+/// the key holds another primitive's.
+fn completions<'a>(
+    store: &'a mut Store,
+    keys: &Physical,
+    user: LatchKeys<'_>,
+    now: Instant,
+) -> Result<Option<&'a Completions>> {
+    match store
+        .get_mut(&keys.completions, now)
+        .map(|entry| &entry.value)
+    {
+        None => Ok(None),
+        Some(Value::LatchCompletions(done)) => Ok(Some(done)),
+        Some(_) => Err(other_state(user.completions, "latch's completions")),
+    }
+}
+
+type Completions = VecDeque<(String, Option<String>, Instant)>;
+
+/// Whether `generation` completed: `Some` with the id of the count-down that completed it
+/// (`None` when it started complete).
+fn completion_of<'a>(done: &'a Completions, generation: &str) -> Option<Option<&'a str>> {
+    done.iter()
+        .find(|(completed, _, _)| completed == generation)
+        .map(|(_, by, _)| by.as_deref())
+}
+
+/// Records that `generation` completed, by the count-down `by`; keeps the completions of
+/// [`COMPLETIONS_KEPT_FOR_MS`] and at most [`COMPLETIONS_KEPT`] generations, as the scripts
+/// do.
+fn record_completion(
+    store: &mut Store,
+    keys: &Physical,
+    user: LatchKeys<'_>,
+    generation: &str,
+    by: Option<&str>,
+    now: Instant,
+) -> Result<()> {
+    let kept_for = Duration::from_millis(COMPLETIONS_KEPT_FOR_MS);
+    let expires_at = Some(now + kept_for);
+    let completion = (generation.to_owned(), by.map(str::to_owned), now);
+    match store
+        .get_mut(&keys.completions, now)
+        .map(|entry| &mut entry.value)
+    {
+        Some(Value::LatchCompletions(done)) => {
+            done.push_back(completion);
+            while done.len() as u64 > COMPLETIONS_KEPT
+                || done
+                    .front()
+                    .is_some_and(|(_, _, at)| now.duration_since(*at) > kept_for)
+            {
+                done.pop_front();
+            }
+            store.set_expiry(&keys.completions, expires_at, now);
+            Ok(())
+        }
+        Some(_) => Err(other_state(user.completions, "latch's completions")),
+        None => {
+            store.ensure_room_for(1, now)?;
+            let done = Value::LatchCompletions(VecDeque::from([completion]));
+            store.insert(&keys.completions, done, expires_at, now)
+        }
     }
 }
 
@@ -85,9 +235,14 @@ mod tests {
     use super::*;
     use crate::error::ErrorKind;
 
+    const KEYS: LatchKeys<'static> = LatchKeys {
+        latch: b"l",
+        completions: b"l:done",
+    };
+
     fn set(generation: &str, count: u64, replace: bool) -> LatchSetStep<'_> {
         LatchSetStep {
-            key: b"l",
+            keys: KEYS,
             generation,
             count,
             expiry_ms: Some(60_000),
@@ -95,9 +250,17 @@ mod tests {
         }
     }
 
-    fn count_down(generation: &str) -> LatchCountDownStep<'_> {
+    fn count_down<'a>(generation: &'a str, id: &'a str) -> LatchCountDownStep<'a> {
         LatchCountDownStep {
-            key: b"l",
+            keys: KEYS,
+            generation,
+            id,
+        }
+    }
+
+    fn read(generation: Option<&str>) -> LatchReadStep<'_> {
+        LatchReadStep {
+            keys: KEYS,
             generation,
         }
     }
@@ -114,19 +277,19 @@ mod tests {
             LatchSetReply::Exists
         );
         assert_eq!(
-            backend.run(count_down("a")).expect("count down"),
+            backend.run(count_down("a", "1")).expect("count down"),
             LatchCountDownReply::Counted { remaining: 1 }
         );
         assert_eq!(
-            backend.run(count_down("a")).expect("count down"),
+            backend.run(count_down("a", "2")).expect("count down"),
             LatchCountDownReply::Counted { remaining: 0 }
         );
         assert_eq!(
-            backend.run(count_down("a")).expect("count down"),
+            backend.run(count_down("a", "3")).expect("count down"),
             LatchCountDownReply::Completed
         );
         assert_eq!(
-            backend.run(count_down("b")).expect("count down"),
+            backend.run(count_down("b", "4")).expect("count down"),
             LatchCountDownReply::Stale
         );
         assert_eq!(
@@ -134,17 +297,79 @@ mod tests {
             LatchSetReply::Set
         );
         assert_eq!(
-            backend.run(count_down("a")).expect("count down"),
-            LatchCountDownReply::Stale,
-            "the old generation is refused"
+            backend.run(count_down("a", "5")).expect("count down"),
+            LatchCountDownReply::Completed,
+            "the old generation completed, and changes no more"
         );
-        let state = backend.run(LatchReadStep { key: b"l" }).expect("read");
         assert_eq!(
-            state,
-            Some(LatchState {
+            backend.run(read(None)).expect("read"),
+            LatchRead::Current(LatchState {
                 generation: "b".to_owned(),
                 count: 1
             })
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_count_down_delivered_twice_counts_once_and_answers_the_same() {
+        let backend = MemoryBackend::new();
+        backend.run(set("a", 2, false)).expect("set");
+        for _ in 0..2 {
+            assert_eq!(
+                backend.run(count_down("a", "1")).expect("count down"),
+                LatchCountDownReply::Counted { remaining: 1 }
+            );
+        }
+        assert_eq!(
+            backend.run(count_down("a", "2")).expect("count down"),
+            LatchCountDownReply::Counted { remaining: 0 }
+        );
+        // Replaced, it still knows its last count-down.
+        backend.run(set("b", 1, true)).expect("reset");
+        assert_eq!(
+            backend.run(count_down("a", "2")).expect("again"),
+            LatchCountDownReply::Counted { remaining: 0 }
+        );
+        assert_eq!(
+            backend.run(count_down("a", "1")).expect("again"),
+            LatchCountDownReply::Completed
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_completed_generation_reads_as_completed_after_a_reset_or_an_expiry() {
+        let backend = MemoryBackend::new();
+        backend.run(set("a", 1, false)).expect("set");
+        backend.run(count_down("a", "1")).expect("count down");
+        backend.run(set("b", 1, true)).expect("reset");
+        assert_eq!(
+            backend.run(read(Some("a"))).expect("read"),
+            LatchRead::Completed
+        );
+        // `b` expires (a minute) without completing; `a` is remembered for ten.
+        tokio::time::advance(Duration::from_secs(61)).await;
+        assert_eq!(backend.run(read(Some("b"))).expect("read"), LatchRead::None);
+        assert_eq!(
+            backend.run(read(Some("a"))).expect("read"),
+            LatchRead::Completed
+        );
+        assert_eq!(backend.run(read(None)).expect("read"), LatchRead::None);
+        tokio::time::advance(Duration::from_millis(COMPLETIONS_KEPT_FOR_MS)).await;
+        assert_eq!(backend.run(read(Some("a"))).expect("read"), LatchRead::None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn completions_are_kept_for_a_bounded_number_of_generations() {
+        let backend = MemoryBackend::new();
+        for round in 0..=COMPLETIONS_KEPT {
+            backend
+                .run(set(&round.to_string(), 0, true))
+                .expect("a complete generation");
+        }
+        assert_eq!(backend.run(read(Some("0"))).expect("read"), LatchRead::None);
+        assert_eq!(
+            backend.run(read(Some("1"))).expect("read"),
+            LatchRead::Completed
         );
     }
 
@@ -153,23 +378,25 @@ mod tests {
         let backend = MemoryBackend::new();
         backend.run(set("a", 1, false)).expect("set");
         tokio::time::advance(Duration::from_secs(61)).await;
+        assert_eq!(backend.run(read(None)).expect("read"), LatchRead::None);
         assert_eq!(
-            backend.run(LatchReadStep { key: b"l" }).expect("read"),
-            None
-        );
-        assert_eq!(
-            backend.run(count_down("a")).expect("count down"),
+            backend.run(count_down("a", "1")).expect("count down"),
             LatchCountDownReply::Stale
         );
-        backend
-            .step(|store, now| store.insert(&backend.physical_key(b"l"), Value::Int(3), None, now))
-            .expect("insert");
-        for err in [
-            backend.run(set("b", 1, true)).map(drop),
-            backend.run(count_down("a")).map(drop),
-            backend.run(LatchReadStep { key: b"l" }).map(drop),
-        ] {
-            assert_eq!(err.expect_err("corrupt").kind(), ErrorKind::CorruptState);
+        for key in [KEYS.latch, KEYS.completions] {
+            backend
+                .step(|store, now| {
+                    store.insert(&backend.physical_key(key), Value::Int(3), None, now)
+                })
+                .expect("insert");
+            for err in [
+                backend.run(set("b", 1, true)).map(drop),
+                backend.run(count_down("a", "1")).map(drop),
+                backend.run(read(None)).map(drop),
+            ] {
+                assert_eq!(err.expect_err("corrupt").kind(), ErrorKind::CorruptState);
+            }
+            backend.step(|store, _| store.remove(&backend.physical_key(key)));
         }
     }
 }

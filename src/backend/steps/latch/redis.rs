@@ -1,12 +1,13 @@
-//! The countdown latch steps on Redis: one Lua script each over one hash, sharing the helpers
-//! of `latch.lua`.
+//! The countdown latch steps on Redis: one Lua script each over the latch's hash and its
+//! completions' sorted set, sharing the helpers of `latch.lua`.
 
 use std::sync::LazyLock;
 
 use crate::backend::redis::{RedisBackend, Script, script};
 use crate::backend::steps::RedisStep;
 use crate::backend::steps::latch::{
-    LatchCountDownReply, LatchCountDownStep, LatchReadStep, LatchSetReply, LatchSetStep, LatchState,
+    COMPLETIONS_KEPT, COMPLETIONS_KEPT_FOR_MS, LatchCountDownReply, LatchCountDownStep, LatchKeys,
+    LatchRead, LatchReadStep, LatchSetReply, LatchSetStep, LatchState,
 };
 use crate::error::Result;
 
@@ -28,8 +29,10 @@ impl RedisStep for LatchSetStep<'_> {
             self.count,
             self.expiry_ms.unwrap_or(0),
             replace,
+            COMPLETIONS_KEPT_FOR_MS,
+            COMPLETIONS_KEPT,
         );
-        let outcome = redis.script_outcome(&SET, &[self.key], args).await?;
+        let outcome = redis.script_outcome(&SET, &keys(self.keys), args).await?;
         if outcome.flag(b"set", b"exists")? {
             Ok(LatchSetReply::Set)
         } else {
@@ -41,8 +44,14 @@ impl RedisStep for LatchSetStep<'_> {
 /// One count-down of the step's generation.
 impl RedisStep for LatchCountDownStep<'_> {
     async fn on_redis(&self, redis: &RedisBackend) -> Result<LatchCountDownReply> {
+        let args = (
+            self.generation,
+            self.id,
+            COMPLETIONS_KEPT_FOR_MS,
+            COMPLETIONS_KEPT,
+        );
         let outcome = redis
-            .script_outcome(&COUNT_DOWN, &[self.key], self.generation)
+            .script_outcome(&COUNT_DOWN, &keys(self.keys), args)
             .await?;
         match (outcome.status(), outcome.len()) {
             (b"counted", 1) => Ok(LatchCountDownReply::Counted {
@@ -55,20 +64,24 @@ impl RedisStep for LatchCountDownStep<'_> {
     }
 }
 
-/// The latch's generation and count.
+/// The latch's current generation, or whether the one asked about completed.
 impl RedisStep for LatchReadStep<'_> {
-    async fn on_redis(&self, redis: &RedisBackend) -> Result<Option<LatchState>> {
-        let outcome = redis.script_outcome(&READ, &[self.key], NO_ARGS).await?;
+    async fn on_redis(&self, redis: &RedisBackend) -> Result<LatchRead> {
+        let asked = self.generation.unwrap_or("");
+        let outcome = redis.script_outcome(&READ, &keys(self.keys), asked).await?;
         match (outcome.status(), outcome.len()) {
-            (b"latch", 2) => Ok(Some(LatchState {
+            (b"latch", 2) => Ok(LatchRead::Current(LatchState {
                 generation: String::from_utf8_lossy(outcome.bytes(0)?).into_owned(),
                 count: outcome.uint(1)?,
             })),
-            (b"none", 0) => Ok(None),
+            (b"completed", 0) => Ok(LatchRead::Completed),
+            (b"none", 0) => Ok(LatchRead::None),
             _ => Err(outcome.unexpected()),
         }
     }
 }
 
-/// For a script that takes keys only.
-const NO_ARGS: &[u32] = &[];
+/// The keys, in the order the scripts take them.
+fn keys(keys: LatchKeys<'_>) -> [&[u8]; 2] {
+    [keys.latch, keys.completions]
+}
