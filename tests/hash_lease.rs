@@ -258,3 +258,61 @@ async fn out_of_memory_refuses_new_leases_and_renews_held_ones() {
     assert_eq!(held.release().await.expect("released"), Release::Released);
     let () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
 }
+
+/// An ACL that denies `HPEXPIREAT` (as a node of an older version in a cluster refuses it):
+/// the acquisition is refused, and leaves no field behind without its expiry.
+#[tokio::test]
+async fn a_refused_field_expiry_leaves_no_field() {
+    let server = support::Server::start(support::ServerKind::Redis8, &[]);
+    let coordination: Coordination =
+        leasehold::backend::redis::RedisBackend::standalone(server.acl_user(&["-hpexpireat"]))
+            .key_prefix(support::unique_prefix("hash-no-expiry"))
+            .connect()
+            .await
+            .expect("connect")
+            .into();
+    let hash = LeaseHash::named(&coordination, "acl");
+    let err = hash
+        .try_acquire("field", MINUTE)
+        .await
+        .expect_err("the expiry is refused");
+    assert!(err.is_refused(), "{err}");
+    let key = match coordination.backend() {
+        Backend::Redis(redis) => redis.physical_key(hash.key()),
+        _ => unreachable!("Redis"),
+    };
+    let key = String::from_utf8(key).expect("a text key");
+    let fields: i64 = server.cmd(&["HLEN", &key]);
+    assert_eq!(fields, 0, "no field without its expiry");
+}
+
+/// A new connection that reaches another server (a failover to a newer one, or an older
+/// one) probes for hash field expiry again: refused as unsupported while the handle reaches
+/// Redis 7, granted once it reaches Redis 8.
+#[tokio::test]
+async fn the_field_expiry_probe_runs_again_on_a_new_connection() {
+    let older = support::Server::start(support::ServerKind::Redis7, &[]);
+    let newer = support::Server::start(support::ServerKind::Redis8, &[]);
+    let proxy = support::proxy::Proxy::to_port(older.port());
+    let coordination: Coordination =
+        leasehold::backend::redis::RedisBackend::standalone(proxy.url())
+            .key_prefix(support::unique_prefix("hash-reprobe"))
+            .connect()
+            .await
+            .expect("connect")
+            .into();
+    let hash = LeaseHash::named(&coordination, "reprobe");
+    let err = hash
+        .try_acquire("field", MINUTE)
+        .await
+        .expect_err("Redis 7 has no field expiry");
+    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    proxy.retarget(newer.port());
+    proxy.cut();
+    support::eventually("the new server's field expiry is found", async || {
+        hash.try_acquire("field", MINUTE)
+            .await
+            .is_ok_and(|attempt| attempt.is_acquired())
+    })
+    .await;
+}

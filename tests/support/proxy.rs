@@ -62,6 +62,8 @@ struct Faults {
     severs: u64,
     /// Bumped by every `deliver_held`: severed connections deliver what they hold.
     deliveries: u64,
+    /// Where new connections go instead of the upstream the proxy started with.
+    upstream: Option<SocketAddr>,
 }
 
 #[derive(Default)]
@@ -151,11 +153,12 @@ impl Proxy {
     /// Clears every fault: no latency, held bytes delivered, answers again, the port open.
     pub fn pass(&self) {
         self.faults.send_modify(|f| {
-            let (cuts, severs, deliveries) = (f.cuts, f.severs, f.deliveries);
+            let (cuts, severs, deliveries, upstream) = (f.cuts, f.severs, f.deliveries, f.upstream);
             *f = Faults {
                 cuts,
                 severs,
                 deliveries,
+                upstream,
                 ..Faults::default()
             };
         });
@@ -200,6 +203,13 @@ impl Proxy {
     /// Delivers to the server what severed connections still hold, then closes them.
     pub fn deliver_held(&self) {
         self.faults.send_modify(|f| f.deliveries += 1);
+    }
+
+    /// Sends new connections to the server on loopback `port` from now on (a failover to
+    /// another server behind the same address); open ones go on.
+    pub fn retarget(&self, port: u16) {
+        let upstream = SocketAddr::from(([127, 0, 0, 1], port));
+        self.faults.send_modify(|f| f.upstream = Some(upstream));
     }
 
     /// Closes the port, so that new connections are refused; open ones go on.
@@ -302,9 +312,9 @@ async fn connection(
     mut faults: watch::Receiver<Faults>,
     counters: Arc<Counters>,
 ) {
-    let (cuts, severs) = {
+    let (cuts, severs, upstream) = {
         let f = faults.borrow_and_update();
-        (f.cuts, f.severs)
+        (f.cuts, f.severs, f.upstream.unwrap_or(upstream))
     };
     let Ok(server) = TcpStream::connect(upstream).await else {
         // Nothing to forward to: the client sees a reset, as from a dead server.

@@ -260,6 +260,7 @@ impl RedisBackendBuilder {
             connection,
             server,
             clock,
+            hash_field_expiry: std::sync::atomic::AtomicBool::new(false),
         })
     }
 

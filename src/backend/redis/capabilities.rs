@@ -5,7 +5,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use crate::error::UnsupportedFeature;
@@ -30,8 +29,6 @@ pub const HASH_FIELD_EXPIRY: UnsupportedFeature =
 ///   [`INCREX_REPROBE_AFTER`]. The clock is tokio's, so tests can pause and advance it.
 /// - **The fixed window's plain commands** (`SET`, `INCR`, `PTTL` for a step of one permit):
 ///   the same, for an ACL that denies one of them; the step then goes through Lua.
-/// - **Hash field expiry** (`HPEXPIRE`): probed once, on the first step that needs it, with
-///   `COMMAND INFO`, and kept for the life of the handle.
 /// - **Read-only scripts** (`EVALSHA_RO`): used until the server refuses them once (an ACL
 ///   that does not allow them), then never again by this handle.
 ///
@@ -52,7 +49,6 @@ pub const HASH_FIELD_EXPIRY: UnsupportedFeature =
 pub struct Capabilities {
     increx: Reprobed,
     native_counting: Reprobed,
-    hash_field_expiry: OnceCell<bool>,
     read_only_scripts_refused: AtomicBool,
 }
 
@@ -135,16 +131,6 @@ impl Capabilities {
     /// only an ACL refuses.
     pub(crate) fn native_counting(&self) -> &Reprobed {
         &self.native_counting
-    }
-
-    /// The cached answer of the hash-field-expiry probe, if it ran: whether the server has
-    /// hash field expiry.
-    pub fn hash_field_expiry(&self) -> Option<bool> {
-        self.hash_field_expiry.get().copied()
-    }
-
-    pub(crate) fn hash_field_expiry_cell(&self) -> &OnceCell<bool> {
-        &self.hash_field_expiry
     }
 
     /// Whether read-only scripts may go as `EVALSHA_RO`: until the server refused it once (an

@@ -45,6 +45,10 @@ pub(super) struct Connected {
     pub(super) connection: Connection,
     pub(super) server: ServerVersion,
     pub(super) clock: ServerClock,
+    /// Whether this connection's server was found to have hash field expiry: probed until
+    /// it is, and again on the next connection, which may reach another server (a failover
+    /// to an older one).
+    pub(super) hash_field_expiry: std::sync::atomic::AtomicBool,
 }
 
 /// The connection in use, made again when it breaks.

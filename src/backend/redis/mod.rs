@@ -50,6 +50,7 @@ use std::fmt;
 use std::future::Future;
 use std::io::Write as _;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use redis::{Cmd, FromRedisValue, Pipeline, ToRedisArgs, Value};
@@ -508,31 +509,36 @@ impl RedisBackend {
     }
 
     /// Whether the server has hash field expiry (`HPEXPIRE`: Redis 7.4+, Valkey 9.0+), which
-    /// the [hash-field leases](crate::coordination::hash_lease) need. Probed once with
-    /// `COMMAND INFO`, then cached in [`Capabilities`] for every clone of this handle (a
-    /// failed probe is not cached).
+    /// the [hash-field leases](crate::coordination::hash_lease) need. Probed with `COMMAND
+    /// INFO`; a yes is kept for the connection, for every clone of this handle, and a new
+    /// connection (which may reach another server after a failover) probes again. A no is
+    /// not kept: the next step probes again, on the connection it finds (one round trip on
+    /// a path that fails anyway). A server that refuses the expiry all the same (a node of
+    /// another version in a cluster, an ACL) costs an acquisition its field, and never
+    /// leaves one without expiry.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
     pub async fn hash_field_expiry(&self) -> Result<bool> {
-        self.shared
-            .capabilities
-            .hash_field_expiry_cell()
-            .get_or_try_init(|| async {
-                let mut cmd = redis::cmd("COMMAND");
-                cmd.arg("INFO").arg("HPEXPIRE");
-                let reply: Value = self.query(&cmd).await?;
-                // One entry per name asked: nil (or an empty entry) for an unknown command.
-                Ok(match reply {
-                    Value::Array(entries) => entries
-                        .first()
-                        .is_some_and(|e| !matches!(e, Value::Nil) && e != &Value::Array(vec![])),
-                    _ => false,
-                })
-            })
-            .await
-            .copied()
+        let connected = self.connected().await?;
+        if connected.hash_field_expiry.load(Ordering::Relaxed) {
+            return Ok(true);
+        }
+        let mut cmd = redis::cmd("COMMAND");
+        cmd.arg("INFO").arg("HPEXPIRE");
+        let reply: Value = self.query(&cmd).await?;
+        // One entry per name asked: nil (or an empty entry) for an unknown command.
+        let found = match reply {
+            Value::Array(entries) => entries
+                .first()
+                .is_some_and(|e| !matches!(e, Value::Nil) && e != &Value::Array(vec![])),
+            _ => false,
+        };
+        if found {
+            connected.hash_field_expiry.store(true, Ordering::Relaxed);
+        }
+        Ok(found)
     }
 
     /// Fails with [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported), naming the
