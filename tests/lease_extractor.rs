@@ -464,8 +464,11 @@ impl<S: Sync> LeaseSpec<S> for Misconfigured {
     }
 }
 
+/// A mistake in a lease or permit request is the application's, not the backend's: a `500`
+/// without `Retry-After` (a `503` would have clients retry forever, and monitors page for
+/// Redis), refused before anything is sent, and logged once however many requests meet it.
 #[tokio::test]
-async fn options_that_cannot_be_kept_are_a_503_before_anything_is_sent() {
+async fn requests_that_cannot_be_kept_are_a_500_before_anything_is_sent_told_once() {
     let target = Target::Server(ServerKind::Redis7);
     let coordination = target.coordination("lease-misconfigured").await;
     let router = Router::new()
@@ -482,21 +485,143 @@ async fn options_that_cannot_be_kept_are_a_503_before_anything_is_sent() {
             "/permit",
             get(|_: Permit<MisconfiguredPermit>| async { "permitted" }),
         )
+        .route("/no-permits", get(|_: Permit<NoPermits>| async { "never" }))
         .route("/instant", get(|_: Lease<NoTime>| async { "never" }))
+        .route("/forever", get(|_: Lease<RenewsForever>| async { "never" }))
+        .route(
+            "/forever-permit",
+            get(|_: Permit<RenewsForeverPermit>| async { "never" }),
+        )
         .with_state(coordination.clone());
+    let logs = support::logs::capture();
     let addr = serve(router).await;
-    for path in ["/", "/read", "/write", "/permit", "/instant"] {
+    let paths = [
+        "/",
+        "/read",
+        "/write",
+        "/permit",
+        "/no-permits",
+        "/instant",
+        "/forever",
+        "/forever-permit",
+    ];
+    for path in paths {
         for _ in 0..3 {
             let reply = http_get(&client(), addr, path, &[]).await;
             assert_eq!(
                 reply.status,
-                StatusCode::SERVICE_UNAVAILABLE,
+                StatusCode::INTERNAL_SERVER_ERROR,
                 "{path}: {reply:?}"
+            );
+            assert_eq!(
+                reply.header("retry-after"),
+                None,
+                "{path}: nothing to wait for"
             );
         }
     }
     // Nothing was taken: not even the fencing counter every lock acquisition leaves exists.
     assert_eq!(target.count_keys(&coordination), 0);
+    // One line per mistake, not one per request: four mistakes (a lifetime limit on a
+    // holding released with its handle, for the three lease extractors and the permit; no
+    // permit; no time; no end).
+    let told = logs.count("ERROR", "cannot be kept as configured");
+    assert_eq!(told, 4, "told once per mistake");
+    assert_eq!(
+        logs.count("ERROR", "release_on_drop(true), or a max_lifetime"),
+        1
+    );
+}
+
+/// `release_on_drop(false)` without a lifetime limit: every request would leave a lease
+/// renewed forever.
+struct RenewsForever;
+
+impl<S: Sync> LeaseSpec<S> for RenewsForever {
+    async fn lease(_parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+        Ok(LeaseRequest::named("forever").options(ManagedOptions::new().release_on_drop(false)))
+    }
+}
+
+/// The same, for a permit.
+struct RenewsForeverPermit;
+
+impl<S: Sync> PermitSpec<S> for RenewsForeverPermit {
+    async fn permit(_parts: &mut Parts, _state: &S) -> Result<PermitRequest, KeyError> {
+        Ok(PermitRequest::new("forever", 1).options(ManagedOptions::new().release_on_drop(false)))
+    }
+}
+
+/// A semaphore of no permit.
+struct NoPermits;
+
+impl<S: Sync> PermitSpec<S> for NoPermits {
+    async fn permit(_parts: &mut Parts, _state: &S) -> Result<PermitRequest, KeyError> {
+        Ok(PermitRequest::new("none", 0))
+    }
+}
+
+/// The lease and the permit named by the `x-name` header, as a client sends it.
+struct HeaderNamed;
+
+fn header_name(parts: &Parts) -> Vec<u8> {
+    parts
+        .headers
+        .get("x-name")
+        .map(|value| value.as_bytes().to_vec())
+        .unwrap_or_default()
+}
+
+impl<S: Sync> LeaseSpec<S> for HeaderNamed {
+    async fn lease(parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+        Ok(LeaseRequest::named(header_name(parts)))
+    }
+}
+
+impl<S: Sync> PermitSpec<S> for HeaderNamed {
+    async fn permit(parts: &mut Parts, _state: &S) -> Result<PermitRequest, KeyError> {
+        Ok(PermitRequest::new(header_name(parts), 2))
+    }
+}
+
+/// A name a client sends picks no cluster slot: its braces are escaped as a client key's
+/// are, in the keys of a lease, a read-write lease and a permit alike. An empty name is a
+/// `400`, and takes nothing.
+#[tokio::test]
+async fn names_from_requests_pick_no_slot_and_an_empty_one_is_refused() {
+    let target = Target::Server(ServerKind::Redis7);
+    let coordination = target.coordination("lease-braces").await;
+    let router = Router::new()
+        .route("/lease", get(|_: Lease<HeaderNamed>| async { "held" }))
+        .route("/read", get(|_: ReadLease<HeaderNamed>| async { "read" }))
+        .route(
+            "/permit",
+            get(|_: Permit<HeaderNamed>| async { "permitted" }),
+        )
+        .with_state(coordination.clone());
+    let addr = serve(router).await;
+    for path in ["/lease", "/read", "/permit"] {
+        let reply = http_get(&client(), addr, path, &[("x-name", "")]).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{path}: {reply:?}");
+    }
+    assert_eq!(target.count_keys(&coordination), 0, "nothing taken");
+    for path in ["/lease", "/read", "/permit"] {
+        let reply = http_get(&client(), addr, path, &[("x-name", "}{slot}")]).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}: {reply:?}");
+    }
+    // The lease's fencing counter stays: its name, as stored, has no brace of the client's.
+    let lock = FencedLock::named(&coordination, "%7D%7Bslot%7D");
+    let lease = lock
+        .try_acquire(Duration::from_secs(5))
+        .await
+        .expect("try")
+        .into_lease()
+        .expect("free");
+    assert_eq!(
+        lease.fencing_token(),
+        2,
+        "the same counter as the request's lease"
+    );
 }
 
 /// Options that cannot be kept, for a permit.
@@ -879,4 +1004,46 @@ async fn handlers_ride_out_a_short_stall_and_are_told_of_a_long_one() {
             }
         }
     }
+}
+
+/// A permit that waits, trying again every 300 ms where the backend tells of no changes.
+struct SlowPoll;
+
+impl<S: Sync> PermitSpec<S> for SlowPoll {
+    async fn permit(_parts: &mut Parts, _state: &S) -> Result<PermitRequest, KeyError> {
+        Ok(PermitRequest::new("slow-poll", 1)
+            .options(ManagedOptions::new().poll_interval(Duration::from_millis(300)))
+            .max_wait(Duration::from_secs(5)))
+    }
+}
+
+/// A waiting `Permit` tries again as often as its options' poll interval says (on a backend
+/// that tells of no changes: memory), as the lease extractors do, not at the semaphore's
+/// default of 50 ms.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_permit_polls_at_its_options_interval() {
+    use axum::extract::FromRequestParts;
+    let coordination = Coordination::memory();
+    let semaphore =
+        leasehold::coordination::semaphore::Semaphore::new(&coordination, "slow-poll", 1)
+            .expect("valid");
+    let mut held = semaphore
+        .try_acquire(Some(Duration::from_secs(60)))
+        .await
+        .expect("try")
+        .into_permit()
+        .expect("free");
+    let started = tokio::time::Instant::now();
+    let waiting = tokio::spawn(async move {
+        let (mut parts, ()) = http::Request::new(()).into_parts();
+        let permit = Permit::<SlowPoll>::from_request_parts(&mut parts, &coordination).await;
+        permit.map(|_| started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(held.release().await.expect("release"));
+    let waited = waiting.await.expect("the task").expect("a permit");
+    assert!(
+        waited >= Duration::from_millis(250),
+        "{waited:?}: tried again at the options' 300 ms, not the default 50 ms"
+    );
 }

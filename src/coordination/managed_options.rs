@@ -111,6 +111,13 @@ impl ManagedOptions {
         self.keep.lease
     }
 
+    /// Whether the holding outlives its handle with no end: not released with it, and no
+    /// lifetime limit. Right for a job that stops itself when told ownership is lost; never
+    /// for a holding taken per request, which would pile up renewing forever.
+    pub(crate) fn renews_forever_once_dropped(&self) -> bool {
+        !self.keep.release_on_drop && self.keep.max_lifetime.is_none()
+    }
+
     /// The pause between the attempts of a waiting acquisition without invalidations.
     pub(crate) fn poll(&self) -> Duration {
         self.poll_interval

@@ -10,7 +10,7 @@ use super::rejection::{LeaseRejection, Reason};
 #[cfg(doc)]
 use super::spec::LeaseRequest;
 use super::spec::LeaseSpec;
-use super::taking::take;
+use super::taking::{request_name, take};
 use crate::Coordination;
 use crate::coordination::lock::{FencedLock, ManagedLease};
 use crate::coordination::ownership::OwnershipLost;
@@ -31,10 +31,14 @@ use crate::layer::key::KeyError;
 /// Rejections ([`LeaseRejection`]): `409 Conflict` with `Retry-After` (the lease's time left,
 /// at most [`LeaseRequest::retry_after_at_most`]) when it is held elsewhere (after waiting up
 /// to [`LeaseRequest::max_wait`]), the [`KeyError`]'s status (`400` for [`KeyError::new`])
-/// when no name can be derived, `503` when the backend fails or gives no answer within
-/// [`LeaseRequest::timeout`] (so every request is answered within `max_wait + timeout`), or
-/// when [`LeaseRequest::options`] cannot be kept (checked before anything is sent);
-/// [`LeaseSpec::rejection_response`] words them as the application wants.
+/// when no name can be derived or the name is empty, `503` when the backend fails or gives
+/// no answer within [`LeaseRequest::timeout`] (so every request is answered within
+/// `max_wait + timeout`), and `500` without `Retry-After` when the request cannot be kept as
+/// configured (a zero timeout, [`LeaseRequest::options`] out of range, or
+/// `release_on_drop(false)` without a lifetime limit, which would leave a lease renewed
+/// forever after every request): checked before anything is sent, and logged once;
+/// [`LeaseSpec::rejection_response`] words them as the application wants. The name's braces
+/// are escaped as a client key's are, so that no client picks its lease's cluster slot.
 /// There is no fail-open policy: a handler that needs mutual exclusion never runs without the
 /// lease, whether the backend is
 /// [unavailable](crate::Error::is_unavailable) (a `tracing` warning) or
@@ -167,6 +171,7 @@ where
                 .await
                 .map_err(Reason::InvalidName)?
                 .into_parts();
+            let name = request_name(name, "lease")?;
             let lock = FencedLock::named(&coordination, &name);
             let options = &taking.options;
             let lease = take(
@@ -176,7 +181,7 @@ where
                 || lock.acquire_with(options),
             )
             .await?;
-            ManagedLease::keep(lease, options).map_err(Reason::Unavailable)
+            ManagedLease::keep(lease, options).map_err(Reason::failed)
         };
         match taken.await {
             Ok(lease) => Ok(Lease {

@@ -13,7 +13,7 @@ use http::request::Parts;
 
 use super::rejection::{LeaseRejection, Reason};
 use super::spec::Taking;
-use super::taking::take;
+use super::taking::{request_name, take};
 use crate::Coordination;
 use crate::coordination::ManagedOptions;
 use crate::coordination::ownership::OwnershipLost;
@@ -100,7 +100,7 @@ enum SemaphoreName {
 impl PermitRequest {
     /// A permit of [`Semaphore::new`]`(name, capacity)`, taken at once (no wait), within
     /// [`DEFAULT_LEASE_TIMEOUT`](super::DEFAULT_LEASE_TIMEOUT), and kept as
-    /// [`ManagedOptions::new`] says. A capacity of 0 is a `503` before anything is sent.
+    /// [`ManagedOptions::new`] says. A capacity of 0 is a `500` before anything is sent.
     pub fn new(name: impl Into<Vec<u8>>, capacity: u32) -> Self {
         PermitRequest {
             semaphore: SemaphoreName::Plain {
@@ -158,8 +158,12 @@ impl PermitRequest {
 ///
 /// Rejections ([`LeaseRejection`]): `429 Too Many Requests` with `Retry-After` when no permit
 /// is free (after waiting up to [`PermitRequest::max_wait`]), the key error's status when
-/// `R` can name none, `503` when the backend fails or is too slow, or when the request's
-/// capacity or options are invalid (checked before anything is sent).
+/// `R` can name none (or an empty name or key), `503` when the backend fails or is too slow,
+/// and `500` without `Retry-After` when the request's capacity or options cannot be kept
+/// (checked before anything is sent, and logged once). A waiting request tries again as
+/// often as its options' [poll interval](ManagedOptions::poll_interval) says where the
+/// backend tells of no changes. The name's and the key's braces are escaped as a client
+/// key's are.
 ///
 /// # Example
 ///
@@ -250,13 +254,14 @@ where
     let expiry = Some(options.lease_duration());
     let permit = match semaphore {
         SemaphoreName::Plain { name, capacity } => {
+            let name = request_name(name, "semaphore")?;
             let semaphore =
-                Semaphore::new(&coordination, name, capacity).map_err(Reason::Unavailable)?;
+                Semaphore::new(&coordination, name, capacity).map_err(Reason::failed)?;
             take(
                 &taking,
                 Reason::full,
                 || semaphore.try_acquire(expiry),
-                || semaphore.acquire(expiry),
+                || semaphore.acquire_with(options),
             )
             .await?
         }
@@ -265,16 +270,18 @@ where
             key,
             capacity,
         } => {
+            let name = request_name(name, "semaphore")?;
+            let key = request_name(key, "client key")?;
             let semaphore =
-                KeyedSemaphore::new(&coordination, name, capacity).map_err(Reason::Unavailable)?;
+                KeyedSemaphore::new(&coordination, name, capacity).map_err(Reason::failed)?;
             take(
                 &taking,
                 Reason::full,
                 || semaphore.try_acquire(&key, expiry),
-                || semaphore.acquire(&key, expiry),
+                || semaphore.acquire_with(&key, options),
             )
             .await?
         }
     };
-    ManagedPermit::keep(permit, options).map_err(Reason::Unavailable)
+    ManagedPermit::keep(permit, options).map_err(Reason::failed)
 }

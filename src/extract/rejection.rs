@@ -27,7 +27,8 @@ const LEASE_NAME_UNAVAILABLE: &str = "lease name unavailable";
 /// with `Retry-After` when the lease is held elsewhere, `429 Too Many Requests` with
 /// `Retry-After` when no permit is free, the key error's status and message when no name can
 /// be derived, `503` with `Retry-After` when the backend fails (the backend's hint when it
-/// has one, else a second).
+/// has one, else a second), and `500` without `Retry-After` when the request cannot be kept
+/// as the application configured it (logged once, with what to change).
 ///
 /// # Example
 ///
@@ -77,9 +78,21 @@ pub(super) enum Reason {
     },
     InvalidName(KeyError),
     Unavailable(Error),
+    /// The request's own settings cannot be kept: a mistake in the application.
+    Misconfigured(Error),
 }
 
 impl Reason {
+    /// The reason for an error of the primitives: the application's mistake for an invalid
+    /// argument (refused before anything is sent), the backend's failure otherwise.
+    pub(super) fn failed(err: Error) -> Reason {
+        if err.kind() == ErrorKind::InvalidArgument {
+            Reason::Misconfigured(err)
+        } else {
+            Reason::Unavailable(err)
+        }
+    }
+
     pub(super) fn held(retry_after: Duration) -> Reason {
         Reason::Held { retry_after }
     }
@@ -121,19 +134,25 @@ impl LeaseRejection {
             Reason::Full { .. } => "No permit is free.".to_owned(),
             Reason::InvalidName(err) => key_error_detail(err, LEASE_NAME_UNAVAILABLE),
             Reason::Unavailable(_) => "The lease cannot be taken right now.".to_owned(),
+            Reason::Misconfigured(_) => {
+                "The server cannot take this lease as configured.".to_owned()
+            }
         }
     }
 
     /// Why it was not taken: [`RejectionKind::LeaseHeld`],
     /// [`ConcurrencyLimited`](RejectionKind::ConcurrencyLimited) (no permit),
-    /// [`InvalidKey`](RejectionKind::InvalidKey) (no name) or
-    /// [`Unavailable`](RejectionKind::Unavailable).
+    /// [`InvalidKey`](RejectionKind::InvalidKey) (no name),
+    /// [`Unavailable`](RejectionKind::Unavailable) or
+    /// [`Misconfigured`](RejectionKind::Misconfigured) (the request's settings cannot be
+    /// kept).
     pub fn kind(&self) -> RejectionKind {
         match self.reason {
             Reason::Held { .. } => RejectionKind::LeaseHeld,
             Reason::Full { .. } => RejectionKind::ConcurrencyLimited,
             Reason::InvalidName(_) => RejectionKind::InvalidKey,
             Reason::Unavailable(_) => RejectionKind::Unavailable,
+            Reason::Misconfigured(_) => RejectionKind::Misconfigured,
         }
     }
 
@@ -144,6 +163,7 @@ impl LeaseRejection {
             Reason::Full { .. } => StatusCode::TOO_MANY_REQUESTS,
             Reason::InvalidName(err) => err.status(),
             Reason::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Reason::Misconfigured(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -151,19 +171,20 @@ impl LeaseRejection {
     /// left, at most the request's
     /// [`retry_after_at_most`](super::LeaseRequest::retry_after_at_most) and at least a
     /// second (`Retry-After: 0` invites an immediate retry), or the backend's hint (else a
-    /// second); `None` for a name that cannot be derived.
+    /// second); `None` for a name that cannot be derived or settings that cannot be kept.
     pub fn retry_after(&self) -> Option<Duration> {
         match &self.reason {
             Reason::Held { retry_after } | Reason::Full { retry_after } => Some(*retry_after),
-            Reason::InvalidName(_) => None,
+            Reason::InvalidName(_) | Reason::Misconfigured(_) => None,
             Reason::Unavailable(err) => Some(err.retry_after().unwrap_or(Duration::from_secs(1))),
         }
     }
 
-    /// The backend's error, when it failed.
+    /// The backend's error, when it failed, or the error that says which setting cannot be
+    /// kept.
     pub fn error(&self) -> Option<&Error> {
         match &self.reason {
-            Reason::Unavailable(err) => Some(err),
+            Reason::Unavailable(err) | Reason::Misconfigured(err) => Some(err),
             _ => None,
         }
     }
@@ -178,10 +199,19 @@ impl LeaseRejection {
 
     fn log(&self) {
         match &self.reason {
+            Reason::Misconfigured(err) => {
+                if first_time(err) {
+                    tracing::error!(
+                        error = %err,
+                        "a lease or permit request cannot be kept as configured; every request \
+                         for it is answered 500 until the application is changed (told once)"
+                    );
+                } else {
+                    tracing::debug!(error = %err, "a lease or permit request cannot be kept as configured");
+                }
+            }
             Reason::Unavailable(err) => {
-                if err.kind() == ErrorKind::InvalidArgument {
-                    tracing::error!(error = %err, "the lease extractor is misconfigured");
-                } else if err.is_refused() {
+                if err.is_refused() {
                     tracing::error!(error = %err, "the lease backend refused the lease");
                 } else {
                     tracing::warn!(error = %err, "the lease backend is unavailable");
@@ -194,6 +224,25 @@ impl LeaseRejection {
             _ => {}
         }
     }
+}
+
+/// Whether this process has not told `err` yet: each mistake in an application's lease
+/// requests is logged once, not once per request. Bounded: past a few dozen distinct
+/// mistakes, the rest are told at `DEBUG` only.
+fn first_time(err: &Error) -> bool {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    const MOST: usize = 32;
+    static TOLD: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    let told = TOLD.get_or_init(Mutex::default);
+    // A poisoned set only ever held strings: still sound.
+    let mut told = told
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if told.len() >= MOST {
+        return false;
+    }
+    told.insert(err.to_string())
 }
 
 impl fmt::Debug for LeaseRejection {
@@ -213,6 +262,7 @@ impl fmt::Display for LeaseRejection {
             Reason::Full { .. } => f.write_str("no permit is free"),
             Reason::InvalidName(reason) => write!(f, "no lease name: {reason}"),
             Reason::Unavailable(err) => write!(f, "the lease backend failed: {err}"),
+            Reason::Misconfigured(err) => write!(f, "the lease request cannot be kept: {err}"),
         }
     }
 }
@@ -220,7 +270,7 @@ impl fmt::Display for LeaseRejection {
 impl std::error::Error for LeaseRejection {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.reason {
-            Reason::Unavailable(err) => Some(err),
+            Reason::Unavailable(err) | Reason::Misconfigured(err) => Some(err),
             Reason::InvalidName(err) => Some(err),
             Reason::Held { .. } | Reason::Full { .. } => None,
         }

@@ -9,7 +9,7 @@ use http::request::Parts;
 
 use super::rejection::{LeaseRejection, Reason};
 use super::spec::LeaseSpec;
-use super::taking::take;
+use super::taking::{request_name, take};
 use crate::Coordination;
 use crate::coordination::ownership::OwnershipLost;
 use crate::coordination::rw_lease::{Access, ManagedRwLease, ReadWriteLock};
@@ -23,7 +23,8 @@ use crate::coordination::rw_lease::{Access, ManagedRwLease, ReadWriteLock};
 /// router's state, without writer preference (a lock that needs it is a handle of its own:
 /// take a [`ManagedRwLease`] in the handler). The answers are those of
 /// [`Lease`](super::Lease): `409 Conflict` with `Retry-After` while a writer holds it, the
-/// key error's status without a name, `503` when the backend fails or is too slow.
+/// key error's status without a name, `503` when the backend fails or is too slow, `500`
+/// when the request cannot be kept as configured.
 ///
 /// # Example
 ///
@@ -176,6 +177,7 @@ where
         .await
         .map_err(Reason::InvalidName)?
         .into_parts();
+    let name = request_name(name, "lease")?;
     let lock = ReadWriteLock::named(&coordination, &name);
     let options = &taking.options;
     let lease = take(
@@ -191,5 +193,5 @@ where
         || lock.acquire_with(access, options),
     )
     .await?;
-    ManagedRwLease::keep(lease, options).map_err(Reason::Unavailable)
+    ManagedRwLease::keep(lease, options).map_err(Reason::failed)
 }

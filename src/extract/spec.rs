@@ -206,7 +206,7 @@ impl LeaseRequest {
         &self.name
     }
 
-    /// How the lease is kept while the handler runs. Options that cannot be kept are a `503`
+    /// How the lease is kept while the handler runs. Options that cannot be kept are a `500`
     /// before anything is sent.
     pub fn options(mut self, options: ManagedOptions) -> Self {
         self.taking.options = options;
@@ -224,7 +224,7 @@ impl LeaseRequest {
     /// `503`, as the layers bound their decisions: the immediate try when there is no wait,
     /// and the last try after waiting otherwise. A request is so answered within
     /// `max_wait + timeout`, whatever the backend does. Default [`DEFAULT_LEASE_TIMEOUT`]; zero
-    /// is a `503` before anything is sent. An acquisition cut short may still have taken the
+    /// is a `500` before anything is sent. An acquisition cut short may still have taken the
     /// lease: it is released in the background once its deadline on the server has passed,
     /// so a request that gave up waiting may find, in its last try, the lease its own earlier
     /// attempt took (a `409`).

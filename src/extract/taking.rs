@@ -26,17 +26,24 @@ where
 {
     // Settings that cannot be kept are refused before anything is sent: nothing taken and
     // released (no fencing token spent) on every request.
-    taking.options.validate().map_err(Reason::Unavailable)?;
+    taking.options.validate().map_err(Reason::Misconfigured)?;
     if taking.timeout.is_zero() {
-        return Err(Reason::Unavailable(Error::invalid_argument(
+        return Err(Reason::Misconfigured(Error::invalid_argument(
             "a lease or permit request's timeout must be longer than zero",
+        )));
+    }
+    if taking.options.renews_forever_once_dropped() {
+        return Err(Reason::Misconfigured(Error::invalid_argument(
+            "a lease or permit taken for a request must be released with it: with \
+             release_on_drop(false) and no max_lifetime, every request would leave one renewed \
+             forever; set release_on_drop(true), or a max_lifetime",
         )));
     }
     if taking.max_wait.is_zero() {
         return once(taking, busy, attempt()).await;
     }
     match tokio::time::timeout(taking.max_wait, wait()).await {
-        Ok(held) => held.map_err(Reason::Unavailable),
+        Ok(held) => held.map_err(Reason::failed),
         // Gave up waiting: one last try, which also says how long the holders have left.
         Err(_) => once(taking, busy, attempt()).await,
     }
@@ -59,7 +66,7 @@ async fn once<T>(
             .uncertain(true),
         )
     })?;
-    match attempt.map_err(Reason::Unavailable)? {
+    match attempt.map_err(Reason::failed)? {
         Attempt::Acquired(held) => Ok(held),
         Attempt::Busy { retry_after } => Err(busy(retry_after_of(
             retry_after,
@@ -77,6 +84,18 @@ fn retry_after_of(left: Option<Duration>, longest: Option<Duration>) -> Duration
     longest
         .map_or(left, |longest| left.min(longest))
         .max(second)
+}
+
+/// The name a request gave, as it is stored: refused when empty, and with its braces
+/// escaped as a client key's are (see [`crate::layer::key`]), so that no client picks the
+/// cluster slot of what it names.
+pub(super) fn request_name(name: Vec<u8>, what: &str) -> std::result::Result<Vec<u8>, Reason> {
+    if name.is_empty() {
+        return Err(Reason::InvalidName(crate::layer::key::KeyError::new(
+            format!("the {what} name is empty"),
+        )));
+    }
+    Ok(crate::layer::key::neutralised(&name).into_owned())
 }
 
 #[cfg(test)]

@@ -33,6 +33,10 @@ pub enum RejectionKind {
     /// No client key, or no lease name, can be derived from the request: the
     /// [`KeyError`]'s status (`400`, or `500` for a server set up without peer addresses).
     InvalidKey,
+    /// The application asked for something that cannot be done (a lease or permit request
+    /// with a zero lease, timeout or capacity, or options that cannot be kept): `500`,
+    /// without `Retry-After`, since trying again changes nothing.
+    Misconfigured,
 }
 
 /// A request refused by a rate-limit or concurrency-limit layer or by the

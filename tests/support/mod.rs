@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod example;
 pub mod http;
 pub mod increx_module;
+pub mod logs;
 pub mod proxy;
 pub mod sentinel;
 pub mod server;

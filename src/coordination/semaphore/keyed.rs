@@ -8,7 +8,7 @@ use super::sets::PermitSets;
 use super::{Attempt, Capacity, SemaphorePermit};
 use crate::Coordination;
 use crate::backend::Backend;
-use crate::coordination::name;
+use crate::coordination::{DEFAULT_POLL_INTERVAL, ManagedOptions, name};
 use crate::error::{Error, Result};
 
 /// Per-client-key and/or global capacity, acquired in one atomic step on one slot: a permit
@@ -143,7 +143,21 @@ impl KeyedSemaphore {
     /// background (see [`try_acquire`](Self::try_acquire)).
     pub async fn acquire(&self, key: &[u8], expiry: Option<Duration>) -> Result<SemaphorePermit> {
         let (sets, capacities) = self.sets(key);
-        SemaphorePermit::acquire(&Arc::new(sets), &capacities, expiry).await
+        SemaphorePermit::acquire(&Arc::new(sets), &capacities, expiry, DEFAULT_POLL_INTERVAL).await
+    }
+
+    /// [`acquire`](Self::acquire) with the lease (as the expiry) and the poll interval of
+    /// `options`, validated first: what the [`Permit`](crate::extract::Permit) extractor
+    /// waits with.
+    pub(crate) async fn acquire_with(
+        &self,
+        key: &[u8],
+        options: &ManagedOptions,
+    ) -> Result<SemaphorePermit> {
+        options.validate()?;
+        let (sets, capacities) = self.sets(key);
+        let expiry = Some(options.lease_duration());
+        SemaphorePermit::acquire(&Arc::new(sets), &capacities, expiry, options.poll()).await
     }
 
     /// The permits held now by the client key `key` and by all keys together (expired ones

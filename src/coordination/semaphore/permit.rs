@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use super::Attempt;
 use super::sets::PermitSets;
-use crate::coordination::DEFAULT_POLL_INTERVAL;
 use crate::coordination::owner::{
     Holding, HoldingKeys, acquire_waiting, new_token, send_acquisition,
 };
@@ -211,9 +210,10 @@ impl SemaphorePermit {
         sets: &Arc<PermitSets>,
         capacities: &[u32],
         expiry: Option<Duration>,
+        poll: Duration,
     ) -> Result<SemaphorePermit> {
         let keys: Vec<&[u8]> = sets.keys().iter().map(Vec::as_slice).collect();
-        acquire_waiting(sets.backend(), &keys, DEFAULT_POLL_INTERVAL, || {
+        acquire_waiting(sets.backend(), &keys, poll, || {
             Self::try_acquire(sets, capacities, expiry)
         })
         .await

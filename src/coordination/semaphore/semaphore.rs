@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::sets::PermitSets;
 use super::{Attempt, SemaphorePermit};
 use crate::Coordination;
-use crate::coordination::name;
+use crate::coordination::{DEFAULT_POLL_INTERVAL, ManagedOptions, name};
 use crate::error::{Error, Result};
 
 /// A counting semaphore shared through the backend: at most `capacity` permits held at once,
@@ -147,7 +147,16 @@ impl Semaphore {
     /// replayed, and a permit it may have been granted is released by owner token in the
     /// background (see [`try_acquire`](Self::try_acquire)).
     pub async fn acquire(&self, expiry: Option<Duration>) -> Result<SemaphorePermit> {
-        SemaphorePermit::acquire(&self.sets, &[self.capacity], expiry).await
+        SemaphorePermit::acquire(&self.sets, &[self.capacity], expiry, DEFAULT_POLL_INTERVAL).await
+    }
+
+    /// [`acquire`](Self::acquire) with the lease (as the expiry) and the poll interval of
+    /// `options`, validated first: what the [`Permit`](crate::extract::Permit) extractor
+    /// waits with.
+    pub(crate) async fn acquire_with(&self, options: &ManagedOptions) -> Result<SemaphorePermit> {
+        options.validate()?;
+        let expiry = Some(options.lease_duration());
+        SemaphorePermit::acquire(&self.sets, &[self.capacity], expiry, options.poll()).await
     }
 
     /// The permits held now (expired ones are not counted), whatever capacity they were

@@ -537,7 +537,7 @@ fn tagged(tag: &[&[u8]], key: &[u8]) -> Vec<u8> {
 /// `key` with its braces written as `%7B` and `%7D` (and `%` as `%25`, so that two keys stay
 /// two): a client's key is part of a Redis key name, where a `{hash tag}` would choose the
 /// cluster slot.
-fn neutralised(key: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+pub(crate) fn neutralised(key: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     if !key.iter().any(|b| matches!(b, b'{' | b'}' | b'%')) {
         return std::borrow::Cow::Borrowed(key);
     }

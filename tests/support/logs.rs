@@ -1,0 +1,52 @@
+//! What the crate logs while a test runs: every event of this thread's tasks, as text, to
+//! count them.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+/// The events logged on this thread since [`capture`], until it is dropped.
+pub struct Captured {
+    lines: Arc<Mutex<Vec<u8>>>,
+    _guard: tracing::subscriber::DefaultGuard,
+}
+
+/// Starts capturing this thread's events (a `current_thread` runtime's tasks included), at
+/// `DEBUG` and above.
+pub fn capture() -> Captured {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let writer = Sink(lines.clone());
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    Captured {
+        lines,
+        _guard: tracing::subscriber::set_default(subscriber),
+    }
+}
+
+impl Captured {
+    /// The events at `level` (`"ERROR"`, `"WARN"`, ...) whose line contains `text`.
+    pub fn count(&self, level: &str, text: &str) -> usize {
+        let lines = self.lines.lock().expect("not poisoned");
+        String::from_utf8_lossy(&lines)
+            .lines()
+            .filter(|line| line.contains(level) && line.contains(text))
+            .count()
+    }
+}
+
+#[derive(Clone)]
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("not poisoned").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
