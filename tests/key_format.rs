@@ -1,0 +1,111 @@
+//! The stored key of every primitive, pinned: for the prefix `app:` and the name `job` (and
+//! the client key `client`), the exact keys each one leaves in Redis. A change that moves a
+//! key makes an old and a new replica use different keys for the same thing during a rolling
+//! deploy (and starts fencing tokens again at 1): it must come with a CHANGELOG entry and an
+//! upgrade note in the README, and change this test.
+
+mod support;
+
+use std::time::Duration;
+
+use leasehold::Coordination;
+use leasehold::backend::redis::RedisBackend;
+use leasehold::coordination::hash_lease::LeaseHash;
+use leasehold::coordination::latch::CountdownLatch;
+use leasehold::coordination::lock::FencedLock;
+use leasehold::coordination::rate_limit::{
+    FixedWindow, Gcra, RateLimitPolicy, Refill, SlidingWindow, Stacked, TokenBucket,
+};
+use leasehold::coordination::rw_lease::ReadWriteLock;
+use leasehold::coordination::semaphore::{Capacity, KeyedSemaphore, Semaphore};
+use support::{Server, ServerKind};
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// A name over the 128 bytes stored as given.
+const LONG_NAME: &[u8] = &[b'x'; 200];
+
+/// The keys under `app:` after `act` ran on a fresh Redis 8 server (which has hash field
+/// expiry), sorted.
+async fn keys_after<F: Future<Output = ()>>(act: impl FnOnce(Coordination) -> F) -> Vec<String> {
+    let server = Server::start(ServerKind::Redis8, &[]);
+    let coordination: Coordination = RedisBackend::standalone(server.url())
+        .key_prefix("app:")
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    act(coordination).await;
+    let mut keys: Vec<String> = server.cmd(&["KEYS", "*"]);
+    keys.sort();
+    keys
+}
+
+#[tokio::test]
+async fn every_primitive_stores_its_keys_where_it_did() {
+    let stored = keys_after(|coordination| async move {
+        let c = &coordination;
+        let fixed = FixedWindow::new(c, "job", 10, MINUTE).expect("valid");
+        fixed.try_acquire(b"client", 2).await.expect("fixed window");
+        let sliding = SlidingWindow::new(c, "job", 10, MINUTE, 6).expect("valid");
+        sliding.try_acquire(b"client", 1).await.expect("sliding window");
+        let bucket = TokenBucket::new(c, "job", 10, Refill::new(1, Duration::from_secs(1)))
+            .expect("valid");
+        bucket.try_acquire(b"client", 1).await.expect("token bucket");
+        let gcra = Gcra::new(c, "job", 10, MINUTE, 5).expect("valid");
+        gcra.try_acquire(b"client", 1).await.expect("gcra");
+        let stacked = Stacked::new(c, "job", [RateLimitPolicy::new("minute", 10, MINUTE)])
+            .expect("valid");
+        stacked.try_acquire(b"client", 1).await.expect("stacked");
+
+        let lock = FencedLock::named(c, "job");
+        let lease = lock.try_acquire(MINUTE).await.expect("lock").into_lease();
+        std::mem::forget(lease.expect("free"));
+        let semaphore = Semaphore::new(c, "job", 2).expect("valid");
+        let permit = semaphore.try_acquire(Some(MINUTE)).await.expect("permit");
+        std::mem::forget(permit.into_permit().expect("free"));
+        let keyed = KeyedSemaphore::new(c, "job", Capacity::per_key(2).and_global(4))
+            .expect("valid");
+        let permit = keyed.try_acquire(b"client", Some(MINUTE)).await.expect("permit");
+        std::mem::forget(permit.into_permit().expect("free"));
+        let rw = ReadWriteLock::named(c, "job");
+        let lease = rw.try_read(MINUTE).await.expect("read lease").into_lease();
+        std::mem::forget(lease.expect("free"));
+        let hash = LeaseHash::named(c, "job");
+        let lease = hash.try_acquire("field", MINUTE).await.expect("field lease");
+        std::mem::forget(lease.into_lease().expect("free"));
+        // A name over 128 bytes is stored as its digest.
+        let long = FencedLock::named(c, LONG_NAME);
+        let lease = long.try_acquire(MINUTE).await.expect("lock").into_lease();
+        std::mem::forget(lease.expect("free"));
+        let latch = CountdownLatch::named(c, "job");
+        let generation = latch.reset(1, None).await.expect("latch");
+        generation.count_down().await.expect("count down");
+    })
+    .await;
+    let digest = {
+        use sha2::Digest;
+        let hash = sha2::Sha256::digest(LONG_NAME);
+        hash.iter().map(|byte| format!("{byte:02x}")).collect::<String>()
+    };
+    let mut expected = vec![
+        "app:|hlease:3:job".to_owned(),
+        "app:|latch:{3:job}".to_owned(),
+        "app:|latch:{3:job}:done".to_owned(),
+        "app:|lock:{3:job}:fence".to_owned(),
+        "app:|lock:{3:job}:lease".to_owned(),
+        format!("app:|lock:{{71:sha256:{digest}}}:fence"),
+        format!("app:|lock:{{71:sha256:{digest}}}:lease"),
+        "app:|rl:fw:3:job:client".to_owned(),
+        "app:|rl:gcra:3:job:client".to_owned(),
+        "app:|rl:st:3:job:client".to_owned(),
+        "app:|rl:sw:3:job:client".to_owned(),
+        "app:|rl:tb:3:job:client".to_owned(),
+        "app:|rwlease:3:job".to_owned(),
+        "app:|sem:3:job".to_owned(),
+        "app:|sem:{3:job}:global".to_owned(),
+        "app:|sem:{3:job}:key:client".to_owned(),
+    ];
+    expected.sort();
+    assert_eq!(stored, expected);
+}
