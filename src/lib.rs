@@ -139,6 +139,7 @@ mod error;
 pub mod extract;
 mod jitter;
 pub mod layer;
+mod outage_log;
 mod time;
 
 pub use coordination::Coordination;

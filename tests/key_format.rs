@@ -48,14 +48,20 @@ async fn every_primitive_stores_its_keys_where_it_did() {
         let fixed = FixedWindow::new(c, "job", 10, MINUTE).expect("valid");
         fixed.try_acquire(b"client", 2).await.expect("fixed window");
         let sliding = SlidingWindow::new(c, "job", 10, MINUTE, 6).expect("valid");
-        sliding.try_acquire(b"client", 1).await.expect("sliding window");
-        let bucket = TokenBucket::new(c, "job", 10, Refill::new(1, Duration::from_secs(1)))
-            .expect("valid");
-        bucket.try_acquire(b"client", 1).await.expect("token bucket");
+        sliding
+            .try_acquire(b"client", 1)
+            .await
+            .expect("sliding window");
+        let bucket =
+            TokenBucket::new(c, "job", 10, Refill::new(1, Duration::from_secs(1))).expect("valid");
+        bucket
+            .try_acquire(b"client", 1)
+            .await
+            .expect("token bucket");
         let gcra = Gcra::new(c, "job", 10, MINUTE, 5).expect("valid");
         gcra.try_acquire(b"client", 1).await.expect("gcra");
-        let stacked = Stacked::new(c, "job", [RateLimitPolicy::new("minute", 10, MINUTE)])
-            .expect("valid");
+        let stacked =
+            Stacked::new(c, "job", [RateLimitPolicy::new("minute", 10, MINUTE)]).expect("valid");
         stacked.try_acquire(b"client", 1).await.expect("stacked");
 
         let lock = FencedLock::named(c, "job");
@@ -64,15 +70,21 @@ async fn every_primitive_stores_its_keys_where_it_did() {
         let semaphore = Semaphore::new(c, "job", 2).expect("valid");
         let permit = semaphore.try_acquire(Some(MINUTE)).await.expect("permit");
         std::mem::forget(permit.into_permit().expect("free"));
-        let keyed = KeyedSemaphore::new(c, "job", Capacity::per_key(2).and_global(4))
-            .expect("valid");
-        let permit = keyed.try_acquire(b"client", Some(MINUTE)).await.expect("permit");
+        let keyed =
+            KeyedSemaphore::new(c, "job", Capacity::per_key(2).and_global(4)).expect("valid");
+        let permit = keyed
+            .try_acquire(b"client", Some(MINUTE))
+            .await
+            .expect("permit");
         std::mem::forget(permit.into_permit().expect("free"));
         let rw = ReadWriteLock::named(c, "job");
         let lease = rw.try_read(MINUTE).await.expect("read lease").into_lease();
         std::mem::forget(lease.expect("free"));
         let hash = LeaseHash::named(c, "job");
-        let lease = hash.try_acquire("field", MINUTE).await.expect("field lease");
+        let lease = hash
+            .try_acquire("field", MINUTE)
+            .await
+            .expect("field lease");
         std::mem::forget(lease.into_lease().expect("free"));
         // A name over 128 bytes is stored as its digest.
         let long = FencedLock::named(c, LONG_NAME);
@@ -86,7 +98,9 @@ async fn every_primitive_stores_its_keys_where_it_did() {
     let digest = {
         use sha2::Digest;
         let hash = sha2::Sha256::digest(LONG_NAME);
-        hash.iter().map(|byte| format!("{byte:02x}")).collect::<String>()
+        hash.iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect::<String>()
     };
     let mut expected = vec![
         "app:|hlease:3:job".to_owned(),

@@ -61,6 +61,9 @@ use crate::error::Result;
 #[derive(Clone, Debug)]
 pub struct Coordination {
     backend: Backend,
+    /// The outages the extractors that use this handle meet, told once each (shared by its
+    /// clones).
+    outages: std::sync::Arc<crate::outage_log::OutageLog>,
 }
 
 impl Coordination {
@@ -68,6 +71,7 @@ impl Coordination {
     pub fn new(backend: impl Into<Backend>) -> Self {
         Coordination {
             backend: backend.into(),
+            outages: std::sync::Arc::default(),
         }
     }
 
@@ -98,6 +102,11 @@ impl Coordination {
     /// The backend this handle uses.
     pub fn backend(&self) -> &Backend {
         &self.backend
+    }
+
+    /// The log of the outages the extractors meet through this handle.
+    pub(crate) fn outages(&self) -> &crate::outage_log::OutageLog {
+        &self.outages
     }
 
     /// The backend's clock as a duration since the Unix epoch (see

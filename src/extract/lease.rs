@@ -176,6 +176,7 @@ where
             let options = &taking.options;
             let lease = take(
                 &taking,
+                coordination.outages(),
                 Reason::held,
                 || lock.try_acquire(options.lease_duration()),
                 || lock.acquire_with(options),

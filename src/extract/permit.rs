@@ -259,6 +259,7 @@ where
                 Semaphore::new(&coordination, name, capacity).map_err(Reason::failed)?;
             take(
                 &taking,
+                coordination.outages(),
                 Reason::full,
                 || semaphore.try_acquire(expiry),
                 || semaphore.acquire_with(options),
@@ -276,6 +277,7 @@ where
                 KeyedSemaphore::new(&coordination, name, capacity).map_err(Reason::failed)?;
             take(
                 &taking,
+                coordination.outages(),
                 Reason::full,
                 || semaphore.try_acquire(&key, expiry),
                 || semaphore.acquire_with(&key, options),

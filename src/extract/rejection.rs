@@ -210,13 +210,6 @@ impl LeaseRejection {
                     tracing::debug!(error = %err, "a lease or permit request cannot be kept as configured");
                 }
             }
-            Reason::Unavailable(err) => {
-                if err.is_refused() {
-                    tracing::error!(error = %err, "the lease backend refused the lease");
-                } else {
-                    tracing::warn!(error = %err, "the lease backend is unavailable");
-                }
-            }
             // The crate's own answer logs it; the application's does not.
             Reason::InvalidName(err) if err.status().is_server_error() && self.custom.is_some() => {
                 log_key_error(err, LEASE_NAME_UNAVAILABLE);

@@ -182,6 +182,7 @@ where
     let options = &taking.options;
     let lease = take(
         &taking,
+        coordination.outages(),
         Reason::held,
         || async {
             let lease = options.lease_duration();

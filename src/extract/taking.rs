@@ -8,13 +8,46 @@ use super::rejection::Reason;
 use super::spec::Taking;
 use crate::coordination::Attempt;
 use crate::error::{Error, ErrorKind, Result};
+use crate::outage_log::{OutageLog, Outcome};
+
+/// What the extractors' events call their backend.
+const WHAT: &str = "lease";
 
 /// Takes what `attempt` (at once) or `wait` (waiting) take, as `taking` says: `busy` makes
-/// the refusal from the time left, capped by the request.
+/// the refusal from the time left, capped by the request. Tells `outages` (the
+/// [`Coordination`](crate::Coordination)'s) whether the backend decided, so that an outage
+/// is logged once, not once per request.
 ///
 /// Cancel safe as the primitives' own steps are: a dropped acquisition releases what it may
 /// have been granted in the background.
 pub(super) async fn take<T, A, W>(
+    taking: &Taking,
+    outages: &OutageLog,
+    busy: fn(Duration) -> Reason,
+    attempt: impl FnOnce() -> A,
+    wait: impl FnOnce() -> W,
+) -> std::result::Result<T, Reason>
+where
+    A: Future<Output = Result<Attempt<T>>>,
+    W: Future<Output = Result<T>>,
+{
+    let taken = take_as_asked(taking, busy, attempt, wait).await;
+    match &taken {
+        Ok(_) | Err(Reason::Held { .. } | Reason::Full { .. }) => outages.decided(WHAT),
+        Err(Reason::Unavailable(err)) => {
+            let outcome = if err.is_refused() {
+                Outcome::Refused
+            } else {
+                Outcome::Unavailable
+            };
+            outages.failed(WHAT, err, outcome);
+        }
+        Err(Reason::InvalidName(_) | Reason::Misconfigured(_)) => {}
+    }
+    taken
+}
+
+async fn take_as_asked<T, A, W>(
     taking: &Taking,
     busy: fn(Duration) -> Reason,
     attempt: impl FnOnce() -> A,

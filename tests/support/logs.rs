@@ -29,11 +29,17 @@ pub fn capture() -> Captured {
 impl Captured {
     /// The events at `level` (`"ERROR"`, `"WARN"`, ...) whose line contains `text`.
     pub fn count(&self, level: &str, text: &str) -> usize {
+        self.lines(level, text).len()
+    }
+
+    /// Those events' lines.
+    pub fn lines(&self, level: &str, text: &str) -> Vec<String> {
         let lines = self.lines.lock().expect("not poisoned");
         String::from_utf8_lossy(&lines)
             .lines()
             .filter(|line| line.contains(level) && line.contains(text))
-            .count()
+            .map(str::to_owned)
+            .collect()
     }
 }
 

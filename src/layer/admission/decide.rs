@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::layer::FailurePolicy;
 use crate::layer::circuit_breaker::{Admission, Breaker};
 use crate::layer::failure::Verdict;
+use crate::outage_log::{OutageLog, Outcome};
 
 /// Why the backend gave no decision.
 #[derive(Debug)]
@@ -53,22 +54,23 @@ impl Failure {
         }
     }
 
-    /// The failure policy's verdict, logged: `warn` for unavailability, `error` for a
-    /// refusal. `limit` names the layer's limit in the events ("rate limit").
-    pub(crate) fn verdict(&self, policy: FailurePolicy, limit: &'static str) -> Verdict {
+    /// The failure policy's verdict, told to the layer's outage log (which logs an outage
+    /// once, not each request). `limit` names the layer's limit in the events ("rate
+    /// limit").
+    pub(crate) fn verdict(
+        &self,
+        policy: FailurePolicy,
+        limit: &'static str,
+        outages: &OutageLog,
+    ) -> Verdict {
         let unavailable = self.is_unavailable();
         let verdict = policy.verdict(unavailable, self.retry_hint());
-        match verdict {
-            Verdict::Pass => {
-                tracing::warn!(reason = %self, "{limit} backend unavailable; failing open");
-            }
-            Verdict::Unavailable(_) if unavailable => {
-                tracing::warn!(reason = %self, "{limit} backend unavailable; failing closed");
-            }
-            Verdict::Unavailable(_) => {
-                tracing::error!(reason = %self, "the {limit} backend refused the request; answering 503");
-            }
-        }
+        let outcome = match verdict {
+            Verdict::Pass => Outcome::FailedOpen,
+            Verdict::Unavailable(_) if unavailable => Outcome::Unavailable,
+            Verdict::Unavailable(_) => Outcome::Refused,
+        };
+        outages.failed(limit, self, outcome);
         verdict
     }
 }

@@ -59,11 +59,11 @@ pub(crate) fn full(
 /// What the failure policy makes of a request that got no permit from the backend: a
 /// worker-local permit (failing open), or 503.
 pub(crate) fn failed(config: Arc<Config>, failure: Failure) -> Decision<StreamGuard> {
-    match failure.verdict(config.failure, "concurrency limit") {
+    match failure.verdict(config.failure, "concurrency limit", &config.outages) {
         Verdict::Pass => match config.local.clone().try_acquire_owned() {
             Ok(local) => Decision::Admit(StreamGuard::local(local, config.max_hold)),
             Err(_) => {
-                tracing::warn!(reason = %failure, "every local permit of the concurrency limit is taken");
+                tracing::debug!(reason = %failure, "every local permit of the concurrency limit is taken");
                 refuse_later(config.responses.hooked(), move |request| {
                     full(&config, None, request)
                 })

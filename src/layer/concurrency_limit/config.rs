@@ -24,6 +24,8 @@ pub(crate) struct Config {
     pub(crate) timeout: Duration,
     pub(crate) failure: FailurePolicy,
     pub(crate) breaker: Option<Arc<Breaker>>,
+    /// The outages this layer met, told once each.
+    pub(crate) outages: Arc<crate::outage_log::OutageLog>,
     /// The worker-local permits handed out while failing open.
     pub(crate) local: Arc<tokio::sync::Semaphore>,
     /// The `RateLimit-Policy` value, made once.

@@ -50,7 +50,11 @@ pub(crate) fn acquire(
         let semaphore = config.semaphore.clone();
         let lease = config.lease;
         let attempt = async move { semaphore.try_acquire(&key, Some(lease)).await };
-        match decide::within(attempt, config.timeout, admission).await {
+        let decided = decide::within(attempt, config.timeout, admission).await;
+        if decided.is_ok() {
+            config.outages.decided("concurrency limit");
+        }
+        match decided {
             Ok(Attempt::Acquired(permit)) => {
                 Decision::Admit(StreamGuard::keep(permit, config.lease, config.max_hold))
             }

@@ -125,6 +125,7 @@ impl RedisConcurrencyLimitLayer {
                 timeout: DEFAULT_ACQUIRE_TIMEOUT,
                 failure: FailurePolicy::default(),
                 breaker: None,
+                outages: Arc::default(),
                 local: Arc::new(tokio::sync::Semaphore::new(
                     usize::try_from(local).unwrap_or(usize::MAX),
                 )),

@@ -135,7 +135,7 @@ pub(crate) fn failed(
     key: Option<Vec<u8>>,
     cost: u64,
 ) -> Settled {
-    match failure.verdict(config.failure, "rate limit") {
+    match failure.verdict(config.failure, "rate limit", &config.outages) {
         Verdict::Pass => match (config.fallback.clone(), key) {
             (Some(fallback), Some(key)) => {
                 Settled::Fallback(Box::pin(fall_back(config, fallback, key, cost)))

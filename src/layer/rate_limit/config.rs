@@ -24,6 +24,8 @@ pub(crate) struct Config {
     pub(crate) timeout: Duration,
     pub(crate) responses: Responses,
     pub(crate) breaker: Option<Arc<Breaker>>,
+    /// The outages this layer met, told once each.
+    pub(crate) outages: Arc<crate::outage_log::OutageLog>,
     pub(crate) legacy_headers: bool,
     pub(crate) max_wait: Option<Duration>,
     /// The rate-limit fields' fixed parts, serialized once: the policies never change.

@@ -86,6 +86,9 @@ pub(crate) fn settle(
     kept: Option<Vec<u8>>,
     cost: u64,
 ) -> answer::Settled {
+    if decided.is_ok() {
+        config.outages.decided("rate limit");
+    }
     match decided {
         Ok(decision) if decision.is_granted() => answer::Settled::Now(Decision::Admit(
             Admitted::Decided(Granted::new(config, decision)),

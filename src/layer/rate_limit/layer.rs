@@ -86,6 +86,7 @@ impl RedisRateLimitLayer {
                 timeout: DEFAULT_DECISION_TIMEOUT,
                 responses: Responses::default(),
                 breaker: None,
+                outages: Arc::default(),
                 legacy_headers: false,
                 max_wait: None,
                 fail_open_share: 1.0,
