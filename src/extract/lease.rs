@@ -11,6 +11,7 @@ use super::rejection::{LeaseRejection, Reason};
 use super::spec::LeaseRequest;
 use super::spec::LeaseSpec;
 use super::taking::{request_name, take};
+use super::while_held::{HoldingLost, while_held};
 use crate::Coordination;
 use crate::coordination::lock::{FencedLock, ManagedLease};
 use crate::coordination::ownership::OwnershipLost;
@@ -65,7 +66,7 @@ use crate::layer::key::KeyError;
 /// use axum::{Router, routing::post};
 /// use axum::http::request::Parts;
 /// use leasehold::Coordination;
-/// use leasehold::extract::{Lease, LeaseRequest, LeaseSpec};
+/// use leasehold::extract::{HoldingLost, Lease, LeaseRequest, LeaseSpec};
 /// use leasehold::layer::key::KeyError;
 ///
 /// struct Reindex;
@@ -76,9 +77,13 @@ use crate::layer::key::KeyError;
 ///     }
 /// }
 ///
-/// async fn reindex(lease: Lease<Reindex>) -> String {
-///     // Only one replica runs this at a time; writes carry the fencing token.
-///     format!("reindexing with token {}", lease.fencing_token())
+/// async fn reindex(lease: Lease<Reindex>) -> Result<String, HoldingLost> {
+///     // Only one replica runs this at a time, and only while it holds the lease: lost
+///     // midway, the work stops and the client gets a 503. Writes carry the fencing token.
+///     let token = lease.fencing_token();
+///     lease
+///         .while_held(async move { format!("reindexed with token {token}") })
+///         .await
 /// }
 ///
 /// let app: Router = Router::new()
@@ -136,6 +141,19 @@ impl<R> Lease<R> {
     /// The signal that fires if the lease is lost while the handler runs.
     pub fn ownership(&self) -> OwnershipLost {
         self.lease.ownership()
+    }
+
+    /// Runs `work` only while the lease is held: its output, or [`HoldingLost`] (a `503` the
+    /// handler can return as is) as soon as the loss is known, the work then dropped at its
+    /// next await. A handler that writes with [`fencing_token`](Self::fencing_token) after
+    /// the loss would be refused by a resource that checks tokens; one that cannot check
+    /// them needs this.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping it drops `work`, and changes nothing held.
+    pub async fn while_held<F: Future>(&self, work: F) -> Result<F::Output, HoldingLost> {
+        while_held(self.ownership(), work).await
     }
 
     /// The managed lease itself.

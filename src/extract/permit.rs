@@ -14,6 +14,7 @@ use http::request::Parts;
 use super::rejection::{LeaseRejection, Reason};
 use super::spec::Taking;
 use super::taking::{request_name, take};
+use super::while_held::{HoldingLost, while_held};
 use crate::Coordination;
 use crate::coordination::ManagedOptions;
 use crate::coordination::ownership::OwnershipLost;
@@ -200,6 +201,17 @@ impl<R> Permit<R> {
     /// The signal that fires if the permit is lost while the handler runs.
     pub fn ownership(&self) -> OwnershipLost {
         self.permit.ownership()
+    }
+
+    /// Runs `work` only while the permit is held: its output, or [`HoldingLost`] (a `503`
+    /// the handler can return as is) as soon as the loss is known, the work then dropped at
+    /// its next await (see [`Lease::while_held`](super::Lease::while_held)).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping it drops `work`, and changes nothing held.
+    pub async fn while_held<F: Future>(&self, work: F) -> Result<F::Output, HoldingLost> {
+        while_held(self.ownership(), work).await
     }
 
     /// The managed permit itself.

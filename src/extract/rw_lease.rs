@@ -10,6 +10,7 @@ use http::request::Parts;
 use super::rejection::{LeaseRejection, Reason};
 use super::spec::LeaseSpec;
 use super::taking::{request_name, take};
+use super::while_held::{HoldingLost, while_held};
 use crate::Coordination;
 use crate::coordination::ownership::OwnershipLost;
 use crate::coordination::rw_lease::{Access, ManagedRwLease, ReadWriteLock};
@@ -112,6 +113,20 @@ macro_rules! held_rw_lease {
             /// The signal that fires if the lease is lost while the handler runs.
             pub fn ownership(&self) -> OwnershipLost {
                 self.lease.ownership()
+            }
+
+            /// Runs `work` only while the lease is held: its output, or [`HoldingLost`] (a
+            /// `503` the handler can return as is) as soon as the loss is known, the work
+            /// then dropped at its next await (see [`Lease::while_held`](super::Lease::while_held)).
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel safe: dropping it drops `work`, and changes nothing held.
+            pub async fn while_held<F: std::future::Future>(
+                &self,
+                work: F,
+            ) -> Result<F::Output, HoldingLost> {
+                while_held(self.ownership(), work).await
             }
 
             /// The managed lease itself.
