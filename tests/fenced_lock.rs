@@ -1022,58 +1022,21 @@ async fn waiting_acquisitions_ride_out_a_slot_move() {
         &holders[0],
         FencedLock::named(&holders[0], "moving").lease_key(),
     ));
-    let in_use = Arc::new(AtomicU32::new(0));
-    let failures = Arc::new(Mutex::new(Vec::<String>::new()));
-    let rounds = Arc::new(AtomicU32::new(0));
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let tasks: Vec<_> = holders
-        .iter()
-        .map(|coordination| {
-            let lock = FencedLock::named(coordination, "moving");
-            let (in_use, failures, rounds, stop) = (
-                in_use.clone(),
-                failures.clone(),
-                rounds.clone(),
-                stop.clone(),
-            );
-            tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    // A short lease: a waiter whose invalidation went to the node the slot left
-                    // wakes at the holder's time left at the latest.
-                    let lease = Duration::from_secs(2);
-                    // The lock promises no fairness: a waiter may lose the race for it many
-                    // times on a busy machine. Only a failed acquisition is a failure; the
-                    // bound guards against a hang.
-                    match tokio::time::timeout(Duration::from_secs(30), lock.acquire(lease)).await {
-                        Ok(Ok(mut lease)) => {
-                            assert_eq!(in_use.fetch_add(1, Ordering::SeqCst), 0, "two holders");
-                            tokio::time::sleep(Duration::from_millis(2)).await;
-                            in_use.fetch_sub(1, Ordering::SeqCst);
-                            if let Err(err) = lease.release().await {
-                                failures.lock().unwrap().push(format!("release: {err}"));
-                            }
-                            rounds.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Ok(Err(err)) => failures.lock().unwrap().push(format!("acquire: {err}")),
-                        Err(_) => failures.lock().unwrap().push("no lease within 30 s".into()),
-                    }
-                }
-            })
+    cluster
+        .exclusive_turns_while_moving(slot, &holders, |coordination, in_use| async move {
+            // A short lease: a waiter whose invalidation went to the node the slot left
+            // wakes at the holder's time left at the latest.
+            let lock = FencedLock::named(&coordination, "moving");
+            let mut lease = lock
+                .acquire(Duration::from_secs(2))
+                .await
+                .map_err(|err| format!("acquire: {err}"))?;
+            Cluster::hold_alone(&in_use).await;
+            lease
+                .release()
+                .await
+                .map_err(|err| format!("release: {err}"))?;
+            Ok(())
         })
-        .collect();
-
-    // Three moves, through every master, each about half a second as a reshard takes.
-    cluster.move_slot_around(slot, 3).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    stop.store(true, Ordering::Relaxed);
-    for task in tasks {
-        task.await.expect("a holder never saw another");
-    }
-    let failures = failures.lock().unwrap();
-    assert!(
-        failures.is_empty(),
-        "{} failures: {failures:?}",
-        failures.len()
-    );
-    assert!(rounds.load(Ordering::Relaxed) >= 20, "{rounds:?} rounds");
+        .await;
 }

@@ -316,3 +316,29 @@ async fn the_field_expiry_probe_runs_again_on_a_new_connection() {
     })
     .await;
 }
+
+/// Four holders with handles of their own take turns at one field lease while the hash's
+/// slot moves from master to master (a Redis 8 cluster: hash field expiry): latency, not
+/// errors, never two holders at once, and the field keeps its expiry through the migration.
+#[tokio::test]
+async fn field_leases_ride_out_a_slot_move() {
+    let cluster = std::sync::Arc::new(support::Cluster::start(support::ServerKind::Redis8));
+    let holders = cluster.handles("hash-slot-move", 4).await;
+    let hash = LeaseHash::named(&holders[0], "moving");
+    let slot = leasehold::backend::key_slot(&physical(&holders[0], &hash));
+    cluster
+        .exclusive_turns_while_moving(slot, &holders, |coordination, in_use| async move {
+            let hash = LeaseHash::named(&coordination, "moving");
+            let mut lease = hash
+                .acquire("field", Duration::from_secs(2))
+                .await
+                .map_err(|err| format!("acquire: {err}"))?;
+            support::Cluster::hold_alone(&in_use).await;
+            lease
+                .release()
+                .await
+                .map_err(|err| format!("release: {err}"))?;
+            Ok(())
+        })
+        .await;
+}

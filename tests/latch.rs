@@ -632,3 +632,46 @@ async fn out_of_memory_refuses_new_generations_and_counts_down_running_ones() {
         "not replaced"
     );
 }
+
+/// Four participants with handles of their own count one generation down while its slot
+/// moves from master to master, and a waiter on another handle waits for it: every
+/// count-down counts once (latency, not errors), the count ends exactly at zero, and the
+/// waiter learns it.
+#[tokio::test]
+async fn count_downs_ride_out_a_slot_move() {
+    const EACH: u64 = 100;
+    let cluster = std::sync::Arc::new(support::Cluster::start(support::ServerKind::Redis7));
+    let handles = cluster.handles("latch-slot-move", 5).await;
+    let latch = CountdownLatch::named(&handles[0], "moving");
+    let slot = leasehold::backend::key_slot(&physical(&handles[0], &latch));
+    let generation = latch.reset(4 * EACH, None).await.expect("reset");
+    let waiter = CountdownLatch::named(&handles[4], "moving")
+        .join()
+        .await
+        .expect("join")
+        .expect("started");
+    let waiting = tokio::spawn(async move { waiter.wait().await });
+    let counting: Vec<_> = handles[..4]
+        .iter()
+        .map(|coordination| {
+            let latch = CountdownLatch::named(coordination, "moving");
+            tokio::spawn(async move {
+                let generation = latch.join().await.expect("join").expect("started");
+                for _ in 0..EACH {
+                    generation.count_down().await.expect("counted");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+        })
+        .collect();
+    cluster.move_slot_around(slot, 3).await;
+    for participant in counting {
+        participant.await.expect("every count-down counted");
+    }
+    assert_eq!(generation.count().await.expect("count"), Some(0));
+    let completed = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the waiter learns it")
+        .expect("the waiter");
+    assert!(completed.expect("wait"));
+}

@@ -692,3 +692,28 @@ async fn a_waiting_writer_does_not_wake_itself_round_after_round() {
         .expect("write");
     assert!(writer.release().await.expect("release"));
 }
+
+/// Four writers with handles of their own take turns at one write lease while its slot
+/// moves from master to master: latency, not errors, and never two writers at once.
+#[tokio::test]
+async fn write_leases_ride_out_a_slot_move() {
+    let cluster = std::sync::Arc::new(support::Cluster::start(ServerKind::Redis7));
+    let holders = cluster.handles("rw-slot-move", 4).await;
+    let lock = ReadWriteLock::named(&holders[0], "moving");
+    let slot = leasehold::backend::key_slot(&physical(&holders[0], &lock));
+    cluster
+        .exclusive_turns_while_moving(slot, &holders, |coordination, in_use| async move {
+            let lock = ReadWriteLock::named(&coordination, "moving");
+            let mut lease = lock
+                .write(Duration::from_secs(2))
+                .await
+                .map_err(|err| format!("write: {err}"))?;
+            support::Cluster::hold_alone(&in_use).await;
+            lease
+                .release()
+                .await
+                .map_err(|err| format!("release: {err}"))?;
+            Ok(())
+        })
+        .await;
+}

@@ -1152,3 +1152,27 @@ async fn out_of_memory_refuses_new_permits_and_renews_held_ones() {
     assert!(held.release().await.expect("released out of memory"));
     let () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
 }
+
+/// Four holders with handles of their own take turns at a semaphore of one permit while its
+/// slot moves from master to master: latency, not errors, and never two permits at once.
+#[tokio::test]
+async fn permits_ride_out_a_slot_move() {
+    let cluster = Arc::new(support::Cluster::start(support::ServerKind::Redis7));
+    let holders = cluster.handles("sem-slot-move", 4).await;
+    let slot = key_slot(&physical(&holders[0], &semaphore_key(b"moving")));
+    cluster
+        .exclusive_turns_while_moving(slot, &holders, |coordination, in_use| async move {
+            let semaphore = Semaphore::new(&coordination, "moving", 1).expect("valid");
+            let mut permit = semaphore
+                .acquire(Some(Duration::from_secs(2)))
+                .await
+                .map_err(|err| format!("acquire: {err}"))?;
+            support::Cluster::hold_alone(&in_use).await;
+            permit
+                .release()
+                .await
+                .map_err(|err| format!("release: {err}"))?;
+            Ok(())
+        })
+        .await;
+}

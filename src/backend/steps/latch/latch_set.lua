@@ -27,9 +27,20 @@ end
 -- every later write through.
 redis.call('HSET', KEYS[1], 'gen', ARGV[1], 'count', ARGV[2])
 if redis.call('HLEN', KEYS[1]) > 2 then
-    -- The replaced generation's count-down records go with it.
-    redis.call('DEL', KEYS[1])
-    redis.call('HSET', KEYS[1], 'gen', ARGV[1], 'count', ARGV[2])
+    -- The replaced generation's count-down records go with it, field by field: a key deleted
+    -- and written again in one script fails half-way while its Cluster slot moves.
+    local fields = redis.call('HKEYS', KEYS[1])
+    for i = 1, #fields, 1000 do
+        local batch = {}
+        for j = i, math.min(i + 999, #fields) do
+            if fields[j] ~= 'gen' and fields[j] ~= 'count' then
+                batch[#batch + 1] = fields[j]
+            end
+        end
+        if #batch > 0 then
+            redis.call('HDEL', KEYS[1], unpack(batch))
+        end
+    end
 end
 if ARGV[3] ~= '0' then
     redis.call('PEXPIRE', KEYS[1], ARGV[3])

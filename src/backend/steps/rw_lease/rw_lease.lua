@@ -28,21 +28,44 @@ local function digits(n)
     return string.format('%.0f', n)
 end
 
+-- The members KEYS[1] holds, counted by corrupt() and kept by every write below. Redis
+-- deletes the set with its last member, and while its Cluster slot moves, a script may touch
+-- no key that is not there any more (the node answers 'non local key', after the writes
+-- before it): so once this is 0, nothing touches the set again but a write that adds.
+local members = 0
+
 -- {'corrupt', ...} when KEYS[1] is neither absent nor a sorted set; nil otherwise.
 local function corrupt()
     local kind = redis.call('TYPE', KEYS[1])['ok']
     if kind ~= 'none' and kind ~= 'zset' then
         return {'corrupt', 1, 'the read-write lease key holds a ' .. kind .. ', not a lease set'}
     end
+    members = redis.call('ZCARD', KEYS[1])
     return nil
+end
+
+-- Adds or updates `member` at `score` (ZADD's options first, if any).
+local function put(score, member, option)
+    if option then
+        members = members + redis.call('ZADD', KEYS[1], option, score, member)
+    else
+        members = members + redis.call('ZADD', KEYS[1], score, member)
+    end
+end
+
+-- Removes the members given.
+local function remove(...)
+    if members > 0 then
+        members = members - redis.call('ZREM', KEYS[1], ...)
+    end
 end
 
 -- Removes the entries scored from min to max (Redis range syntax), counted first and removed
 -- only when there are some: any write, even one that removes nothing, would let the script's
 -- later writes past the server's out-of-memory refusal.
 local function remove_range(min, max)
-    if redis.call('ZCOUNT', KEYS[1], min, max) > 0 then
-        redis.call('ZREMRANGEBYSCORE', KEYS[1], min, max)
+    if members > 0 and redis.call('ZCOUNT', KEYS[1], min, max) > 0 then
+        members = members - redis.call('ZREMRANGEBYSCORE', KEYS[1], min, max)
     end
 end
 
@@ -65,14 +88,19 @@ end
 -- refusing it would cost its holder the lease), since a write lets the script's later ones
 -- past the refusal.
 local function prune_even_out_of_memory(now)
-    redis.call('ZREMRANGEBYSCORE', KEYS[1], digits(-now), '(0')
-    redis.call('ZREMRANGEBYSCORE', KEYS[1], 0, digits(now))
-    redis.call('ZREMRANGEBYSCORE', KEYS[1], PENDING, digits(PENDING + now))
+    for _, range in ipairs({{digits(-now), '(0'}, {0, digits(now)}, {PENDING, digits(PENDING + now)}}) do
+        if members > 0 then
+            members = members - redis.call('ZREMRANGEBYSCORE', KEYS[1], range[1], range[2])
+        end
+    end
 end
 
 -- The score of the lowest entry with a score from min to max (Redis range syntax), or of the
 -- highest when `reverse`; nil when there is none.
 local function edge(min, max, reverse)
+    if members == 0 then
+        return nil
+    end
     local found
     if reverse then
         found = redis.call('ZREVRANGEBYSCORE', KEYS[1], max, min, 'WITHSCORES', 'LIMIT', 0, 1)
@@ -94,8 +122,21 @@ local function latest()
     return writer and -writer or 0, reader or 0, waiting and waiting - PENDING or 0
 end
 
--- The key expires 1 ms after its latest deadline.
+-- The latest deadline of each kind among the entries still live at `now` (0 for none), as
+-- latest() after a prune, without one: so that a step can add its entry before it prunes,
+-- and the set never empties between the two.
+local function live_latest(now)
+    local writer = edge('-inf', '(' .. digits(-now), false)
+    local reader = edge('(' .. digits(now), '(' .. digits(PENDING), true)
+    local waiting = edge('(' .. digits(PENDING + now), '+inf', true)
+    return writer and -writer or 0, reader or 0, waiting and waiting - PENDING or 0
+end
+
+-- The key expires 1 ms after its latest deadline (gone with its last member).
 local function settle()
+    if members == 0 then
+        return
+    end
     local writer, reader, waiting = latest()
     local last = math.max(writer, reader, waiting)
     if last > 0 then
@@ -105,6 +146,9 @@ end
 
 -- The member of a holder's token, and its kind ('w' or 'r'), if it holds a live entry.
 local function holder(token, now)
+    if members == 0 then
+        return nil
+    end
     local score = redis.call('ZSCORE', KEYS[1], 'w:' .. token)
     if score and -tonumber(score) > now then
         return 'w:' .. token, 'w', -tonumber(score)

@@ -34,16 +34,19 @@ if holder(ARGV[2], now) then
 end
 -- Out of memory, no new lease, whatever the prune below would free.
 refuse_when_out_of_memory()
-prune(now)
 
-local writer, reader, waiting = latest()
+-- Decided on the live entries; the new one is added before the expired ones are pruned, so
+-- that the set never empties between the two (see `members`).
+local writer, reader, waiting = live_latest(now)
 local deadline = now + tonumber(ARGV[3])
 if ARGV[1] == 'r' then
     -- A writer holding, or one waiting, keeps new readers out.
     if writer > 0 or waiting > 0 then
+        prune(now)
         return {'busy', math.max(writer, waiting) - now}
     end
-    redis.call('ZADD', KEYS[1], digits(deadline), 'r:' .. ARGV[2])
+    put(digits(deadline), 'r:' .. ARGV[2])
+    prune(now)
 else
     if writer > 0 or reader > 0 then
         if ARGV[5] ~= '' then
@@ -53,16 +56,20 @@ else
             local bound = tonumber(ARGV[6])
             local recorded = redis.call('ZSCORE', KEYS[1], 'q:' .. ARGV[5])
             if not recorded or tonumber(recorded) - PENDING - now < bound * 3 / 4 then
-                redis.call('ZADD', KEYS[1], digits(PENDING + now + bound), 'q:' .. ARGV[5])
+                put(digits(PENDING + now + bound), 'q:' .. ARGV[5])
+                prune(now)
                 settle()
+                return {'busy', math.max(writer, reader) - now}
             end
         end
+        prune(now)
         return {'busy', math.max(writer, reader) - now}
     end
+    put(digits(-deadline), 'w:' .. ARGV[2])
     -- Every waiting record goes with a writer's grant: a writer that still waits records
     -- itself anew when it next tries, and one that crashed keeps readers out no longer.
     remove_range(PENDING, '+inf')
-    redis.call('ZADD', KEYS[1], digits(-deadline), 'w:' .. ARGV[2])
+    prune(now)
 end
 settle()
 return {'granted'}

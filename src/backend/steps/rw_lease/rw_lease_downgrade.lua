@@ -20,7 +20,8 @@ end
 if kind == 'r' then
     return {'already_read'}
 end
-redis.call('ZREM', KEYS[1], member)
-redis.call('ZADD', KEYS[1], digits(deadline), 'r:' .. ARGV[1])
+-- The read entry first: removed first, the writer's could be the set's last member.
+put(digits(deadline), 'r:' .. ARGV[1])
+remove(member)
 settle()
 return {'downgraded'}

@@ -12,9 +12,10 @@ if refused then
 end
 local now = now_ms()
 prune(now)
-local removed = redis.call('ZREM', KEYS[1], 'w:' .. ARGV[1], 'r:' .. ARGV[1])
+local before = members
+remove('w:' .. ARGV[1], 'r:' .. ARGV[1])
 settle()
-if removed > 0 then
+if members < before then
     return {'released'}
 end
 return {'no_lease'}

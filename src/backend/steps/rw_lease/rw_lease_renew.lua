@@ -22,6 +22,6 @@ local deadline = now + tonumber(ARGV[2])
 if kind == 'w' then
     deadline = -deadline
 end
-redis.call('ZADD', KEYS[1], 'XX', digits(deadline), member)
+put(digits(deadline), member, 'XX')
 settle()
 return {'renewed'}
