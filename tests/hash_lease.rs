@@ -158,7 +158,8 @@ async fn a_waiter_gets_the_field_when_it_is_released(target: Target) {
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!waiter.is_finished(), "the field is held");
-    // A change to another field wakes the waiter, which finds its own still held.
+    // A change to another field (which wakes the waiter on Redis: see
+    // `a_waiter_is_woken_by_the_hash_and_at_the_fields_expiry`) leaves it waiting.
     let mut other = acquired(&hash, b"other", MINUTE).await;
     assert_eq!(other.release().await.expect("release"), Release::Released);
     assert_eq!(held.release().await.expect("release"), Release::Released);
@@ -341,4 +342,87 @@ async fn field_leases_ride_out_a_slot_move() {
             Ok(())
         })
         .await;
+}
+
+/// On Redis a waiter does not poll: a change to another field of the hash wakes it (it tries
+/// again at once, and finds its own field still held), and a holder that never releases is
+/// outlasted at its field's expiry (the waiter sleeps until the field's `HPTTL`, not a poll
+/// interval), each with a handful of attempts.
+#[tokio::test]
+async fn a_waiter_is_woken_by_the_hash_and_at_the_fields_expiry() {
+    let server = support::Server::start(support::ServerKind::Redis8, &[]);
+    let connect = || async {
+        let coordination: Coordination =
+            leasehold::backend::redis::RedisBackend::standalone(server.url())
+                .key_prefix("wake:")
+                .connect()
+                .await
+                .expect("connect")
+                .into();
+        coordination
+    };
+    let (holding, waiting) = (connect().await, connect().await);
+    let hash = LeaseHash::named(&holding, "wake");
+    let held = acquired(&hash, b"f", Duration::from_millis(1500)).await;
+    let scripts = || {
+        support::target::command_calls(&server, "evalsha")
+            + support::target::command_calls(&server, "eval")
+    };
+    let started = tokio::time::Instant::now();
+    let waiter = tokio::spawn({
+        let hash = LeaseHash::named(&waiting, "wake");
+        async move { hash.acquire("f", MINUTE).await }
+    });
+    // The waiter's first attempt, refused.
+    let before = scripts();
+    eventually("the waiter tries", async || scripts() > before).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let settled = scripts();
+    // Another field's change: the waiter tries again at once (two scripts are ours).
+    let mut other = acquired(&hash, b"other", MINUTE).await;
+    assert_eq!(other.release().await.expect("release"), Release::Released);
+    eventually("another field's change wakes the waiter", async || {
+        scripts() >= settled + 3
+    })
+    .await;
+    assert!(!waiter.is_finished(), "its own field is still held");
+    // The holder never releases: its field expires 1.5 s after it was taken.
+    std::mem::forget(held);
+    let tries_before_expiry = scripts();
+    let mut got = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the waiter gets the field once it expires")
+        .expect("task")
+        .expect("acquire");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1300),
+        "not before the field expired: {waited:?}"
+    );
+    let tries = scripts() - tries_before_expiry;
+    assert!(
+        tries <= 3,
+        "woken at the field's expiry, not polling: {tries} tries"
+    );
+    assert_eq!(got.release().await.expect("release"), Release::Released);
+}
+
+scenario!(binary_hash_names field_expiry);
+
+/// A lease hash named by any bytes (a NUL, a byte over 0x7f, braces) works end to end.
+async fn binary_hash_names(target: Target) {
+    let coordination = target.coordination("hash-binary").await;
+    let name = b"\x00\xff}{|\n".as_slice();
+    let hash = LeaseHash::named(&coordination, name);
+    let mut held = acquired(&hash, b"\x00f", MINUTE).await;
+    let same = LeaseHash::named(&coordination, name);
+    let attempt = same.try_acquire(b"\x00f", MINUTE).await.expect("try");
+    assert!(!attempt.is_acquired(), "the same hash: the field is held");
+    let other = LeaseHash::named(&coordination, b"\x00\xff}{|");
+    let mut elsewhere = acquired(&other, b"\x00f", MINUTE).await;
+    assert_eq!(held.release().await.expect("release"), Release::Released);
+    assert_eq!(
+        elsewhere.release().await.expect("release"),
+        Release::Released
+    );
 }

@@ -675,3 +675,31 @@ async fn count_downs_ride_out_a_slot_move() {
         .expect("the waiter");
     assert!(completed.expect("wait"));
 }
+
+scenario!(binary_names);
+
+/// A latch named by any bytes (a NUL, a byte over 0x7f, braces) works end to end, under the
+/// key its name gives.
+async fn binary_names(target: Target) {
+    let coordination = target.coordination("latch-binary").await;
+    let name = b"\x00\xff}{|\n".as_slice();
+    let latch = CountdownLatch::named(&coordination, name);
+    let generation = latch.reset(2, None).await.expect("reset");
+    let joined = CountdownLatch::named(&coordination, name)
+        .join()
+        .await
+        .expect("join")
+        .expect("the same latch");
+    assert_eq!(joined.id(), generation.id());
+    assert_eq!(count_down(&joined).await, 1);
+    assert_eq!(count_down(&generation).await, 0);
+    assert!(joined.wait().await.expect("wait"));
+    assert!(
+        CountdownLatch::named(&coordination, b"\x00\xff}{|")
+            .join()
+            .await
+            .expect("join")
+            .is_none(),
+        "another name is another latch"
+    );
+}

@@ -717,3 +717,50 @@ async fn write_leases_ride_out_a_slot_move() {
         })
         .await;
 }
+
+scenario!(binary_names);
+
+/// A read-write lease named by any bytes (a NUL, a byte over 0x7f, braces) works end to end.
+async fn binary_names(target: Target) {
+    let coordination = target.coordination("rw-binary").await;
+    let name = b"\x00\xff}{|\n".as_slice();
+    let lock = ReadWriteLock::named(&coordination, name);
+    let mut writer = lock
+        .try_write(MINUTE)
+        .await
+        .expect("try")
+        .into_lease()
+        .expect("free");
+    let same = ReadWriteLock::named(&coordination, name);
+    assert!(
+        !readable(&same).await,
+        "the same lock: the writer keeps readers out"
+    );
+    let other = ReadWriteLock::named(&coordination, b"\x00\xff}{|");
+    assert!(readable(&other).await, "another name is another lock");
+    assert!(writer.release().await.expect("release"));
+    assert!(readable(&same).await);
+}
+
+scenario!(a_dropped_lease_is_released_in_the_background);
+
+/// Dropping a read-write lease (not managed) releases it in the background, long before its
+/// minute would run out: the next writer gets in. (That a late grant takes nothing is
+/// `holding.rs`'s `a_late_acquisition_leaves_nothing_once_delivered::write_lease`.)
+async fn a_dropped_lease_is_released_in_the_background(target: Target) {
+    let coordination = target.coordination("rw-dropped").await;
+    let lock = ReadWriteLock::named(&coordination, "dropped");
+    for access in [Access::Write, Access::Read] {
+        let lease = match access {
+            Access::Write => lock.try_write(MINUTE).await,
+            _ => lock.try_read(MINUTE).await,
+        };
+        let lease = lease.expect("try").into_lease().expect("free");
+        assert!(!writable(&lock).await, "{access:?}: held");
+        drop(lease);
+        eventually("the dropped lease is released", async || {
+            writable(&lock).await
+        })
+        .await;
+    }
+}
