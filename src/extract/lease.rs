@@ -42,8 +42,9 @@ use crate::layer::key::KeyError;
 /// are escaped as a client key's are, so that no client picks its lease's cluster slot.
 /// There is no fail-open policy: a handler that needs mutual exclusion never runs without the
 /// lease, whether the backend is
-/// [unavailable](crate::Error::is_unavailable) (a `tracing` warning) or
-/// [refuses](crate::Error::is_refused) (a `tracing` error naming the cause).
+/// [unavailable](crate::Error::is_unavailable) or [refuses](crate::Error::is_refused): an
+/// outage is logged once (a `WARN`, or an `ERROR` naming a refusal), each request at
+/// `DEBUG`.
 ///
 /// # Storage
 ///

@@ -139,7 +139,8 @@ impl RedisBackendBuilder {
     /// `LOADING`, `BUSY`, and refused connections. Each attempt waits with jittered backoff
     /// (20 ms doubling to 100 ms) and the last failure is returned when the bound would be
     /// passed. A step whose outcome is uncertain (a timeout, a connection lost after
-    /// sending) is never sent again. Layers bound the whole step with their own timeout too.
+    /// sending) is never sent again (but a latch count-down, which carries an id and counts once).
+    /// Layers bound the whole step with their own timeout too.
     pub fn transient_retry(mut self, bound: Duration) -> Self {
         self.transient_retry = bound;
         self

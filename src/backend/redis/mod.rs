@@ -341,8 +341,6 @@ impl RedisBackend {
         }
     }
 
-    /// How far ahead of the server's clock an acquisition's deadline is set: every send may
-    /// wait for a reconnection, then for its reply, within the retry bound.
     /// Runs `attempt` until it answers or fails certainly: a failure whose outcome is
     /// uncertain is sent again, within the transient-retry bound and at its pace, as
     /// [`send`](Self::send) sends again a failure that certainly changed nothing. Only for a
@@ -368,6 +366,8 @@ impl RedisBackend {
         }
     }
 
+    /// How far ahead of the server's clock an acquisition's deadline is set: every send may
+    /// wait for a reconnection, then for its reply, within the retry bound.
     fn deadline_bound(&self) -> Duration {
         self.shared
             .response_timeout
@@ -584,7 +584,8 @@ impl RedisBackend {
     /// connection that broke is replaced first: a Sentinel connection asks the sentinels for
     /// the primary again, and a cluster client refreshes its slots, so a failover that
     /// completes within the bound costs latency, not errors. A failure that may have applied
-    /// is never sent again.
+    /// is never sent again here (see [`resending_uncertain`](Self::resending_uncertain) for
+    /// the one step that is).
     ///
     /// The bound counts from the start of the outage, not of the step: once the backend has
     /// failed so for longer than the bound, a step's answer is its first failure, at once,

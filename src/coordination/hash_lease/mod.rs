@@ -10,8 +10,9 @@
 //! # Servers
 //!
 //! On Redis, field leases need hash field expiry: Redis 7.4 or later, Valkey 9.0 or later.
-//! The backend learns once per handle whether its server has it (`COMMAND INFO HPEXPIRE`,
-//! cached in [`Capabilities`](crate::backend::redis::Capabilities)); on a server without it
+//! The backend learns once per connection whether its server has it (`COMMAND INFO
+//! HPEXPIRE`, asked again on every new connection, which may reach another server after a
+//! failover); on a server without it
 //! (Redis 6.2 and 7.0, Valkey 8), every step fails with
 //! [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported), naming the feature and the
 //! versions, before anything is written. The memory backend keeps a deadline per field.

@@ -12,7 +12,8 @@
 //!   server, and never below zero: a count-down of a complete generation fails with
 //!   [`ErrorKind::AlreadyComplete`](crate::ErrorKind::AlreadyComplete), and one of a
 //!   generation the latch no longer holds (reset, expired or deleted) answers
-//!   [`CountDown::Stale`]. Neither changes anything.
+//!   [`CountDown::Stale`], or `AlreadyComplete` when that generation completed first.
+//!   Neither changes anything.
 //! - **A count-down counts exactly once.** It carries an id of its own, which its
 //!   generation records (and forgets with it): delivered twice (sent again after a lost
 //!   answer, or duplicated by the network), it counts once and answers the same.

@@ -12,7 +12,9 @@ if refused then
     return refused
 end
 local now = now_ms()
-prune(now)
+-- Writes whatever the prune finds: a downgrade grows nothing, and out of memory it must
+-- pass as a renewal does (its first write below would otherwise be refused).
+prune_even_out_of_memory(now)
 local member, kind, deadline = holder(ARGV[1], now)
 if not member then
     return {'not_owner'}

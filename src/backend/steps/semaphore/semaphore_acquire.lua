@@ -56,11 +56,10 @@ for i = 1, n do
     live[i] = sizes[i]
     if sizes[i] > 0 then
         live[i] = sizes[i] - prune(KEYS[i], now)
-        -- A set left with its capacity alone goes now, whatever the reply. One with live
-        -- permits keeps its expiry: its latest permit is one of them.
-        if live[i] == 0 then
-            redis.call('DEL', KEYS[i])
-        end
+        -- A set left with its capacity alone is not deleted here: a grant below writes it
+        -- again, and a key deleted and written in one script fails half-way while its
+        -- Cluster slot moves. Its expiry (1 ms after its latest permit) has passed or is
+        -- about to; a grant rewrites its capacity and expiry.
     end
 end
 
