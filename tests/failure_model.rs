@@ -1357,10 +1357,6 @@ async fn an_outage_under_load_is_told_once_not_once_per_request() {
         }
     }
     proxy.pass();
-    // `tracing` keeps each callsite's interest process-wide: one that another test's thread
-    // reached first may have been left off for this thread's subscriber. Asked again here,
-    // before the recovery whose events are counted.
-    tracing::callsite::rebuild_interest_cache();
     for route in ALL_ROUTES {
         support::eventually("served again", async || {
             http_get(&client, addr, route, &[]).await.status == 200

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 pub struct Captured {
     lines: Arc<Mutex<Vec<u8>>>,
     _guard: tracing::subscriber::DefaultGuard,
+    _second: tracing::Dispatch,
 }
 
 /// Starts capturing this thread's events (a `current_thread` runtime's tasks included), at
@@ -20,9 +21,17 @@ pub fn capture() -> Captured {
         .with_ansi(false)
         .with_writer(move || writer.clone())
         .finish();
+    // With a single live dispatcher, `tracing-core` asks the *registering thread's* default
+    // whether a callsite is wanted: a callsite another test's thread (with no subscriber)
+    // reaches first is then switched off for this thread too, and its events are lost. A
+    // second live dispatcher, which wants nothing, makes it ask every live dispatcher.
+    let second = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
+    let guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
     Captured {
         lines,
-        _guard: tracing::subscriber::set_default(subscriber),
+        _guard: guard,
+        _second: second,
     }
 }
 
