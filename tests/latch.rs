@@ -676,6 +676,76 @@ async fn count_downs_ride_out_a_slot_move() {
     assert!(completed.expect("wait"));
 }
 
+/// Four participants, each with a handle of its own, count one generation down while the
+/// Sentinel primary is killed and its replica elected, and a fifth waits: latency, not
+/// errors (each count-down lost on the way is sent again with its id, within
+/// `transient_retry`), and each counts once: the count left plus the count-downs recorded in
+/// the generation is the count it started with. Replication is asynchronous: a count-down
+/// the old primary acknowledged but had not yet sent to its replica is lost with it, record
+/// and all; counting as many down again completes the round.
+#[tokio::test]
+async fn count_downs_ride_out_a_sentinel_failover() {
+    const EACH: u64 = 50;
+    let setup = std::sync::Arc::new(support::SentinelSetup::start(support::ServerKind::Redis7));
+    let handles = setup.handles("latch-failover", 5).await;
+    let latch = CountdownLatch::named(&handles[0], "failing-over");
+    let generation = latch.reset(4 * EACH, None).await.expect("reset");
+    let key = String::from_utf8(physical(&handles[0], &latch)).expect("an ASCII name");
+    // The round is on the replica before the failover promotes it.
+    let replica = setup
+        .data_nodes()
+        .into_iter()
+        .find(|node| node.port() != setup.master_port())
+        .expect("a replica");
+    eventually("the replica has the round", async || {
+        replica.cmd::<u64>(&["EXISTS", &key]) == 1
+    })
+    .await;
+    let waiter = CountdownLatch::named(&handles[4], "failing-over")
+        .join()
+        .await
+        .expect("join")
+        .expect("started");
+    let waiting = tokio::spawn(async move { waiter.wait().await });
+    let counting: Vec<_> = handles[..4]
+        .iter()
+        .map(|coordination| {
+            let latch = CountdownLatch::named(coordination, "failing-over");
+            tokio::spawn(async move {
+                let generation = latch.join().await.expect("join").expect("started");
+                for _ in 0..EACH {
+                    generation.count_down().await.expect("counted");
+                    tokio::time::sleep(Duration::from_millis(40)).await;
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    setup.kill_primary().await;
+    for participant in counting {
+        participant.await.expect("every count-down counted");
+    }
+    let left = generation.count().await.expect("count").expect("running");
+    let fields: Vec<String> = setup.current_master().cmd(&["HKEYS", &key]);
+    let recorded = fields
+        .iter()
+        .filter(|field| field.starts_with("d:"))
+        .count();
+    assert_eq!(
+        left + u64::try_from(recorded).expect("small"),
+        4 * EACH,
+        "each surviving count-down counted once ({left} left)"
+    );
+    for _ in 0..left {
+        generation.count_down().await.expect("counted");
+    }
+    let completed = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the waiter learns it")
+        .expect("the waiter");
+    assert!(completed.expect("wait"));
+}
+
 scenario!(binary_names);
 
 /// A latch named by any bytes (a NUL, a byte over 0x7f, braces) works end to end, under the

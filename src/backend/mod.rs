@@ -28,7 +28,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A backend: Redis (any topology) or the in-process memory backend.
 ///
@@ -118,6 +118,16 @@ impl Backend {
         match self {
             Backend::Redis(redis) => Box::pin(redis.until_passed(deadline)),
             Backend::Memory(_) => Box::pin(tokio::time::sleep_until(deadline.passed_at)),
+        }
+    }
+
+    /// After `failure` of a step that counts once however often it is delivered: whether to
+    /// send it again (see [`RedisBackend::resend_after`](redis::RedisBackend)); never in
+    /// memory, where nothing is lost on the way.
+    pub(crate) async fn resend_after(&self, resends: &mut redis::Resends, failure: &Error) -> bool {
+        match self {
+            Backend::Redis(redis) => redis.resend_after(resends, failure).await,
+            Backend::Memory(_) => false,
         }
     }
 

@@ -260,75 +260,26 @@ impl Cluster {
         granted.load(Ordering::Relaxed)
     }
 
-    /// Four holders (handles of their own, as four processes) take turns at one exclusive
-    /// thing while `slot` moves from master to master three times, as a reshard moves it:
-    /// `turn` takes the thing for one holder (waiting as long as it takes), marks itself in
-    /// `in_use` while it holds it, and gives it back. Every turn must pass without error
-    /// (the steps that meet the slot half-moved cost latency, not errors), and no two
-    /// holders may ever be in at once. Returns the turns taken.
+    /// The holders take turns at one exclusive thing (see [`super::turns::exclusive_turns`])
+    /// while `slot` moves from master to master three times, as a reshard moves it. A slot
+    /// move loses nothing: every release finds its holding.
     pub async fn exclusive_turns_while_moving<F, Fut>(
         self: &Arc<Self>,
         slot: u16,
         holders: &[Coordination],
         turn: F,
-    ) -> u32
-    where
-        F: Fn(Coordination, Arc<AtomicU64>) -> Fut + Clone + Send + 'static,
+    ) where
+        F: Fn(Coordination, Arc<super::turns::Occupancy>) -> Fut + Clone + Send + 'static,
         Fut: std::future::Future<Output = Result<(), String>> + Send,
     {
-        let in_use = Arc::new(AtomicU64::new(0));
-        let turns = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let tasks: Vec<_> = holders
-            .iter()
-            .map(|coordination| {
-                let (coordination, turn) = (coordination.clone(), turn.clone());
-                let (in_use, turns, stop) = (in_use.clone(), turns.clone(), stop.clone());
-                tokio::spawn(async move {
-                    let mut failures = Vec::new();
-                    while !stop.load(Ordering::Relaxed) {
-                        // No fairness is promised: a waiter may lose many races on a busy
-                        // machine. Only an error is a failure; the bound guards against a hang.
-                        let taken = tokio::time::timeout(
-                            Duration::from_secs(30),
-                            turn(coordination.clone(), in_use.clone()),
-                        )
-                        .await;
-                        match taken {
-                            Ok(Ok(())) => {
-                                turns.fetch_add(1, Ordering::Relaxed);
-                            }
-                            Ok(Err(err)) => failures.push(err),
-                            Err(_) => failures.push("no turn within 30 s".to_owned()),
-                        }
-                    }
-                    failures
-                })
-            })
-            .collect();
-        self.move_slot_around(slot, 3).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        stop.store(true, Ordering::Relaxed);
-        let mut failures = Vec::new();
-        for task in tasks {
-            failures.extend(task.await.expect("a holder never saw another"));
+        let occupancy =
+            super::turns::exclusive_turns(holders, turn, self.move_slot_around(slot, 3)).await;
+        for lost in [
+            super::turns::ReleaseFound::Lost,
+            super::turns::ReleaseFound::Uncertain,
+        ] {
+            assert_eq!(occupancy.count(lost), 0, "{lost:?} releases");
         }
-        assert!(
-            failures.is_empty(),
-            "{} failures: {failures:?}",
-            failures.len()
-        );
-        let turns = u32::try_from(turns.load(Ordering::Relaxed)).unwrap_or(u32::MAX);
-        assert!(turns >= 20, "{turns} turns");
-        turns
-    }
-
-    /// Inside a turn of [`exclusive_turns_while_moving`](Self::exclusive_turns_while_moving):
-    /// marks the holder in, waits a little, and marks it out; panics if another was in.
-    pub async fn hold_alone(in_use: &AtomicU64) {
-        assert_eq!(in_use.fetch_add(1, Ordering::SeqCst), 0, "two holders");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-        in_use.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Waits (bounded) until every node reports `cluster_state:ok` and its CLUSTER NODES view

@@ -15,6 +15,7 @@ pub mod sentinel;
 pub mod server;
 pub mod spawner;
 pub mod target;
+pub mod turns;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -1,4 +1,5 @@
-//! Redis Sentinel: a master, one replica and 3 sentinels (quorum 2), all Redis 7.0.
+//! Redis Sentinel: a master, one replica and 3 sentinels (quorum 2), all of one server kind
+//! (Redis 7.0 for the shared setup).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -164,6 +165,53 @@ impl SentinelSetup {
             },
         );
         self.wait_healthy();
+    }
+
+    /// `count` handles through these sentinels (separate connections, as replicas) sharing
+    /// one fresh key prefix named after `test`, each sending a step again for as long as a
+    /// failover takes here (10 s): a failover within that bound must cost latency, not errors.
+    pub async fn handles(&self, test: &str, count: usize) -> Vec<leasehold::Coordination> {
+        let prefix = super::unique_prefix(test);
+        let mut handles = Vec::new();
+        for _ in 0..count {
+            let backend = leasehold::backend::redis::RedisBackend::sentinel(
+                self.sentinel_urls(),
+                self.service_name(),
+            )
+            .key_prefix(&prefix)
+            .transient_retry(Duration::from_secs(10))
+            .connect()
+            .await
+            .expect("connect through sentinel");
+            handles.push(backend.into());
+        }
+        handles
+    }
+
+    /// The holders take turns at one exclusive thing (see [`super::turns::exclusive_turns`])
+    /// while the primary fails over: killed ([`kill_primary`](Self::kill_primary)), as a
+    /// crash would, the sentinels elect its replica. Replication is asynchronous: a grant the
+    /// primary acknowledged but had not yet sent to its replica is lost with it, and its
+    /// release says so ([`super::turns::ReleaseFound::Lost`]); only such a grant may overlap
+    /// another.
+    pub async fn exclusive_turns_across_failover<F, Fut>(
+        self: &std::sync::Arc<Self>,
+        holders: &[leasehold::Coordination],
+        turn: F,
+    ) -> std::sync::Arc<super::turns::Occupancy>
+    where
+        F: Fn(leasehold::Coordination, std::sync::Arc<super::turns::Occupancy>) -> Fut
+            + Clone
+            + Send
+            + 'static,
+        Fut: std::future::Future<Output = Result<(), String>> + Send,
+    {
+        let failover = async move {
+            // Some turns before, and after.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            self.kill_primary().await;
+        };
+        super::turns::exclusive_turns(holders, turn, failover).await
     }
 
     /// Kills the current primary (SIGKILL), as a crash would, and waits (bounded, off the

@@ -344,8 +344,8 @@ impl RedisBackend {
     /// Runs `attempt` until it answers or fails certainly: a failure whose outcome is
     /// uncertain is sent again, within the transient-retry bound and at its pace, as
     /// [`send`](Self::send) sends again a failure that certainly changed nothing. Only for a
-    /// step that counts once however often it is delivered (it carries an id its state
-    /// records).
+    /// step that only reads, or that counts once however often it is delivered (it carries
+    /// an id its state records).
     pub(crate) async fn resending_uncertain<T, F>(
         &self,
         mut attempt: impl FnMut() -> F,
@@ -353,17 +353,26 @@ impl RedisBackend {
     where
         F: Future<Output = Result<T>>,
     {
-        let mut retry = Retry::new();
+        let mut resends = Resends::new();
         loop {
             match attempt().await {
-                Err(err) if err.is_outcome_uncertain() => {
-                    if !Box::pin(retry.again(self, &err)).await {
-                        return Err(err);
-                    }
-                }
+                Err(err) if self.resend_after(&mut resends, &err).await => {}
                 reply => return reply,
             }
         }
+    }
+
+    /// After `failure` of a step that counts once however often it is delivered: waits the
+    /// next pause and says to send it again, when it was lost on the way (no reply in time, a
+    /// connection lost mid-flight) and the transient-retry bound, counted from the start of
+    /// the outage as [`send`](Self::send) counts it, allows. A failure the server answered
+    /// (a script that failed part way, a refusal) is never sent again: it would fail the same.
+    pub(crate) async fn resend_after(&self, resends: &mut Resends, failure: &Error) -> bool {
+        if !(failure.is_outcome_uncertain() && failure.is_unavailable()) {
+            return false;
+        }
+        // Boxed, as in `send`: a pause is rare.
+        Box::pin(resends.0.again(self, failure)).await
     }
 
     /// How far ahead of the server's clock an acquisition's deadline is set: every send may
@@ -585,7 +594,7 @@ impl RedisBackend {
     /// the primary again, and a cluster client refreshes its slots, so a failover that
     /// completes within the bound costs latency, not errors. A failure that may have applied
     /// is never sent again here (see [`resending_uncertain`](Self::resending_uncertain) for
-    /// the one step that is).
+    /// the steps that are).
     ///
     /// The bound counts from the start of the outage, not of the step: once the backend has
     /// failed so for longer than the bound, a step's answer is its first failure, at once,
@@ -682,6 +691,16 @@ impl Retry {
         tracing::debug!(error = %failure, retry_in = ?wait, "transient failure; sending again");
         tokio::time::sleep(wait).await;
         true
+    }
+}
+
+/// The pace of sending again a step whose delivery is uncertain (see
+/// [`RedisBackend::resend_after`]): the same bound and pauses as [`Retry`].
+pub(crate) struct Resends(Retry);
+
+impl Resends {
+    pub(crate) fn new() -> Self {
+        Resends(Retry::new())
     }
 }
 

@@ -76,8 +76,10 @@ impl Backend {
         }
     }
 
-    /// Runs one step that counts once however often it is delivered (it carries an id its
-    /// state records): on Redis, a failure whose outcome is uncertain is sent again within
+    /// Runs one step that may be delivered twice: one that only reads, or one that counts
+    /// once however often it is delivered (it carries an id its state records). On Redis, a
+    /// delivery lost on the way (no reply in time, a connection lost mid-flight: the first
+    /// step on a connection the server closed while it was idle, say) is sent again within
     /// the transient-retry bound (see
     /// [`RedisBackend::resending_uncertain`](crate::backend::redis::RedisBackend)).
     ///

@@ -87,8 +87,13 @@ impl LeaseHash {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe in effect: the step is never sent twice, and if the future is dropped
-    /// after it was sent (or its answer is lost), a lease it may have been granted is released
+    /// A step whose answer is lost on the way (no reply in time, a connection lost
+    /// mid-flight) is sent again, with the same owner token and deadline, while the
+    /// backend's `transient_retry` lasts: a delivery that finds its own token is a grant, so
+    /// this costs latency and grants once.
+    ///
+    /// Cancel safe in effect: if the future is dropped after the step was sent (or its
+    /// answer stays unknown), a lease it may have been granted is released
     /// by owner token in the background once the step's deadline on the server has passed.
     pub async fn try_acquire(
         &self,
@@ -239,7 +244,9 @@ impl HoldingKeys for FieldKeys {
     }
 
     async fn verify(&self, token: &str) -> Result<bool> {
-        self.backend.run(FieldVerifyStep(self.step(token))).await
+        self.backend
+            .run_idempotent(FieldVerifyStep(self.step(token)))
+            .await
     }
 
     async fn release(&self, token: &str) -> Result<LeaseReleaseReply> {

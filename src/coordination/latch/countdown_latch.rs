@@ -174,7 +174,7 @@ impl CountdownLatch {
         let read = self
             .inner
             .backend
-            .run(LatchReadStep {
+            .run_idempotent(LatchReadStep {
                 keys: self.inner.keys(),
                 generation: None,
             })

@@ -152,7 +152,7 @@ impl LatchGeneration {
         let inner = self.latch.inner();
         let read = inner
             .backend
-            .run(LatchReadStep {
+            .run_idempotent(LatchReadStep {
                 keys: inner.keys(),
                 generation: Some(&self.id),
             })

@@ -90,7 +90,9 @@ impl HoldingKeys for LockKeys {
     }
 
     async fn verify(&self, token: &str) -> Result<bool> {
-        self.backend.run(LeaseVerifyStep(self.step(token))).await
+        self.backend
+            .run_idempotent(LeaseVerifyStep(self.step(token)))
+            .await
     }
 
     async fn release(&self, token: &str) -> Result<LeaseReleaseReply> {

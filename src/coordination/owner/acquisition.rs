@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Holding, HoldingKeys, ReleaseOnDrop, ReleaseStage};
+use crate::backend::redis::Resends;
 use crate::coordination::Attempt;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -37,6 +38,9 @@ pub(crate) struct Sent<K: HoldingKeys, G> {
     in_flight: ReleaseOnDrop<K>,
     /// When the request was sent: the estimate of a grant counts from here.
     sent_at: Instant,
+    /// Whether an earlier delivery of it was lost on the way: it may still land (before its
+    /// deadline), so an answer that took nothing leaves the background release armed.
+    after_uncertain: bool,
 }
 
 /// Sends an acquisition for `token` with `send`, which gets the server time (ms since the
@@ -44,13 +48,18 @@ pub(crate) struct Sent<K: HoldingKeys, G> {
 /// type-erased: the backend's future is a deeply nested type, which an application spawning
 /// acquisitions would otherwise have to raise its recursion limit for.
 ///
-/// A failure that certainly changed nothing is returned as is. One that may have applied (or
-/// the future dropped mid-flight) leaves a background release of `token`, which waits until
-/// the deadline has certainly passed on the server, so the request cannot land after it.
+/// A failure that certainly changed nothing is returned as is. One lost on the way (no
+/// reply in time, a connection lost mid-flight) is sent again, with the same token and
+/// deadline, within the transient-retry bound: an acquisition that finds its own token is a
+/// grant, so a delivery that landed twice takes once, and a failover or a cut connection
+/// costs latency, not an error. One that may have applied and is not sent again (or the
+/// future dropped mid-flight) leaves a background release of `token`, which waits until the
+/// deadline has certainly passed on the server, so the request cannot land after it; so
+/// does an answer that took nothing after an earlier delivery was lost.
 pub(crate) async fn send_acquisition<'a, K, G>(
     keys: &Arc<K>,
     token: &str,
-    send: impl FnOnce(u64) -> Pin<Box<dyn Future<Output = Result<Acquisition<G>>> + Send + 'a>>,
+    mut send: impl FnMut(u64) -> Pin<Box<dyn Future<Output = Result<Acquisition<G>>> + Send + 'a>>,
 ) -> Result<Sent<K, G>>
 where
     K: HoldingKeys,
@@ -60,24 +69,47 @@ where
     let deadline = backend.acquire_deadline().await?;
     let in_flight = ReleaseOnDrop::arm(keys, token, ReleaseStage::UncertainAcquire)
         .not_before(backend, deadline);
-    let sent_at = Instant::now();
-    match send(deadline.map_or(0, |deadline| deadline.server_ms)).await {
-        Ok(reply) => Ok(Sent {
-            reply,
-            in_flight,
-            sent_at,
-        }),
-        Err(err) if !err.may_have_applied() => {
-            in_flight.disarm();
-            tracing::debug!(keys = %keys, error = %err, "{} acquisition failed; nothing changed", K::WHAT);
-            Err(err)
+    let not_after_ms = deadline.map_or(0, |deadline| deadline.server_ms);
+    let mut lost: Option<Error> = None;
+    let mut resends = Resends::new();
+    loop {
+        let sent_at = Instant::now();
+        let err = match (send(not_after_ms).await, lost) {
+            // Too late to take anything now, but an earlier delivery may have.
+            (Ok(Acquisition::Late), Some(lost)) => return Err(uncertain(keys, in_flight, lost)),
+            (Ok(reply), lost) => {
+                return Ok(Sent {
+                    reply,
+                    in_flight,
+                    sent_at,
+                    after_uncertain: lost.is_some(),
+                });
+            }
+            (Err(err), None) if !err.may_have_applied() => {
+                in_flight.disarm();
+                tracing::debug!(keys = %keys, error = %err, "{} acquisition failed; nothing changed", K::WHAT);
+                return Err(err);
+            }
+            // The lost delivery's failure is the caller's answer, whatever came after it.
+            (Err(err), Some(first)) if !err.may_have_applied() => {
+                return Err(uncertain(keys, in_flight, first));
+            }
+            (Err(err), _) => err,
+        };
+        if !backend.resend_after(&mut resends, &err).await {
+            return Err(uncertain(keys, in_flight, err));
         }
-        Err(err) => {
-            tracing::debug!(keys = %keys, error = %err, "{} acquisition uncertain; releasing its token once its deadline has passed", K::WHAT);
-            drop(in_flight);
-            Err(err)
-        }
+        tracing::debug!(keys = %keys, error = %err, "{} acquisition lost on the way; sending it again", K::WHAT);
+        lost = Some(err);
     }
+}
+
+/// The answer to an acquisition whose outcome stays uncertain: `err`, once `in_flight` is
+/// dropped, releasing the token in the background once its deadline has passed.
+fn uncertain<K: HoldingKeys>(keys: &Arc<K>, in_flight: ReleaseOnDrop<K>, err: Error) -> Error {
+    tracing::debug!(keys = %keys, error = %err, "{} acquisition uncertain; releasing its token once its deadline has passed", K::WHAT);
+    drop(in_flight);
+    err
 }
 
 impl<K: HoldingKeys, G> Sent<K, G> {
@@ -98,7 +130,17 @@ impl<K: HoldingKeys, G> Sent<K, G> {
             reply,
             in_flight,
             sent_at,
+            after_uncertain,
         } = self;
+        // An answer that took nothing after an earlier delivery was lost: that delivery may
+        // still land before its deadline, and its token must go then.
+        let took_nothing = |in_flight: ReleaseOnDrop<K>| {
+            if after_uncertain {
+                drop(in_flight);
+            } else {
+                in_flight.disarm();
+            }
+        };
         match reply {
             Acquisition::Granted(extra) => {
                 let expiry = expiry_ms.map(Duration::from_millis);
@@ -111,20 +153,20 @@ impl<K: HoldingKeys, G> Sent<K, G> {
                 }
             }
             Acquisition::Busy { retry_after_ms } => {
-                in_flight.disarm();
+                took_nothing(in_flight);
                 tracing::debug!(keys = %keys, retry_after_ms, "{} busy", K::WHAT);
                 Ok(Attempt::Busy {
                     retry_after: retry_after_ms.map(Duration::from_millis),
                 })
             }
             Acquisition::Late => {
-                in_flight.disarm();
+                took_nothing(in_flight);
                 keys.backend().deadline_missed();
                 tracing::debug!(keys = %keys, "{} acquisition arrived after its deadline; nothing changed", K::WHAT);
                 Err(arrived_late())
             }
             Acquisition::Refused(err) => {
-                in_flight.disarm();
+                took_nothing(in_flight);
                 tracing::debug!(keys = %keys, error = %err, "{} acquisition refused", K::WHAT);
                 Err(err)
             }

@@ -122,8 +122,13 @@ impl ReadWriteLock {
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe in effect: the step is never sent twice, and if the future is dropped
-    /// after it was sent (or its answer is lost), a lease it may have been granted is released
+    /// A step whose answer is lost on the way (no reply in time, a connection lost
+    /// mid-flight) is sent again, with the same owner token and deadline, while the
+    /// backend's `transient_retry` lasts: a delivery that finds its own token is a grant, so
+    /// this costs latency and grants once.
+    ///
+    /// Cancel safe in effect: if the future is dropped after the step was sent (or its
+    /// answer stays unknown), a lease it may have been granted is released
     /// by owner token in the background, once the step's deadline on the server has passed
     /// so that a late delivery cannot take it again.
     pub async fn try_read(&self, lease: Duration) -> Result<RwAttempt> {
@@ -326,7 +331,10 @@ impl HoldingKeys for RwKeys {
     }
 
     async fn verify(&self, token: &str) -> Result<bool> {
-        let held = self.backend.run(RwVerifyStep(self.step(token))).await?;
+        let held = self
+            .backend
+            .run_idempotent(RwVerifyStep(self.step(token)))
+            .await?;
         Ok(held != RwHeld::Nothing)
     }
 

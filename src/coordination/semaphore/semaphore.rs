@@ -119,9 +119,14 @@ impl Semaphore {
     ///
     /// # Cancel safety
     ///
+    /// A request whose answer is lost on the way (no reply in time, a connection lost
+    /// mid-flight) is sent again, with the same owner token and deadline, while the
+    /// backend's `transient_retry` lasts: a delivery that finds its own token is a grant, so
+    /// a failover or a cut connection costs latency, and grants one permit.
+    ///
     /// Cancel safe in effect: if the future is dropped after the request was sent, or the
-    /// outcome is unknown ([`is_outcome_uncertain`](crate::Error::is_outcome_uncertain), or
-    /// a server error reply, which may follow writes), a background release of the permit's
+    /// outcome stays unknown ([`is_outcome_uncertain`](crate::Error::is_outcome_uncertain),
+    /// or a server error reply, which may follow writes), a background release of the permit's
     /// token is spawned before the error is returned, so a permit granted without an answer
     /// does not stay taken; its expiry is the fallback if that release fails too. On Redis the
     /// request carries a deadline on the server's clock and the release waits until it has

@@ -70,7 +70,7 @@ impl PermitSets {
     /// The live permits of each set, in the order of the keys.
     pub(super) async fn held(&self) -> Result<Vec<u32>> {
         self.backend
-            .run(SemaphoreHeldStep { keys: &self.keys })
+            .run_idempotent(SemaphoreHeldStep { keys: &self.keys })
             .await
     }
 
@@ -104,7 +104,9 @@ impl HoldingKeys for PermitSets {
     }
 
     async fn verify(&self, token: &str) -> Result<bool> {
-        self.backend.run(PermitVerifyStep(self.step(token))).await
+        self.backend
+            .run_idempotent(PermitVerifyStep(self.step(token)))
+            .await
     }
 
     async fn release(&self, token: &str) -> Result<bool> {
