@@ -1050,6 +1050,67 @@ async fn waiting_acquisitions_ride_out_a_slot_move() {
         .await;
 }
 
+/// An acquisition delivered twice answers the counter's value as its token, checked as a
+/// new acquisition checks it: the largest token is granted again, and a counter that is not
+/// a decimal integer without expiry is corrupt state (the script run as the crate sends it,
+/// with the held lease's owner token).
+#[tokio::test]
+async fn a_duplicate_acquisition_checks_the_counter() {
+    let server = support::shared(ServerKind::Redis7);
+    let backend = RedisBackend::standalone(server.url())
+        .key_prefix(unique_prefix("dup-counter"))
+        .connect()
+        .await
+        .expect("connect");
+    let coordination = Coordination::from(backend.clone());
+    let lock = FencedLock::named(&coordination, "dup");
+    let lease = acquired(&lock, MINUTE).await;
+    let acquire = leasehold::backend::redis::Script::new(
+        "fenced_lock_acquire",
+        concat!(
+            include_str!("../src/backend/steps/fenced_lock/fenced_lock.lua"),
+            include_str!("../src/backend/steps/fenced_lock/fenced_lock_acquire.lua")
+        ),
+    );
+    // The counter as a string with an expiry (0: none), or as a hash.
+    let put = leasehold::backend::redis::Script::new(
+        "put",
+        "redis.call('DEL', KEYS[1]) \
+         if ARGV[1] == 'hash' then return redis.call('HSET', KEYS[1], 'f', 'v') end \
+         redis.call('SET', KEYS[1], ARGV[1]) \
+         if ARGV[2] ~= '0' then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end \
+         return 1",
+    );
+    let keys = [lock.lease_key(), lock.counter_key()];
+    for (counter, expiry_ms, answer) in [
+        ("9223372036854775807", 0, "acquired"),
+        ("12x", 0, "corrupt"),
+        ("0", 0, "corrupt"),
+        ("5", 0, "acquired"),
+        ("5", 60_000, "corrupt"),
+        ("hash", 0, "corrupt"),
+    ] {
+        let _: i64 = backend
+            .eval(&put, &[lock.counter_key()], (counter, expiry_ms))
+            .await
+            .expect("put");
+        let reply: Vec<String> = backend
+            .eval(&acquire, &keys, (lease.owner_token(), 60_000, 0))
+            .await
+            .expect("eval");
+        let expected: &[&str] = if answer == "acquired" {
+            &["acquired", counter]
+        } else {
+            &["corrupt", "2"]
+        };
+        assert_eq!(
+            &reply[..expected.len().min(reply.len())],
+            expected,
+            "counter {counter} (expiry {expiry_ms} ms): {reply:?}"
+        );
+    }
+}
+
 /// Four holders, each with a handle of its own, take turns at one lock while the
 /// Sentinel primary is killed and its replica elected: latency, not errors (the failover
 /// within `transient_retry`), and no two holders at once, except where a grant the old primary

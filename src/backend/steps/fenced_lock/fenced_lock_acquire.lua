@@ -29,13 +29,40 @@ if ARGV[3] ~= '0' then
     end
 end
 
+-- The counter's value as a digit string (false when absent), or nil and why KEYS[2] is
+-- corrupt: a counter is a string of decimal digits, as INCR reads them, without expiry.
+local function counter()
+    local kind = redis.call('TYPE', KEYS[2])['ok']
+    if kind == 'none' then
+        return false
+    end
+    if kind ~= 'string' then
+        return nil, 'the counter key holds a ' .. kind .. ', not a counter'
+    end
+    local value = redis.call('GET', KEYS[2])
+    if string.sub(value, 1, 1) == '-' then
+        return nil, 'the counter is negative'
+    end
+    -- Digits only, as INCR reads them: no sign, space, point or leading zero.
+    if value ~= '0' and not string.find(value, '^[1-9][0-9]*$') then
+        return nil, 'the counter is not a decimal integer'
+    end
+    if redis.call('PTTL', KEYS[2]) ~= -1 then
+        return nil, 'the counter has an expiry, so its history could be lost'
+    end
+    return value
+end
+
 local owner, kind = lease_owner(KEYS[1])
 if owner == nil then
     return corrupt_lease(kind)
 end
 if owner == ARGV[1] then
-    local token = redis.call('GET', KEYS[2])
-    if not token then
+    local token, problem = counter()
+    if token == nil then
+        return {'corrupt', 2, problem}
+    end
+    if not token or token == '0' then
         return {'corrupt', 2, 'the counter of a held lease is gone'}
     end
     return {'acquired', token}
@@ -58,25 +85,12 @@ local function below(value, limit)
     return false
 end
 
-local counter_kind = redis.call('TYPE', KEYS[2])['ok']
-if counter_kind ~= 'none' then
-    if counter_kind ~= 'string' then
-        return {'corrupt', 2, 'the counter key holds a ' .. counter_kind .. ', not a counter'}
-    end
-    local value = redis.call('GET', KEYS[2])
-    if string.sub(value, 1, 1) == '-' then
-        return {'corrupt', 2, 'the counter is negative'}
-    end
-    -- Digits only, as INCR reads them: no sign, space, point or leading zero.
-    if value ~= '0' and not string.find(value, '^[1-9][0-9]*$') then
-        return {'corrupt', 2, 'the counter is not a decimal integer'}
-    end
-    if not below(value, I64_MAX) then
-        return {'corrupt', 2, 'the counter has reached the largest fencing token'}
-    end
-    if redis.call('PTTL', KEYS[2]) ~= -1 then
-        return {'corrupt', 2, 'the counter has an expiry, so its history could be lost'}
-    end
+local value, problem = counter()
+if value == nil then
+    return {'corrupt', 2, problem}
+end
+if value and not below(value, I64_MAX) then
+    return {'corrupt', 2, 'the counter has reached the largest fencing token'}
 end
 
 redis.call('INCR', KEYS[2])

@@ -33,10 +33,10 @@ impl MemoryStep for FencedAcquireStep<'_> {
                 // its lease stands, so the counter is its token.
                 Lease::Owner(owner, _) if owner == step.token => {
                     return match counter(store, &counter_key, now, step.counter_key)? {
-                        Some(token) => Ok(FencedAcquireReply::Acquired {
+                        Some(token) if token > 0 => Ok(FencedAcquireReply::Acquired {
                             fencing_token: token.unsigned_abs(),
                         }),
-                        None => Err(Error::corrupt_state(
+                        _ => Err(Error::corrupt_state(
                             step.counter_key,
                             "the counter of a held lease is gone",
                         )),
@@ -50,12 +50,18 @@ impl MemoryStep for FencedAcquireStep<'_> {
                 Lease::None => {}
             }
             let counter = counter(store, &counter_key, now, step.counter_key)?;
+            if counter == Some(i64::MAX) {
+                return Err(Error::corrupt_state(
+                    step.counter_key,
+                    "the counter has reached the largest fencing token",
+                ));
+            }
             let deadline = clock::after(now, step.lease_ms, "a lease")?;
             // Both keys, or neither: a counter stored without its lease would be a gap, but a
             // lease refused after its counter moved must not be reported as granted.
             let new_keys = 1 + usize::from(counter.is_none());
             store.ensure_room_for(new_keys, now)?;
-            // Below i64::MAX, checked by `counter`.
+            // Below i64::MAX, checked above.
             let next = counter.unwrap_or(0) + 1;
             store.insert(&counter_key, Value::Int(next), None, now)?;
             store.insert(
@@ -139,14 +145,14 @@ fn is_owner(store: &mut Store, key: &[u8], now: Instant, step: LeaseStep<'_>) ->
 }
 
 /// The counter's value, `None` when absent; corrupt state unless it is an integer from 0 to
-/// `i64::MAX - 1` without expiry, as the Lua script requires.
+/// `i64::MAX` without expiry, as the Lua script requires (a new token needs one below
+/// `i64::MAX`).
 fn counter(store: &mut Store, key: &[u8], now: Instant, user_key: &[u8]) -> Result<Option<i64>> {
     let Some(entry) = store.get_mut(key, now) else {
         return Ok(None);
     };
     let reason = match entry.value {
         Value::Int(value) if value < 0 => "the counter is negative",
-        Value::Int(i64::MAX) => "the counter has reached the largest fencing token",
         Value::Int(_) if entry.expires_at().is_some() => {
             "the counter has an expiry, so its history could be lost"
         }
@@ -213,6 +219,25 @@ mod tests {
             FencedAcquireReply::Held { .. }
         ));
         assert_eq!(stored(&backend, COUNTER), Some((Value::Int(1), None)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_duplicate_of_the_largest_token_is_granted_and_a_bad_counter_is_corrupt() {
+        let backend = MemoryBackend::new();
+        put(&backend, COUNTER, Value::Int(i64::MAX - 1), None);
+        let largest = FencedAcquireReply::Acquired {
+            fencing_token: i64::MAX.unsigned_abs(),
+        };
+        assert_eq!(acquire(&backend, "a").expect("acquire"), largest);
+        assert_eq!(acquire(&backend, "a").expect("again"), largest);
+        for (value, expiry) in [
+            (Value::Int(0), None),
+            (Value::Int(5), Some(Duration::from_secs(60))),
+        ] {
+            put(&backend, COUNTER, value, expiry);
+            let err = acquire(&backend, "a").expect_err("corrupt");
+            assert_eq!(err.kind(), ErrorKind::CorruptState);
+        }
     }
 
     #[tokio::test(start_paused = true)]
