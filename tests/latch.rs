@@ -68,6 +68,24 @@ async fn a_generation_counts_down_to_zero_and_refuses_more(target: Target) {
     assert!(empty.wait().await.expect("wait"));
 }
 
+scenario!(the_latest_completions_are_remembered_and_no_more);
+
+/// A latch remembers its latest `COMPLETIONS_KEPT` completed generations, whether a
+/// count-down completed them or they started complete, and forgets the oldest beyond.
+async fn the_latest_completions_are_remembered_and_no_more(target: Target) {
+    let coordination = target.coordination("latch-kept").await;
+    let latch = CountdownLatch::named(&coordination, "kept");
+    let first = latch.reset(1, None).await.expect("reset");
+    assert_eq!(count_down(&first).await, 0);
+    let mut rounds = vec![first];
+    for _ in 0..leasehold::coordination::latch::COMPLETIONS_KEPT {
+        rounds.push(latch.reset(0, None).await.expect("reset"));
+    }
+    assert_eq!(rounds[0].count().await.expect("count"), None, "forgotten");
+    assert_eq!(rounds[1].count().await.expect("count"), Some(0));
+    assert!(rounds[1].wait().await.expect("wait"));
+}
+
 scenario!(a_reset_makes_the_old_generation_stale);
 
 async fn a_reset_makes_the_old_generation_stale(target: Target) {

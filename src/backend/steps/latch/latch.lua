@@ -9,9 +9,10 @@
 --                     so that a count-down delivered twice counts once and answers the same;
 --          with the expiry its creator gave it, or none.
 -- KEYS[2]  the latch's completions, in KEYS[1]'s slot: a sorted set of the generations that
---          completed, each scored by when (ms since the epoch, server clock), and beside each
---          one that a count-down completed, '<generation>|<count-down id>'. Kept for a time
---          after the latest completion, and for a number of generations, both given by the
+--          completed, each scored by when (microseconds since the epoch, server clock),
+--          and beside each '<generation>|<count-down id>', the count-down that completed it
+--          (an empty id when it started complete): two members per generation. Kept for a
+--          time after the latest completion, and for a number of generations, both given by the
 --          scripts that write it; so a waiter that reads after a reset or an expiry still
 --          learns that its generation completed.
 --
@@ -65,15 +66,17 @@ end
 -- complete); then forgets the completions older than `keep_ms` and all but the latest
 -- `most` generations', and lets the record go `keep_ms` after this one.
 local function record_completion(gen, id, keep_ms, most)
+    -- In microseconds, exact in a double: completions in the same millisecond are still
+    -- told apart by age, so the cap forgets the oldest.
     local time = redis.call('TIME')
-    local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
     local at = string.format('%.0f', now)
+    -- Two members per generation, side by side in the set's order (same score, and the
+    -- generation's fixed-length id first): trimming an even number of the oldest members
+    -- forgets whole generations.
     redis.call('ZADD', KEYS[2], at, gen)
-    if id then
-        redis.call('ZADD', KEYS[2], at, gen .. '|' .. id)
-    end
-    redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. string.format('%.0f', now - keep_ms))
-    -- Two members at most per generation.
+    redis.call('ZADD', KEYS[2], at, gen .. '|' .. (id or ''))
+    redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. string.format('%.0f', now - keep_ms * 1000))
     redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -(2 * most) - 1)
     redis.call('PEXPIRE', KEYS[2], keep_ms)
 end

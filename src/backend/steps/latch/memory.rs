@@ -21,7 +21,7 @@ impl MemoryStep for LatchSetStep<'_> {
         let keys = Physical::of(memory, self.keys);
         memory.step(|store, now| {
             let exists = latch(store, &keys, self.keys, now)?.is_some();
-            completions(store, &keys, self.keys, now)?;
+            let remembered = completions(store, &keys, self.keys, now)?.is_some();
             if exists && !self.replace {
                 return Ok(LatchSetReply::Exists);
             }
@@ -29,8 +29,11 @@ impl MemoryStep for LatchSetStep<'_> {
                 None => None,
                 Some(ms) => Some(clock::after(now, ms, "a latch expiry")?),
             };
-            if !exists {
-                store.ensure_room_for(1, now)?;
+            // Room for every key this step creates before anything changes: a latch
+            // created complete and not remembered without its completion.
+            let new_keys = usize::from(!exists) + usize::from(self.count == 0 && !remembered);
+            if new_keys > 0 {
+                store.ensure_room_for(new_keys, now)?;
             }
             let latch = Value::Latch {
                 generation: self.generation.to_owned(),
@@ -307,6 +310,20 @@ mod tests {
                 generation: "b".to_owned(),
                 count: 1
             })
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_latch_created_complete_without_room_for_its_completion_is_not_created() {
+        let backend = MemoryBackend::builder().max_keys(1).build().expect("valid");
+        let err = backend
+            .run(set("a", 0, false))
+            .expect_err("two keys, room for one");
+        assert_eq!(err.kind(), crate::ErrorKind::CapacityExceeded);
+        assert_eq!(backend.run(read(None)).expect("read"), LatchRead::None);
+        assert_eq!(
+            backend.run(set("a", 1, false)).expect("one key"),
+            LatchSetReply::Set
         );
     }
 
