@@ -318,6 +318,32 @@ async fn the_field_expiry_probe_runs_again_on_a_new_connection() {
     .await;
 }
 
+/// The field-expiry probe's answer is kept for the connection when it is yes, and asked
+/// again when it is no (the server may change behind the same address): counted by the
+/// server's `COMMAND INFO` calls, on private servers.
+#[tokio::test]
+async fn a_yes_from_the_field_expiry_probe_is_kept_and_a_no_asked_again() {
+    for (kind, has, probes) in [
+        (support::ServerKind::Redis8, true, 1),
+        (support::ServerKind::Redis7, false, 2),
+    ] {
+        let server = support::Server::start(kind, &[]);
+        let backend = leasehold::backend::redis::RedisBackend::standalone(server.url())
+            .key_prefix(support::unique_prefix("hash-probe"))
+            .connect()
+            .await
+            .expect("connect");
+        let before = support::target::command_calls(&server, "command|info");
+        assert_eq!(backend.hash_field_expiry().await.expect("probe"), has);
+        assert_eq!(backend.hash_field_expiry().await.expect("again"), has);
+        assert_eq!(
+            support::target::command_calls(&server, "command|info") - before,
+            probes,
+            "{kind:?}"
+        );
+    }
+}
+
 /// Four holders with handles of their own take turns at one field lease while the hash's
 /// slot moves from master to master (a Redis 8 cluster: hash field expiry): latency, not
 /// errors, never two holders at once, and the field keeps its expiry through the migration.
@@ -394,8 +420,9 @@ async fn a_waiter_is_woken_by_the_hash_and_at_the_fields_expiry() {
     // The waiter's first attempt, refused.
     let before = scripts();
     eventually("the waiter tries", async || scripts() > before).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // One script per attempt: its field's time left is read without one.
     let settled = scripts();
+    assert_eq!(settled, before + 1, "one attempt");
     // Another field's change: the waiter tries again at once (two scripts are ours).
     let mut other = acquired(&hash, b"other", MINUTE).await;
     assert_eq!(other.release().await.expect("release"), Release::Released);

@@ -486,6 +486,7 @@ async fn a_count_down_without_an_answer_for_the_bound_is_uncertain_and_counts_on
     let (behind, generation, observer) = uncertain_setup("latch-uncertain").await;
     let before = scripts_run(&behind);
 
+    behind.proxy.take_delivered();
     behind.proxy.stall();
     let started = Instant::now();
     let err = generation
@@ -501,8 +502,19 @@ async fn a_count_down_without_an_answer_for_the_bound_is_uncertain_and_counts_on
     assert!(err.is_unavailable());
     behind.proxy.pass();
 
-    eventually("the held count-downs land", async || {
-        scripts_run(&behind) >= before + 2
+    // Every delivery the client sent reaches the server, and runs, before the count is read.
+    eventually("the held count-downs are delivered", async || {
+        behind.proxy.bytes(Direction::ToServer) == behind.proxy.bytes_received(Direction::ToServer)
+    })
+    .await;
+    let delivered = behind.proxy.take_delivered();
+    let sent = delivered
+        .windows(b"EVALSHA".len())
+        .filter(|window| window.eq_ignore_ascii_case(b"EVALSHA"))
+        .count() as u64;
+    assert!(sent >= 2, "sent again: {sent} deliveries");
+    eventually("the held count-downs run", async || {
+        scripts_run(&behind) == before + sent
     })
     .await;
     assert_eq!(

@@ -13,7 +13,8 @@ use crate::coordination::ownership::{LossReason, OwnershipLost};
 /// stopped (see [`Lease::while_held`](super::Lease::while_held)).
 ///
 /// Answers `503 Service Unavailable` with `Retry-After: 1` and a generic body: the request
-/// may be tried again, and the reason goes to the log, not to the client.
+/// may be tried again, and the reason goes to the log (the loss at `WARN` when the keeper
+/// finds it, the stopped work at `DEBUG`), not to the client.
 ///
 /// # Example
 ///
@@ -53,7 +54,9 @@ impl std::error::Error for HoldingLost {}
 
 impl IntoResponse for HoldingLost {
     fn into_response(self) -> Response {
-        tracing::warn!(reason = %self.reason, "a handler's lease or permit was lost; its work was stopped");
+        // The loss itself is logged where it is found, once per holding (the keeper's
+        // warning); an outage that loses many would otherwise log twice per request.
+        tracing::debug!(reason = %self.reason, "a handler's lease or permit was lost; its work was stopped");
         let mut response = (
             StatusCode::SERVICE_UNAVAILABLE,
             "The work was stopped: its lease was lost.",
