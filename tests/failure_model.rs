@@ -705,8 +705,7 @@ async fn redis_out_of_memory_gets_503_under_fail_open_on_every_fixed_window_path
             each_route(addr).await.iter().all(|r| r.status == 200),
             "{what}"
         );
-        let () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
-        let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
+        server.out_of_memory(true);
         let err = FixedWindow::new(&coordination, "rate", 1000, Duration::from_secs(60))
             .expect("valid")
             .try_acquire(b"global", permits)

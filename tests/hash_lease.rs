@@ -247,8 +247,7 @@ async fn out_of_memory_refuses_new_leases_and_renews_held_ones() {
             .into();
     let hash = LeaseHash::named(&coordination, "oom");
     let mut held = acquired(&hash, b"held", MINUTE).await;
-    let () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
-    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
+    server.out_of_memory(true);
     let err = hash
         .try_acquire("new", MINUTE)
         .await
@@ -257,7 +256,7 @@ async fn out_of_memory_refuses_new_leases_and_renews_held_ones() {
     assert!(err.is_refused() && !err.is_outcome_uncertain(), "{err}");
     assert!(held.renew(MINUTE).await.expect("renewed out of memory"));
     assert_eq!(held.release().await.expect("released"), Release::Released);
-    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+    server.out_of_memory(false);
 }
 
 /// An ACL that denies `HPEXPIREAT` (as a node of an older version in a cluster refuses it):

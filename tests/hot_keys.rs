@@ -588,8 +588,7 @@ async fn out_of_memory_refuses_reservations_and_held_permits_are_granted() {
         .into();
     let limiter = tiered(&coordination, 1_000, MINUTE, 10);
     assert!(granted(&limiter, 1).await);
-    let () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
-    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
+    server.out_of_memory(true);
     // Held: granted, though the next batch (asked at 2 left) is refused.
     for _ in 0..10 {
         assert!(granted(&limiter, 1).await);

@@ -632,8 +632,7 @@ async fn out_of_memory_refuses_new_generations_and_counts_down_running_ones() {
     let running = CountdownLatch::named(&coordination, "running");
     let generation = running.reset(2, None).await.expect("reset");
     let fresh = CountdownLatch::named(&coordination, "fresh");
-    let () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
-    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
+    server.out_of_memory(true);
     let refusals = [
         fresh.create(1, None).await.map(drop),
         fresh.reset(1, None).await.map(drop),
@@ -647,7 +646,7 @@ async fn out_of_memory_refuses_new_generations_and_counts_down_running_ones() {
     assert_eq!(count_down(&generation).await, 1);
     assert_eq!(count_down(&generation).await, 0);
     assert!(generation.wait().await.expect("wait"));
-    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+    server.out_of_memory(false);
     assert!(
         fresh.join().await.expect("join").is_none(),
         "nothing started"
@@ -663,6 +662,51 @@ async fn out_of_memory_refuses_new_generations_and_counts_down_running_ones() {
     );
 }
 
+/// A round counted down while `disruption` runs: four participants (the first four
+/// `handles`) count the generation `round` (already reset to `4 * each`) down `each` times
+/// with `pause` between, while the fifth handle waits for it. Every count-down must be
+/// answered (latency, not errors). Returns the waiter, to learn the completion.
+async fn count_down_while(
+    handles: &[Coordination],
+    each: u64,
+    pause: Duration,
+    disruption: impl std::future::Future<Output = ()>,
+) -> tokio::task::JoinHandle<leasehold::Result<bool>> {
+    let waiter = CountdownLatch::named(&handles[4], "round")
+        .join()
+        .await
+        .expect("join")
+        .expect("started");
+    let waiting = tokio::spawn(async move { waiter.wait().await });
+    let counting: Vec<_> = handles[..4]
+        .iter()
+        .map(|coordination| {
+            let latch = CountdownLatch::named(coordination, "round");
+            tokio::spawn(async move {
+                let generation = latch.join().await.expect("join").expect("started");
+                for _ in 0..each {
+                    generation.count_down().await.expect("counted");
+                    tokio::time::sleep(pause).await;
+                }
+            })
+        })
+        .collect();
+    disruption.await;
+    for participant in counting {
+        participant.await.expect("every count-down counted");
+    }
+    waiting
+}
+
+/// The waiter of [`count_down_while`] learns that its round completed.
+async fn completes(waiting: tokio::task::JoinHandle<leasehold::Result<bool>>) {
+    let completed = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the waiter learns it")
+        .expect("the waiter");
+    assert!(completed.expect("wait"));
+}
+
 /// Four participants with handles of their own count one generation down while its slot
 /// moves from master to master, and a waiter on another handle waits for it: every
 /// count-down counts once (latency, not errors), the count ends exactly at zero, and the
@@ -672,38 +716,13 @@ async fn count_downs_ride_out_a_slot_move() {
     const EACH: u64 = 100;
     let cluster = std::sync::Arc::new(support::Cluster::start(support::ServerKind::Redis7));
     let handles = cluster.handles("latch-slot-move", 5).await;
-    let latch = CountdownLatch::named(&handles[0], "moving");
+    let latch = CountdownLatch::named(&handles[0], "round");
     let slot = leasehold::backend::key_slot(&physical(&handles[0], &latch));
     let generation = latch.reset(4 * EACH, None).await.expect("reset");
-    let waiter = CountdownLatch::named(&handles[4], "moving")
-        .join()
-        .await
-        .expect("join")
-        .expect("started");
-    let waiting = tokio::spawn(async move { waiter.wait().await });
-    let counting: Vec<_> = handles[..4]
-        .iter()
-        .map(|coordination| {
-            let latch = CountdownLatch::named(coordination, "moving");
-            tokio::spawn(async move {
-                let generation = latch.join().await.expect("join").expect("started");
-                for _ in 0..EACH {
-                    generation.count_down().await.expect("counted");
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            })
-        })
-        .collect();
-    cluster.move_slot_around(slot, 3).await;
-    for participant in counting {
-        participant.await.expect("every count-down counted");
-    }
+    let moving = cluster.move_slot_around(slot, 3);
+    let waiting = count_down_while(&handles, EACH, Duration::from_millis(20), moving).await;
     assert_eq!(generation.count().await.expect("count"), Some(0));
-    let completed = tokio::time::timeout(Duration::from_secs(5), waiting)
-        .await
-        .expect("the waiter learns it")
-        .expect("the waiter");
-    assert!(completed.expect("wait"));
+    completes(waiting).await;
 }
 
 /// Four participants, each with a handle of its own, count one generation down while the
@@ -718,7 +737,7 @@ async fn count_downs_ride_out_a_sentinel_failover() {
     const EACH: u64 = 50;
     let setup = std::sync::Arc::new(support::SentinelSetup::start(support::ServerKind::Redis7));
     let handles = setup.handles("latch-failover", 5).await;
-    let latch = CountdownLatch::named(&handles[0], "failing-over");
+    let latch = CountdownLatch::named(&handles[0], "round");
     let generation = latch.reset(4 * EACH, None).await.expect("reset");
     let key = String::from_utf8(physical(&handles[0], &latch)).expect("an ASCII name");
     // The round is on the replica before the failover promotes it.
@@ -731,30 +750,11 @@ async fn count_downs_ride_out_a_sentinel_failover() {
         replica.cmd::<u64>(&["EXISTS", &key]) == 1
     })
     .await;
-    let waiter = CountdownLatch::named(&handles[4], "failing-over")
-        .join()
-        .await
-        .expect("join")
-        .expect("started");
-    let waiting = tokio::spawn(async move { waiter.wait().await });
-    let counting: Vec<_> = handles[..4]
-        .iter()
-        .map(|coordination| {
-            let latch = CountdownLatch::named(coordination, "failing-over");
-            tokio::spawn(async move {
-                let generation = latch.join().await.expect("join").expect("started");
-                for _ in 0..EACH {
-                    generation.count_down().await.expect("counted");
-                    tokio::time::sleep(Duration::from_millis(40)).await;
-                }
-            })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    setup.kill_primary().await;
-    for participant in counting {
-        participant.await.expect("every count-down counted");
-    }
+    let failover = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        setup.kill_primary().await;
+    };
+    let waiting = count_down_while(&handles, EACH, Duration::from_millis(40), failover).await;
     let left = generation.count().await.expect("count").expect("running");
     let fields: Vec<String> = setup.current_master().cmd(&["HKEYS", &key]);
     let recorded = fields
@@ -769,11 +769,7 @@ async fn count_downs_ride_out_a_sentinel_failover() {
     for _ in 0..left {
         generation.count_down().await.expect("counted");
     }
-    let completed = tokio::time::timeout(Duration::from_secs(5), waiting)
-        .await
-        .expect("the waiter learns it")
-        .expect("the waiter");
-    assert!(completed.expect("wait"));
+    completes(waiting).await;
 }
 
 scenario!(binary_names);

@@ -638,13 +638,12 @@ async fn out_of_memory_refuses_new_leases_and_renews_held_ones() {
     let other = ReadWriteLock::named(&coordination, "oom-new");
     let other_key = physical(&coordination, &other);
     let other_key = String::from_utf8(other_key).expect("a text key");
-    let () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
-    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
+    server.out_of_memory(true);
     for write in [false, true] {
         // A reader whose deadline (1 ms after the epoch) has passed: the step prunes it.
-        let () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+        server.out_of_memory(false);
         let _: i64 = server.cmd(&["ZADD", &other_key, "1", "r:expired"]);
-        let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
+        server.out_of_memory(true);
         let attempt = if write {
             other.try_write(MINUTE).await
         } else {
@@ -660,7 +659,7 @@ async fn out_of_memory_refuses_new_leases_and_renews_held_ones() {
     assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{err}");
     assert!(held.renew(MINUTE).await.expect("renewed out of memory"));
     assert!(held.release().await.expect("released out of memory"));
-    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+    server.out_of_memory(false);
 }
 
 /// A writer that waits with writer preference is woken by changes to the key, and its own

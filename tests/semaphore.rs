@@ -1137,13 +1137,12 @@ async fn out_of_memory_refuses_new_permits_and_renews_held_ones() {
     let other = Semaphore::new(&coordination, "new", 2).expect("valid");
     let other_key = physical(&coordination, &semaphore_key(b"new"));
     let other_key = String::from_utf8(other_key).expect("a text key");
-    let () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
     // An empty set, and one with a permit whose expiry (1 ms after the epoch) has passed.
     for expired in [false, true] {
         if expired {
             let _: i64 = server.cmd(&["ZADD", &other_key, "-2", "c", "1", "p:expired"]);
         }
-        let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
+        server.out_of_memory(true);
         let err = other
             .try_acquire(Some(MINUTE))
             .await
@@ -1155,19 +1154,19 @@ async fn out_of_memory_refuses_new_permits_and_renews_held_ones() {
             .await
             .expect_err("out of memory");
         assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{err}");
-        let () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+        server.out_of_memory(false);
         let members: Vec<String> = server.cmd(&["ZRANGE", &other_key, "0", "-1"]);
         let expected: &[&str] = if expired { &["c", "p:expired"] } else { &[] };
         assert_eq!(members, expected, "nothing changed");
     }
-    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
+    server.out_of_memory(true);
     assert!(
         held.renew(Some(MINUTE))
             .await
             .expect("renewed out of memory")
     );
     assert!(held.release().await.expect("released out of memory"));
-    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+    server.out_of_memory(false);
 }
 
 /// Four holders with handles of their own take turns at a semaphore of one permit while its

@@ -303,6 +303,13 @@ impl Server {
             .unwrap_or_else(|e| panic!("{:?} on {} at {}: {e}", args, self.kind, self.url()))
     }
 
+    /// Puts the server out of memory (`noeviction`, `maxmemory` of one byte: every command
+    /// that may grow memory is refused with `OOM`), or back in memory.
+    pub fn out_of_memory(&self, out: bool) {
+        let () = self.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+        let () = self.cmd(&["CONFIG", "SET", "maxmemory", if out { "1" } else { "0" }]);
+    }
+
     /// The `INFO <section>` field `field` (e.g. `("server", "redis_version")`).
     pub fn info_field(&self, section: &str, field: &str) -> Option<String> {
         let info: String = self.cmd(&["INFO", section]);
