@@ -15,6 +15,7 @@ static ACQUIRE: LazyLock<Script> = script!(
     writes,
     "rw_lease_acquire",
     "rw_lease.lua",
+    "../out_of_memory.lua",
     "rw_lease_acquire.lua"
 );
 static RENEW: LazyLock<Script> = script!(

@@ -76,13 +76,6 @@ local function prune(now)
     remove_range(PENDING, digits(PENDING + now))
 end
 
--- Refuses the script with the server's OOM error when it is out of memory, and changes
--- nothing: a write that only adds (ZADD XX of a member that never exists) is refused there,
--- and must come first, since any write lets the script's later ones past the refusal.
-local function refuse_when_out_of_memory()
-    redis.call('ZADD', KEYS[1], 'XX', 0, 'out-of-memory guard')
-end
-
 -- Removes every entry whose deadline is at or before `now`, with writes whatever they find:
 -- for a step that must pass when the server is out of memory (a renewal grows nothing, and
 -- refusing it would cost its holder the lease), since a write lets the script's later ones

@@ -33,7 +33,7 @@ if holder(ARGV[2], now) then
     return {'granted'}
 end
 -- Out of memory, no new lease, whatever the prune below would free.
-refuse_when_out_of_memory()
+refuse_when_out_of_memory(KEYS[1])
 
 -- Decided on the live entries; the new one is added before the expired ones are pruned, so
 -- that the set never empties between the two (see `members`).

@@ -15,6 +15,7 @@ static ACQUIRE: LazyLock<Script> = script!(
     writes,
     "semaphore_acquire",
     "semaphore.lua",
+    "../out_of_memory.lua",
     "semaphore_acquire.lua"
 );
 static RELEASE: LazyLock<Script> = script!(

@@ -70,13 +70,6 @@ local function inspect_all()
     return capacities, sizes
 end
 
--- Refuses the script with the server's OOM error when it is out of memory, and changes
--- nothing: a write that only adds (ZADD XX of a member that never exists) is refused there,
--- and must come first, since any write lets the script's later ones past the refusal.
-local function refuse_when_out_of_memory()
-    redis.call('ZADD', KEYS[1], 'XX', 0, 'out-of-memory guard')
-end
-
 -- Removes the expired permits; returns how many.
 local function prune(key, now)
     return redis.call('ZREMRANGEBYSCORE', key, 0, digits(now))

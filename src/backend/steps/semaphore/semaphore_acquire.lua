@@ -49,7 +49,7 @@ if holds then
 end
 
 -- Out of memory, no new permit, whatever the prune below would free.
-refuse_when_out_of_memory()
+refuse_when_out_of_memory(KEYS[1])
 
 local live = {}
 for i = 1, n do
