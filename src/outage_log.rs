@@ -29,6 +29,17 @@ pub(crate) enum Outcome {
     Refused,
 }
 
+impl Outcome {
+    /// A request answered `503`: for an unavailable backend, or one that refused.
+    pub(crate) fn answered_503(unavailable: bool) -> Outcome {
+        if unavailable {
+            Outcome::Unavailable
+        } else {
+            Outcome::Refused
+        }
+    }
+}
+
 /// The outage one layer, or the extractors, met: see the [module docs](self).
 #[derive(Debug, Default)]
 pub(crate) struct OutageLog {

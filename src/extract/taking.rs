@@ -35,12 +35,7 @@ where
     match &taken {
         Ok(_) | Err(Reason::Held { .. } | Reason::Full { .. }) => outages.decided(WHAT),
         Err(Reason::Unavailable(err)) => {
-            let outcome = if err.is_refused() {
-                Outcome::Refused
-            } else {
-                Outcome::Unavailable
-            };
-            outages.failed(WHAT, err, outcome);
+            outages.failed(WHAT, err, Outcome::answered_503(err.is_unavailable()));
         }
         Err(Reason::InvalidName(_) | Reason::Misconfigured(_)) => {}
     }

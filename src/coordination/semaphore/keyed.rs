@@ -154,10 +154,8 @@ impl KeyedSemaphore {
         key: &[u8],
         options: &ManagedOptions,
     ) -> Result<SemaphorePermit> {
-        options.validate()?;
         let (sets, capacities) = self.sets(key);
-        let expiry = Some(options.lease_duration());
-        SemaphorePermit::acquire(&Arc::new(sets), &capacities, expiry, options.poll()).await
+        SemaphorePermit::acquire_with(&Arc::new(sets), &capacities, options).await
     }
 
     /// The permits held now by the client key `key` and by all keys together (expired ones

@@ -219,6 +219,19 @@ impl SemaphorePermit {
         .await
     }
 
+    /// [`acquire`](Self::acquire) with the lease (as the expiry) and the poll interval of
+    /// `options`, validated first: what the [`Permit`](crate::extract::Permit) extractor
+    /// waits with, on either semaphore.
+    pub(super) async fn acquire_with(
+        sets: &Arc<PermitSets>,
+        capacities: &[u32],
+        options: &crate::coordination::ManagedOptions,
+    ) -> Result<SemaphorePermit> {
+        options.validate()?;
+        let expiry = Some(options.lease_duration());
+        Self::acquire(sets, capacities, expiry, options.poll()).await
+    }
+
     /// The holding, to be kept by a [`ManagedPermit`](super::ManagedPermit).
     pub(super) fn into_holding(self) -> Holding<PermitSets> {
         self.holding

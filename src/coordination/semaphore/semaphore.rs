@@ -159,9 +159,7 @@ impl Semaphore {
     /// `options`, validated first: what the [`Permit`](crate::extract::Permit) extractor
     /// waits with.
     pub(crate) async fn acquire_with(&self, options: &ManagedOptions) -> Result<SemaphorePermit> {
-        options.validate()?;
-        let expiry = Some(options.lease_duration());
-        SemaphorePermit::acquire(&self.sets, &[self.capacity], expiry, options.poll()).await
+        SemaphorePermit::acquire_with(&self.sets, &[self.capacity], options).await
     }
 
     /// The permits held now (expired ones are not counted), whatever capacity they were

@@ -67,8 +67,7 @@ impl Failure {
         let verdict = policy.verdict(unavailable, self.retry_hint());
         let outcome = match verdict {
             Verdict::Pass => Outcome::FailedOpen,
-            Verdict::Unavailable(_) if unavailable => Outcome::Unavailable,
-            Verdict::Unavailable(_) => Outcome::Refused,
+            Verdict::Unavailable(_) => Outcome::answered_503(unavailable),
         };
         outages.failed(limit, self, outcome);
         verdict
