@@ -140,6 +140,7 @@ pub mod extract;
 mod jitter;
 pub mod layer;
 mod outage_log;
+mod retry_after;
 mod time;
 
 pub use coordination::Coordination;

@@ -107,11 +107,8 @@ async fn once<T>(
 /// (a second when unknown), at most `longest`, and at least a second (`Retry-After: 0`
 /// invites an immediate retry).
 fn retry_after_of(left: Option<Duration>, longest: Option<Duration>) -> Duration {
-    let second = Duration::from_secs(1);
-    let left = left.unwrap_or(second);
-    longest
-        .map_or(left, |longest| left.min(longest))
-        .max(second)
+    let left = left.unwrap_or(crate::retry_after::SHORTEST);
+    crate::retry_after::at_least_a_second(Some(longest.map_or(left, |longest| left.min(longest))))
 }
 
 /// The name a request gave, as it is stored: refused when empty, and with its braces

@@ -64,8 +64,9 @@ impl FailurePolicy {
             FailurePolicy::FailOpen => Duration::from_secs(1),
             FailurePolicy::FailClosed { retry_after } => retry_after,
         };
-        // At least a second: `Retry-After: 0` invites an immediate retry.
-        Verdict::Unavailable(hint.unwrap_or(retry_after).max(Duration::from_secs(1)))
+        Verdict::Unavailable(crate::retry_after::at_least_a_second(
+            hint.or(Some(retry_after)),
+        ))
     }
 }
 

@@ -30,11 +30,8 @@ pub(crate) fn full(
     retry_after: Option<Duration>,
     request: Option<&Parts>,
 ) -> Answer {
-    // A slot may free sooner (a release), never later than this unless renewed; at least a
-    // second, since `Retry-After: 0` invites an immediate retry.
-    let wait = retry_after
-        .unwrap_or(Duration::from_secs(1))
-        .max(Duration::from_secs(1));
+    // A slot may free sooner (a release), never later than this unless renewed.
+    let wait = crate::retry_after::at_least_a_second(retry_after);
     let detail = || {
         format!(
             "Every slot of the \"{}\" concurrency limit is taken.",
