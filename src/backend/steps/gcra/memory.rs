@@ -59,37 +59,35 @@ impl MemoryStep for GcraStep<'_> {
 mod tests {
     use std::time::Duration;
 
-    use crate::Coordination;
     use crate::backend::memory::MemoryBackend;
-    use crate::coordination::rate_limit::Gcra;
+    use crate::backend::steps::MemoryStep;
+    use crate::backend::steps::gcra::GcraStep;
+    use crate::backend::steps::rate_limit_reply::RateLimitReply;
+
+    /// 2,000 a second, a burst of 2: a TAT 500 µs ahead per permit.
+    fn step(memory: &MemoryBackend, permits: u64) -> RateLimitReply {
+        GcraStep {
+            key: b"k",
+            permits,
+            interval_us: 500,
+            burst: 2,
+        }
+        .in_memory(memory)
+        .expect("decided")
+    }
 
     /// A TAT lives to the end of its millisecond, as Redis keeps it: a key asked more often
     /// than that is updated in place, and a TAT that has passed still reads as none.
     #[tokio::test(start_paused = true)]
     async fn a_tat_is_kept_to_the_end_of_its_millisecond_and_reads_as_none_once_passed() {
         let memory = MemoryBackend::new();
-        let coordination = Coordination::from(memory.clone());
-        // 2,000 a second, a burst of 2: a TAT 500 µs ahead per request.
-        let gcra =
-            Gcra::new(&coordination, "api", 2_000, Duration::from_secs(1), 2).expect("valid");
-        assert!(
-            gcra.try_acquire(b"k", 1)
-                .await
-                .expect("decided")
-                .is_granted()
-        );
+        assert!(step(&memory, 1).granted);
         tokio::time::advance(Duration::from_micros(700)).await;
         // The TAT passed 200 µs ago; the key is still there, and counts for nothing.
         assert_eq!(memory.len(), 1);
-        let probe = gcra.try_acquire(b"k", 0).await.expect("probe");
-        assert_eq!(probe.remaining(), 2);
+        assert_eq!(step(&memory, 0).remaining, 2);
         // Updated in place, to the end of the new TAT's millisecond.
-        assert!(
-            gcra.try_acquire(b"k", 1)
-                .await
-                .expect("decided")
-                .is_granted()
-        );
+        assert!(step(&memory, 1).granted);
         tokio::time::advance(Duration::from_micros(999)).await;
         assert_eq!(memory.len(), 1);
         tokio::time::advance(Duration::from_micros(1)).await;
