@@ -4,7 +4,6 @@
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
-use std::time::Duration;
 
 use axum::extract::{FromRef, FromRequestParts};
 use axum::response::Response;
@@ -16,7 +15,6 @@ use super::spec::Taking;
 use super::taking::{request_name, take};
 use super::while_held::{HoldingLost, while_held};
 use crate::Coordination;
-use crate::coordination::ManagedOptions;
 use crate::coordination::ownership::OwnershipLost;
 use crate::coordination::semaphore::{Capacity, KeyedSemaphore, ManagedPermit, Semaphore};
 use crate::layer::Rejection;
@@ -101,7 +99,7 @@ enum SemaphoreName {
 impl PermitRequest {
     /// A permit of [`Semaphore::new`]`(name, capacity)`, taken at once (no wait), within
     /// [`DEFAULT_LEASE_TIMEOUT`](super::DEFAULT_LEASE_TIMEOUT), and kept as
-    /// [`ManagedOptions::new`] says. A capacity of 0 is a `500` before anything is sent.
+    /// [`ManagedOptions::new`](crate::coordination::ManagedOptions::new) says. A capacity of 0 is a `500` before anything is sent.
     pub fn new(name: impl Into<Vec<u8>>, capacity: u32) -> Self {
         PermitRequest {
             semaphore: SemaphoreName::Plain {
@@ -124,31 +122,11 @@ impl PermitRequest {
         }
     }
 
-    /// How the permit is kept while the handler runs (renewed at half its lease).
-    pub fn options(mut self, options: ManagedOptions) -> Self {
-        self.taking.options = options;
-        self
-    }
-
-    /// How long the request waits for a free permit before it is refused. Default: no wait.
-    pub fn max_wait(mut self, max_wait: Duration) -> Self {
-        self.taking.max_wait = max_wait;
-        self
-    }
-
-    /// How long the backend may take to answer an attempt before the request is answered
-    /// `503`, as for [`LeaseRequest::timeout`](super::LeaseRequest::timeout).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.taking.timeout = timeout;
-        self
-    }
-
-    /// The longest `Retry-After` of a refusal for want of a permit (by default, how long
-    /// until expiries alone free one). At least a second.
-    pub fn retry_after_at_most(mut self, longest: Duration) -> Self {
-        self.taking.retry_after_at_most = Some(longest);
-        self
-    }
+    super::spec::taking_setters!(
+        "permit",
+        "for a free permit",
+        "for want of a permit (by default, how long until expiries alone free one)"
+    );
 }
 
 /// A held, self-renewing [semaphore permit](crate::coordination::semaphore) named by `R`
@@ -162,7 +140,7 @@ impl PermitRequest {
 /// `R` can name none (or an empty name or key), `503` when the backend fails or is too slow,
 /// and `500` without `Retry-After` when the request's capacity or options cannot be kept
 /// (checked before anything is sent, and logged once). A waiting request tries again as
-/// often as its options' [poll interval](ManagedOptions::poll_interval) says where the
+/// often as its options' [poll interval](crate::coordination::ManagedOptions::poll_interval) says where the
 /// backend tells of no changes. The name's and the key's braces are escaped as a client
 /// key's are.
 ///

@@ -167,6 +167,48 @@ impl Default for Taking {
     }
 }
 
+/// The setters of how a request is taken ([`Taking`]), the same on [`LeaseRequest`] and
+/// [`PermitRequest`](super::PermitRequest), written once: `$what` names what is taken,
+/// `$waits` when the request waits, `$refused` what the longest `Retry-After` caps.
+macro_rules! taking_setters {
+    ($what:literal, $waits:literal, $refused:literal) => {
+        #[doc = concat!("How the ", $what, " is kept while the handler runs (renewed at half its lease).")]
+        /// Options that cannot be kept are a `500` before anything is sent.
+        pub fn options(mut self, options: crate::coordination::ManagedOptions) -> Self {
+            self.taking.options = options;
+            self
+        }
+
+        #[doc = concat!("How long the request waits ", $waits, ", before it is refused.")]
+        /// Default: no wait.
+        pub fn max_wait(mut self, max_wait: std::time::Duration) -> Self {
+            self.taking.max_wait = max_wait;
+            self
+        }
+
+        /// How long the backend may take to answer an attempt before the request is answered
+        /// `503`, as the layers bound their decisions: the immediate try when there is no
+        /// wait, and the last try after waiting otherwise. A request is so answered within
+        /// `max_wait + timeout`, whatever the backend does. Default
+        /// [`DEFAULT_LEASE_TIMEOUT`](crate::extract::DEFAULT_LEASE_TIMEOUT); zero is a `500`
+        /// before anything is sent. An acquisition cut short may still have taken what it
+        /// asked for: it is released in the background once its deadline on the server has
+        /// passed, so a request that gave up waiting may find, in its last try, what its own
+        /// earlier attempt took (a refusal).
+        pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
+            self.taking.timeout = timeout;
+            self
+        }
+
+        #[doc = concat!("The longest `Retry-After` of a refusal ", $refused, ". At least a second.")]
+        pub fn retry_after_at_most(mut self, longest: std::time::Duration) -> Self {
+            self.taking.retry_after_at_most = Some(longest);
+            self
+        }
+    };
+}
+pub(super) use taking_setters;
+
 /// The lease a request needs: its name, and how it is taken and kept. Built by a
 /// [`LeaseSpec`] for each request.
 ///
@@ -206,40 +248,11 @@ impl LeaseRequest {
         &self.name
     }
 
-    /// How the lease is kept while the handler runs. Options that cannot be kept are a `500`
-    /// before anything is sent.
-    pub fn options(mut self, options: ManagedOptions) -> Self {
-        self.taking.options = options;
-        self
-    }
-
-    /// How long the request waits when the lease is held elsewhere, before it is refused.
-    /// Default: no wait.
-    pub fn max_wait(mut self, max_wait: Duration) -> Self {
-        self.taking.max_wait = max_wait;
-        self
-    }
-
-    /// How long the backend may take to answer an attempt before the request is answered
-    /// `503`, as the layers bound their decisions: the immediate try when there is no wait,
-    /// and the last try after waiting otherwise. A request is so answered within
-    /// `max_wait + timeout`, whatever the backend does. Default [`DEFAULT_LEASE_TIMEOUT`]; zero
-    /// is a `500` before anything is sent. An acquisition cut short may still have taken the
-    /// lease: it is released in the background once its deadline on the server has passed,
-    /// so a request that gave up waiting may find, in its last try, the lease its own earlier
-    /// attempt took (a `409`).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.taking.timeout = timeout;
-        self
-    }
-
-    /// The longest `Retry-After` of a refusal because the lease is held: by default it is
-    /// the holder's whole time left (30 s for a 30 s lease, however short the job), which
-    /// can keep clients away long after the lease is free. At least a second.
-    pub fn retry_after_at_most(mut self, longest: Duration) -> Self {
-        self.taking.retry_after_at_most = Some(longest);
-        self
-    }
+    taking_setters!(
+        "lease",
+        "when the lease is held elsewhere",
+        "because the lease is held: by default it is the holder's whole time left (30 s for a 30 s lease, however short the job), which can keep clients away long after the lease is free"
+    );
 
     pub(super) fn into_parts(self) -> (Vec<u8>, Taking) {
         (self.name, self.taking)
