@@ -15,6 +15,7 @@ use leasehold::coordination::lock::{FencedLease, FencedLock, LockAttempt, Releas
 use leasehold::coordination::ownership::abandoned_releases;
 use leasehold::coordination::semaphore::{Capacity, KeyedSemaphore, Semaphore};
 use leasehold::{Coordination, ErrorKind};
+use support::proxy::Direction;
 use support::target::{Target, scenario, server_ms};
 use support::{Cluster, Server, ServerKind, eventually, unique_prefix};
 
@@ -808,6 +809,49 @@ async fn an_acquisition_without_an_answer_is_sent_again_and_granted_once() {
     assert_eq!(stalling.calls("incr"), incr + 1, "granted once");
     assert_eq!(lease.release().await.expect("release"), Release::Released);
     assert_eq!(abandoned_releases().of("fenced lease"), abandoned);
+}
+
+/// An acquisition whose grant's answer is held back past the response timeout is sent again
+/// and finds its own token: granted, with an estimate counted from the first delivery's
+/// send, since the grant's expiry counts from when that delivery ran; never more than the
+/// lease has left on the server.
+#[tokio::test]
+async fn a_grant_found_again_is_estimated_from_the_first_delivery() {
+    let behind = support::Behind::start("estimate-first");
+    let direct = behind.direct().await;
+    let through = behind
+        .through_proxy(|builder| builder.response_timeout(Duration::from_millis(200)))
+        .await;
+    let lock = FencedLock::named(&through, "estimate");
+    let mut warm = acquired(&lock, MINUTE).await;
+    assert_eq!(warm.release().await.expect("release"), Release::Released);
+    let scripts = || {
+        support::target::command_calls(&behind.server, "evalsha")
+            + support::target::command_calls(&behind.server, "eval")
+    };
+
+    let before = scripts();
+    behind.proxy.stall_direction(Direction::ToClient);
+    let acquiring = tokio::spawn(async move { lock.try_acquire(Duration::from_secs(3)).await });
+    // The first delivery grants; a second, sent after the response timeout, finds its token.
+    eventually("sent again", async || scripts() >= before + 2).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    behind.proxy.pass();
+    let lease = tokio::time::timeout(Duration::from_secs(5), acquiring)
+        .await
+        .expect("bounded")
+        .expect("task")
+        .expect("granted on a resend")
+        .into_lease()
+        .expect("its own grant");
+    let key = physical(&direct, FencedLock::named(&direct, "estimate").lease_key());
+    let key = String::from_utf8(key).expect("an ASCII key");
+    let left_ms: i64 = behind.server.cmd(&["PTTL", &key]);
+    let estimate = lease.remaining_estimate();
+    assert!(
+        estimate <= Duration::from_millis(u64::try_from(left_ms).expect("held") + 2),
+        "estimate {estimate:?}, the server's {left_ms} ms"
+    );
 }
 
 /// An acquisition that gets no answer for longer than `transient_retry` is uncertain: once

@@ -14,6 +14,7 @@ use leasehold::coordination::semaphore::{
     Attempt, Capacity, KeyedSemaphore, Semaphore, SemaphorePermit,
 };
 use leasehold::{Coordination, ErrorKind};
+use support::proxy::Direction;
 use support::target::{Target, scenario, server_ms};
 use support::{Server, ServerKind, eventually};
 
@@ -1073,6 +1074,56 @@ async fn a_failed_verification_leaves_the_permit_held() {
     .await;
     assert_eq!(answer, Some(true));
     assert_eq!(stalling.semaphore.held().await.expect("held"), 1);
+}
+
+/// An acquisition whose first delivery is held by the network (its connection reset under
+/// it) is sent again on a new connection and granted; the holder releases it; then the held
+/// delivery lands, before its deadline, and takes a permit that never expires under the same
+/// token. The holding sent, when it was released, a second release that waits for that
+/// deadline: the permit goes with it.
+#[tokio::test]
+async fn a_lost_delivery_landing_after_the_release_is_released_too() {
+    let behind = support::Behind::start("late-delivery");
+    let direct = behind.direct().await;
+    let through = behind
+        .through_proxy(|builder| builder.response_timeout(Duration::from_millis(200)))
+        .await;
+    let watching = Semaphore::new(&direct, "late", 1).expect("valid");
+    let semaphore = Semaphore::new(&through, "late", 1).expect("valid");
+    // Warm: the script is cached, the connection made.
+    let mut warm = acquired(&semaphore, None).await;
+    assert!(warm.release().await.expect("release"));
+    let scripts = || {
+        support::target::command_calls(&behind.server, "evalsha")
+            + support::target::command_calls(&behind.server, "eval")
+    };
+
+    behind.proxy.stall();
+    let sent = behind.proxy.bytes_received(Direction::ToServer);
+    let acquiring = tokio::spawn(async move { semaphore.try_acquire(None).await });
+    eventually("the first delivery is in the network", async || {
+        behind.proxy.bytes_received(Direction::ToServer) > sent
+    })
+    .await;
+    behind.proxy.sever();
+    behind.proxy.pass();
+    let mut permit = tokio::time::timeout(Duration::from_secs(5), acquiring)
+        .await
+        .expect("bounded")
+        .expect("task")
+        .expect("sent again on a new connection")
+        .into_permit()
+        .expect("granted");
+    assert!(permit.release().await.expect("release"));
+    assert_eq!(watching.held().await.expect("held"), 0);
+
+    let before = scripts();
+    behind.proxy.deliver_held();
+    eventually("the held delivery lands", async || scripts() > before).await;
+    eventually("the permit it took is released", async || {
+        watching.held().await.is_ok_and(|held| held == 0)
+    })
+    .await;
 }
 
 /// A grant that reaches the client after its expiry already ran out (the reply took 400 ms,

@@ -139,7 +139,9 @@ impl RedisBackendBuilder {
     /// `LOADING`, `BUSY`, and refused connections. Each attempt waits with jittered backoff
     /// (20 ms doubling to 100 ms) and the last failure is returned when the bound would be
     /// passed. A step whose outcome is uncertain (a timeout, a connection lost after
-    /// sending) is never sent again (but a latch count-down, which carries an id and counts once).
+    /// sending) is sent again within the same bound only when it is harmless twice: a latch
+    /// count-down (it carries an id and counts once), an acquisition (it carries its owner
+    /// token, and finding it is a grant) and a step that only reads.
     /// Layers bound the whole step with their own timeout too.
     pub fn transient_retry(mut self, bound: Duration) -> Self {
         self.transient_retry = bound;

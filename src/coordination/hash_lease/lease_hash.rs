@@ -90,7 +90,7 @@ impl LeaseHash {
     /// A step whose answer is lost on the way (no reply in time, a connection lost
     /// mid-flight) is sent again, with the same owner token and deadline, while the
     /// backend's `transient_retry` lasts: a delivery that finds its own token is a grant, so
-    /// this costs latency and grants once.
+    /// this costs latency.
     ///
     /// Cancel safe in effect: if the future is dropped after the step was sent (or its
     /// answer stays unknown), a lease it may have been granted is released

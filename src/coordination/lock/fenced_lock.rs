@@ -176,12 +176,13 @@ impl FencedLock {
     /// A request whose answer is lost on the way (no reply in time, a connection lost
     /// mid-flight) is sent again, with the same owner token and deadline, while the
     /// backend's `transient_retry` lasts: a delivery that finds its own token is a grant (the
-    /// same fencing token), so a failover or a cut connection costs latency, and grants once.
+    /// same fencing token), so a failover or a cut connection costs latency. The estimate
+    /// counts from the first delivery's send.
     ///
     /// Cancel safe in effect: if the future is dropped after the request was sent, or the
     /// outcome stays unknown ([`is_outcome_uncertain`](crate::Error::is_outcome_uncertain),
-    /// a server error reply, or a reply of an unexpected shape), the request is not sent
-    /// again: a background release of the lease's owner token is spawned (before the error is
+    /// a server error reply, or a reply of an unexpected shape), the request is sent no
+    /// more: a background release of the lease's owner token is spawned (before the error is
     /// returned), so a lease granted without an answer does not block the lock; its expiry
     /// is the fallback if that release fails too. On Redis the request carries a deadline on
     /// the server's clock, and the release waits until it has passed: a request delayed in

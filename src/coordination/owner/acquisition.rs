@@ -72,11 +72,16 @@ where
     let not_after_ms = deadline.map_or(0, |deadline| deadline.server_ms);
     let mut lost: Option<Error> = None;
     let mut resends = Resends::new();
+    // The first delivery's: a grant found by a later one (its own token) was made by an
+    // earlier one, and its expiry counts from then.
+    let sent_at = Instant::now();
     loop {
-        let sent_at = Instant::now();
         let err = match (send(not_after_ms).await, lost) {
             // Too late to take anything now, but an earlier delivery may have.
-            (Ok(Acquisition::Late), Some(lost)) => return Err(uncertain(keys, in_flight, lost)),
+            (Ok(Acquisition::Late), Some(lost)) => {
+                backend.deadline_missed();
+                return Err(uncertain(keys, in_flight, lost));
+            }
             (Ok(reply), lost) => {
                 return Ok(Sent {
                     reply,
@@ -90,9 +95,10 @@ where
                 tracing::debug!(keys = %keys, error = %err, "{} acquisition failed; nothing changed", K::WHAT);
                 return Err(err);
             }
-            // The lost delivery's failure is the caller's answer, whatever came after it.
-            (Err(err), Some(first)) if !err.may_have_applied() => {
-                return Err(uncertain(keys, in_flight, first));
+            // This delivery certainly changed nothing, an earlier one may have: its own
+            // failure (a refusal stays a refusal), uncertain.
+            (Err(err), Some(_)) if !err.may_have_applied() => {
+                return Err(uncertain(keys, in_flight, err.uncertain(true)));
             }
             (Err(err), _) => err,
         };
@@ -144,7 +150,15 @@ impl<K: HoldingKeys, G> Sent<K, G> {
         match reply {
             Acquisition::Granted(extra) => {
                 let expiry = expiry_ms.map(Duration::from_millis);
-                match Holding::granted(Arc::clone(keys), token, expiry, sent_at, in_flight) {
+                // An earlier delivery was lost, and may still land before its deadline: the
+                // holding keeps its release, to send once the holding ends.
+                let late_delivery = if after_uncertain {
+                    Some(in_flight)
+                } else {
+                    in_flight.disarm();
+                    None
+                };
+                match Holding::granted(Arc::clone(keys), token, expiry, sent_at, late_delivery) {
                     Some(holding) => {
                         tracing::debug!(keys = %keys, expiry_ms, "{} acquired", K::WHAT);
                         Ok(Attempt::Acquired(hold(holding, extra)))

@@ -39,12 +39,6 @@ impl<T: HoldingKeys> ReleaseOnDrop<T> {
     pub(crate) fn disarm(mut self) {
         self.armed = false;
     }
-
-    /// Releases in the background now, for `why`: the request's outcome is known.
-    pub(crate) fn release_now(mut self, why: ReleaseStage) {
-        self.why = why;
-        self.not_before = None;
-    }
 }
 
 impl<T: HoldingKeys> Drop for ReleaseOnDrop<T> {

@@ -50,25 +50,32 @@ pub(crate) struct Holding<K: HoldingKeys> {
     /// and set the expiry to its arrival plus that, so no estimate may count on more.
     unanswered_floor: Option<Duration>,
     state: State,
+    /// When an earlier delivery of the acquisition was lost (and may still land, before its
+    /// deadline, after this holding is released): a release by owner token that waits until
+    /// the deadline has passed, sent when the holding ends (released, or dropped).
+    late_delivery: Option<ReleaseOnDrop<K>>,
 }
 
 impl<K: HoldingKeys> Holding<K> {
-    /// A holding granted by a request sent at `sent_at`; `None` when the grant arrived after
-    /// its expiry had already run out by the local estimate (then it is released by owner
-    /// token in the background at once: nobody can use it).
+    /// A holding granted by a request first sent at `sent_at`; `None` when the grant arrived
+    /// after its expiry had already run out by the local estimate (then it is released by
+    /// owner token in the background at once: nobody can use it). `late_delivery`: the
+    /// release to send once the holding ends, when an earlier delivery of the acquisition
+    /// was lost (see [`Holding`]'s field).
     pub(crate) fn granted(
         keys: Arc<K>,
         token: String,
         expiry: Option<Duration>,
         sent_at: Instant,
-        in_flight: ReleaseOnDrop<K>,
+        late_delivery: Option<ReleaseOnDrop<K>>,
     ) -> Option<Self> {
         if expiry.is_some_and(|expiry| sent_at.elapsed() >= expiry) {
             tracing::debug!(keys = %keys, "{} granted after its expiry ran out; releasing it", K::WHAT);
-            in_flight.release_now(ReleaseStage::LateGrant);
+            // Now, and (dropped) once a lost delivery can no longer land.
+            super::release_in_background(keys, token, ReleaseStage::LateGrant);
+            drop(late_delivery);
             return None;
         }
-        in_flight.disarm();
         Some(Holding {
             keys,
             token,
@@ -76,6 +83,7 @@ impl<K: HoldingKeys> Holding<K> {
             expires_by: expiry.map(|expiry| sent_at + expiry),
             unanswered_floor: None,
             state: State::Held,
+            late_delivery,
         })
     }
 
@@ -188,6 +196,9 @@ impl<K: HoldingKeys> Holding<K> {
         }
         let before = self.state;
         self.state = State::Released;
+        // A lost delivery of the acquisition may land after this release: released again
+        // once its deadline has passed.
+        drop(self.late_delivery.take());
         let in_flight = ReleaseOnDrop::arm(&self.keys, &self.token, ReleaseStage::CancelledRelease);
         let err = match self.keys.release(&self.token).await {
             Ok(reply) => {
@@ -316,15 +327,8 @@ mod tests {
             abandoned: Box::leak(Box::new(AbandonedCounters::new())),
             backend: MemoryBackend::new().into(),
         });
-        let in_flight = ReleaseOnDrop::arm(&keys, "t", ReleaseStage::UncertainAcquire);
-        Holding::granted(
-            keys,
-            "t".to_owned(),
-            Some(expiry),
-            Instant::now(),
-            in_flight,
-        )
-        .expect("granted in time")
+        Holding::granted(keys, "t".to_owned(), Some(expiry), Instant::now(), None)
+            .expect("granted in time")
     }
 
     fn unanswered() -> Result<bool> {

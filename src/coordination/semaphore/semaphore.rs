@@ -122,7 +122,7 @@ impl Semaphore {
     /// A request whose answer is lost on the way (no reply in time, a connection lost
     /// mid-flight) is sent again, with the same owner token and deadline, while the
     /// backend's `transient_retry` lasts: a delivery that finds its own token is a grant, so
-    /// a failover or a cut connection costs latency, and grants one permit.
+    /// a failover or a cut connection costs latency.
     ///
     /// Cancel safe in effect: if the future is dropped after the request was sent, or the
     /// outcome stays unknown ([`is_outcome_uncertain`](crate::Error::is_outcome_uncertain),
