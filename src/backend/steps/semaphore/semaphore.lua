@@ -76,11 +76,11 @@ local function prune(key, now)
 end
 
 -- Makes the key's life follow its permits: deleted without permits, persistent while one
--- has no expiry, else expiring 1 ms after the latest one.
+-- has no expiry, else expiring 1 ms after the latest one. Returns whether it deleted it.
 local function settle(key)
     local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
     if #top == 0 then
-        return
+        return false
     end
     if is_inf(top[2]) then
         redis.call('PERSIST', key)
@@ -88,6 +88,8 @@ local function settle(key)
         redis.call('PEXPIREAT', key, digits(tonumber(top[2]) + 1))
     else
         redis.call('DEL', key) -- only the capacity is left
+        return true
     end
+    return false
 end
 

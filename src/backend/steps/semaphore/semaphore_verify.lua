@@ -16,10 +16,10 @@ end
 local now = now_ms()
 local held = 'held'
 for i = 1, #KEYS do
-    if prune(KEYS[i], now) > 0 then
-        settle(KEYS[i])
-    end
-    if not redis.call('ZSCORE', KEYS[i], member) then
+    -- A set settled away held only its capacity: not this permit. It is not read again once
+    -- deleted (a node refuses a script that touches a key it deleted while the slot moves).
+    local deleted = prune(KEYS[i], now) > 0 and settle(KEYS[i])
+    if deleted or not redis.call('ZSCORE', KEYS[i], member) then
         held = 'not_held'
     end
 end
