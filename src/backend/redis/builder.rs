@@ -3,19 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::sentinel::{SentinelClient, SentinelServerType};
-use redis::{AsyncConnectionConfig, Client};
-
-use redis::Value;
-
-use super::connection::{Connection, Request};
-use super::link::{Connected, Link};
-use super::server_clock::ServerClock;
-use super::server_version::ServerVersion;
+use super::dialer::Dialer;
+use super::link::Link;
+use super::target::Target;
 use super::watch::Watcher;
-use super::{Capabilities, RedisBackend, Shared, endpoint, error_map};
+use super::{Capabilities, RedisBackend, Shared, endpoint};
 use crate::backend::KeyPrefix;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
 /// Default bound on the wait for one reply.
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -24,28 +18,6 @@ pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(1);
 /// Default bound on sending a step again after a transient failure (see
 /// [`RedisBackendBuilder::transient_retry`]).
 pub const DEFAULT_TRANSIENT_RETRY: Duration = Duration::from_secs(1);
-
-/// Not `Debug`: its URLs may hold passwords (see [`endpoint::describe`]).
-#[derive(Clone)]
-pub(super) enum Target {
-    Standalone(String),
-    Cluster(Vec<String>),
-    Sentinel {
-        sentinels: Vec<String>,
-        service_name: String,
-    },
-}
-
-impl Target {
-    /// `"standalone"`, `"cluster"` or `"sentinel"`.
-    pub(super) fn topology(&self) -> &'static str {
-        match self {
-            Target::Standalone(_) => "standalone",
-            Target::Cluster(_) => "cluster",
-            Target::Sentinel { .. } => "sentinel",
-        }
-    }
-}
 
 /// Builds a [`RedisBackend`]: the deployment to reach, a key prefix and timeouts.
 ///
@@ -192,7 +164,11 @@ impl RedisBackendBuilder {
         let topology = self.target.topology();
         let backend = RedisBackend {
             shared: Arc::new(Shared {
-                link: Link::new(self.clone()),
+                link: Link::new(Dialer {
+                    target: self.target.clone(),
+                    response_timeout: self.response_timeout,
+                    connection_timeout: self.connection_timeout,
+                }),
                 endpoint,
                 topology,
                 response_timeout: self.response_timeout,
@@ -218,172 +194,6 @@ impl RedisBackendBuilder {
         }
         Ok(backend)
     }
-
-    /// Connects: the connection, then the server's version and clock. Every failure names the
-    /// deployment (never its password), so that an application's logs say what it could not
-    /// reach.
-    pub(super) async fn open(&self) -> Result<Connected> {
-        let endpoint = endpoint::describe(&self.target);
-        let at = |err: Error| err.context(format_args!("connecting to Redis at {endpoint}"));
-        // Up to two handshakes (a sentinel, then the primary it names), then INFO and TIME: a bound on
-        // the whole, since a server that stops answering half-way would otherwise hold every
-        // waiting step for the client's retries. Nothing was sent that could apply.
-        let bound = self
-            .connection_timeout
-            .saturating_mul(2)
-            .saturating_add(self.response_timeout.saturating_mul(3));
-        match tokio::time::timeout(bound, self.open_within(&endpoint)).await {
-            Ok(opened) => opened.map_err(|err| at(err.uncertain(false))),
-            Err(_) => Err(at(Error::new(
-                ErrorKind::Timeout,
-                format!("no connection within {bound:?}"),
-            ))),
-        }
-    }
-
-    async fn open_within(&self, endpoint: &str) -> Result<Connected> {
-        let connection = match &self.target {
-            Target::Standalone(url) => self.connect_standalone(url).await,
-            Target::Cluster(urls) => self.connect_cluster(urls).await,
-            Target::Sentinel {
-                sentinels,
-                service_name,
-            } => self.connect_sentinel(sentinels, service_name).await,
-        }?;
-        let server = server_version(&connection).await?;
-        let clock = server_clock(&connection).await?;
-        tracing::debug!(
-            topology = self.target.topology(),
-            prefix = ?self.prefix,
-            %server,
-            %endpoint,
-            "connected to redis"
-        );
-        Ok(Connected {
-            connection,
-            server,
-            clock,
-            hash_field_expiry: std::sync::atomic::AtomicBool::new(false),
-        })
-    }
-
-    /// The bounds of every connection to one server: the connection timeout for the
-    /// handshake, the response timeout for each reply.
-    fn server_config(&self) -> AsyncConnectionConfig {
-        AsyncConnectionConfig::new()
-            .set_response_timeout(Some(self.response_timeout))
-            .set_connection_timeout(Some(self.connection_timeout))
-    }
-
-    /// One plain attempt: no retries inside the client, so that a server that refuses (a
-    /// password, an ACL) or does not answer costs a step one attempt, and the link decides
-    /// when to try again.
-    async fn connect_standalone(&self, url: &str) -> Result<Connection> {
-        let client = Client::open(url).map_err(error_map::invalid_config)?;
-        let connection = client
-            .get_multiplexed_async_connection_with_config(&self.server_config())
-            .await
-            .map_err(error_map::from_redis)?;
-        Ok(Connection::Server(connection))
-    }
-
-    async fn connect_cluster(&self, urls: &[String]) -> Result<Connection> {
-        if urls.is_empty() {
-            return Err(Error::invalid_argument(
-                "a cluster needs at least one node address",
-            ));
-        }
-        // No retries inside the client: it keeps one budget for every resend, and spends it
-        // alike on a redirection (which certainly did not apply) and on a request whose
-        // connection broke after it was written, or that met a failed refresh of the slot
-        // map (which may have). It still refreshes its map on `MOVED` and reconnects its
-        // nodes. `Connection::query` follows `ASK`; `send` sends again, within
-        // `transient_retry`, what a node answered `MOVED`, `TRYAGAIN` or `CLUSTERDOWN`.
-        let client = redis::cluster::ClusterClient::builder(urls.to_vec())
-            .response_timeout(self.response_timeout)
-            .connection_timeout(self.connection_timeout)
-            .retries(0)
-            .build()
-            .map_err(error_map::invalid_config)?;
-        let connection = client
-            .get_async_connection()
-            .await
-            .map_err(error_map::from_redis)?;
-        Ok(Connection::Cluster(connection))
-    }
-
-    async fn connect_sentinel(
-        &self,
-        sentinels: &[String],
-        service_name: &str,
-    ) -> Result<Connection> {
-        if sentinels.is_empty() {
-            return Err(Error::invalid_argument(
-                "Sentinel needs at least one sentinel address",
-            ));
-        }
-        // Without the `tls` feature redis-rs takes the name as a `String`.
-        #[allow(clippy::unnecessary_to_owned)]
-        let mut client = SentinelClient::build(
-            sentinels.to_vec(),
-            service_name.to_owned(),
-            None,
-            SentinelServerType::Master,
-        )
-        .map_err(error_map::invalid_config)?;
-        // Asks the sentinels for the primary on every attempt: after a failover, the
-        // connection that broke is replaced by one to the new primary.
-        let connection = client
-            .get_async_connection_with_config(&self.server_config())
-            .await
-            .map_err(error_map::from_redis)?;
-        Ok(Connection::primary(connection))
-    }
-}
-
-/// Reads the server's clock once, for the deadlines acquisitions carry.
-async fn server_clock(connection: &Connection) -> Result<ServerClock> {
-    let sent = tokio::time::Instant::now();
-    let reply = connection
-        .query(Request::Cmd(&redis::cmd("TIME")))
-        .await
-        .map_err(error_map::from_redis)?;
-    let received = tokio::time::Instant::now();
-    let now = super::server_clock::time_reply(reply)?;
-    Ok(ServerClock::new(
-        sent,
-        received,
-        super::server_clock::millis(now),
-    ))
-}
-
-/// Asks the server for its version and refuses one below [`SERVER_FLOOR`](super::SERVER_FLOOR).
-async fn server_version(connection: &Connection) -> Result<ServerVersion> {
-    let mut info = redis::cmd("INFO");
-    info.arg("server");
-    let reply = match connection.query(Request::Cmd(&info)).await {
-        Ok(reply) => reply,
-        Err(err) => {
-            let err = error_map::from_redis(err);
-            if err.kind() != ErrorKind::Permission {
-                return Err(err);
-            }
-            // INFO is in ACL's @dangerous category, which many application users lack: the
-            // floor cannot be checked, and scripts are sent as Redis 6.2 needs them (see
-            // `ServerVersion::unknown`), which every later server takes too.
-            tracing::warn!(error = %err, "INFO is denied; the server's version is not checked");
-            return Ok(ServerVersion::unknown());
-        }
-    };
-    // A cluster client may answer with one reply per node: any node speaks for the rest.
-    let text = match reply {
-        Value::Map(nodes) => nodes.into_iter().next().map(|(_, info)| info),
-        Value::Array(nodes) => nodes.into_iter().next(),
-        single => Some(single),
-    }
-    .and_then(|info| redis::from_redis_value::<String>(info).ok())
-    .ok_or_else(|| Error::unexpected_reply("INFO server did not answer with text"))?;
-    ServerVersion::parse(&text)
 }
 
 /// The deployment with its passwords masked, never the URLs as given.

@@ -1,6 +1,6 @@
 //! How a deployment is named in errors and logs: its URLs with any password masked.
 
-use super::builder::Target;
+use super::target::Target;
 
 /// What a password is shown as.
 const MASK: &str = "***";

@@ -28,10 +28,7 @@ use redis::RedisError;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::builder::RedisBackendBuilder;
-use super::connection::Connection;
-use super::server_clock::ServerClock;
-use super::server_version::ServerVersion;
+use super::dialer::{Connected, Dialer};
 use crate::error::{Error, ErrorKind, Result};
 
 /// How long a failed attempt stays the answer before the next step tries again.
@@ -40,24 +37,13 @@ const FAIL_FAST: Duration = Duration::from_millis(500);
 /// answer.
 const FAIL_FAST_REFUSED: Duration = Duration::from_millis(50);
 
-/// What one connection attempt learned: the connection, the server's version and its clock.
-pub(super) struct Connected {
-    pub(super) connection: Connection,
-    pub(super) server: ServerVersion,
-    pub(super) clock: ServerClock,
-    /// Whether this connection's server was found to have hash field expiry: probed until
-    /// it is, and again on the next connection, which may reach another server (a failover
-    /// to an older one).
-    pub(super) hash_field_expiry: std::sync::atomic::AtomicBool,
-}
-
 /// The connection in use, made again when it breaks.
 pub(super) struct Link {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    builder: RedisBackendBuilder,
+    dialer: Dialer,
     /// The connection in use: empty until made, and once it broke. Read by every step
     /// without a lock; written only under `attempt`'s lock, or by the one attempt running.
     current: ArcSwapOption<Connected>,
@@ -91,10 +77,10 @@ fn answer_for(error: &Error) -> Duration {
 }
 
 impl Link {
-    pub(super) fn new(builder: RedisBackendBuilder) -> Self {
+    pub(super) fn new(dialer: Dialer) -> Self {
         Link {
             inner: Arc::new(Inner {
-                builder,
+                dialer,
                 current: ArcSwapOption::empty(),
                 attempt: Mutex::new(None),
             }),
@@ -192,7 +178,7 @@ impl Link {
         let (tell, outcome) = watch::channel(None);
         let inner = self.inner.clone();
         tokio::spawn(async move {
-            let ended = match inner.builder.open().await {
+            let ended = match inner.dialer.open().await {
                 Ok(connected) => {
                     let connected = Arc::new(connected);
                     // Stored before the outcome is told, so that a waiter woken by it and

@@ -22,6 +22,7 @@
 mod builder;
 mod capabilities;
 mod connection;
+mod dialer;
 mod endpoint;
 pub(crate) mod error_map;
 mod link;
@@ -30,6 +31,7 @@ mod script;
 pub(crate) mod script_reply;
 mod server_clock;
 mod server_version;
+mod target;
 mod watch;
 
 pub use builder::{
@@ -221,7 +223,7 @@ impl RedisBackend {
 
     /// Reads the clock of the server behind `connected` and updates its reading: on that
     /// connection, since a reconnect may reach another server.
-    async fn read_clock(&self, connected: &Arc<link::Connected>) -> Result<Duration> {
+    async fn read_clock(&self, connected: &Arc<dialer::Connected>) -> Result<Duration> {
         let sent = tokio::time::Instant::now();
         let reply = connected
             .connection
@@ -285,7 +287,7 @@ impl RedisBackend {
 
     /// Reads the clock behind `connected` again, unless a reading is already under way (then
     /// the old one serves meanwhile); a failure leaves the old reading.
-    async fn reread_clock(&self, connected: &Arc<link::Connected>) {
+    async fn reread_clock(&self, connected: &Arc<dialer::Connected>) {
         if !connected.clock.start_refresh() {
             return;
         }
@@ -632,7 +634,7 @@ impl RedisBackend {
     /// The connection, made now if there is none; a failed attempt that may pass (a refused
     /// connection) is tried again as [`send`](Self::send) sends a step again, within the
     /// same bound, from the same outage.
-    async fn connected(&self) -> Result<Arc<link::Connected>> {
+    async fn connected(&self) -> Result<Arc<dialer::Connected>> {
         if let Some(connected) = self.shared.link.get_now() {
             return Ok(connected);
         }
@@ -643,7 +645,7 @@ impl RedisBackend {
     }
 
     /// [`connected`](Self::connected) when there is no connection at hand.
-    async fn make_connection(&self) -> Result<Arc<link::Connected>> {
+    async fn make_connection(&self) -> Result<Arc<dialer::Connected>> {
         let mut retry = Retry::new();
         loop {
             match self.shared.link.get().await {

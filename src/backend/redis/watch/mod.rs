@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use self::channel::{AfterLoss, Channel};
 use self::endpoint::{Endpoint, SlotMap, Timeouts};
 use self::registry::{Registry, Signal};
-use super::builder::Target;
+use super::target::Target;
 use super::{RedisBackend, error_map};
 use crate::backend::key_slot;
 use crate::error::{Error, Result, UnsupportedFeature};

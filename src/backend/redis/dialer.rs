@@ -1,0 +1,201 @@
+//! Opening a connection to a deployment: the connection, then the server's version and
+//! clock, within one bound, every failure naming the deployment (never its password).
+
+use std::time::Duration;
+
+use redis::sentinel::{SentinelClient, SentinelServerType};
+use redis::{AsyncConnectionConfig, Client, Value};
+
+use super::connection::{Connection, Request};
+use super::endpoint;
+use super::error_map;
+use super::server_clock::ServerClock;
+use super::server_version::ServerVersion;
+use super::target::Target;
+use crate::error::{Error, ErrorKind, Result};
+
+/// What one connection attempt learned: the connection, the server's version and its clock.
+pub(super) struct Connected {
+    pub(super) connection: Connection,
+    pub(super) server: ServerVersion,
+    pub(super) clock: ServerClock,
+    /// Whether this connection's server was found to have hash field expiry: probed until
+    /// it is, and again on the next connection, which may reach another server (a failover
+    /// to an older one).
+    pub(super) hash_field_expiry: std::sync::atomic::AtomicBool,
+}
+
+/// What a connection attempt needs: the deployment and the bounds of each connection.
+#[derive(Clone)]
+pub(super) struct Dialer {
+    pub(super) target: Target,
+    pub(super) response_timeout: Duration,
+    pub(super) connection_timeout: Duration,
+}
+
+impl Dialer {
+    /// Connects: the connection, then the server's version and clock. Every failure names the
+    /// deployment (never its password), so that an application's logs say what it could not
+    /// reach.
+    pub(super) async fn open(&self) -> Result<Connected> {
+        let endpoint = endpoint::describe(&self.target);
+        let at = |err: Error| err.context(format_args!("connecting to Redis at {endpoint}"));
+        // Up to two handshakes (a sentinel, then the primary it names), then INFO and TIME: a bound on
+        // the whole, since a server that stops answering half-way would otherwise hold every
+        // waiting step for the client's retries. Nothing was sent that could apply.
+        let bound = self
+            .connection_timeout
+            .saturating_mul(2)
+            .saturating_add(self.response_timeout.saturating_mul(3));
+        match tokio::time::timeout(bound, self.open_within(&endpoint)).await {
+            Ok(opened) => opened.map_err(|err| at(err.uncertain(false))),
+            Err(_) => Err(at(Error::new(
+                ErrorKind::Timeout,
+                format!("no connection within {bound:?}"),
+            ))),
+        }
+    }
+
+    async fn open_within(&self, endpoint: &str) -> Result<Connected> {
+        let connection = match &self.target {
+            Target::Standalone(url) => self.connect_standalone(url).await,
+            Target::Cluster(urls) => self.connect_cluster(urls).await,
+            Target::Sentinel {
+                sentinels,
+                service_name,
+            } => self.connect_sentinel(sentinels, service_name).await,
+        }?;
+        let server = server_version(&connection).await?;
+        let clock = server_clock(&connection).await?;
+        tracing::debug!(
+            topology = self.target.topology(),
+            %server,
+            %endpoint,
+            "connected to redis"
+        );
+        Ok(Connected {
+            connection,
+            server,
+            clock,
+            hash_field_expiry: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// The bounds of every connection to one server: the connection timeout for the
+    /// handshake, the response timeout for each reply.
+    fn server_config(&self) -> AsyncConnectionConfig {
+        AsyncConnectionConfig::new()
+            .set_response_timeout(Some(self.response_timeout))
+            .set_connection_timeout(Some(self.connection_timeout))
+    }
+
+    /// One plain attempt: no retries inside the client, so that a server that refuses (a
+    /// password, an ACL) or does not answer costs a step one attempt, and the link decides
+    /// when to try again.
+    async fn connect_standalone(&self, url: &str) -> Result<Connection> {
+        let client = Client::open(url).map_err(error_map::invalid_config)?;
+        let connection = client
+            .get_multiplexed_async_connection_with_config(&self.server_config())
+            .await
+            .map_err(error_map::from_redis)?;
+        Ok(Connection::Server(connection))
+    }
+
+    async fn connect_cluster(&self, urls: &[String]) -> Result<Connection> {
+        if urls.is_empty() {
+            return Err(Error::invalid_argument(
+                "a cluster needs at least one node address",
+            ));
+        }
+        // No retries inside the client: it keeps one budget for every resend, and spends it
+        // alike on a redirection (which certainly did not apply) and on a request whose
+        // connection broke after it was written, or that met a failed refresh of the slot
+        // map (which may have). It still refreshes its map on `MOVED` and reconnects its
+        // nodes. `Connection::query` follows `ASK`; `send` sends again, within
+        // `transient_retry`, what a node answered `MOVED`, `TRYAGAIN` or `CLUSTERDOWN`.
+        let client = redis::cluster::ClusterClient::builder(urls.to_vec())
+            .response_timeout(self.response_timeout)
+            .connection_timeout(self.connection_timeout)
+            .retries(0)
+            .build()
+            .map_err(error_map::invalid_config)?;
+        let connection = client
+            .get_async_connection()
+            .await
+            .map_err(error_map::from_redis)?;
+        Ok(Connection::Cluster(connection))
+    }
+
+    async fn connect_sentinel(
+        &self,
+        sentinels: &[String],
+        service_name: &str,
+    ) -> Result<Connection> {
+        if sentinels.is_empty() {
+            return Err(Error::invalid_argument(
+                "Sentinel needs at least one sentinel address",
+            ));
+        }
+        // Without the `tls` feature redis-rs takes the name as a `String`.
+        #[allow(clippy::unnecessary_to_owned)]
+        let mut client = SentinelClient::build(
+            sentinels.to_vec(),
+            service_name.to_owned(),
+            None,
+            SentinelServerType::Master,
+        )
+        .map_err(error_map::invalid_config)?;
+        // Asks the sentinels for the primary on every attempt: after a failover, the
+        // connection that broke is replaced by one to the new primary.
+        let connection = client
+            .get_async_connection_with_config(&self.server_config())
+            .await
+            .map_err(error_map::from_redis)?;
+        Ok(Connection::primary(connection))
+    }
+}
+
+/// Reads the server's clock once, for the deadlines acquisitions carry.
+async fn server_clock(connection: &Connection) -> Result<ServerClock> {
+    let sent = tokio::time::Instant::now();
+    let reply = connection
+        .query(Request::Cmd(&redis::cmd("TIME")))
+        .await
+        .map_err(error_map::from_redis)?;
+    let received = tokio::time::Instant::now();
+    let now = super::server_clock::time_reply(reply)?;
+    Ok(ServerClock::new(
+        sent,
+        received,
+        super::server_clock::millis(now),
+    ))
+}
+
+/// Asks the server for its version and refuses one below [`SERVER_FLOOR`](super::SERVER_FLOOR).
+async fn server_version(connection: &Connection) -> Result<ServerVersion> {
+    let mut info = redis::cmd("INFO");
+    info.arg("server");
+    let reply = match connection.query(Request::Cmd(&info)).await {
+        Ok(reply) => reply,
+        Err(err) => {
+            let err = error_map::from_redis(err);
+            if err.kind() != ErrorKind::Permission {
+                return Err(err);
+            }
+            // INFO is in ACL's @dangerous category, which many application users lack: the
+            // floor cannot be checked, and scripts are sent as Redis 6.2 needs them (see
+            // `ServerVersion::unknown`), which every later server takes too.
+            tracing::warn!(error = %err, "INFO is denied; the server's version is not checked");
+            return Ok(ServerVersion::unknown());
+        }
+    };
+    // A cluster client may answer with one reply per node: any node speaks for the rest.
+    let text = match reply {
+        Value::Map(nodes) => nodes.into_iter().next().map(|(_, info)| info),
+        Value::Array(nodes) => nodes.into_iter().next(),
+        single => Some(single),
+    }
+    .and_then(|info| redis::from_redis_value::<String>(info).ok())
+    .ok_or_else(|| Error::unexpected_reply("INFO server did not answer with text"))?;
+    ServerVersion::parse(&text)
+}

@@ -1,0 +1,23 @@
+//! The deployment a handle reaches: one server, a cluster, or the primary Sentinel names.
+
+/// Not `Debug`: its URLs may hold passwords (see [`describe`](super::endpoint::describe)).
+#[derive(Clone)]
+pub(super) enum Target {
+    Standalone(String),
+    Cluster(Vec<String>),
+    Sentinel {
+        sentinels: Vec<String>,
+        service_name: String,
+    },
+}
+
+impl Target {
+    /// `"standalone"`, `"cluster"` or `"sentinel"`.
+    pub(super) fn topology(&self) -> &'static str {
+        match self {
+            Target::Standalone(_) => "standalone",
+            Target::Cluster(_) => "cluster",
+            Target::Sentinel { .. } => "sentinel",
+        }
+    }
+}
