@@ -719,15 +719,11 @@ async fn invalid_arguments_are_refused_before_anything_is_sent() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Failure rules, on a private server that stalls every client with `CLIENT PAUSE`: a reply
-// that cannot come within the response timeout makes the step fail with an uncertain outcome,
-// and the stalled request runs once the pause ends.
+// Failure rules, on a private server that stalls every client (see `support::stalling`).
 
-const RESPONSE_TIMEOUT: Duration = Duration::from_millis(50);
-
+/// The stalling server, with a lock whose scripts it has cached.
 struct Stalling {
-    server: Server,
-    coordination: Coordination,
+    on: support::stalling::Stalling,
     lock: FencedLock,
     /// The same lock through a handle whose response timeout outlasts the pauses.
     patient: FencedLock,
@@ -735,43 +731,28 @@ struct Stalling {
     warm_token: u64,
 }
 
+impl std::ops::Deref for Stalling {
+    type Target = support::stalling::Stalling;
+
+    fn deref(&self) -> &Self::Target {
+        &self.on
+    }
+}
+
 impl Stalling {
-    /// A private server, a handle with a short response timeout, and a lock whose scripts
-    /// the server has already cached (a NOSCRIPT answer during a pause would time out before
-    /// the script itself is sent).
     async fn start() -> Stalling {
-        let server = Server::start(ServerKind::Redis7, &[]);
-        let backend = RedisBackend::standalone(server.unix_url())
-            .key_prefix("")
-            .response_timeout(RESPONSE_TIMEOUT)
-            .connect()
-            .await
-            .expect("connect");
-        let coordination = Coordination::from(backend);
-        let lock = FencedLock::named(&coordination, "jobs");
+        let on = support::stalling::Stalling::start().await;
+        let lock = FencedLock::named(&on.coordination, "jobs");
         let mut warm = acquired(&lock, MINUTE).await;
         assert!(warm.verify_still_held().await.expect("verify"));
         assert!(warm.renew(MINUTE).await.expect("renew"));
         assert_eq!(warm.release().await.expect("release"), Release::Released);
-        let patient = RedisBackend::standalone(server.unix_url())
-            .key_prefix("")
-            .response_timeout(Duration::from_secs(5))
-            .connect()
-            .await
-            .expect("connect");
         Stalling {
-            server,
             lock,
-            patient: FencedLock::named(&Coordination::from(patient), "jobs"),
+            patient: FencedLock::named(&on.patient().await, "jobs"),
             warm_token: warm.fencing_token(),
-            coordination,
+            on,
         }
-    }
-
-    /// How many times the server ran `command` (lower case), scripts' own calls included.
-    /// Waits for a pause to end.
-    fn calls(&self, command: &str) -> u64 {
-        support::target::command_calls(&self.server, command)
     }
 
     /// Waits until the handle's connection answers again: every request it sent before has

@@ -16,7 +16,7 @@ use leasehold::coordination::semaphore::{
 use leasehold::{Coordination, ErrorKind};
 use support::proxy::Direction;
 use support::target::{Target, scenario, server_ms};
-use support::{Server, ServerKind, eventually};
+use support::eventually;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -906,47 +906,32 @@ async fn invalid_arguments_are_refused_before_anything_is_sent() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Failure rules, on a private server that stalls every client with `CLIENT PAUSE`: a reply
-// that cannot come within the response timeout makes the step fail with an uncertain outcome,
-// and the stalled request runs once the pause ends.
+// Failure rules, on a private server that stalls every client (see `support::stalling`).
 
-const RESPONSE_TIMEOUT: Duration = Duration::from_millis(50);
-
+/// The stalling server, with a semaphore of one permit whose scripts it has cached.
 struct Stalling {
-    server: Server,
-    coordination: Coordination,
+    on: support::stalling::Stalling,
     semaphore: Semaphore,
 }
 
+impl std::ops::Deref for Stalling {
+    type Target = support::stalling::Stalling;
+
+    fn deref(&self) -> &Self::Target {
+        &self.on
+    }
+}
+
 impl Stalling {
-    /// A private server, a handle with a short response timeout, and a semaphore of one
-    /// permit whose scripts the server has already cached (a NOSCRIPT answer during a pause
-    /// would time out before the script itself is sent).
     async fn start() -> Stalling {
-        let server = Server::start(ServerKind::Redis7, &[]);
-        let backend = RedisBackend::standalone(server.unix_url())
-            .key_prefix("")
-            .response_timeout(RESPONSE_TIMEOUT)
-            .connect()
-            .await
-            .expect("connect");
-        let coordination = Coordination::from(backend);
-        let semaphore = Semaphore::new(&coordination, "jobs", 1).expect("valid");
+        let on = support::stalling::Stalling::start().await;
+        let semaphore = Semaphore::new(&on.coordination, "jobs", 1).expect("valid");
         let mut warm = acquired(&semaphore, None).await;
         assert!(warm.verify_still_held().await.expect("verify"));
         assert!(warm.renew(None).await.expect("renew"));
         assert!(warm.release().await.expect("release"));
         assert_eq!(semaphore.held().await.expect("held"), 0);
-        Stalling {
-            server,
-            coordination,
-            semaphore,
-        }
-    }
-
-    /// How many times the server ran `command` (lower case), scripts' own calls included.
-    fn calls(&self, command: &str) -> u64 {
-        support::target::command_calls(&self.server, command)
+        Stalling { on, semaphore }
     }
 
     /// Waits for the pause to end and for the semaphore to be empty.

@@ -14,6 +14,7 @@ pub mod proxy;
 pub mod sentinel;
 pub mod server;
 pub mod spawner;
+pub mod stalling;
 pub mod target;
 pub mod turns;
 
