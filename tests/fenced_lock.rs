@@ -1165,3 +1165,59 @@ async fn lock_turn(
     let released = lease.release().await;
     occupancy.released(stay, released.map(|release| release == Release::Released))
 }
+
+// ---------------------------------------------------------------------------------------------
+// The rules every self-renewing holding keeps (`support::holding`), for the lock's lease.
+
+struct LockLease;
+
+impl support::holding::Held for LockLease {
+    const WHAT: &'static str = "lease";
+    type Managed = leasehold::coordination::lock::ManagedLease;
+
+    async fn hold(
+        coordination: &Coordination,
+        options: &leasehold::coordination::ManagedOptions,
+    ) -> Self::Managed {
+        let lock = FencedLock::named(coordination, "resource");
+        leasehold::coordination::lock::ManagedLease::try_acquire(&lock, options)
+            .await
+            .expect("acquire")
+            .expect("free")
+    }
+
+    fn ownership(held: &Self::Managed) -> leasehold::coordination::ownership::OwnershipLost {
+        held.ownership()
+    }
+
+    async fn release(held: Self::Managed) -> bool {
+        held.release().await.is_ok()
+    }
+
+    async fn try_take(
+        coordination: &Coordination,
+        expiry: Option<Duration>,
+    ) -> leasehold::Result<bool> {
+        let lock = FencedLock::named(coordination, "resource");
+        let lease = expiry.unwrap_or(support::holding::LEASE);
+        Ok(lock.try_acquire(lease).await?.is_acquired())
+    }
+
+    async fn contend(coordination: &Coordination) -> bool {
+        let lock = FencedLock::named(coordination, "resource");
+        match lock
+            .try_acquire(support::holding::LEASE)
+            .await
+            .expect("try")
+            .into_lease()
+        {
+            Some(mut lease) => {
+                lease.release().await.expect("release");
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+holding_rules!(LockLease);

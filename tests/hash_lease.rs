@@ -470,3 +470,61 @@ async fn binary_hash_names(target: Target) {
         Release::Released
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The rules every self-renewing holding keeps (`support::holding`), for a field lease, on
+// Redis 8 (hash field expiry).
+
+struct OneField;
+
+impl support::holding::Held for OneField {
+    const WHAT: &'static str = "field lease";
+    const SERVER: support::ServerKind = support::ServerKind::Redis8;
+    type Managed = ManagedFieldLease;
+
+    async fn hold(
+        coordination: &Coordination,
+        options: &leasehold::coordination::ManagedOptions,
+    ) -> Self::Managed {
+        let hash = LeaseHash::named(coordination, "resource");
+        ManagedFieldLease::try_acquire(&hash, "field", options)
+            .await
+            .expect("acquire")
+            .expect("free")
+    }
+
+    fn ownership(held: &Self::Managed) -> leasehold::coordination::ownership::OwnershipLost {
+        held.ownership()
+    }
+
+    async fn release(held: Self::Managed) -> bool {
+        held.release().await.is_ok()
+    }
+
+    async fn try_take(
+        coordination: &Coordination,
+        expiry: Option<Duration>,
+    ) -> leasehold::Result<bool> {
+        let hash = LeaseHash::named(coordination, "resource");
+        let lease = expiry.unwrap_or(support::holding::LEASE);
+        Ok(hash.try_acquire("field", lease).await?.is_acquired())
+    }
+
+    async fn contend(coordination: &Coordination) -> bool {
+        let hash = LeaseHash::named(coordination, "resource");
+        match hash
+            .try_acquire("field", support::holding::LEASE)
+            .await
+            .expect("try")
+            .into_lease()
+        {
+            Some(mut lease) => {
+                lease.release().await.expect("release");
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+holding_rules!(OneField);

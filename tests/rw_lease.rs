@@ -779,3 +779,59 @@ async fn a_dropped_lease_is_released_in_the_background(target: Target) {
         .await;
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The rules every self-renewing holding keeps (`support::holding`), for the write lease.
+
+struct WriteLease;
+
+impl support::holding::Held for WriteLease {
+    const WHAT: &'static str = "write lease";
+    type Managed = ManagedRwLease;
+
+    async fn hold(
+        coordination: &Coordination,
+        options: &leasehold::coordination::ManagedOptions,
+    ) -> Self::Managed {
+        let lock = ReadWriteLock::named(coordination, "resource");
+        ManagedRwLease::try_write(&lock, options)
+            .await
+            .expect("acquire")
+            .expect("free")
+    }
+
+    fn ownership(held: &Self::Managed) -> leasehold::coordination::ownership::OwnershipLost {
+        held.ownership()
+    }
+
+    async fn release(held: Self::Managed) -> bool {
+        held.release().await.is_ok()
+    }
+
+    async fn try_take(
+        coordination: &Coordination,
+        expiry: Option<Duration>,
+    ) -> leasehold::Result<bool> {
+        let lock = ReadWriteLock::named(coordination, "resource");
+        let lease = expiry.unwrap_or(support::holding::LEASE);
+        Ok(lock.try_write(lease).await?.is_acquired())
+    }
+
+    async fn contend(coordination: &Coordination) -> bool {
+        let lock = ReadWriteLock::named(coordination, "resource");
+        match lock
+            .try_write(support::holding::LEASE)
+            .await
+            .expect("try")
+            .into_lease()
+        {
+            Some(mut lease) => {
+                lease.release().await.expect("release");
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+holding_rules!(WriteLease);

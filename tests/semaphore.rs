@@ -14,9 +14,9 @@ use leasehold::coordination::semaphore::{
     Attempt, Capacity, KeyedSemaphore, Semaphore, SemaphorePermit,
 };
 use leasehold::{Coordination, ErrorKind};
+use support::eventually;
 use support::proxy::Direction;
 use support::target::{Target, scenario, server_ms};
-use support::eventually;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -1245,3 +1245,63 @@ async fn permit_turn(
     let released = permit.release().await;
     occupancy.released(stay, released)
 }
+
+// ---------------------------------------------------------------------------------------------
+// The rules every self-renewing holding keeps (`support::holding`), for a permit of a
+// semaphore of one.
+
+struct OnePermit;
+
+impl support::holding::Held for OnePermit {
+    const WHAT: &'static str = "permit";
+    const EXPIRIES: &'static [Option<Duration>] = &[Some(support::holding::LEASE), None];
+    type Managed = leasehold::coordination::semaphore::ManagedPermit;
+
+    async fn hold(
+        coordination: &Coordination,
+        options: &leasehold::coordination::ManagedOptions,
+    ) -> Self::Managed {
+        let semaphore = Semaphore::new(coordination, "resource", 1).expect("valid");
+        let permit = semaphore
+            .try_acquire(Some(support::holding::LEASE))
+            .await
+            .expect("acquire")
+            .into_permit()
+            .expect("free");
+        leasehold::coordination::semaphore::ManagedPermit::keep(permit, options).expect("keep")
+    }
+
+    fn ownership(held: &Self::Managed) -> leasehold::coordination::ownership::OwnershipLost {
+        held.ownership()
+    }
+
+    async fn release(held: Self::Managed) -> bool {
+        held.release().await.is_ok()
+    }
+
+    async fn try_take(
+        coordination: &Coordination,
+        expiry: Option<Duration>,
+    ) -> leasehold::Result<bool> {
+        let semaphore = Semaphore::new(coordination, "resource", 1).expect("valid");
+        Ok(semaphore.try_acquire(expiry).await?.is_acquired())
+    }
+
+    async fn contend(coordination: &Coordination) -> bool {
+        let semaphore = Semaphore::new(coordination, "resource", 1).expect("valid");
+        match semaphore
+            .try_acquire(Some(support::holding::LEASE))
+            .await
+            .expect("try")
+            .into_permit()
+        {
+            Some(mut permit) => {
+                permit.release().await.expect("release");
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+holding_rules!(OnePermit);

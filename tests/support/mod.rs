@@ -7,6 +7,7 @@
 pub mod binaries;
 pub mod cluster;
 pub mod example;
+pub mod holding;
 pub mod http;
 pub mod increx_module;
 pub mod logs;

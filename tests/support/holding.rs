@@ -1,0 +1,375 @@
+//! The rules every self-renewing holding keeps, written once and run for each held
+//! primitive from its own test file: implement [`Held`] for it there, and expand
+//! [`holding_rules!`](crate::holding_rules) with the type. Each runs against a real Redis
+//! behind the fault proxy: a stall shorter than the estimate costs nothing, a longer one ends
+//! ownership before anyone else can take over, the lifetime limit is told before the
+//! release, a late acquisition takes nothing, a release asked during a renewal wins over the
+//! late renewal, and an acquisition delivered twice is granted again.
+
+use std::future::Future;
+use std::time::Duration;
+
+use leasehold::Coordination;
+use leasehold::backend::redis::RedisBackend;
+use leasehold::coordination::ManagedOptions;
+use leasehold::coordination::ownership::{LossReason, OwnershipLost};
+use tokio::time::Instant;
+
+use super::proxy::Proxy;
+use super::{ServerKind, shared, unique_prefix};
+use crate::support;
+
+/// The lease of every holding the rules take: renewed at 1.5 s.
+pub const LEASE: Duration = Duration::from_secs(3);
+
+/// A held primitive, as its rules need it: one resource named `"resource"` that one holder
+/// at a time may hold.
+pub trait Held {
+    /// What it is, in the rules' messages.
+    const WHAT: &'static str;
+    /// The server its rules run on.
+    const SERVER: ServerKind = ServerKind::Redis7;
+    /// The expiries its late-acquisition rule runs with (`None`: a holding without one).
+    const EXPIRIES: &'static [Option<Duration>] = &[Some(LEASE)];
+    /// Its managed holding.
+    type Managed: Send + 'static;
+
+    /// Takes the resource, kept as `options` say; panics when it is not free.
+    fn hold(
+        coordination: &Coordination,
+        options: &ManagedOptions,
+    ) -> impl Future<Output = Self::Managed> + Send;
+
+    /// The managed holding's ownership signal.
+    fn ownership(held: &Self::Managed) -> OwnershipLost;
+
+    /// Releases the managed holding: whether the release was answered.
+    fn release(held: Self::Managed) -> impl Future<Output = bool> + Send + 'static;
+
+    /// Tries to take the resource with `expiry` (the lease when it needs one and `None` is
+    /// given): `Ok(true)` when taken, which is then dropped (released in the background).
+    fn try_take(
+        coordination: &Coordination,
+        expiry: Option<Duration>,
+    ) -> impl Future<Output = leasehold::Result<bool>> + Send;
+
+    /// Whether another holder can take the resource now; it releases at once when it could.
+    fn contend(coordination: &Coordination) -> impl Future<Output = bool> + Send;
+}
+
+/// Expands every rule as a test for `$held` (a type of the test file implementing [`Held`]), in a module
+/// named `holding_rules`.
+#[macro_export]
+macro_rules! holding_rules {
+    ($held:ident) => {
+        mod holding_rules {
+            use $crate::support::holding as rules;
+
+            #[tokio::test]
+            async fn a_stall_shorter_than_the_estimate_costs_nothing() {
+                rules::a_stall_shorter_than_the_estimate_costs_nothing::<super::$held>().await
+            }
+
+            #[tokio::test]
+            async fn a_stall_longer_than_the_estimate_ends_ownership_before_anyone_takes_over() {
+                rules::a_stall_longer_than_the_estimate_ends_ownership_before_anyone_takes_over::<super::$held>().await
+            }
+
+            #[tokio::test]
+            async fn the_lifetime_limit_is_told_before_the_release() {
+                rules::the_lifetime_limit_is_told_before_the_release::<super::$held>().await
+            }
+
+            #[tokio::test]
+            async fn a_late_acquisition_leaves_nothing_once_delivered() {
+                rules::a_late_acquisition_leaves_nothing_once_delivered::<super::$held>().await
+            }
+
+            #[tokio::test]
+            async fn a_release_asked_during_a_renewal_frees_it_and_the_late_renewal_changes_nothing() {
+                rules::a_release_asked_during_a_renewal_frees_it_and_the_late_renewal_changes_nothing::<super::$held>().await
+            }
+
+            #[tokio::test]
+            async fn an_acquisition_delivered_twice_is_granted_again() {
+                rules::an_acquisition_delivered_twice_is_granted_again::<super::$held>().await
+            }
+        }
+    };
+}
+
+/// A managed holding, kept until dropped, with its ownership signal.
+struct Holding<H: Held> {
+    ownership: OwnershipLost,
+    _held: H::Managed,
+}
+
+/// Takes the resource as [`Held::hold`] does, detached (kept after its handle is dropped)
+/// with a lifetime limit when one is given.
+async fn hold<H: Held>(coordination: &Coordination, lifetime: Option<Duration>) -> Holding<H> {
+    let options = ManagedOptions::new()
+        .lease(LEASE)
+        .release_on_drop(lifetime.is_none())
+        .max_lifetime(lifetime);
+    let held = H::hold(coordination, &options).await;
+    Holding {
+        ownership: H::ownership(&held),
+        _held: held,
+    }
+}
+
+/// A holder reaching Redis through `proxy`, and a contender reaching it directly, sharing a
+/// key prefix.
+async fn sides<H: Held>(proxy: &Proxy, test: &str) -> (Coordination, Coordination) {
+    let prefix = unique_prefix(test);
+    let connect = |url: String| {
+        let prefix = prefix.clone();
+        async move {
+            let backend = RedisBackend::standalone(url)
+                .key_prefix(prefix)
+                .connect()
+                .await
+                .expect("connect");
+            Coordination::from(backend)
+        }
+    };
+    let holder = connect(proxy.url()).await;
+    let contender = connect(shared(H::SERVER).url()).await;
+    (holder, contender)
+}
+
+pub async fn a_stall_shorter_than_the_estimate_costs_nothing<H: Held>() {
+    let what = H::WHAT;
+    let proxy = Proxy::to_port(shared(H::SERVER).port());
+    let (holder, contender) = sides::<H>(&proxy, "short-stall").await;
+    let held = hold::<H>(&holder, None).await;
+    let acquired = Instant::now();
+    // The renewal at 1.5 s meets a 1.2 s stall, longer than the 1 s response timeout.
+    tokio::time::sleep_until(acquired + Duration::from_millis(1300)).await;
+    proxy.stall();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    proxy.pass();
+    // Past the first lease and well into the next: still held, never signalled.
+    while acquired.elapsed() < LEASE + Duration::from_secs(1) {
+        assert!(
+            !held.ownership.is_lost(),
+            "{what}: lost at {:?}: {:?}",
+            acquired.elapsed(),
+            held.ownership.reason()
+        );
+        assert!(
+            !H::contend(&contender).await,
+            "{what}: another holder took it at {:?}",
+            acquired.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub async fn a_stall_longer_than_the_estimate_ends_ownership_before_anyone_takes_over<H: Held>() {
+    let what = H::WHAT;
+    let proxy = Proxy::to_port(shared(H::SERVER).port());
+    let (holder, contender) = sides::<H>(&proxy, "long-stall").await;
+    let held = hold::<H>(&holder, None).await;
+    let acquired = Instant::now();
+    tokio::time::sleep_until(acquired + Duration::from_millis(1300)).await;
+    proxy.stall();
+    let mut ownership = held.ownership.clone();
+    let watcher = tokio::spawn(async move {
+        let reason = ownership.lost().await;
+        (reason, Instant::now())
+    });
+    // The contender polls from its own connection until it gets the resource.
+    let taken_at = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if H::contend(&contender).await {
+                return Instant::now();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the contender takes it once the lease expires");
+    proxy.pass();
+    let (reason, lost_at) = tokio::time::timeout(Duration::from_secs(1), watcher)
+        .await
+        .expect("ownership ended")
+        .expect("watcher");
+    assert_eq!(reason, LossReason::Uncertain, "{what}");
+    assert!(
+        lost_at < taken_at,
+        "{what}: ownership ended {:?} after acquisition, the contender took over at {:?}",
+        lost_at - acquired,
+        taken_at - acquired
+    );
+    // At the estimate (the lease, counted from before the acquisition was sent).
+    let at = lost_at - acquired;
+    assert!(
+        at >= LEASE - Duration::from_millis(200) && at <= LEASE + Duration::from_millis(200),
+        "{what}: lost {at:?} after acquisition"
+    );
+}
+
+pub async fn the_lifetime_limit_is_told_before_the_release<H: Held>() {
+    let what = H::WHAT;
+    let proxy = Proxy::to_port(shared(H::SERVER).port());
+    let (holder, contender) = sides::<H>(&proxy, "lifetime").await;
+    let held = hold::<H>(&holder, Some(Duration::from_secs(1))).await;
+    let mut ownership = held.ownership.clone();
+    drop(held);
+    // Everything the holder sends from now on takes 300 ms to arrive: its release too.
+    proxy.latency(
+        support::proxy::Direction::ToServer,
+        Duration::from_millis(300),
+    );
+    let reason = tokio::time::timeout(Duration::from_secs(3), ownership.lost())
+        .await
+        .expect("the limit is reached");
+    assert_eq!(reason, LossReason::LifetimeLimit, "{what}");
+    // Told first: the release has not reached the server yet.
+    assert!(
+        !H::contend(&contender).await,
+        "{what}: released before the holder was told"
+    );
+    // Then released, long before its lease would expire.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !H::contend(&contender).await {
+        assert!(Instant::now() < deadline, "{what}: never released");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// An acquisition held back by the network until after its client gave up, reconnected and
+/// cleaned up: delivered then, it must not take what nobody holds.
+pub async fn a_late_acquisition_leaves_nothing_once_delivered<H: Held>() {
+    for &expiry in H::EXPIRIES {
+        a_late_acquisition_with::<H>(expiry).await;
+    }
+}
+
+async fn a_late_acquisition_with<H: Held>(expiry: Option<Duration>) {
+    let what = H::WHAT;
+    let behind = support::Behind::start_on(H::SERVER, "late");
+    let (server, proxy, prefix) = (&behind.server, &behind.proxy, &behind.prefix);
+    let holder = behind
+        .through_proxy(|builder| {
+            builder
+                .response_timeout(Duration::from_millis(300))
+                .transient_retry(Duration::from_millis(100))
+        })
+        .await;
+    // The scripts are loaded: the held command is an EVALSHA that runs as it arrives.
+    assert!(H::contend(&holder).await);
+    let calls = || support::target::command_calls(server, "evalsha");
+    let before = calls();
+    // The lock's fencing counter stays, by design; nothing else may.
+    let keys = server.count_keys(prefix.as_bytes());
+
+    proxy.stall();
+    let err = H::try_take(&holder, expiry)
+        .await
+        .expect_err("no answer within the response timeout");
+    assert!(err.is_outcome_uncertain(), "{what}: {err}");
+    // The client's connection breaks; the acquisition is still on its way.
+    proxy.sever();
+    proxy.pass();
+    // The cleanup (a release by owner token, once the acquisition's deadline has passed)
+    // runs over a new connection.
+    support::eventually("the cleanup runs", async || calls() > before).await;
+    assert_eq!(
+        server.count_keys(prefix.as_bytes()),
+        keys,
+        "{what}: nothing yet"
+    );
+    proxy.deliver_held();
+    support::eventually("the late acquisition runs", async || calls() > before + 1).await;
+    // It changed nothing: nobody holds the resource, and no key is left.
+    assert_eq!(
+        server.count_keys(prefix.as_bytes()),
+        keys,
+        "{what}: the late acquisition took it"
+    );
+    let contender = behind.direct().await;
+    assert!(H::contend(&contender).await, "{what}");
+}
+
+/// A managed holding whose keeper is renewing it when its holder asks for the release: the
+/// renewal in flight is given up and the release sent. Here both are held by the network,
+/// the client's connection breaks, and the release goes again over a new connection; the
+/// held renewal, delivered after it, must not bring back what was released.
+pub async fn a_release_asked_during_a_renewal_frees_it_and_the_late_renewal_changes_nothing<
+    H: Held,
+>() {
+    let what = H::WHAT;
+    let behind = support::Behind::start_on(H::SERVER, "release-renewing");
+    let (server, proxy) = (&behind.server, &behind.proxy);
+    let holder = behind
+        .through_proxy(|builder| builder.response_timeout(Duration::from_millis(300)))
+        .await;
+    let contender = behind.direct().await;
+    let held = H::hold(&holder, &ManagedOptions::new().lease(LEASE)).await;
+    let release = move || tokio::spawn(H::release(held));
+    let calls = || support::target::command_calls(server, "evalsha");
+    // Held from just before the renewal (due at half the lease) until it has left the client.
+    tokio::time::sleep(LEASE / 2 - Duration::from_millis(300)).await;
+    let sent = proxy.bytes_received(support::proxy::Direction::ToServer);
+    let ran = calls();
+    proxy.stall();
+    support::eventually("the renewal is sent", async || {
+        proxy.bytes_received(support::proxy::Direction::ToServer) > sent
+    })
+    .await;
+    let released = release();
+    // The release is held too; the client's connection breaks, and the release goes again.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    proxy.sever();
+    proxy.pass();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), released)
+            .await
+            .expect("the release ends")
+            .expect("the release task"),
+        "{what}: released"
+    );
+    assert!(H::contend(&contender).await, "{what}: free");
+    // The held renewal (and the first release) arrive now, and find nothing of the holder's.
+    let before = calls();
+    proxy.deliver_held();
+    support::eventually("the held commands run", async || calls() >= before + 2).await;
+    assert!(calls() > ran + 2, "the renewal ran after the release");
+    assert!(
+        H::contend(&contender).await,
+        "{what}: the late renewal brought it back"
+    );
+}
+
+/// The same acquisition delivered twice (a network, or a client library, that sends it
+/// again): the second delivery finds its own grant and answers granted, so that no caller
+/// reads its own holding as someone else's; it takes nothing more, and the holder's release
+/// frees the resource.
+pub async fn an_acquisition_delivered_twice_is_granted_again<H: Held>() {
+    let what = H::WHAT;
+    let behind = support::Behind::start_on(H::SERVER, "twice");
+    let holder = behind.through_proxy(|builder| builder).await;
+    let contender = behind.direct().await;
+    behind.proxy.take_delivered();
+    let held = hold::<H>(&holder, None).await;
+    let reply = support::proxy::replay_last_script(&behind.server, &behind.proxy.take_delivered());
+    let redis::Value::Array(fields) = &reply else {
+        panic!("{what}: a reply table: {reply:?}");
+    };
+    let status: String = redis::from_redis_value(fields[0].clone()).expect("a status");
+    assert!(
+        status == "granted" || status == "acquired",
+        "{what}: the duplicate answered {reply:?}"
+    );
+    assert!(
+        !H::contend(&contender).await,
+        "{what}: held once, by its holder"
+    );
+    drop(held);
+    support::eventually("the release frees it", async || {
+        H::contend(&contender).await
+    })
+    .await;
+}
