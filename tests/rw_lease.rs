@@ -1,7 +1,7 @@
 //! Read-write leases on every server kind, the cluster and the memory backend; a 10 s run of
 //! readers and writers on separate connections; a holder process frozen by SIGSTOP. The
-//! managed write lease's stall, outage and late-delivery rules run with the other holdings in
-//! `holding.rs`.
+//! managed write lease's stall, outage and late-delivery rules are the holdings' rules
+//! (`support::holding`), expanded at the end of this file.
 
 mod support;
 
@@ -761,7 +761,7 @@ scenario!(a_dropped_lease_is_released_in_the_background);
 
 /// Dropping a read-write lease (not managed) releases it in the background, long before its
 /// minute would run out: the next writer gets in. (That a late grant takes nothing is
-/// `holding.rs`'s `a_late_acquisition_leaves_nothing_once_delivered::write_lease`.)
+/// `holding_rules::a_late_acquisition_leaves_nothing_once_delivered`, below.)
 async fn a_dropped_lease_is_released_in_the_background(target: Target) {
     let coordination = target.coordination("rw-dropped").await;
     let lock = ReadWriteLock::named(&coordination, "dropped");
