@@ -1163,7 +1163,7 @@ async fn lock_turn(
         .map_err(|err| format!("acquire: {err}"))?;
     let stay = occupancy.stay().await;
     let released = lease.release().await;
-    occupancy.released(stay, released.map(|release| release == Release::Released))
+    occupancy.released(stay, released)
 }
 
 // ---------------------------------------------------------------------------------------------

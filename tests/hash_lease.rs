@@ -384,7 +384,7 @@ async fn field_turn(
         .map_err(|err| format!("acquire: {err}"))?;
     let stay = occupancy.stay().await;
     let released = lease.release().await;
-    occupancy.released(stay, released.map(|release| release == Release::Released))
+    occupancy.released(stay, released)
 }
 
 /// On Redis a waiter does not poll: a change to another field of the hash wakes it (it tries

@@ -847,7 +847,7 @@ async fn read_and_write_leases_and_permits_over_http() {
             .expect("try")
             .into_lease()
         {
-            Some(mut lease) => lease.release().await.expect("release"),
+            Some(mut lease) => lease.release().await.expect("release").was_held(),
             None => false,
         }
     })
@@ -870,7 +870,7 @@ async fn read_and_write_leases_and_permits_over_http() {
             .expect("try")
             .into_lease()
         {
-            Some(mut lease) => lease.release().await.expect("release"),
+            Some(mut lease) => lease.release().await.expect("release").was_held(),
             None => false,
         }
     })
@@ -1039,7 +1039,7 @@ async fn a_waiting_permit_polls_at_its_options_interval() {
         permit.map(|_| started.elapsed())
     });
     tokio::time::sleep(Duration::from_millis(10)).await;
-    assert!(held.release().await.expect("release"));
+    assert!(held.release().await.expect("release").was_held());
     let waited = waiting.await.expect("the task").expect("a permit");
     assert!(
         waited >= Duration::from_millis(250),

@@ -37,7 +37,7 @@ async fn write(lock: &ReadWriteLock, lease: Duration) -> RwLease {
 async fn readable(lock: &ReadWriteLock) -> bool {
     match lock.try_read(MINUTE).await.expect("try_read").into_lease() {
         Some(mut lease) => {
-            assert!(lease.release().await.expect("release"));
+            assert!(lease.release().await.expect("release").was_held());
             true
         }
         None => false,
@@ -52,7 +52,7 @@ async fn writable(lock: &ReadWriteLock) -> bool {
         .into_lease()
     {
         Some(mut lease) => {
-            assert!(lease.release().await.expect("release"));
+            assert!(lease.release().await.expect("release").was_held());
             true
         }
         None => false,
@@ -85,10 +85,13 @@ async fn readers_share_and_a_writer_is_alone(target: Target) {
     // The longest reader decides: both must run out.
     assert!(wait > Duration::from_secs(50) && wait <= MINUTE, "{wait:?}");
 
-    assert!(first.release().await.expect("release"));
+    assert!(first.release().await.expect("release").was_held());
     assert!(!writable(&lock).await, "one reader is left");
-    assert!(second.release().await.expect("release"));
-    assert!(!second.release().await.expect("again"), "nothing sent");
+    assert!(second.release().await.expect("release").was_held());
+    assert!(
+        !second.release().await.expect("again").was_held(),
+        "nothing sent"
+    );
 
     let mut writer = write(&lock, Duration::from_secs(20)).await;
     assert_eq!(writer.access(), Access::Write);
@@ -106,7 +109,7 @@ async fn readers_share_and_a_writer_is_alone(target: Target) {
     assert!(!writable(&lock).await);
     assert!(writer.verify_still_held().await.expect("verify"));
     assert!(writer.renew(MINUTE).await.expect("renew"));
-    assert!(writer.release().await.expect("release"));
+    assert!(writer.release().await.expect("release").was_held());
     assert!(writable(&lock).await);
     assert_eq!(target.count_keys(&coordination), 0, "gone with its holders");
 }
@@ -177,10 +180,10 @@ async fn a_stale_handle_cannot_touch_a_replacement(target: Target) {
         "not sent or refused"
     );
     assert!(!stale.downgrade().await.expect("downgrade"));
-    assert!(!stale.release().await.expect("release"));
+    assert!(!stale.release().await.expect("release").was_held());
     assert!(replacement.verify_still_held().await.expect("verify"));
     assert!(!readable(&lock).await, "the replacement still writes");
-    assert!(replacement.release().await.expect("release"));
+    assert!(replacement.release().await.expect("release").was_held());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -202,7 +205,7 @@ async fn a_waiting_writer_keeps_new_readers_out(target: Target) {
     })
     .await;
     assert!(!writer.is_finished(), "the reader still holds it");
-    assert!(reader.release().await.expect("release"));
+    assert!(reader.release().await.expect("release").was_held());
     let mut writer = tokio::time::timeout(Duration::from_secs(5), writer)
         .await
         .expect("the writer gets in once the reader leaves")
@@ -210,7 +213,7 @@ async fn a_waiting_writer_keeps_new_readers_out(target: Target) {
         .expect("write");
     assert_eq!(writer.access(), Access::Write);
     assert!(!readable(&lock).await);
-    assert!(writer.release().await.expect("release"));
+    assert!(writer.release().await.expect("release").was_held());
     assert!(readable(&lock).await, "its record went with its grant");
 }
 
@@ -319,7 +322,7 @@ async fn memory_leases_follow_the_paused_clock() {
     assert!(!writable(&lock).await, "renewed");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(writable(&lock).await, "expired");
-    assert!(!reader.release().await.expect("release"));
+    assert!(!reader.release().await.expect("release").was_held());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -376,7 +379,10 @@ async fn run(
                     let hold = if write { 2 } else { 15 + 5 * i as u64 };
                     tokio::time::sleep(Duration::from_millis(hold)).await;
                     let to = Instant::now();
-                    assert!(lease.release().await.expect("release"), "held throughout");
+                    assert!(
+                        lease.release().await.expect("release").was_held(),
+                        "held throughout"
+                    );
                     if write {
                         // Writers come back after a while; readers come back at once.
                         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -567,13 +573,13 @@ async fn a_frozen_holder_expires_and_the_others_proceed() {
         .expect("the frozen holder's lease runs out within its second")
         .expect("read");
     let waited = frozen.elapsed();
-    assert!(reader.release().await.expect("release"));
+    assert!(reader.release().await.expect("release").was_held());
     let mut writer = tokio::time::timeout(Duration::from_secs(1), lock.write(MINUTE))
         .await
         .expect("free")
         .expect("write");
     println!("a reader got in {waited:?} after the holder was frozen");
-    assert!(writer.release().await.expect("release"));
+    assert!(writer.release().await.expect("release").was_held());
     let _ = Command::new("kill").args(["-CONT", &pid]).status();
     drop(child);
 }
@@ -594,7 +600,7 @@ async fn a_downgrade_without_an_answer_leaves_a_reader_and_the_next_settles_it()
     // Warm: every script the test sends is cached, so the held one runs as it lands.
     let mut warm = write(&lock, MINUTE).await;
     assert!(warm.downgrade().await.expect("downgrade"));
-    assert!(warm.release().await.expect("release"));
+    assert!(warm.release().await.expect("release").was_held());
 
     let mut writer = write(&lock, MINUTE).await;
     behind.proxy.stall();
@@ -616,7 +622,7 @@ async fn a_downgrade_without_an_answer_leaves_a_reader_and_the_next_settles_it()
     assert_eq!(writer.access(), Access::Read);
     eventually("readers get in", async || readable(&observer).await).await;
     assert!(!writable(&observer).await, "it still reads");
-    assert!(writer.release().await.expect("release"));
+    assert!(writer.release().await.expect("release").was_held());
 }
 
 /// Redis out of memory (`noeviction`): a new lease is refused (`OutOfMemory`, certainly
@@ -658,7 +664,12 @@ async fn out_of_memory_refuses_new_leases_and_renews_held_ones() {
     let err = lock.try_read(MINUTE).await.expect_err("another reader");
     assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{err}");
     assert!(held.renew(MINUTE).await.expect("renewed out of memory"));
-    assert!(held.release().await.expect("released out of memory"));
+    assert!(
+        held.release()
+            .await
+            .expect("released out of memory")
+            .was_held()
+    );
     server.out_of_memory(false);
 }
 
@@ -683,13 +694,13 @@ async fn a_waiting_writer_does_not_wake_itself_round_after_round() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let tries = calls() - before;
     assert!(tries <= 6, "{tries} tries in a second of waiting");
-    assert!(reader.release().await.expect("release"));
+    assert!(reader.release().await.expect("release").was_held());
     let mut writer = tokio::time::timeout(Duration::from_secs(5), writer)
         .await
         .expect("the writer gets in")
         .expect("task")
         .expect("write");
-    assert!(writer.release().await.expect("release"));
+    assert!(writer.release().await.expect("release").was_held());
 }
 
 /// Four writers with handles of their own take turns at one write lease while its slot
@@ -753,7 +764,7 @@ async fn binary_names(target: Target) {
     );
     let other = ReadWriteLock::named(&coordination, b"\x00\xff}{|");
     assert!(readable(&other).await, "another name is another lock");
-    assert!(writer.release().await.expect("release"));
+    assert!(writer.release().await.expect("release").was_held());
     assert!(readable(&same).await);
 }
 

@@ -104,7 +104,7 @@ async fn capacity_is_respected_and_full_says_when_a_slot_frees(target: Target) {
     );
 
     // Without the short one, the next slot frees when the minute is up.
-    assert!(short.release().await.expect("release"));
+    assert!(short.release().await.expect("release").was_held());
     let third = acquired(&semaphore, None).await;
     let wait = semaphore
         .try_acquire(None)
@@ -144,17 +144,20 @@ async fn release_frees_a_slot_once(target: Target) {
     );
     assert!(is_full(&semaphore).await);
 
-    assert!(permit.release().await.expect("release"));
+    assert!(permit.release().await.expect("release").was_held());
     assert!(permit.is_released());
     assert_eq!(permit.remaining_estimate(), Some(Duration::ZERO));
-    assert!(!permit.release().await.expect("again"), "released twice");
+    assert!(
+        !permit.release().await.expect("again").was_held(),
+        "released twice"
+    );
     assert!(!permit.verify_still_held().await.expect("verify"));
     assert!(!permit.renew(Some(MINUTE)).await.expect("renew"));
 
     let mut next = acquired(&semaphore, None).await;
     assert_ne!(next.owner_token(), permit.owner_token());
     assert_eq!(next.remaining_estimate(), None, "no expiry");
-    assert!(next.release().await.expect("release"));
+    assert!(next.release().await.expect("release").was_held());
     assert_eq!(semaphore.held().await.expect("held"), 0);
     assert_eq!(target.count_keys(&coordination), 0);
 }
@@ -186,8 +189,8 @@ async fn capacities_must_agree_while_permits_are_held(target: Target) {
     assert!(three.try_acquire(None).await.expect("try").is_acquired());
 
     // Once every permit is gone, a new capacity applies.
-    assert!(first.release().await.expect("release"));
-    assert!(second.release().await.expect("release"));
+    assert!(first.release().await.expect("release").was_held());
+    assert!(second.release().await.expect("release").was_held());
     eventually("the dropped permit is released", async || {
         three.held().await.expect("held") == 0
     })
@@ -230,10 +233,10 @@ async fn expired_permits_are_pruned_by_the_next_step(target: Target) {
         "past its estimate, only a release settles it"
     );
     assert_eq!(first.remaining_estimate(), Some(Duration::ZERO));
-    assert!(!first.release().await.expect("release"));
+    assert!(!first.release().await.expect("release").was_held());
     assert!(first.is_released());
     assert!(second.verify_still_held().await.expect("verify"));
-    assert!(second.release().await.expect("release"));
+    assert!(second.release().await.expect("release").was_held());
 
     // A permit that expired with nobody stepping on it leaves no key behind.
     let forgotten = acquired(&semaphore, Some(EXPIRY)).await;
@@ -285,7 +288,7 @@ async fn memory_permits_follow_the_paused_clock() {
     // Past its estimate: nothing is sent; the release settles it.
     assert!(!second.renew(Some(MINUTE)).await.expect("lost"));
     assert!(!second.is_released());
-    assert!(!second.release().await.expect("release"));
+    assert!(!second.release().await.expect("release").was_held());
     assert!(second.is_released());
     drop(first);
     assert!(coordination_is_empty(&coordination));
@@ -337,7 +340,7 @@ async fn renewal_extends_or_finds_the_permit_lost(target: Target) {
     // Past its estimate: no renewal is sent; the release finds it gone and settles it.
     assert!(!permit.renew(Some(MINUTE)).await.expect("lost"));
     assert_eq!(permit.remaining_estimate(), Some(Duration::ZERO));
-    assert!(!permit.release().await.expect("release"));
+    assert!(!permit.release().await.expect("release").was_held());
     assert!(permit.is_released());
     assert_eq!(semaphore.held().await.expect("held"), 0);
     assert_eq!(target.count_keys(&coordination), 0);
@@ -353,7 +356,7 @@ async fn semaphore_full_wait(semaphore: &Semaphore) -> Duration {
         .expect("try")
         .retry_after()
         .expect("a finite expiry");
-    assert!(filler.release().await.expect("release"));
+    assert!(filler.release().await.expect("release").was_held());
     wait
 }
 
@@ -378,7 +381,7 @@ async fn a_waiting_acquire_is_woken_by_a_release(target: Target) {
     assert!(!waiting.is_finished(), "the only slot is held for a minute");
 
     let released_at = std::time::Instant::now();
-    assert!(held.release().await.expect("release"));
+    assert!(held.release().await.expect("release").was_held());
     let (permit, acquired_at) = tokio::time::timeout(Duration::from_secs(2), waiting)
         .await
         .expect("woken long before the holder's expiry")
@@ -433,7 +436,7 @@ async fn a_keyed_waiter_is_woken_by_a_release_of_another_key(target: Target) {
     let waiting = tokio::spawn(async move { waiter.acquire(b"bob", Some(MINUTE)).await });
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!waiting.is_finished(), "the global slot is alice's");
-    assert!(held.release().await.expect("release"));
+    assert!(held.release().await.expect("release").was_held());
     let permit = tokio::time::timeout(Duration::from_secs(2), waiting)
         .await
         .expect("woken by the global set's release")
@@ -457,7 +460,7 @@ async fn storage_follows_the_permits(target: Target) {
     );
     let mut minute = acquired(&semaphore, Some(MINUTE)).await;
     assert_eq!(target.pttl(&key), -1);
-    assert!(forever.release().await.expect("release"));
+    assert!(forever.release().await.expect("release").was_held());
     let ttl = target.pttl(&key);
     assert!(ttl > 55_000 && ttl <= 60_001, "{ttl}");
 
@@ -488,8 +491,8 @@ async fn storage_follows_the_permits(target: Target) {
         )
     );
 
-    assert!(minute.release().await.expect("release"));
-    assert!(short.release().await.expect("release"));
+    assert!(minute.release().await.expect("release").was_held());
+    assert!(short.release().await.expect("release").was_held());
     assert_eq!(target.raw(&[b"EXISTS", &key]), redis::Value::Int(0));
 }
 
@@ -524,8 +527,8 @@ async fn nothing_is_left_behind(target: Target) {
     assert_eq!(keyed.held(b"b").await.expect("held"), (Some(1), Some(3)));
     assert!(target.count_keys(&coordination) > 0);
 
-    assert!(released.release().await.expect("release"));
-    assert!(keyed_released.release().await.expect("release"));
+    assert!(released.release().await.expect("release").was_held());
+    assert!(keyed_released.release().await.expect("release").was_held());
     drop(dropped);
     drop(keyed_dropped);
     // Expiry alone must take these away.
@@ -596,7 +599,7 @@ async fn keyed_capacity_is_per_key_and_global_all_or_nothing(target: Target) {
 
     // Releasing alice's permit frees both of its slots.
     let mut alice = alice.into_permit().expect("acquired");
-    assert!(alice.release().await.expect("release"));
+    assert!(alice.release().await.expect("release").was_held());
     assert_eq!(
         keyed.held(b"alice").await.expect("held"),
         (Some(0), Some(1))
@@ -669,7 +672,7 @@ async fn keyed_keys_share_a_slot(target: Target) {
             assert_eq!(per_key_slot, global_slot);
             assert_eq!(per_key_slot, i64::from(key_slot(&per_key)));
         }
-        assert!(permit.release().await.expect("release"));
+        assert!(permit.release().await.expect("release").was_held());
     }
 }
 
@@ -688,7 +691,7 @@ async fn binary_names_and_keys(target: Target) {
         assert_eq!(target.raw(&[b"EXISTS", &key]), redis::Value::Int(1));
     }
     assert!(permit.verify_still_held().await.expect("verify"));
-    assert!(permit.release().await.expect("release"));
+    assert!(permit.release().await.expect("release").was_held());
 
     let keyed = KeyedSemaphore::new(
         &coordination,
@@ -713,7 +716,7 @@ async fn binary_names_and_keys(target: Target) {
         let per_key = physical(&coordination, &per_key);
         assert_eq!(target.raw(&[b"EXISTS", &per_key]), redis::Value::Int(1));
     }
-    assert!(permit.release().await.expect("release"));
+    assert!(permit.release().await.expect("release").was_held());
     assert_eq!(target.count_keys(&coordination), 0);
 }
 
@@ -804,7 +807,7 @@ async fn concurrent_holders_never_exceed_the_capacity(target: Target) {
                     most.fetch_max(now, Ordering::SeqCst);
                     tokio::time::sleep(Duration::from_millis(2)).await;
                     holding.fetch_sub(1, Ordering::SeqCst);
-                    assert!(permit.release().await.expect("release"));
+                    assert!(permit.release().await.expect("release").was_held());
                 }
                 granted
             })
@@ -867,7 +870,7 @@ async fn a_cancelled_renewal_keeps_the_permit_with_the_narrower_estimate(target:
     assert!(permit.verify_still_held().await.expect("verify"));
     // Renewing again is safe: a late renewal only extends a permit it still finds.
     assert!(permit.renew(Some(MINUTE)).await.expect("renew"));
-    assert!(permit.release().await.expect("release"));
+    assert!(permit.release().await.expect("release").was_held());
     assert_eq!(target.count_keys(&coordination), 0);
 }
 
@@ -929,7 +932,7 @@ impl Stalling {
         let mut warm = acquired(&semaphore, None).await;
         assert!(warm.verify_still_held().await.expect("verify"));
         assert!(warm.renew(None).await.expect("renew"));
-        assert!(warm.release().await.expect("release"));
+        assert!(warm.release().await.expect("release").was_held());
         assert_eq!(semaphore.held().await.expect("held"), 0);
         Stalling { on, semaphore }
     }
@@ -952,7 +955,7 @@ async fn an_acquisition_without_an_answer_is_sent_again_and_granted_once() {
     stalling.server.pause_clients(400);
     let mut permit = acquired(&stalling.semaphore, None).await;
     assert_eq!(stalling.semaphore.held().await.expect("held"), 1);
-    assert!(permit.release().await.expect("release"));
+    assert!(permit.release().await.expect("release").was_held());
     assert_eq!(stalling.semaphore.held().await.expect("held"), 0);
 }
 
@@ -1007,7 +1010,7 @@ async fn an_unanswered_renewal_keeps_the_permit_and_can_be_retried() {
             .expect("renew after the stall")
     );
     assert!(permit.verify_still_held().await.expect("verify"));
-    assert!(permit.release().await.expect("release"));
+    assert!(permit.release().await.expect("release").was_held());
 }
 
 #[tokio::test]
@@ -1030,7 +1033,10 @@ async fn a_failed_release_is_retried_once_then_uncertain() {
         answer.is_some()
     })
     .await;
-    assert_eq!(answer, Some(false));
+    assert_eq!(
+        answer,
+        Some(leasehold::coordination::Release::AlreadyReleased)
+    );
     assert!(permit.is_released());
     assert_eq!(stalling.semaphore.held().await.expect("held"), 0);
 }
@@ -1077,7 +1083,7 @@ async fn a_lost_delivery_landing_after_the_release_is_released_too() {
     let semaphore = Semaphore::new(&through, "late", 1).expect("valid");
     // Warm: the script is cached, the connection made.
     let mut warm = acquired(&semaphore, None).await;
-    assert!(warm.release().await.expect("release"));
+    assert!(warm.release().await.expect("release").was_held());
     let scripts = || {
         support::target::command_calls(&behind.server, "evalsha")
             + support::target::command_calls(&behind.server, "eval")
@@ -1099,7 +1105,7 @@ async fn a_lost_delivery_landing_after_the_release_is_released_too() {
         .expect("sent again on a new connection")
         .into_permit()
         .expect("granted");
-    assert!(permit.release().await.expect("release"));
+    assert!(permit.release().await.expect("release").was_held());
     assert_eq!(watching.held().await.expect("held"), 0);
 
     let before = scripts();
@@ -1201,7 +1207,12 @@ async fn out_of_memory_refuses_new_permits_and_renews_held_ones() {
             .await
             .expect("renewed out of memory")
     );
-    assert!(held.release().await.expect("released out of memory"));
+    assert!(
+        held.release()
+            .await
+            .expect("released out of memory")
+            .was_held()
+    );
     server.out_of_memory(false);
 }
 

@@ -22,6 +22,7 @@ pub(crate) mod name;
 mod owner;
 pub mod ownership;
 pub mod rate_limit;
+mod release;
 pub mod rw_lease;
 pub mod semaphore;
 
@@ -29,6 +30,7 @@ pub use attempt::Attempt;
 pub(crate) use managed_options::DEFAULT_POLL_INTERVAL;
 pub use managed_options::{MAX_MANAGED_LEASE, MIN_MANAGED_LEASE, ManagedOptions};
 pub use name::{HASHED_NAME_PREFIX, MAX_NAME_LEN};
+pub use release::Release;
 
 use std::time::Duration;
 

@@ -52,12 +52,16 @@ impl Occupancy {
         stays.len() - 1
     }
 
-    /// Records what stay `n`'s release answered (`Ok(true)`: released, `Ok(false)`: not
-    /// held); an error other than a release lost on the way is the turn's failure.
-    pub fn released(&self, n: usize, answer: leasehold::Result<bool>) -> Result<(), String> {
+    /// Records what stay `n`'s release answered; an error other than a release lost on the
+    /// way is the turn's failure.
+    pub fn released(
+        &self,
+        n: usize,
+        answer: leasehold::Result<leasehold::coordination::Release>,
+    ) -> Result<(), String> {
         let release = match answer {
-            Ok(true) => ReleaseFound::Released,
-            Ok(false) => ReleaseFound::Lost,
+            Ok(leasehold::coordination::Release::Released) => ReleaseFound::Released,
+            Ok(_) => ReleaseFound::Lost,
             Err(err) if err.is_unavailable() && err.is_outcome_uncertain() => {
                 ReleaseFound::Uncertain
             }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::LeaseHash;
 use super::lease_hash::FieldKeys;
 use crate::coordination::ManagedOptions;
-use crate::coordination::lock::Release;
+use crate::coordination::Release;
 use crate::coordination::owner::{Holding, Keeper, expiry_ms};
 use crate::coordination::ownership::OwnershipLost;
 use crate::error::Result;
@@ -30,7 +30,7 @@ use crate::error::Result;
 /// use std::time::Duration;
 /// use leasehold::Coordination;
 /// use leasehold::coordination::hash_lease::LeaseHash;
-/// use leasehold::coordination::lock::Release;
+/// use leasehold::coordination::Release;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> leasehold::Result<()> {

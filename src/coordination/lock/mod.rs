@@ -66,10 +66,11 @@ mod fenced_lease;
 mod fenced_lock;
 mod keys;
 mod managed;
-mod release;
 
+/// What a release found: the answer every held primitive shares, re-exported here where the
+/// lock's lease first used it.
+pub use crate::coordination::Release;
 pub use attempt::LockAttempt;
 pub use fenced_lease::FencedLease;
 pub use fenced_lock::FencedLock;
 pub use managed::ManagedLease;
-pub use release::Release;

@@ -8,9 +8,9 @@ use std::time::Duration;
 use super::read_write_lock::RwKeys;
 use super::{Access, ReadWriteLock};
 use crate::backend::steps::rw_lease::RwDowngradeReply;
-use crate::coordination::ManagedOptions;
 use crate::coordination::owner::{Holding, Keeper, expiry_ms};
 use crate::coordination::ownership::OwnershipLost;
+use crate::coordination::{ManagedOptions, Release};
 use crate::error::Result;
 
 /// A read or a write lease on a [`ReadWriteLock`](super::ReadWriteLock), held under a random
@@ -54,6 +54,7 @@ use crate::error::Result;
 /// ```
 /// use std::time::Duration;
 /// use leasehold::Coordination;
+/// use leasehold::coordination::Release;
 /// use leasehold::coordination::rw_lease::{Access, ReadWriteLock};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -66,7 +67,7 @@ use crate::error::Result;
 /// let other = lock.try_read(Duration::from_secs(10)).await?.into_lease().expect("shared");
 ///
 /// assert!(writer.renew(Duration::from_secs(20)).await?);
-/// assert!(writer.release().await?);
+/// assert_eq!(writer.release().await?, Release::Released);
 /// # drop(other);
 /// # Ok(()) }
 /// ```
@@ -198,8 +199,9 @@ impl RwLease {
 
     /// Releases the lease if this handle still holds it; never another holder's.
     ///
-    /// `Ok(true)` when it was held and is now removed; `Ok(false)` when it had expired or
-    /// was released before (then nothing is sent). A failure is retried once, bounded by
+    /// [`Release::Released`] when it was held and is now removed;
+    /// [`Release::AlreadyReleased`] when it had expired or was released before (then
+    /// nothing is sent). A failure is retried once, bounded by
     /// about a second; a release that may have run without an answer leaves the handle
     /// uncertain: call `release` again, or drop it.
     ///
@@ -207,8 +209,8 @@ impl RwLease {
     ///
     /// Cancel safe in effect: if the future is dropped after the request was sent, the
     /// release goes on in a background task and the handle counts as released.
-    pub async fn release(&mut self) -> Result<bool> {
-        Ok(self.holding.release().await?.unwrap_or(false))
+    pub async fn release(&mut self) -> Result<Release> {
+        Ok(Release::from_found(self.holding.release().await?))
     }
 
     /// The holding, to be kept by a [`ManagedRwLease`].
@@ -248,7 +250,7 @@ impl fmt::Debug for RwLease {
 /// ```
 /// use std::time::Duration;
 /// use leasehold::Coordination;
-/// use leasehold::coordination::ManagedOptions;
+/// use leasehold::coordination::{ManagedOptions, Release};
 /// use leasehold::coordination::rw_lease::{Access, ManagedRwLease, ReadWriteLock};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -265,7 +267,7 @@ impl fmt::Debug for RwLease {
 /// }
 /// assert!(lease.downgrade().await?);
 /// assert_eq!(lease.access(), Access::Read);
-/// assert!(lease.release().await?);
+/// assert_eq!(lease.release().await?, Release::Released);
 /// # Ok(()) }
 /// ```
 pub struct ManagedRwLease {
@@ -406,19 +408,20 @@ impl ManagedRwLease {
 
     /// Stops renewing, fires [`OwnershipLost`] with
     /// [`LossReason::Released`](crate::coordination::ownership::LossReason::Released), then
-    /// releases the lease (owner-checked): `Ok(true)` when it was still held, `Ok(false)`
-    /// when it no longer was (lost, or released at its lifetime limit).
+    /// releases the lease (owner-checked): [`Release::Released`] when it was still held,
+    /// [`Release::AlreadyReleased`] when it no longer was (lost, or released at its lifetime
+    /// limit).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe in effect: the release is asked of the keeper when this is called, and
     /// goes on there if the future is dropped, polled or not.
-    pub fn release(self) -> impl Future<Output = Result<bool>> + Send {
+    pub fn release(self) -> impl Future<Output = Result<Release>> + Send {
         let released = self.keeper.release();
         async move {
             match released.await {
-                Some(released) => released.map(|held| held.unwrap_or(false)),
-                None => Ok(false),
+                Some(released) => released.map(Release::from_found),
+                None => Ok(Release::AlreadyReleased),
             }
         }
     }

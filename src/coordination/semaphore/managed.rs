@@ -4,9 +4,9 @@ use std::fmt;
 
 use super::SemaphorePermit;
 use super::sets::PermitSets;
-use crate::coordination::ManagedOptions;
 use crate::coordination::owner::Keeper;
 use crate::coordination::ownership::OwnershipLost;
+use crate::coordination::{ManagedOptions, Release};
 use crate::error::Result;
 
 /// A [`SemaphorePermit`] kept by a background task: renewed at half its expiry until it is
@@ -26,7 +26,7 @@ use crate::error::Result;
 /// ```
 /// use std::time::Duration;
 /// use leasehold::Coordination;
-/// use leasehold::coordination::ManagedOptions;
+/// use leasehold::coordination::{ManagedOptions, Release};
 /// use leasehold::coordination::semaphore::{ManagedPermit, Semaphore};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -42,7 +42,7 @@ use crate::error::Result;
 ///     () = export => {}
 ///     reason = lost.lost() => println!("stopped: {reason}"),
 /// }
-/// assert!(permit.release().await?);
+/// assert_eq!(permit.release().await?, Release::Released);
 /// # Ok(()) }
 /// ```
 pub struct ManagedPermit {
@@ -81,19 +81,20 @@ impl ManagedPermit {
     }
 
     /// Stops renewing, fires [`OwnershipLost`] with [`LossReason::Released`](crate::coordination::ownership::LossReason::Released), then releases
-    /// the permit: `Ok(true)` when it was still held, `Ok(false)` when it no longer was
-    /// (lost, or released at its lifetime limit).
+    /// the permit: [`Release::Released`] when it was still held,
+    /// [`Release::AlreadyReleased`] when it no longer was (lost, or released at its lifetime
+    /// limit).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe in effect: the release is asked of the keeper when this is called, and
     /// goes on there if the future is dropped, polled or not.
-    pub fn release(self) -> impl Future<Output = Result<bool>> + Send {
+    pub fn release(self) -> impl Future<Output = Result<Release>> + Send {
         let released = self.keeper.release();
         async move {
             match released.await {
-                Some(released) => released.map(|held| held.unwrap_or(false)),
-                None => Ok(false),
+                Some(released) => released.map(Release::from_found),
+                None => Ok(Release::AlreadyReleased),
             }
         }
     }

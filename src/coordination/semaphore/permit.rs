@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::Attempt;
 use super::sets::PermitSets;
+use crate::coordination::Release;
 use crate::coordination::owner::{
     Holding, HoldingKeys, acquire_waiting, new_token, send_acquisition,
 };
@@ -65,6 +66,7 @@ use crate::error::Result;
 /// ```
 /// use std::time::Duration;
 /// use leasehold::Coordination;
+/// use leasehold::coordination::Release;
 /// use leasehold::coordination::semaphore::Semaphore;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -81,7 +83,7 @@ use crate::error::Result;
 /// assert!(permit.verify_still_held().await?);
 /// assert!(permit.renew(Some(Duration::from_secs(30))).await?);
 ///
-/// assert!(permit.release().await?);
+/// assert_eq!(permit.release().await?, Release::Released);
 /// assert!(permit.is_released());
 /// assert_eq!(permit.remaining_estimate(), Some(Duration::ZERO));
 /// # Ok(()) }
@@ -126,9 +128,9 @@ impl SemaphorePermit {
         self.holding.expiry()
     }
 
-    /// Releases the permit by its owner token: `Ok(true)` when it was still held and is now
-    /// released, `Ok(false)` when it no longer was (it expired or was removed), or when this
-    /// handle had already released it (then nothing is sent).
+    /// Releases the permit by its owner token: [`Release::Released`] when it was still held
+    /// and is now released, [`Release::AlreadyReleased`] when it no longer was (it expired or
+    /// was removed), or when this handle had already released it (then nothing is sent).
     ///
     /// On failure, one more owner-token release is tried, bounded by about a second, before
     /// the first error is returned; if that does not confirm the release either, the permit is
@@ -140,8 +142,8 @@ impl SemaphorePermit {
     /// Cancel safe in effect: if the future is dropped after the request was sent, the
     /// release goes on in a background task (retried as on drop) and the handle counts as
     /// released.
-    pub async fn release(&mut self) -> Result<bool> {
-        Ok(self.holding.release().await?.unwrap_or(false))
+    pub async fn release(&mut self) -> Result<Release> {
+        Ok(Release::from_found(self.holding.release().await?))
     }
 
     /// Whether the permit is still held, asked of the server: a point-in-time answer, since

@@ -50,6 +50,7 @@ use crate::error::{Error, Result};
 /// ```
 /// use std::time::Duration;
 /// use leasehold::Coordination;
+/// use leasehold::coordination::Release;
 /// use leasehold::coordination::semaphore::Semaphore;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -64,7 +65,7 @@ use crate::error::{Error, Result};
 /// assert_eq!(semaphore.held().await?, 2);
 ///
 /// let mut a = a.into_permit().expect("acquired");
-/// assert!(a.release().await?);
+/// assert_eq!(a.release().await?, Release::Released);
 /// assert_eq!(semaphore.held().await?, 1);
 /// # Ok(()) }
 /// ```
