@@ -632,7 +632,8 @@ scenario!(a_dropped_lease_is_released_in_the_background);
 async fn a_dropped_lease_is_released_in_the_background(target: Target) {
     let coordination = target.coordination("drop").await;
     let lock = FencedLock::named(&coordination, "drop");
-    let abandoned = abandoned_releases().of("fenced lease");
+    let abandoned =
+        abandoned_releases().of(leasehold::coordination::ownership::Primitive::FencedLease);
     for round in 1..=2u64 {
         if round == 1 {
             drop(acquired(&lock, MINUTE).await);
@@ -654,7 +655,10 @@ async fn a_dropped_lease_is_released_in_the_background(target: Target) {
         assert_eq!(next.fencing_token(), 2 * round);
         assert_eq!(next.release().await.expect("release"), Release::Released);
     }
-    assert_eq!(abandoned_releases().of("fenced lease"), abandoned);
+    assert_eq!(
+        abandoned_releases().of(leasehold::coordination::ownership::Primitive::FencedLease),
+        abandoned
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -782,14 +786,18 @@ impl Stalling {
 #[tokio::test]
 async fn an_acquisition_without_an_answer_is_sent_again_and_granted_once() {
     let stalling = Stalling::start().await;
-    let abandoned = abandoned_releases().of("fenced lease");
+    let abandoned =
+        abandoned_releases().of(leasehold::coordination::ownership::Primitive::FencedLease);
     let incr = stalling.calls("incr");
     stalling.server.pause_clients(400);
     let mut lease = acquired(&stalling.lock, MINUTE).await;
     assert_eq!(lease.fencing_token(), stalling.warm_token + 1);
     assert_eq!(stalling.calls("incr"), incr + 1, "granted once");
     assert_eq!(lease.release().await.expect("release"), Release::Released);
-    assert_eq!(abandoned_releases().of("fenced lease"), abandoned);
+    assert_eq!(
+        abandoned_releases().of(leasehold::coordination::ownership::Primitive::FencedLease),
+        abandoned
+    );
 }
 
 /// An acquisition whose grant's answer is held back past the response timeout is sent again
@@ -841,7 +849,8 @@ async fn a_grant_found_again_is_estimated_from_the_first_delivery() {
 #[tokio::test]
 async fn an_acquisition_without_an_answer_for_the_bound_is_released() {
     let stalling = Stalling::start().await;
-    let abandoned = abandoned_releases().of("fenced lease");
+    let abandoned =
+        abandoned_releases().of(leasehold::coordination::ownership::Primitive::FencedLease);
     let (incr, del) = (stalling.calls("incr"), stalling.calls("del"));
     stalling.server.pause_clients(1500);
     let err = stalling
@@ -860,7 +869,10 @@ async fn an_acquisition_without_an_answer_for_the_bound_is_released() {
     let mut next = acquired(&stalling.lock, MINUTE).await;
     assert_eq!(next.fencing_token(), stalling.warm_token + 2);
     assert_eq!(next.release().await.expect("release"), Release::Released);
-    assert_eq!(abandoned_releases().of("fenced lease"), abandoned);
+    assert_eq!(
+        abandoned_releases().of(leasehold::coordination::ownership::Primitive::FencedLease),
+        abandoned
+    );
 }
 
 #[tokio::test]

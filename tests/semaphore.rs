@@ -832,14 +832,18 @@ scenario!(a_dropped_permit_is_released_in_the_background);
 async fn a_dropped_permit_is_released_in_the_background(target: Target) {
     let coordination = target.coordination("drop").await;
     let semaphore = Semaphore::new(&coordination, "jobs", 1).expect("valid");
-    let abandoned = abandoned_releases().of("semaphore permit");
+    let abandoned =
+        abandoned_releases().of(leasehold::coordination::ownership::Primitive::SemaphorePermit);
     drop(acquired(&semaphore, None).await);
     eventually("the dropped permit is released", async || {
         semaphore.held().await.expect("held") == 0
     })
     .await;
     let _next = acquired(&semaphore, None).await;
-    assert_eq!(abandoned_releases().of("semaphore permit"), abandoned);
+    assert_eq!(
+        abandoned_releases().of(leasehold::coordination::ownership::Primitive::SemaphorePermit),
+        abandoned
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

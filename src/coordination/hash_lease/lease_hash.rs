@@ -224,7 +224,8 @@ impl FieldKeys {
 /// only under its owner token.
 impl HoldingKeys for FieldKeys {
     type Released = LeaseReleaseReply;
-    const WHAT: &'static str = "hash-field lease";
+    const PRIMITIVE: crate::coordination::ownership::Primitive =
+        crate::coordination::ownership::Primitive::FieldLease;
     const LEFT_HELD: &'static str = "it blocks its field until it expires";
 
     fn backend(&self) -> &Backend {

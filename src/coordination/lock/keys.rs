@@ -70,7 +70,8 @@ impl LockKeys {
 /// What the shared holding does with a lease: every step on it touches the lease key alone.
 impl HoldingKeys for LockKeys {
     type Released = LeaseReleaseReply;
-    const WHAT: &'static str = "fenced lease";
+    const PRIMITIVE: crate::coordination::ownership::Primitive =
+        crate::coordination::ownership::Primitive::FencedLease;
     const LEFT_HELD: &'static str = "it blocks the lock until it expires";
 
     fn backend(&self) -> &Backend {

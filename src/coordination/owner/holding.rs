@@ -288,6 +288,8 @@ mod tests {
 
     impl HoldingKeys for Scripted {
         type Released = bool;
+        const PRIMITIVE: crate::coordination::ownership::Primitive =
+            crate::coordination::ownership::Primitive::FencedLease;
         const WHAT: &'static str = "scripted holding";
         const LEFT_HELD: &'static str = "nothing";
 

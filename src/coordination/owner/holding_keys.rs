@@ -5,7 +5,7 @@ use std::fmt;
 use std::future::Future;
 
 use crate::backend::Backend;
-use crate::coordination::ownership::{ABANDONED, AbandonedCounters};
+use crate::coordination::ownership::{ABANDONED, AbandonedCounters, Primitive};
 use crate::error::Result;
 
 /// Where one kind of holding lives on a backend (a lock's lease key, a semaphore's sets) and
@@ -15,8 +15,10 @@ use crate::error::Result;
 pub(crate) trait HoldingKeys: fmt::Display + Send + Sync + 'static {
     /// What a release found, logged when a background release succeeds.
     type Released: fmt::Debug + Send + 'static;
-    /// What a token holds, in log and error messages ("a {WHAT}").
-    const WHAT: &'static str;
+    /// The primitive: what its give-ups are counted under.
+    const PRIMITIVE: Primitive;
+    /// What a token holds, in log and error messages ("a {WHAT}"): the primitive's name.
+    const WHAT: &'static str = Self::PRIMITIVE.name();
     /// What a release given up leaves behind, for its warning.
     const LEFT_HELD: &'static str;
 

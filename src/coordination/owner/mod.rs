@@ -59,8 +59,12 @@ mod tests {
         });
         drop(runtime);
         let counts = || {
-            let counts = crate::coordination::ownership::abandoned_releases();
-            (counts.of("fenced lease"), counts.of("semaphore permit"))
+            use crate::coordination::ownership::{Primitive, abandoned_releases};
+            let counts = abandoned_releases();
+            (
+                counts.of(Primitive::FencedLease),
+                counts.of(Primitive::SemaphorePermit),
+            )
         };
         let (leases, permits) = counts();
         drop(lease);

@@ -126,7 +126,7 @@ fn abandon<T: HoldingKeys>(
     cause: AbandonCause,
     reason: impl fmt::Display,
 ) {
-    keys.abandoned().add(T::WHAT, why, cause);
+    keys.abandoned().add(T::PRIMITIVE, why, cause);
     tracing::warn!(
         keys = %keys,
         token,
@@ -173,7 +173,7 @@ mod tests {
         }
 
         fn given_up(&self) -> u64 {
-            self.abandoned.snapshot().of(Self::WHAT)
+            self.abandoned.snapshot().of(Self::PRIMITIVE)
         }
 
         fn counts(&self) -> AbandonedReleases {
@@ -189,6 +189,8 @@ mod tests {
 
     impl HoldingKeys for Fake {
         type Released = ();
+        const PRIMITIVE: crate::coordination::ownership::Primitive =
+            crate::coordination::ownership::Primitive::FencedLease;
         const WHAT: &'static str = "fake holding";
         const LEFT_HELD: &'static str = "nothing";
 
@@ -230,8 +232,11 @@ mod tests {
         release_in_background(Arc::clone(&keys), "t".to_owned(), ReleaseStage::Dropped);
         assert_eq!((keys.attempts(), keys.given_up()), (0, 1));
         assert_eq!(
-            keys.counts()
-                .get(Fake::WHAT, ReleaseStage::Dropped, AbandonCause::NoRuntime),
+            keys.counts().get(
+                Fake::PRIMITIVE,
+                ReleaseStage::Dropped,
+                AbandonCause::NoRuntime
+            ),
             1
         );
     }
@@ -276,7 +281,7 @@ mod tests {
         assert_eq!(
             counts,
             [(
-                Fake::WHAT,
+                Fake::PRIMITIVE,
                 ReleaseStage::Dropped,
                 AbandonCause::Unavailable,
                 1

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::sync::Mutex;
 
+use super::Primitive;
+
 /// At which stage of a holding's life a release ran without its holder, for
 /// [`AbandonedReleases`] and logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -75,20 +77,21 @@ impl AbandonCause {
     }
 }
 
-/// The background releases given up since the process started, by primitive, stage and
-/// cause: a metric to export (see [`abandoned_releases`]). A primitive is named as in logs:
-/// `"fenced lease"` ([`FencedLease`](crate::coordination::lock::FencedLease)),
-/// `"semaphore permit"` ([`SemaphorePermit`](crate::coordination::semaphore::SemaphorePermit)).
+/// The background releases given up since the process started, by [`Primitive`], stage and
+/// cause: a metric to export (see [`abandoned_releases`]).
 ///
 /// # Example
 ///
 /// ```
-/// use leasehold::coordination::ownership::{AbandonCause, ReleaseStage, abandoned_releases};
+/// use leasehold::coordination::ownership::{
+///     AbandonCause, Primitive, ReleaseStage, abandoned_releases,
+/// };
 ///
 /// let counts = abandoned_releases();
-/// let refused = counts.get("fenced lease", ReleaseStage::Dropped, AbandonCause::Refused);
-/// assert!(counts.of("fenced lease") >= refused);
-/// assert!(counts.total() >= counts.of("fenced lease") + counts.of("semaphore permit"));
+/// let lease = Primitive::FencedLease;
+/// let refused = counts.get(lease, ReleaseStage::Dropped, AbandonCause::Refused);
+/// assert!(counts.of(lease) >= refused);
+/// assert!(counts.total() >= counts.of(lease) + counts.of(Primitive::SemaphorePermit));
 /// for (primitive, stage, cause, count) in counts.iter() {
 ///     println!("{primitive}: {count} given up ({stage}; {cause:?})");
 /// }
@@ -96,7 +99,7 @@ impl AbandonCause {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AbandonedReleases {
     /// Each primitive that gave a release up, with its counts by stage and cause.
-    counts: Vec<(&'static str, Counts)>,
+    counts: Vec<(Primitive, Counts)>,
 }
 
 /// Counts by stage (rows) and cause (columns).
@@ -104,13 +107,13 @@ type Counts = [[u64; 3]; 4];
 
 impl AbandonedReleases {
     /// How many releases of `primitive` at `stage` were given up for `cause`.
-    pub fn get(&self, primitive: &str, stage: ReleaseStage, cause: AbandonCause) -> u64 {
+    pub fn get(&self, primitive: Primitive, stage: ReleaseStage, cause: AbandonCause) -> u64 {
         self.counts_of(primitive)
             .map_or(0, |counts| counts[stage.index()][cause.index()])
     }
 
     /// How many releases of `primitive` were given up in all.
-    pub fn of(&self, primitive: &str) -> u64 {
+    pub fn of(&self, primitive: Primitive) -> u64 {
         self.counts_of(primitive)
             .map_or(0, |counts| counts.iter().flatten().sum())
     }
@@ -124,9 +127,7 @@ impl AbandonedReleases {
     }
 
     /// Every non-zero count, with its primitive, stage and cause.
-    pub fn iter(
-        &self,
-    ) -> impl Iterator<Item = (&'static str, ReleaseStage, AbandonCause, u64)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (Primitive, ReleaseStage, AbandonCause, u64)> + '_ {
         self.counts.iter().flat_map(|&(primitive, counts)| {
             ReleaseStage::ALL.into_iter().flat_map(move |stage| {
                 AbandonCause::ALL
@@ -144,7 +145,7 @@ impl AbandonedReleases {
         })
     }
 
-    fn counts_of(&self, primitive: &str) -> Option<&Counts> {
+    fn counts_of(&self, primitive: Primitive) -> Option<&Counts> {
         self.counts
             .iter()
             .find(|(name, _)| *name == primitive)
@@ -163,13 +164,13 @@ pub fn abandoned_releases() -> AbandonedReleases {
     ABANDONED.snapshot()
 }
 
-/// Where every primitive counts its give-ups, under its name.
+/// Where every primitive counts its give-ups.
 pub(crate) static ABANDONED: AbandonedCounters = AbandonedCounters::new();
 
 /// The live counters behind [`AbandonedReleases`]. Give-ups are rare: one lock suffices.
 #[derive(Debug)]
 pub(crate) struct AbandonedCounters {
-    counts: Mutex<Vec<(&'static str, Counts)>>,
+    counts: Mutex<Vec<(Primitive, Counts)>>,
 }
 
 impl AbandonedCounters {
@@ -180,7 +181,7 @@ impl AbandonedCounters {
     }
 
     /// Counts one release of `primitive` given up at `stage` for `cause`.
-    pub(crate) fn add(&self, primitive: &'static str, stage: ReleaseStage, cause: AbandonCause) {
+    pub(crate) fn add(&self, primitive: Primitive, stage: ReleaseStage, cause: AbandonCause) {
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         let index = match counts.iter().position(|(name, _)| *name == primitive) {
             Some(index) => index,

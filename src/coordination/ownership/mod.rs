@@ -3,7 +3,9 @@
 
 mod abandoned;
 mod lost;
+mod primitive;
 
 pub(crate) use abandoned::{ABANDONED, AbandonedCounters};
 pub use abandoned::{AbandonCause, AbandonedReleases, ReleaseStage, abandoned_releases};
 pub use lost::{LossReason, OwnershipLost};
+pub use primitive::Primitive;

@@ -310,7 +310,8 @@ impl RwKeys {
 impl HoldingKeys for RwKeys {
     /// Whether a lease was removed.
     type Released = bool;
-    const WHAT: &'static str = "read-write lease";
+    const PRIMITIVE: crate::coordination::ownership::Primitive =
+        crate::coordination::ownership::Primitive::ReadWriteLease;
     const LEFT_HELD: &'static str =
         "it keeps writers out (and readers, for a write lease) until it expires";
 

@@ -86,7 +86,8 @@ impl PermitSets {
 impl HoldingKeys for PermitSets {
     /// Whether the permit was still held.
     type Released = bool;
-    const WHAT: &'static str = "semaphore permit";
+    const PRIMITIVE: crate::coordination::ownership::Primitive =
+        crate::coordination::ownership::Primitive::SemaphorePermit;
     const LEFT_HELD: &'static str =
         "it stays held until it expires (or until removed by hand if it has no expiry)";
 

@@ -1,0 +1,57 @@
+//! The held primitives, as the abandoned-release counters and the logs name them.
+
+use std::fmt;
+
+/// A held primitive: what [`AbandonedReleases`](super::AbandonedReleases) counts by, and
+/// what the logs call it.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::coordination::ownership::{Primitive, abandoned_releases};
+///
+/// for primitive in Primitive::ALL {
+///     println!("{primitive}: {} releases given up", abandoned_releases().of(primitive));
+/// }
+/// assert_eq!(Primitive::FencedLease.to_string(), "fenced lease");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Primitive {
+    /// A [`FencedLease`](crate::coordination::lock::FencedLease) (and its managed form).
+    FencedLease,
+    /// A [`SemaphorePermit`](crate::coordination::semaphore::SemaphorePermit) (and its
+    /// managed form, the concurrency layer's and the `Permit` extractor's).
+    SemaphorePermit,
+    /// An [`RwLease`](crate::coordination::rw_lease::RwLease) (and its managed form).
+    ReadWriteLease,
+    /// A [`FieldLease`](crate::coordination::hash_lease::FieldLease) (and its managed form).
+    FieldLease,
+}
+
+impl Primitive {
+    /// Every held primitive.
+    pub const ALL: [Primitive; 4] = [
+        Primitive::FencedLease,
+        Primitive::SemaphorePermit,
+        Primitive::ReadWriteLease,
+        Primitive::FieldLease,
+    ];
+
+    /// Its name in logs and messages: `"fenced lease"`, `"semaphore permit"`,
+    /// `"read-write lease"`, `"hash-field lease"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Primitive::FencedLease => "fenced lease",
+            Primitive::SemaphorePermit => "semaphore permit",
+            Primitive::ReadWriteLease => "read-write lease",
+            Primitive::FieldLease => "hash-field lease",
+        }
+    }
+}
+
+impl fmt::Display for Primitive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
