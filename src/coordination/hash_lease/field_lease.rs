@@ -8,7 +8,7 @@ use super::LeaseHash;
 use super::lease_hash::FieldKeys;
 use crate::coordination::ManagedOptions;
 use crate::coordination::Release;
-use crate::coordination::owner::{Holding, Keeper, expiry_ms};
+use crate::coordination::owner::{Holding, Managed, expiry_ms};
 use crate::coordination::ownership::OwnershipLost;
 use crate::error::Result;
 
@@ -165,8 +165,7 @@ impl fmt::Debug for FieldLease {
 /// ```
 pub struct ManagedFieldLease {
     field: Vec<u8>,
-    owner_token: String,
-    keeper: Keeper<FieldKeys>,
+    kept: Managed<FieldKeys>,
 }
 
 impl ManagedFieldLease {
@@ -176,11 +175,9 @@ impl ManagedFieldLease {
     /// invalid options, or without a tokio runtime to run the keeper (then `lease` is
     /// dropped, which releases it).
     pub fn keep(lease: FieldLease, options: &ManagedOptions) -> Result<ManagedFieldLease> {
-        options.validate()?;
         Ok(ManagedFieldLease {
             field: lease.field().to_vec(),
-            owner_token: lease.owner_token().to_owned(),
-            keeper: Keeper::spawn(lease.into_holding(), options.keep())?,
+            kept: Managed::keep(lease.into_holding(), options)?,
         })
     }
 
@@ -227,17 +224,17 @@ impl ManagedFieldLease {
 
     /// The owner token of the lease.
     pub fn owner_token(&self) -> &str {
-        &self.owner_token
+        self.kept.owner_token()
     }
 
     /// The signal that fires when ownership is lost.
     pub fn ownership(&self) -> OwnershipLost {
-        self.keeper.ownership()
+        self.kept.ownership()
     }
 
     /// Whether ownership is lost.
     pub fn is_lost(&self) -> bool {
-        self.keeper.ownership().is_lost()
+        self.kept.is_lost()
     }
 
     /// Stops renewing, fires [`OwnershipLost`] with
@@ -249,13 +246,7 @@ impl ManagedFieldLease {
     /// Cancel safe in effect: the release is asked of the keeper when this is called, and
     /// goes on there if the future is dropped, polled or not.
     pub fn release(self) -> impl Future<Output = Result<Release>> + Send {
-        let released = self.keeper.release();
-        async move {
-            match released.await {
-                Some(released) => released.map(Release::from_reply),
-                None => Ok(Release::AlreadyReleased),
-            }
-        }
+        self.kept.release()
     }
 }
 
@@ -263,7 +254,7 @@ impl fmt::Debug for ManagedFieldLease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ManagedFieldLease")
             .field("field", &String::from_utf8_lossy(&self.field))
-            .field("lost", &self.keeper.ownership().reason())
+            .field("lost", &self.kept.ownership().reason())
             .finish_non_exhaustive()
     }
 }

@@ -5,7 +5,7 @@ use std::fmt;
 use super::keys::LockKeys;
 use super::{FencedLease, FencedLock, Release};
 use crate::coordination::ManagedOptions;
-use crate::coordination::owner::Keeper;
+use crate::coordination::owner::Managed;
 use crate::coordination::ownership::OwnershipLost;
 use crate::error::Result;
 
@@ -44,8 +44,7 @@ use crate::error::Result;
 /// ```
 pub struct ManagedLease {
     fencing_token: u64,
-    owner_token: String,
-    keeper: Keeper<LockKeys>,
+    kept: Managed<LockKeys>,
 }
 
 impl ManagedLease {
@@ -54,11 +53,9 @@ impl ManagedLease {
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for invalid options, or without a tokio
     /// runtime to run the keeper (then `lease` is dropped, which releases it).
     pub fn keep(lease: FencedLease, options: &ManagedOptions) -> Result<ManagedLease> {
-        options.validate()?;
         Ok(ManagedLease {
             fencing_token: lease.fencing_token(),
-            owner_token: lease.owner_token().to_owned(),
-            keeper: Keeper::spawn(lease.into_holding(), options.keep())?,
+            kept: Managed::keep(lease.into_holding(), options)?,
         })
     }
 
@@ -70,7 +67,6 @@ impl ManagedLease {
     ///
     /// Cancel safe, as [`FencedLock::acquire`] is.
     pub async fn acquire(lock: &FencedLock, options: &ManagedOptions) -> Result<ManagedLease> {
-        options.validate()?;
         let lease = lock.acquire_with(options).await?;
         ManagedLease::keep(lease, options)
     }
@@ -103,17 +99,17 @@ impl ManagedLease {
 
     /// The owner token of the lease.
     pub fn owner_token(&self) -> &str {
-        &self.owner_token
+        self.kept.owner_token()
     }
 
     /// The signal that fires when ownership is lost.
     pub fn ownership(&self) -> OwnershipLost {
-        self.keeper.ownership()
+        self.kept.ownership()
     }
 
     /// Whether ownership is lost.
     pub fn is_lost(&self) -> bool {
-        self.keeper.ownership().is_lost()
+        self.kept.is_lost()
     }
 
     /// Stops renewing, fires [`OwnershipLost`] with [`LossReason::Released`](crate::coordination::ownership::LossReason::Released), then releases
@@ -124,14 +120,7 @@ impl ManagedLease {
     /// Cancel safe in effect: the release is asked of the keeper when this is called, and
     /// goes on there if the future is dropped, polled or not.
     pub fn release(self) -> impl Future<Output = Result<Release>> + Send {
-        let released = self.keeper.release();
-        async move {
-            // The keeper ended before: the lease was lost, or released at its lifetime limit.
-            match released.await {
-                Some(released) => released.map(Release::from_reply),
-                None => Ok(Release::AlreadyReleased),
-            }
-        }
+        self.kept.release()
     }
 }
 
@@ -139,7 +128,7 @@ impl fmt::Debug for ManagedLease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ManagedLease")
             .field("fencing_token", &self.fencing_token)
-            .field("lost", &self.keeper.ownership().reason())
+            .field("lost", &self.kept.ownership().reason())
             .finish_non_exhaustive()
     }
 }

@@ -11,6 +11,7 @@ mod holding;
 mod holding_keys;
 mod keeper;
 mod lease;
+mod managed;
 mod release;
 mod token;
 mod wait;
@@ -22,6 +23,7 @@ pub(crate) use holding::Holding;
 pub(crate) use holding_keys::HoldingKeys;
 pub(crate) use keeper::{KeepOptions, Keeper};
 pub(crate) use lease::expiry_ms;
+pub(crate) use managed::Managed;
 pub(crate) use release::{
     release_bounded, release_in_background, release_in_background_after, worth_retrying,
 };

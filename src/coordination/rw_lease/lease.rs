@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::read_write_lock::RwKeys;
 use super::{Access, ReadWriteLock};
 use crate::backend::steps::rw_lease::RwDowngradeReply;
-use crate::coordination::owner::{Holding, Keeper, expiry_ms};
+use crate::coordination::owner::{Holding, Managed, expiry_ms};
 use crate::coordination::ownership::OwnershipLost;
 use crate::coordination::{ManagedOptions, Release};
 use crate::error::Result;
@@ -275,8 +275,7 @@ pub struct ManagedRwLease {
     /// A downgrade was sent without an answer: sent again by the next one.
     downgrading: bool,
     keys: Arc<RwKeys>,
-    owner_token: String,
-    keeper: Keeper<RwKeys>,
+    kept: Managed<RwKeys>,
 }
 
 impl ManagedRwLease {
@@ -286,16 +285,13 @@ impl ManagedRwLease {
     /// invalid options, or without a tokio runtime to run the keeper (then `lease` is
     /// dropped, which releases it).
     pub fn keep(lease: RwLease, options: &ManagedOptions) -> Result<ManagedRwLease> {
-        options.validate()?;
         let (access, downgrading) = (lease.access(), lease.downgrade_unsettled());
-        let owner_token = lease.owner_token().to_owned();
         let holding = lease.into_holding();
         Ok(ManagedRwLease {
             access,
             downgrading,
             keys: Arc::clone(holding.keys()),
-            owner_token,
-            keeper: Keeper::spawn(holding, options.keep())?,
+            kept: Managed::keep(holding, options)?,
         })
     }
 
@@ -360,17 +356,17 @@ impl ManagedRwLease {
 
     /// The owner token of the lease.
     pub fn owner_token(&self) -> &str {
-        &self.owner_token
+        self.kept.owner_token()
     }
 
     /// The signal that fires when ownership is lost.
     pub fn ownership(&self) -> OwnershipLost {
-        self.keeper.ownership()
+        self.kept.ownership()
     }
 
     /// Whether ownership is lost.
     pub fn is_lost(&self) -> bool {
-        self.keeper.ownership().is_lost()
+        self.kept.is_lost()
     }
 
     /// Turns the write lease into a read lease in one step, as [`RwLease::downgrade`] does;
@@ -392,7 +388,7 @@ impl ManagedRwLease {
         }
         let before = (self.access, self.downgrading);
         (self.access, self.downgrading) = (Access::Read, true);
-        match self.keys.downgrade(&self.owner_token).await {
+        match self.keys.downgrade(self.kept.owner_token()).await {
             Ok(RwDowngradeReply::Downgraded | RwDowngradeReply::AlreadyRead) => {
                 self.downgrading = false;
                 Ok(true)
@@ -417,13 +413,7 @@ impl ManagedRwLease {
     /// Cancel safe in effect: the release is asked of the keeper when this is called, and
     /// goes on there if the future is dropped, polled or not.
     pub fn release(self) -> impl Future<Output = Result<Release>> + Send {
-        let released = self.keeper.release();
-        async move {
-            match released.await {
-                Some(released) => released.map(Release::from_found),
-                None => Ok(Release::AlreadyReleased),
-            }
-        }
+        self.kept.release()
     }
 }
 
@@ -431,7 +421,7 @@ impl fmt::Debug for ManagedRwLease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ManagedRwLease")
             .field("access", &self.access)
-            .field("lost", &self.keeper.ownership().reason())
+            .field("lost", &self.kept.ownership().reason())
             .finish_non_exhaustive()
     }
 }

@@ -4,7 +4,7 @@ use std::fmt;
 
 use super::SemaphorePermit;
 use super::sets::PermitSets;
-use crate::coordination::owner::Keeper;
+use crate::coordination::owner::Managed;
 use crate::coordination::ownership::OwnershipLost;
 use crate::coordination::{ManagedOptions, Release};
 use crate::error::Result;
@@ -46,8 +46,7 @@ use crate::error::Result;
 /// # Ok(()) }
 /// ```
 pub struct ManagedPermit {
-    token: String,
-    keeper: Keeper<PermitSets>,
+    kept: Managed<PermitSets>,
 }
 
 impl ManagedPermit {
@@ -57,27 +56,25 @@ impl ManagedPermit {
     /// invalid options, or without a tokio runtime to run the keeper (then `permit` is
     /// dropped, which releases it).
     pub fn keep(permit: SemaphorePermit, options: &ManagedOptions) -> Result<ManagedPermit> {
-        options.validate()?;
         Ok(ManagedPermit {
-            token: permit.owner_token().to_owned(),
-            keeper: Keeper::spawn(permit.into_holding(), options.keep())?,
+            kept: Managed::keep(permit.into_holding(), options)?,
         })
     }
 
     /// The permit's owner token (as a
     /// [`ManagedLease`](crate::coordination::lock::ManagedLease)'s is).
     pub fn owner_token(&self) -> &str {
-        &self.token
+        self.kept.owner_token()
     }
 
     /// The signal that fires when the permit is lost (or released).
     pub fn ownership(&self) -> OwnershipLost {
-        self.keeper.ownership()
+        self.kept.ownership()
     }
 
     /// Whether the permit is lost.
     pub fn is_lost(&self) -> bool {
-        self.keeper.ownership().is_lost()
+        self.kept.is_lost()
     }
 
     /// Stops renewing, fires [`OwnershipLost`] with [`LossReason::Released`](crate::coordination::ownership::LossReason::Released), then releases
@@ -90,21 +87,15 @@ impl ManagedPermit {
     /// Cancel safe in effect: the release is asked of the keeper when this is called, and
     /// goes on there if the future is dropped, polled or not.
     pub fn release(self) -> impl Future<Output = Result<Release>> + Send {
-        let released = self.keeper.release();
-        async move {
-            match released.await {
-                Some(released) => released.map(Release::from_found),
-                None => Ok(Release::AlreadyReleased),
-            }
-        }
+        self.kept.release()
     }
 }
 
 impl fmt::Debug for ManagedPermit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ManagedPermit")
-            .field("token", &self.token)
-            .field("lost", &self.keeper.ownership().reason())
+            .field("token", &self.kept.owner_token())
+            .field("lost", &self.kept.ownership().reason())
             .finish_non_exhaustive()
     }
 }
