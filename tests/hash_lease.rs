@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use leasehold::backend::Backend;
 use leasehold::coordination::ManagedOptions;
+use leasehold::coordination::Release;
 use leasehold::coordination::hash_lease::{FieldLease, LeaseHash, ManagedFieldLease};
-use leasehold::coordination::lock::Release;
 use leasehold::{Coordination, ErrorKind};
 use support::eventually;
 use support::target::{Target, scenario};

@@ -176,7 +176,9 @@ impl LeaseRejection {
         match &self.reason {
             Reason::Held { retry_after } | Reason::Full { retry_after } => Some(*retry_after),
             Reason::InvalidName(_) | Reason::Misconfigured(_) => None,
-            Reason::Unavailable(err) => Some(err.retry_after().unwrap_or(Duration::from_secs(1))),
+            Reason::Unavailable(err) => {
+                Some(crate::retry_after::at_least_a_second(err.retry_after()))
+            }
         }
     }
 

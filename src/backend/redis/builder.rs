@@ -166,6 +166,7 @@ impl RedisBackendBuilder {
             shared: Arc::new(Shared {
                 link: Link::new(Dialer {
                     target: self.target.clone(),
+                    prefix: prefix.clone(),
                     response_timeout: self.response_timeout,
                     connection_timeout: self.connection_timeout,
                 }),

@@ -12,6 +12,7 @@ use super::error_map;
 use super::server_clock::ServerClock;
 use super::server_version::ServerVersion;
 use super::target::Target;
+use crate::backend::KeyPrefix;
 use crate::error::{Error, ErrorKind, Result};
 
 /// What one connection attempt learned: the connection, the server's version and its clock.
@@ -29,6 +30,8 @@ pub(super) struct Connected {
 #[derive(Clone)]
 pub(super) struct Dialer {
     pub(super) target: Target,
+    /// The handle's key prefix, for the connection's log line.
+    pub(super) prefix: KeyPrefix,
     pub(super) response_timeout: Duration,
     pub(super) connection_timeout: Duration,
 }
@@ -69,6 +72,7 @@ impl Dialer {
         let clock = server_clock(&connection).await?;
         tracing::debug!(
             topology = self.target.topology(),
+            prefix = ?self.prefix,
             %server,
             %endpoint,
             "connected to redis"

@@ -33,10 +33,12 @@ pub(crate) enum Acquisition<G> {
 /// An acquisition the backend answered, to be [settled](Sent::settle).
 pub(crate) struct Sent<K: HoldingKeys, G> {
     reply: Acquisition<G>,
-    /// Releases the token in the background unless disarmed: disarmed for an answer that
-    /// took nothing, or handed to [`Holding::granted`].
+    /// Releases the token in the background, once the deadline has passed, unless disarmed:
+    /// disarmed for an answer that took nothing or a grant, unless an earlier delivery was
+    /// lost (then dropped armed, or handed to [`Holding::granted`] to send when the holding
+    /// ends).
     in_flight: ReleaseOnDrop<K>,
-    /// When the request was sent: the estimate of a grant counts from here.
+    /// When the first delivery was sent: the estimate of a grant counts from here.
     sent_at: Instant,
     /// Whether an earlier delivery of it was lost on the way: it may still land (before its
     /// deadline), so an answer that took nothing leaves the background release armed.

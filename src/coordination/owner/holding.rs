@@ -52,7 +52,8 @@ pub(crate) struct Holding<K: HoldingKeys> {
     state: State,
     /// When an earlier delivery of the acquisition was lost (and may still land, before its
     /// deadline, after this holding is released): a release by owner token that waits until
-    /// the deadline has passed, sent when the holding ends (released, or dropped).
+    /// the deadline has passed, sent once a release is answered, or when the holding is
+    /// dropped.
     late_delivery: Option<ReleaseOnDrop<K>>,
 }
 
@@ -196,13 +197,11 @@ impl<K: HoldingKeys> Holding<K> {
         }
         let before = self.state;
         self.state = State::Released;
-        // A lost delivery of the acquisition may land after this release: released again
-        // once its deadline has passed.
-        drop(self.late_delivery.take());
         let in_flight = ReleaseOnDrop::arm(&self.keys, &self.token, ReleaseStage::CancelledRelease);
         let err = match self.keys.release(&self.token).await {
             Ok(reply) => {
                 in_flight.disarm();
+                self.release_late_delivery();
                 tracing::debug!(keys = %self.keys, ?reply, "{} released", K::WHAT);
                 return Ok(Some(reply));
             }
@@ -223,6 +222,7 @@ impl<K: HoldingKeys> Holding<K> {
         match release_bounded(&self.keys, &self.token).await {
             Ok(reply) => {
                 in_flight.disarm();
+                self.release_late_delivery();
                 tracing::debug!(keys = %self.keys, ?reply, error = %err, "{} released on the retry", K::WHAT);
                 Ok(Some(reply))
             }
@@ -237,6 +237,14 @@ impl<K: HoldingKeys> Holding<K> {
                 Err(err)
             }
         }
+    }
+
+    /// Once this holding's release was answered: a lost delivery of its acquisition may still
+    /// land, so its token is released again once the acquisition's deadline has passed. Not
+    /// sooner (the foreground release must answer what it found), and not while the holding
+    /// is still held (a release refused without effect keeps it).
+    fn release_late_delivery(&mut self) {
+        drop(self.late_delivery.take());
     }
 }
 
@@ -331,6 +339,36 @@ mod tests {
         });
         Holding::granted(keys, "t".to_owned(), Some(expiry), Instant::now(), None)
             .expect("granted in time")
+    }
+
+    /// A holding granted after a lost delivery of its acquisition keeps the release it owes
+    /// that delivery while it is held: a release refused without effect leaves it held and
+    /// owing; an answered release sends it (after the acquisition's deadline).
+    #[tokio::test(start_paused = true)]
+    async fn a_late_delivery_is_released_once_a_release_is_answered_not_before() {
+        let keys = Arc::new(Scripted {
+            renewals: Mutex::new(VecDeque::new()),
+            releases: Mutex::new(VecDeque::from([Err(Error::new(
+                ErrorKind::Permission,
+                "refused",
+            ))])),
+            abandoned: Box::leak(Box::new(AbandonedCounters::new())),
+            backend: MemoryBackend::new().into(),
+        });
+        let owed = ReleaseOnDrop::arm(&keys, "t", ReleaseStage::UncertainAcquire);
+        let mut held = Holding::granted(
+            Arc::clone(&keys),
+            "t".to_owned(),
+            Some(Duration::from_secs(60)),
+            Instant::now(),
+            Some(owed),
+        )
+        .expect("granted in time");
+        held.release().await.expect_err("refused");
+        assert_eq!(held.state(), State::Held);
+        assert!(held.late_delivery.is_some(), "still owed while held");
+        assert_eq!(held.release().await.expect("released"), Some(true));
+        assert!(held.late_delivery.is_none(), "sent once answered");
     }
 
     fn unanswered() -> Result<bool> {

@@ -10,7 +10,7 @@ use ipnet::IpNet;
 
 use super::{KeyError, KeyErrorKind};
 
-/// How many forwarding hops [`KeyExtractor::client_ip`] examines at most, so that a huge
+/// How many forwarding hops [`KeyExtractor::client_ip`](super::KeyExtractor::client_ip) examines at most, so that a huge
 /// header costs little.
 pub(super) const MAX_HOPS: usize = 32;
 

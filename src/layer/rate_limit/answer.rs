@@ -1,7 +1,6 @@
 //! What the rate-limit layer answers itself, and the fields it adds to allowed responses.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::request::Parts;
 use http::{HeaderMap, Request, Response, StatusCode};
@@ -172,7 +171,7 @@ async fn fall_back(
         Err(err) => refuse_later(config.responses.hooked(), move |request| {
             config.responses.outage(
                 "rate limit",
-                err.retry_after().unwrap_or(Duration::from_secs(1)),
+                crate::retry_after::at_least_a_second(err.retry_after()),
                 Some(&err),
                 request,
             )
