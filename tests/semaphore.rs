@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use leasehold::backend::key_slot;
 use leasehold::backend::redis::RedisBackend;
+use leasehold::coordination::Release;
 use leasehold::coordination::ownership::abandoned_releases;
 use leasehold::coordination::semaphore::{
     Attempt, Capacity, KeyedSemaphore, Semaphore, SemaphorePermit,
@@ -1259,6 +1260,41 @@ async fn permit_turn(
     let stay = occupancy.stay().await;
     let released = permit.release().await;
     occupancy.released(stay, released)
+}
+
+scenario!(a_managed_permit_is_taken_now_or_waited_for);
+
+/// `ManagedPermit::try_acquire` takes a free permit and answers `None` when every one is
+/// held; `ManagedPermit::acquire` waits until one frees, each kept with the options' lease.
+async fn a_managed_permit_is_taken_now_or_waited_for(target: Target) {
+    use leasehold::coordination::ManagedOptions;
+    use leasehold::coordination::semaphore::ManagedPermit;
+    let coordination = target.coordination("sem-managed").await;
+    let semaphore = Semaphore::new(&coordination, "managed", 1).expect("valid");
+    let options = ManagedOptions::new().lease(Duration::from_secs(10));
+    let first = ManagedPermit::try_acquire(&semaphore, &options)
+        .await
+        .expect("try")
+        .expect("free");
+    assert!(
+        ManagedPermit::try_acquire(&semaphore, &options)
+            .await
+            .expect("try")
+            .is_none(),
+        "the one permit is held"
+    );
+    let waiting = tokio::spawn({
+        let semaphore = semaphore.clone();
+        async move { ManagedPermit::acquire(&semaphore, &options).await }
+    });
+    assert_eq!(first.release().await.expect("release"), Release::Released);
+    let second = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("woken once the permit frees")
+        .expect("task")
+        .expect("acquired");
+    assert!(!second.is_lost());
+    assert_eq!(second.release().await.expect("release"), Release::Released);
 }
 
 // ---------------------------------------------------------------------------------------------

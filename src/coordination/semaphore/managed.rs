@@ -32,9 +32,8 @@ use crate::error::Result;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> leasehold::Result<()> {
 /// let semaphore = Semaphore::new(&Coordination::memory(), "exports", 2)?;
-/// let expiry = Duration::from_secs(10);
-/// let permit = semaphore.try_acquire(Some(expiry)).await?.into_permit().expect("free");
-/// let permit = ManagedPermit::keep(permit, &ManagedOptions::new().lease(expiry))?;
+/// let options = ManagedOptions::new().lease(Duration::from_secs(10));
+/// let permit = ManagedPermit::try_acquire(&semaphore, &options).await?.expect("free");
 /// let mut lost = permit.ownership();
 ///
 /// let export = async { /* long work, holding one of the two slots */ };
@@ -59,6 +58,45 @@ impl ManagedPermit {
         Ok(ManagedPermit {
             kept: Managed::keep(permit.into_holding(), options)?,
         })
+    }
+
+    /// Waits for a permit of `semaphore` (see [`Semaphore::acquire`](super::Semaphore::acquire):
+    /// invalidations on Redis, attempts every [poll interval](ManagedOptions::poll_interval)
+    /// elsewhere), taken with the lease of `options` as its expiry, then keeps it as
+    /// `options` say. For a [`KeyedSemaphore`](super::KeyedSemaphore), acquire the permit and
+    /// [`keep`](Self::keep) it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`Semaphore::acquire`](super::Semaphore::acquire) is.
+    pub async fn acquire(
+        semaphore: &super::Semaphore,
+        options: &ManagedOptions,
+    ) -> Result<ManagedPermit> {
+        let permit = semaphore.acquire_with(options).await?;
+        ManagedPermit::keep(permit, options)
+    }
+
+    /// Takes a permit of `semaphore` now if one is free (see
+    /// [`Semaphore::try_acquire`](super::Semaphore::try_acquire)), with the lease of `options`
+    /// as its expiry, and keeps it; `None` when every permit is held.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect, as [`Semaphore::try_acquire`](super::Semaphore::try_acquire) is.
+    pub async fn try_acquire(
+        semaphore: &super::Semaphore,
+        options: &ManagedOptions,
+    ) -> Result<Option<ManagedPermit>> {
+        options.validate()?;
+        match semaphore
+            .try_acquire(Some(options.lease_duration()))
+            .await?
+            .into_permit()
+        {
+            Some(permit) => ManagedPermit::keep(permit, options).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// The permit's owner token (as a
