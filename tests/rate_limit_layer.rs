@@ -14,7 +14,7 @@ use leasehold::layer::key::KeyExtractor;
 use leasehold::layer::rate_limit::{RateLimitInfo, RedisRateLimitLayer};
 use leasehold::layer::{CircuitBreaker, CircuitState, FailurePolicy};
 use support::http::{client, get as http_get, serve};
-use support::target::Target;
+use support::target::{Target, command_calls};
 use support::{Server, ServerKind, shared, unique_prefix};
 
 async fn redis(url: String, prefix: &str) -> Coordination {
@@ -624,4 +624,45 @@ async fn a_host_rotating_through_its_ipv6_64_is_held_to_one_budget() {
             .expect("infallible");
         assert_eq!(reply.status(), 200, "per address, each its own budget");
     }
+}
+
+/// Whatever answers a request (the deny cache, Redis, or the memory backend in the call),
+/// the layer's limiter counts it once, and a rejection the deny cache knows never reaches
+/// Redis.
+#[tokio::test]
+async fn every_request_is_decided_and_counted_once_whoever_answers_it() {
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let evalsha = || command_calls(&server, "evalsha") + command_calls(&server, "eval");
+    let steps = || evalsha() + command_calls(&server, "incr");
+    let coordination = redis(server.unix_url(), &unique_prefix("once")).await;
+    let limit = |coordination: &Coordination| {
+        RedisRateLimitLayer::fixed_window(coordination, "api", 2, Duration::from_secs(60))
+            .expect("valid")
+            .deny_cache(10)
+    };
+    let layer = limit(&coordination);
+    let limiter = layer.limiter().clone();
+    let addr = serve(app(layer)).await;
+    let client = client();
+    let before = steps();
+    let mut statuses = Vec::new();
+    for _ in 0..20 {
+        statuses.push(http_get(&client, addr, "/", &[]).await.status);
+    }
+    assert_eq!(statuses.iter().filter(|status| **status == 200).count(), 2);
+    assert_eq!(statuses.iter().filter(|status| **status == 429).count(), 18);
+    // Two grants and the first rejection reached Redis; the deny cache answered the rest.
+    assert_eq!(steps() - before, 3);
+    let stats = limiter.statistics();
+    assert_eq!((stats.granted(), stats.rejected()), (2, 18));
+
+    let memory = Coordination::memory();
+    let layer = limit(&memory);
+    let limiter = layer.limiter().clone();
+    let addr = serve(app(layer)).await;
+    for _ in 0..5 {
+        http_get(&client, addr, "/", &[]).await;
+    }
+    let stats = limiter.statistics();
+    assert_eq!((stats.granted(), stats.rejected()), (2, 3));
 }

@@ -31,12 +31,12 @@ impl Responses {
     /// detail). Only answers the client must act on (a key error) carry text. The detail is
     /// formatted only when sent: a flood of rejections costs no formatting.
     ///
-    /// The hook sees the request, so it is asked only where the request is at hand: build
-    /// refusals through [`later`](Self::later) where it may not be.
+    /// The hook sees the request, so it is asked only where the request is at hand: a layer
+    /// keeps a refusal as data (its admission's `Refusal`) until it is.
     pub(crate) fn refusal(&self, rejection: &Rejection<'_>, request: Option<&Parts>) -> Answer {
         debug_assert!(
             request.is_some() || !self.hooked(),
-            "a refusal written without its request skips the application's hook: use `later`"
+            "a refusal written without its request skips the application's hook"
         );
         let retry_after = rejection.retry_after();
         if let Some(answer) = request.and_then(|request| self.custom(rejection, request)) {
@@ -100,7 +100,7 @@ impl Responses {
         Some(Answer::from_response(response, rejection.retry_after()))
     }
 
-    /// Whether the application answers for itself (see [`later`](Self::later)).
+    /// Whether the application answers for itself.
     pub(crate) fn hooked(&self) -> bool {
         self.custom.is_some()
     }

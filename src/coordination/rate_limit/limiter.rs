@@ -137,9 +137,8 @@ impl RateLimiter {
     ///
     /// Not cancel safe: once sent, the permits may be consumed even if the future is dropped.
     pub async fn try_acquire(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
-        let decision = self.decide(key, permits).await?;
-        self.inner.counters.record(decision.is_granted());
-        Ok(decision)
+        let decided = self.decide(key, permits).await;
+        self.counted(decided)
     }
 
     /// Asks for `permits` permits for `key`, waiting up to `max_wait` in this instance's
@@ -256,79 +255,84 @@ impl RateLimiter {
         }
     }
 
-    /// A rejection the deny cache can give for `key` right now, without a round trip and
-    /// without awaiting anything; `None` when the backend must decide (no cache, nothing
-    /// cached, or the limiter is shut down, which `acquire` reports). Counted as a rejection.
-    pub(crate) fn cached_rejection(&self, key: &[u8], permits: u64) -> Option<RateLimitDecision> {
-        if self.inner.closed.load(Ordering::Acquire) {
-            return None;
+    /// The one entry of a decision, before anything is awaited: a decision of its
+    /// shortcuts (see [`Shortcuts`] for their order), counted as [`try_acquire`](Self::try_acquire)
+    /// counts; or [`Now::Backend`] when only the backend can decide, which
+    /// [`decide_remotely`](Self::decide_remotely) then asks. A caller that waits in the queue
+    /// gets [`Now::Backend`] at once: the queue's [`acquire`](Self::acquire) takes the
+    /// shortcuts itself.
+    pub(crate) fn decide_now(&self, key: &[u8], permits: u64, shortcuts: Shortcuts) -> Now {
+        if shortcuts.waits {
+            return Now::Backend;
         }
-        let cached = self.inner.deny_cache.as_ref()?.check(key, permits)?;
-        self.inner.counters.record(false);
-        Some(cached)
+        match self.shortcut(key, permits, shortcuts) {
+            Now::Decided(decided) => Now::Decided(self.counted(decided)),
+            Now::Stepped(decided) => Now::Stepped(self.counted(decided)),
+            Now::Backend => Now::Backend,
+        }
     }
 
-    /// [`try_acquire`](Self::try_acquire), answered here when the backend decides in
-    /// process (the memory backend): its step completes in the first poll, so a layer needs
-    /// neither a boxed future nor a timer for it. `None`, with nothing asked, for a backend
-    /// across the network.
-    pub(crate) fn try_acquire_now(
+    /// The backend's decision for a request [`decide_now`](Self::decide_now) sent on, with no
+    /// shortcut asked again; counted.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    pub(crate) async fn decide_remotely(
         &self,
         key: &[u8],
         permits: u64,
-    ) -> Option<Result<RateLimitDecision>> {
-        if !self.inner.algorithm.decides_in_process() {
-            return None;
-        }
-        let asked = std::pin::pin!(self.try_acquire(key, permits));
-        match asked.poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(decided) => Some(decided),
-            // Never, in process: nothing in the step waits. Were it to, the dropped future
-            // would have decided nothing (the step runs whole, under the store's lock, or not
-            // at all), and the layer would ask again the usual way.
-            Poll::Pending => None,
-        }
+    ) -> Result<RateLimitDecision> {
+        let decided = self.step(key, permits).await;
+        self.counted(decided)
     }
 
-    /// A grant from a hot-key tier's reservation for `key`, answered here without a round
-    /// trip or anything to await; `None` when the backend must decide (no tier, not enough
-    /// reserved, or the limiter is shut down, which the usual way reports). Counted as a
-    /// grant. The next batch is reserved in the background if `refill` (not while a
-    /// breaker is open, say).
-    pub(crate) fn granted_locally(
-        &self,
-        key: &[u8],
-        permits: u64,
-        refill: bool,
-    ) -> Option<RateLimitDecision> {
-        if self.inner.closed.load(Ordering::Acquire) {
-            return None;
-        }
-        let decision = self.inner.algorithm.granted_locally(key, permits, refill)?;
-        self.inner.counters.record_available(decision.remaining());
-        self.inner.counters.record(true);
-        Some(decision)
-    }
-
-    /// One decision: from the deny cache if it knows, else from the backend.
+    /// One decision, not counted (the queue counts a request once, however often it asks).
     async fn decide(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
-        if self.inner.closed.load(Ordering::Acquire) {
-            return Err(closed());
+        match self.shortcut(key, permits, Shortcuts::AWAITED) {
+            Now::Decided(decided) | Now::Stepped(decided) => decided,
+            Now::Backend => self.step(key, permits).await,
         }
-        // Permits this instance holds are granted before the deny cache is asked: a window
-        // full for everyone else still has them.
-        if let Some(granted) = self.inner.algorithm.granted_locally(key, permits, true) {
-            self.inner.counters.record_available(granted.remaining());
-            return Ok(granted);
+    }
+
+    /// Every way to decide without a round trip, each asked once, in this order: a shut-down
+    /// limiter; a grant from the hot-key tier's reservation (before the deny cache: a window
+    /// full for everyone else still has what this instance holds); a rejection the deny
+    /// cache remembers; an in-process backend's step, which completes in its first poll.
+    /// A new shortcut goes here, and only here.
+    fn shortcut(&self, key: &[u8], permits: u64, shortcuts: Shortcuts) -> Now {
+        let inner = &*self.inner;
+        if inner.closed.load(Ordering::Acquire) {
+            return Now::Decided(Err(closed()));
         }
-        if let Some(cached) = self
-            .inner
+        if let Some(granted) = inner
+            .algorithm
+            .granted_locally(key, permits, shortcuts.refill)
+        {
+            inner.counters.record_available(granted.remaining());
+            return Now::Decided(Ok(granted));
+        }
+        if let Some(cached) = inner
             .deny_cache
             .as_ref()
             .and_then(|c| c.check(key, permits))
         {
-            return Ok(cached);
+            return Now::Decided(Ok(cached));
         }
+        if shortcuts.in_process && inner.algorithm.decides_in_process() {
+            let step = std::pin::pin!(self.step(key, permits));
+            // Never pending in process: nothing in the step waits. Were it to, the dropped
+            // future would have decided nothing (the step runs whole, under the store's lock,
+            // or not at all), and the backend would be asked the usual way.
+            if let Poll::Ready(decided) = step.poll(&mut Context::from_waker(Waker::noop())) {
+                return Now::Stepped(decided);
+            }
+        }
+        Now::Backend
+    }
+
+    /// The algorithm's step, and what this instance keeps of its answer.
+    async fn step(&self, key: &[u8], permits: u64) -> Result<RateLimitDecision> {
         let decision = self.inner.algorithm.try_acquire(key, permits).await?;
         self.inner.counters.record_available(decision.remaining());
         if let Some(cache) = &self.inner.deny_cache
@@ -338,6 +342,46 @@ impl RateLimiter {
         }
         Ok(decision)
     }
+
+    /// `decided`, counted as a grant or a rejection.
+    fn counted(&self, decided: Result<RateLimitDecision>) -> Result<RateLimitDecision> {
+        if let Ok(decision) = &decided {
+            self.inner.counters.record(decision.is_granted());
+        }
+        decided
+    }
+}
+
+/// Which shortcuts [`RateLimiter::decide_now`] may take for a caller.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Shortcuts {
+    /// The caller waits in the queue, whose requests take the shortcuts themselves.
+    pub(crate) waits: bool,
+    /// The hot-key tier may reserve its next batch in the background (not while a circuit
+    /// breaker is open).
+    pub(crate) refill: bool,
+    /// An in-process backend's step may run in the call (not under a circuit breaker, which
+    /// admits and hears every step).
+    pub(crate) in_process: bool,
+}
+
+impl Shortcuts {
+    /// For a decision that is awaited anyway: an in-process step is awaited with the rest.
+    const AWAITED: Shortcuts = Shortcuts {
+        waits: false,
+        refill: true,
+        in_process: false,
+    };
+}
+
+/// What [`RateLimiter::decide_now`] found.
+pub(crate) enum Now {
+    /// Decided here, without the backend: a local grant, the deny cache, a shut-down limiter.
+    Decided(Result<RateLimitDecision>),
+    /// Decided by an in-process backend's step, run in the call.
+    Stepped(Result<RateLimitDecision>),
+    /// Only the backend can decide: [`RateLimiter::decide_remotely`].
+    Backend,
 }
 
 fn closed() -> Error {
@@ -368,9 +412,18 @@ mod tests {
         let window = FixedWindow::new(&Coordination::memory(), "now", 1, Duration::from_secs(60))
             .expect("valid");
         let limiter = RateLimiter::from(window);
-        let first = limiter.try_acquire_now(b"k", 1).expect("in process");
+        let in_process = Shortcuts {
+            waits: false,
+            refill: true,
+            in_process: true,
+        };
+        let Now::Stepped(first) = limiter.decide_now(b"k", 1, in_process) else {
+            panic!("in process, decided in the call");
+        };
         assert!(first.expect("decided").is_granted());
-        let second = limiter.try_acquire_now(b"k", 1).expect("in process");
+        let Now::Stepped(second) = limiter.decide_now(b"k", 1, in_process) else {
+            panic!("in process, decided in the call");
+        };
         assert!(!second.expect("decided").is_granted());
         let stats = limiter.statistics();
         assert_eq!((stats.granted(), stats.rejected()), (1, 1));

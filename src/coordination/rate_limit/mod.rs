@@ -26,6 +26,7 @@ pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
 pub use hot_keys::{HotKeyStatistics, HotKeys};
 pub use limiter::RateLimiter;
+pub(crate) use limiter::{Now, Shortcuts};
 pub(crate) use policy::Policies;
 pub use policy::{QuotaUnit, RateLimitPolicy};
 pub use queue::QueueOrder;

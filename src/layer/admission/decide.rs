@@ -39,7 +39,7 @@ impl Failure {
     }
 
     /// The backend's error, when it answered.
-    pub(crate) fn error(&self) -> Option<&Error> {
+    pub(crate) fn into_error(self) -> Option<Error> {
         match self {
             Failure::Backend(err) => Some(err),
             Failure::TimedOut(_) | Failure::CircuitOpen => None,

@@ -10,7 +10,7 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::body::ResponseBody;
-use super::{Decision, Grant};
+use super::{Decision, Grant, Refusal};
 use crate::layer::responses::Answer;
 
 /// A decision the backend is taking.
@@ -21,6 +21,7 @@ pin_project! {
     pub(crate) struct ResponseFuture<S, ReqBody, G>
     where
         S: Service<Request<ReqBody>>,
+        G: Grant,
     {
         #[pin]
         state: State<S, ReqBody, G>,
@@ -32,6 +33,7 @@ pin_project! {
     enum State<S, ReqBody, G>
     where
         S: Service<Request<ReqBody>>,
+        G: Grant,
     {
         Deciding {
             decision: Deciding<G>,
@@ -77,6 +79,23 @@ where
         }
     }
 
+    /// [`decided`](Self::decided), for a request still in its parts: a refusal is written
+    /// from them, and only an admitted request is put together again.
+    pub(crate) fn decided_in_parts(
+        decision: Decision<G>,
+        parts: http::request::Parts,
+        body: ReqBody,
+        service: &mut S,
+    ) -> Self {
+        let state = match decision {
+            Decision::Refuse(refusal) => State::Answered {
+                answer: Some(refusal.answer(&parts)),
+            },
+            admit => State::next(admit, Request::from_parts(parts, body), service),
+        };
+        ResponseFuture { state }
+    }
+
     /// Answered at once, without the inner service.
     pub(crate) fn answer(answer: Answer) -> Self {
         ResponseFuture {
@@ -101,13 +120,10 @@ where
                     grant: Some(grant),
                 }
             }
-            Decision::Answer(answer) => State::Answered {
-                answer: Some(answer),
-            },
-            Decision::Refuse(refuse) => {
+            Decision::Refuse(refusal) => {
                 let (parts, _body) = request.into_parts();
                 State::Answered {
-                    answer: Some(refuse(&parts)),
+                    answer: Some(refusal.answer(&parts)),
                 }
             }
         }

@@ -6,11 +6,10 @@
 //! [`decide::within`] (the layer's timeout, the circuit breaker) and
 //! [`Failure::verdict`](decide::Failure::verdict) (the failure policy). The shared
 //! [`ResponseFuture`] awaits it, lets the [`Grant`] prepare the request, calls the inner
-//! service, and hands its response to the grant; an [`Answer`] (the one builder of 429, 503
-//! and key-error responses) becomes the response instead. A refusal decided in a boxed future
-//! of a layer with an application hook is a [`Decision::Refuse`] instead, written by
-//! [`refuse_later`] once the request is back, so that the hook sees it. Both layers
-//! answer with the one [`ResponseBody`].
+//! service, and hands its response to the grant. A refusal is data (the layer's
+//! [`Refusal`]) until the future writes its [`Answer`] (the one builder of 429, 503 and
+//! key-error responses) once, from the request's parts, so that the application's hook sees
+//! it. Both layers answer with the one [`ResponseBody`].
 
 mod body;
 pub(crate) mod decide;
@@ -28,22 +27,20 @@ use http::{Request, Response};
 use crate::layer::responses::Answer;
 
 /// What a layer decided for one request.
-pub(crate) enum Decision<G> {
+pub(crate) enum Decision<G: Grant> {
     /// Call the inner service; the grant goes with the request and its response.
     Admit(G),
-    /// Answer without calling it.
-    Answer(Answer),
-    /// Answer without calling it, written once the request is at hand (for the
-    /// application's hook, which sees it): see [`refuse_later`].
-    Refuse(Refusal),
+    /// Answer without calling it: the refusal, written once the request is at hand (for
+    /// the application's hook, which sees it).
+    Refuse(G::Refusal),
 }
-
-/// A refusal to write from the request's parts.
-pub(crate) type Refusal = Box<dyn FnOnce(&http::request::Parts) -> Answer + Send>;
 
 /// What an admitted request carries: rate-limit fields to add, a permit to hold until the
 /// body ends.
 pub(crate) trait Grant: Send + 'static {
+    /// What a refused request is answered from.
+    type Refusal: Refusal;
+
     /// Before the inner service is called (for extensions a handler reads).
     fn prepare<B>(&self, request: &mut Request<B>);
 
@@ -51,17 +48,9 @@ pub(crate) trait Grant: Send + 'static {
     fn finish<B>(self, response: Response<B>) -> Response<ResponseBody<B>>;
 }
 
-/// A refusal decided where the request is not at hand (in a boxed decision): `build`
-/// writes it now when the layer has no hook (nothing would look at the request), and once
-/// the request is back when it has one (`hooked`), so that the hook sees it. Only the
-/// refusals of a layer with a hook pay for the box.
-pub(crate) fn refuse_later<G>(
-    hooked: bool,
-    build: impl FnOnce(Option<&Parts>) -> Answer + Send + 'static,
-) -> Decision<G> {
-    if hooked {
-        Decision::Refuse(Box::new(move |request| build(Some(request))))
-    } else {
-        Decision::Answer(build(None))
-    }
+/// Why a layer refused a request, kept as data until the [`ResponseFuture`] writes the
+/// answer, once, from the request's parts.
+pub(crate) trait Refusal: Send + 'static {
+    /// The answer, written with the request at hand (the application's hook sees it).
+    fn answer(self, request: &Parts) -> Answer;
 }

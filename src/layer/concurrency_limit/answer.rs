@@ -8,8 +8,9 @@ use http::{Request, Response, StatusCode};
 
 use super::config::Config;
 use super::guard::StreamGuard;
+use crate::error::Error;
 use crate::layer::admission::decide::Failure;
-use crate::layer::admission::{Decision, Grant, ResponseBody, refuse_later};
+use crate::layer::admission::{Decision, Grant, Refusal, ResponseBody};
 use crate::layer::failure::Verdict;
 use crate::layer::headers::RATELIMIT_POLICY;
 use crate::layer::responses::Answer;
@@ -17,6 +18,8 @@ use crate::layer::{Rejection, RejectionKind};
 
 /// The permit is held by the response body, until it ends.
 impl Grant for StreamGuard {
+    type Refusal = Refused;
+
     fn prepare<B>(&self, _request: &mut Request<B>) {}
 
     fn finish<B>(self, response: Response<B>) -> Response<ResponseBody<B>> {
@@ -24,12 +27,52 @@ impl Grant for StreamGuard {
     }
 }
 
+/// Why the layer refused a request: written into its answer once the request is at hand.
+pub(crate) struct Refused {
+    config: Arc<Config>,
+    why: Why,
+}
+
+enum Why {
+    /// 429: every slot is taken; `retry_after` is when the earliest permit would expire.
+    Full { retry_after: Option<Duration> },
+    /// 503: no permit to go by and the failure policy fails closed.
+    Unavailable {
+        retry_after: Duration,
+        error: Option<Error>,
+    },
+}
+
+impl Refused {
+    /// 429: every slot is taken.
+    pub(crate) fn full(
+        config: Arc<Config>,
+        retry_after: Option<Duration>,
+    ) -> Decision<StreamGuard> {
+        Decision::Refuse(Refused {
+            config,
+            why: Why::Full { retry_after },
+        })
+    }
+}
+
+impl Refusal for Refused {
+    fn answer(self, request: &Parts) -> Answer {
+        let config = &self.config;
+        match self.why {
+            Why::Full { retry_after } => full(config, retry_after, request),
+            Why::Unavailable { retry_after, error } => config.responses.outage(
+                "concurrency limit",
+                retry_after,
+                error.as_ref(),
+                Some(request),
+            ),
+        }
+    }
+}
+
 /// 429: every slot is taken. `retry_after` is when the earliest permit would expire.
-pub(crate) fn full(
-    config: &Config,
-    retry_after: Option<Duration>,
-    request: Option<&Parts>,
-) -> Answer {
+fn full(config: &Config, retry_after: Option<Duration>, request: &Parts) -> Answer {
     // A slot may free sooner (a release), never later than this unless renewed.
     let wait = crate::retry_after::at_least_a_second(retry_after);
     let detail = || {
@@ -45,7 +88,7 @@ pub(crate) fn full(
             Some(wait),
             &detail,
         ),
-        request,
+        Some(request),
     );
     match &config.policy_field {
         Some(policy) => answer.header(RATELIMIT_POLICY, policy.clone()),
@@ -61,17 +104,15 @@ pub(crate) fn failed(config: Arc<Config>, failure: Failure) -> Decision<StreamGu
             Ok(local) => Decision::Admit(StreamGuard::local(local, config.max_hold)),
             Err(_) => {
                 tracing::debug!(reason = %failure, "every local permit of the concurrency limit is taken");
-                refuse_later(config.responses.hooked(), move |request| {
-                    full(&config, None, request)
-                })
+                Refused::full(config, None)
             }
         },
-        Verdict::Unavailable(retry_after) => {
-            refuse_later(config.responses.hooked(), move |request| {
-                config
-                    .responses
-                    .outage("concurrency limit", retry_after, failure.error(), request)
-            })
-        }
+        Verdict::Unavailable(retry_after) => Decision::Refuse(Refused {
+            config,
+            why: Why::Unavailable {
+                retry_after,
+                error: failure.into_error(),
+            },
+        }),
     }
 }

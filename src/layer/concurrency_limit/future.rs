@@ -15,7 +15,7 @@ use super::answer;
 use super::config::Config;
 use super::guard::StreamGuard;
 use crate::coordination::semaphore::Attempt;
-use crate::layer::admission::{self, Deciding, Decision, ResponseBody, decide, refuse_later};
+use crate::layer::admission::{self, Deciding, Decision, ResponseBody, decide};
 use crate::layer::circuit_breaker::Admission;
 
 pin_project! {
@@ -58,11 +58,7 @@ pub(crate) fn acquire(
             Ok(Attempt::Acquired(permit)) => {
                 Decision::Admit(StreamGuard::keep(permit, config.lease, config.max_hold))
             }
-            Ok(Attempt::Busy { retry_after }) => {
-                refuse_later(config.responses.hooked(), move |request| {
-                    answer::full(&config, retry_after, request)
-                })
-            }
+            Ok(Attempt::Busy { retry_after }) => answer::Refused::full(config, retry_after),
             Err(failure) => answer::failed(config, failure),
         }
     })

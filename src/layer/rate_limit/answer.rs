@@ -1,6 +1,7 @@
 //! What the rate-limit layer answers itself, and the fields it adds to allowed responses.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::request::Parts;
 use http::{HeaderMap, Request, Response, StatusCode};
@@ -8,8 +9,9 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use super::config::Config;
 use super::info::{FailedOpen, RateLimitInfo};
 use crate::coordination::rate_limit::{RateLimitDecision, RateLimitPolicy, RateLimiter};
+use crate::error::Error;
 use crate::layer::admission::decide::Failure;
-use crate::layer::admission::{Deciding, Decision, Grant, ResponseBody, refuse_later};
+use crate::layer::admission::{Deciding, Decision, Grant, Refusal, ResponseBody};
 use crate::layer::failure::Verdict;
 use crate::layer::headers;
 use crate::layer::responses::Answer;
@@ -27,6 +29,8 @@ pub(crate) enum Admitted {
 /// layer replaces what an outer one put there, so a handler never reads an outer layer's
 /// decision for an inner one that failed open.
 impl Grant for Admitted {
+    type Refusal = Refused;
+
     fn prepare<B>(&self, request: &mut Request<B>) {
         match self {
             Admitted::Decided(granted) => {
@@ -64,7 +68,7 @@ impl Granted {
     }
 }
 
-impl Grant for Granted {
+impl Granted {
     fn prepare<B>(&self, request: &mut Request<B>) {
         request.extensions_mut().insert(self.info.clone());
     }
@@ -81,13 +85,60 @@ impl Grant for Granted {
     }
 }
 
-/// 429 for a rejected request; the application's hook, if any, answers when `request` is
-/// given.
-pub(crate) fn rejected(
-    config: &Config,
-    decision: &RateLimitDecision,
-    request: Option<&Parts>,
-) -> Answer {
+/// Why the layer refused a request: written into its answer once the request is at hand.
+pub(crate) struct Refused {
+    config: Arc<Config>,
+    why: Why,
+}
+
+enum Why {
+    /// The limit: 429 with the decision's fields.
+    Limited(RateLimitDecision),
+    /// No decision to go by and the failure policy fails closed (or the fail-open fallback
+    /// is full): 503.
+    Unavailable {
+        retry_after: Duration,
+        error: Option<Error>,
+    },
+}
+
+impl Refused {
+    /// 429 for `decision`, a rejection.
+    pub(crate) fn limited(config: Arc<Config>, decision: RateLimitDecision) -> Decision<Admitted> {
+        Decision::Refuse(Refused {
+            config,
+            why: Why::Limited(decision),
+        })
+    }
+
+    fn unavailable(
+        config: Arc<Config>,
+        retry_after: Duration,
+        error: Option<Error>,
+    ) -> Decision<Admitted> {
+        Decision::Refuse(Refused {
+            config,
+            why: Why::Unavailable { retry_after, error },
+        })
+    }
+}
+
+impl Refusal for Refused {
+    fn answer(self, request: &Parts) -> Answer {
+        let config = &self.config;
+        match self.why {
+            Why::Limited(decision) => rejected(config, &decision, request),
+            Why::Unavailable { retry_after, error } => {
+                config
+                    .responses
+                    .outage("rate limit", retry_after, error.as_ref(), Some(request))
+            }
+        }
+    }
+}
+
+/// 429 for a rejected request, the application's hook's if it has one.
+fn rejected(config: &Config, decision: &RateLimitDecision, request: &Parts) -> Answer {
     let policies = config.limiter.policies();
     let detail = || match decision.retry_after() {
         // The binding policy is one that rejected a request of 1 permit or more: it has fewer
@@ -112,22 +163,21 @@ pub(crate) fn rejected(
         &detail,
     )
     .with_decision(decision);
-    let mut answer = config.responses.refusal(&rejection, request);
+    let mut answer = config.responses.refusal(&rejection, Some(request));
     insert_fields(config, policies, decision, answer.headers_mut());
     answer
 }
 
-/// What a request's decision settles on: an answer (or a call) now, or the fail-open
-/// fallback's decision to wait for (boxed apart, so that a layer failing closed carries no
-/// room for it in every decision's future).
+/// What a request's decision settles on: an answer (or a call) now, or a decision to wait
+/// for (the backend's, or the fail-open fallback's: boxed apart, so that a layer failing
+/// closed carries no room for the fallback in every decision's future).
 pub(crate) enum Settled {
     Now(Decision<Admitted>),
-    Fallback(Deciding<Admitted>),
+    Later(Deciding<Admitted>),
 }
 
 /// The failure policy's answer when the backend gave no decision: the fail-open fallback's
-/// decision for `key` (admitted, or 429), or 503 (written once the request is at hand, for
-/// the application's hook).
+/// decision for `key` (admitted, or 429), or 503.
 pub(crate) fn failed(
     config: Arc<Config>,
     failure: Failure,
@@ -137,17 +187,15 @@ pub(crate) fn failed(
     match failure.verdict(config.failure, "rate limit", &config.outages) {
         Verdict::Pass => match (config.fallback.clone(), key) {
             (Some(fallback), Some(key)) => {
-                Settled::Fallback(Box::pin(fall_back(config, fallback, key, cost)))
+                Settled::Later(Box::pin(fall_back(config, fallback, key, cost)))
             }
             _ => Settled::Now(Decision::Admit(Admitted::FailedOpen)),
         },
-        Verdict::Unavailable(retry_after) => {
-            Settled::Now(refuse_later(config.responses.hooked(), move |request| {
-                config
-                    .responses
-                    .outage("rate limit", retry_after, failure.error(), request)
-            }))
-        }
+        Verdict::Unavailable(retry_after) => Settled::Now(Refused::unavailable(
+            config,
+            retry_after,
+            failure.into_error(),
+        )),
     }
 }
 
@@ -164,18 +212,12 @@ async fn fall_back(
     let cost = smallest.map_or(cost, |smallest| cost.min(smallest));
     match fallback.try_acquire(&key, cost).await {
         Ok(local) if local.is_granted() => Decision::Admit(Admitted::FailedOpen),
-        Ok(local) => refuse_later(config.responses.hooked(), move |request| {
-            rejected(&config, &local, request)
-        }),
+        Ok(local) => Refused::limited(config, local),
         // The fallback is full (a flood of distinct keys): no budget to admit from.
-        Err(err) => refuse_later(config.responses.hooked(), move |request| {
-            config.responses.outage(
-                "rate limit",
-                crate::retry_after::at_least_a_second(err.retry_after()),
-                Some(&err),
-                request,
-            )
-        }),
+        Err(err) => {
+            let retry_after = crate::retry_after::at_least_a_second(err.retry_after());
+            Refused::unavailable(config, retry_after, Some(err))
+        }
     }
 }
 

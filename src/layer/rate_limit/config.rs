@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use http::request::Parts;
 
-use crate::coordination::rate_limit::RateLimiter;
+use crate::coordination::rate_limit::{RateLimiter, Shortcuts};
+use crate::layer::CircuitState;
 use crate::layer::FailurePolicy;
 use crate::layer::circuit_breaker::Breaker;
 use crate::layer::key::KeyExtractor;
@@ -35,4 +36,21 @@ pub(crate) struct Config {
     /// What admits requests while failing open: each policy's share, counted in this process
     /// (see [`RedisRateLimitLayer::fail_open_share`]). `Some` under [`FailurePolicy::FailOpen`].
     pub(crate) fallback: Option<RateLimiter>,
+}
+
+impl Config {
+    /// The shortcuts the limiter may take for a request of this layer: none of its own when
+    /// the layer waits (the queue takes them); the hot-key tier's next batch not while the
+    /// breaker is open; an in-process step not under a breaker, which admits and hears every
+    /// step.
+    pub(crate) fn shortcuts(&self) -> Shortcuts {
+        Shortcuts {
+            waits: self.max_wait.is_some(),
+            refill: self
+                .breaker
+                .as_ref()
+                .is_none_or(|breaker| breaker.state() == CircuitState::Closed),
+            in_process: self.breaker.is_none(),
+        }
+    }
 }

@@ -14,8 +14,9 @@ use super::answer::{self, Admitted, Granted};
 use super::config::Config;
 use crate::coordination::rate_limit::RateLimitDecision;
 use crate::layer::admission::decide::{self, Failure};
-use crate::layer::admission::{self, Deciding, Decision, ResponseBody, refuse_later};
+use crate::layer::admission::{self, Deciding, Decision, ResponseBody};
 use crate::layer::circuit_breaker::Admission;
+use crate::outage_log::OutageLog;
 
 pin_project! {
     /// Response future for [`RateLimit`](super::RateLimit).
@@ -67,37 +68,45 @@ async fn decision(
             // future would make every decision's as large, past the size that the
             // allocator serves from its fast per-thread cache.
             Some(max_wait) => Box::pin(limiter.acquire(&key, cost, max_wait)).await,
-            None => limiter.try_acquire(&key, cost).await,
+            // Every shortcut was asked in `call`, before this was boxed.
+            None => limiter.decide_remotely(&key, cost).await,
         }
     };
-    let decided = decide::within(attempt, timeout, admission).await;
+    let decided = heard(
+        &config.outages,
+        decide::within(attempt, timeout, admission).await,
+    );
     match settle(config, decided, kept, cost) {
         answer::Settled::Now(decision) => decision,
-        answer::Settled::Fallback(fallback) => fallback.await,
+        answer::Settled::Later(fallback) => fallback.await,
     }
 }
 
-/// What the backend's answer (or its failure to give one) means for the request: admitted,
-/// refused (written once the request is at hand, for the application's hook), or what the
-/// failure policy makes of a failure. `kept`: the key, for the fail-open fallback.
+/// The backend's answer, told to the outage log: a decision ends an outage.
+pub(crate) fn heard(
+    outages: &OutageLog,
+    decided: Result<RateLimitDecision, Failure>,
+) -> Result<RateLimitDecision, Failure> {
+    if decided.is_ok() {
+        outages.decided("rate limit");
+    }
+    decided
+}
+
+/// What a decision (or the backend's failure to give one) means for the request: admitted,
+/// refused, or what the failure policy makes of a failure. `kept`: the key, for the fail-open
+/// fallback.
 pub(crate) fn settle(
     config: Arc<Config>,
     decided: Result<RateLimitDecision, Failure>,
     kept: Option<Vec<u8>>,
     cost: u64,
 ) -> answer::Settled {
-    if decided.is_ok() {
-        config.outages.decided("rate limit");
-    }
     match decided {
         Ok(decision) if decision.is_granted() => answer::Settled::Now(Decision::Admit(
             Admitted::Decided(Granted::new(config, decision)),
         )),
-        Ok(decision) => {
-            answer::Settled::Now(refuse_later(config.responses.hooked(), move |request| {
-                answer::rejected(&config, &decision, request)
-            }))
-        }
+        Ok(decision) => answer::Settled::Now(answer::Refused::limited(config, decision)),
         Err(failure) => answer::failed(config, failure, kept, cost),
     }
 }

@@ -4,13 +4,14 @@ use std::fmt;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use http::request::Parts;
 use http::{Request, Response};
 use tower_service::Service;
 
 use super::answer;
 use super::config::Config;
 use super::future::{self, ResponseFuture};
-use crate::layer::CircuitState;
+use crate::coordination::rate_limit::Now;
 use crate::layer::admission::decide::{self, Failure};
 use crate::layer::admission::{self, ResponseBody};
 
@@ -74,82 +75,61 @@ where
             }
         };
         let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
-        // Granted from this instance's hot-key reservation: nothing is awaited, so neither the
-        // breaker nor a timer has a say, and the deny cache is not asked: a window full for
-        // everyone else still has what this instance holds. The next batch, reserved in the
-        // background when this one runs low, waits while the breaker is open.
-        let refill = config
-            .breaker
-            .as_ref()
-            .is_none_or(|breaker| breaker.state() == CircuitState::Closed);
-        if config.max_wait.is_none()
-            && let Some(decision) = config.limiter.granted_locally(&key, cost, refill)
-        {
-            let request = Request::from_parts(parts, body);
-            let kept = config.fallback.is_some().then_some(key);
-            let settled = future::settle(config.clone(), Ok(decision), kept, cost);
-            return self.answered(settled, request);
-        }
-        // A key the deny cache knows is answered here: no boxed decision, no timer, no clone
-        // of the inner service. A layer that waits lets the limiter queue the request instead.
-        if config.max_wait.is_none()
-            && let Some(decision) = config.limiter.cached_rejection(&key, cost)
-        {
-            let answer = answer::rejected(config, &decision, Some(&parts));
-            return ResponseFuture::new(admission::ResponseFuture::answer(answer));
-        }
-        // Decided in process (the memory backend): answered in this call, with no boxed
-        // decision and no timer, since nothing can keep it waiting. A breaker or a queue
-        // takes the usual way.
-        if config.max_wait.is_none()
-            && config.breaker.is_none()
-            && let Some(decided) = config.limiter.try_acquire_now(&key, cost)
-        {
-            let request = Request::from_parts(parts, body);
-            let kept = config.fallback.is_some().then_some(key);
-            let decided = decided.map_err(Failure::Backend);
-            let settled = future::settle(config.clone(), decided, kept, cost);
-            return self.answered(settled, request);
-        }
-        let request = Request::from_parts(parts, body);
-        let admission = match decide::admit(config.breaker.as_ref()) {
-            Ok(admission) => admission,
-            // The circuit is open: nothing is sent, the failure policy answers (failing open,
-            // from the fallback in this process).
-            Err(failure) => {
-                let key = config.fallback.is_some().then_some(key);
-                let settled = answer::failed(config.clone(), failure, key, cost);
-                return self.answered(settled, request);
+        // The key is kept for the fail-open fallback only: a layer failing closed pays nothing
+        // for it.
+        let settled = match config.limiter.decide_now(&key, cost, config.shortcuts()) {
+            // Decided without a round trip (see `Shortcuts`): no boxed decision, no timer.
+            Now::Decided(decided) => {
+                let kept = config.fallback.is_some().then_some(key);
+                future::settle(
+                    config.clone(),
+                    decided.map_err(Failure::Backend),
+                    kept,
+                    cost,
+                )
             }
+            Now::Stepped(decided) => {
+                let decided = future::heard(&config.outages, decided.map_err(Failure::Backend));
+                let kept = config.fallback.is_some().then_some(key);
+                future::settle(config.clone(), decided, kept, cost)
+            }
+            Now::Backend => match decide::admit(config.breaker.as_ref()) {
+                Ok(admission) => {
+                    answer::Settled::Later(future::decide(config.clone(), key, cost, admission))
+                }
+                // The circuit is open: nothing is sent, the failure policy answers (failing
+                // open, from the fallback in this process).
+                Err(failure) => {
+                    let kept = config.fallback.is_some().then_some(key);
+                    answer::failed(config.clone(), failure, kept, cost)
+                }
+            },
         };
-        let decision = future::decide(config.clone(), key, cost, admission);
-        let clone = self.inner.clone();
-        let ready = std::mem::replace(&mut self.inner, clone);
-        ResponseFuture::new(admission::ResponseFuture::deciding(
-            decision, request, ready,
-        ))
+        self.answer(settled, parts, body)
     }
 }
 
 impl<S> RateLimit<S> {
-    /// The response future of a request settled in `call`: the inner service called now,
-    /// or answered; the fail-open fallback's decision awaited first.
-    fn answered<ReqBody, ResBody>(
+    /// The response future of a request: the inner service called now, or answered, or a
+    /// decision (the backend's, the fail-open fallback's) awaited first.
+    fn answer<ReqBody, ResBody>(
         &mut self,
         settled: answer::Settled,
-        request: Request<ReqBody>,
+        parts: Parts,
+        body: ReqBody,
     ) -> ResponseFuture<S, ReqBody>
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
     {
         ResponseFuture::new(match settled {
             answer::Settled::Now(decision) => {
-                admission::ResponseFuture::decided(decision, request, &mut self.inner)
+                admission::ResponseFuture::decided_in_parts(decision, parts, body, &mut self.inner)
             }
-            answer::Settled::Fallback(fallback) => {
+            answer::Settled::Later(decision) => {
                 let clone = self.inner.clone();
                 let ready = std::mem::replace(&mut self.inner, clone);
-                admission::ResponseFuture::deciding(fallback, request, ready)
+                let request = Request::from_parts(parts, body);
+                admission::ResponseFuture::deciding(decision, request, ready)
             }
         })
     }
