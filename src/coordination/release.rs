@@ -57,9 +57,9 @@ impl Release {
     /// What an owner-checked release of a lease found, as a `Release`: `None` when nothing
     /// was sent (the handle had already released it).
     pub(crate) fn from_reply(
-        reply: Option<crate::backend::steps::fenced_lock::LeaseReleaseReply>,
+        reply: Option<crate::backend::steps::lease_release::LeaseReleaseReply>,
     ) -> Release {
-        use crate::backend::steps::fenced_lock::LeaseReleaseReply;
+        use crate::backend::steps::lease_release::LeaseReleaseReply;
         match reply {
             Some(LeaseReleaseReply::Released) => Release::Released,
             None | Some(LeaseReleaseReply::NoLease) => Release::AlreadyReleased,

@@ -23,6 +23,7 @@ pub(crate) mod fixed_window;
 pub(crate) mod gcra;
 pub(crate) mod hash_lease;
 pub(crate) mod latch;
+pub(crate) mod lease_release;
 pub(crate) mod rate_limit_reply;
 pub(crate) mod rw_lease;
 pub(crate) mod semaphore;

@@ -13,7 +13,7 @@ use crate::backend::steps::hash_lease::{
 };
 use crate::coordination::name;
 use crate::coordination::owner::{
-    Acquisition, HoldingKeys, acquire_waiting, expiry_ms, new_token, send_acquisition,
+    Acquire, Acquisition, HoldingKeys, acquire_waiting, expiry_ms, try_acquire,
 };
 use crate::coordination::{DEFAULT_POLL_INTERVAL, ManagedOptions};
 use crate::error::{Error, Result};
@@ -142,14 +142,7 @@ impl LeaseHash {
 
     async fn try_field(keys: &Arc<FieldKeys>, lease: Duration) -> Result<FieldAttempt> {
         let lease_ms = expiry_ms("a lease", lease)?;
-        let token = new_token()?;
-        let sent = send_acquisition(keys, &token, |not_after_ms| {
-            Box::pin(keys.acquire(&token, lease_ms, not_after_ms))
-        })
-        .await?;
-        sent.settle(keys, token, Some(lease_ms), |holding, ()| {
-            FieldLease::new(holding)
-        })
+        try_acquire(keys, lease_ms, |holding, ()| FieldLease::new(holding)).await
     }
 
     fn field_keys(&self, field: &[u8]) -> FieldKeys {
@@ -189,18 +182,36 @@ impl FieldKeys {
         &self.field
     }
 
-    /// Takes the field for `token` if no live lease holds it.
-    pub(super) async fn acquire(
+    fn step<'a>(&'a self, token: &'a str) -> FieldStep<'a> {
+        FieldStep {
+            key: &self.key,
+            field: &self.field,
+            token,
+        }
+    }
+}
+
+/// The acquisition: the field for the token, if no lease of it exists.
+impl Acquire for FieldKeys {
+    /// The lease, in whole milliseconds.
+    type Ask = u64;
+    type Granted = ();
+
+    fn expiry_ms(lease_ms: &u64) -> Option<u64> {
+        Some(*lease_ms)
+    }
+
+    async fn acquire(
         &self,
         token: &str,
-        lease_ms: u64,
+        lease_ms: &u64,
         not_after_ms: u64,
     ) -> Result<Acquisition<()>> {
         let reply = self
             .backend
             .run(FieldAcquireStep {
                 lease: self.step(token),
-                lease_ms,
+                lease_ms: *lease_ms,
                 not_after_ms,
             })
             .await?;
@@ -209,14 +220,6 @@ impl FieldKeys {
             FieldAcquireReply::Held { retry_after_ms } => Acquisition::Busy { retry_after_ms },
             FieldAcquireReply::Late => Acquisition::Late,
         })
-    }
-
-    fn step<'a>(&'a self, token: &'a str) -> FieldStep<'a> {
-        FieldStep {
-            key: &self.key,
-            field: &self.field,
-            token,
-        }
     }
 }
 

@@ -1,17 +1,21 @@
-//! A lock whose every acquisition carries a fencing token.
+//! A lock whose every acquisition carries a fencing token, and where it lives on a backend.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::keys::LockKeys;
 use super::{FencedLease, LockAttempt};
 use crate::Coordination;
-use crate::backend::ensure_same_slot;
+use crate::backend::steps::fenced_lock::{
+    FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseReleaseStep, LeaseRenewStep,
+    LeaseStep, LeaseVerifyStep,
+};
+use crate::backend::{Backend, ensure_same_slot};
 use crate::coordination::name;
 use crate::coordination::owner::{
-    HoldingKeys, acquire_waiting, expiry_ms, new_token, send_acquisition,
+    Acquire, Acquisition, HoldingKeys, acquire_waiting, expiry_ms, try_acquire,
 };
+use crate::coordination::ownership::Primitive;
 use crate::coordination::{DEFAULT_POLL_INTERVAL, ManagedOptions};
 use crate::error::{Error, Result};
 
@@ -142,7 +146,7 @@ impl FencedLock {
         }
     }
 
-    pub(super) fn backend(&self) -> &crate::backend::Backend {
+    pub(super) fn backend(&self) -> &Backend {
         self.keys.backend()
     }
 
@@ -191,12 +195,7 @@ impl FencedLock {
     /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout), certainly without effect.
     pub async fn try_acquire(&self, lease: Duration) -> Result<LockAttempt> {
         let lease_ms = expiry_ms("a lease", lease)?;
-        let token = new_token()?;
-        let sent = send_acquisition(&self.keys, &token, |not_after_ms| {
-            Box::pin(self.keys.acquire(&token, lease_ms, not_after_ms))
-        })
-        .await?;
-        sent.settle(&self.keys, token, Some(lease_ms), FencedLease::new)
+        try_acquire(&self.keys, lease_ms, FencedLease::new).await
     }
 
     /// Takes the lock, waiting as long as it takes; see [`try_acquire`](Self::try_acquire)
@@ -247,5 +246,113 @@ impl fmt::Debug for FencedLock {
                 &String::from_utf8_lossy(self.keys.counter_key()),
             )
             .finish_non_exhaustive()
+    }
+}
+
+/// The user keys of a lock (the backend applies its prefix) on their backend. Acquisition
+/// runs over both keys; every step on a held lease touches the lease key alone.
+pub(super) struct LockKeys {
+    backend: Backend,
+    lease: Vec<u8>,
+    counter: Vec<u8>,
+}
+
+impl LockKeys {
+    pub(super) fn new(backend: Backend, lease: Vec<u8>, counter: Vec<u8>) -> Self {
+        LockKeys {
+            backend,
+            lease,
+            counter,
+        }
+    }
+
+    pub(super) fn lease_key(&self) -> &[u8] {
+        &self.lease
+    }
+
+    pub(super) fn counter_key(&self) -> &[u8] {
+        &self.counter
+    }
+
+    fn step<'a>(&'a self, token: &'a str) -> LeaseStep<'a> {
+        LeaseStep {
+            lease_key: &self.lease,
+            token,
+        }
+    }
+}
+
+/// What the shared holding does with a lease: every step on it touches the lease key alone.
+impl HoldingKeys for LockKeys {
+    type Released = LeaseReleaseReply;
+    const PRIMITIVE: Primitive = Primitive::FencedLease;
+    const LEFT_HELD: &'static str = "it blocks the lock until it expires";
+
+    fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    async fn renew(&self, token: &str, expiry_ms: Option<u64>) -> Result<bool> {
+        // A lease always expires: the lock never asks for a renewal without one.
+        let lease_ms =
+            expiry_ms.ok_or_else(|| Error::invalid_argument("a fenced lease needs an expiry"))?;
+        self.backend
+            .run(LeaseRenewStep {
+                lease: self.step(token),
+                lease_ms,
+            })
+            .await
+    }
+
+    async fn verify(&self, token: &str) -> Result<bool> {
+        self.backend
+            .run_idempotent(LeaseVerifyStep(self.step(token)))
+            .await
+    }
+
+    async fn release(&self, token: &str) -> Result<LeaseReleaseReply> {
+        self.backend.run(LeaseReleaseStep(self.step(token))).await
+    }
+}
+
+/// The acquisition: the lease for the token and the next fencing token, if no lease exists.
+impl Acquire for LockKeys {
+    /// The lease, in whole milliseconds.
+    type Ask = u64;
+    /// The fencing token.
+    type Granted = u64;
+
+    fn expiry_ms(lease_ms: &u64) -> Option<u64> {
+        Some(*lease_ms)
+    }
+
+    async fn acquire(
+        &self,
+        token: &str,
+        lease_ms: &u64,
+        not_after_ms: u64,
+    ) -> Result<Acquisition<u64>> {
+        let reply = self
+            .backend
+            .run(FencedAcquireStep {
+                lease_key: &self.lease,
+                counter_key: &self.counter,
+                token,
+                lease_ms: *lease_ms,
+                not_after_ms,
+            })
+            .await?;
+        Ok(match reply {
+            FencedAcquireReply::Acquired { fencing_token } => Acquisition::Granted(fencing_token),
+            FencedAcquireReply::Held { retry_after_ms } => Acquisition::Busy { retry_after_ms },
+            FencedAcquireReply::Late => Acquisition::Late,
+        })
+    }
+}
+
+/// The lease key, as text (lossy), for logs and messages: what a holder contends for.
+impl fmt::Display for LockKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(&self.lease))
     }
 }

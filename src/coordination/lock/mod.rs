@@ -61,16 +61,41 @@
 //! Tokens only increase while the counter keeps its history: see
 //! [`FencedLock`'s limits](FencedLock#limits-of-the-guarantee).
 
-mod attempt;
 mod fenced_lease;
 mod fenced_lock;
-mod keys;
-mod managed;
+
+use crate::coordination::Attempt;
 
 /// What a release found: the answer every held primitive shares, re-exported here where the
 /// lock's lease first used it.
 pub use crate::coordination::Release;
-pub use attempt::LockAttempt;
-pub use fenced_lease::FencedLease;
+pub use fenced_lease::{FencedLease, ManagedLease};
 pub use fenced_lock::FencedLock;
-pub use managed::ManagedLease;
+
+/// The outcome of [`FencedLock::try_acquire`](FencedLock::try_acquire): a lease, or
+/// [`Attempt::Busy`] with the holder's time left (see [`Attempt`], shared with the
+/// semaphores).
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::lock::{FencedLock, LockAttempt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let lock = FencedLock::named(&Coordination::memory(), "report");
+/// let attempt: LockAttempt = lock.try_acquire(Duration::from_secs(10)).await?;
+/// let lease = attempt.into_lease().expect("the lock was free");
+/// assert!(lease.fencing_token() >= 1);
+/// # Ok(()) }
+/// ```
+pub type LockAttempt = Attempt<FencedLease>;
+
+impl Attempt<FencedLease> {
+    /// The lease, if the lock was acquired.
+    pub fn into_lease(self) -> Option<FencedLease> {
+        self.acquired()
+    }
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Holding, HoldingKeys, ReleaseOnDrop, ReleaseStage};
+use super::{Holding, HoldingKeys, ReleaseOnDrop, ReleaseStage, new_token};
 use crate::backend::redis::Resends;
 use crate::coordination::Attempt;
 use crate::error::{Error, ErrorKind, Result};
@@ -28,6 +28,44 @@ pub(crate) enum Acquisition<G> {
     /// The step checked and refused, certainly without effect (a semaphore's capacity that
     /// differs from its holders').
     Refused(Error),
+}
+
+/// A held primitive's acquisition: the one step that creates a holding, sent and settled by
+/// the kit's [`try_acquire`] the same way for every primitive.
+pub(crate) trait Acquire: HoldingKeys {
+    /// What an acquisition asks for beside its owner token and deadline (a lease, an access).
+    type Ask: Send + Sync;
+    /// What a grant adds to the holding: a fencing token, or nothing.
+    type Granted;
+
+    /// The expiry a grant of `ask` gives the holding, in whole milliseconds; `None`: none.
+    fn expiry_ms(ask: &Self::Ask) -> Option<u64>;
+
+    /// One delivery of the acquisition for `token`, a no-op answering
+    /// [`Acquisition::Late`] on a server whose clock is past `not_after_ms` (0: no deadline).
+    /// A delivery that finds its own token is a grant.
+    fn acquire<'a>(
+        &'a self,
+        token: &'a str,
+        ask: &'a Self::Ask,
+        not_after_ms: u64,
+    ) -> impl Future<Output = Result<Acquisition<Self::Granted>>> + Send + 'a;
+}
+
+/// Takes what `keys` guard for a new owner token now, if it is free: the acquisition sent by
+/// [`send_acquisition`] and [settled](Sent::settle), the holding made into what the
+/// primitive hands out by `hold`.
+pub(crate) async fn try_acquire<K: Acquire, T>(
+    keys: &Arc<K>,
+    ask: K::Ask,
+    hold: impl FnOnce(Holding<K>, K::Granted) -> T,
+) -> Result<Attempt<T>> {
+    let token = new_token()?;
+    let sent = send_acquisition(keys, &token, |not_after_ms| {
+        Box::pin(keys.acquire(&token, &ask, not_after_ms))
+    })
+    .await?;
+    sent.settle(keys, token, K::expiry_ms(&ask), hold)
 }
 
 /// An acquisition the backend answered, to be [settled](Sent::settle).

@@ -5,7 +5,7 @@
 use std::future::Future;
 
 use super::{Holding, HoldingKeys, Keeper};
-use crate::backend::steps::fenced_lock::LeaseReleaseReply;
+use crate::backend::steps::lease_release::LeaseReleaseReply;
 use crate::coordination::ownership::OwnershipLost;
 use crate::coordination::{ManagedOptions, Release};
 use crate::error::Result;

@@ -17,7 +17,7 @@ mod token;
 mod wait;
 
 pub(crate) use crate::coordination::ownership::ReleaseStage;
-pub(crate) use acquisition::{Acquisition, send_acquisition};
+pub(crate) use acquisition::{Acquire, Acquisition, try_acquire};
 pub(crate) use guard::ReleaseOnDrop;
 pub(crate) use holding::Holding;
 pub(crate) use holding_keys::HoldingKeys;

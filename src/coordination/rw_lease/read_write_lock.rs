@@ -13,7 +13,7 @@ use crate::backend::steps::rw_lease::{
 };
 use crate::coordination::name;
 use crate::coordination::owner::{
-    Acquisition, HoldingKeys, acquire_waiting, expiry_ms, new_token, send_acquisition,
+    Acquire, Acquisition, HoldingKeys, acquire_waiting, expiry_ms, new_token, try_acquire,
 };
 use crate::coordination::{
     DEFAULT_POLL_INTERVAL, MAX_MANAGED_LEASE, MIN_MANAGED_LEASE, ManagedOptions,
@@ -224,16 +224,12 @@ impl ReadWriteLock {
             Some((waiter, bound)) => Some((waiter, expiry_ms("a writer preference bound", bound)?)),
             None => None,
         };
-        let token = new_token()?;
-        let write = access == Access::Write;
-        let keys = &self.keys;
-        let sent = send_acquisition(keys, &token, |not_after_ms| {
-            Box::pin(keys.acquire(write, &token, lease_ms, not_after_ms, waiting))
-        })
-        .await?;
-        sent.settle(keys, token, Some(lease_ms), |holding, ()| {
-            RwLease::new(holding, access)
-        })
+        let ask = RwAsk {
+            write: access == Access::Write,
+            lease_ms,
+            waiting: waiting.map(|(waiter, bound_ms)| (waiter.to_owned(), bound_ms)),
+        };
+        try_acquire(&self.keys, ask, |holding, ()| RwLease::new(holding, access)).await
     }
 }
 
@@ -261,36 +257,6 @@ impl RwKeys {
         &self.key
     }
 
-    /// Takes a read or a write lease for `token` if the set lets it in; a refused writer
-    /// with `waiting` records that it waits.
-    pub(super) async fn acquire(
-        &self,
-        write: bool,
-        token: &str,
-        lease_ms: u64,
-        not_after_ms: u64,
-        waiting: Option<(&str, u64)>,
-    ) -> Result<Acquisition<()>> {
-        let reply = self
-            .backend
-            .run(RwAcquireStep {
-                key: &self.key,
-                write,
-                token,
-                lease_ms,
-                not_after_ms,
-                waiting,
-            })
-            .await?;
-        Ok(match reply {
-            RwAcquireReply::Granted => Acquisition::Granted(()),
-            RwAcquireReply::Busy { retry_after_ms } => Acquisition::Busy {
-                retry_after_ms: Some(retry_after_ms),
-            },
-            RwAcquireReply::Late => Acquisition::Late,
-        })
-    }
-
     /// Turns `token`'s write lease into a read lease.
     pub(super) async fn downgrade(&self, token: &str) -> Result<RwDowngradeReply> {
         self.backend.run(RwDowngradeStep(self.step(token))).await
@@ -301,6 +267,56 @@ impl RwKeys {
             key: &self.key,
             token,
         }
+    }
+}
+
+/// What an acquisition asks of the set.
+pub(super) struct RwAsk {
+    /// A write lease, or a read lease.
+    write: bool,
+    /// The lease, in whole milliseconds.
+    lease_ms: u64,
+    /// A writer's waiter id and how long its record lasts (ms), when readers must let it in
+    /// first (writer preference); recorded when it is refused.
+    waiting: Option<(String, u64)>,
+}
+
+/// The acquisition: a read or a write lease for the token, if the set lets it in.
+impl Acquire for RwKeys {
+    type Ask = RwAsk;
+    type Granted = ();
+
+    fn expiry_ms(ask: &RwAsk) -> Option<u64> {
+        Some(ask.lease_ms)
+    }
+
+    async fn acquire(
+        &self,
+        token: &str,
+        ask: &RwAsk,
+        not_after_ms: u64,
+    ) -> Result<Acquisition<()>> {
+        let reply = self
+            .backend
+            .run(RwAcquireStep {
+                key: &self.key,
+                write: ask.write,
+                token,
+                lease_ms: ask.lease_ms,
+                not_after_ms,
+                waiting: ask
+                    .waiting
+                    .as_ref()
+                    .map(|(waiter, bound_ms)| (waiter.as_str(), *bound_ms)),
+            })
+            .await?;
+        Ok(match reply {
+            RwAcquireReply::Granted => Acquisition::Granted(()),
+            RwAcquireReply::Busy { retry_after_ms } => Acquisition::Busy {
+                retry_after_ms: Some(retry_after_ms),
+            },
+            RwAcquireReply::Late => Acquisition::Late,
+        })
     }
 }
 

@@ -121,8 +121,7 @@ impl KeyedSemaphore {
     /// As for [`Semaphore::try_acquire`](super::Semaphore::try_acquire): a permit whose
     /// answer was lost or whose future was dropped mid-flight is released in the background.
     pub async fn try_acquire(&self, key: &[u8], expiry: Option<Duration>) -> Result<Attempt> {
-        let (sets, capacities) = self.sets(key);
-        SemaphorePermit::try_acquire(&Arc::new(sets), &capacities, expiry).await
+        SemaphorePermit::try_acquire(&Arc::new(self.sets(key)), expiry).await
     }
 
     /// Takes a permit for `key`, waiting as long as it takes; see
@@ -142,8 +141,7 @@ impl KeyedSemaphore {
     /// replayed, and a permit it may have been granted is released by owner token in the
     /// background (see [`try_acquire`](Self::try_acquire)).
     pub async fn acquire(&self, key: &[u8], expiry: Option<Duration>) -> Result<SemaphorePermit> {
-        let (sets, capacities) = self.sets(key);
-        SemaphorePermit::acquire(&Arc::new(sets), &capacities, expiry, DEFAULT_POLL_INTERVAL).await
+        SemaphorePermit::acquire(&Arc::new(self.sets(key)), expiry, DEFAULT_POLL_INTERVAL).await
     }
 
     /// [`acquire`](Self::acquire) with the lease (as the expiry) and the poll interval of
@@ -154,8 +152,7 @@ impl KeyedSemaphore {
         key: &[u8],
         options: &ManagedOptions,
     ) -> Result<SemaphorePermit> {
-        let (sets, capacities) = self.sets(key);
-        SemaphorePermit::acquire_with(&Arc::new(sets), &capacities, options).await
+        SemaphorePermit::acquire_with(&Arc::new(self.sets(key)), options).await
     }
 
     /// The permits held now by the client key `key` and by all keys together (expired ones
@@ -165,7 +162,7 @@ impl KeyedSemaphore {
     ///
     /// Cancel safe: it only reads.
     pub async fn held(&self, key: &[u8]) -> Result<(Option<u32>, Option<u32>)> {
-        let (sets, _) = self.sets(key);
+        let sets = self.sets(key);
         let mut counts = sets.held().await?.into_iter();
         let per_key = self.per_key.and_then(|_| counts.next());
         let global = self.global.and_then(|_| counts.next());
@@ -173,7 +170,7 @@ impl KeyedSemaphore {
     }
 
     /// The sets a permit of `key` lives in, per-key first, with their capacities.
-    fn sets(&self, key: &[u8]) -> (PermitSets, Vec<u32>) {
+    fn sets(&self, key: &[u8]) -> PermitSets {
         let mut keys = Vec::with_capacity(2);
         let mut capacities = Vec::with_capacity(2);
         if let Some(capacity) = self.per_key {
@@ -191,7 +188,7 @@ impl KeyedSemaphore {
             keys.push(global);
             capacities.push(capacity);
         }
-        (PermitSets::new(self.backend.clone(), keys), capacities)
+        PermitSets::new(self.backend.clone(), keys, capacities)
     }
 }
 

@@ -7,9 +7,7 @@ use std::time::Duration;
 use super::Attempt;
 use super::sets::PermitSets;
 use crate::coordination::Release;
-use crate::coordination::owner::{
-    Holding, HoldingKeys, acquire_waiting, new_token, send_acquisition,
-};
+use crate::coordination::owner::{Holding, HoldingKeys, acquire_waiting, try_acquire};
 use crate::error::Result;
 
 /// One permit of a [`Semaphore`](super::Semaphore) or a
@@ -182,7 +180,7 @@ impl SemaphorePermit {
         self.holding.renew(expiry_ms).await
     }
 
-    /// Takes a permit in every set (with `capacities` in the order of the keys), or in none.
+    /// Takes a permit in every set (each with its capacity), or in none.
     ///
     /// When the step may have applied (a timeout or a connection lost after sending, a
     /// reply that could not be read, or the future dropped mid-flight), a release of the
@@ -193,30 +191,21 @@ impl SemaphorePermit {
     /// a no-op, so it cannot leave a permit nobody holds either.
     pub(super) async fn try_acquire(
         sets: &Arc<PermitSets>,
-        capacities: &[u32],
         expiry: Option<Duration>,
     ) -> Result<Attempt> {
         let expiry_ms = expiry_ms(expiry)?;
-        let token = new_token()?;
-        let sent = send_acquisition(sets, &token, |not_after_ms| {
-            Box::pin(sets.acquire_step(&token, capacities, expiry_ms, not_after_ms))
-        })
-        .await?;
-        sent.settle(sets, token, expiry_ms, |holding, ()| {
-            SemaphorePermit::new(holding)
-        })
+        try_acquire(sets, expiry_ms, |holding, ()| SemaphorePermit::new(holding)).await
     }
 
     /// Takes a permit as [`try_acquire`](Self::try_acquire) does, waiting for one to free.
     pub(super) async fn acquire(
         sets: &Arc<PermitSets>,
-        capacities: &[u32],
         expiry: Option<Duration>,
         poll: Duration,
     ) -> Result<SemaphorePermit> {
         let keys: Vec<&[u8]> = sets.keys().iter().map(Vec::as_slice).collect();
         acquire_waiting(sets.backend(), &keys, poll, || {
-            Self::try_acquire(sets, capacities, expiry)
+            Self::try_acquire(sets, expiry)
         })
         .await
     }
@@ -226,12 +215,11 @@ impl SemaphorePermit {
     /// waits with, on either semaphore.
     pub(super) async fn acquire_with(
         sets: &Arc<PermitSets>,
-        capacities: &[u32],
         options: &crate::coordination::ManagedOptions,
     ) -> Result<SemaphorePermit> {
         options.validate()?;
         let expiry = Some(options.lease_duration());
-        Self::acquire(sets, capacities, expiry, options.poll()).await
+        Self::acquire(sets, expiry, options.poll()).await
     }
 
     /// The holding, to be kept by a [`ManagedPermit`](super::ManagedPermit).

@@ -93,7 +93,11 @@ impl Semaphore {
         // this key another semaphore's (`sem:{...}` starts with a brace, this with a digit).
         let key = name::length_prefixed(b"sem", name.as_ref());
         Ok(Semaphore {
-            sets: Arc::new(PermitSets::new(coordination.backend().clone(), vec![key])),
+            sets: Arc::new(PermitSets::new(
+                coordination.backend().clone(),
+                vec![key],
+                vec![capacity],
+            )),
             capacity,
         })
     }
@@ -133,7 +137,7 @@ impl Semaphore {
     /// request carries a deadline on the server's clock and the release waits until it has
     /// passed, so a request delayed past its release is a no-op when it arrives.
     pub async fn try_acquire(&self, expiry: Option<Duration>) -> Result<Attempt> {
-        SemaphorePermit::try_acquire(&self.sets, &[self.capacity], expiry).await
+        SemaphorePermit::try_acquire(&self.sets, expiry).await
     }
 
     /// Takes a permit, waiting as long as it takes; see [`try_acquire`](Self::try_acquire)
@@ -153,14 +157,14 @@ impl Semaphore {
     /// replayed, and a permit it may have been granted is released by owner token in the
     /// background (see [`try_acquire`](Self::try_acquire)).
     pub async fn acquire(&self, expiry: Option<Duration>) -> Result<SemaphorePermit> {
-        SemaphorePermit::acquire(&self.sets, &[self.capacity], expiry, DEFAULT_POLL_INTERVAL).await
+        SemaphorePermit::acquire(&self.sets, expiry, DEFAULT_POLL_INTERVAL).await
     }
 
     /// [`acquire`](Self::acquire) with the lease (as the expiry) and the poll interval of
     /// `options`, validated first: what the [`Permit`](crate::extract::Permit) extractor
     /// waits with.
     pub(crate) async fn acquire_with(&self, options: &ManagedOptions) -> Result<SemaphorePermit> {
-        SemaphorePermit::acquire_with(&self.sets, &[self.capacity], options).await
+        SemaphorePermit::acquire_with(&self.sets, options).await
     }
 
     /// The permits held now (expired ones are not counted), whatever capacity they were

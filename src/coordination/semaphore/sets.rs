@@ -7,7 +7,7 @@ use crate::backend::steps::semaphore::{
     PermitReleaseStep, PermitRenewStep, PermitStep, PermitVerifyStep, SemaphoreAcquireReply,
     SemaphoreAcquireStep, SemaphoreHeldStep,
 };
-use crate::coordination::owner::{Acquisition, HoldingKeys};
+use crate::coordination::owner::{Acquire, Acquisition, HoldingKeys};
 use crate::error::{Error, ErrorKind, Result};
 
 /// The storage keys of a semaphore's sets (one or two, in one slot) on their backend; every
@@ -15,11 +15,17 @@ use crate::error::{Error, ErrorKind, Result};
 pub(super) struct PermitSets {
     backend: Backend,
     keys: Vec<Vec<u8>>,
+    /// The capacity of each set, in the order of the keys.
+    capacities: Vec<u32>,
 }
 
 impl PermitSets {
-    pub(super) fn new(backend: Backend, keys: Vec<Vec<u8>>) -> Self {
-        PermitSets { backend, keys }
+    pub(super) fn new(backend: Backend, keys: Vec<Vec<u8>>, capacities: Vec<u32>) -> Self {
+        PermitSets {
+            backend,
+            keys,
+            capacities,
+        }
     }
 
     /// The user keys of the sets.
@@ -27,14 +33,38 @@ impl PermitSets {
         &self.keys
     }
 
-    /// The acquisition step for `token`, its answer in the shared terms.
-    pub(super) async fn acquire_step(
+    /// The live permits of each set, in the order of the keys.
+    pub(super) async fn held(&self) -> Result<Vec<u32>> {
+        self.backend
+            .run_idempotent(SemaphoreHeldStep { keys: &self.keys })
+            .await
+    }
+
+    fn step<'a>(&'a self, token: &'a str) -> PermitStep<'a> {
+        PermitStep {
+            keys: &self.keys,
+            token,
+        }
+    }
+}
+
+/// The acquisition: a permit in every set, or in none.
+impl Acquire for PermitSets {
+    /// The permit's expiry, in whole milliseconds; `None`: none.
+    type Ask = Option<u64>;
+    type Granted = ();
+
+    fn expiry_ms(expiry_ms: &Option<u64>) -> Option<u64> {
+        *expiry_ms
+    }
+
+    async fn acquire(
         &self,
         token: &str,
-        capacities: &[u32],
-        expiry_ms: Option<u64>,
+        expiry_ms: &Option<u64>,
         not_after_ms: u64,
     ) -> Result<Acquisition<()>> {
+        let (capacities, expiry_ms) = (&self.capacities, *expiry_ms);
         let reply = self
             .backend
             .run(SemaphoreAcquireStep {
@@ -65,20 +95,6 @@ impl PermitSets {
                 ))
             }
         })
-    }
-
-    /// The live permits of each set, in the order of the keys.
-    pub(super) async fn held(&self) -> Result<Vec<u32>> {
-        self.backend
-            .run_idempotent(SemaphoreHeldStep { keys: &self.keys })
-            .await
-    }
-
-    fn step<'a>(&'a self, token: &'a str) -> PermitStep<'a> {
-        PermitStep {
-            keys: &self.keys,
-            token,
-        }
     }
 }
 

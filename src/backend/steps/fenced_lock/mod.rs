@@ -11,6 +11,7 @@ mod memory;
 mod redis;
 
 use super::Step;
+pub(crate) use super::lease_release::LeaseReleaseReply;
 
 /// One immediate acquisition: a lease for `token` and the next fencing token, or nothing.
 #[derive(Debug, Clone, Copy)]
@@ -48,17 +49,6 @@ pub(crate) struct LeaseStep<'a> {
     pub(crate) lease_key: &'a [u8],
     /// The lease's owner token.
     pub(crate) token: &'a str,
-}
-
-/// What an owner-checked release found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LeaseReleaseReply {
-    /// The lease was held under the token and is now deleted.
-    Released,
-    /// No lease exists (it expired, or was released before).
-    NoLease,
-    /// A lease exists under another token; it was left alone.
-    OtherOwner,
 }
 
 /// Gives a held lease a new expiry: `true` when renewed, `false` when it was not held under

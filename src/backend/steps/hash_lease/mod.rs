@@ -11,7 +11,7 @@ mod memory;
 mod redis;
 
 use super::Step;
-pub(crate) use super::fenced_lock::LeaseReleaseReply;
+pub(crate) use super::lease_release::LeaseReleaseReply;
 
 /// One field of a lease hash, and the token that holds (or asks for) it.
 #[derive(Debug, Clone, Copy)]
