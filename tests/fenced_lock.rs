@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold::backend::Backend;
 use leasehold::backend::key_slot;
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::backend::redis::RedisBackend;
@@ -41,11 +40,7 @@ async fn contender_wait(lock: &FencedLock) -> Option<Duration> {
 
 /// The key a backend stores for a user key.
 fn physical(coordination: &Coordination, key: &[u8]) -> Vec<u8> {
-    match coordination.backend() {
-        Backend::Redis(redis) => redis.physical_key(key),
-        Backend::Memory(memory) => [memory.key_prefix(), b"|", key].concat(),
-        _ => unreachable!(),
-    }
+    coordination.backend().physical_key(key)
 }
 
 fn named_keys(name: &[u8]) -> (Vec<u8>, Vec<u8>) {

@@ -5,7 +5,6 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold::backend::Backend;
 use leasehold::coordination::ManagedOptions;
 use leasehold::coordination::Release;
 use leasehold::coordination::hash_lease::{FieldLease, LeaseHash, ManagedFieldLease};
@@ -25,10 +24,7 @@ async fn acquired(hash: &LeaseHash, field: &[u8], lease: Duration) -> FieldLease
 
 /// The physical key of the hash; Redis only.
 fn physical(coordination: &Coordination, hash: &LeaseHash) -> Vec<u8> {
-    match coordination.backend() {
-        Backend::Redis(redis) => redis.physical_key(hash.key()),
-        _ => unreachable!("Redis targets only"),
-    }
+    coordination.backend().physical_key(hash.key())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -229,7 +225,12 @@ async fn invalid_leases_are_refused_before_anything_is_sent() {
         let err = hash.try_acquire("f", lease).await.expect_err("invalid");
         assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
     }
-    assert!(matches!(coordination.backend(), Backend::Memory(memory) if memory.is_empty()));
+    assert!(
+        coordination
+            .backend()
+            .as_memory()
+            .is_some_and(|memory| memory.is_empty())
+    );
 }
 
 /// Redis out of memory (`noeviction`): a new field lease is refused (`OutOfMemory`,
@@ -277,10 +278,7 @@ async fn a_refused_field_expiry_leaves_no_field() {
         .await
         .expect_err("the expiry is refused");
     assert!(err.is_refused(), "{err}");
-    let key = match coordination.backend() {
-        Backend::Redis(redis) => redis.physical_key(hash.key()),
-        _ => unreachable!("Redis"),
-    };
+    let key = coordination.backend().physical_key(hash.key());
     let key = String::from_utf8(key).expect("a text key");
     let fields: i64 = server.cmd(&["HLEN", &key]);
     assert_eq!(fields, 0, "no field without its expiry");

@@ -5,7 +5,6 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use leasehold::backend::Backend;
 use leasehold::coordination::latch::{CountDown, CountdownLatch, LatchGeneration};
 use leasehold::{Coordination, ErrorKind};
 use support::proxy::Direction;
@@ -16,10 +15,7 @@ const MINUTE: Duration = Duration::from_secs(60);
 
 /// The physical key of the latch; Redis only.
 fn physical(coordination: &Coordination, latch: &CountdownLatch) -> Vec<u8> {
-    match coordination.backend() {
-        Backend::Redis(redis) => redis.physical_key(latch.key()),
-        _ => unreachable!("Redis targets only"),
-    }
+    coordination.backend().physical_key(latch.key())
 }
 
 async fn count_down(generation: &LatchGeneration) -> u64 {

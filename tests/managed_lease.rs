@@ -291,9 +291,9 @@ async fn many_waiters_take_the_lock_one_at_a_time_in_token_order() {
 }
 
 fn physical_key(coordination: &leasehold::Coordination, key: &[u8]) -> Vec<u8> {
-    match coordination.backend() {
-        leasehold::backend::Backend::Redis(redis) => redis.physical_key(key),
-        _ => key.to_vec(),
+    match coordination.backend().as_redis() {
+        Some(_) => coordination.backend().physical_key(key),
+        None => key.to_vec(),
     }
 }
 

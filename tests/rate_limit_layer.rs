@@ -111,10 +111,9 @@ async fn allowed_responses_carry_the_fields_and_handlers_see_the_decision() {
     assert_eq!(reply.header("x-ratelimit-limit"), Some("3"));
     assert_eq!(reply.header("x-ratelimit-remaining"), Some("2"));
     // Keyed by peer IP by default: the loopback client.
-    let leasehold::backend::Backend::Redis(backend) = coordination.backend() else {
-        unreachable!()
-    };
-    let key = backend.physical_key(b"rl:fw:3:api:ip:127.0.0.1");
+    let key = coordination
+        .backend()
+        .physical_key(b"rl:fw:3:api:ip:127.0.0.1");
     let count: Option<String> =
         shared(ServerKind::Redis8).cmd(&["GET", std::str::from_utf8(&key).expect("utf-8")]);
     assert_eq!(count.as_deref(), Some("1"));

@@ -9,7 +9,6 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use leasehold::backend::Backend;
 use leasehold::coordination::ManagedOptions;
 use leasehold::coordination::rw_lease::{Access, ManagedRwLease, ReadWriteLock, RwLease};
 use leasehold::{Coordination, ErrorKind};
@@ -61,10 +60,7 @@ async fn writable(lock: &ReadWriteLock) -> bool {
 
 /// The physical key of the lock; Redis only.
 fn physical(coordination: &Coordination, lock: &ReadWriteLock) -> Vec<u8> {
-    match coordination.backend() {
-        Backend::Redis(redis) => redis.physical_key(lock.key()),
-        _ => unreachable!("Redis targets only"),
-    }
+    coordination.backend().physical_key(lock.key())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -307,7 +303,12 @@ async fn invalid_settings_are_refused_before_anything_is_sent() {
         let err = lock.write(lease).await.expect_err("invalid lease");
         assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
     }
-    assert!(matches!(coordination.backend(), Backend::Memory(memory) if memory.is_empty()));
+    assert!(
+        coordination
+            .backend()
+            .as_memory()
+            .is_some_and(|memory| memory.is_empty())
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -48,10 +48,7 @@ async fn is_full(semaphore: &Semaphore) -> bool {
 
 /// The physical key of a user key under the handle's prefix; Redis only.
 fn physical(coordination: &Coordination, user_key: &[u8]) -> Vec<u8> {
-    match coordination.backend() {
-        leasehold::backend::Backend::Redis(redis) => redis.physical_key(user_key),
-        _ => unreachable!("Redis targets only"),
-    }
+    coordination.backend().physical_key(user_key)
 }
 
 fn semaphore_key(name: &[u8]) -> Vec<u8> {
@@ -296,10 +293,11 @@ async fn memory_permits_follow_the_paused_clock() {
 }
 
 fn coordination_is_empty(coordination: &Coordination) -> bool {
-    match coordination.backend() {
-        leasehold::backend::Backend::Memory(memory) => memory.is_empty(),
-        _ => unreachable!("memory only"),
-    }
+    coordination
+        .backend()
+        .as_memory()
+        .expect("memory only")
+        .is_empty()
 }
 
 // ---------------------------------------------------------------------------------------------

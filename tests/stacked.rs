@@ -6,7 +6,6 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use leasehold::backend::Backend;
 use leasehold::coordination::rate_limit::{
     MAX_STACKED_POLICIES, QueueOrder, QuotaUnit, RateLimitDecision, RateLimitPolicy, RateLimiter,
     Stacked,
@@ -34,10 +33,9 @@ fn windows(target: Target, key: &[u8]) -> BTreeMap<String, (u64, u64)> {
 
 /// Whether the backend holds no key for the limiter's client key.
 fn nothing_stored(target: Target, coordination: &Coordination, key: &[u8]) -> bool {
-    match coordination.backend() {
-        Backend::Memory(memory) => memory.is_empty(),
-        Backend::Redis(_) => target.query::<i64>(&[b"EXISTS", key]) == 0,
-        _ => unreachable!(),
+    match coordination.backend().as_memory() {
+        Some(memory) => memory.is_empty(),
+        None => target.query::<i64>(&[b"EXISTS", key]) == 0,
     }
 }
 
@@ -319,10 +317,13 @@ async fn memory_windows_follow_the_paused_clock() {
     assert_eq!(remaining(&fresh), [0, 1]);
     // Once the last window ends the key is gone.
     tokio::time::advance(MINUTE).await;
-    let Backend::Memory(memory) = coordination.backend() else {
-        unreachable!()
-    };
-    assert!(memory.is_empty());
+    assert!(
+        coordination
+            .backend()
+            .as_memory()
+            .expect("memory")
+            .is_empty()
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

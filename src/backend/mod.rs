@@ -35,7 +35,8 @@ use crate::error::{Error, Result};
 /// Build one from a [`redis::RedisBackend`] or a [`memory::MemoryBackend`] with `From`, or let
 /// [`Coordination`](crate::Coordination) do it. Applications hold a `Coordination`, which every
 /// primitive, layer and extractor takes; the backend's steps are crate-private, run through
-/// one dispatch point.
+/// one dispatch point. Which backend it is, [`as_redis`](Self::as_redis) and
+/// [`as_memory`](Self::as_memory) tell.
 ///
 /// # Example
 ///
@@ -43,11 +44,15 @@ use crate::error::{Error, Result};
 /// use leasehold::backend::{Backend, memory::MemoryBackend};
 ///
 /// let backend = Backend::from(MemoryBackend::new());
-/// assert!(matches!(backend, Backend::Memory(_)));
+/// assert!(backend.as_memory().is_some());
+/// assert!(backend.as_redis().is_none());
 /// ```
 #[derive(Clone, Debug)]
-#[non_exhaustive]
-pub enum Backend {
+pub struct Backend(Kind);
+
+/// Which backend a [`Backend`] is: what the crate's one dispatch point matches.
+#[derive(Clone, Debug)]
+pub(crate) enum Kind {
     /// A Redis or Valkey deployment.
     Redis(redis::RedisBackend),
     /// The in-process backend.
@@ -55,6 +60,27 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// The Redis backend, if this is one.
+    pub fn as_redis(&self) -> Option<&redis::RedisBackend> {
+        match &self.0 {
+            Kind::Redis(redis) => Some(redis),
+            Kind::Memory(_) => None,
+        }
+    }
+
+    /// The memory backend, if this is one.
+    pub fn as_memory(&self) -> Option<&memory::MemoryBackend> {
+        match &self.0 {
+            Kind::Memory(memory) => Some(memory),
+            Kind::Redis(_) => None,
+        }
+    }
+
+    /// Which backend this is, for the crate's dispatch.
+    pub(crate) fn kind(&self) -> &Kind {
+        &self.0
+    }
+
     /// The backend's current time as a duration since the Unix epoch: Redis `TIME`, or the
     /// memory backend's pausable monotonic clock.
     ///
@@ -65,11 +91,19 @@ impl Backend {
         self.run(steps::ServerTime).await
     }
 
-    /// The key the backend stores for a user key: its prefix followed by the key.
-    pub(crate) fn physical_key(&self, key: &[u8]) -> Vec<u8> {
-        match self {
-            Backend::Redis(redis) => redis.stored_key(key),
-            Backend::Memory(memory) => memory.physical_key(key).to_vec(),
+    /// The key the backend stores for a user key: its prefix followed by the key (what an
+    /// ACL's key patterns and a `redis-cli` session see).
+    ///
+    /// ```
+    /// use leasehold::backend::{Backend, memory::MemoryBackend};
+    ///
+    /// let backend = Backend::from(MemoryBackend::new());
+    /// assert!(backend.physical_key(b"k").ends_with(b"k"));
+    /// ```
+    pub fn physical_key(&self, key: &[u8]) -> Vec<u8> {
+        match &self.0 {
+            Kind::Redis(redis) => redis.stored_key(key),
+            Kind::Memory(memory) => memory.physical_key(key).to_vec(),
         }
     }
 
@@ -77,34 +111,34 @@ impl Backend {
     /// [`RedisBackend::watch_key`](redis::RedisBackend::watch_key)); `None` where changes
     /// are not announced (the memory backend), so the caller polls.
     pub(crate) async fn watch_key(&self, key: &[u8]) -> Result<Option<redis::KeyWatch>> {
-        match self {
+        match &self.0 {
             // Boxed for the reason `run` gives.
-            Backend::Redis(redis) => Box::pin(redis.watch_key(key)).await.map(Some),
-            Backend::Memory(_) => Ok(None),
+            Kind::Redis(redis) => Box::pin(redis.watch_key(key)).await.map(Some),
+            Kind::Memory(_) => Ok(None),
         }
     }
 
     /// Whether the backend tells of key changes (Redis, through client tracking), so that a
     /// waiter need not poll it.
     pub(crate) fn tells_changes(&self) -> bool {
-        matches!(self, Backend::Redis(_))
+        matches!(self.0, Kind::Redis(_))
     }
 
     /// Whether every step completes where it is asked, in its first poll (the memory
     /// backend, under its store's lock): nothing to wait for, so nothing to bound with a
     /// timer.
     pub(crate) fn decides_in_process(&self) -> bool {
-        matches!(self, Backend::Memory(_))
+        matches!(self.0, Kind::Memory(_))
     }
 
     /// The deadline an acquisition sent now carries on the server's clock (see
     /// [`RedisBackend::acquire_deadline`](redis::RedisBackend)); `None` in memory, where no
     /// command can be delayed.
     pub(crate) async fn acquire_deadline(&self) -> Result<Option<redis::Deadline>> {
-        match self {
+        match &self.0 {
             // Not boxed: a small future, that only connects when the handle has not yet.
-            Backend::Redis(redis) => redis.acquire_deadline().await.map(Some),
-            Backend::Memory(_) => Ok(None),
+            Kind::Redis(redis) => redis.acquire_deadline().await.map(Some),
+            Kind::Memory(_) => Ok(None),
         }
     }
 
@@ -115,9 +149,9 @@ impl Backend {
         &self,
         deadline: redis::Deadline,
     ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-        match self {
-            Backend::Redis(redis) => Box::pin(redis.until_passed(deadline)),
-            Backend::Memory(_) => Box::pin(tokio::time::sleep_until(deadline.passed_at)),
+        match &self.0 {
+            Kind::Redis(redis) => Box::pin(redis.until_passed(deadline)),
+            Kind::Memory(_) => Box::pin(tokio::time::sleep_until(deadline.passed_at)),
         }
     }
 
@@ -125,16 +159,16 @@ impl Backend {
     /// send it again (see [`RedisBackend::resend_after`](redis::RedisBackend)); never in
     /// memory, where nothing is lost on the way.
     pub(crate) async fn resend_after(&self, resends: &mut redis::Resends, failure: &Error) -> bool {
-        match self {
-            Backend::Redis(redis) => redis.resend_after(resends, failure).await,
-            Backend::Memory(_) => false,
+        match &self.0 {
+            Kind::Redis(redis) => redis.resend_after(resends, failure).await,
+            Kind::Memory(_) => false,
         }
     }
 
     /// An acquisition arrived after its deadline: read the server's clock again, in case it
     /// is not the one the deadline was taken from (another node after a failover).
     pub(crate) fn deadline_missed(&self) {
-        if let Backend::Redis(redis) = self {
+        if let Kind::Redis(redis) = &self.0 {
             redis.refresh_clock();
         }
     }
@@ -142,12 +176,12 @@ impl Backend {
 
 impl From<redis::RedisBackend> for Backend {
     fn from(backend: redis::RedisBackend) -> Self {
-        Backend::Redis(backend)
+        Backend(Kind::Redis(backend))
     }
 }
 
 impl From<memory::MemoryBackend> for Backend {
     fn from(backend: memory::MemoryBackend) -> Self {
-        Backend::Memory(backend)
+        Backend(Kind::Memory(backend))
     }
 }

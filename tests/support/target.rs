@@ -59,10 +59,8 @@ impl Target {
     /// `n` independent handles (separate connections) sharing `first`'s key prefix, as
     /// replicas do; for the memory backend, `n` clones of `first` (its state is in-process).
     pub async fn handles(self, first: &Coordination, n: usize) -> Vec<Coordination> {
-        let redis = match first.backend() {
-            Backend::Memory(_) => return vec![first.clone(); n],
-            Backend::Redis(redis) => redis,
-            _ => unreachable!(),
+        let Some(redis) = first.backend().as_redis() else {
+            return vec![first.clone(); n];
         };
         let mut handles = Vec::new();
         for _ in 0..n {
@@ -196,10 +194,9 @@ pub fn storage_key(
     name: &str,
     key: &str,
 ) -> Vec<u8> {
-    let Backend::Redis(redis) = coordination.backend() else {
-        unreachable!("Redis targets only")
-    };
-    redis.physical_key(format!("rl:{algorithm_tag}:{}:{name}:{key}", name.len()).as_bytes())
+    coordination
+        .backend()
+        .physical_key(format!("rl:{algorithm_tag}:{}:{name}:{key}", name.len()).as_bytes())
 }
 
 /// The backend's clock in milliseconds since the epoch.
@@ -294,7 +291,7 @@ impl Target {
     /// How many keys exist now under `coordination`'s key prefix: on the target's server (every
     /// node of the cluster), or in the memory backend (whose keys all carry its prefix).
     pub fn count_keys(self, coordination: &Coordination) -> usize {
-        if let Backend::Memory(memory) = coordination.backend() {
+        if let Some(memory) = coordination.backend().as_memory() {
             return memory.len();
         }
         self.key_lengths(coordination).len()
@@ -302,10 +299,10 @@ impl Target {
 
     /// The lengths of the Redis keys under `coordination`'s prefix, prefix included.
     pub fn key_lengths(self, coordination: &Coordination) -> Vec<usize> {
-        let backend = match coordination.backend() {
-            Backend::Redis(backend) => backend,
-            _ => panic!("only a Redis backend has Redis keys"),
-        };
+        let backend = coordination
+            .backend()
+            .as_redis()
+            .expect("only a Redis backend has Redis keys");
         let prefix = backend.key_prefix();
         let keys = match self {
             Target::Server(kind) => shared(kind).keys(prefix),

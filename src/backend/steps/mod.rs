@@ -36,9 +36,9 @@ pub(crate) use server_time::ServerTime;
 
 use std::future::Future;
 
-use crate::backend::Backend;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::RedisBackend;
+use crate::backend::{Backend, Kind};
 use crate::error::Result;
 
 /// One atomic step of a primitive: what it answers, the same on both backends.
@@ -68,12 +68,12 @@ impl Backend {
     /// Not cancel safe on Redis: once the request is written, dropping the future does not
     /// stop the step, which may run to completion on the server.
     pub(crate) async fn run<S: RedisStep + MemoryStep>(&self, step: S) -> Result<S::Reply> {
-        match self {
+        match self.kind() {
             // Boxed: a redis-rs future is a deeply nested type, and callers nest this one
             // further (timeouts, layers, extractors, user code); on the heap it costs one
             // allocation per step and keeps every caller's future small.
-            Backend::Redis(redis) => Box::pin(step.on_redis(redis)).await,
-            Backend::Memory(memory) => step.in_memory(memory),
+            Kind::Redis(redis) => Box::pin(step.on_redis(redis)).await,
+            Kind::Memory(memory) => step.in_memory(memory),
         }
     }
 
@@ -89,12 +89,12 @@ impl Backend {
         &self,
         step: S,
     ) -> Result<S::Reply> {
-        match self {
+        match self.kind() {
             // Boxed for the reason `run` gives.
-            Backend::Redis(redis) => {
+            Kind::Redis(redis) => {
                 Box::pin(redis.resending_uncertain(|| step.on_redis(redis))).await
             }
-            Backend::Memory(memory) => step.in_memory(memory),
+            Kind::Memory(memory) => step.in_memory(memory),
         }
     }
 }
