@@ -74,8 +74,29 @@ pub(crate) fn rate_limit<'a>(
 /// Rounded up, so that any wait at all is at least `1`: a client told `0` would retry at
 /// once and be rejected again.
 pub(crate) fn retry_after(wait: Duration) -> HeaderValue {
-    HeaderValue::from(seconds_up(wait))
+    let seconds = seconds_up(wait);
+    // The waits of a flood of refusals are short: written from static text, they cost no
+    // formatting and no allocation per response.
+    match usize::try_from(seconds)
+        .ok()
+        .and_then(|at| SHORT_SECONDS.get(at))
+    {
+        Some(text) => HeaderValue::from_static(text),
+        None => HeaderValue::from(seconds),
+    }
 }
+
+/// The delay-seconds from 0 to 120, as text.
+const SHORT_SECONDS: [&str; 121] = [
+    "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16",
+    "17", "18", "19", "20", "21", "22", "23", "24", "25", "26", "27", "28", "29", "30", "31", "32",
+    "33", "34", "35", "36", "37", "38", "39", "40", "41", "42", "43", "44", "45", "46", "47", "48",
+    "49", "50", "51", "52", "53", "54", "55", "56", "57", "58", "59", "60", "61", "62", "63", "64",
+    "65", "66", "67", "68", "69", "70", "71", "72", "73", "74", "75", "76", "77", "78", "79", "80",
+    "81", "82", "83", "84", "85", "86", "87", "88", "89", "90", "91", "92", "93", "94", "95", "96",
+    "97", "98", "99", "100", "101", "102", "103", "104", "105", "106", "107", "108", "109", "110",
+    "111", "112", "113", "114", "115", "116", "117", "118", "119", "120",
+];
 
 /// The `RateLimit-Policy` and `RateLimit` fields of one layer's policies.
 ///
@@ -414,6 +435,15 @@ mod tests {
             assert_eq!(text(&retry_after(Duration::from_millis(millis))), expected);
         }
         assert_eq!(text(&retry_after(Duration::from_nanos(1))), "1");
+    }
+
+    /// Every wait reads as its seconds, from the static table and past it.
+    #[test]
+    fn retry_after_is_the_seconds_whatever_their_number() {
+        for seconds in (0..=130).chain([86_400, u64::MAX]) {
+            let value = retry_after(Duration::from_secs(seconds));
+            assert_eq!(text(&value), seconds.to_string());
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -32,7 +33,8 @@ struct Entry {
     permits: u64,
     until: Instant,
     decision: RateLimitDecision,
-    decided_at: Instant,
+    /// The wait the decision gave: from when it was decided until `until`.
+    wait: Duration,
 }
 
 impl DenyCache {
@@ -59,11 +61,13 @@ impl DenyCache {
         if permits < entry.permits {
             return None;
         }
-        // Every policy's state is brought up to date, not only the binding one.
+        // Every policy's state is brought up to date, not only the binding one. One
+        // subtraction of instants, the cost of this answer's clock arithmetic.
+        let left = entry.until - now;
         Some(
             entry
                 .decision
-                .aged_rejection(now - entry.decided_at, entry.until - now),
+                .aged_rejection(entry.wait.saturating_sub(left), left),
         )
     }
 
@@ -96,7 +100,7 @@ impl DenyCache {
                 permits,
                 until,
                 decision: decision.clone(),
-                decided_at: now,
+                wait,
             },
         );
     }

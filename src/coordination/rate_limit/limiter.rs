@@ -261,6 +261,7 @@ impl RateLimiter {
     /// [`decide_remotely`](Self::decide_remotely) then asks. A caller that waits in the queue
     /// gets [`Now::Backend`] at once: the queue's [`acquire`](Self::acquire) takes the
     /// shortcuts itself.
+    #[inline]
     pub(crate) fn decide_now(&self, key: &[u8], permits: u64, shortcuts: Shortcuts) -> Now {
         if shortcuts.waits {
             return Now::Backend;
@@ -344,6 +345,7 @@ impl RateLimiter {
     }
 
     /// `decided`, counted as a grant or a rejection.
+    #[inline]
     fn counted(&self, decided: Result<RateLimitDecision>) -> Result<RateLimitDecision> {
         if let Ok(decision) = &decided {
             self.inner.counters.record(decision.is_granted());

@@ -101,6 +101,7 @@ impl Counters {
         }
     }
 
+    #[inline]
     pub(crate) fn record(&self, granted: bool) {
         let counter = if granted {
             &self.granted
@@ -116,6 +117,7 @@ impl Counters {
             .store(remaining.min(u64::MAX - 1), Ordering::Relaxed);
     }
 
+    #[inline]
     pub(crate) fn touch(&self) {
         let since = self.origin.elapsed().as_nanos();
         // A plain store: two decisions racing may leave the earlier one's time, nanoseconds

@@ -81,6 +81,8 @@ where
 
     /// [`decided`](Self::decided), for a request still in its parts: a refusal is written
     /// from them, and only an admitted request is put together again.
+    // Inlined into the layer's `call`, so that the parts are not copied on the way.
+    #[inline(always)]
     pub(crate) fn decided_in_parts(
         decision: Decision<G>,
         parts: http::request::Parts,

@@ -104,6 +104,7 @@ enum Why {
 
 impl Refused {
     /// 429 for `decision`, a rejection.
+    #[inline]
     pub(crate) fn limited(config: Arc<Config>, decision: RateLimitDecision) -> Decision<Admitted> {
         Decision::Refuse(Refused {
             config,

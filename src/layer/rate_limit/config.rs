@@ -43,6 +43,7 @@ impl Config {
     /// the layer waits (the queue takes them); the hot-key tier's next batch not while the
     /// breaker is open; an in-process step not under a breaker, which admits and hears every
     /// step.
+    #[inline]
     pub(crate) fn shortcuts(&self) -> Shortcuts {
         Shortcuts {
             waits: self.max_wait.is_some(),

@@ -83,6 +83,7 @@ async fn decision(
 }
 
 /// The backend's answer, told to the outage log: a decision ends an outage.
+#[inline]
 pub(crate) fn heard(
     outages: &OutageLog,
     decided: Result<RateLimitDecision, Failure>,
@@ -96,6 +97,7 @@ pub(crate) fn heard(
 /// What a decision (or the backend's failure to give one) means for the request: admitted,
 /// refused, or what the failure policy makes of a failure. `kept`: the key, for the fail-open
 /// fallback.
+#[inline]
 pub(crate) fn settle(
     config: Arc<Config>,
     decided: Result<RateLimitDecision, Failure>,

@@ -112,6 +112,8 @@ where
 impl<S> RateLimit<S> {
     /// The response future of a request: the inner service called now, or answered, or a
     /// decision (the backend's, the fail-open fallback's) awaited first.
+    // Inlined into `call`, so that the request's parts are not copied on the way to a refusal.
+    #[inline(always)]
     fn answer<ReqBody, ResBody>(
         &mut self,
         settled: answer::Settled,
