@@ -13,10 +13,10 @@ use crate::backend::steps::hash_lease::{
 };
 use crate::coordination::name;
 use crate::coordination::owner::{
-    Acquire, Acquisition, HoldingKeys, acquire_waiting, expiry_ms, try_acquire,
+    Acquire, Acquisition, HoldingKeys, acquire_waiting, expiry_ms, lease_expiry, try_acquire,
 };
 use crate::coordination::{DEFAULT_POLL_INTERVAL, ManagedOptions};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Named leases kept as the fields of one hash: one field per lease, each with its own
 /// expiry, its value the holder's owner token. One key holds a whole group (the devices of
@@ -236,9 +236,7 @@ impl HoldingKeys for FieldKeys {
     }
 
     async fn renew(&self, token: &str, expiry_ms: Option<u64>) -> Result<bool> {
-        // A field lease always expires: the primitive never asks for a renewal without one.
-        let lease_ms = expiry_ms
-            .ok_or_else(|| Error::invalid_argument("a hash-field lease needs an expiry"))?;
+        let lease_ms = lease_expiry::<Self>(expiry_ms)?;
         self.backend
             .run(FieldRenewStep {
                 lease: self.step(token),

@@ -13,7 +13,7 @@ use crate::backend::steps::fenced_lock::{
 use crate::backend::{Backend, ensure_same_slot};
 use crate::coordination::name;
 use crate::coordination::owner::{
-    Acquire, Acquisition, HoldingKeys, acquire_waiting, expiry_ms, try_acquire,
+    Acquire, Acquisition, HoldingKeys, acquire_waiting, expiry_ms, lease_expiry, try_acquire,
 };
 use crate::coordination::ownership::Primitive;
 use crate::coordination::{DEFAULT_POLL_INTERVAL, ManagedOptions};
@@ -293,9 +293,7 @@ impl HoldingKeys for LockKeys {
     }
 
     async fn renew(&self, token: &str, expiry_ms: Option<u64>) -> Result<bool> {
-        // A lease always expires: the lock never asks for a renewal without one.
-        let lease_ms =
-            expiry_ms.ok_or_else(|| Error::invalid_argument("a fenced lease needs an expiry"))?;
+        let lease_ms = lease_expiry::<Self>(expiry_ms)?;
         self.backend
             .run(LeaseRenewStep {
                 lease: self.step(token),

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::HoldingKeys;
 use crate::error::{Error, Result};
 
 /// The longest expiry of a lease or a permit: 2^40 ms, about 34 years. Every deadline then
@@ -20,6 +21,12 @@ pub(crate) fn expiry_ms(what: &str, expiry: Duration) -> Result<u64> {
     }
     // At most 2^40 ms, so the conversion is exact.
     Ok(u64::try_from(expiry.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The expiry of a renewal of `K`'s holdings, which always expire (leases): the kit asks
+/// each renewal of one with its expiry, so `None` is refused before anything is sent.
+pub(crate) fn lease_expiry<K: HoldingKeys>(expiry_ms: Option<u64>) -> Result<u64> {
+    expiry_ms.ok_or_else(|| Error::invalid_argument(format!("a {} needs an expiry", K::WHAT)))
 }
 
 #[cfg(test)]

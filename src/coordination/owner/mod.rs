@@ -22,7 +22,7 @@ pub(crate) use guard::ReleaseOnDrop;
 pub(crate) use holding::Holding;
 pub(crate) use holding_keys::HoldingKeys;
 pub(crate) use keeper::{KeepOptions, Keeper};
-pub(crate) use lease::expiry_ms;
+pub(crate) use lease::{expiry_ms, lease_expiry};
 pub(crate) use managed::Managed;
 pub(crate) use release::{
     release_bounded, release_in_background, release_in_background_after, worth_retrying,

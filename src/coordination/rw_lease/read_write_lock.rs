@@ -13,7 +13,8 @@ use crate::backend::steps::rw_lease::{
 };
 use crate::coordination::name;
 use crate::coordination::owner::{
-    Acquire, Acquisition, HoldingKeys, acquire_waiting, expiry_ms, new_token, try_acquire,
+    Acquire, Acquisition, HoldingKeys, acquire_waiting, expiry_ms, lease_expiry, new_token,
+    try_acquire,
 };
 use crate::coordination::{
     DEFAULT_POLL_INTERVAL, MAX_MANAGED_LEASE, MIN_MANAGED_LEASE, ManagedOptions,
@@ -336,9 +337,7 @@ impl HoldingKeys for RwKeys {
     }
 
     async fn renew(&self, token: &str, expiry_ms: Option<u64>) -> Result<bool> {
-        // A lease always expires: the primitive never asks for a renewal without one.
-        let lease_ms = expiry_ms
-            .ok_or_else(|| Error::invalid_argument("a read-write lease needs an expiry"))?;
+        let lease_ms = lease_expiry::<Self>(expiry_ms)?;
         self.backend
             .run(RwRenewStep {
                 lease: self.step(token),
