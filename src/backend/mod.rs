@@ -165,6 +165,15 @@ impl Backend {
         }
     }
 
+    /// Warns once per handle when the server keeps nothing across a restart (see
+    /// [`RedisBackend::check_persistence_once`](redis::RedisBackend)); nothing in memory,
+    /// whose state is the process's.
+    pub(crate) fn check_persistence_once(&self) {
+        if let Kind::Redis(redis) = &self.0 {
+            redis.check_persistence_once();
+        }
+    }
+
     /// An acquisition arrived after its deadline: read the server's clock again, in case it
     /// is not the one the deadline was taken from (another node after a failover).
     pub(crate) fn deadline_missed(&self) {

@@ -53,11 +53,14 @@ use crate::layer::key::KeyError;
 /// (`sha256:<hex>`), so the lock's keys stay short whatever the request holds (see
 /// [`FencedLock::named`]).
 ///
-/// Every distinct name leaves a fencing counter in Redis that never expires (see
-/// [`FencedLock`]: the counter must outlive every lease, or tokens would start again). Name
-/// leases after a bounded set of resources (a tenant, a report kind), not after something
-/// unbounded such as a job id, or delete a resource's counter yourself once nothing can use
-/// its tokens any more.
+/// Every distinct name leaves a fencing counter in Redis that never expires. Name leases
+/// after a bounded set of resources (a tenant, a report kind), not after something unbounded
+/// such as a job id, or delete a resource's counter yourself once no lease of it is held: a
+/// counter that is gone starts again from the server's clock, above every token handed out
+/// before it (see [`FencedLock`](crate::coordination::lock::FencedLock#tokens-never-go-back)),
+/// so the fencing token never goes back, whether the counter was deleted, evicted or lost
+/// with Redis's memory (a restart without persistence, a failover that lost the last
+/// writes).
 ///
 /// # Example
 ///

@@ -67,6 +67,11 @@ pub struct ReadLease<R> {
 /// is released when the handler is done. See [`ReadLease`] for the lock and the answers; a
 /// write lease is refused (`409`) while anyone reads or writes.
 ///
+/// A write lease carries no fencing token. Redis restarted without persistence, or a
+/// failover that lost the last writes, frees it while its handler may still be writing, and
+/// so does a handler paused past its lease: for writes that a stale holder must not make,
+/// hold a [`Lease`](super::Lease) as well and send its fencing token, which never goes back.
+///
 /// # Example
 ///
 /// A write that goes on reading once the exclusive part is done, downgraded in one step:

@@ -178,6 +178,7 @@ impl RedisBackendBuilder {
                 prefix,
                 capabilities: Capabilities::default(),
                 outage: super::outage::Outage::new(),
+                persistence_checked: std::sync::atomic::AtomicBool::new(false),
                 watcher: Watcher::new(self.target, self.response_timeout, self.connection_timeout),
             }),
         };

@@ -27,6 +27,7 @@ mod endpoint;
 pub(crate) mod error_map;
 mod link;
 mod outage;
+mod persistence;
 mod script;
 pub(crate) mod script_reply;
 mod server_clock;
@@ -100,6 +101,9 @@ struct Shared {
     watcher: watch::Watcher,
     /// Since when the backend has failed without effect (see [`RedisBackend::send`]).
     outage: outage::Outage,
+    /// Whether the server's persistence was asked about (see
+    /// [`RedisBackend::check_persistence_once`]).
+    persistence_checked: std::sync::atomic::AtomicBool,
 }
 
 impl RedisBackend {

@@ -104,10 +104,11 @@ impl FencedLease {
         }
     }
 
-    /// The fencing token: the lock's counter after this acquisition, greater than every
-    /// token granted before it on the same counter, from 1 to `i64::MAX`, exact over that
-    /// whole range. A renewal keeps it. Tokens can skip values (an acquisition whose answer
-    /// was lost still counted).
+    /// The fencing token: greater than every token granted before it for the same lock, even
+    /// when the lock's counter was lost (see
+    /// [Tokens never go back](super::FencedLock#tokens-never-go-back)); at least the
+    /// server's clock in microseconds since the epoch at the acquisition, and at most
+    /// `i64::MAX`, exact over that whole range. A renewal keeps it. Tokens skip values.
     pub fn fencing_token(&self) -> u64 {
         self.fencing_token
     }

@@ -43,8 +43,7 @@ use crate::error::{Error, Result};
 /// - the **lease key**: a string holding the holder's owner token, with a `PX` expiry of
 ///   the lease; deleted on release, gone when the lease runs out;
 /// - the **counter key**: a string of decimal digits, the last fencing token granted. It
-///   never expires and is never deleted by this crate: it must outlive every lease, or
-///   tokens would start again from 1.
+///   never expires and is never deleted by this crate.
 ///
 /// [`named`](Self::named) builds both from one name: `lock:{<name length>:<name>}:lease` and
 /// `lock:{<name length>:<name>}:fence`, whose common hash tag puts them in one slot. Every
@@ -55,15 +54,27 @@ use crate::error::{Error, Result};
 /// fails with [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState) and creates
 /// nothing.
 ///
-/// # Limits of the guarantee
+/// # Tokens never go back
 ///
-/// Tokens increase only as long as the counter's history is kept. Never delete, expire or
-/// reset the counter; run Redis without eviction of these keys (`noeviction`, or a policy
-/// that spares keys without expiry) and with the durability the protected resource needs.
-/// Asynchronous replication can lose an acknowledged increment in a failover, and a restored
-/// backup can bring back an older counter: then tokens can repeat. Where that matters, use a
-/// consensus-backed source of fencing tokens. The memory backend's counter lives as long as
-/// its process (each counter takes one of its bounded keys).
+/// Each token is the larger of the counter plus one and the server's clock in microseconds
+/// since the epoch, taken in the same step. So a counter that was lost (Redis restarted
+/// without persistence, a failover that lost the last writes before it, `FLUSHALL`, an
+/// eviction, a restored backup) starts again above every token handed out before it, and a
+/// store holding the last token goes on accepting the next holder's writes. Tokens are exact
+/// integers, about 1.8 × 10<sup>15</sup> in 2026: below 2<sup>53</sup> (a JavaScript or JSON
+/// number holds them exactly) until the year 2255, and carried exactly by the counter beyond.
+///
+/// One assumption is left: the clock of the server that hands out a token is not behind the
+/// clock of the one that handed out the token before it by more than the time between the
+/// two. A restart or a failover takes seconds, and servers kept by NTP agree within
+/// milliseconds; a server whose clock was set back by hand, or a restored backup read by a
+/// server whose clock is behind the backup's, can break it.
+///
+/// What a lost counter does not change: a lease lost with the server's memory frees the lock
+/// while its holder may still be working, which is what the fencing token is for; the
+/// resource refuses that holder's writes once the next holder has written. The memory
+/// backend's counter lives as long as its process (each counter takes one of its bounded
+/// keys), its tokens from the same clock.
 ///
 /// # Example
 ///
@@ -330,6 +341,7 @@ impl Acquire for LockKeys {
         lease_ms: &u64,
         not_after_ms: u64,
     ) -> Result<Acquisition<u64>> {
+        self.backend.check_persistence_once();
         let reply = self
             .backend
             .run(FencedAcquireStep {

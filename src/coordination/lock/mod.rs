@@ -58,8 +58,8 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Tokens only increase while the counter keeps its history: see
-//! [`FencedLock`'s limits](FencedLock#limits-of-the-guarantee).
+//! Tokens never go back, even when the counter is lost with the server's memory: see
+//! [`FencedLock`](FencedLock#tokens-never-go-back).
 
 mod fenced_lease;
 mod fenced_lock;

@@ -1,6 +1,13 @@
 -- Fenced lock acquire: if no lease exists, take the next fencing token from the counter and
 -- create the lease; otherwise change nothing. The counter is validated before any write.
 --
+-- The next token is the larger of the counter plus one and the server's clock in
+-- microseconds (the floor): a counter that was lost (a restart without persistence, a
+-- failover that lost the last writes, FLUSHALL, an eviction) starts again above every token
+-- handed out before it, as long as this server's clock is not behind the one that handed out
+-- the last token by more than the time that has passed since. The floor stays below 2^53,
+-- exact as a Lua number, until the year 2255.
+--
 -- KEYS[1]  the lease key (string: owner token, PX expiry)
 -- KEYS[2]  the counter key (string of decimal digits, no expiry), in the lease key's slot
 -- ARGV[1]  owner token of the new lease
@@ -9,7 +16,8 @@
 --
 -- Returns {'late'}             the step arrived after ARGV[3]: a command delayed past its
 --                              client's cleanup must not take the lock; nothing changed
---         {'acquired', token}  token = the counter's new value as a decimal string; also
+--         {'acquired', token}  token = the counter's new value as a decimal string (the
+--                              floor, or the counter plus one when that is larger); also
 --                              when the lease is ARGV[1]'s already (this acquisition
 --                              delivered twice): token = the counter's value, which no
 --                              acquisition can have moved while that lease stood; nothing
@@ -22,11 +30,9 @@
 -- as a string, by length and then digit by digit.
 local I64_MAX = '9223372036854775807'
 
-if ARGV[3] ~= '0' then
-    local time = redis.call('TIME')
-    if time[1] * 1000 + math.floor(time[2] / 1000) > ARGV[3] + 0 then
-        return {'late'}
-    end
+local time = redis.call('TIME')
+if ARGV[3] ~= '0' and time[1] * 1000 + math.floor(time[2] / 1000) > ARGV[3] + 0 then
+    return {'late'}
 end
 
 -- The counter's value as a digit string (false when absent), or nil and why KEYS[2] is
@@ -93,7 +99,13 @@ if value and not below(value, I64_MAX) then
     return {'corrupt', 2, 'the counter has reached the largest fencing token'}
 end
 
-redis.call('INCR', KEYS[2])
+-- The floor as a digit string: exact, below 2^53.
+local floor = string.format('%.0f', time[1] * 1000000 + time[2])
+if value and not below(value, floor) then
+    redis.call('INCR', KEYS[2])
+else
+    redis.call('SET', KEYS[2], floor)
+end
 local token = redis.call('GET', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return {'acquired', token}

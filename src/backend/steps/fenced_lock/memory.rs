@@ -27,6 +27,7 @@ impl MemoryStep for FencedAcquireStep<'_> {
         let lease_key = memory.physical_key(step.lease_key);
         let counter_key = memory.physical_key(step.counter_key);
         ensure_same_slot(&[&lease_key, &counter_key])?;
+        let clock = memory.clock();
         memory.step(|store, now| {
             match lease(store, &lease_key, now, step.lease_key)? {
                 // This acquisition delivered twice: no acquisition moves the counter while
@@ -61,8 +62,11 @@ impl MemoryStep for FencedAcquireStep<'_> {
             // lease refused after its counter moved must not be reported as granted.
             let new_keys = 1 + usize::from(counter.is_none());
             store.ensure_room_for(new_keys, now)?;
-            // Below i64::MAX, checked above.
-            let next = counter.unwrap_or(0) + 1;
+            // The larger of the counter plus one (below i64::MAX, checked above) and the
+            // clock in microseconds, as on Redis: a counter that was lost starts again above
+            // every token handed out before it.
+            let floor = i64::try_from(clock.since_epoch(now).as_micros()).unwrap_or(i64::MAX);
+            let next = counter.map_or(floor, |counter| (counter + 1).max(floor));
             store.insert(&counter_key, Value::Int(next), None, now)?;
             store.insert(
                 &lease_key,
@@ -182,6 +186,47 @@ mod tests {
         })
     }
 
+    /// The token floor now: the backend's clock in microseconds since the epoch.
+    fn floor(backend: &MemoryBackend) -> u64 {
+        u64::try_from(backend.now().as_micros()).expect("before the year 2255")
+    }
+
+    fn counter(token: u64) -> Value {
+        Value::Int(i64::try_from(token).expect("a token below i64::MAX"))
+    }
+
+    /// Tokens follow the clock, and the counter where it is ahead of the clock: each is
+    /// greater than the one before, and a counter that was lost starts again above them.
+    #[tokio::test(start_paused = true)]
+    async fn tokens_follow_the_clock_and_never_go_back() {
+        let backend = MemoryBackend::new();
+        let mut last = 0;
+        for round in 0..3 {
+            let token = match acquire(&backend, "a").expect("acquire") {
+                FencedAcquireReply::Acquired { fencing_token } => fencing_token,
+                other => panic!("{other:?}"),
+            };
+            assert!(token > last, "round {round}: {token} after {last}");
+            assert_eq!(token, floor(&backend).max(last + 1));
+            last = token;
+            assert_eq!(release(&backend, "a"), LeaseReleaseReply::Released);
+            if round == 1 {
+                // Lost, as a restart without persistence loses it.
+                backend.step(|store, _| store.remove(&backend.physical_key(COUNTER)));
+            }
+            tokio::time::advance(Duration::from_micros(1)).await;
+        }
+        // A counter ahead of the clock goes on from itself.
+        let ahead = floor(&backend) + 1_000_000;
+        put(&backend, COUNTER, counter(ahead), None);
+        assert_eq!(
+            acquire(&backend, "b").expect("acquire"),
+            FencedAcquireReply::Acquired {
+                fencing_token: ahead + 1
+            }
+        );
+    }
+
     fn stored(backend: &MemoryBackend, key: &[u8]) -> Option<(Value, Option<Instant>)> {
         backend.step(|store, now| {
             store
@@ -212,13 +257,20 @@ mod tests {
     async fn an_acquisition_delivered_twice_is_granted_its_token_again() {
         let backend = MemoryBackend::new();
         let first = acquire(&backend, "a").expect("acquire");
-        assert_eq!(first, FencedAcquireReply::Acquired { fencing_token: 1 });
+        let token = floor(&backend);
+        assert_eq!(
+            first,
+            FencedAcquireReply::Acquired {
+                fencing_token: token
+            }
+        );
+        tokio::time::advance(Duration::from_millis(1)).await;
         assert_eq!(acquire(&backend, "a").expect("again"), first);
         assert!(matches!(
             acquire(&backend, "b").expect("another"),
             FencedAcquireReply::Held { .. }
         ));
-        assert_eq!(stored(&backend, COUNTER), Some((Value::Int(1), None)));
+        assert_eq!(stored(&backend, COUNTER), Some((counter(token), None)));
     }
 
     #[tokio::test(start_paused = true)]
@@ -313,9 +365,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn only_the_owner_renews_verifies_and_releases() {
         let backend = MemoryBackend::new();
+        let token = floor(&backend);
         assert_eq!(
             acquire(&backend, "a").expect("acquire"),
-            FencedAcquireReply::Acquired { fencing_token: 1 }
+            FencedAcquireReply::Acquired {
+                fencing_token: token
+            }
         );
         assert_eq!(
             acquire(&backend, "b").expect("acquire"),
@@ -367,7 +422,7 @@ mod tests {
         );
         assert_eq!(release(&backend, "a"), LeaseReleaseReply::NoLease);
         // The counter outlives its leases.
-        assert_eq!(stored(&backend, COUNTER), Some((Value::Int(1), None)));
+        assert_eq!(stored(&backend, COUNTER), Some((counter(token), None)));
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,0 +1,66 @@
+//! Whether the server keeps its data across a restart: asked once per handle, so that a
+//! fenced lock on a server that keeps nothing is told of once.
+
+use std::sync::atomic::Ordering;
+
+use redis::Cmd;
+
+use super::RedisBackend;
+use crate::error::Result;
+
+impl RedisBackend {
+    /// Warns once per handle (and its clones) when the server keeps nothing across a
+    /// restart: no RDB snapshots (`save` empty) and no AOF. A restart then frees every fenced
+    /// lock while its holder may still be working; the fencing tokens still never go back.
+    /// Asked in the background at the first acquisition, so that it costs no acquisition a
+    /// round trip; a server that does not tell (`CONFIG` refused by a managed service or an
+    /// ACL, a cluster answering for several nodes) is not asked again, and is logged at
+    /// `DEBUG`.
+    pub(crate) fn check_persistence_once(&self) {
+        if self
+            .shared
+            .persistence_checked
+            .swap(true, Ordering::Relaxed)
+        {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let backend = self.clone();
+        runtime.spawn(async move {
+            match backend.keeps_nothing().await {
+                Ok(true) => tracing::warn!(
+                    endpoint = %backend.shared.endpoint,
+                    "Redis keeps nothing across a restart (no RDB snapshots, no AOF): a restart \
+                     frees every fenced lock while its holder may still be working; fencing \
+                     tokens still never go back, so a resource that checks them refuses a \
+                     stale holder"
+                ),
+                Ok(false) => {}
+                Err(err) => tracing::debug!(
+                    endpoint = %backend.shared.endpoint,
+                    error = %err,
+                    "cannot tell whether Redis keeps its data across a restart"
+                ),
+            }
+        });
+    }
+
+    /// Whether the server has neither RDB snapshots nor an AOF. One setting per `CONFIG GET`,
+    /// as Redis 6.2 takes.
+    async fn keeps_nothing(&self) -> Result<bool> {
+        let setting = async |name: &str| -> Result<String> {
+            let mut cmd = Cmd::new();
+            cmd.arg("CONFIG").arg("GET").arg(name);
+            let reply: Vec<String> = self.query(&cmd).await?;
+            Ok(match reply.as_slice() {
+                [key, value] if key == name => value.clone(),
+                _ => String::new(),
+            })
+        };
+        let snapshots = setting("save").await?;
+        let append_only = setting("appendonly").await?;
+        Ok(snapshots.trim().is_empty() && append_only == "no")
+    }
+}
