@@ -1,6 +1,8 @@
-//! How every managed holding is kept: one options type for a
-//! [`ManagedLease`](super::lock::ManagedLease) and a
-//! [`ManagedPermit`](super::semaphore::ManagedPermit).
+//! How every managed holding is kept: one options type for
+//! [`ManagedLease`](super::lock::ManagedLease),
+//! [`ManagedPermit`](super::semaphore::ManagedPermit),
+//! [`ManagedRwLease`](super::rw_lease::ManagedRwLease) and
+//! [`ManagedFieldLease`](super::hash_lease::ManagedFieldLease).
 
 use std::time::Duration;
 
@@ -18,7 +20,9 @@ pub const MIN_MANAGED_LEASE: Duration = Duration::from_millis(100);
 pub const MAX_MANAGED_LEASE: Duration = Duration::from_secs(3600);
 
 /// How a managed holding ([`ManagedLease`](super::lock::ManagedLease),
-/// [`ManagedPermit`](super::semaphore::ManagedPermit)) is kept: the lease asked of the backend
+/// [`ManagedPermit`](super::semaphore::ManagedPermit),
+/// [`ManagedRwLease`](super::rw_lease::ManagedRwLease),
+/// [`ManagedFieldLease`](super::hash_lease::ManagedFieldLease)) is kept: the lease asked of the backend
 /// on each renewal (renewed at half of it), whether dropping the handle releases it, a
 /// lifetime limit for work that outlives its handle, and how often a waiting acquisition
 /// tries again where it cannot wait for invalidations.

@@ -21,8 +21,15 @@ use crate::error::Result;
 /// fails closed as a [`FencedLease`](crate::coordination::lock::FencedLease) does: its
 /// [`remaining_estimate`](Self::remaining_estimate) counts from before the request that set
 /// the expiry was sent; a renewal without an answer leaves it held with the earlier of the
-/// two expiries; a release without an answer leaves it uncertain until released again; a
-/// dropped lease is released by owner token in the background.
+/// two expiries; a release without an answer leaves it uncertain until released again.
+///
+/// # Dropping
+///
+/// Dropping a lease that is held or uncertain never blocks: it spawns a task on the current
+/// tokio runtime that releases it by owner token, retrying with backoff for up to a minute.
+/// A release given up then, or that finds no runtime, is counted by
+/// [`abandoned_releases`](crate::coordination::ownership::abandoned_releases) and logged as
+/// a warning; the field is then held until its lease expires.
 ///
 /// # Example
 ///
@@ -78,17 +85,21 @@ impl FieldLease {
         self.holding.remaining_estimate().unwrap_or_default()
     }
 
-    /// Whether this handle no longer holds its lease: released by it, or found gone.
+    /// Whether this handle no longer holds its lease: released by it, or found gone or
+    /// another holder's by [`renew`](Self::renew). False for an uncertain handle, which still
+    /// needs a release.
     pub fn is_released(&self) -> bool {
         self.holding.is_released()
     }
 
-    /// Gives the field a new absolute expiry of `lease` from now on the backend's clock, if
-    /// this handle's token still holds it. `Ok(false)`: gone or another holder's (the handle
-    /// is then lost), or nothing sent because the handle is released, lost, uncertain or
-    /// past its estimate. A lease under a millisecond or over about 34 years fails with
+    /// Gives the field a new expiry of `lease`, counted from now on the backend's clock, if
+    /// this handle's token still holds it. `Ok(true)`: renewed, and the estimate starts again
+    /// from this request. `Ok(false)`: gone or another holder's (the handle is then lost), or
+    /// nothing sent because the handle is released, lost, uncertain or past its estimate. A
+    /// lease under a millisecond or over about 34 years fails with
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) before anything is
-    /// sent.
+    /// sent. A failure that certainly changed nothing leaves the handle as it was; one that
+    /// may have applied leaves it held with the estimate both outcomes guarantee.
     ///
     /// # Cancel safety
     ///
@@ -99,7 +110,10 @@ impl FieldLease {
         self.holding.renew(Some(lease_ms)).await
     }
 
-    /// Whether this handle's token still holds the field, asked of the backend.
+    /// Whether this handle's token still holds the field, asked of the backend: a
+    /// point-in-time answer. `Ok(false)` without contacting the backend when the handle is
+    /// released, lost or uncertain, or past its estimate; and `Ok(false)` when the estimate ran
+    /// out while the question was in flight. A failure leaves the handle as it was.
     ///
     /// # Cancel safety
     ///
@@ -109,14 +123,23 @@ impl FieldLease {
     }
 
     /// Deletes the field if this handle's token holds it; never another holder's lease,
-    /// never another field. [`Release::Released`], [`Release::AlreadyReleased`] (expired,
-    /// or released before: then nothing is sent) or [`Release::NotOwned`] (another holder's
-    /// lease of the field: left alone). A failure is retried once, bounded by about a second.
+    /// never another field. [`Release::Released`] when it was held and is now deleted;
+    /// [`Release::AlreadyReleased`] when no lease of the field existed (it expired), or when
+    /// this handle had already released it (then nothing is sent); [`Release::NotOwned`] when
+    /// another holder's lease of the field exists (left alone). A lost or uncertain handle
+    /// sends the release too, which settles it.
+    ///
+    /// On an unavailable backend, one more release is tried, bounded by about a second, and
+    /// its answer is returned if it gets one. A refusal is not tried again: it leaves the
+    /// handle as it was, or uncertain if it may have applied. A release that may have run
+    /// without an answer leaves the handle uncertain: call
+    /// `release` again, or drop the handle to release it in the background.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe in effect: if the future is dropped after the request was sent, the
-    /// release goes on in a background task and the handle counts as released.
+    /// release goes on in a background task (retried as on drop) and the handle counts as
+    /// released.
     pub async fn release(&mut self) -> Result<Release> {
         self.holding.release().await.map(Release::from_reply)
     }
@@ -139,8 +162,11 @@ impl fmt::Debug for FieldLease {
 }
 
 /// A [`FieldLease`] kept by a background task: renewed at half its lease until it is
-/// released, dropped, lost, or past its lifetime limit, as a
-/// [`ManagedLease`](crate::coordination::lock::ManagedLease) is.
+/// released, dropped (by default), lost, or past its lifetime limit, as a
+/// [`ManagedLease`](crate::coordination::lock::ManagedLease) is. Ownership loss (a renewal
+/// that finds the field gone or another holder's, or renewals failing until the local
+/// estimate ran out) fires [`OwnershipLost`], before the lease is released: stop the work
+/// that needs it then.
 ///
 /// # Example
 ///
@@ -181,7 +207,9 @@ impl ManagedFieldLease {
         })
     }
 
-    /// Waits for `field` of `hash` (see [`LeaseHash::acquire`]) and keeps its lease.
+    /// Waits for `field` of `hash` (see [`LeaseHash::acquire`]: (invalidations on Redis, attempts every
+    /// [poll interval](ManagedOptions::poll_interval) elsewhere)) and keeps its
+    /// lease.
     ///
     /// # Cancel safety
     ///
@@ -227,7 +255,7 @@ impl ManagedFieldLease {
         self.kept.owner_token()
     }
 
-    /// The signal that fires when ownership is lost.
+    /// The signal that fires when ownership is lost (or the lease released).
     pub fn ownership(&self) -> OwnershipLost {
         self.kept.ownership()
     }
@@ -239,7 +267,12 @@ impl ManagedFieldLease {
 
     /// Stops renewing, fires [`OwnershipLost`] with
     /// [`LossReason::Released`](crate::coordination::ownership::LossReason::Released), then
-    /// releases the lease (owner-checked).
+    /// releases the lease (owner-checked): [`Release::Released`] when it was still held,
+    /// [`Release::AlreadyReleased`] when it no longer was (lost, or released at its lifetime
+    /// limit),
+    /// [`Release::NotOwned`] when another holder's lease stands in its place. A failure is the held one's release's
+    /// (one more attempt on an unavailable backend, bounded by about a second); a release
+    /// that may have run without an answer goes on in the background.
     ///
     /// # Cancel safety
     ///

@@ -192,11 +192,11 @@ impl FencedLease {
     /// holder's lease exists. A lost or uncertain handle sends the release too, which settles
     /// it.
     ///
-    /// On failure, one more release is tried, bounded by about a second, and its answer is
-    /// returned if it gets one (after a first attempt that ran without answering, that is
-    /// [`Release::AlreadyReleased`]). If neither answers, the first error is returned, and a
-    /// release that may have run leaves the handle uncertain (see [Failures](#failures)):
-    /// call `release` again, or drop the handle to release it in the background.
+    /// On an unavailable backend, one more release is tried, bounded by about a second, and
+    /// its answer is returned if it gets one. A refusal is not tried again: it leaves the
+    /// handle as it was, or uncertain if it may have applied. A release that may have run
+    /// without an answer leaves the handle uncertain (see [Failures](#failures)): call
+    /// `release` again, or drop the handle to release it in the background.
     ///
     /// # Cancel safety
     ///
@@ -227,8 +227,9 @@ impl fmt::Debug for FencedLease {
 
 /// A [`FencedLease`] kept by a background task: renewed at half its lease until it is
 /// released, dropped (by default), lost, or past its lifetime limit. Ownership loss (a
-/// renewal refused, or renewals failing until the local estimate ran out) fires
-/// [`OwnershipLost`]: stop the protected work then.
+/// renewal that finds the lease gone or another holder's, or renewals failing until the
+/// local estimate ran out) fires [`OwnershipLost`], before the lease is released: stop the
+/// protected work then. A stall shorter than the estimate costs nothing.
 ///
 /// Release on drop is best-effort: it never blocks and never removes another owner's lease
 /// (releases check the owner token).
@@ -318,7 +319,7 @@ impl ManagedLease {
         self.kept.owner_token()
     }
 
-    /// The signal that fires when ownership is lost.
+    /// The signal that fires when ownership is lost (or the lease released).
     pub fn ownership(&self) -> OwnershipLost {
         self.kept.ownership()
     }
@@ -328,8 +329,14 @@ impl ManagedLease {
         self.kept.is_lost()
     }
 
-    /// Stops renewing, fires [`OwnershipLost`] with [`LossReason::Released`](crate::coordination::ownership::LossReason::Released), then releases
-    /// the lease (owner-checked).
+    /// Stops renewing, fires [`OwnershipLost`] with
+    /// [`LossReason::Released`](crate::coordination::ownership::LossReason::Released), then
+    /// releases the lease (owner-checked): [`Release::Released`] when it was still held,
+    /// [`Release::AlreadyReleased`] when it no longer was (lost, or released at its lifetime
+    /// limit),
+    /// [`Release::NotOwned`] when another holder's lease stands in its place. A failure is the held one's release's
+    /// (one more attempt on an unavailable backend, bounded by about a second); a release
+    /// that may have run without an answer goes on in the background.
     ///
     /// # Cancel safety
     ///

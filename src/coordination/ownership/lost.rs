@@ -1,13 +1,17 @@
 //! The signal every self-renewing holding gives when it stops holding: a
-//! [`ManagedLease`](crate::coordination::lock::ManagedLease) or a
-//! [`ManagedPermit`](crate::coordination::semaphore::ManagedPermit).
+//! [`ManagedLease`](crate::coordination::lock::ManagedLease), a
+//! [`ManagedPermit`](crate::coordination::semaphore::ManagedPermit), a
+//! [`ManagedRwLease`](crate::coordination::rw_lease::ManagedRwLease) or a
+//! [`ManagedFieldLease`](crate::coordination::hash_lease::ManagedFieldLease).
 
 use std::fmt;
 
 use tokio::sync::watch;
 
-/// Why a managed holding (a [`ManagedLease`](crate::coordination::lock::ManagedLease) or a
-/// [`ManagedPermit`](crate::coordination::semaphore::ManagedPermit)) stopped holding.
+/// Why a managed holding (a [`ManagedLease`](crate::coordination::lock::ManagedLease), a
+/// [`ManagedPermit`](crate::coordination::semaphore::ManagedPermit), a
+/// [`ManagedRwLease`](crate::coordination::rw_lease::ManagedRwLease) or a
+/// [`ManagedFieldLease`](crate::coordination::hash_lease::ManagedFieldLease)) stopped holding.
 ///
 /// # Example
 ///

@@ -120,7 +120,8 @@ impl RwLease {
         self.holding.remaining_estimate().unwrap_or_default()
     }
 
-    /// Whether this handle no longer holds its lease: released by it, or found gone.
+    /// Whether this handle no longer holds its lease: released by it, or found gone. False
+    /// for an uncertain handle (see [Failures](#failures)), which still needs a release.
     pub fn is_released(&self) -> bool {
         self.holding.is_released()
     }
@@ -128,11 +129,13 @@ impl RwLease {
     /// Gives the lease a new expiry of `lease`, counted from now on the backend's clock, if
     /// this handle still holds it; nothing else in the set changes.
     ///
-    /// `Ok(true)`: renewed. `Ok(false)`: it is gone (the handle is then lost), or nothing was
-    /// sent because the handle is released, lost or uncertain, or past its estimate. A lease
-    /// under a millisecond or over about 34 years fails with
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) before anything is
-    /// sent.
+    /// `Ok(true)`: renewed, and the estimate starts again from this request. `Ok(false)`: it
+    /// is gone (the handle is then lost), or nothing was sent because the handle is released,
+    /// lost or uncertain, or past its estimate. A lease under a millisecond or over about 34
+    /// years fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument)
+    /// before anything is sent. A failure that certainly changed nothing leaves the handle as
+    /// it was; one that may have applied leaves it held with the estimate both outcomes
+    /// guarantee (see [Failures](#failures)).
     ///
     /// # Cancel safety
     ///
@@ -145,7 +148,8 @@ impl RwLease {
 
     /// Whether this handle still holds its lease, asked of the backend: a point-in-time
     /// answer. `Ok(false)` without sending when the handle is released, lost, uncertain or
-    /// past its estimate.
+    /// past its estimate; and `Ok(false)` when the estimate ran out while the question was in
+    /// flight. A failure leaves the handle as it was.
     ///
     /// # Cancel safety
     ///
@@ -200,15 +204,21 @@ impl RwLease {
     /// Releases the lease if this handle still holds it; never another holder's.
     ///
     /// [`Release::Released`] when it was held and is now removed;
-    /// [`Release::AlreadyReleased`] when it had expired or was released before (then
-    /// nothing is sent). A failure is retried once, bounded by
-    /// about a second; a release that may have run without an answer leaves the handle
-    /// uncertain: call `release` again, or drop it.
+    /// [`Release::AlreadyReleased`] when no lease of this handle's existed (it expired), or
+    /// when this handle had already released it (then nothing is sent). A lost or uncertain
+    /// handle sends the release too, which settles it.
+    ///
+    /// On an unavailable backend, one more release is tried, bounded by about a second, and
+    /// its answer is returned if it gets one. A refusal is not tried again: it leaves the
+    /// handle as it was, or uncertain if it may have applied. A release that may have run
+    /// without an answer leaves the handle uncertain (see [Failures](#failures)): call
+    /// `release` again, or drop the handle to release it in the background.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe in effect: if the future is dropped after the request was sent, the
-    /// release goes on in a background task and the handle counts as released.
+    /// release goes on in a background task (retried as on drop) and the handle counts as
+    /// released.
     pub async fn release(&mut self) -> Result<Release> {
         Ok(Release::from_found(self.holding.release().await?))
     }
@@ -237,7 +247,7 @@ impl fmt::Debug for RwLease {
 }
 
 /// An [`RwLease`] kept by a background task: renewed at half its lease until it is
-/// released, dropped, lost, or past its lifetime limit, as a
+/// released, dropped (by default), lost, or past its lifetime limit, as a
 /// [`ManagedLease`](crate::coordination::lock::ManagedLease) is. Ownership loss (a renewal
 /// that finds it gone, or renewals failing until the local estimate ran out) fires
 /// [`OwnershipLost`]: stop reading or writing then.
@@ -295,7 +305,8 @@ impl ManagedRwLease {
         })
     }
 
-    /// Waits for a read lease on `lock` (see [`ReadWriteLock::read`]) and keeps it.
+    /// Waits for a read lease on `lock` (see [`ReadWriteLock::read`]: (invalidations on Redis, attempts every
+    /// [poll interval](ManagedOptions::poll_interval) elsewhere)) and keeps it.
     ///
     /// # Cancel safety
     ///
@@ -305,7 +316,8 @@ impl ManagedRwLease {
         ManagedRwLease::keep(lease, options)
     }
 
-    /// Waits for the write lease on `lock` (see [`ReadWriteLock::write`]) and keeps it.
+    /// Waits for the write lease on `lock` (see [`ReadWriteLock::write`]: (invalidations on Redis, attempts every
+    /// [poll interval](ManagedOptions::poll_interval) elsewhere)) and keeps it.
     ///
     /// # Cancel safety
     ///
@@ -359,7 +371,7 @@ impl ManagedRwLease {
         self.kept.owner_token()
     }
 
-    /// The signal that fires when ownership is lost.
+    /// The signal that fires when ownership is lost (or the lease released).
     pub fn ownership(&self) -> OwnershipLost {
         self.kept.ownership()
     }
@@ -406,7 +418,9 @@ impl ManagedRwLease {
     /// [`LossReason::Released`](crate::coordination::ownership::LossReason::Released), then
     /// releases the lease (owner-checked): [`Release::Released`] when it was still held,
     /// [`Release::AlreadyReleased`] when it no longer was (lost, or released at its lifetime
-    /// limit).
+    /// limit). A failure is the held one's release's
+    /// (one more attempt on an unavailable backend, bounded by about a second); a release
+    /// that may have run without an answer goes on in the background.
     ///
     /// # Cancel safety
     ///

@@ -115,10 +115,13 @@ impl ManagedPermit {
         self.kept.is_lost()
     }
 
-    /// Stops renewing, fires [`OwnershipLost`] with [`LossReason::Released`](crate::coordination::ownership::LossReason::Released), then releases
-    /// the permit: [`Release::Released`] when it was still held,
+    /// Stops renewing, fires [`OwnershipLost`] with
+    /// [`LossReason::Released`](crate::coordination::ownership::LossReason::Released), then
+    /// releases the permit (owner-checked): [`Release::Released`] when it was still held,
     /// [`Release::AlreadyReleased`] when it no longer was (lost, or released at its lifetime
-    /// limit).
+    /// limit). A failure is the held one's release's
+    /// (one more attempt on an unavailable backend, bounded by about a second); a release
+    /// that may have run without an answer goes on in the background.
     ///
     /// # Cancel safety
     ///

@@ -5,7 +5,8 @@
 //! - [`KeyedSemaphore`]: a capacity per client key and/or a global one, both taken in one
 //!   atomic step (for example at most 2 concurrent exports per user and 20 in all).
 //!
-//! Acquisition is immediate ([`Attempt`]): it never waits, queues or promises fairness.
+//! [`try_acquire`](Semaphore::try_acquire) is immediate ([`Attempt`]);
+//! [`acquire`](Semaphore::acquire) waits for a permit. Neither queues nor promises fairness.
 //! Each permit ([`SemaphorePermit`]) is held under its own owner token, expires at a time on
 //! the backend's clock (or never), and is pruned by the next step once expired, so capacity
 //! abandoned by a crashed holder comes back without a cleanup worker. A permit that its

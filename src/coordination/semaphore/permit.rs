@@ -130,10 +130,11 @@ impl SemaphorePermit {
     /// and is now released, [`Release::AlreadyReleased`] when it no longer was (it expired or
     /// was removed), or when this handle had already released it (then nothing is sent).
     ///
-    /// On failure, one more owner-token release is tried, bounded by about a second, before
-    /// the first error is returned; if that does not confirm the release either, the permit is
-    /// uncertain (see [Failures](#failures)) and `release` may be called again. A refusal (an
-    /// ACL, say) leaves the permit as it was.
+    /// On an unavailable backend, one more release is tried, bounded by about a second, and
+    /// its answer is returned if it gets one. A refusal is not tried again: it leaves the
+    /// handle as it was, or uncertain if it may have applied. A release that may have run
+    /// without an answer leaves the handle uncertain (see [Failures](#failures)): call
+    /// `release` again, or drop the handle to release it in the background.
     ///
     /// # Cancel safety
     ///
