@@ -7,11 +7,11 @@ use tokio::time::Instant;
 use crate::backend::ensure_same_slot;
 use crate::backend::memory::clock::{self, millis_until};
 use crate::backend::memory::{MemoryBackend, Store, Value};
-use crate::backend::steps::MemoryStep;
 use crate::backend::steps::fenced_lock::{
     FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseReleaseStep, LeaseRenewStep,
     LeaseStep, LeaseVerifyStep,
 };
+use crate::backend::steps::{MemoryStep, fencing_counter};
 use crate::error::{Error, Result};
 
 /// What a lease key holds.
@@ -33,7 +33,8 @@ impl MemoryStep for FencedAcquireStep<'_> {
                 // This acquisition delivered twice: no acquisition moves the counter while
                 // its lease stands, so the counter is its token.
                 Lease::Owner(owner, _) if owner == step.token => {
-                    return match counter(store, &counter_key, now, step.counter_key)? {
+                    return match fencing_counter::read(store, &counter_key, now, step.counter_key)?
+                    {
                         Some(token) if token > 0 => Ok(FencedAcquireReply::Acquired {
                             fencing_token: token.unsigned_abs(),
                         }),
@@ -50,7 +51,7 @@ impl MemoryStep for FencedAcquireStep<'_> {
                 }
                 Lease::None => {}
             }
-            let counter = counter(store, &counter_key, now, step.counter_key)?;
+            let counter = fencing_counter::read(store, &counter_key, now, step.counter_key)?;
             if counter == Some(i64::MAX) {
                 return Err(Error::corrupt_state(
                     step.counter_key,
@@ -62,11 +63,8 @@ impl MemoryStep for FencedAcquireStep<'_> {
             // lease refused after its counter moved must not be reported as granted.
             let new_keys = 1 + usize::from(counter.is_none());
             store.ensure_room_for(new_keys, now)?;
-            // The larger of the counter plus one (below i64::MAX, checked above) and the
-            // clock in microseconds, as on Redis: a counter that was lost starts again above
-            // every token handed out before it.
-            let floor = i64::try_from(clock.since_epoch(now).as_micros()).unwrap_or(i64::MAX);
-            let next = counter.map_or(floor, |counter| (counter + 1).max(floor));
+            // Below i64::MAX, checked above.
+            let next = fencing_counter::next(counter, clock, now);
             store.insert(&counter_key, Value::Int(next), None, now)?;
             store.insert(
                 &lease_key,
@@ -146,24 +144,6 @@ fn is_owner(store: &mut Store, key: &[u8], now: Instant, step: LeaseStep<'_>) ->
         lease(store, key, now, step.lease_key)?,
         Lease::Owner(owner, _) if owner == step.token
     ))
-}
-
-/// The counter's value, `None` when absent; corrupt state unless it is an integer from 0 to
-/// `i64::MAX` without expiry, as the Lua script requires (a new token needs one below
-/// `i64::MAX`).
-fn counter(store: &mut Store, key: &[u8], now: Instant, user_key: &[u8]) -> Result<Option<i64>> {
-    let Some(entry) = store.get_mut(key, now) else {
-        return Ok(None);
-    };
-    let reason = match entry.value {
-        Value::Int(value) if value < 0 => "the counter is negative",
-        Value::Int(_) if entry.expires_at().is_some() => {
-            "the counter has an expiry, so its history could be lost"
-        }
-        Value::Int(value) => return Ok(Some(value)),
-        _ => "the counter key holds another primitive's state",
-    };
-    Err(Error::corrupt_state(user_key, reason))
 }
 
 #[cfg(test)]

@@ -4,17 +4,18 @@
 use std::sync::LazyLock;
 
 use crate::backend::redis::{RedisBackend, Script, script};
-use crate::backend::steps::RedisStep;
 use crate::backend::steps::fenced_lock::{
     FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseReleaseStep, LeaseRenewStep,
     LeaseStep, LeaseVerifyStep,
 };
-use crate::error::{Error, Result};
+use crate::backend::steps::{RedisStep, fencing_counter};
+use crate::error::Result;
 
 static ACQUIRE: LazyLock<Script> = script!(
     writes,
     "fenced_lock_acquire",
     "fenced_lock.lua",
+    "../fencing_counter.lua",
     "fenced_lock_acquire.lua"
 );
 static RENEW: LazyLock<Script> = script!(
@@ -45,7 +46,10 @@ impl RedisStep for FencedAcquireStep<'_> {
         match (outcome.status(), outcome.len()) {
             (b"late", 0) => Ok(FencedAcquireReply::Late),
             (b"acquired", 1) => Ok(FencedAcquireReply::Acquired {
-                fencing_token: fencing_token(outcome.bytes(0)?, ACQUIRE.name())?,
+                fencing_token: fencing_counter::token_from_digits(
+                    outcome.bytes(0)?,
+                    ACQUIRE.name(),
+                )?,
             }),
             (b"held", 1) => Ok(FencedAcquireReply::Held {
                 // -1: a lease without expiry, which only something else can have set.
@@ -88,51 +92,6 @@ impl RedisStep for LeaseReleaseStep<'_> {
             (b"no_key", 0) => Ok(LeaseReleaseReply::NoLease),
             (b"other_owner", 0) => Ok(LeaseReleaseReply::OtherOwner),
             _ => Err(outcome.unexpected()),
-        }
-    }
-}
-
-/// The fencing token from the counter's decimal digits: exact over the whole range, from 1
-/// to `i64::MAX`.
-fn fencing_token(digits: &[u8], script: &str) -> Result<u64> {
-    std::str::from_utf8(digits)
-        .ok()
-        .and_then(|text| text.parse::<u64>().ok())
-        .filter(|&token| token > 0 && i64::try_from(token).is_ok())
-        .ok_or_else(|| {
-            Error::unexpected_reply(format!(
-                "{script} answered the fencing token {:?}",
-                String::from_utf8_lossy(digits)
-            ))
-        })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::error::ErrorKind;
-
-    #[test]
-    fn fencing_tokens_are_read_exactly() {
-        assert_eq!(fencing_token(b"1", "s").expect("valid"), 1);
-        assert_eq!(
-            fencing_token(b"9007199254740993", "s").expect("valid"),
-            9_007_199_254_740_993
-        );
-        assert_eq!(
-            fencing_token(b"9223372036854775807", "s").expect("valid"),
-            i64::MAX as u64
-        );
-        for invalid in [
-            b"0".as_slice(),
-            b"-1",
-            b"9223372036854775808",
-            b"",
-            b"1.0",
-            b"\xff",
-        ] {
-            let err = fencing_token(invalid, "s").expect_err("invalid");
-            assert_eq!(err.kind(), ErrorKind::UnexpectedReply);
         }
     }
 }
