@@ -78,7 +78,11 @@ async fn every_primitive_stores_its_keys_where_it_did() {
             .expect("permit");
         std::mem::forget(permit.into_permit().expect("free"));
         let rw = ReadWriteLock::named(c, "job");
-        let lease = rw.try_read(MINUTE).await.expect("read lease").into_lease();
+        let lease = rw
+            .try_write(MINUTE)
+            .await
+            .expect("write lease")
+            .into_lease();
         std::mem::forget(lease.expect("free"));
         let hash = LeaseHash::named(c, "job");
         let lease = hash
@@ -115,7 +119,8 @@ async fn every_primitive_stores_its_keys_where_it_did() {
         "app:|rl:st:3:job:client".to_owned(),
         "app:|rl:sw:3:job:client".to_owned(),
         "app:|rl:tb:3:job:client".to_owned(),
-        "app:|rwlease:3:job".to_owned(),
+        "app:|rwlease:{3:job}".to_owned(),
+        "app:|rwlease:{3:job}:fence".to_owned(),
         "app:|sem:3:job".to_owned(),
         "app:|sem:{3:job}:global".to_owned(),
         "app:|sem:{3:job}:key:client".to_owned(),

@@ -70,11 +70,13 @@ scenario!(readers_share_and_a_writer_is_alone);
 async fn readers_share_and_a_writer_is_alone(target: Target) {
     let coordination = target.coordination("rw-basic").await;
     let lock = ReadWriteLock::named(&coordination, "basic");
-    assert_eq!(lock.key(), b"rwlease:5:basic");
+    assert_eq!(lock.key(), b"rwlease:{5:basic}");
+    assert_eq!(lock.counter_key(), b"rwlease:{5:basic}:fence");
 
     let mut first = read(&lock, MINUTE).await;
     let mut second = read(&lock, Duration::from_secs(30)).await;
     assert_eq!(first.access(), Access::Read);
+    assert_eq!(first.fencing_token(), None, "a reader takes no token");
     assert_ne!(first.owner_token(), second.owner_token());
     let busy = lock.try_write(MINUTE).await.expect("try_write");
     let wait = busy.retry_after().expect("readers hold it");
@@ -91,6 +93,7 @@ async fn readers_share_and_a_writer_is_alone(target: Target) {
 
     let mut writer = write(&lock, Duration::from_secs(20)).await;
     assert_eq!(writer.access(), Access::Write);
+    let token = writer.fencing_token().expect("a writer's token");
     let busy = lock.try_read(MINUTE).await.expect("try_read");
     let wait = busy.retry_after().expect("the writer holds it");
     assert!(wait <= Duration::from_secs(20), "{wait:?}");
@@ -105,9 +108,20 @@ async fn readers_share_and_a_writer_is_alone(target: Target) {
     assert!(!writable(&lock).await);
     assert!(writer.verify_still_held().await.expect("verify"));
     assert!(writer.renew(MINUTE).await.expect("renew"));
+    assert_eq!(
+        writer.fencing_token(),
+        Some(token),
+        "kept through a downgrade"
+    );
     assert!(writer.release().await.expect("release").was_held());
-    assert!(writable(&lock).await);
-    assert_eq!(target.count_keys(&coordination), 0, "gone with its holders");
+    let mut next = write(&lock, Duration::from_secs(20)).await;
+    assert!(next.fencing_token().expect("a writer's token") > token);
+    assert!(next.release().await.expect("release").was_held());
+    assert_eq!(
+        target.count_keys(&coordination),
+        1,
+        "the set gone with its holders; the writers' counter stays"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -847,3 +861,35 @@ impl support::holding::Held for WriteLease {
 }
 
 holding_rules!(WriteLease);
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(write_tokens_never_go_back_and_a_bad_counter_refuses_writers_alone redis);
+
+/// A write lease's fencing token comes from the writers' counter: after the counter is lost
+/// it starts again from the server's clock, above every token before it. A counter that is
+/// not one refuses writers as corrupt state, with nothing written, and readers alone go on.
+async fn write_tokens_never_go_back_and_a_bad_counter_refuses_writers_alone(target: Target) {
+    let coordination = target.coordination("rw-fence").await;
+    let lock = ReadWriteLock::named(&coordination, "fence");
+    let counter = coordination.backend().physical_key(lock.counter_key());
+    let mut first = write(&lock, MINUTE).await;
+    let token = first.fencing_token().expect("a writer's token");
+    assert!(first.release().await.expect("release").was_held());
+
+    target.raw(&[b"DEL", &counter]);
+    let mut next = write(&lock, MINUTE).await;
+    assert!(next.fencing_token().expect("a writer's token") > token);
+    assert!(next.release().await.expect("release").was_held());
+
+    target.raw(&[b"SET", &counter, b"12x"]);
+    let err = lock.try_write(MINUTE).await.expect_err("a corrupt counter");
+    assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
+    assert_eq!(
+        target.raw(&[b"EXISTS", &physical(&coordination, &lock)]),
+        redis::Value::Int(0),
+        "no lease written"
+    );
+    let mut reader = read(&lock, MINUTE).await;
+    assert!(reader.release().await.expect("release").was_held());
+}

@@ -67,10 +67,11 @@ pub struct ReadLease<R> {
 /// is released when the handler is done. See [`ReadLease`] for the lock and the answers; a
 /// write lease is refused (`409`) while anyone reads or writes.
 ///
-/// A write lease carries no fencing token. Redis restarted without persistence, or a
-/// failover that lost the last writes, frees it while its handler may still be writing, and
-/// so does a handler paused past its lease: for writes that a stale holder must not make,
-/// hold a [`Lease`](super::Lease) as well and send its fencing token, which never goes back.
+/// Redis restarted without persistence, or a failover that lost the last writes, frees a
+/// write lease while its handler may still be writing, and so does a handler paused past its
+/// lease: send [`fencing_token`](Self::fencing_token) with every write a stale holder must
+/// not make, and have the resource refuse a token lower than the highest it has accepted.
+/// Tokens never go back, even when the lock's counter is lost.
 ///
 /// # Example
 ///
@@ -92,7 +93,8 @@ pub struct ReadLease<R> {
 /// }
 ///
 /// async fn replace(writing: WriteLease<Catalog>) -> String {
-///     // ... rewrite the catalog alone ...
+///     // ... rewrite the catalog alone, each write carrying the fencing token ...
+///     let _token: u64 = writing.fencing_token();
 ///     let mut lease = writing.into_managed();
 ///     match lease.downgrade().await {
 ///         // ... then read it back beside other readers ...
@@ -180,6 +182,16 @@ macro_rules! held_rw_lease {
 
 held_rw_lease!(ReadLease, Access::Read);
 held_rw_lease!(WriteLease, Access::Write);
+
+impl<R> WriteLease<R> {
+    /// The write lease's fencing token, to send with every protected write: greater than
+    /// every token a write lease of the same name took before it (see
+    /// [`RwLease::fencing_token`](crate::coordination::rw_lease::RwLease::fencing_token)).
+    pub fn fencing_token(&self) -> u64 {
+        // A write lease always has one.
+        self.lease.fencing_token().unwrap_or_default()
+    }
+}
 
 /// Takes `R`'s read-write lease with `access` for the request, or says why not.
 async fn take_rw<S, R>(

@@ -335,6 +335,7 @@ mod tests {
             MemoryStep::in_memory(
                 &RwAcquireStep {
                     key,
+                    counter: b"{c}:fence",
                     write: true,
                     token,
                     lease_ms,

@@ -207,8 +207,8 @@ impl ManagedFieldLease {
         })
     }
 
-    /// Waits for `field` of `hash` (see [`LeaseHash::acquire`]: (invalidations on Redis, attempts every
-    /// [poll interval](ManagedOptions::poll_interval) elsewhere)) and keeps its
+    /// Waits for `field` of `hash` (see [`LeaseHash::acquire`]: invalidations on Redis, attempts every
+    /// [poll interval](ManagedOptions::poll_interval) elsewhere) and keeps its
     /// lease.
     ///
     /// # Cancel safety

@@ -74,6 +74,7 @@ use crate::error::Result;
 pub struct RwLease {
     holding: Holding<RwKeys>,
     mode: Mode,
+    fencing_token: Option<u64>,
 }
 
 /// The handle's own view of its access.
@@ -86,12 +87,32 @@ enum Mode {
 }
 
 impl RwLease {
-    pub(super) fn new(holding: Holding<RwKeys>, access: Access) -> Self {
+    pub(super) fn new(
+        holding: Holding<RwKeys>,
+        access: Access,
+        fencing_token: Option<u64>,
+    ) -> Self {
         let mode = match access {
             Access::Read => Mode::Read,
             Access::Write => Mode::Write,
         };
-        RwLease { holding, mode }
+        RwLease {
+            holding,
+            mode,
+            fencing_token,
+        }
+    }
+
+    /// A write lease's fencing token (`None` for a read lease): greater than every token a
+    /// write lease of the same lock took before it, even when the lock's counter was lost
+    /// (as a [`FencedLease`'s](crate::coordination::lock::FencedLease::fencing_token)); at
+    /// least the server's clock in microseconds since the epoch at the acquisition. Send it
+    /// with every protected write, and have the resource refuse a token lower than the
+    /// highest it has accepted: a writer paused past its lease, or whose lease Redis lost in
+    /// a restart, is then refused. A renewal keeps it, and so does a downgrade (the reads that
+    /// follow the writes it fenced).
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.fencing_token
     }
 
     /// Whether this handle may write ([`Access::Write`]) or only read. A handle whose
@@ -282,6 +303,7 @@ impl fmt::Debug for RwLease {
 /// ```
 pub struct ManagedRwLease {
     access: Access,
+    fencing_token: Option<u64>,
     /// A downgrade was sent without an answer: sent again by the next one.
     downgrading: bool,
     keys: Arc<RwKeys>,
@@ -296,17 +318,19 @@ impl ManagedRwLease {
     /// dropped, which releases it).
     pub fn keep(lease: RwLease, options: &ManagedOptions) -> Result<ManagedRwLease> {
         let (access, downgrading) = (lease.access(), lease.downgrade_unsettled());
+        let fencing_token = lease.fencing_token();
         let holding = lease.into_holding();
         Ok(ManagedRwLease {
             access,
+            fencing_token,
             downgrading,
             keys: Arc::clone(holding.keys()),
             kept: Managed::keep(holding, options)?,
         })
     }
 
-    /// Waits for a read lease on `lock` (see [`ReadWriteLock::read`]: (invalidations on Redis, attempts every
-    /// [poll interval](ManagedOptions::poll_interval) elsewhere)) and keeps it.
+    /// Waits for a read lease on `lock` (see [`ReadWriteLock::read`]: invalidations on Redis, attempts every
+    /// [poll interval](ManagedOptions::poll_interval) elsewhere) and keeps it.
     ///
     /// # Cancel safety
     ///
@@ -316,8 +340,8 @@ impl ManagedRwLease {
         ManagedRwLease::keep(lease, options)
     }
 
-    /// Waits for the write lease on `lock` (see [`ReadWriteLock::write`]: (invalidations on Redis, attempts every
-    /// [poll interval](ManagedOptions::poll_interval) elsewhere)) and keeps it.
+    /// Waits for the write lease on `lock` (see [`ReadWriteLock::write`]: invalidations on Redis, attempts every
+    /// [poll interval](ManagedOptions::poll_interval) elsewhere) and keeps it.
     ///
     /// # Cancel safety
     ///
@@ -359,6 +383,12 @@ impl ManagedRwLease {
             Some(lease) => ManagedRwLease::keep(lease, options).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// A write lease's fencing token (`None` for a read lease), kept through a downgrade: see
+    /// [`RwLease::fencing_token`].
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.fencing_token
     }
 
     /// Whether it may write; a lease whose downgrade is unsettled reads.

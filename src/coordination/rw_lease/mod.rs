@@ -59,9 +59,11 @@
 //! The leases live in one Redis key on one primary. A failover that loses acknowledged
 //! writes (asynchronous replication) can lose a lease, and let a writer in beside its
 //! holder. A holder paused past its lease (a long GC, a stalled VM) may wake and act while
-//! another holds the lock: a read-write lease has no fencing token. Where a late writer
-//! must be refused by the resource itself, take a
-//! [`FencedLock`](crate::coordination::lock::FencedLock) for the writes.
+//! another holds the lock. A write lease therefore carries a fencing token
+//! ([`RwLease::fencing_token`]), from a counter beside the set that never goes back (as a
+//! [`FencedLock`'s](crate::coordination::lock::FencedLock#tokens-never-go-back)): send it
+//! with every write, and have the resource refuse a token lower than the highest it has
+//! accepted.
 //!
 //! # Example
 //!

@@ -34,12 +34,14 @@ use crate::error::{Error, Result};
 ///
 /// # Storage
 ///
-/// One sorted set, `rwlease:<name length>:<name>` under the backend's prefix: one member per
+/// One sorted set, `rwlease:{<name length>:<name>}` under the backend's prefix: one member per
 /// holder (and per waiting writer) named by its owner token, scored by its deadline on the
 /// backend's clock. The key expires 1 ms after its latest deadline and is gone with its last
-/// holder. Acquisition, renewal, release and downgrade fail with
+/// holder. Beside it, in its slot, the writers' fencing counter
+/// `rwlease:{<name length>:<name>}:fence`, created by the first write lease, which never
+/// expires. Acquisition, renewal, release and downgrade fail with
 /// [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState), changing nothing, when the
-/// key holds another type.
+/// set holds another type; a write acquisition does too when the counter is not one.
 ///
 /// # Example
 ///
@@ -76,9 +78,11 @@ impl ReadWriteLock {
     /// [`MAX_NAME_LEN`](crate::coordination::MAX_NAME_LEN) is stored as its digest), without
     /// writer preference. Nothing is sent.
     pub fn named(coordination: &Coordination, name: impl AsRef<[u8]>) -> Self {
-        let key = name::length_prefixed(b"rwlease", name.as_ref());
+        // One hash tag for the set and its writers' counter: one slot.
+        let key = name::hash_tagged(b"rwlease", name.as_ref());
+        let counter = [key.as_slice(), b":fence"].concat();
         ReadWriteLock {
-            keys: Arc::new(RwKeys::new(coordination.backend().clone(), key)),
+            keys: Arc::new(RwKeys::new(coordination.backend().clone(), key, counter)),
             writer_preference: None,
         }
     }
@@ -110,6 +114,14 @@ impl ReadWriteLock {
     /// The key of the lease set, without the backend's prefix.
     pub fn key(&self) -> &[u8] {
         self.keys.key()
+    }
+
+    /// The key of the writers' fencing counter, in the set's slot, without the backend's
+    /// prefix: a string of decimal digits, the last token a write lease took. It never
+    /// expires; a counter that is gone starts again from the server's clock, above every
+    /// token before it (see [`RwLease::fencing_token`]).
+    pub fn counter_key(&self) -> &[u8] {
+        self.keys.counter_key()
     }
 
     /// Takes a read lease now if no writer holds the lock or waits for it, in one atomic
@@ -230,7 +242,10 @@ impl ReadWriteLock {
             lease_ms,
             waiting: waiting.map(|(waiter, bound_ms)| (waiter.to_owned(), bound_ms)),
         };
-        try_acquire(&self.keys, ask, |holding, ()| RwLease::new(holding, access)).await
+        try_acquire(&self.keys, ask, |holding, fencing_token| {
+            RwLease::new(holding, access, fencing_token)
+        })
+        .await
     }
 }
 
@@ -243,15 +258,25 @@ impl fmt::Debug for ReadWriteLock {
     }
 }
 
-/// The user key of a read-write lease set (the backend applies its prefix) on its backend.
+/// The user keys of a read-write lease set and of its writers' fencing counter, in one slot
+/// (the backend applies its prefix), on their backend.
 pub(super) struct RwKeys {
     backend: Backend,
     key: Vec<u8>,
+    counter: Vec<u8>,
 }
 
 impl RwKeys {
-    pub(super) fn new(backend: Backend, key: Vec<u8>) -> Self {
-        RwKeys { backend, key }
+    pub(super) fn new(backend: Backend, key: Vec<u8>, counter: Vec<u8>) -> Self {
+        RwKeys {
+            backend,
+            key,
+            counter,
+        }
+    }
+
+    pub(super) fn counter_key(&self) -> &[u8] {
+        &self.counter
     }
 
     pub(super) fn key(&self) -> &[u8] {
@@ -282,10 +307,12 @@ pub(super) struct RwAsk {
     waiting: Option<(String, u64)>,
 }
 
-/// The acquisition: a read or a write lease for the token, if the set lets it in.
+/// The acquisition: a read or a write lease for the token, if the set lets it in; a write
+/// lease with its fencing token.
 impl Acquire for RwKeys {
     type Ask = RwAsk;
-    type Granted = ();
+    /// A write lease's fencing token.
+    type Granted = Option<u64>;
 
     fn expiry_ms(ask: &RwAsk) -> Option<u64> {
         Some(ask.lease_ms)
@@ -296,11 +323,12 @@ impl Acquire for RwKeys {
         token: &str,
         ask: &RwAsk,
         not_after_ms: u64,
-    ) -> Result<Acquisition<()>> {
+    ) -> Result<Acquisition<Option<u64>>> {
         let reply = self
             .backend
             .run(RwAcquireStep {
                 key: &self.key,
+                counter: &self.counter,
                 write: ask.write,
                 token,
                 lease_ms: ask.lease_ms,
@@ -312,7 +340,7 @@ impl Acquire for RwKeys {
             })
             .await?;
         Ok(match reply {
-            RwAcquireReply::Granted => Acquisition::Granted(()),
+            RwAcquireReply::Granted { fencing_token } => Acquisition::Granted(fencing_token),
             RwAcquireReply::Busy { retry_after_ms } => Acquisition::Busy {
                 retry_after_ms: Some(retry_after_ms),
             },

@@ -8,24 +8,50 @@ use std::collections::HashMap;
 use tokio::time::Instant;
 
 use crate::backend::memory::clock::{self, millis_until};
-use crate::backend::memory::{MemoryBackend, Value};
-use crate::backend::steps::MemoryStep;
+use crate::backend::memory::{MemoryBackend, Store, Value};
 use crate::backend::steps::rw_lease::{
     RwAcquireReply, RwAcquireStep, RwDowngradeReply, RwDowngradeStep, RwHeld, RwReleaseStep,
     RwRenewStep, RwStep, RwVerifyStep,
 };
-use crate::error::Result;
+use crate::backend::steps::{MemoryStep, fencing_counter};
+use crate::error::{Error, Result};
 
 /// The members of one lease set and their deadlines.
 type Members = HashMap<String, Instant>;
 
-/// Takes a read or a write lease if the set lets it in.
+/// Takes a read or a write lease if the set lets it in; a write lease with the next fencing
+/// token from the counter, validated first.
 impl MemoryStep for RwAcquireStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<RwAcquireReply> {
-        with_members(memory, self.key, |members, now| {
+        let counter_key = memory.physical_key(self.counter);
+        let clock = memory.clock();
+        with_members(memory, self.key, |members, store, now| {
+            let counter = match self.write {
+                true => fencing_counter::read(store, &counter_key, now, self.counter)?,
+                false => None,
+            };
             // This acquisition delivered twice: the lease it holds is its grant.
             if holder(members, self.token).is_some() {
-                return Ok(RwAcquireReply::Granted);
+                if !self.write {
+                    return Ok(RwAcquireReply::Granted {
+                        fencing_token: None,
+                    });
+                }
+                return match counter {
+                    Some(token) if token > 0 => Ok(RwAcquireReply::Granted {
+                        fencing_token: Some(token.unsigned_abs()),
+                    }),
+                    _ => Err(Error::corrupt_state(
+                        self.counter,
+                        "the counter of a held write lease is gone",
+                    )),
+                };
+            }
+            if counter == Some(i64::MAX) {
+                return Err(Error::corrupt_state(
+                    self.counter,
+                    "the counter has reached the largest fencing token",
+                ));
             }
             let deadline = clock::after(now, self.lease_ms, "a lease")?;
             let waiting = match self.waiting.filter(|_| self.write) {
@@ -61,14 +87,24 @@ impl MemoryStep for RwAcquireStep<'_> {
                     retry_after_ms: millis_until(until, now),
                 });
             }
-            if self.write {
-                // Every waiting record goes with a writer's grant, as in the script.
-                members.retain(|member, _| !member.starts_with("q:"));
-                members.insert(format!("w:{}", self.token), deadline);
-            } else {
+            if !self.write {
                 members.insert(format!("r:{}", self.token), deadline);
+                return Ok(RwAcquireReply::Granted {
+                    fencing_token: None,
+                });
             }
-            Ok(RwAcquireReply::Granted)
+            // Room for the set and the counter, or neither: a token taken without its lease
+            // would be a gap, a lease granted without its token a lie.
+            let new_keys = usize::from(members.is_empty()) + usize::from(counter.is_none());
+            store.ensure_room_for(new_keys, now)?;
+            let token = fencing_counter::next(counter, clock, now);
+            store.insert(&counter_key, Value::Int(token), None, now)?;
+            // Every waiting record goes with a writer's grant, as in the script.
+            members.retain(|member, _| !member.starts_with("q:"));
+            members.insert(format!("w:{}", self.token), deadline);
+            Ok(RwAcquireReply::Granted {
+                fencing_token: Some(token.unsigned_abs()),
+            })
         })
     }
 }
@@ -77,7 +113,7 @@ impl MemoryStep for RwAcquireStep<'_> {
 impl MemoryStep for RwRenewStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
         let RwStep { key, token } = self.lease;
-        with_members(memory, key, |members, now| {
+        with_members(memory, key, |members, _, now| {
             let deadline = clock::after(now, self.lease_ms, "a lease")?;
             Ok(match holder(members, token) {
                 Some((member, _)) => {
@@ -94,7 +130,7 @@ impl MemoryStep for RwRenewStep<'_> {
 impl MemoryStep for RwVerifyStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<RwHeld> {
         let RwVerifyStep(RwStep { key, token }) = *self;
-        with_members(memory, key, |members, _| {
+        with_members(memory, key, |members, _, _| {
             Ok(match holder(members, token) {
                 Some((member, _)) if member.starts_with("w:") => RwHeld::Write,
                 Some(_) => RwHeld::Read,
@@ -108,7 +144,7 @@ impl MemoryStep for RwVerifyStep<'_> {
 impl MemoryStep for RwReleaseStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
         let RwReleaseStep(RwStep { key, token }) = *self;
-        with_members(memory, key, |members, _| {
+        with_members(memory, key, |members, _, _| {
             Ok(holder(members, token).is_some_and(|(member, _)| members.remove(&member).is_some()))
         })
     }
@@ -118,7 +154,7 @@ impl MemoryStep for RwReleaseStep<'_> {
 impl MemoryStep for RwDowngradeStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<RwDowngradeReply> {
         let RwDowngradeStep(RwStep { key, token }) = *self;
-        with_members(memory, key, |members, _| {
+        with_members(memory, key, |members, _, _| {
             Ok(match holder(members, token) {
                 None => RwDowngradeReply::NotHeld,
                 Some((member, _)) if member.starts_with("r:") => RwDowngradeReply::AlreadyRead,
@@ -139,7 +175,7 @@ impl MemoryStep for RwDowngradeStep<'_> {
 fn with_members<R>(
     memory: &MemoryBackend,
     user_key: &[u8],
-    step: impl FnOnce(&mut Members, Instant) -> Result<R>,
+    step: impl FnOnce(&mut Members, &mut Store, Instant) -> Result<R>,
 ) -> Result<R> {
     let key = memory.physical_key(user_key);
     memory.step(|store, now| {
@@ -154,7 +190,7 @@ fn with_members<R>(
             }
         };
         members.retain(|_, deadline| *deadline > now);
-        let answer = step(&mut members, now);
+        let answer = step(&mut members, store, now);
         // Storing back a key that exists cannot fail; a new key is stored only with members.
         match members.values().max().copied() {
             None => store.remove(&key),
@@ -179,7 +215,8 @@ mod tests {
     fn acquire(backend: &MemoryBackend, write: bool, token: &str) -> RwAcquireReply {
         backend
             .run(RwAcquireStep {
-                key: b"rw",
+                key: b"{rw}",
+                counter: b"{rw}:fence",
                 write,
                 token,
                 lease_ms: 60_000,
@@ -192,16 +229,59 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_acquisition_delivered_twice_is_granted_not_busy() {
         let backend = MemoryBackend::new();
-        assert_eq!(acquire(&backend, false, "reader"), RwAcquireReply::Granted);
+        assert_eq!(
+            acquire(&backend, false, "reader"),
+            RwAcquireReply::Granted {
+                fencing_token: None
+            }
+        );
         // A writer waits: new readers are kept out, but not the reader's own duplicate.
         assert!(matches!(
             acquire(&backend, true, "writer"),
             RwAcquireReply::Busy { .. }
         ));
-        assert_eq!(acquire(&backend, false, "reader"), RwAcquireReply::Granted);
+        assert_eq!(
+            acquire(&backend, false, "reader"),
+            RwAcquireReply::Granted {
+                fencing_token: None
+            }
+        );
         assert!(matches!(
             acquire(&backend, false, "another"),
             RwAcquireReply::Busy { .. }
         ));
+    }
+
+    /// A write lease takes the next fencing token from the clock's floor, and its duplicate
+    /// finds the same; a read lease takes none; a counter that was lost starts again above.
+    #[tokio::test(start_paused = true)]
+    async fn a_write_lease_takes_a_fencing_token_that_never_goes_back() {
+        let backend = MemoryBackend::new();
+        let token = |reply| match reply {
+            RwAcquireReply::Granted { fencing_token } => fencing_token,
+            other => panic!("{other:?}"),
+        };
+        let first = token(acquire(&backend, true, "writer")).expect("a write token");
+        let floor = u64::try_from(backend.now().as_micros()).expect("before 2255");
+        assert_eq!(first, floor);
+        tokio::time::advance(std::time::Duration::from_millis(1)).await;
+        assert_eq!(token(acquire(&backend, true, "writer")), Some(first));
+        backend
+            .run(RwReleaseStep(RwStep {
+                key: b"{rw}",
+                token: "writer",
+            }))
+            .expect("release");
+        assert_eq!(token(acquire(&backend, false, "reader")), None);
+        backend
+            .run(RwReleaseStep(RwStep {
+                key: b"{rw}",
+                token: "reader",
+            }))
+            .expect("release");
+        backend.step(|store, _| store.remove(&backend.physical_key(b"{rw}:fence")));
+        tokio::time::advance(std::time::Duration::from_micros(1)).await;
+        let after = token(acquire(&backend, true, "next")).expect("a write token");
+        assert!(after > first, "{after} after {first}");
     }
 }

@@ -16,6 +16,9 @@ use super::Step;
 pub(crate) struct RwAcquireStep<'a> {
     /// The user key of the lease set (the backend applies its prefix).
     pub(crate) key: &'a [u8],
+    /// The user key of the writers' fencing counter, in the set's slot: a write lease takes
+    /// its next token (see `fencing_counter.lua`); a read lease does not touch it.
+    pub(crate) counter: &'a [u8],
     /// A write lease (exclusive) rather than a read lease (shared).
     pub(crate) write: bool,
     /// The new lease's owner token.
@@ -34,8 +37,9 @@ pub(crate) struct RwAcquireStep<'a> {
 /// The acquisition's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RwAcquireReply {
-    /// The lease is held under the step's token.
-    Granted,
+    /// The lease is held under the step's token; a write lease with its fencing token, from
+    /// 1 to `i64::MAX`.
+    Granted { fencing_token: Option<u64> },
     /// Others hold it, or a writer waits (for a reader); nothing changed but a refused
     /// writer's waiting record. `retry_after_ms`: how long until expiries alone let it in.
     Busy { retry_after_ms: u64 },

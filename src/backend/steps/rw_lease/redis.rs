@@ -4,11 +4,11 @@
 use std::sync::LazyLock;
 
 use crate::backend::redis::{RedisBackend, Script, script};
-use crate::backend::steps::RedisStep;
 use crate::backend::steps::rw_lease::{
     RwAcquireReply, RwAcquireStep, RwDowngradeReply, RwDowngradeStep, RwHeld, RwReleaseStep,
     RwRenewStep, RwStep, RwVerifyStep,
 };
+use crate::backend::steps::{RedisStep, fencing_counter};
 use crate::error::Result;
 
 static ACQUIRE: LazyLock<Script> = script!(
@@ -16,6 +16,7 @@ static ACQUIRE: LazyLock<Script> = script!(
     "rw_lease_acquire",
     "rw_lease.lua",
     "../out_of_memory.lua",
+    "../fencing_counter.lua",
     "rw_lease_acquire.lua"
 );
 static RENEW: LazyLock<Script> = script!(
@@ -56,10 +57,19 @@ impl RedisStep for RwAcquireStep<'_> {
             waiter,
             waiting_ms,
         );
-        let outcome = redis.script_outcome(&ACQUIRE, &[self.key], args).await?;
+        let keys = [self.key, self.counter];
+        let outcome = redis.script_outcome(&ACQUIRE, &keys, args).await?;
         match (outcome.status(), outcome.len()) {
             (b"late", 0) => Ok(RwAcquireReply::Late),
-            (b"granted", 0) => Ok(RwAcquireReply::Granted),
+            (b"granted", 0) if !self.write => Ok(RwAcquireReply::Granted {
+                fencing_token: None,
+            }),
+            (b"granted", 1) if self.write => Ok(RwAcquireReply::Granted {
+                fencing_token: Some(fencing_counter::token_from_digits(
+                    outcome.bytes(0)?,
+                    ACQUIRE.name(),
+                )?),
+            }),
             (b"busy", 1) => Ok(RwAcquireReply::Busy {
                 retry_after_ms: outcome.uint(0)?,
             }),

@@ -2,6 +2,7 @@
 -- while nobody holds (see rw_lease.lua for the set).
 --
 -- KEYS[1]  the lease set
+-- KEYS[2]  the writers' fencing counter (see fencing_counter.lua), in the set's slot
 -- ARGV[1]  'r' for a read lease, 'w' for a write lease
 -- ARGV[2]  owner token of the new lease
 -- ARGV[3]  lease in milliseconds (1 ..= 2^40)
@@ -12,14 +13,17 @@
 --
 -- Returns {'late'}      the step arrived after ARGV[4]: a command delayed past its client's
 --                       cleanup must not take a lease; nothing changed (not even pruning)
---         {'granted'}   also when the token holds a lease already (this acquisition
---                       delivered twice): nothing changed
+--         {'granted'}   a read lease; also when the token holds a lease already (this
+--                       acquisition delivered twice): nothing changed
+--         {'granted', token}  a write lease and its fencing token, a decimal string taken
+--                       from the counter; a write acquisition delivered twice answers the
+--                       counter's value, which no writer can have moved while it held
 --         {'busy', ms}  ms = how long until expiries alone could let it in; for a writer
 --                       with a waiter id, its waiting record is written, or renewed once
 --                       a quarter of it has passed
 --         {'corrupt', 1, what}
 -- Out of memory (OOM under noeviction) the server refuses every acquisition but a
--- duplicate's, before anything changed.
+-- duplicate's, before anything changed. A writer's counter is validated before any write.
 local now = now_ms()
 if ARGV[4] ~= '0' and now > tonumber(ARGV[4]) then
     return {'late'}
@@ -28,9 +32,26 @@ local refused = corrupt()
 if refused then
     return refused
 end
+local write = ARGV[1] == 'w'
+local counter, problem
+if write then
+    counter, problem = fencing_counter(KEYS[2])
+    if counter == nil then
+        return {'corrupt', 2, problem}
+    end
+end
 -- This acquisition delivered twice: the lease it holds is its grant.
 if holder(ARGV[2], now) then
-    return {'granted'}
+    if not write then
+        return {'granted'}
+    end
+    if not counter or counter == '0' then
+        return {'corrupt', 2, 'the counter of a held write lease is gone'}
+    end
+    return {'granted', counter}
+end
+if write and counter and not digits_below(counter, FENCING_MAX) then
+    return {'corrupt', 2, 'the counter has reached the largest fencing token'}
 end
 -- Out of memory, no new lease, whatever the prune below would free.
 refuse_when_out_of_memory(KEYS[1])
@@ -70,6 +91,8 @@ else
     -- itself anew when it next tries, and one that crashed keeps readers out no longer.
     remove_range(PENDING, '+inf')
     prune(now)
+    settle()
+    return {'granted', take_fencing_token(KEYS[2], counter, redis.call('TIME'))}
 end
 settle()
 return {'granted'}
