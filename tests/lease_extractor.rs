@@ -1048,3 +1048,74 @@ async fn a_waiting_permit_polls_at_its_options_interval() {
         "{waited:?}: tried again at the options' 300 ms, not the default 50 ms"
     );
 }
+
+/// A write lease request that waits, with writer preference.
+struct PreferredWriter;
+
+/// A read lease of the same name, that does not wait.
+struct ImpatientReader;
+
+impl<S: Sync> LeaseSpec<S> for ImpatientReader {
+    async fn lease(_parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+        Ok(LeaseRequest::named("preferred"))
+    }
+}
+
+impl<S: Sync> LeaseSpec<S> for PreferredWriter {
+    async fn lease(_parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+        Ok(LeaseRequest::named("preferred")
+            .max_wait(Duration::from_secs(5))
+            .writer_preference(Duration::from_secs(2)))
+    }
+}
+
+/// A `WriteLease` whose request asks for writer preference keeps new readers out while it
+/// waits: a reader that comes after it is refused with `409`, and the writer gets in as soon
+/// as the reader before it leaves, with a fencing token.
+#[tokio::test]
+async fn a_waiting_writer_with_preference_keeps_new_readers_out() {
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let coordination = redis(server.unix_url(), &unique_prefix("rw-preference")).await;
+    let router =
+        Router::new()
+            .route(
+                "/read",
+                get(|_: ReadLease<ImpatientReader>| async { "read" }),
+            )
+            .route(
+                "/write",
+                get(|lease: WriteLease<PreferredWriter>| async move {
+                    lease.fencing_token().to_string()
+                }),
+            )
+            .with_state(coordination.clone());
+    let addr = serve(router).await;
+    let lock = ReadWriteLock::named(&coordination, "preferred");
+    let mut early = lock
+        .try_read(Duration::from_secs(30))
+        .await
+        .expect("try")
+        .into_lease()
+        .expect("free");
+    let writer = tokio::spawn(async move { http_get(&client(), addr, "/write", &[]).await });
+    // The waiting writer's record is in the set.
+    let key = String::from_utf8(coordination.backend().physical_key(lock.key())).expect("text");
+    support::eventually("the writer waits", async || {
+        let members: Vec<String> = server.cmd(&["ZRANGE", &key, "0", "-1"]);
+        members.iter().any(|member| member.starts_with("q:"))
+    })
+    .await;
+    let late = http_get(&client(), addr, "/read", &[]).await;
+    assert_eq!(late.status, StatusCode::CONFLICT, "{late:?}");
+    assert!(early.release().await.expect("release").was_held());
+    let written = tokio::time::timeout(Duration::from_secs(5), writer)
+        .await
+        .expect("bounded")
+        .expect("task");
+    assert_eq!(written.status, StatusCode::OK, "{written:?}");
+    let token: u64 = std::str::from_utf8(&written.body)
+        .expect("text")
+        .parse()
+        .expect("a fencing token");
+    assert!(token > 0);
+}

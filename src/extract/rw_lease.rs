@@ -205,12 +205,16 @@ where
     R: LeaseSpec<S>,
 {
     let coordination = Coordination::from_ref(state);
-    let (name, taking) = R::lease(parts, state)
-        .await
-        .map_err(Reason::InvalidName)?
-        .into_parts();
+    let request = R::lease(parts, state).await.map_err(Reason::InvalidName)?;
+    let preference = request.writer_preference_bound();
+    let (name, taking) = request.into_parts();
     let name = request_name(name, "lease")?;
-    let lock = ReadWriteLock::named(&coordination, &name);
+    let mut lock = ReadWriteLock::named(&coordination, &name);
+    if let Some(bound) = preference {
+        lock = lock
+            .writer_preference(bound)
+            .map_err(Reason::Misconfigured)?;
+    }
     let options = &taking.options;
     let lease = take(
         &taking,

@@ -229,6 +229,7 @@ pub(super) use taking_setters;
 pub struct LeaseRequest {
     name: Vec<u8>,
     taking: Taking,
+    writer_preference: Option<Duration>,
 }
 
 impl LeaseRequest {
@@ -240,7 +241,20 @@ impl LeaseRequest {
         LeaseRequest {
             name: name.into(),
             taking: Taking::default(),
+            writer_preference: None,
         }
+    }
+
+    /// For a [`WriteLease`](super::WriteLease): while the request waits for the lease (see
+    /// [`max_wait`](Self::max_wait)), it records that it waits, and no new reader is let in
+    /// until it has written, for `bound` at most after it stops waiting (see
+    /// [`ReadWriteLock::writer_preference`](crate::coordination::rw_lease::ReadWriteLock::writer_preference)).
+    /// A [`ReadLease`](super::ReadLease) honours every waiting writer's record, whatever its
+    /// own setting; the other extractors ignore it. A bound under 100 ms or over an hour is a
+    /// `500`, as any setting that cannot be kept.
+    pub fn writer_preference(mut self, bound: Duration) -> Self {
+        self.writer_preference = Some(bound);
+        self
     }
 
     /// The lease's name.
@@ -256,5 +270,10 @@ impl LeaseRequest {
 
     pub(super) fn into_parts(self) -> (Vec<u8>, Taking) {
         (self.name, self.taking)
+    }
+
+    /// The bound of the writer preference asked for, if any.
+    pub(super) fn writer_preference_bound(&self) -> Option<Duration> {
+        self.writer_preference
     }
 }
