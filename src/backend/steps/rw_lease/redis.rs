@@ -57,8 +57,11 @@ impl RedisStep for RwAcquireStep<'_> {
             waiter,
             waiting_ms,
         );
-        let keys = [self.key, self.counter];
-        let outcome = redis.script_outcome(&ACQUIRE, &keys, args).await?;
+        // A reader names the set alone: the writers' counter may not exist yet, and a slot
+        // that moves answers TRYAGAIN to a step whose keys are not all on one node.
+        let both = [self.key, self.counter];
+        let keys = if self.write { &both[..] } else { &both[..1] };
+        let outcome = redis.script_outcome(&ACQUIRE, keys, args).await?;
         match (outcome.status(), outcome.len()) {
             (b"late", 0) => Ok(RwAcquireReply::Late),
             (b"granted", 0) if !self.write => Ok(RwAcquireReply::Granted {

@@ -2,7 +2,7 @@
 -- while nobody holds (see rw_lease.lua for the set).
 --
 -- KEYS[1]  the lease set
--- KEYS[2]  the writers' fencing counter (see fencing_counter.lua), in the set's slot
+-- KEYS[2]  writers only: their fencing counter (see fencing_counter.lua), in the set's slot
 -- ARGV[1]  'r' for a read lease, 'w' for a write lease
 -- ARGV[2]  owner token of the new lease
 -- ARGV[3]  lease in milliseconds (1 ..= 2^40)
