@@ -1049,8 +1049,8 @@ async fn a_waiting_permit_polls_at_its_options_interval() {
     );
 }
 
-/// A write lease request that waits, with writer preference.
-struct PreferredWriter;
+/// A write lease request that waits.
+struct WaitingWriter;
 
 /// A read lease of the same name, that does not wait.
 struct ImpatientReader;
@@ -1061,34 +1061,33 @@ impl<S: Sync> LeaseSpec<S> for ImpatientReader {
     }
 }
 
-impl<S: Sync> LeaseSpec<S> for PreferredWriter {
+impl<S: Sync> LeaseSpec<S> for WaitingWriter {
     async fn lease(_parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
         Ok(LeaseRequest::named("preferred")
             .max_wait(Duration::from_secs(5))
-            .writer_preference(Duration::from_secs(2)))
+            .waiting_bound(Duration::from_secs(2)))
     }
 }
 
-/// A `WriteLease` whose request asks for writer preference keeps new readers out while it
-/// waits: a reader that comes after it is refused with `409`, and the writer gets in as soon
-/// as the reader before it leaves, with a fencing token.
+/// A `WriteLease` that waits keeps new readers out, in the phase-fair order: a reader that
+/// comes after it is refused with `409`, and the writer gets in as soon as the reader before
+/// it leaves, with a fencing token.
 #[tokio::test]
-async fn a_waiting_writer_with_preference_keeps_new_readers_out() {
+async fn a_waiting_write_lease_keeps_new_readers_out() {
     let server = Server::start(ServerKind::Redis7, &[]);
     let coordination = redis(server.unix_url(), &unique_prefix("rw-preference")).await;
-    let router =
-        Router::new()
-            .route(
-                "/read",
-                get(|_: ReadLease<ImpatientReader>| async { "read" }),
-            )
-            .route(
-                "/write",
-                get(|lease: WriteLease<PreferredWriter>| async move {
-                    lease.fencing_token().to_string()
-                }),
-            )
-            .with_state(coordination.clone());
+    let router = Router::new()
+        .route(
+            "/read",
+            get(|_: ReadLease<ImpatientReader>| async { "read" }),
+        )
+        .route(
+            "/write",
+            get(
+                |lease: WriteLease<WaitingWriter>| async move { lease.fencing_token().to_string() },
+            ),
+        )
+        .with_state(coordination.clone());
     let addr = serve(router).await;
     let lock = ReadWriteLock::named(&coordination, "preferred");
     let mut early = lock

@@ -124,9 +124,8 @@ async fn countdown_latches(coordination: Coordination) -> Outcome {
 async fn read_write_leases(coordination: Coordination) -> Outcome {
     use leasehold::coordination::rw_lease::{Access, ReadWriteLock};
 
-    // Writers that wait keep new readers out, for 5 s at most if they crash while waiting.
-    let lock = ReadWriteLock::named(&coordination, "price-list")
-        .writer_preference(Duration::from_secs(5))?;
+    // Waiters take turns (phase-fair): neither readers nor writers starve.
+    let lock = ReadWriteLock::named(&coordination, "price-list");
 
     // Any number of readers at once, in any replica.
     let mut reader = lock.read(Duration::from_secs(10)).await?;

@@ -21,8 +21,11 @@ use crate::coordination::rw_lease::{Access, ManagedRwLease, ReadWriteLock};
 ///
 /// The lock is [`ReadWriteLock::named`] with the name of the
 /// [`LeaseRequest`](super::LeaseRequest) that `R` makes, on the [`Coordination`] of the
-/// router's state, without writer preference (a lock that needs it is a handle of its own:
-/// take a [`ManagedRwLease`] in the handler). The answers are those of
+/// router's state. A request that waits (see
+/// [`LeaseRequest::max_wait`](super::LeaseRequest::max_wait)) waits in the phase-fair order:
+/// the readers that came while a writer held go in together before the next writer, and a
+/// waiting writer goes before the readers that came after it, so neither side starves (see
+/// [`LeaseRequest::waiting_bound`](super::LeaseRequest::waiting_bound)). The answers are those of
 /// [`Lease`](super::Lease): `409 Conflict` with `Retry-After` while a writer holds it, the
 /// key error's status without a name, `503` when the backend fails or is too slow, `500`
 /// when the request cannot be kept as configured.
@@ -206,14 +209,12 @@ where
 {
     let coordination = Coordination::from_ref(state);
     let request = R::lease(parts, state).await.map_err(Reason::InvalidName)?;
-    let preference = request.writer_preference_bound();
+    let bound = request.waiting_bound_asked();
     let (name, taking) = request.into_parts();
     let name = request_name(name, "lease")?;
     let mut lock = ReadWriteLock::named(&coordination, &name);
-    if let Some(bound) = preference {
-        lock = lock
-            .writer_preference(bound)
-            .map_err(Reason::Misconfigured)?;
+    if let Some(bound) = bound {
+        lock = lock.waiting_bound(bound).map_err(Reason::Misconfigured)?;
     }
     let options = &taking.options;
     let lease = take(

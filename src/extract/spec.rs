@@ -229,7 +229,7 @@ pub(super) use taking_setters;
 pub struct LeaseRequest {
     name: Vec<u8>,
     taking: Taking,
-    writer_preference: Option<Duration>,
+    waiting_bound: Option<Duration>,
 }
 
 impl LeaseRequest {
@@ -241,19 +241,18 @@ impl LeaseRequest {
         LeaseRequest {
             name: name.into(),
             taking: Taking::default(),
-            writer_preference: None,
+            waiting_bound: None,
         }
     }
 
-    /// For a [`WriteLease`](super::WriteLease): while the request waits for the lease (see
-    /// [`max_wait`](Self::max_wait)), it records that it waits, and no new reader is let in
-    /// until it has written, for `bound` at most after it stops waiting (see
-    /// [`ReadWriteLock::writer_preference`](crate::coordination::rw_lease::ReadWriteLock::writer_preference)).
-    /// A [`ReadLease`](super::ReadLease) honours every waiting writer's record, whatever its
-    /// own setting; the other extractors ignore it. A bound under 100 ms or over an hour is a
-    /// `500`, as any setting that cannot be kept.
-    pub fn writer_preference(mut self, bound: Duration) -> Self {
-        self.writer_preference = Some(bound);
+    /// For a [`ReadLease`](super::ReadLease) and a [`WriteLease`](super::WriteLease) that
+    /// wait (see [`max_wait`](Self::max_wait)): how long a request that stops waiting can
+    /// still hold the others back in the phase-fair order (see
+    /// [`ReadWriteLock::waiting_bound`](crate::coordination::rw_lease::ReadWriteLock::waiting_bound),
+    /// whose default it is otherwise). The other extractors ignore it. A bound under 100 ms
+    /// or over an hour is a `500`, as any setting that cannot be kept.
+    pub fn waiting_bound(mut self, bound: Duration) -> Self {
+        self.waiting_bound = Some(bound);
         self
     }
 
@@ -272,8 +271,8 @@ impl LeaseRequest {
         (self.name, self.taking)
     }
 
-    /// The bound of the writer preference asked for, if any.
-    pub(super) fn writer_preference_bound(&self) -> Option<Duration> {
-        self.writer_preference
+    /// The waiting bound asked for, if any.
+    pub(super) fn waiting_bound_asked(&self) -> Option<Duration> {
+        self.waiting_bound
     }
 }

@@ -40,8 +40,8 @@ pub(crate) enum Value {
     /// A latch's completed generations, oldest first: each one's id, the id of the
     /// count-down that completed it (`None`: it started complete), and when.
     LatchCompletions(std::collections::VecDeque<(String, Option<String>, Instant)>),
-    /// A read-write lease set: each member (`w:`, `r:` or `q:` and a token, as Redis names
-    /// them) with its deadline; the entry expires with the latest.
+    /// A read-write lease set: each member (`w:`, `r:`, `q:`, `a:` or `p:` and a token or a
+    /// waiter id, as Redis names them) with its deadline; the entry expires with the latest.
     RwLease(std::collections::HashMap<String, Instant>),
     /// A lease hash: each field with its owner token and its deadline; the entry expires with
     /// the latest.

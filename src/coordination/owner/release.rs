@@ -53,6 +53,19 @@ pub(crate) fn release_in_background<T: HoldingKeys>(
     release_in_background_after(keys, token, why, None);
 }
 
+/// Takes out what `id` left behind that holds nobody (a waiter's record, when its wait ends
+/// without a holding), in a task of the current tokio runtime: one attempt, cut off after
+/// [`RELEASE_BOUND`]. What it misses expires on its own; without a runtime, nothing is sent.
+pub(crate) fn forget_in_background<T: HoldingKeys>(keys: Arc<T>, id: String) {
+    if let Ok(runtime) = Handle::try_current() {
+        runtime.spawn(async move {
+            if let Err(err) = release_bounded(&keys, &id).await {
+                tracing::debug!(keys = %keys, error = %err, "a waiter's record was left to expire");
+            }
+        });
+    }
+}
+
 /// What a release waits for before it is sent: the moment from which the command whose
 /// outcome is uncertain can no longer take effect (its deadline has passed on the server's
 /// clock), so that the release cannot be overtaken by it.

@@ -24,16 +24,34 @@
 //!   other. A write lease can be [downgraded](RwLease::downgrade) to a read lease in one
 //!   step, with no gap in which another writer could come in.
 //!
-//! # Writer preference
+//! # The phase-fair order
 //!
-//! Without it, a steady stream of overlapping readers can keep a writer out for as long as
-//! it lasts. With [`ReadWriteLock::writer_preference`], a writer that waits records itself
-//! in the set as an expiring entry, and no new reader is let in while such an entry lasts:
-//! the readers already in finish, and the writer gets in. A writer that crashes or stops
-//! waiting leaves its record to expire within the preference's bound, so it cannot hold
-//! readers off beyond it. Readers can then starve under a steady stream of writers; no
-//! phase-fair order is offered. Writers are not queued among themselves: whichever tries
-//! first once the lock is free gets it.
+//! Leases taken by waiting ([`read`](ReadWriteLock::read), [`write`](ReadWriteLock::write)
+//! and the managed and extractor forms) go in the phase-fair order, so that neither side
+//! starves:
+//!
+//! - readers that came while a writer held go in together as soon as it is gone, before the
+//!   next writer;
+//! - a waiting writer goes before the readers that came after it, which wait for its turn;
+//! - waiting writers go in the order they began waiting.
+//!
+//! Each waiter records itself in the set as an expiring entry, and every acquisition,
+//! waiting or not, honours the records: an immediate [`try_read`](ReadWriteLock::try_read)
+//! or [`try_write`](ReadWriteLock::try_write) never jumps the line. So, with holds of at most
+//! `R` for readers and `W` for writers, and `n` writers waiting ahead of it, a reader waits
+//! at most one reader hold and one writer hold (`R + W`), and a writer at most
+//! `(n + 1) × (R + W)`, plus a round trip per turn: a reader phase is never longer than one
+//! reader hold, because readers that come while a writer waits wait for the phase after it.
+//! Measured with 4 reader processes (20 ms holds) and 2 writer processes (5 ms holds) for
+//! 10 s on one Redis 7: readers waited 11 ms at p50 and 15 ms at p99 (bound 25 ms), writers
+//! 60 ms and 66 ms (bound 50 ms, and four turns of a round trip each).
+//!
+//! A waiter's record lasts [`waiting_bound`](ReadWriteLock::waiting_bound) from when it was
+//! written (5 s unless set), renewed while it waits. A wait that ends without a lease takes
+//! its record out in the background; a waiter that crashes holds the others back for that
+//! bound at most. The order is the records', on the backend's clock: a writer that has
+//! waited a quarter of the bound renews its record, and goes after the writers that began
+//! waiting since its record was last written.
 //!
 //! # Why not a weighted semaphore
 //!
@@ -75,9 +93,9 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> leasehold::Result<()> {
 //! let coordination = Coordination::memory();
-//! // Writers that wait keep new readers out, for 5 s at most if they crash.
+//! // Waiters go in the phase-fair order; one that crashes holds the others back 2 s at most.
 //! let lock = ReadWriteLock::named(&coordination, "price-list")
-//!     .writer_preference(Duration::from_secs(5))?;
+//!     .waiting_bound(Duration::from_secs(2))?;
 //!
 //! let mut reader = lock.read(Duration::from_secs(10)).await?;
 //! // ... read the price list ...
@@ -94,7 +112,7 @@ mod lease;
 mod read_write_lock;
 
 pub use lease::{ManagedRwLease, RwLease};
-pub use read_write_lock::ReadWriteLock;
+pub use read_write_lock::{DEFAULT_WAITING_BOUND, ReadWriteLock};
 
 use crate::coordination::Attempt;
 

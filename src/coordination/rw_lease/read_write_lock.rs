@@ -13,11 +13,11 @@ use crate::backend::steps::rw_lease::{
 };
 use crate::coordination::name;
 use crate::coordination::owner::{
-    Acquire, Acquisition, HoldingKeys, acquire_waiting, expiry_ms, lease_expiry, new_token,
-    try_acquire,
+    Acquire, Acquisition, HoldingKeys, acquire_waiting, expiry_ms, forget_in_background,
+    lease_expiry, new_token, try_acquire,
 };
 use crate::coordination::{
-    DEFAULT_POLL_INTERVAL, MAX_MANAGED_LEASE, MIN_MANAGED_LEASE, ManagedOptions,
+    Attempt, DEFAULT_POLL_INTERVAL, MAX_MANAGED_LEASE, MIN_MANAGED_LEASE, ManagedOptions,
 };
 use crate::error::{Error, Result};
 
@@ -27,16 +27,16 @@ use crate::error::{Error, Result};
 /// [`try_read`](Self::try_read) and [`try_write`](Self::try_write) are immediate: they take
 /// the lease now or say how long until the holders in the way run out.
 /// [`read`](Self::read) and [`write`](Self::write) wait for it, woken when the set changes
-/// (on Redis). See the [module documentation](super) for the guarantee, the failure cases and
-/// writer preference.
+/// (on Redis), in the phase-fair order. See the [module documentation](super) for the
+/// guarantee, the order and the failure cases.
 ///
 /// Cheap to clone: clones share the same key and settings.
 ///
 /// # Storage
 ///
 /// One sorted set, `rwlease:{<name length>:<name>}` under the backend's prefix: one member per
-/// holder (and per waiting writer) named by its owner token, scored by its deadline on the
-/// backend's clock. The key expires 1 ms after its latest deadline and is gone with its last
+/// holder named by its owner token, and one per waiter that waits named by its waiter id,
+/// each scored by its deadline on the backend's clock. The key expires 1 ms after its latest deadline and is gone with its last
 /// holder. Beside it, in its slot, the writers' fencing counter
 /// `rwlease:{<name length>:<name>}:fence`, created by the first write lease, which never
 /// expires. Acquisition, renewal, release and downgrade fail with
@@ -69,45 +69,49 @@ use crate::error::{Error, Result};
 #[derive(Clone)]
 pub struct ReadWriteLock {
     keys: Arc<RwKeys>,
-    /// How long a waiting writer's record keeps new readers out; `None`: no preference.
-    writer_preference: Option<Duration>,
+    /// How long a waiter's record lasts from when it was written.
+    waiting_bound: Duration,
 }
+
+/// How long a waiter's record lasts by default (see [`ReadWriteLock::waiting_bound`]).
+pub const DEFAULT_WAITING_BOUND: Duration = Duration::from_secs(5);
 
 impl ReadWriteLock {
     /// The lock named `name`, any bytes (a name longer than
-    /// [`MAX_NAME_LEN`](crate::coordination::MAX_NAME_LEN) is stored as its digest), without
-    /// writer preference. Nothing is sent.
+    /// [`MAX_NAME_LEN`](crate::coordination::MAX_NAME_LEN) is stored as its digest), whose
+    /// waiters' records last [`DEFAULT_WAITING_BOUND`]. Nothing is sent.
     pub fn named(coordination: &Coordination, name: impl AsRef<[u8]>) -> Self {
         // One hash tag for the set and its writers' counter: one slot.
         let key = name::hash_tagged(b"rwlease", name.as_ref());
         let counter = [key.as_slice(), b":fence"].concat();
         ReadWriteLock {
             keys: Arc::new(RwKeys::new(coordination.backend().clone(), key, counter)),
-            writer_preference: None,
+            waiting_bound: DEFAULT_WAITING_BOUND,
         }
     }
 
-    /// Writer preference: a writer waiting in [`write`](Self::write) (or
-    /// [`ManagedRwLease::write`](super::ManagedRwLease::write)) records that it waits, and
-    /// while the record lasts no new reader is let in, so that a steady stream of readers
-    /// cannot starve it. The record lasts `bound` from when it was written; the waiting
-    /// writer asks again at least every half of `bound` and writes it anew once a quarter
-    /// of it has passed, so it never lapses while the writer waits, and a writer that
-    /// crashes or stops waiting keeps readers out for `bound` at most.
-    /// [`try_write`](Self::try_write) records nothing: it does not wait.
+    /// How long a waiter that stops asking can still hold the other side back. A reader or a
+    /// writer waiting in [`read`](Self::read) or [`write`](Self::write) (or
+    /// [`ManagedRwLease::read`](super::ManagedRwLease::read) and
+    /// [`write`](super::ManagedRwLease::write)) records that it waits, and the phase-fair
+    /// order honours the record (see the [module documentation](super#the-phase-fair-order)):
+    /// the record lasts `bound` from when it was written; the waiter asks again at least
+    /// every half of `bound` and writes it anew once a quarter of it has passed, so it never
+    /// lapses while the waiter waits. A wait that ends without a lease (dropped, timed out,
+    /// failed) takes its record out in the background; one whose process crashed, or whose
+    /// clean-up does not arrive, holds the others back for `bound` at most. Default:
+    /// [`DEFAULT_WAITING_BOUND`].
     ///
-    /// Every handle that reads honours a waiting writer's record, whatever its own setting;
-    /// the setting says whether this handle's writers leave one. Fails with
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a bound under
-    /// 100 ms or over an hour.
-    pub fn writer_preference(mut self, bound: Duration) -> Result<Self> {
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a
+    /// bound under 100 ms or over an hour.
+    pub fn waiting_bound(mut self, bound: Duration) -> Result<Self> {
         if !(MIN_MANAGED_LEASE..=MAX_MANAGED_LEASE).contains(&bound) {
             return Err(Error::invalid_argument(format!(
-                "a writer preference bound must be between {MIN_MANAGED_LEASE:?} and \
+                "a waiting bound must be between {MIN_MANAGED_LEASE:?} and \
                  {MAX_MANAGED_LEASE:?}, not {bound:?}"
             )));
         }
-        self.writer_preference = Some(bound);
+        self.waiting_bound = bound;
         Ok(self)
     }
 
@@ -125,7 +129,7 @@ impl ReadWriteLock {
     }
 
     /// Takes a read lease now if no writer holds the lock or waits for it, in one atomic
-    /// step; never waits. The lease lasts `lease` (whole milliseconds of the backend's clock)
+    /// step; never waits, and never records itself as waiting. The lease lasts `lease` (whole milliseconds of the backend's clock)
     /// unless renewed or released.
     ///
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a
@@ -148,8 +152,8 @@ impl ReadWriteLock {
         self.try_acquire(Access::Read, lease, None).await
     }
 
-    /// Takes the write lease now if nobody holds the lock, in one atomic step; never waits
-    /// and never records itself as waiting. As [`try_read`](Self::try_read) otherwise.
+    /// Takes the write lease now if nobody holds the lock and no reader or writer waits
+    /// ahead of it, in one atomic step; never waits, and never records itself as waiting. As [`try_read`](Self::try_read) otherwise.
     ///
     /// # Cancel safety
     ///
@@ -158,10 +162,11 @@ impl ReadWriteLock {
         self.try_acquire(Access::Write, lease, None).await
     }
 
-    /// Waits for a read lease: tries, and after a busy answer sleeps until the set changes
-    /// (RESP3 invalidations on Redis) or the holders in the way run out, then tries again
-    /// (every 50 ms, with jitter, where there are no invalidations). An error ends the wait.
-    /// Bound it with `tokio::time::timeout`.
+    /// Waits for a read lease, in the phase-fair order: tries, and after a busy answer
+    /// records that it waits and sleeps until the set changes (RESP3 invalidations on Redis)
+    /// or the holders in the way run out, then tries again (every 50 ms, with jitter, where
+    /// there are no invalidations). An error ends the wait. Bound it with
+    /// `tokio::time::timeout`.
     ///
     /// Readers that wait on one lock wake together when it changes: each tries again, and
     /// the atomic step decides.
@@ -169,19 +174,20 @@ impl ReadWriteLock {
     /// # Cancel safety
     ///
     /// Cancel safe: dropping the future stops waiting; a lease an attempt in flight may have
-    /// been granted is released by owner token in the background.
+    /// been granted is released by owner token in the background, and the waiter's record
+    /// is taken out (see [`waiting_bound`](Self::waiting_bound)).
     pub async fn read(&self, lease: Duration) -> Result<RwLease> {
         self.wait(Access::Read, lease, DEFAULT_POLL_INTERVAL).await
     }
 
-    /// Waits for the write lease, as [`read`](Self::read) waits for a read lease; with
-    /// [writer preference](Self::writer_preference), it keeps new readers out meanwhile.
+    /// Waits for the write lease, as [`read`](Self::read) waits for a read lease: while it
+    /// waits, readers that come after it wait for its turn.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: dropping the future stops waiting; a lease an attempt in flight may have
-    /// been granted is released by owner token in the background. A waiting writer's record
-    /// is left to expire within the preference's bound.
+    /// been granted is released by owner token in the background, and the waiter's record
+    /// is taken out (see [`waiting_bound`](Self::waiting_bound)).
     pub async fn write(&self, lease: Duration) -> Result<RwLease> {
         self.wait(Access::Write, lease, DEFAULT_POLL_INTERVAL).await
     }
@@ -200,30 +206,27 @@ impl ReadWriteLock {
 
     async fn wait(&self, access: Access, lease: Duration, poll: Duration) -> Result<RwLease> {
         expiry_ms("a lease", lease)?;
-        // One waiter id for the whole wait: each try renews the same record.
-        let waiting = match (access, self.writer_preference) {
-            (Access::Write, Some(bound)) => Some((new_token()?, bound)),
-            _ => None,
-        };
+        // One waiter id for the whole wait: each try renews the same record, and a wait that
+        // ends without a lease takes it out.
+        let waiter = Forget::new(&self.keys, new_token()?);
+        let bound = self.waiting_bound;
         let keys = [self.key()];
-        acquire_waiting(self.keys.backend(), &keys, poll, || async {
-            let waiting = waiting
-                .as_ref()
-                .map(|(waiter, bound)| (waiter.as_str(), *bound));
-            let attempt = self.try_acquire(access, lease, waiting).await?;
+        let lease = acquire_waiting(self.keys.backend(), &keys, poll, || async {
+            let attempt = self
+                .try_acquire(access, lease, Some((waiter.id(), bound)))
+                .await?;
             // Back before the record runs out, whatever else wakes the waiter.
-            Ok(match (attempt, waiting) {
-                (crate::coordination::Attempt::Busy { retry_after }, Some((_, bound))) => {
-                    crate::coordination::Attempt::Busy {
-                        retry_after: Some(
-                            retry_after.map_or(bound / 2, |after| after.min(bound / 2)),
-                        ),
-                    }
-                }
-                (attempt, _) => attempt,
+            Ok(match attempt {
+                Attempt::Busy { retry_after } => Attempt::Busy {
+                    retry_after: Some(retry_after.map_or(bound / 2, |after| after.min(bound / 2))),
+                },
+                attempt => attempt,
             })
         })
-        .await
+        .await?;
+        // The grant took the record out.
+        waiter.disarm();
+        Ok(lease)
     }
 
     async fn try_acquire(
@@ -234,7 +237,7 @@ impl ReadWriteLock {
     ) -> Result<RwAttempt> {
         let lease_ms = expiry_ms("a lease", lease)?;
         let waiting = match waiting {
-            Some((waiter, bound)) => Some((waiter, expiry_ms("a writer preference bound", bound)?)),
+            Some((waiter, bound)) => Some((waiter, expiry_ms("a waiting bound", bound)?)),
             None => None,
         };
         let ask = RwAsk {
@@ -253,7 +256,7 @@ impl fmt::Debug for ReadWriteLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReadWriteLock")
             .field("key", &String::from_utf8_lossy(self.keys.key()))
-            .field("writer_preference", &self.writer_preference)
+            .field("waiting_bound", &self.waiting_bound)
             .finish_non_exhaustive()
     }
 }
@@ -302,8 +305,8 @@ pub(super) struct RwAsk {
     write: bool,
     /// The lease, in whole milliseconds.
     lease_ms: u64,
-    /// A writer's waiter id and how long its record lasts (ms), when readers must let it in
-    /// first (writer preference); recorded when it is refused.
+    /// The waiter id and how long its record lasts (ms), for an acquisition that waits:
+    /// recorded when it is refused.
     waiting: Option<(String, u64)>,
 }
 
@@ -391,5 +394,39 @@ impl HoldingKeys for RwKeys {
 impl fmt::Display for RwKeys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}", String::from_utf8_lossy(&self.key))
+    }
+}
+
+/// A waiter's id, whose records are taken out in the background (see
+/// [`forget_in_background`]) unless the wait ends with a lease, whose grant took them out.
+struct Forget {
+    keys: Arc<RwKeys>,
+    id: String,
+    armed: bool,
+}
+
+impl Forget {
+    fn new(keys: &Arc<RwKeys>, id: String) -> Self {
+        Forget {
+            keys: Arc::clone(keys),
+            id,
+            armed: true,
+        }
+    }
+
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        if self.armed {
+            forget_in_background(Arc::clone(&self.keys), std::mem::take(&mut self.id));
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! The read-write lease steps in process, with the same answers and the same validation as
 //! the Lua scripts: one [`Value::RwLease`] per lease set, its members named as Redis names
-//! them (`w:`, `r:` or `q:` and a token) with their deadlines, and the entry expiring with
-//! its latest deadline.
+//! them (`w:`, `r:`, `q:`, `a:` or `p:` and a token or a waiter id) with their deadlines,
+//! and the entry expiring with its latest deadline.
 
 use std::collections::HashMap;
 
@@ -54,44 +54,61 @@ impl MemoryStep for RwAcquireStep<'_> {
                 ));
             }
             let deadline = clock::after(now, self.lease_ms, "a lease")?;
-            let waiting = match self.waiting.filter(|_| self.write) {
-                Some((waiter, ms)) => {
-                    Some((format!("q:{waiter}"), ms, clock::after(now, ms, "a lease")?))
-                }
+            let waiting = match self.waiting {
+                Some((waiter, ms)) => Some(Waiting {
+                    waiter,
+                    ms,
+                    until: clock::after(now, ms, "a lease")?,
+                    now,
+                }),
                 None => None,
             };
-            let latest = |prefix: &str, members: &Members| {
-                members
-                    .iter()
-                    .filter(|(member, _)| member.starts_with(prefix))
-                    .map(|(_, &deadline)| deadline)
-                    .max()
+            let recorded = |members: &Members, prefix: &str| {
+                waiting
+                    .as_ref()
+                    .and_then(|waiting| waiting.recorded(members, prefix))
             };
-            let writer = latest("w:", members);
-            let busy = if self.write {
-                writer.max(latest("r:", members))
-            } else {
-                writer.max(latest("q:", members))
-            };
-            if let Some(until) = busy {
-                // Written when missing or past a quarter of its life, as in the script.
-                if let Some((member, ms, until)) = waiting {
-                    let fresh = members.get(&member).is_some_and(|&recorded| {
-                        u128::from(millis_until(recorded, now)) * 4 >= u128::from(ms) * 3
-                    });
-                    if !fresh {
-                        members.insert(member, until);
-                    }
-                }
-                return Ok(RwAcquireReply::Busy {
-                    retry_after_ms: millis_until(until, now),
-                });
-            }
+            let writer = latest(members, "w:", None);
             if !self.write {
+                if let Some(until) = writer {
+                    // Goes in as soon as this writer is gone, before every waiting writer.
+                    if let Some(waiting) = &waiting {
+                        waiting.wait_as(members, "a:");
+                        members.remove(&format!("p:{}", waiting.waiter));
+                    }
+                    return Ok(busy(until, now));
+                }
+                if let Some(until) = latest(members, "q:", None)
+                    && recorded(members, "a:").is_none()
+                {
+                    // A writer waits that came first: this reader waits for its turn.
+                    if let Some(waiting) = &waiting {
+                        waiting.wait_as(members, "p:");
+                    }
+                    return Ok(busy(until, now));
+                }
                 members.insert(format!("r:{}", self.token), deadline);
+                if let Some(waiting) = &waiting {
+                    waiting.stop(members, &["a:", "p:"]);
+                }
                 return Ok(RwAcquireReply::Granted {
                     fencing_token: None,
                 });
+            }
+            // A writer waits for the writers whose records are older than its own (all of
+            // them when it has none), for the admitted readers, and for every holder.
+            let own = recorded(members, "q:");
+            let blocking = [
+                writer,
+                latest(members, "r:", None),
+                latest(members, "a:", None),
+                latest(members, "q:", own),
+            ];
+            if let Some(until) = blocking.into_iter().flatten().max() {
+                if let Some(waiting) = &waiting {
+                    waiting.wait_as(members, "q:");
+                }
+                return Ok(busy(until, now));
             }
             // Room for the set and the counter, or neither: a token taken without its lease
             // would be a gap, a lease granted without its token a lie.
@@ -99,13 +116,79 @@ impl MemoryStep for RwAcquireStep<'_> {
             store.ensure_room_for(new_keys, now)?;
             let token = fencing_counter::next(counter, clock, now);
             store.insert(&counter_key, Value::Int(token), None, now)?;
-            // Every waiting record goes with a writer's grant, as in the script.
-            members.retain(|member, _| !member.starts_with("q:"));
+            if let Some(waiting) = &waiting {
+                waiting.stop(members, &["q:"]);
+            }
+            // The readers that wait for a writer's turn are admitted: they go in when it ends.
+            let pending: Vec<_> = members
+                .keys()
+                .filter(|member| member.starts_with("p:"))
+                .cloned()
+                .collect();
+            for member in pending {
+                if let Some(until) = members.remove(&member) {
+                    members.insert(format!("a:{}", &member[2..]), until);
+                }
+            }
             members.insert(format!("w:{}", self.token), deadline);
             Ok(RwAcquireReply::Granted {
                 fencing_token: Some(token.unsigned_abs()),
             })
         })
+    }
+}
+
+/// A waiter of an acquisition that records itself when refused.
+struct Waiting<'a> {
+    waiter: &'a str,
+    /// How long its record lasts.
+    ms: u64,
+    /// Its record's deadline if written now.
+    until: Instant,
+    now: Instant,
+}
+
+impl Waiting<'_> {
+    /// The deadline of its record of the kind `prefix` names, if it has one.
+    fn recorded(&self, members: &Members, prefix: &str) -> Option<Instant> {
+        members.get(&format!("{prefix}{}", self.waiter)).copied()
+    }
+
+    /// Records that it waits, as the kind `prefix` names: written when missing or past a
+    /// quarter of its life, as in the script.
+    fn wait_as(&self, members: &mut Members, prefix: &str) {
+        let fresh = self.recorded(members, prefix).is_some_and(|recorded| {
+            u128::from(millis_until(recorded, self.now)) * 4 >= u128::from(self.ms) * 3
+        });
+        if !fresh {
+            members.insert(format!("{prefix}{}", self.waiter), self.until);
+        }
+    }
+
+    /// Takes its records of the kinds given out (its grant).
+    fn stop(&self, members: &mut Members, prefixes: &[&str]) {
+        for prefix in prefixes {
+            members.remove(&format!("{prefix}{}", self.waiter));
+        }
+    }
+}
+
+/// The latest deadline among the members of the kind `prefix` names, or among those whose
+/// deadline is before `before` when given.
+fn latest(members: &Members, prefix: &str, before: Option<Instant>) -> Option<Instant> {
+    members
+        .iter()
+        .filter(|(member, deadline)| {
+            member.starts_with(prefix) && before.is_none_or(|before| **deadline < before)
+        })
+        .map(|(_, &deadline)| deadline)
+        .max()
+}
+
+/// Refused until `until`, as far as expiries alone go.
+fn busy(until: Instant, now: Instant) -> RwAcquireReply {
+    RwAcquireReply::Busy {
+        retry_after_ms: millis_until(until, now),
     }
 }
 
@@ -144,8 +227,13 @@ impl MemoryStep for RwVerifyStep<'_> {
 impl MemoryStep for RwReleaseStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
         let RwReleaseStep(RwStep { key, token }) = *self;
+        // A waiter id instead of a token: its waiting records go, as in the script.
         with_members(memory, key, |members, _, _| {
-            Ok(holder(members, token).is_some_and(|(member, _)| members.remove(&member).is_some()))
+            let mut removed = false;
+            for kind in ["w:", "r:", "q:", "a:", "p:"] {
+                removed |= members.remove(&format!("{kind}{token}")).is_some();
+            }
+            Ok(removed)
         })
     }
 }

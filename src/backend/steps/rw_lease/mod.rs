@@ -28,9 +28,9 @@ pub(crate) struct RwAcquireStep<'a> {
     /// The server time (ms since the epoch) after which the step is a no-op that answers
     /// [`RwAcquireReply::Late`]; 0 for none.
     pub(crate) not_after_ms: u64,
-    /// Writers only: the waiter id under which a refused writer records that it waits, and
-    /// for how long (ms, 1 to 2^40). While the record lasts, no new reader is let in; a
-    /// writer's grant removes every record.
+    /// The waiter id under which a refused acquisition records that it waits, and for how
+    /// long (ms, 1 to 2^40), for the phase-fair order (see `rw_lease.lua`); its grant
+    /// removes the record.
     pub(crate) waiting: Option<(&'a str, u64)>,
 }
 
@@ -81,8 +81,8 @@ pub(crate) enum RwHeld {
     Write,
 }
 
-/// Removes the token's lease, read or write: `true` when one was removed, `false` when there
-/// was none.
+/// Removes the token's lease, read or write, or, given a waiter id, its waiting record:
+/// `true` when one was removed, `false` when there was none.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RwReleaseStep<'a>(pub(crate) RwStep<'a>);
 

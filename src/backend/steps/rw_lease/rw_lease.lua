@@ -1,22 +1,35 @@
 -- Read-write lease: helpers shared by its scripts, which are appended to this file.
 --
--- KEYS[1] is one sorted set. Each member is one holder or one waiting writer, named by its
--- kind and its owner token, and scored by its deadline (ms since the epoch, server clock)
--- in a range of its own, so that each kind is found by score alone:
+-- KEYS[1] is one sorted set. Each member is one holder or one waiter, named by its kind and
+-- its owner token (a holder) or waiter id (a waiter), and scored by its deadline (ms since
+-- the epoch, server clock) in a range of its own, so that each kind is found by score alone:
 --
---   'w:<token>'   the writer        score = -deadline            (below 0; at most one)
---   'r:<token>'   a reader          score = deadline             (0 < score < PENDING)
---   'q:<waiter>'  a waiting writer  score = PENDING + deadline   (PENDING and above)
+--   'w:<token>'   the writer          score = -deadline              (below 0; at most one)
+--   'r:<token>'   a reader            score = deadline               (0 < score < RANGE)
+--   'q:<waiter>'  a waiting writer    score = WRITER_WAITS + deadline
+--   'a:<waiter>'  an admitted reader  score = READER_ADMITTED + deadline: it waited while a
+--                                     writer held, and goes in as soon as none holds,
+--                                     before every waiting writer
+--   'p:<waiter>'  a waiting reader    score = READER_WAITS + deadline: it came while a
+--                                     writer waited, and waits for that writer's turn (the
+--                                     next writer's grant makes it admitted)
 --
--- Deadlines stay below 2^42 ms (now plus at most 2^40 ms), so every score is an exact double.
--- Every step prunes the entries whose deadline has passed before it reads, and leaves the
--- key expiring 1 ms after its latest deadline: never shorter than a live holder's (each
--- holder has its own expiry; the key lives as long as the longest). Redis deletes the set
--- with its last member.
+-- That is the phase-fair order: the readers that came while a writer held go in together
+-- before the next writer; a waiting writer goes before the readers that came after it;
+-- waiting writers go in the order of their records' deadlines. Only a waiter that waits
+-- records itself; one that tries once is let in or refused by the same rules.
+--
+-- Deadlines stay below 2^42 ms (now plus at most 2^40 ms), so every score, below 2^50, is
+-- an exact double. Every step prunes the entries whose deadline has passed before it reads,
+-- and leaves the key expiring 1 ms after its latest deadline: never shorter than a live
+-- holder's (each holder has its own expiry; the key lives as long as the longest). Redis
+-- deletes the set with its last member.
 --
 -- Every script replies with a table whose first element names the outcome;
 -- {'corrupt', 1, what} means KEYS[1] holds something else, and the script changed nothing.
-local PENDING = 281474976710656 -- 2^48
+local RANGE = 281474976710656 -- 2^48: each kind of waiter's scores are its base plus a deadline
+local WRITER_WAITS, READER_ADMITTED, READER_WAITS = RANGE, 2 * RANGE, 3 * RANGE
+local WAITERS = {WRITER_WAITS, READER_ADMITTED, READER_WAITS}
 
 local function now_ms()
     local time = redis.call('TIME')
@@ -33,6 +46,9 @@ end
 -- no key that is not there any more (the node answers 'non local key', after the writes
 -- before it): so once this is 0, nothing touches the set again but a write that adds.
 local members = 0
+-- Whether this script changed the set: only then does settle() touch its expiry, since every
+-- write, even one that changes nothing, wakes every waiter watching the key.
+local changed = false
 
 -- {'corrupt', ...} when KEYS[1] is neither absent nor a sorted set; nil otherwise.
 local function corrupt()
@@ -46,6 +62,7 @@ end
 
 -- Adds or updates `member` at `score` (ZADD's options first, if any).
 local function put(score, member, option)
+    changed = true
     if option then
         members = members + redis.call('ZADD', KEYS[1], option, score, member)
     else
@@ -56,7 +73,9 @@ end
 -- Removes the members given.
 local function remove(...)
     if members > 0 then
-        members = members - redis.call('ZREM', KEYS[1], ...)
+        local removed = redis.call('ZREM', KEYS[1], ...)
+        members = members - removed
+        changed = changed or removed > 0
     end
 end
 
@@ -66,14 +85,24 @@ end
 local function remove_range(min, max)
     if members > 0 and redis.call('ZCOUNT', KEYS[1], min, max) > 0 then
         members = members - redis.call('ZREMRANGEBYSCORE', KEYS[1], min, max)
+        changed = true
     end
+end
+
+-- The ranges of every kind of entry whose deadline is at or before `now`.
+local function expired(now)
+    local ranges = {{digits(-now), '(0'}, {0, digits(now)}}
+    for _, base in ipairs(WAITERS) do
+        table.insert(ranges, {base, digits(base + now)})
+    end
+    return ranges
 end
 
 -- Removes every entry whose deadline is at or before `now`.
 local function prune(now)
-    remove_range(digits(-now), '(0')
-    remove_range(0, digits(now))
-    remove_range(PENDING, digits(PENDING + now))
+    for _, range in ipairs(expired(now)) do
+        remove_range(range[1], range[2])
+    end
 end
 
 -- Removes every entry whose deadline is at or before `now`, with writes whatever they find:
@@ -81,9 +110,11 @@ end
 -- refusing it would cost its holder the lease), since a write lets the script's later ones
 -- past the refusal.
 local function prune_even_out_of_memory(now)
-    for _, range in ipairs({{digits(-now), '(0'}, {0, digits(now)}, {PENDING, digits(PENDING + now)}}) do
+    for _, range in ipairs(expired(now)) do
         if members > 0 then
-            members = members - redis.call('ZREMRANGEBYSCORE', KEYS[1], range[1], range[2])
+            local removed = redis.call('ZREMRANGEBYSCORE', KEYS[1], range[1], range[2])
+            members = members - removed
+            changed = changed or removed > 0
         end
     end
 end
@@ -106,32 +137,31 @@ local function edge(min, max, reverse)
     return tonumber(found[2])
 end
 
--- The latest deadline of each kind (0 for none): the writer's, the readers', the waiting
--- writers'.
-local function latest()
-    local writer = edge('-inf', '(0', false)
-    local reader = edge('(0', '(' .. digits(PENDING), true)
-    local waiting = edge(PENDING, '+inf', true)
-    return writer and -writer or 0, reader or 0, waiting and waiting - PENDING or 0
+-- The latest deadline among the entries of a kind of waiter (its base) live at `now`, or
+-- among those scored below `below` (exclusive) when given; 0 for none.
+local function latest_waiter(base, now, below)
+    local found = edge('(' .. digits(base + now), '(' .. digits(below or base + RANGE), true)
+    return found and found - base or 0
 end
 
--- The latest deadline of each kind among the entries still live at `now` (0 for none), as
--- latest() after a prune, without one: so that a step can add its entry before it prunes,
--- and the set never empties between the two.
+-- The latest deadline of each kind among the entries live at `now` (0 for none): the
+-- writer's, the readers', and each kind of waiter's (in WAITERS' order). Read before a
+-- step prunes, so that a step can add its entry first and the set never empties between
+-- the two.
 local function live_latest(now)
     local writer = edge('-inf', '(' .. digits(-now), false)
-    local reader = edge('(' .. digits(now), '(' .. digits(PENDING), true)
-    local waiting = edge('(' .. digits(PENDING + now), '+inf', true)
-    return writer and -writer or 0, reader or 0, waiting and waiting - PENDING or 0
+    local reader = edge('(' .. digits(now), '(' .. digits(RANGE), true)
+    return writer and -writer or 0, reader or 0, latest_waiter(WRITER_WAITS, now),
+        latest_waiter(READER_ADMITTED, now), latest_waiter(READER_WAITS, now)
 end
 
--- The key expires 1 ms after its latest deadline (gone with its last member).
-local function settle()
-    if members == 0 then
+-- The key expires 1 ms after its latest deadline (gone with its last member), once the
+-- script changed it.
+local function settle(now)
+    if members == 0 or not changed then
         return
     end
-    local writer, reader, waiting = latest()
-    local last = math.max(writer, reader, waiting)
+    local last = math.max(live_latest(now))
     if last > 0 then
         redis.call('PEXPIREAT', KEYS[1], digits(last + 1))
     end

@@ -1,5 +1,6 @@
--- Read-write lease acquire: a read lease while no writer holds or waits, a write lease
--- while nobody holds (see rw_lease.lua for the set).
+-- Read-write lease acquire, in the phase-fair order (see rw_lease.lua for the set): a read
+-- lease while no writer holds, unless a writer waits that came before this reader; a write
+-- lease while nobody holds, no admitted reader waits and no writer waits before it.
 --
 -- KEYS[1]  the lease set
 -- KEYS[2]  writers only: their fencing counter (see fencing_counter.lua), in the set's slot
@@ -7,9 +8,9 @@
 -- ARGV[2]  owner token of the new lease
 -- ARGV[3]  lease in milliseconds (1 ..= 2^40)
 -- ARGV[4]  the server time (ms since the epoch) after which this step changes nothing; 0: none
--- ARGV[5]  writers only: the waiter id under which a refused writer records that it waits
---          (writer preference), '' for none; a writer's grant removes every such record
--- ARGV[6]  writers only: how long that record lasts, in milliseconds (1 ..= 2^40)
+-- ARGV[5]  the waiter id under which a refused acquisition records that it waits, '' for
+--          none (an acquisition that tries once); its grant removes the record
+-- ARGV[6]  how long that record lasts, in milliseconds (1 ..= 2^40)
 --
 -- Returns {'late'}      the step arrived after ARGV[4]: a command delayed past its client's
 --                       cleanup must not take a lease; nothing changed (not even pruning)
@@ -18,9 +19,8 @@
 --         {'granted', token}  a write lease and its fencing token, a decimal string taken
 --                       from the counter; a write acquisition delivered twice answers the
 --                       counter's value, which no writer can have moved while it held
---         {'busy', ms}  ms = how long until expiries alone could let it in; for a writer
---                       with a waiter id, its waiting record is written, or renewed once
---                       a quarter of it has passed
+--         {'busy', ms}  ms = how long until expiries alone could let it in; with a waiter
+--                       id, its record is written, or renewed once a quarter of it has passed
 --         {'corrupt', 1, what}
 -- Out of memory (OOM under noeviction) the server refuses every acquisition but a
 -- duplicate's, before anything changed. A writer's counter is validated before any write.
@@ -56,43 +56,99 @@ end
 -- Out of memory, no new lease, whatever the prune below would free.
 refuse_when_out_of_memory(KEYS[1])
 
+local waiter = ARGV[5]
+local bound = tonumber(ARGV[6])
+
+-- The live score of the waiter's record of the kind whose base and prefix are given, or nil.
+local function recorded(base, prefix)
+    if waiter == '' or members == 0 then
+        return nil
+    end
+    local score = redis.call('ZSCORE', KEYS[1], prefix .. waiter)
+    if score and tonumber(score) > base + now then
+        return tonumber(score)
+    end
+    return nil
+end
+
+-- Records that the waiter waits, as the kind given, and takes its record of the kind
+-- `instead` out: written when missing or past a quarter of its life, not at every try, since
+-- each write wakes every waiter on the key, this one included, which would then try again
+-- at once, round after round.
+local function wait_as(base, prefix, instead)
+    if waiter == '' then
+        return
+    end
+    local score = recorded(base, prefix)
+    if not score or score - base - now < bound * 3 / 4 then
+        put(digits(base + now + bound), prefix .. waiter)
+    end
+    if instead and recorded(READER_WAITS, instead) then
+        remove(instead .. waiter)
+    end
+end
+
+-- Takes the waiter's records out (its grant).
+local function stop_waiting(...)
+    for _, prefix in ipairs({...}) do
+        if waiter ~= '' and members > 0 and redis.call('ZSCORE', KEYS[1], prefix .. waiter) then
+            remove(prefix .. waiter)
+        end
+    end
+end
+
+-- The readers that wait for a writer's turn are admitted: they go in when it ends.
+local function admit_waiting_readers()
+    if members == 0 then
+        return
+    end
+    local waiting = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. digits(READER_WAITS + now),
+        '(' .. digits(READER_WAITS + RANGE), 'WITHSCORES')
+    for i = 1, #waiting, 2 do
+        local deadline = tonumber(waiting[i + 1]) - READER_WAITS
+        put(digits(READER_ADMITTED + deadline), 'a:' .. string.sub(waiting[i], 3))
+        remove(waiting[i])
+    end
+end
+
 -- Decided on the live entries; the new one is added before the expired ones are pruned, so
 -- that the set never empties between the two (see `members`).
-local writer, reader, waiting = live_latest(now)
+local writer, reader, writers_waiting, admitted = live_latest(now)
 local deadline = now + tonumber(ARGV[3])
 if ARGV[1] == 'r' then
-    -- A writer holding, or one waiting, keeps new readers out.
-    if writer > 0 or waiting > 0 then
+    if writer > 0 then
+        -- Goes in as soon as this writer is gone, before every waiting writer.
+        wait_as(READER_ADMITTED, 'a:', 'p:')
         prune(now)
-        return {'busy', math.max(writer, waiting) - now}
+        settle(now)
+        return {'busy', writer - now}
+    end
+    if writers_waiting > 0 and not recorded(READER_ADMITTED, 'a:') then
+        -- A writer waits that came first: this reader waits for its turn.
+        wait_as(READER_WAITS, 'p:')
+        prune(now)
+        settle(now)
+        return {'busy', writers_waiting - now}
     end
     put(digits(deadline), 'r:' .. ARGV[2])
+    stop_waiting('a:', 'p:')
     prune(now)
-else
-    if writer > 0 or reader > 0 then
-        if ARGV[5] ~= '' then
-            -- Written when missing or past a quarter of its life, not at every try: each
-            -- write wakes every waiter on the key, the writer itself included, which would
-            -- then try again at once, round after round.
-            local bound = tonumber(ARGV[6])
-            local recorded = redis.call('ZSCORE', KEYS[1], 'q:' .. ARGV[5])
-            if not recorded or tonumber(recorded) - PENDING - now < bound * 3 / 4 then
-                put(digits(PENDING + now + bound), 'q:' .. ARGV[5])
-                prune(now)
-                settle()
-                return {'busy', math.max(writer, reader) - now}
-            end
-        end
-        prune(now)
-        return {'busy', math.max(writer, reader) - now}
-    end
-    put(digits(-deadline), 'w:' .. ARGV[2])
-    -- Every waiting record goes with a writer's grant: a writer that still waits records
-    -- itself anew when it next tries, and one that crashed keeps readers out no longer.
-    remove_range(PENDING, '+inf')
-    prune(now)
-    settle()
-    return {'granted', take_fencing_token(KEYS[2], counter, redis.call('TIME'))}
+    settle(now)
+    return {'granted'}
 end
-settle()
-return {'granted'}
+-- A writer waits for the writers whose records are older than its own (all of them when it
+-- has none), for the admitted readers, and for every holder.
+local own = recorded(WRITER_WAITS, 'q:')
+local before = latest_waiter(WRITER_WAITS, now, own)
+if writer > 0 or reader > 0 or admitted > 0 or before > 0 then
+    wait_as(WRITER_WAITS, 'q:')
+    prune(now)
+    settle(now)
+    return {'busy', math.max(writer, reader, admitted, before) - now}
+end
+put(digits(-deadline), 'w:' .. ARGV[2])
+stop_waiting('q:')
+admit_waiting_readers()
+prune(now)
+settle(now)
+return {'granted', take_fencing_token(KEYS[2], counter, redis.call('TIME'))}

@@ -25,5 +25,5 @@ end
 -- The read entry first: removed first, the writer's could be the set's last member.
 put(digits(deadline), 'r:' .. ARGV[1])
 remove(member)
-settle()
+settle(now)
 return {'downgraded'}

@@ -23,5 +23,5 @@ if kind == 'w' then
     deadline = -deadline
 end
 put(digits(deadline), member, 'XX')
-settle()
+settle(now)
 return {'renewed'}
