@@ -1118,3 +1118,186 @@ async fn a_waiting_write_lease_keeps_new_readers_out() {
         .expect("a fencing token");
     assert!(token > 0);
 }
+
+// ---------------------------------------------------------------------------------------------
+
+/// Set in the replica process of [`a_paused_writer_is_refused_at_the_resource`]: the server
+/// URL, the key prefix, and the address of the document store.
+const PAUSED_REPLICA: &str = "LEASEHOLD_TEST_PAUSED_REPLICA";
+
+/// One replica of a document service: `PUT /doc` takes the document's write lease (waiting up
+/// to 5 s, a lease of 1 s, renewed), then writes to the store with the lease's fencing token,
+/// after `pause` (the replica that stands for a writer that stalls mid-request).
+#[derive(Clone)]
+struct DocReplica {
+    coordination: Coordination,
+    store: SocketAddr,
+    name: &'static str,
+    pause: Duration,
+}
+
+impl axum::extract::FromRef<DocReplica> for Coordination {
+    fn from_ref(replica: &DocReplica) -> Self {
+        replica.coordination.clone()
+    }
+}
+
+/// The document's write lease.
+struct Doc;
+
+impl<S: Sync> LeaseSpec<S> for Doc {
+    async fn lease(_parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+        Ok(LeaseRequest::named("doc")
+            .options(ManagedOptions::new().lease(Duration::from_secs(1)))
+            .max_wait(Duration::from_secs(5)))
+    }
+}
+
+/// Writes the document with the write lease's token, and answers what the store answered.
+async fn put_doc(lease: WriteLease<Doc>, State(replica): State<DocReplica>) -> StatusCode {
+    let token = lease.fencing_token();
+    println!("holding {token}");
+    tokio::time::sleep(replica.pause).await;
+    let path = format!("/doc/{token}/{}", replica.name);
+    support::http::send(&client(), http::Method::POST, replica.store, &path, &[])
+        .await
+        .status
+}
+
+fn doc_replica(replica: DocReplica) -> Router {
+    Router::new()
+        .route("/doc", axum::routing::put(put_doc))
+        .with_state(replica)
+}
+
+/// The replica process: serves [`doc_replica`] with a 1 s pause before each write, says
+/// where, and serves until it is killed. A test of its own only so that the test binary can
+/// run it; without the variable it does nothing.
+#[tokio::test]
+async fn paused_replica_process() {
+    let Ok(setting) = std::env::var(PAUSED_REPLICA) else {
+        return;
+    };
+    let fields: Vec<&str> = setting.split(' ').collect();
+    let [url, prefix, store] = fields[..] else {
+        panic!("three fields: {setting}");
+    };
+    let addr = serve(doc_replica(DocReplica {
+        coordination: redis(url.to_owned(), prefix).await,
+        store: store.parse().expect("the store's address"),
+        name: "paused",
+        pause: Duration::from_secs(1),
+    }))
+    .await;
+    println!("listening {addr}");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+}
+
+/// The fenced write with one `WriteLease`: a replica's handler holds the document's write
+/// lease and is frozen (SIGSTOP) before it writes; its lease runs out, another replica's
+/// `PUT` gets in with a higher token and writes; the frozen one wakes and writes with its
+/// old token, and the store refuses it, keeping the newer document.
+#[tokio::test]
+async fn a_paused_writer_is_refused_at_the_resource() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    // The store: the highest token it has accepted, and who wrote with it.
+    let document = Arc::new(Mutex::new((0u64, String::new())));
+    let store = serve(
+        Router::new()
+            .route(
+                "/doc/{token}/{who}",
+                axum::routing::post(
+                    async |axum::extract::Path((token, who)): axum::extract::Path<(
+                        u64,
+                        String,
+                    )>,
+                           State(document): State<Arc<Mutex<(u64, String)>>>| {
+                        let mut document = document.lock().expect("not poisoned");
+                        if token < document.0 {
+                            return StatusCode::CONFLICT;
+                        }
+                        *document = (token, who);
+                        StatusCode::OK
+                    },
+                ),
+            )
+            .with_state(Arc::clone(&document)),
+    )
+    .await;
+
+    let server = shared(ServerKind::Redis7);
+    let prefix = unique_prefix("paused-writer");
+    let mut child = Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", "paused_replica_process", "--nocapture"])
+        .env(PAUSED_REPLICA, format!("{} {prefix} {store}", server.url()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the replica");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let stdout = child.stdout.take().expect("piped");
+    let child = Kill(child);
+    let pid = child.0.id().to_string();
+    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let mut next = async |prefix: &str| {
+        tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                let line = lines.recv().await.expect("the replica runs");
+                if let Some(rest) = line.strip_prefix(prefix) {
+                    return rest.to_owned();
+                }
+            }
+        })
+        .await
+        .expect("the replica says so within 30 s")
+    };
+    let paused: SocketAddr = next("listening ").await.parse().expect("an address");
+
+    let stale = tokio::spawn(async move {
+        support::http::send(&client(), http::Method::PUT, paused, "/doc", &[]).await
+    });
+    let old: u64 = next("holding ").await.parse().expect("a token");
+    let stop = Command::new("kill").args(["-STOP", &pid]).status();
+    assert!(stop.expect("kill").success());
+    let frozen = Instant::now();
+
+    let live = serve(doc_replica(DocReplica {
+        coordination: redis(server.url(), &prefix).await,
+        store,
+        name: "live",
+        pause: Duration::ZERO,
+    }))
+    .await;
+    let written = support::http::send(&client(), http::Method::PUT, live, "/doc", &[]).await;
+    assert_eq!(written.status, StatusCode::OK, "{written:?}");
+    println!(
+        "the live replica wrote {:?} after the freeze",
+        frozen.elapsed()
+    );
+    let newer = document.lock().expect("not poisoned").clone();
+    assert_eq!(newer.1, "live");
+    assert!(newer.0 > old, "token {} after {old}", newer.0);
+
+    let resume = Command::new("kill").args(["-CONT", &pid]).status();
+    assert!(resume.expect("kill").success());
+    let refused = tokio::time::timeout(Duration::from_secs(10), stale)
+        .await
+        .expect("the paused replica answers once resumed")
+        .expect("task");
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{refused:?}");
+    assert_eq!(*document.lock().expect("not poisoned"), newer);
+    drop(child);
+}
