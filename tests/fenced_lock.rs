@@ -1431,3 +1431,263 @@ async fn a_server_that_keeps_nothing_across_a_restart_is_told_of_once() {
         assert_eq!(warned() - before, warnings, "{args:?}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Durable fencing
+
+/// A primary and its replica, in sync, both started with `args`.
+fn primary_and_replica(kind: ServerKind, args: &[&str]) -> (Server, Server) {
+    let sync = ["--repl-diskless-sync-delay", "0"];
+    let primary = Server::start(kind, &[args, &sync[..]].concat());
+    let port = primary.port().to_string();
+    let replica = Server::start(
+        kind,
+        &[&["--replicaof", "127.0.0.1", &port][..], args, &sync[..]].concat(),
+    );
+    support::server::wait_until(Duration::from_secs(20), "the replica to sync", || {
+        let link = replica.info_field("replication", "master_link_status");
+        (link.as_deref() == Some("up"))
+            .then_some(())
+            .ok_or_else(|| format!("master_link_status {link:?}"))
+    });
+    // And acknowledging what it receives, as the primary sees it: with an AOF, once the
+    // replica has written its own (rebuilt after the sync).
+    if args.contains(&"appendonly") {
+        let acked: Vec<i64> = primary.cmd(&["WAITAOF", "1", "1", "10000"]);
+        assert_eq!(acked, [1, 1], "the replica acknowledges");
+    } else {
+        let acked: i64 = primary.cmd(&["WAIT", "1", "10000"]);
+        assert_eq!(acked, 1, "the replica acknowledges");
+    }
+    (primary, replica)
+}
+
+/// Sends SIGSTOP to a server, and SIGCONT when dropped.
+struct Stopped(String);
+
+impl Stopped {
+    fn stop(server: &Server) -> Self {
+        let pid = server.pid().expect("a running server").to_string();
+        let status = std::process::Command::new("kill")
+            .args(["-STOP", &pid])
+            .status();
+        assert!(status.expect("kill").success());
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-CONT", &self.0])
+            .status();
+    }
+}
+
+/// Durable fencing hands out a lease and its token only once the replica holds it: while
+/// the replica is stopped, every acquisition fails closed (an error that says so, within
+/// its wait, and the lease released: the lock is free); once it is back, acquisitions are
+/// granted again. The lock without the option sends no `WAIT`. What the option costs per
+/// acquisition is printed beside the same acquisitions without it.
+#[tokio::test]
+async fn durable_fencing_grants_only_what_a_replica_holds() {
+    let (primary, replica) = primary_and_replica(ServerKind::Redis7, &[]);
+    let coordination: Coordination = RedisBackend::standalone(primary.unix_url())
+        .key_prefix("")
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    let within = Duration::from_millis(200);
+    let plain = FencedLock::named(&coordination, "durable");
+    let durable = plain
+        .clone()
+        .durable(
+            leasehold::coordination::lock::Durability::replicas(1)
+                .and_then(|durability| durability.within(within))
+                .expect("valid"),
+        )
+        .await
+        .expect("the server allows WAIT");
+    let lease = Duration::from_secs(10);
+
+    // The cost, the same acquisitions with and without the option, taken in turns.
+    let waits = || support::target::command_calls(&primary, "wait");
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    let before = waits();
+    for _ in 0..100 {
+        for (lock, times) in [(&durable, &mut with), (&plain, &mut without)] {
+            let started = std::time::Instant::now();
+            let mut held = lock.acquire(lease).await.expect("acquire");
+            times.push(started.elapsed());
+            assert!(held.release().await.expect("release").was_held());
+        }
+    }
+    // One WAIT per durable acquisition, and one more with the first, whose EVALSHA met
+    // NOSCRIPT on the lock's new connection (sent again with the script); none from the
+    // plain lock.
+    let sent = waits() - before;
+    assert!((100..=101).contains(&sent), "{sent} WAITs");
+    let p50 = |times: &mut Vec<Duration>| {
+        times.sort();
+        times[times.len() / 2]
+    };
+    println!(
+        "an acquisition with one replica to confirm: p50 {:?}, without durable fencing {:?}",
+        p50(&mut with),
+        p50(&mut without)
+    );
+
+    // No replica to confirm: nothing is granted, and nothing is left held.
+    let stopped = Stopped::stop(&replica);
+    for _ in 0..5 {
+        let started = std::time::Instant::now();
+        let err = durable.try_acquire(lease).await.expect_err("not confirmed");
+        let took = started.elapsed();
+        assert_eq!(err.kind(), ErrorKind::Transient, "{err}");
+        assert!(err.to_string().contains("0 of 1 replicas"), "{err}");
+        assert!(!err.is_outcome_uncertain(), "released: {err}");
+        assert!(
+            took >= within && took < within + Duration::from_millis(500),
+            "failed after {took:?}"
+        );
+        let mut free = plain
+            .try_acquire(lease)
+            .await
+            .expect("try")
+            .into_lease()
+            .expect("the unconfirmed lease was released");
+        assert!(free.release().await.expect("release").was_held());
+    }
+    drop(stopped);
+    let mut back = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match durable.try_acquire(lease).await {
+                Ok(attempt) => return attempt.into_lease().expect("free"),
+                Err(err) => assert_eq!(err.kind(), ErrorKind::Transient, "{err}"),
+            }
+        }
+    })
+    .await
+    .expect("granted again once the replica answers");
+    assert!(back.release().await.expect("release").was_held());
+}
+
+/// With the AOF asked for (and the server's on, 7.2+), an acquisition waits for the
+/// primary's and the replica's AOF: about a second, the replica's acknowledgement.
+#[tokio::test]
+async fn durable_fencing_waits_for_the_aof_where_it_is_on() {
+    // Written to disk at every write: with the default `everysec`, an AOF confirms within a
+    // second, and an acquisition's wait must be that long.
+    let (primary, _replica) = primary_and_replica(
+        ServerKind::Redis8,
+        &["--appendonly", "yes", "--appendfsync", "always"],
+    );
+    let coordination: Coordination = RedisBackend::standalone(primary.unix_url())
+        .key_prefix("")
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    let lock = FencedLock::named(&coordination, "aof")
+        .durable(
+            leasehold::coordination::lock::Durability::replicas(1)
+                .and_then(|durability| durability.within(Duration::from_secs(2)))
+                .expect("valid")
+                .written_to_aof(),
+        )
+        .await
+        .expect("allowed");
+    let before = support::target::command_calls(&primary, "waitaof");
+    let started = std::time::Instant::now();
+    let mut held = lock
+        .acquire(Duration::from_secs(10))
+        .await
+        .expect("acquire");
+    println!("confirmed by the replica's AOF in {:?}", started.elapsed());
+    assert!(held.release().await.expect("release").was_held());
+    // One, and one more if the first EVALSHA met NOSCRIPT.
+    let sent = support::target::command_calls(&primary, "waitaof") - before;
+    assert!((1..=2).contains(&sent), "{sent} WAITAOFs");
+}
+
+/// A server that forbids `WAIT` (an ACL here, a managed service elsewhere) refuses durable
+/// fencing when it is set, once, not at each acquisition; the memory backend has no
+/// replicas; settings out of range are refused before anything is sent.
+#[tokio::test]
+async fn durable_fencing_is_refused_where_it_cannot_be_kept() {
+    use leasehold::coordination::lock::Durability;
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let forbidden: Coordination = RedisBackend::standalone(server.acl_user(&["-wait"]))
+        .key_prefix("")
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    let durability = Durability::replicas(1).expect("valid");
+    let err = FencedLock::named(&forbidden, "durable")
+        .durable(durability)
+        .await
+        .expect_err("WAIT is forbidden");
+    assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
+    assert!(err.to_string().contains("WAIT"), "{err}");
+
+    // Redis 7.0 has no WAITAOF.
+    let plain: Coordination = RedisBackend::standalone(server.unix_url())
+        .key_prefix("")
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    let err = FencedLock::named(&plain, "durable")
+        .durable(durability.written_to_aof())
+        .await
+        .expect_err("no WAITAOF");
+    assert!(err.to_string().contains("WAITAOF"), "{err}");
+
+    let err = FencedLock::named(&Coordination::memory(), "durable")
+        .durable(durability)
+        .await
+        .expect_err("no replicas");
+    assert_eq!(err.kind(), ErrorKind::Unsupported);
+    assert_eq!(
+        Durability::replicas(0).expect_err("none").kind(),
+        ErrorKind::InvalidArgument
+    );
+    for timeout in [Duration::ZERO, Duration::from_secs(11)] {
+        let err = durability.within(timeout).expect_err("out of range");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    }
+}
+
+/// On a cluster, the pair (the script, then `WAIT`) goes to the primary of the lock's slot,
+/// written together: the harness's cluster has no replicas, so every durable acquisition,
+/// in slots of every node, fails closed, and leaves its lock free.
+#[tokio::test]
+async fn durable_fencing_on_a_cluster_without_replicas_fails_closed() {
+    let coordination = Target::Cluster.coordination("durable-cluster").await;
+    for name in 0..12 {
+        let plain = FencedLock::named(&coordination, format!("durable-{name}"));
+        let durable = plain
+            .clone()
+            .durable(
+                leasehold::coordination::lock::Durability::replicas(1)
+                    .and_then(|durability| durability.within(Duration::from_millis(20)))
+                    .expect("valid"),
+            )
+            .await
+            .expect("the cluster allows WAIT");
+        let err = durable
+            .try_acquire(Duration::from_secs(10))
+            .await
+            .expect_err("no replica confirms");
+        assert!(err.to_string().contains("0 of 1 replicas"), "{err}");
+        let mut free = plain
+            .try_acquire(Duration::from_secs(10))
+            .await
+            .expect("try")
+            .into_lease()
+            .expect("released");
+        assert!(free.release().await.expect("release").was_held());
+    }
+}

@@ -87,6 +87,11 @@ impl Link {
         }
     }
 
+    /// What each connection attempt dials.
+    pub(super) fn dialer(&self) -> &Dialer {
+        &self.inner.dialer
+    }
+
     /// The connection, made now if there is none (see the module's docs).
     ///
     /// Cancel safe: the attempt goes on without the caller.

@@ -28,6 +28,7 @@ pub(crate) mod error_map;
 mod link;
 mod outage;
 mod persistence;
+mod replication;
 mod script;
 pub(crate) mod script_reply;
 mod server_clock;
@@ -42,6 +43,7 @@ pub use builder::{
 pub use capabilities::HASH_FIELD_EXPIRY;
 pub(crate) use capabilities::Reprobed;
 pub use capabilities::{Capabilities, INCREX, INCREX_REPROBE_AFTER};
+pub(crate) use replication::{Confirmation, Replication};
 pub use script::Script;
 pub(crate) use script::script;
 pub(crate) use server_clock::Deadline;

@@ -4,8 +4,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{FencedLease, LockAttempt};
+use super::{Durability, FencedLease, LockAttempt};
 use crate::Coordination;
+use crate::backend::redis::Replication;
 use crate::backend::steps::fenced_lock::{
     FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseReleaseStep, LeaseRenewStep,
     LeaseStep, LeaseVerifyStep,
@@ -13,11 +14,12 @@ use crate::backend::steps::fenced_lock::{
 use crate::backend::{Backend, ensure_same_slot};
 use crate::coordination::name;
 use crate::coordination::owner::{
-    Acquire, Acquisition, HoldingKeys, acquire_waiting, expiry_ms, lease_expiry, try_acquire,
+    Acquire, Acquisition, HoldingKeys, RELEASE_BOUND, acquire_waiting, expiry_ms, lease_expiry,
+    try_acquire,
 };
 use crate::coordination::ownership::Primitive;
 use crate::coordination::{DEFAULT_POLL_INTERVAL, ManagedOptions};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// A mutual-exclusion lock shared through the backend, held under an expiring lease, whose
 /// every acquisition also takes the next value of a persistent counter: the **fencing
@@ -157,6 +159,82 @@ impl FencedLock {
         }
     }
 
+    /// Durable fencing: this lock (and its clones) hands out a lease and its token only once
+    /// `durability`'s replicas hold the acquisition; when they do not confirm in time, the
+    /// lease is released and the acquisition fails with
+    /// [`ErrorKind::Transient`](crate::ErrorKind::Transient), saying how many did. The lock's
+    /// steps then go on a connection of its own (a `WAIT` holds its connection until the
+    /// replicas answer, and must follow the script on the script's connection); without
+    /// this option nothing more is sent.
+    ///
+    /// Sends `WAIT 0 0` (or `WAITAOF 1 0 0`) now: fails here, once, with the server's
+    /// refusal (a managed service or an ACL that forbids it,
+    /// [`ErrorKind::Permission`](crate::ErrorKind::Permission) or
+    /// [`ErrorKind::Server`](crate::ErrorKind::Server); `WAITAOF` before 7.2 or with the
+    /// AOF off), rather than at every acquisition, and with
+    /// [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported) on the memory backend,
+    /// which has no replicas.
+    ///
+    /// # What remains
+    ///
+    /// A confirmed token survives a failover that promotes one of the replicas that
+    /// confirmed: with as many replicas asked as there are, any promoted replica holds it.
+    /// The window that remains: a replica that did not confirm may still be promoted
+    /// (Sentinel prefers the most up to date, but does not know of `WAIT`), and a renewal
+    /// or a release is not confirmed (a failover may bring back an earlier expiry, or a
+    /// released lease, which then runs out). The tokens themselves never go back whatever
+    /// the failover (see [tokens never go back](Self#tokens-never-go-back)).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future drops the connection being made; nothing is
+    /// written.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use leasehold::Coordination;
+    /// use leasehold::backend::redis::RedisBackend;
+    /// use leasehold::coordination::lock::{Durability, FencedLock};
+    ///
+    /// # async fn example() -> leasehold::Result<()> {
+    /// let coordination: Coordination = RedisBackend::sentinel(["redis://127.0.0.1:26379"], "main")
+    ///     .key_prefix("myapp:")
+    ///     .connect()
+    ///     .await?
+    ///     .into();
+    /// let lock = FencedLock::named(&coordination, "ledger")
+    ///     .durable(Durability::replicas(1)?)
+    ///     .await?;
+    /// let lease = lock.acquire(Duration::from_secs(10)).await?; // on a replica too
+    /// # drop(lease);
+    /// # Ok(()) }
+    /// ```
+    pub async fn durable(self, durability: Durability) -> Result<FencedLock> {
+        let Some(redis) = self.backend().as_redis() else {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "durable fencing waits for replicas, and the memory backend has none",
+            ));
+        };
+        let own = redis.with_own_connection(durability.timeout());
+        let replication = own
+            .replication(
+                durability.replica_count(),
+                durability.timeout(),
+                durability.is_written_to_aof(),
+            )
+            .await?;
+        let keys = &self.keys;
+        Ok(FencedLock {
+            keys: Arc::new(
+                LockKeys::new(own.into(), keys.lease.clone(), keys.counter.clone())
+                    .replicated(replication),
+            ),
+        })
+    }
+
     pub(super) fn backend(&self) -> &Backend {
         self.keys.backend()
     }
@@ -266,6 +344,8 @@ pub(super) struct LockKeys {
     backend: Backend,
     lease: Vec<u8>,
     counter: Vec<u8>,
+    /// What confirms an acquisition, with durable fencing.
+    replication: Option<Replication>,
 }
 
 impl LockKeys {
@@ -274,7 +354,14 @@ impl LockKeys {
             backend,
             lease,
             counter,
+            replication: None,
         }
+    }
+
+    /// Every acquisition confirmed by `replication` (durable fencing).
+    fn replicated(mut self, replication: Replication) -> Self {
+        self.replication = Some(replication);
+        self
     }
 
     pub(super) fn lease_key(&self) -> &[u8] {
@@ -350,13 +437,50 @@ impl Acquire for LockKeys {
                 token,
                 lease_ms: *lease_ms,
                 not_after_ms,
+                replication: self.replication.as_ref(),
             })
             .await?;
         Ok(match reply {
             FencedAcquireReply::Acquired { fencing_token } => Acquisition::Granted(fencing_token),
             FencedAcquireReply::Held { retry_after_ms } => Acquisition::Busy { retry_after_ms },
             FencedAcquireReply::Late => Acquisition::Late,
+            FencedAcquireReply::Unconfirmed { short, .. } => {
+                return Err(self.unconfirmed(token, &short).await);
+            }
         })
+    }
+}
+
+impl LockKeys {
+    /// Fails closed an acquisition its replicas did not confirm: its lease released, within
+    /// the bound of one release, and an error that says so. A release that fails leaves the
+    /// error uncertain, so that the acquisition's own clean-up releases it in the background
+    /// (or a resend, within the backend's retry bound, finds the lease its own and asks the
+    /// replicas again).
+    async fn unconfirmed(&self, token: &str, short: &str) -> Error {
+        let what = self
+            .replication
+            .as_ref()
+            .map_or_else(String::new, Replication::describe);
+        let message = format!("the replicas did not confirm the acquisition ({what}: {short})");
+        let released = tokio::time::timeout(RELEASE_BOUND, self.release(token)).await;
+        tracing::warn!(keys = %self, %message, released = released.as_ref().is_ok_and(Result::is_ok), "a durable acquisition was not confirmed; its lease is released");
+        match released {
+            Ok(Ok(_)) => Error::new(
+                ErrorKind::Transient,
+                format!("{message}; its lease was released"),
+            ),
+            Ok(Err(err)) => Error::new(
+                ErrorKind::Transient,
+                format!("{message}; releasing its lease failed: {err}"),
+            )
+            .uncertain(true),
+            Err(_) => Error::new(
+                ErrorKind::Transient,
+                format!("{message}; releasing its lease took more than {RELEASE_BOUND:?}"),
+            )
+            .uncertain(true),
+        }
     }
 }
 

@@ -61,6 +61,7 @@
 //! Tokens never go back, even when the counter is lost with the server's memory: see
 //! [`FencedLock`](FencedLock#tokens-never-go-back).
 
+mod durability;
 mod fenced_lease;
 mod fenced_lock;
 
@@ -69,6 +70,7 @@ use crate::coordination::Attempt;
 /// What a release found: the answer every held primitive shares, re-exported here where the
 /// lock's lease first used it.
 pub use crate::coordination::Release;
+pub use durability::{DEFAULT_DURABILITY_TIMEOUT, Durability, MAX_DURABILITY_TIMEOUT};
 pub use fenced_lease::{FencedLease, ManagedLease};
 pub use fenced_lock::FencedLock;
 

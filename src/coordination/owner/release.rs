@@ -18,7 +18,7 @@ use crate::error::{Error, ErrorKind, Result};
 /// The bound of one release attempt: a failed renewal or release waits this long at most for
 /// its cleanup, each background attempt is cut off after it, and so is a release the keeper
 /// sends.
-pub(super) const RELEASE_BOUND: Duration = Duration::from_secs(1);
+pub(crate) const RELEASE_BOUND: Duration = Duration::from_secs(1);
 /// How long background retries go on before the release is given up.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
 /// The first pause between background release attempts (then doubled, jittered).

@@ -163,6 +163,7 @@ mod tests {
             token,
             lease_ms: 1_000,
             not_after_ms: 0,
+            replication: None,
         })
     }
 

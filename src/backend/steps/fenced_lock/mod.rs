@@ -12,6 +12,7 @@ mod redis;
 
 use super::Step;
 pub(crate) use super::lease_release::LeaseReleaseReply;
+use crate::backend::redis::Replication;
 
 /// One immediate acquisition: a lease for `token` and the next fencing token, or nothing.
 #[derive(Debug, Clone, Copy)]
@@ -27,10 +28,13 @@ pub(crate) struct FencedAcquireStep<'a> {
     /// The server time (ms since the epoch) after which the step is a no-op that answers
     /// [`FencedAcquireReply::Late`]; 0 for none.
     pub(crate) not_after_ms: u64,
+    /// Redis only: what must confirm a grant before it is one (durable fencing), sent after
+    /// the script on the same connection; `None` sends nothing more.
+    pub(crate) replication: Option<&'a Replication>,
 }
 
 /// The acquisition's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum FencedAcquireReply {
     /// The lease is held under the step's token; `fencing_token` is the counter's new value,
     /// from 1 to `i64::MAX`.
@@ -40,6 +44,9 @@ pub(crate) enum FencedAcquireReply {
     Held { retry_after_ms: Option<u64> },
     /// The step reached the server after its deadline; nothing changed.
     Late,
+    /// The lease was taken under the step's token with `fencing_token`, but the replicas
+    /// did not confirm it as the step's replication asks: `short` says what they did.
+    Unconfirmed { fencing_token: u64, short: String },
 }
 
 /// A step on an existing lease: its key and its owner token.

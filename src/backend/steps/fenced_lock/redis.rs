@@ -3,7 +3,7 @@
 
 use std::sync::LazyLock;
 
-use crate::backend::redis::{RedisBackend, Script, script};
+use crate::backend::redis::{Confirmation, RedisBackend, Script, script};
 use crate::backend::steps::fenced_lock::{
     FencedAcquireReply, FencedAcquireStep, LeaseReleaseReply, LeaseReleaseStep, LeaseRenewStep,
     LeaseStep, LeaseVerifyStep,
@@ -42,15 +42,30 @@ impl RedisStep for FencedAcquireStep<'_> {
     async fn on_redis(&self, redis: &RedisBackend) -> Result<FencedAcquireReply> {
         let keys = [self.lease_key, self.counter_key];
         let args = (self.token, self.lease_ms, self.not_after_ms);
-        let outcome = redis.script_outcome(&ACQUIRE, &keys, args).await?;
+        let (outcome, confirmation) = match self.replication {
+            None => (
+                redis.script_outcome(&ACQUIRE, &keys, args).await?,
+                Confirmation::Confirmed,
+            ),
+            Some(replication) => {
+                redis
+                    .script_outcome_replicated(&ACQUIRE, &keys, args, replication)
+                    .await?
+            }
+        };
         match (outcome.status(), outcome.len()) {
             (b"late", 0) => Ok(FencedAcquireReply::Late),
-            (b"acquired", 1) => Ok(FencedAcquireReply::Acquired {
-                fencing_token: fencing_counter::token_from_digits(
-                    outcome.bytes(0)?,
-                    ACQUIRE.name(),
-                )?,
-            }),
+            (b"acquired", 1) => {
+                let fencing_token =
+                    fencing_counter::token_from_digits(outcome.bytes(0)?, ACQUIRE.name())?;
+                Ok(match confirmation {
+                    Confirmation::Confirmed => FencedAcquireReply::Acquired { fencing_token },
+                    Confirmation::Short(short) => FencedAcquireReply::Unconfirmed {
+                        fencing_token,
+                        short,
+                    },
+                })
+            }
             (b"held", 1) => Ok(FencedAcquireReply::Held {
                 // -1: a lease without expiry, which only something else can have set.
                 retry_after_ms: outcome.optional(0)?,
