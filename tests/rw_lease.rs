@@ -271,14 +271,21 @@ async fn readers_that_came_while_a_writer_held_go_before_the_next_writer(target:
 scenario!(waiting_writers_go_in_the_order_they_began);
 
 /// Two writers wait behind a holder, one after the other: the first to wait is the first in,
-/// and an immediate `try_write` never jumps the line.
+/// whatever their bounds and however often they renewed their records, and an immediate
+/// `try_write` never jumps the line.
 async fn waiting_writers_go_in_the_order_they_began(target: Target) {
     let coordination = target.coordination("rw-writers-line").await;
     let lock = ReadWriteLock::named(&coordination, "line");
     let mut holder = read(&lock, MINUTE).await;
     let order = Arc::new(Mutex::new(Vec::new()));
+    // The earlier with a long bound, the later with a short one that it renews while it
+    // waits: neither the bounds nor the renewals change the order.
     let waiting = |name: &'static str| {
-        let lock = lock.clone();
+        let bound = match name {
+            "earlier" => Duration::from_secs(3_600),
+            _ => Duration::from_millis(200),
+        };
+        let lock = lock.clone().waiting_bound(bound).expect("valid");
         let order = Arc::clone(&order);
         tokio::spawn(async move {
             let mut lease = lock.write(MINUTE).await.expect("write");
@@ -293,6 +300,8 @@ async fn waiting_writers_go_in_the_order_they_began(target: Target) {
     let later = waiting("later");
     waiters(target, &coordination, &lock, "q:", 2).await;
     assert!(!writable(&lock).await, "a try does not jump the line");
+    // Past a quarter of the later one's bound: it has written its record anew.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(holder.release().await.expect("release").was_held());
     tokio::time::timeout(Duration::from_secs(5), async {
         earlier.await.expect("task");

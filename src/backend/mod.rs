@@ -142,6 +142,15 @@ impl Backend {
         }
     }
 
+    /// The backend's clock now, in ms since the epoch (see
+    /// [`RedisBackend::server_now_ms`](redis::RedisBackend)).
+    pub(crate) async fn server_now_ms(&self) -> Result<u64> {
+        match &self.0 {
+            Kind::Redis(redis) => redis.server_now_ms().await,
+            Kind::Memory(memory) => Ok(u64::try_from(memory.now().as_millis()).unwrap_or(u64::MAX)),
+        }
+    }
+
     /// Completes once `deadline` has certainly passed on the server's clock (see
     /// [`RedisBackend::until_passed`](redis::RedisBackend)): what the release of an
     /// acquisition whose outcome is uncertain waits for.

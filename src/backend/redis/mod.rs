@@ -277,6 +277,18 @@ impl RedisBackend {
         Ok(clock.deadline(self.deadline_bound()))
     }
 
+    /// The server's clock now as this handle reads it (ms since the epoch; its latest
+    /// possible reading, within the round trip of its last `TIME`): to order what several
+    /// processes record, to about a millisecond.
+    pub(crate) async fn server_now_ms(&self) -> Result<u64> {
+        Ok(self
+            .connected()
+            .await?
+            .clock
+            .deadline(Duration::ZERO)
+            .server_ms)
+    }
+
     /// Reads the server's clock again in the background (one reading at a time): when an
     /// acquisition arrived after its deadline, which a clock that moved (another node after a
     /// failover) could cause.

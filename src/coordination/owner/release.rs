@@ -54,16 +54,30 @@ pub(crate) fn release_in_background<T: HoldingKeys>(
 }
 
 /// Takes out what `id` left behind that holds nobody (a waiter's record, when its wait ends
-/// without a holding), in a task of the current tokio runtime: one attempt, cut off after
-/// [`RELEASE_BOUND`]. What it misses expires on its own; without a runtime, nothing is sent.
+/// without a holding), in a task of the current tokio runtime: at once, and again once an
+/// attempt still on its way can no longer land (its deadline has passed on the server's
+/// clock), since one that lands in between writes the record again. Each attempt is cut off
+/// after [`RELEASE_BOUND`]; what they miss expires on its own. Without a runtime, nothing is
+/// sent.
 pub(crate) fn forget_in_background<T: HoldingKeys>(keys: Arc<T>, id: String) {
-    if let Ok(runtime) = Handle::try_current() {
-        runtime.spawn(async move {
+    let Ok(runtime) = Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        let backend = keys.backend();
+        // Later than the deadline of every attempt sent before now.
+        let deadline = backend.acquire_deadline().await;
+        let forget = async || {
             if let Err(err) = release_bounded(&keys, &id).await {
                 tracing::debug!(keys = %keys, error = %err, "a waiter's record was left to expire");
             }
-        });
-    }
+        };
+        forget().await;
+        if let Ok(Some(deadline)) = deadline {
+            backend.until_passed(deadline).await;
+            forget().await;
+        }
+    });
 }
 
 /// What a release waits for before it is sent: the moment from which the command whose

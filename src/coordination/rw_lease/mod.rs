@@ -19,7 +19,9 @@
 //!   holder.
 //! - No reentrancy: every acquisition is a holder of its own, with its own token, even in
 //!   one task. A task that holds a read lease and waits for the write lease waits for
-//!   itself until its read lease runs out.
+//!   itself until its read lease runs out; one that holds a read lease and waits for
+//!   another read lease waits behind any writer waiting meanwhile, which waits for the
+//!   first read lease: until it runs out too.
 //! - No upgrade from read to write: two readers upgrading at once would each wait for the
 //!   other. A write lease can be [downgraded](RwLease::downgrade) to a read lease in one
 //!   step, with no gap in which another writer could come in.
@@ -49,16 +51,15 @@
 //! A waiter's record lasts [`waiting_bound`](ReadWriteLock::waiting_bound) from when it was
 //! written (5 s unless set), renewed while it waits. A wait that ends without a lease takes
 //! its record out in the background; a waiter that crashes holds the others back for that
-//! bound at most. The order is the records', on the backend's clock: a writer that has
-//! waited a quarter of the bound renews its record, and goes after the writers that began
-//! waiting since its record was last written.
+//! bound at most. Writers go in the order they began waiting on the backend's clock, as
+//! each read it (to about a millisecond across processes), however long they wait.
 //!
 //! # Why not a weighted semaphore
 //!
 //! tokio's `RwLock` is a semaphore whose writer takes every permit. Here that would need a
 //! weight on every permit and a sum over all holders in every step, and it could not say
 //! "no new reader while a writer waits" at all. One sorted set with the writer, the readers
-//! and the waiting writers each in a score range of its own answers every question of an
+//! and each kind of waiter in a score range of its own answers every question of an
 //! acquisition with a range lookup, whatever the number of readers.
 //!
 //! # Failures

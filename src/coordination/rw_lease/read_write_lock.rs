@@ -36,8 +36,8 @@ use crate::error::{Error, Result};
 ///
 /// One sorted set, `rwlease:{<name length>:<name>}` under the backend's prefix: one member per
 /// holder named by its owner token, and one per waiter that waits named by its waiter id,
-/// each scored by its deadline on the backend's clock. The key expires 1 ms after its latest deadline and is gone with its last
-/// holder. Beside it, in its slot, the writers' fencing counter
+/// each scored by its deadline on the backend's clock. The key expires 1 ms after its
+/// latest deadline and is gone with its last member. Beside it, in its slot, the writers' fencing counter
 /// `rwlease:{<name length>:<name>}:fence`, created by the first write lease, which never
 /// expires. Acquisition, renewal, release and downgrade fail with
 /// [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState), changing nothing, when the
@@ -207,8 +207,11 @@ impl ReadWriteLock {
     async fn wait(&self, access: Access, lease: Duration, poll: Duration) -> Result<RwLease> {
         expiry_ms("a lease", lease)?;
         // One waiter id for the whole wait: each try renews the same record, and a wait that
-        // ends without a lease takes it out.
-        let waiter = Forget::new(&self.keys, new_token()?);
+        // ends without a lease takes it out. It starts with when the wait began on the
+        // backend's clock, in digits of one width, so that waiting writers go in the order
+        // of their ids, however often their records are written anew.
+        let began = self.keys.backend().server_now_ms().await?;
+        let waiter = Forget::new(&self.keys, format!("{began:015}.{}", new_token()?));
         let bound = self.waiting_bound;
         let keys = [self.key()];
         let lease = acquire_waiting(self.keys.backend(), &keys, poll, || async {

@@ -68,7 +68,7 @@ impl MemoryStep for RwAcquireStep<'_> {
                     .as_ref()
                     .and_then(|waiting| waiting.recorded(members, prefix))
             };
-            let writer = latest(members, "w:", None);
+            let writer = latest(members, "w:");
             if !self.write {
                 if let Some(until) = writer {
                     // Goes in as soon as this writer is gone, before every waiting writer.
@@ -78,7 +78,7 @@ impl MemoryStep for RwAcquireStep<'_> {
                     }
                     return Ok(busy(until, now));
                 }
-                if let Some(until) = latest(members, "q:", None)
+                if let Some(until) = latest(members, "q:")
                     && recorded(members, "a:").is_none()
                 {
                     // A writer waits that came first: this reader waits for its turn.
@@ -95,15 +95,20 @@ impl MemoryStep for RwAcquireStep<'_> {
                     fencing_token: None,
                 });
             }
-            // A writer waits for the writers whose records are older than its own (all of
-            // them when it has none), for the admitted readers, and for every holder.
-            let own = recorded(members, "q:");
-            let blocking = [
-                writer,
-                latest(members, "r:", None),
-                latest(members, "a:", None),
-                latest(members, "q:", own),
-            ];
+            // A writer waits for the writers ahead of it (whose waiter ids sort before its
+            // own, as in the script; all of them when it has none), for the admitted readers,
+            // and for every holder.
+            let own = waiting
+                .as_ref()
+                .map(|waiting| format!("q:{}", waiting.waiter));
+            let ahead = members
+                .iter()
+                .filter(|(member, _)| {
+                    member.starts_with("q:") && own.as_ref().is_none_or(|own| *member < own)
+                })
+                .map(|(_, &deadline)| deadline)
+                .max();
+            let blocking = [writer, latest(members, "r:"), latest(members, "a:"), ahead];
             if let Some(until) = blocking.into_iter().flatten().max() {
                 if let Some(waiting) = &waiting {
                     waiting.wait_as(members, "q:");
@@ -173,14 +178,11 @@ impl Waiting<'_> {
     }
 }
 
-/// The latest deadline among the members of the kind `prefix` names, or among those whose
-/// deadline is before `before` when given.
-fn latest(members: &Members, prefix: &str, before: Option<Instant>) -> Option<Instant> {
+/// The latest deadline among the members of the kind `prefix` names.
+fn latest(members: &Members, prefix: &str) -> Option<Instant> {
     members
         .iter()
-        .filter(|(member, deadline)| {
-            member.starts_with(prefix) && before.is_none_or(|before| **deadline < before)
-        })
+        .filter(|(member, _)| member.starts_with(prefix))
         .map(|(_, &deadline)| deadline)
         .max()
 }

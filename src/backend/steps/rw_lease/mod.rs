@@ -1,5 +1,5 @@
 //! The read-write lease steps, shared by both backends: one sorted set per lease, holding the
-//! writer, the readers and the waiting writers, each under its own token with its own
+//! writer, the readers and the waiters, each under its own token or waiter id with its own
 //! deadline on the backend's clock (see `rw_lease.lua` for the layout).
 //!
 //! Every step on a held lease touches that holder's entry alone, and finds it by token
@@ -40,8 +40,9 @@ pub(crate) enum RwAcquireReply {
     /// The lease is held under the step's token; a write lease with its fencing token, from
     /// 1 to `i64::MAX`.
     Granted { fencing_token: Option<u64> },
-    /// Others hold it, or a writer waits (for a reader); nothing changed but a refused
-    /// writer's waiting record. `retry_after_ms`: how long until expiries alone let it in.
+    /// Others hold it, or wait ahead of it; nothing changed but the refused acquisition's
+    /// waiting record and what had expired. `retry_after_ms`: how long until expiries alone
+    /// let it in.
     Busy { retry_after_ms: u64 },
     /// The step reached the server after its deadline; nothing changed.
     Late,

@@ -16,8 +16,10 @@
 --
 -- That is the phase-fair order: the readers that came while a writer held go in together
 -- before the next writer; a waiting writer goes before the readers that came after it;
--- waiting writers go in the order of their records' deadlines. Only a waiter that waits
--- records itself; one that tries once is let in or refused by the same rules.
+-- waiting writers go in the order of their waiter ids, which start with when each began
+-- waiting (ms since the epoch on the server's clock, as the waiter read it, in digits of one
+-- width). Only a waiter that waits records itself; one that tries once is let in or refused
+-- by the same rules, behind every waiter.
 --
 -- Deadlines stay below 2^42 ms (now plus at most 2^40 ms), so every score, below 2^50, is
 -- an exact double. Every step prunes the entries whose deadline has passed before it reads,
@@ -137,10 +139,10 @@ local function edge(min, max, reverse)
     return tonumber(found[2])
 end
 
--- The latest deadline among the entries of a kind of waiter (its base) live at `now`, or
--- among those scored below `below` (exclusive) when given; 0 for none.
-local function latest_waiter(base, now, below)
-    local found = edge('(' .. digits(base + now), '(' .. digits(below or base + RANGE), true)
+-- The latest deadline among the entries of a kind of waiter (its base) live at `now`; 0 for
+-- none.
+local function latest_waiter(base, now)
+    local found = edge('(' .. digits(base + now), '(' .. digits(base + RANGE), true)
     return found and found - base or 0
 end
 

@@ -1,6 +1,6 @@
 -- Read-write lease acquire, in the phase-fair order (see rw_lease.lua for the set): a read
--- lease while no writer holds, unless a writer waits that came before this reader; a write
--- lease while nobody holds, no admitted reader waits and no writer waits before it.
+-- lease while no writer holds, unless a writer waits and this reader is not admitted; a
+-- write lease while nobody holds, no admitted reader waits and no writer waits ahead of it.
 --
 -- KEYS[1]  the lease set
 -- KEYS[2]  writers only: their fencing counter (see fencing_counter.lua), in the set's slot
@@ -136,10 +136,28 @@ if ARGV[1] == 'r' then
     settle(now)
     return {'granted'}
 end
--- A writer waits for the writers whose records are older than its own (all of them when it
--- has none), for the admitted readers, and for every holder.
-local own = recorded(WRITER_WAITS, 'q:')
-local before = latest_waiter(WRITER_WAITS, now, own)
+-- The latest deadline among the waiting writers ahead of this one (0 for none): those whose
+-- waiter ids sort before its own (an id starts with when its wait began, in digits of one
+-- width), or all of them when it has no id.
+local function writers_ahead()
+    if writers_waiting == 0 then
+        return 0
+    end
+    local waiting = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. digits(WRITER_WAITS + now),
+        '(' .. digits(WRITER_WAITS + RANGE), 'WITHSCORES')
+    local own = 'q:' .. waiter
+    local latest = 0
+    for i = 1, #waiting, 2 do
+        if waiter == '' or waiting[i] < own then
+            latest = math.max(latest, tonumber(waiting[i + 1]) - WRITER_WAITS)
+        end
+    end
+    return latest
+end
+
+-- A writer waits for the writers ahead of it, for the admitted readers, and for every
+-- holder.
+local before = writers_ahead()
 if writer > 0 or reader > 0 or admitted > 0 or before > 0 then
     wait_as(WRITER_WAITS, 'q:')
     prune(now)

@@ -1,6 +1,6 @@
 -- Read-write lease downgrade: turns the owner token's write lease into a read lease with the
 -- same deadline, in one step, so that no other writer can come in between. Readers may join
--- from then on (unless a writer waits).
+-- from then on: admitted readers at once, new ones unless a writer waits.
 --
 -- KEYS[1]  the lease set
 -- ARGV[1]  the lease's owner token
