@@ -38,7 +38,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// |---|---|---|---|
 /// | [`Io`](ErrorKind::Io) | unavailable | when the connection broke after the request was written | refused, reset or dropped connections; the cluster client finding no connection for a slot |
 /// | [`Timeout`](ErrorKind::Timeout) | unavailable | yes, but for an acquisition that reached the server after its deadline, or a connection not made in time (nothing was sent) | no reply within the response timeout; an acquisition that arrived too late to take effect; no connection within its bound |
-/// | [`Transient`](ErrorKind::Transient) | unavailable | no | `READONLY`, `MASTERDOWN`, `CLUSTERDOWN`, `TRYAGAIN`, `LOADING`, `BUSY`, `NOREPLICAS`, an unfollowed `MOVED`/`ASK`; Sentinel naming no primary |
+/// | [`Transient`](ErrorKind::Transient) | unavailable | no | `READONLY`, `MASTERDOWN`, `CLUSTERDOWN`, `TRYAGAIN`, `LOADING`, `BUSY`, `NOREPLICAS`, an unfollowed `MOVED`/`ASK`; Sentinel naming no primary; a durable acquisition too few replicas confirmed (released; uncertain if the release failed) |
 /// | [`Authentication`](ErrorKind::Authentication) | refused | no | `WRONGPASS`, `NOAUTH`, a failed `AUTH` on (re)connect |
 /// | [`Permission`](ErrorKind::Permission) | refused | no, unless a script met it part way | `NOPERM` (an ACL denies the command or a key) |
 /// | [`Script`](ErrorKind::Script) | refused | yes: a script that fails keeps the writes it made before | a Lua error (`ERR … user_script …`, `ERR Error running script`) |
@@ -99,6 +99,10 @@ pub enum ErrorKind {
     /// loading (`LOADING`), a long script running (`BUSY`), too few replicas (`NOREPLICAS`).
     /// Nothing was applied. *Unavailable*: the Redis backend retries these by itself within
     /// its [retry bound](crate::backend::redis::RedisBackendBuilder::transient_retry).
+    ///
+    /// Also a [durable](crate::coordination::lock::FencedLock::durable) acquisition that too
+    /// few replicas confirmed in time: not retried, and its lease released (the lock's
+    /// counter has moved; uncertain when the release failed).
     Transient,
     /// The server refused the credentials (`WRONGPASS`, `NOAUTH`, a failed `AUTH` when
     /// reconnecting). *Refused*.

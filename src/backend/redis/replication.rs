@@ -56,19 +56,19 @@ impl Replication {
             _ => None,
         };
         let (local, replicas) = match (self.aof, reply) {
+            (_, Value::ServerError(err)) => {
+                return Confirmation::Short(format!("the server refused it: {err:?}"));
+            }
             (false, reply) => (Some(1), count(reply)),
             (true, Value::Array(counts)) if counts.len() == 2 => {
                 (count(&counts[0]), count(&counts[1]))
-            }
-            (_, Value::ServerError(err)) => {
-                return Confirmation::Short(format!("the server refused it: {err:?}"));
             }
             (_, other) => return Confirmation::Short(format!("an unexpected reply: {other:?}")),
         };
         match (local, replicas) {
             (Some(1..), Some(n)) if n >= u64::from(self.replicas) => Confirmation::Confirmed,
             (Some(0), _) => Confirmation::Short("the primary's own AOF did not confirm".into()),
-            (_, Some(n)) => Confirmation::Short(format!("{n} of {} replicas", self.replicas)),
+            (_, Some(n)) => Confirmation::Short(format!("{n} of {}", self.replicas())),
             _ => Confirmation::Short(format!("an unexpected reply: {reply:?}")),
         }
     }
@@ -76,10 +76,15 @@ impl Replication {
     /// The command and its settings, for messages.
     pub(crate) fn describe(&self) -> String {
         let command = if self.aof { "WAITAOF" } else { "WAIT" };
-        format!(
-            "{command} for {} replicas within {:?}",
-            self.replicas, self.within
-        )
+        format!("{command} for {} within {:?}", self.replicas(), self.within)
+    }
+
+    /// "1 replica", "2 replicas".
+    fn replicas(&self) -> String {
+        match self.replicas {
+            1 => "1 replica".to_owned(),
+            n => format!("{n} replicas"),
+        }
     }
 }
 
@@ -183,7 +188,11 @@ impl RedisBackend {
             pipe
         };
         let mut sent_source = false;
+        let mut retry = super::Retry::new();
         loop {
+            // The connection the pair goes on, if there is one now: replaced when its reply
+            // says it must be (a demoted primary), as `send` does.
+            let connected = self.shared.link.get_now();
             let pipe = if sent_source {
                 pair("EVAL", source)
             } else {
@@ -205,11 +214,22 @@ impl RedisBackend {
                     )
                     .uncertain(true)
                 })?;
+            // The script's own error reply comes inside the pipeline's answer (its errors
+            // ignored, so that WAIT's reply is read too): what `send` would do with it as a
+            // command's, done here.
             let script_reply = match script_reply {
                 Value::ServerError(err) => {
                     let err = redis::RedisError::from(err);
                     if error_map::is_noscript(&err) && !sent_source {
                         sent_source = true;
+                        continue;
+                    }
+                    if let Some(connected) = &connected {
+                        self.shared.link.forget_if_broken(connected, &err);
+                    }
+                    if error_map::may_pass_without_effect(&err)
+                        && Box::pin(retry.again(self, &err)).await
+                    {
                         continue;
                     }
                     return Err(error_map::from_redis(err));

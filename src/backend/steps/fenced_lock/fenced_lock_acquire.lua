@@ -36,6 +36,14 @@ if owner == ARGV[1] then
     if not token or token == '0' then
         return {'corrupt', 2, 'the counter of a held lease is gone'}
     end
+    -- A write that changes nothing (the expiry it has, within a millisecond, never earlier),
+    -- so that a WAIT sent after this delivery, on whatever connection, waits for the lease
+    -- to reach the replicas: the first delivery's writes were another connection's, or
+    -- unconfirmed. Not refused out of memory, as EXPIRE never is.
+    local left = redis.call('PTTL', KEYS[1])
+    if left > 0 then
+        redis.call('PEXPIRE', KEYS[1], left + 1)
+    end
     return {'acquired', token}
 end
 if owner then
