@@ -22,6 +22,7 @@ pub(crate) mod name;
 mod owner;
 pub mod ownership;
 pub mod rate_limit;
+pub mod redlock;
 mod release;
 pub mod rw_lease;
 pub mod semaphore;

@@ -340,7 +340,7 @@ impl fmt::Debug for FencedLock {
 
 /// The user keys of a lock (the backend applies its prefix) on their backend. Acquisition
 /// runs over both keys; every step on a held lease touches the lease key alone.
-pub(super) struct LockKeys {
+pub(crate) struct LockKeys {
     backend: Backend,
     lease: Vec<u8>,
     counter: Vec<u8>,
@@ -349,7 +349,7 @@ pub(super) struct LockKeys {
 }
 
 impl LockKeys {
-    pub(super) fn new(backend: Backend, lease: Vec<u8>, counter: Vec<u8>) -> Self {
+    pub(crate) fn new(backend: Backend, lease: Vec<u8>, counter: Vec<u8>) -> Self {
         LockKeys {
             backend,
             lease,
@@ -364,11 +364,11 @@ impl LockKeys {
         self
     }
 
-    pub(super) fn lease_key(&self) -> &[u8] {
+    pub(crate) fn lease_key(&self) -> &[u8] {
         &self.lease
     }
 
-    pub(super) fn counter_key(&self) -> &[u8] {
+    pub(crate) fn counter_key(&self) -> &[u8] {
         &self.counter
     }
 

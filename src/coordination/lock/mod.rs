@@ -73,6 +73,7 @@ pub use crate::coordination::Release;
 pub use durability::{DEFAULT_DURABILITY_TIMEOUT, Durability, MAX_DURABILITY_TIMEOUT};
 pub use fenced_lease::{FencedLease, ManagedLease};
 pub use fenced_lock::FencedLock;
+pub(crate) use fenced_lock::LockKeys;
 
 /// The outcome of [`FencedLock::try_acquire`](FencedLock::try_acquire): a lease, or
 /// [`Attempt::Busy`] with the holder's time left (see [`Attempt`], shared with the

@@ -27,25 +27,29 @@ pub enum Primitive {
     ReadWriteLease,
     /// A [`FieldLease`](crate::coordination::hash_lease::FieldLease) (and its managed form).
     FieldLease,
+    /// A [`RedlockLease`](crate::coordination::redlock::RedlockLease) (and its managed form).
+    RedlockLease,
 }
 
 impl Primitive {
     /// Every held primitive.
-    pub const ALL: [Primitive; 4] = [
+    pub const ALL: [Primitive; 5] = [
         Primitive::FencedLease,
         Primitive::SemaphorePermit,
         Primitive::ReadWriteLease,
         Primitive::FieldLease,
+        Primitive::RedlockLease,
     ];
 
     /// Its name in logs and messages: `"fenced lease"`, `"semaphore permit"`,
-    /// `"read-write lease"`, `"hash-field lease"`.
+    /// `"read-write lease"`, `"hash-field lease"`, `"Redlock lease"`.
     pub const fn name(self) -> &'static str {
         match self {
             Primitive::FencedLease => "fenced lease",
             Primitive::SemaphorePermit => "semaphore permit",
             Primitive::ReadWriteLease => "read-write lease",
             Primitive::FieldLease => "hash-field lease",
+            Primitive::RedlockLease => "Redlock lease",
         }
     }
 }

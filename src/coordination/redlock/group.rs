@@ -1,0 +1,396 @@
+//! The group: its nodes, its settings, and the acquisition round.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::RedlockLease;
+use super::lease::release_everywhere;
+use super::nodes::{GroupKeys, with_drift};
+use crate::Coordination;
+use crate::backend::steps::redlock::RedlockRaiseStep;
+use crate::coordination::lock::LockKeys;
+use crate::coordination::name;
+use crate::coordination::owner::{
+    Acquire, Acquisition, Holding, HoldingKeys, ReleaseOnDrop, ReleaseStage, expiry_ms, new_token,
+};
+use crate::coordination::{Attempt, DEFAULT_POLL_INTERVAL};
+use crate::error::{Error, ErrorKind, Result};
+
+/// How long a node has to answer each step by default.
+pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// A quorum lease over an odd number (at least three) of independent Redis deployments: the
+/// Redlock algorithm, with a fencing token of its own. See the [module
+/// documentation](super) for what it gives, what it does not, and its failures.
+///
+/// Each node is a [`Coordination`] of its own, which the group shares and does not own
+/// (clones of the same handles serve other primitives meanwhile). On each node, a lease
+/// named `name` lives under the keys a [`FencedLock::named`](crate::coordination::lock::FencedLock::named)
+/// lock of that name uses.
+///
+/// Cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::redlock::RedlockGroup;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// // Three independent deployments (in-process here; Redis servers in production).
+/// let nodes = [Coordination::memory(), Coordination::memory(), Coordination::memory()];
+/// let group = RedlockGroup::new(nodes)?.node_timeout(Duration::from_millis(50))?;
+///
+/// let Some(mut lease) = group.try_acquire("invoice:42", Duration::from_secs(10)).await?.into_lease()
+/// else {
+///     return Ok(()); // another process holds it
+/// };
+/// // Complete the protected work within lease.remaining_estimate(), sending
+/// // lease.fencing_token() with every write.
+/// lease.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedlockGroup {
+    nodes: Arc<[Coordination]>,
+    node_timeout: Duration,
+}
+
+impl RedlockGroup {
+    /// A group over `nodes`, each an independent deployment (a standalone server, or the
+    /// primary one Sentinel names; not a cluster's nodes), with the
+    /// [`DEFAULT_NODE_TIMEOUT`]. Nothing is sent.
+    ///
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for
+    /// fewer than three nodes, an even number (a quorum of an even group tolerates no more
+    /// failures than the odd group one smaller), or two Redis handles on the same
+    /// deployment with the same key prefix (they would count one lease twice).
+    pub fn new(nodes: impl IntoIterator<Item = Coordination>) -> Result<Self> {
+        let nodes: Arc<[Coordination]> = nodes.into_iter().collect();
+        if nodes.len() < 3 || nodes.len().is_multiple_of(2) {
+            return Err(Error::invalid_argument(format!(
+                "a Redlock group needs an odd number of nodes, at least three, not {}",
+                nodes.len()
+            )));
+        }
+        let mut places: Vec<(String, Vec<u8>)> = nodes
+            .iter()
+            .filter_map(|node| node.backend().as_redis())
+            .map(|redis| (redis.endpoint().to_owned(), redis.key_prefix().to_vec()))
+            .collect();
+        places.sort();
+        if let Some(pair) = places.windows(2).find(|pair| pair[0] == pair[1]) {
+            return Err(Error::invalid_argument(format!(
+                "two Redlock nodes are the same deployment ({}) with the same key prefix",
+                pair[0].0
+            )));
+        }
+        Ok(RedlockGroup {
+            nodes,
+            node_timeout: DEFAULT_NODE_TIMEOUT,
+        })
+    }
+
+    /// How long each node has to answer each step, from 1 ms to 10 s: a node slower than
+    /// that counts as failed for the step (and what it may still apply is cleaned up).
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) out of
+    /// that range.
+    pub fn node_timeout(mut self, timeout: Duration) -> Result<Self> {
+        if !(Duration::from_millis(1)..=Duration::from_secs(10)).contains(&timeout) {
+            return Err(Error::invalid_argument(format!(
+                "a node timeout must be between 1 ms and 10 s, not {timeout:?}"
+            )));
+        }
+        self.node_timeout = timeout;
+        Ok(self)
+    }
+
+    /// How many nodes the group has.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Always false: a group has at least three nodes.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// How many nodes make a quorum: a majority.
+    pub fn quorum(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    /// One round: takes the lease named `name` on every node at once, with one random owner
+    /// token, each node answering within the node timeout; then writes the group's fencing
+    /// token back to the nodes that granted it. A lease when a quorum granted it and took
+    /// the token back, and its validity (`lease`, counted from the start of the round) is
+    /// not spent; each node holds it for `lease` plus the drift allowance (1% and 2 ms).
+    /// Otherwise the token is removed from every node at once, those that did not answer
+    /// included, and again once a late delivery can no longer land; the answer is
+    /// [`Attempt::Busy`] when holders keep a quorum out (with when their leases run out on
+    /// the quorum's nodes), an error when failed nodes leave no quorum possible (its message
+    /// gives each node's).
+    ///
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument), before
+    /// anything is sent, for a lease not longer than the node timeout (a round could spend
+    /// it) or over about 34 years.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: dropped mid-round, the token is removed from every node in the
+    /// background once its deliveries can no longer land.
+    pub async fn try_acquire(
+        &self,
+        name: impl AsRef<[u8]>,
+        lease: Duration,
+    ) -> Result<Attempt<RedlockLease>> {
+        let lease_ms = expiry_ms("a lease", lease)?;
+        if lease <= self.node_timeout {
+            return Err(Error::invalid_argument(format!(
+                "a Redlock lease of {lease:?} could be spent by one round, whose nodes have \
+                 {:?} each to answer",
+                self.node_timeout
+            )));
+        }
+        let keys = Arc::new(self.keys(name.as_ref()));
+        let token = new_token()?;
+        round(&keys, token, lease_ms).await
+    }
+
+    /// Waits for the lease named `name`: a round, and after a busy one a pause (when the
+    /// holders' leases run out, at most 50 ms, with jitter) before the next. An error ends
+    /// the wait; bound it with `tokio::time::timeout`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`try_acquire`](Self::try_acquire) is.
+    pub async fn acquire(&self, name: impl AsRef<[u8]>, lease: Duration) -> Result<RedlockLease> {
+        let name = name.as_ref();
+        loop {
+            match self.try_acquire(name, lease).await? {
+                Attempt::Acquired(lease) => return Ok(lease),
+                Attempt::Busy { retry_after } => {
+                    let pause = retry_after
+                        .unwrap_or(DEFAULT_POLL_INTERVAL)
+                        .min(DEFAULT_POLL_INTERVAL);
+                    let tenth = pause / 10;
+                    tokio::time::sleep(crate::jitter::between(pause - tenth, pause + tenth)).await;
+                }
+            }
+        }
+    }
+
+    /// The lock's keys on every node.
+    fn keys(&self, name: &[u8]) -> GroupKeys {
+        let tagged = name::hash_tagged(b"lock", name);
+        let lease = [tagged.as_slice(), b":lease"].concat();
+        let counter = [tagged.as_slice(), b":fence"].concat();
+        GroupKeys {
+            nodes: self
+                .nodes
+                .iter()
+                .map(|node| {
+                    Arc::new(LockKeys::new(
+                        node.backend().clone(),
+                        lease.clone(),
+                        counter.clone(),
+                    ))
+                })
+                .collect(),
+            node_timeout: self.node_timeout,
+        }
+    }
+}
+
+impl fmt::Debug for RedlockGroup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedlockGroup")
+            .field("nodes", &self.nodes.len())
+            .field("node_timeout", &self.node_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one node answered to the round's acquisition.
+enum Vote {
+    /// Granted, with the node's next fencing token.
+    Granted(u64),
+    /// Held by another; when its lease runs out there.
+    Busy(Option<u64>),
+    /// No vote: failed, or too slow.
+    Failed(Error),
+}
+
+/// One acquisition round for `token` (see [`RedlockGroup::try_acquire`]).
+async fn round(
+    keys: &Arc<GroupKeys>,
+    token: String,
+    lease_ms: u64,
+) -> Result<Attempt<RedlockLease>> {
+    let started = Instant::now();
+    let node_ms = with_drift(lease_ms);
+    let owned = token.clone();
+    let answers = keys
+        .on_every_node(move |_, node| {
+            let token = owned.clone();
+            async move {
+                let deadline = node.backend().acquire_deadline().await?;
+                // Armed before the acquisition is sent: dropped (the node too slow, the
+                // round failed or dropped), it removes the token once a late delivery can
+                // no longer land there.
+                let late = ReleaseOnDrop::arm(&node, &token, ReleaseStage::UncertainAcquire)
+                    .not_before(node.backend(), deadline);
+                let not_after_ms = deadline.map_or(0, |deadline| deadline.server_ms);
+                Ok((node.acquire(&token, &node_ms, not_after_ms).await, late))
+            }
+        })
+        .await;
+    let mut late = Vec::with_capacity(answers.len());
+    let mut votes = Vec::with_capacity(answers.len());
+    for answer in answers {
+        let (vote, guard) = match answer {
+            Ok((Ok(Acquisition::Granted(fencing_token)), guard)) => {
+                (Vote::Granted(fencing_token), Some(guard))
+            }
+            Ok((Ok(Acquisition::Busy { retry_after_ms }), guard)) => {
+                guard.disarm();
+                (Vote::Busy(retry_after_ms), None)
+            }
+            Ok((Ok(Acquisition::Late), guard)) => (
+                Vote::Failed(Error::new(
+                    ErrorKind::Timeout,
+                    "the acquisition reached the node after its deadline",
+                )),
+                Some(guard),
+            ),
+            Ok((Ok(Acquisition::Refused(err)) | Err(err), guard)) => {
+                let guard = if err.may_have_applied() {
+                    Some(guard)
+                } else {
+                    guard.disarm();
+                    None
+                };
+                (Vote::Failed(err), guard)
+            }
+            Err(err) => (Vote::Failed(err), None),
+        };
+        votes.push(vote);
+        late.push(guard);
+    }
+    let quorum = keys.quorum();
+    let granted: Vec<(usize, u64)> = votes
+        .iter()
+        .enumerate()
+        .filter_map(|(index, vote)| match vote {
+            Vote::Granted(fencing_token) => Some((index, *fencing_token)),
+            _ => None,
+        })
+        .collect();
+    if granted.len() >= quorum
+        && let Some(fencing_token) = write_back(keys, &granted).await
+        && let Some(holding) = Holding::granted(
+            Arc::clone(keys),
+            token.clone(),
+            Some(Duration::from_millis(lease_ms)),
+            started,
+            None,
+        )
+    {
+        // The nodes that granted hold it under the holding now; the others may still
+        // apply a late delivery, which their guards clean up.
+        for (index, guard) in late.into_iter().enumerate() {
+            if let Some(guard) = guard
+                && granted.iter().any(|(granted, _)| *granted == index)
+            {
+                guard.disarm();
+            }
+        }
+        return Ok(Attempt::Acquired(RedlockLease::new(holding, fencing_token)));
+    }
+    // No lease: the token goes from every node now, so that this process's next round is
+    // not kept out by its own partial grants, and again (the guards) once late deliveries
+    // can no longer land.
+    release_everywhere(keys, &token);
+    drop(late);
+    settle_failed_round(keys, &votes, granted.len())
+}
+
+/// Writes the group's token (the largest of the tokens the granting nodes just took, each
+/// above its own counter) back to those nodes, whose counters only move up: the token when
+/// a quorum took it.
+async fn write_back(keys: &GroupKeys, granted: &[(usize, u64)]) -> Option<u64> {
+    let token = granted.iter().map(|(_, token)| *token).max()?;
+    let at: Vec<usize> = granted.iter().map(|(index, _)| *index).collect();
+    let raised = keys
+        .on_every_node(move |index, node| {
+            let asked = at.contains(&index);
+            async move {
+                if !asked {
+                    return Ok(false);
+                }
+                node.backend()
+                    .run(RedlockRaiseStep {
+                        counter_key: node.counter_key(),
+                        token,
+                    })
+                    .await
+                    .map(|()| true)
+            }
+        })
+        .await
+        .into_iter()
+        .filter(|answer| matches!(answer, Ok(true)))
+        .count();
+    (raised >= keys.quorum()).then_some(token)
+}
+
+/// The answer to a round without a lease: an error when the nodes that failed leave no
+/// quorum possible (each node's cause in its message), busy otherwise, with when expiries
+/// alone free a quorum of the nodes (the holders' time left there).
+fn settle_failed_round(
+    keys: &GroupKeys,
+    votes: &[Vote],
+    granted: usize,
+) -> Result<Attempt<RedlockLease>> {
+    let quorum = keys.quorum();
+    let failed: Vec<String> = votes
+        .iter()
+        .enumerate()
+        .filter_map(|(index, vote)| match vote {
+            Vote::Failed(err) => Some(format!("node {index}: {err}")),
+            _ => None,
+        })
+        .collect();
+    if keys.nodes.len() - failed.len() < quorum {
+        return Err(Error::new(
+            ErrorKind::Transient,
+            format!(
+                "{} of {} Redlock nodes failed, leaving no quorum of {quorum}: {}",
+                failed.len(),
+                keys.nodes.len(),
+                failed.join("; ")
+            ),
+        ));
+    }
+    let mut busy: Vec<u64> = votes
+        .iter()
+        .filter_map(|vote| match vote {
+            Vote::Busy(retry_after_ms) => Some(retry_after_ms.unwrap_or(0)),
+            _ => None,
+        })
+        .collect();
+    busy.sort_unstable();
+    // The nodes still needed beside those that granted (and will be released): the
+    // earliest moment their holders' leases have all run out.
+    let needed = quorum.saturating_sub(granted).max(1);
+    let retry_after = busy
+        .get(needed - 1)
+        .or(busy.last())
+        .map(|&ms| Duration::from_millis(ms));
+    Ok(Attempt::Busy { retry_after })
+}

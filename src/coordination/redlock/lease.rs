@@ -1,0 +1,244 @@
+//! A lease held on a quorum of the group's nodes, and its managed form.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::nodes::GroupKeys;
+use crate::coordination::owner::{Holding, Managed, expiry_ms, release_in_background};
+use crate::coordination::ownership::{OwnershipLost, ReleaseStage};
+use crate::coordination::{ManagedOptions, Release};
+use crate::error::Result;
+
+/// A lease held on a quorum of a [`RedlockGroup`](super::RedlockGroup)'s nodes, with the
+/// group's fencing token. Made by [`RedlockGroup::try_acquire`](super::RedlockGroup::try_acquire)
+/// and [`acquire`](super::RedlockGroup::acquire).
+///
+/// Every step goes to every node at once, each bounded by the group's node timeout, and a
+/// quorum decides: [`renew`](Self::renew) is compare-and-extend on every node (renewed when
+/// a quorum renewed; otherwise the lease ends, and its token is removed from every node in
+/// the background); [`release`](Self::release) removes the token from every node (answered
+/// when a quorum answered); [`verify_still_held`](Self::verify_still_held) asks every node.
+/// Dropped unreleased, it is released in the background.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::redlock::RedlockGroup;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let nodes = [Coordination::memory(), Coordination::memory(), Coordination::memory()];
+/// let group = RedlockGroup::new(nodes)?;
+/// let mut lease = group.try_acquire("invoice:42", Duration::from_secs(10)).await?
+///     .into_lease()
+///     .expect("free");
+/// assert!(lease.remaining_estimate() <= Duration::from_secs(10));
+/// assert!(lease.release().await?.was_held());
+/// # Ok(()) }
+/// ```
+pub struct RedlockLease {
+    holding: Holding<GroupKeys>,
+    fencing_token: u64,
+}
+
+impl RedlockLease {
+    pub(super) fn new(holding: Holding<GroupKeys>, fencing_token: u64) -> Self {
+        RedlockLease {
+            holding,
+            fencing_token,
+        }
+    }
+
+    /// The group's fencing token: greater than every token of the group before it, while
+    /// the nodes keep their counters (see the [module documentation](super#fencing-tokens)).
+    pub fn fencing_token(&self) -> u64 {
+        self.fencing_token
+    }
+
+    /// The owner token: 32 lower-case hex digits, the same on every node.
+    pub fn owner_token(&self) -> &str {
+        self.holding.token()
+    }
+
+    /// The lease asked for at acquisition or at the last successful renewal: the time the
+    /// holder counts on (each node holds it a little longer, the drift allowance).
+    pub fn lease(&self) -> Duration {
+        self.holding.expiry().unwrap_or_default()
+    }
+
+    /// The validity left by the local estimate, counted from before the round that set it
+    /// was sent: zero once released, lost, uncertain, or past it. Complete the protected
+    /// work within it.
+    pub fn remaining_estimate(&self) -> Duration {
+        self.holding.remaining_estimate().unwrap_or_default()
+    }
+
+    /// Whether this handle no longer holds its lease: released, or lost by a renewal that
+    /// missed its quorum.
+    pub fn is_released(&self) -> bool {
+        self.holding.is_released()
+    }
+
+    /// Renews the lease to `lease` on every node (each node for `lease` plus the drift
+    /// allowance): `Ok(true)` when a quorum renewed within the node timeout. `Ok(false)`
+    /// when a quorum did not (the lease has ended: its token is removed from every node in
+    /// the background, and the handle is lost; acquire again), or when nothing was sent
+    /// because the handle is released, lost or uncertain, or past its estimate: a renewal
+    /// never takes a lease again.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: dropped after the renewals were sent, the handle stays as an
+    /// unanswered renewal leaves it, held with the narrower estimate.
+    pub async fn renew(&mut self, lease: Duration) -> Result<bool> {
+        let lease_ms = expiry_ms("a lease", lease)?;
+        self.holding.renew(Some(lease_ms)).await
+    }
+
+    /// Whether a quorum of the nodes still holds the lease under this handle's owner token.
+    /// `Ok(false)` without asking when the handle is released, lost or uncertain, or past
+    /// its estimate.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the step only reads.
+    pub async fn verify_still_held(&self) -> Result<bool> {
+        self.holding.verify().await
+    }
+
+    /// Removes the token from every node, never another holder's. [`Release::Released`]
+    /// when a quorum still held it, [`Release::AlreadyReleased`] when a quorum answered
+    /// otherwise. When fewer than a quorum answer within the node timeout, it fails
+    /// (unavailable, uncertain): the handle stops reporting ownership and keeps its token,
+    /// so that `release` can be called again; dropping it tries once more in the
+    /// background.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: if the future is dropped after the release was sent, it goes
+    /// on in the background and the handle counts as released.
+    pub async fn release(&mut self) -> Result<Release> {
+        self.holding.release().await.map(Release::from_reply)
+    }
+
+    fn into_holding(self) -> Holding<GroupKeys> {
+        self.holding
+    }
+}
+
+impl fmt::Debug for RedlockLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedlockLease")
+            .field("keys", &format_args!("{}", self.holding.keys()))
+            .field("fencing_token", &self.fencing_token)
+            .field("owner_token", &self.holding.token())
+            .field("state", &self.holding.state())
+            .finish()
+    }
+}
+
+/// A [`RedlockLease`] kept by a background task: renewed at half its lease on a quorum until
+/// it is released, dropped, lost, or past its lifetime limit. A renewal that misses its
+/// quorum, or renewals failing until the estimate runs out, fire [`OwnershipLost`], before
+/// the token is removed from the nodes: before anyone else can take the lease.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::ManagedOptions;
+/// use leasehold::coordination::redlock::{ManagedRedlockLease, RedlockGroup};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let nodes = [Coordination::memory(), Coordination::memory(), Coordination::memory()];
+/// let group = RedlockGroup::new(nodes)?;
+/// let lease = group.try_acquire("report", Duration::from_secs(10)).await?
+///     .into_lease()
+///     .expect("free");
+/// let kept = ManagedRedlockLease::keep(lease, &ManagedOptions::new().lease(Duration::from_secs(10)))?;
+/// let mut lost = kept.ownership();
+/// tokio::select! {
+///     () = async { /* the protected work, with kept.fencing_token() */ } => {}
+///     reason = lost.lost() => println!("stopped: {reason}"),
+/// }
+/// kept.release().await?;
+/// # Ok(()) }
+/// ```
+pub struct ManagedRedlockLease {
+    fencing_token: u64,
+    kept: Managed<GroupKeys>,
+}
+
+impl ManagedRedlockLease {
+    /// Takes over `lease` and keeps it as `options` say (their lease is what each renewal
+    /// asks for).
+    ///
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for
+    /// invalid options, or without a tokio runtime to run the keeper (then `lease` is
+    /// dropped, which releases it).
+    pub fn keep(lease: RedlockLease, options: &ManagedOptions) -> Result<ManagedRedlockLease> {
+        Ok(ManagedRedlockLease {
+            fencing_token: lease.fencing_token(),
+            kept: Managed::keep(lease.into_holding(), options)?,
+        })
+    }
+
+    /// The group's fencing token.
+    pub fn fencing_token(&self) -> u64 {
+        self.fencing_token
+    }
+
+    /// The owner token of the lease.
+    pub fn owner_token(&self) -> &str {
+        self.kept.owner_token()
+    }
+
+    /// The signal that fires when ownership is lost (or the lease released).
+    pub fn ownership(&self) -> OwnershipLost {
+        self.kept.ownership()
+    }
+
+    /// Whether ownership is lost.
+    pub fn is_lost(&self) -> bool {
+        self.kept.is_lost()
+    }
+
+    /// Stops renewing, fires [`OwnershipLost`] as released, then removes the token from every
+    /// node (see [`RedlockLease::release`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the release is asked of the keeper at once, and goes on if the future is
+    /// dropped.
+    pub fn release(self) -> impl Future<Output = Result<Release>> + Send {
+        self.kept.release()
+    }
+}
+
+impl fmt::Debug for ManagedRedlockLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ManagedRedlockLease")
+            .field("fencing_token", &self.fencing_token)
+            .field("owner_token", &self.kept.owner_token())
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+/// Removes `token` from every node in the background (owner-checked, retried with backoff
+/// on each node while it is unavailable): after a round that missed its quorum, or a
+/// renewal that did.
+pub(super) fn release_everywhere(keys: &GroupKeys, token: &str) {
+    for node in &keys.nodes {
+        release_in_background(
+            Arc::clone(node),
+            token.to_owned(),
+            ReleaseStage::UncertainAcquire,
+        );
+    }
+}

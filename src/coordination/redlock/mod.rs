@@ -1,0 +1,98 @@
+//! Redlock: a quorum lease over an odd number (at least three) of independent Redis
+//! deployments, with a fencing token of its own.
+//!
+//! - [`RedlockGroup`]: the nodes (each a [`Coordination`](crate::Coordination) of its own,
+//!   shared, not owned) and the node timeout; [`try_acquire`](RedlockGroup::try_acquire)
+//!   runs one round, [`acquire`](RedlockGroup::acquire) waits.
+//! - [`RedlockLease`]: the lease held on a quorum, with the group's fencing token;
+//!   [`ManagedRedlockLease`] keeps one renewed, with the ownership signal.
+//!
+//! # The round
+//!
+//! One random owner token is sent to every node at once, each node's answer bounded by the
+//! node timeout (a node slower than that counts as failed; so does one that fails). The
+//! lease is granted when a majority granted it and its validity is not spent: the lease
+//! asked for, counted from the start of the round. Each node holds it for that lease plus a
+//! drift allowance (1% and 2 ms), so the validity is the node's lease minus the time the
+//! round took and the allowance. A round that fails removes the token from every node at
+//! once (those that did not answer too, so that a reply lost on the way leaves nothing),
+//! and again once a late delivery can no longer land on the node (each acquisition carries
+//! a deadline on its node's clock, past which it changes nothing).
+//!
+//! A renewal is compare-and-extend on every node: renewed when a quorum renewed. One that
+//! misses its quorum ends the lease: its token is removed from every node, the handle is
+//! lost, and a [`ManagedRedlockLease`]'s ownership signal fires. A renewal never takes a
+//! lease again. A release removes the token from every node, answered when a quorum
+//! answered; a handle whose release missed the quorum stops reporting ownership and keeps
+//! its token for another release.
+//!
+//! # Fencing tokens
+//!
+//! Each node keeps a fencing counter beside its lease key (a
+//! [fenced lock's](crate::coordination::lock::FencedLock) pair of keys). An acquisition
+//! takes the next token on each node that grants it (above its counter, and at least its
+//! clock in microseconds), takes the largest of the majority's, and writes it back to that
+//! majority (a counter only moves up) before the lease is returned; a write-back that
+//! misses its quorum fails the round. Any two majorities share a node, so a later holder's
+//! token is greater than every earlier one, **as long as the nodes keep their counters**
+//! (and, should they all lose them, the clock floor keeps tokens going up while their
+//! clocks do). That is the token the critique of Redlock found missing: send it with every
+//! write, and have the resource refuse a lower one.
+//!
+//! # What Redlock does not give
+//!
+//! It is not consensus. The lease holds while the nodes keep their keys and their clocks
+//! run at about the same rate: a process paused past its validity (a long GC, a stalled VM)
+//! may wake and act while another holds the lease (the fencing token is the defence), and
+//! a node whose clock jumps ahead expires its key early. A node restarted **without
+//! persistence** comes back empty: if it was part of a holder's majority, another
+//! contender can now win a majority that overlaps it only there, and two hold the lease.
+//! Delay a node's restart by the longest lease (or give the nodes an AOF with `fsync
+//! always`). A node that cannot be reached during a release keeps its key until it expires.
+//!
+//! # Failures
+//!
+//! | step | a node unavailable or slower than the node timeout | a node refusing (ACL, corrupt state) | a quorum of nodes failing |
+//! |---|---|---|---|
+//! | acquire | no vote; the token removed from it later | no vote | an error naming each node's failure; the token removed everywhere |
+//! | renew | no renewal there | no renewal there | the lease ends: lost, the token removed everywhere |
+//! | verify | a no | a no | `false` |
+//! | release | not counted | not counted | an error (uncertain): the handle keeps its token for another release |
+
+mod group;
+mod lease;
+mod nodes;
+
+pub use group::{DEFAULT_NODE_TIMEOUT, RedlockGroup};
+pub use lease::{ManagedRedlockLease, RedlockLease};
+
+use crate::coordination::Attempt;
+
+/// The outcome of [`RedlockGroup::try_acquire`]: a lease, or [`Attempt::Busy`] with when the
+/// holders' leases run out on a quorum of the nodes (see [`Attempt`], shared with the other
+/// held primitives).
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::redlock::{RedlockAttempt, RedlockGroup};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let group = RedlockGroup::new([Coordination::memory(), Coordination::memory(), Coordination::memory()])?;
+/// let first: RedlockAttempt = group.try_acquire("job", Duration::from_secs(10)).await?;
+/// let _held = first.into_lease().expect("free");
+/// let second = group.try_acquire("job", Duration::from_secs(10)).await?;
+/// assert!(second.retry_after().is_some(), "held on every node");
+/// # Ok(()) }
+/// ```
+pub type RedlockAttempt = Attempt<RedlockLease>;
+
+impl Attempt<RedlockLease> {
+    /// The lease, if it was acquired.
+    pub fn into_lease(self) -> Option<RedlockLease> {
+        self.acquired()
+    }
+}

@@ -1,0 +1,188 @@
+//! The group's nodes and what every step asks of them: the same fenced-lock keys on each,
+//! each step sent to all of them at once, each answer bounded by the node timeout, and a
+//! quorum counted of what came back.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+
+use crate::backend::Backend;
+use crate::backend::steps::lease_release::LeaseReleaseReply;
+use crate::coordination::lock::LockKeys;
+use crate::coordination::owner::HoldingKeys;
+use crate::coordination::ownership::Primitive;
+use crate::error::{Error, ErrorKind, Result};
+
+/// The lock's keys on each node, and how long a node may take to answer.
+pub(crate) struct GroupKeys {
+    pub(super) nodes: Vec<Arc<LockKeys>>,
+    pub(super) node_timeout: Duration,
+}
+
+impl GroupKeys {
+    /// A majority of the nodes.
+    pub(super) fn quorum(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    /// Runs `step` (given each node's index) on every node at once, each cut off after the
+    /// node timeout (then
+    /// [`ErrorKind::Timeout`], uncertain): the answers in the nodes' order. Dropping the
+    /// future stops waiting for them; steps already sent may still run.
+    pub(super) async fn on_every_node<T, F>(
+        &self,
+        step: impl Fn(usize, Arc<LockKeys>) -> F,
+    ) -> Vec<Result<T>>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        let mut asked = JoinSet::new();
+        for (index, node) in self.nodes.iter().enumerate() {
+            let answer = step(index, Arc::clone(node));
+            let timeout = self.node_timeout;
+            asked.spawn(async move {
+                let answer = tokio::time::timeout(timeout, answer)
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(Error::new(
+                            ErrorKind::Timeout,
+                            format!("the node did not answer within {timeout:?}"),
+                        )
+                        .uncertain(true))
+                    });
+                (index, answer)
+            });
+        }
+        let mut answers: Vec<Option<Result<T>>> = (0..self.nodes.len()).map(|_| None).collect();
+        while let Some(joined) = asked.join_next().await {
+            if let Ok((index, answer)) = joined {
+                answers[index] = Some(answer);
+            }
+        }
+        answers
+            .into_iter()
+            .map(|answer| {
+                answer.unwrap_or_else(|| {
+                    Err(Error::new(
+                        ErrorKind::Io,
+                        "the node's task ended without an answer",
+                    ))
+                })
+            })
+            .collect()
+    }
+}
+
+/// What a Redlock lease's holding does on the nodes: every step on all of them, a quorum
+/// deciding.
+impl HoldingKeys for GroupKeys {
+    type Released = LeaseReleaseReply;
+    const PRIMITIVE: Primitive = Primitive::RedlockLease;
+    const LEFT_HELD: &'static str = "the nodes it reached keep it until it expires";
+
+    /// The first node's: the kit asks a holding's backend only for acquisitions it sends
+    /// itself, and a group sends its own.
+    fn backend(&self) -> &Backend {
+        self.nodes[0].backend()
+    }
+
+    /// Compare-and-extend on every node, each for the lease plus the drift allowance (the
+    /// holder counts on the lease alone); renewed when a quorum renewed. Otherwise the lease
+    /// ends here, whatever the nodes that renewed say: its token is removed from every node
+    /// in the background, and the holding is lost. A node's error counts as a no.
+    async fn renew(&self, token: &str, expiry_ms: Option<u64>) -> Result<bool> {
+        let lease_ms = expiry_ms
+            .ok_or_else(|| Error::invalid_argument("a Redlock lease always has an expiry"))?;
+        let node_ms = with_drift(lease_ms);
+        let owned = token.to_owned();
+        let renewed = self
+            .on_every_node(move |_, node| {
+                let token = owned.clone();
+                async move { node.renew(&token, Some(node_ms)).await }
+            })
+            .await
+            .into_iter()
+            .filter(|answer| matches!(answer, Ok(true)))
+            .count();
+        if renewed >= self.quorum() {
+            return Ok(true);
+        }
+        tracing::debug!(keys = %self, renewed, "a Redlock renewal missed its quorum; the lease ends");
+        super::lease::release_everywhere(self, token);
+        Ok(false)
+    }
+
+    /// Held when a quorum says so.
+    async fn verify(&self, token: &str) -> Result<bool> {
+        let owned = token.to_owned();
+        let held = self
+            .on_every_node(move |_, node| {
+                let token = owned.clone();
+                async move { node.verify(&token).await }
+            })
+            .await
+            .into_iter()
+            .filter(|answer| matches!(answer, Ok(true)))
+            .count();
+        Ok(held >= self.quorum())
+    }
+
+    /// Owner-checked release on every node: answered when a quorum answered (released, or
+    /// already gone), [`LeaseReleaseReply::Released`] when a quorum still held it. Fewer
+    /// answers fail (unavailable, uncertain), so that the handle keeps its token for
+    /// another release.
+    async fn release(&self, token: &str) -> Result<LeaseReleaseReply> {
+        let owned = token.to_owned();
+        let answers = self
+            .on_every_node(move |_, node| {
+                let token = owned.clone();
+                async move { node.release(&token).await }
+            })
+            .await;
+        let answered: Vec<&LeaseReleaseReply> = answers.iter().flatten().collect();
+        if answered.len() < self.quorum() {
+            let causes: Vec<String> = answers
+                .iter()
+                .filter_map(|answer| answer.as_ref().err().map(ToString::to_string))
+                .collect();
+            return Err(Error::new(
+                ErrorKind::Transient,
+                format!(
+                    "the release reached {} of {} nodes, short of a quorum: {}",
+                    answered.len(),
+                    self.nodes.len(),
+                    causes.join("; ")
+                ),
+            )
+            .uncertain(true));
+        }
+        let released = answered
+            .iter()
+            .filter(|reply| ***reply == LeaseReleaseReply::Released)
+            .count();
+        Ok(if released >= self.quorum() {
+            LeaseReleaseReply::Released
+        } else {
+            LeaseReleaseReply::NoLease
+        })
+    }
+}
+
+/// The lease a node holds for a holder that counts on `lease_ms`: that plus the drift
+/// allowance, 1% and 2 ms, for the nodes' clocks running faster than the holder's.
+pub(super) fn with_drift(lease_ms: u64) -> u64 {
+    lease_ms
+        .saturating_add(lease_ms.div_ceil(100))
+        .saturating_add(2)
+}
+
+/// The lease key on the first node, as text (lossy), for logs and messages.
+impl fmt::Display for GroupKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} on {} nodes", self.nodes[0], self.nodes.len())
+    }
+}
