@@ -21,6 +21,10 @@ pub(crate) trait HoldingKeys: fmt::Display + Send + Sync + 'static {
     const WHAT: &'static str = Self::PRIMITIVE.name();
     /// What a release given up leaves behind, for its warning.
     const LEFT_HELD: &'static str;
+    /// Whether a holding found lost still leaves something to remove: a quorum lease's
+    /// token on the nodes that renewed it. A keeper then releases it once it has told the
+    /// holder.
+    const RELEASE_WHEN_LOST: bool = false;
 
     /// The backend the holdings live on.
     fn backend(&self) -> &Backend;

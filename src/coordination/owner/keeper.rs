@@ -231,6 +231,9 @@ async fn keep<K: HoldingKeys>(
                     what = K::WHAT,
                     "managed holding lost: gone or another holder's at renewal"
                 );
+                if K::RELEASE_WHEN_LOST {
+                    return end(holding, &lost, LossReason::NotRenewed).await;
+                }
                 lost.send_replace(Some(LossReason::NotRenewed));
                 return;
             }

@@ -235,24 +235,46 @@ async fn round(
     let started = Instant::now();
     let node_ms = with_drift(lease_ms);
     let owned = token.clone();
+    let quorum = keys.quorum();
+    let nodes = keys.nodes.len();
     let answers = keys
-        .on_every_node(move |_, node| {
-            let token = owned.clone();
-            async move {
-                let deadline = node.backend().acquire_deadline().await?;
-                // Armed before the acquisition is sent: dropped (the node too slow, the
-                // round failed or dropped), it removes the token once a late delivery can
-                // no longer land there.
-                let late = ReleaseOnDrop::arm(&node, &token, ReleaseStage::UncertainAcquire)
-                    .not_before(node.backend(), deadline);
-                let not_after_ms = deadline.map_or(0, |deadline| deadline.server_ms);
-                Ok((node.acquire(&token, &node_ms, not_after_ms).await, late))
-            }
-        })
+        .on_every_node(
+            move |_, node| {
+                let token = owned.clone();
+                async move {
+                    let deadline = node.backend().acquire_deadline().await?;
+                    // Armed before the acquisition is sent: dropped (the node too slow, the
+                    // round failed or dropped), it removes the token once a late delivery can
+                    // no longer land there.
+                    let late = ReleaseOnDrop::arm(&node, &token, ReleaseStage::UncertainAcquire)
+                        .not_before(node.backend(), deadline);
+                    let not_after_ms = deadline.map_or(0, |deadline| deadline.server_ms);
+                    Ok((node.acquire(&token, &node_ms, not_after_ms).await, late))
+                }
+            },
+            // A quorum granted, or too many did not for one to: the nodes still on their way
+            // are left to their guards (a grant that lands is removed after its deadline).
+            move |answers| {
+                let granted = answers
+                    .iter()
+                    .filter(|answer| matches!(answer, Some(Ok((Ok(Acquisition::Granted(_)), _)))))
+                    .count();
+                let not = answers.iter().flatten().count() - granted;
+                granted >= quorum || not > nodes - quorum
+            },
+        )
         .await;
     let mut late = Vec::with_capacity(answers.len());
     let mut votes = Vec::with_capacity(answers.len());
     for answer in answers {
+        let Some(answer) = answer else {
+            votes.push(Vote::Failed(Error::new(
+                ErrorKind::Timeout,
+                "not waited for: the others had decided",
+            )));
+            late.push(None);
+            continue;
+        };
         let (vote, guard) = match answer {
             Ok((Ok(Acquisition::Granted(fencing_token)), guard)) => {
                 (Vote::Granted(fencing_token), Some(guard))
@@ -282,7 +304,6 @@ async fn round(
         votes.push(vote);
         late.push(guard);
     }
-    let quorum = keys.quorum();
     let granted: Vec<(usize, u64)> = votes
         .iter()
         .enumerate()
@@ -327,24 +348,28 @@ async fn write_back(keys: &GroupKeys, granted: &[(usize, u64)]) -> Option<u64> {
     let token = granted.iter().map(|(_, token)| *token).max()?;
     let at: Vec<usize> = granted.iter().map(|(index, _)| *index).collect();
     let raised = keys
-        .on_every_node(move |index, node| {
-            let asked = at.contains(&index);
-            async move {
-                if !asked {
-                    return Ok(false);
+        .on_every_node(
+            move |index, node| {
+                let asked = at.contains(&index);
+                async move {
+                    if !asked {
+                        return Ok(false);
+                    }
+                    node.backend()
+                        .run(RedlockRaiseStep {
+                            counter_key: node.counter_key(),
+                            token,
+                        })
+                        .await
+                        .map(|()| true)
                 }
-                node.backend()
-                    .run(RedlockRaiseStep {
-                        counter_key: node.counter_key(),
-                        token,
-                    })
-                    .await
-                    .map(|()| true)
-            }
-        })
+            },
+            // Every granting node raised, or as many as answer in time.
+            |_| false,
+        )
         .await
-        .into_iter()
-        .filter(|answer| matches!(answer, Ok(true)))
+        .iter()
+        .filter(|answer| matches!(answer, Some(Ok(true))))
         .count();
     (raised >= keys.quorum()).then_some(token)
 }

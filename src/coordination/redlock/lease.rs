@@ -95,7 +95,13 @@ impl RedlockLease {
     /// unanswered renewal leaves it, held with the narrower estimate.
     pub async fn renew(&mut self, lease: Duration) -> Result<bool> {
         let lease_ms = expiry_ms("a lease", lease)?;
-        self.holding.renew(Some(lease_ms)).await
+        let was_held = !self.holding.is_released();
+        let renewed = self.holding.renew(Some(lease_ms)).await?;
+        if was_held && self.holding.is_released() {
+            // Lost by this renewal: the nodes that renewed still hold the token.
+            release_everywhere(self.holding.keys(), self.holding.token());
+        }
+        Ok(renewed)
     }
 
     /// Whether a quorum of the nodes still holds the lease under this handle's owner token.

@@ -29,13 +29,15 @@ impl GroupKeys {
     }
 
     /// Runs `step` (given each node's index) on every node at once, each cut off after the
-    /// node timeout (then
-    /// [`ErrorKind::Timeout`], uncertain): the answers in the nodes' order. Dropping the
-    /// future stops waiting for them; steps already sent may still run.
+    /// node timeout (then [`ErrorKind::Timeout`], uncertain), until `enough` says the
+    /// answers so far decide (or all are in): the answers in the nodes' order, `None` for
+    /// a node not waited for, whose step is dropped (what it sent may still run). Dropping
+    /// the future does the same to every node's.
     pub(super) async fn on_every_node<T, F>(
         &self,
         step: impl Fn(usize, Arc<LockKeys>) -> F,
-    ) -> Vec<Result<T>>
+        enough: impl Fn(&[Option<Result<T>>]) -> bool,
+    ) -> Vec<Option<Result<T>>>
     where
         T: Send + 'static,
         F: Future<Output = Result<T>> + Send + 'static,
@@ -62,18 +64,30 @@ impl GroupKeys {
             if let Ok((index, answer)) = joined {
                 answers[index] = Some(answer);
             }
+            if enough(&answers) {
+                break;
+            }
         }
         answers
-            .into_iter()
-            .map(|answer| {
-                answer.unwrap_or_else(|| {
-                    Err(Error::new(
-                        ErrorKind::Io,
-                        "the node's task ended without an answer",
-                    ))
-                })
-            })
-            .collect()
+    }
+
+    /// How many of `answers` are `Ok(true)`.
+    fn yes(answers: &[Option<Result<bool>>]) -> usize {
+        answers
+            .iter()
+            .filter(|answer| matches!(answer, Some(Ok(true))))
+            .count()
+    }
+
+    /// Whether `answers` decide a quorum's yes or no: a quorum said yes, or too many said
+    /// otherwise for one to.
+    fn decided(&self, answers: &[Option<Result<bool>>]) -> bool {
+        let yes = Self::yes(answers);
+        let no = answers
+            .iter()
+            .filter(|answer| matches!(answer, Some(answer) if !matches!(answer, Ok(true))))
+            .count();
+        yes >= self.quorum() || no > self.nodes.len() - self.quorum()
     }
 }
 
@@ -83,6 +97,7 @@ impl HoldingKeys for GroupKeys {
     type Released = LeaseReleaseReply;
     const PRIMITIVE: Primitive = Primitive::RedlockLease;
     const LEFT_HELD: &'static str = "the nodes it reached keep it until it expires";
+    const RELEASE_WHEN_LOST: bool = true;
 
     /// The first node's: the kit asks a holding's backend only for acquisitions it sends
     /// itself, and a group sends its own.
@@ -92,43 +107,46 @@ impl HoldingKeys for GroupKeys {
 
     /// Compare-and-extend on every node, each for the lease plus the drift allowance (the
     /// holder counts on the lease alone); renewed when a quorum renewed. Otherwise the lease
-    /// ends here, whatever the nodes that renewed say: its token is removed from every node
-    /// in the background, and the holding is lost. A node's error counts as a no.
+    /// ends here, whatever the nodes that renewed say: the holding is lost, and its token is
+    /// to be removed from every node (by the lease's handle, or by its keeper once it has
+    /// told the holder: [`RELEASE_WHEN_LOST`](HoldingKeys::RELEASE_WHEN_LOST)). A node's
+    /// error counts as a no.
     async fn renew(&self, token: &str, expiry_ms: Option<u64>) -> Result<bool> {
         let lease_ms = expiry_ms
             .ok_or_else(|| Error::invalid_argument("a Redlock lease always has an expiry"))?;
         let node_ms = with_drift(lease_ms);
         let owned = token.to_owned();
-        let renewed = self
-            .on_every_node(move |_, node| {
-                let token = owned.clone();
-                async move { node.renew(&token, Some(node_ms)).await }
-            })
-            .await
-            .into_iter()
-            .filter(|answer| matches!(answer, Ok(true)))
-            .count();
+        let answers = self
+            .on_every_node(
+                move |_, node| {
+                    let token = owned.clone();
+                    async move { node.renew(&token, Some(node_ms)).await }
+                },
+                // Every node waited for, so that each renews what it holds.
+                |_| false,
+            )
+            .await;
+        let renewed = Self::yes(&answers);
         if renewed >= self.quorum() {
             return Ok(true);
         }
         tracing::debug!(keys = %self, renewed, "a Redlock renewal missed its quorum; the lease ends");
-        super::lease::release_everywhere(self, token);
         Ok(false)
     }
 
     /// Held when a quorum says so.
     async fn verify(&self, token: &str) -> Result<bool> {
         let owned = token.to_owned();
-        let held = self
-            .on_every_node(move |_, node| {
-                let token = owned.clone();
-                async move { node.verify(&token).await }
-            })
-            .await
-            .into_iter()
-            .filter(|answer| matches!(answer, Ok(true)))
-            .count();
-        Ok(held >= self.quorum())
+        let answers = self
+            .on_every_node(
+                move |_, node| {
+                    let token = owned.clone();
+                    async move { node.verify(&token).await }
+                },
+                |answers| self.decided(answers),
+            )
+            .await;
+        Ok(Self::yes(&answers) >= self.quorum())
     }
 
     /// Owner-checked release on every node: answered when a quorum answered (released, or
@@ -137,12 +155,19 @@ impl HoldingKeys for GroupKeys {
     /// another release.
     async fn release(&self, token: &str) -> Result<LeaseReleaseReply> {
         let owned = token.to_owned();
-        let answers = self
-            .on_every_node(move |_, node| {
-                let token = owned.clone();
-                async move { node.release(&token).await }
-            })
-            .await;
+        // Every node waited for: each removes what it holds.
+        let answers: Vec<Result<LeaseReleaseReply>> = self
+            .on_every_node(
+                move |_, node| {
+                    let token = owned.clone();
+                    async move { node.release(&token).await }
+                },
+                |_| false,
+            )
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
         let answered: Vec<&LeaseReleaseReply> = answers.iter().flatten().collect();
         if answered.len() < self.quorum() {
             let causes: Vec<String> = answers

@@ -1,0 +1,308 @@
+//! The Redlock group on five independent Redis servers the tests start: acquisition with
+//! two nodes down, a node slower than the node timeout, two contenders over 1,000 rounds with
+//! a node restarted in the middle, group tokens, a renewal that loses its quorum, and a
+//! release with two nodes down.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use leasehold::backend::redis::RedisBackend;
+use leasehold::coordination::ManagedOptions;
+use leasehold::coordination::redlock::{ManagedRedlockLease, RedlockGroup};
+use leasehold::{Coordination, ErrorKind};
+use support::server::{Spec, launch_all};
+use support::{Server, ServerKind, eventually, unique_prefix};
+
+/// Five independent servers of this test's own.
+fn five(test: &str) -> Vec<Server> {
+    launch_all(
+        (0..5)
+            .map(|i| Spec::new(ServerKind::Redis7, format!("{test}-{i}"), &[]))
+            .collect(),
+    )
+}
+
+/// A handle on each server, under `prefix`.
+async fn handles(servers: &[Server], prefix: &str) -> Vec<Coordination> {
+    let mut handles = Vec::new();
+    for server in servers {
+        let backend = RedisBackend::standalone(server.unix_url())
+            .key_prefix(prefix)
+            .connect()
+            .await
+            .expect("connect");
+        handles.push(backend.into());
+    }
+    handles
+}
+
+/// The lease key of `name` on a node, as a fenced lock of that name stores it.
+fn lease_key(node: &Coordination, name: &str) -> String {
+    let key = format!("lock:{{{}:{name}}}:lease", name.len());
+    String::from_utf8(node.backend().physical_key(key.as_bytes())).expect("text")
+}
+
+const LEASE: Duration = Duration::from_secs(5);
+
+#[tokio::test]
+async fn settings_that_cannot_be_kept_are_refused() {
+    let memory = || Coordination::memory();
+    for count in [1, 2, 4] {
+        let err = RedlockGroup::new((0..count).map(|_| memory())).expect_err("not odd, or too few");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{count} nodes");
+    }
+    let servers = five("redlock-settings");
+    let prefix = unique_prefix("redlock");
+    let mut same = handles(&servers[..2], &prefix).await;
+    same.push(same[0].clone());
+    let err = RedlockGroup::new(same).expect_err("one deployment twice");
+    assert!(err.to_string().contains("same deployment"), "{err}");
+    let group = RedlockGroup::new([memory(), memory(), memory()]).expect("three");
+    let err = group
+        .clone()
+        .node_timeout(Duration::ZERO)
+        .expect_err("no timeout");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    // A lease one round could spend.
+    let err = group
+        .try_acquire("short", Duration::from_millis(50))
+        .await
+        .expect_err("spent by a round");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+}
+
+/// Two of five nodes down: a quorum of three grants the lease, renews it, and answers its
+/// release; with three down, an acquisition fails naming each node.
+#[tokio::test]
+async fn two_of_five_down_still_make_a_quorum() {
+    let servers = five("redlock-two-down");
+    let prefix = unique_prefix("redlock");
+    let group = RedlockGroup::new(handles(&servers, &prefix).await)
+        .and_then(|group| group.node_timeout(Duration::from_millis(200)))
+        .expect("five nodes");
+    // Held on all five, then two go.
+    let mut held = group
+        .try_acquire("two-down", LEASE)
+        .await
+        .expect("try")
+        .into_lease()
+        .expect("free");
+    servers[0].stop();
+    servers[1].stop();
+    assert!(held.renew(LEASE).await.expect("renew"), "three renew it");
+    assert!(held.verify_still_held().await.expect("verify"));
+    assert!(
+        held.release().await.expect("release").was_held(),
+        "three answer"
+    );
+
+    let mut again = group
+        .try_acquire("two-down", LEASE)
+        .await
+        .expect("try")
+        .into_lease()
+        .expect("three of five grant it");
+    assert!(again.fencing_token() > held.fencing_token());
+    assert!(again.release().await.expect("release").was_held());
+
+    servers[2].stop();
+    let err = group
+        .try_acquire("two-down", LEASE)
+        .await
+        .expect_err("no quorum possible");
+    assert!(err.to_string().contains("node 2"), "{err}");
+}
+
+/// A node that stalls past the node timeout counts as failed: the four others grant the
+/// lease within about the timeout, and once the stall ends the stalled node's late grant is
+/// removed.
+#[tokio::test]
+async fn a_node_slower_than_the_node_timeout_counts_as_failed() {
+    let servers = five("redlock-slow");
+    let prefix = unique_prefix("redlock");
+    let timeout = Duration::from_millis(100);
+    let nodes = handles(&servers, &prefix).await;
+    let key = lease_key(&nodes[4], "slow");
+    let group = RedlockGroup::new(nodes)
+        .and_then(|group| group.node_timeout(timeout))
+        .expect("five nodes");
+    servers[4].pause_clients(1_500);
+    let started = Instant::now();
+    let mut held = group
+        .try_acquire("slow", LEASE)
+        .await
+        .expect("try")
+        .into_lease()
+        .expect("four of five grant it");
+    assert!(
+        started.elapsed() < timeout * 3,
+        "took {:?}",
+        started.elapsed()
+    );
+    // Once the stall ends the late acquisition may land (before its deadline): it is then
+    // removed by its owner token, once that deadline has passed.
+    eventually("the slow node holds nothing of it", async || {
+        let value: Option<String> = servers[4].cmd(&["GET", &key]);
+        value.as_deref() != Some(held.owner_token())
+    })
+    .await;
+    assert!(held.release().await.expect("release").was_held());
+}
+
+/// Two contenders with connections of their own take the lease in turns over 1,000 rounds,
+/// a node restarted in the middle (without persistence, after waiting out the longest
+/// lease, as the module documentation asks): no two holds overlap, and the group's tokens
+/// increase in the order of the holds.
+#[tokio::test]
+async fn two_contenders_never_both_hold_it() {
+    const ROUNDS: usize = 1_000;
+    let servers = Arc::new(five("redlock-contend"));
+    let prefix = unique_prefix("redlock");
+    let lease = Duration::from_millis(500);
+    let holds: Arc<Mutex<Vec<(Instant, Instant, u64)>>> = Arc::default();
+    let rounds = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut contenders = Vec::new();
+    for _ in 0..2 {
+        let group = RedlockGroup::new(handles(&servers, &prefix).await)
+            .and_then(|group| group.node_timeout(Duration::from_millis(200)))
+            .expect("five nodes");
+        let holds = Arc::clone(&holds);
+        let rounds = Arc::clone(&rounds);
+        contenders.push(tokio::spawn(async move {
+            while rounds.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < ROUNDS {
+                let attempt = match group.try_acquire("contended", lease).await {
+                    Ok(attempt) => attempt,
+                    // Three nodes were busy or down for a moment: a lost round.
+                    Err(err) => {
+                        assert_eq!(err.kind(), ErrorKind::Transient, "{err}");
+                        continue;
+                    }
+                };
+                if let Some(mut held) = attempt.into_lease() {
+                    let from = Instant::now();
+                    tokio::task::yield_now().await;
+                    let to = Instant::now();
+                    holds
+                        .lock()
+                        .expect("not poisoned")
+                        .push((from, to, held.fencing_token()));
+                    let _ = held.release().await;
+                }
+            }
+        }));
+    }
+    // A node restarted in the middle, empty, after the longest lease.
+    let restarting = Arc::clone(&servers);
+    let during = Arc::clone(&rounds);
+    let restart = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        restarting[2].stop();
+        let stopped_at = during.load(std::sync::atomic::Ordering::Relaxed);
+        tokio::time::sleep(lease * 2).await;
+        tokio::task::spawn_blocking(move || restarting[2].start_again())
+            .await
+            .expect("restarted");
+        (
+            stopped_at,
+            during.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    });
+    for contender in contenders {
+        tokio::time::timeout(Duration::from_secs(120), contender)
+            .await
+            .expect("the rounds end")
+            .expect("contender");
+    }
+    let (stopped_at, started_at) = restart.await.expect("restart");
+    assert!(
+        started_at < ROUNDS,
+        "the node was back after the last round ({stopped_at} and {started_at} rounds)"
+    );
+    let mut holds = holds.lock().expect("not poisoned").clone();
+    holds.sort_by_key(|(from, _, _)| *from);
+    assert!(
+        holds.len() > 50,
+        "only {} holds in {ROUNDS} rounds",
+        holds.len()
+    );
+    for pair in holds.windows(2) {
+        let ((_, first_to, first_token), (second_from, _, second_token)) = (pair[0], pair[1]);
+        assert!(first_to <= second_from, "two holds overlapped");
+        assert!(
+            second_token > first_token,
+            "tokens went back: {first_token}, {second_token}"
+        );
+    }
+    println!(
+        "{} holds in {ROUNDS} rounds, none overlapping; a node down from round {stopped_at} \
+         to {started_at}",
+        holds.len()
+    );
+}
+
+/// A managed lease whose renewal reaches two of five nodes only (the key gone from two, as a
+/// restart without persistence leaves it, and a third stalled past the node timeout) fires
+/// its ownership signal, and only then is its token removed from every node: a contender
+/// gets in after the signal, never before, and long before the two nodes that renewed it
+/// would let it expire.
+#[tokio::test]
+async fn a_renewal_that_loses_its_quorum_fires_the_signal_before_anyone_acquires() {
+    let servers = five("redlock-renewal");
+    let prefix = unique_prefix("redlock");
+    let nodes = handles(&servers, &prefix).await;
+    let key = lease_key(&nodes[0], "renewal");
+    let group = RedlockGroup::new(nodes).expect("five nodes");
+    let contender = RedlockGroup::new(handles(&servers, &prefix).await).expect("five nodes");
+    let lease = Duration::from_millis(600);
+    let held = group
+        .try_acquire("renewal", lease)
+        .await
+        .expect("try")
+        .into_lease()
+        .expect("free");
+    let kept = ManagedRedlockLease::keep(held, &ManagedOptions::new().lease(lease)).expect("keep");
+    let mut lost = kept.ownership();
+    for server in &servers[..2] {
+        let deleted: i64 = server.cmd(&["DEL", &key]);
+        assert_eq!(deleted, 1, "the lease was on every node");
+    }
+    servers[2].pause_clients(2_000);
+    let lost_at = tokio::spawn(async move {
+        lost.lost().await;
+        Instant::now()
+    });
+    let acquired_at = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            if let Some(mut lease) = contender
+                .try_acquire("renewal", Duration::from_secs(5))
+                .await
+                .expect("try")
+                .into_lease()
+            {
+                let at = Instant::now();
+                lease.release().await.expect("release");
+                return at;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await
+    .expect("the contender gets in once the lease ended");
+    let lost_at = tokio::time::timeout(Duration::from_secs(5), lost_at)
+        .await
+        .expect("the signal fired")
+        .expect("task");
+    assert!(
+        lost_at <= acquired_at,
+        "the contender got in before the signal"
+    );
+    // The two nodes that renewed it (at half the lease) would hold it a whole lease more.
+    assert!(
+        acquired_at - lost_at < lease / 2,
+        "the token was not removed: the contender waited {:?}",
+        acquired_at - lost_at
+    );
+    assert!(kept.is_lost());
+}
