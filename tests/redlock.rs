@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::ManagedOptions;
-use leasehold::coordination::redlock::{ManagedRedlockLease, RedlockGroup};
+use leasehold::coordination::lock::ManagedLease;
+use leasehold::coordination::redlock::RedlockGroup;
 use leasehold::{Coordination, ErrorKind};
 use support::server::{Spec, launch_all};
 use support::{Server, ServerKind, eventually, unique_prefix};
@@ -262,7 +263,7 @@ async fn a_renewal_that_loses_its_quorum_fires_the_signal_before_anyone_acquires
         .expect("try")
         .into_lease()
         .expect("free");
-    let kept = ManagedRedlockLease::keep(held, &ManagedOptions::new().lease(lease)).expect("keep");
+    let kept = ManagedLease::keep_redlock(held, &ManagedOptions::new().lease(lease)).expect("keep");
     let mut lost = kept.ownership();
     for server in &servers[..2] {
         let deleted: i64 = server.cmd(&["DEL", &key]);
@@ -305,4 +306,74 @@ async fn a_renewal_that_loses_its_quorum_fires_the_signal_before_anyone_acquires
         acquired_at - lost_at
     );
     assert!(kept.is_lost());
+}
+
+/// The router's state for the extractor test: a handle for the crate's outage log, and the
+/// group.
+#[derive(Clone)]
+struct Replicated {
+    coordination: Coordination,
+    group: RedlockGroup,
+}
+
+impl axum::extract::FromRef<Replicated> for Coordination {
+    fn from_ref(state: &Replicated) -> Self {
+        state.coordination.clone()
+    }
+}
+
+/// The ledger's lease, on the group of the router's state.
+struct Ledger;
+
+impl leasehold::extract::LeaseSpec<Replicated> for Ledger {
+    async fn lease(
+        _parts: &mut http::request::Parts,
+        state: &Replicated,
+    ) -> Result<leasehold::extract::LeaseRequest, leasehold::layer::key::KeyError> {
+        Ok(leasehold::extract::LeaseRequest::named("ledger").redlock(state.group.clone()))
+    }
+}
+
+/// A `Lease` whose request names a Redlock group takes the lease on a quorum of its nodes:
+/// `409` while another holds it there, then granted with the group's next fencing token.
+#[tokio::test]
+async fn the_lease_extractor_takes_a_redlock_lease() {
+    use axum::routing::get;
+    use leasehold::extract::Lease;
+
+    let servers = five("redlock-extractor");
+    let prefix = unique_prefix("redlock");
+    let nodes = handles(&servers, &prefix).await;
+    let group = RedlockGroup::new(nodes.clone()).expect("five nodes");
+    let app = axum::Router::new()
+        .route(
+            "/ledger",
+            get(|lease: Lease<Ledger>| async move { lease.fencing_token().to_string() }),
+        )
+        .with_state(Replicated {
+            coordination: nodes[0].clone(),
+            group: group.clone(),
+        });
+    let addr = support::http::serve(app).await;
+    let client = support::http::client();
+    let mut held = group
+        .try_acquire("ledger", Duration::from_secs(30))
+        .await
+        .expect("try")
+        .into_lease()
+        .expect("free");
+    let refused = support::http::get(&client, addr, "/ledger", &[]).await;
+    assert_eq!(refused.status, http::StatusCode::CONFLICT, "{refused:?}");
+    assert!(held.release().await.expect("release").was_held());
+    let granted = support::http::get(&client, addr, "/ledger", &[]).await;
+    assert_eq!(granted.status, http::StatusCode::OK, "{granted:?}");
+    let token: u64 = std::str::from_utf8(&granted.body)
+        .expect("text")
+        .parse()
+        .expect("a token");
+    assert!(
+        token > held.fencing_token(),
+        "{token} after {}",
+        held.fencing_token()
+    );
 }

@@ -189,13 +189,23 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let coordination = Coordination::from_ref(state);
         let taken = async {
-            let (name, taking) = R::lease(parts, state)
-                .await
-                .map_err(Reason::InvalidName)?
-                .into_parts();
+            let request = R::lease(parts, state).await.map_err(Reason::InvalidName)?;
+            let group = request.redlock_group().cloned();
+            let (name, taking) = request.into_parts();
             let name = request_name(name, "lease")?;
-            let lock = FencedLock::named(&coordination, &name);
             let options = &taking.options;
+            if let Some(group) = group {
+                let lease = take(
+                    &taking,
+                    coordination.outages(),
+                    Reason::held,
+                    || group.try_acquire(&name, options.lease_duration()),
+                    || group.acquire(&name, options.lease_duration()),
+                )
+                .await?;
+                return ManagedLease::keep_redlock(lease, options).map_err(Reason::failed);
+            }
+            let lock = FencedLock::named(&coordination, &name);
             let lease = take(
                 &taking,
                 coordination.outages(),

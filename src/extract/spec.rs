@@ -9,6 +9,7 @@ use bytes::Bytes;
 use http::request::Parts;
 
 use crate::coordination::ManagedOptions;
+use crate::coordination::redlock::RedlockGroup;
 use crate::layer::Rejection;
 use crate::layer::key::KeyError;
 
@@ -230,6 +231,7 @@ pub struct LeaseRequest {
     name: Vec<u8>,
     taking: Taking,
     waiting_bound: Option<Duration>,
+    redlock: Option<RedlockGroup>,
 }
 
 impl LeaseRequest {
@@ -242,6 +244,7 @@ impl LeaseRequest {
             name: name.into(),
             taking: Taking::default(),
             waiting_bound: None,
+            redlock: None,
         }
     }
 
@@ -253,6 +256,31 @@ impl LeaseRequest {
     /// or over an hour is a `500`, as any setting that cannot be kept.
     pub fn waiting_bound(mut self, bound: Duration) -> Self {
         self.waiting_bound = Some(bound);
+        self
+    }
+
+    /// For a [`Lease`](super::Lease): takes the lease on a quorum of `group`'s nodes (a
+    /// [`RedlockLease`](crate::coordination::redlock::RedlockLease), kept by a
+    /// [`ManagedLease`](crate::coordination::lock::ManagedLease) with the group's fencing
+    /// token) rather than as a fenced lock on the router's
+    /// [`Coordination`](crate::Coordination). A request that waits tries a round every 50 ms at most. The
+    /// other extractors ignore it.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use leasehold::Coordination;
+    /// use leasehold::coordination::redlock::RedlockGroup;
+    /// use leasehold::extract::LeaseRequest;
+    ///
+    /// # fn main() -> leasehold::Result<()> {
+    /// let group = RedlockGroup::new([Coordination::memory(), Coordination::memory(), Coordination::memory()])?;
+    /// let request = LeaseRequest::named("ledger").redlock(group);
+    /// # let _ = request;
+    /// # Ok(()) }
+    /// ```
+    pub fn redlock(mut self, group: RedlockGroup) -> Self {
+        self.redlock = Some(group);
         self
     }
 
@@ -269,6 +297,11 @@ impl LeaseRequest {
 
     pub(super) fn into_parts(self) -> (Vec<u8>, Taking) {
         (self.name, self.taking)
+    }
+
+    /// The Redlock group asked for, if any.
+    pub(super) fn redlock_group(&self) -> Option<&RedlockGroup> {
+        self.redlock.as_ref()
     }
 
     /// The waiting bound asked for, if any.

@@ -9,6 +9,7 @@ use super::{FencedLock, Release};
 use crate::coordination::ManagedOptions;
 use crate::coordination::owner::{Holding, Managed, expiry_ms};
 use crate::coordination::ownership::OwnershipLost;
+use crate::coordination::redlock::{GroupKeys, RedlockLease};
 use crate::error::Result;
 
 /// A lease on a [`FencedLock`](super::FencedLock): the lock is held under a random owner
@@ -261,7 +262,36 @@ impl fmt::Debug for FencedLease {
 /// ```
 pub struct ManagedLease {
     fencing_token: u64,
-    kept: Managed<LockKeys>,
+    kept: Kept,
+}
+
+/// What a [`ManagedLease`] keeps: a fenced lock's lease, or a Redlock group's.
+enum Kept {
+    Lock(Managed<LockKeys>),
+    Redlock(Managed<GroupKeys>),
+}
+
+impl Kept {
+    fn owner_token(&self) -> &str {
+        match self {
+            Kept::Lock(kept) => kept.owner_token(),
+            Kept::Redlock(kept) => kept.owner_token(),
+        }
+    }
+
+    fn ownership(&self) -> OwnershipLost {
+        match self {
+            Kept::Lock(kept) => kept.ownership(),
+            Kept::Redlock(kept) => kept.ownership(),
+        }
+    }
+
+    fn is_lost(&self) -> bool {
+        match self {
+            Kept::Lock(kept) => kept.is_lost(),
+            Kept::Redlock(kept) => kept.is_lost(),
+        }
+    }
 }
 
 impl ManagedLease {
@@ -272,7 +302,40 @@ impl ManagedLease {
     pub fn keep(lease: FencedLease, options: &ManagedOptions) -> Result<ManagedLease> {
         Ok(ManagedLease {
             fencing_token: lease.fencing_token(),
-            kept: Managed::keep(lease.into_holding(), options)?,
+            kept: Kept::Lock(Managed::keep(lease.into_holding(), options)?),
+        })
+    }
+
+    /// Takes over a [`RedlockLease`] and keeps it as `options` say: each renewal is
+    /// compare-and-extend on every node of its group, and one that misses its quorum ends
+    /// the lease (the signal fires, then the token is removed from every node). The fencing
+    /// token is the group's.
+    ///
+    /// Fails as [`keep`](Self::keep) does.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leasehold::Coordination;
+    /// use leasehold::coordination::ManagedOptions;
+    /// use leasehold::coordination::lock::ManagedLease;
+    /// use leasehold::coordination::redlock::RedlockGroup;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> leasehold::Result<()> {
+    /// let group = RedlockGroup::new([Coordination::memory(), Coordination::memory(), Coordination::memory()])?;
+    /// let options = ManagedOptions::new().lease(Duration::from_secs(10));
+    /// let lease = group.acquire("report", options.lease_duration()).await?;
+    /// let kept = ManagedLease::keep_redlock(lease, &options)?;
+    /// assert!(!kept.is_lost());
+    /// kept.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn keep_redlock(lease: RedlockLease, options: &ManagedOptions) -> Result<ManagedLease> {
+        Ok(ManagedLease {
+            fencing_token: lease.fencing_token(),
+            kept: Kept::Redlock(Managed::keep(lease.into_holding(), options)?),
         })
     }
 
@@ -343,7 +406,13 @@ impl ManagedLease {
     /// Cancel safe in effect: the release is asked of the keeper when this is called, and
     /// goes on there if the future is dropped, polled or not.
     pub fn release(self) -> impl Future<Output = Result<Release>> + Send {
-        self.kept.release()
+        // Asked of the keeper now, whichever it keeps.
+        let released: std::pin::Pin<Box<dyn Future<Output = Result<Release>> + Send>> =
+            match self.kept {
+                Kept::Lock(kept) => Box::pin(kept.release()),
+                Kept::Redlock(kept) => Box::pin(kept.release()),
+            };
+        released
     }
 }
 

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::nodes::GroupKeys;
-use crate::coordination::owner::{Holding, Managed, expiry_ms, release_in_background};
-use crate::coordination::ownership::{OwnershipLost, ReleaseStage};
-use crate::coordination::{ManagedOptions, Release};
+use crate::coordination::Release;
+use crate::coordination::owner::{Holding, expiry_ms, release_in_background};
+use crate::coordination::ownership::ReleaseStage;
 use crate::error::Result;
 
 /// A lease held on a quorum of a [`RedlockGroup`](super::RedlockGroup)'s nodes, with the
@@ -130,7 +130,8 @@ impl RedlockLease {
         self.holding.release().await.map(Release::from_reply)
     }
 
-    fn into_holding(self) -> Holding<GroupKeys> {
+    /// The holding, to be kept by a [`ManagedLease`](crate::coordination::lock::ManagedLease).
+    pub(crate) fn into_holding(self) -> Holding<GroupKeys> {
         self.holding
     }
 }
@@ -142,96 +143,6 @@ impl fmt::Debug for RedlockLease {
             .field("fencing_token", &self.fencing_token)
             .field("owner_token", &self.holding.token())
             .field("state", &self.holding.state())
-            .finish()
-    }
-}
-
-/// A [`RedlockLease`] kept by a background task: renewed at half its lease on a quorum until
-/// it is released, dropped, lost, or past its lifetime limit. A renewal that misses its
-/// quorum, or renewals failing until the estimate runs out, fire [`OwnershipLost`], before
-/// the token is removed from the nodes: before anyone else can take the lease.
-///
-/// # Example
-///
-/// ```
-/// use std::time::Duration;
-/// use leasehold::Coordination;
-/// use leasehold::coordination::ManagedOptions;
-/// use leasehold::coordination::redlock::{ManagedRedlockLease, RedlockGroup};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> leasehold::Result<()> {
-/// let nodes = [Coordination::memory(), Coordination::memory(), Coordination::memory()];
-/// let group = RedlockGroup::new(nodes)?;
-/// let lease = group.try_acquire("report", Duration::from_secs(10)).await?
-///     .into_lease()
-///     .expect("free");
-/// let kept = ManagedRedlockLease::keep(lease, &ManagedOptions::new().lease(Duration::from_secs(10)))?;
-/// let mut lost = kept.ownership();
-/// tokio::select! {
-///     () = async { /* the protected work, with kept.fencing_token() */ } => {}
-///     reason = lost.lost() => println!("stopped: {reason}"),
-/// }
-/// kept.release().await?;
-/// # Ok(()) }
-/// ```
-pub struct ManagedRedlockLease {
-    fencing_token: u64,
-    kept: Managed<GroupKeys>,
-}
-
-impl ManagedRedlockLease {
-    /// Takes over `lease` and keeps it as `options` say (their lease is what each renewal
-    /// asks for).
-    ///
-    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for
-    /// invalid options, or without a tokio runtime to run the keeper (then `lease` is
-    /// dropped, which releases it).
-    pub fn keep(lease: RedlockLease, options: &ManagedOptions) -> Result<ManagedRedlockLease> {
-        Ok(ManagedRedlockLease {
-            fencing_token: lease.fencing_token(),
-            kept: Managed::keep(lease.into_holding(), options)?,
-        })
-    }
-
-    /// The group's fencing token.
-    pub fn fencing_token(&self) -> u64 {
-        self.fencing_token
-    }
-
-    /// The owner token of the lease.
-    pub fn owner_token(&self) -> &str {
-        self.kept.owner_token()
-    }
-
-    /// The signal that fires when ownership is lost (or the lease released).
-    pub fn ownership(&self) -> OwnershipLost {
-        self.kept.ownership()
-    }
-
-    /// Whether ownership is lost.
-    pub fn is_lost(&self) -> bool {
-        self.kept.is_lost()
-    }
-
-    /// Stops renewing, fires [`OwnershipLost`] as released, then removes the token from every
-    /// node (see [`RedlockLease::release`]).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: the release is asked of the keeper at once, and goes on if the future is
-    /// dropped.
-    pub fn release(self) -> impl Future<Output = Result<Release>> + Send {
-        self.kept.release()
-    }
-}
-
-impl fmt::Debug for ManagedRedlockLease {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ManagedRedlockLease")
-            .field("fencing_token", &self.fencing_token)
-            .field("owner_token", &self.kept.owner_token())
-            .field("lost", &self.is_lost())
             .finish()
     }
 }

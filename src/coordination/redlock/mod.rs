@@ -5,7 +5,10 @@
 //!   shared, not owned) and the node timeout; [`try_acquire`](RedlockGroup::try_acquire)
 //!   runs one round, [`acquire`](RedlockGroup::acquire) waits.
 //! - [`RedlockLease`]: the lease held on a quorum, with the group's fencing token;
-//!   [`ManagedRedlockLease`] keeps one renewed, with the ownership signal.
+//!   [`ManagedLease::keep_redlock`](crate::coordination::lock::ManagedLease::keep_redlock)
+//!   keeps one renewed, with the ownership signal, and a
+//!   [`LeaseRequest::redlock`](crate::extract::LeaseRequest::redlock) has the `Lease`
+//!   extractor take one.
 //!
 //! # The round
 //!
@@ -21,7 +24,7 @@
 //!
 //! A renewal is compare-and-extend on every node: renewed when a quorum renewed. One that
 //! misses its quorum ends the lease: its token is removed from every node, the handle is
-//! lost, and a [`ManagedRedlockLease`]'s ownership signal fires. A renewal never takes a
+//! lost, and a managed lease's ownership signal fires. A renewal never takes a
 //! lease again. A release removes the token from every node, answered when a quorum
 //! answered; a handle whose release missed the quorum stops reporting ownership and keeps
 //! its token for another release.
@@ -64,7 +67,8 @@ mod lease;
 mod nodes;
 
 pub use group::{DEFAULT_NODE_TIMEOUT, RedlockGroup};
-pub use lease::{ManagedRedlockLease, RedlockLease};
+pub use lease::RedlockLease;
+pub(crate) use nodes::GroupKeys;
 
 use crate::coordination::Attempt;
 
