@@ -325,8 +325,8 @@ impl ManagedLease {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> leasehold::Result<()> {
     /// let group = RedlockGroup::new([Coordination::memory(), Coordination::memory(), Coordination::memory()])?;
+    /// let lease = group.acquire("report", Duration::from_secs(10)).await?;
     /// let options = ManagedOptions::new().lease(Duration::from_secs(10));
-    /// let lease = group.acquire("report", options.lease_duration()).await?;
     /// let kept = ManagedLease::keep_redlock(lease, &options)?;
     /// assert!(!kept.is_lost());
     /// kept.release().await?;
