@@ -41,7 +41,7 @@ async fn handles(servers: &[Server], prefix: &str) -> Vec<Coordination> {
 
 /// The lease key of `name` on a node, as a fenced lock of that name stores it.
 fn lease_key(node: &Coordination, name: &str) -> String {
-    let key = format!("lock:{{{}:{name}}}:lease", name.len());
+    let key = format!("redlock:{{{}:{name}}}:lease", name.len());
     String::from_utf8(node.backend().physical_key(key.as_bytes())).expect("text")
 }
 
@@ -68,7 +68,7 @@ async fn settings_that_cannot_be_kept_are_refused() {
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     // A lease one round could spend.
     let err = group
-        .try_acquire("short", Duration::from_millis(50))
+        .try_acquire("short", Duration::from_millis(300))
         .await
         .expect_err("spent by a round");
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
@@ -152,17 +152,57 @@ async fn a_node_slower_than_the_node_timeout_counts_as_failed() {
     assert!(held.release().await.expect("release").was_held());
 }
 
-/// Two contenders with connections of their own take the lease in turns over 1,000 rounds,
-/// a node restarted in the middle (without persistence, after waiting out the longest
-/// lease, as the module documentation asks): no two holds overlap, and the group's tokens
-/// increase in the order of the holds.
+/// With two nodes down, the three left are all needed: a third that stalls past the node
+/// timeout fails the round within about that timeout, its failure named, rather than
+/// holding it for the stall.
 #[tokio::test]
+async fn a_stalled_node_fails_the_round_within_the_node_timeout() {
+    let servers = five("redlock-stalled");
+    let prefix = unique_prefix("redlock");
+    let timeout = Duration::from_millis(100);
+    let group = RedlockGroup::new(handles(&servers, &prefix).await)
+        .and_then(|group| group.node_timeout(timeout))
+        .expect("five nodes");
+    servers[0].stop();
+    servers[1].stop();
+    servers[2].pause_clients(2_000);
+    let started = Instant::now();
+    let err = group
+        .try_acquire("stalled", LEASE)
+        .await
+        .expect_err("no quorum without the stalled node");
+    assert!(
+        started.elapsed() < timeout * 5,
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(err.to_string().contains("node 2"), "{err}");
+}
+
+/// Two contenders with connections of their own, on two threads, take the lease in turns
+/// over 1,000 rounds, each hold lasting a millisecond, a node restarted in the middle
+/// (without persistence, after waiting out the longest lease, as the module documentation
+/// asks): no two holds overlap, and the group's tokens increase in the order of the holds.
+/// One node's counter starts far ahead of the others' clocks, so that tokens keep
+/// increasing only if each round writes its token back to its majority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_contenders_never_both_hold_it() {
     const ROUNDS: usize = 1_000;
     let servers = Arc::new(five("redlock-contend"));
     let prefix = unique_prefix("redlock");
-    let lease = Duration::from_millis(500);
+    let lease = Duration::from_millis(700);
     let holds: Arc<Mutex<Vec<(Instant, Instant, u64)>>> = Arc::default();
+    // An hour of microseconds ahead of the clock floor.
+    let ahead = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_micros()
+        + 3_600_000_000)
+        .to_string();
+    let first = handles(&servers[..1], &prefix).await.remove(0);
+    let counter = String::from_utf8(first.backend().physical_key(b"redlock:{9:contended}:fence"))
+        .expect("text");
+    let () = servers[0].cmd(&["SET", &counter, &ahead]);
     let rounds = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut contenders = Vec::new();
     for _ in 0..2 {
@@ -183,7 +223,7 @@ async fn two_contenders_never_both_hold_it() {
                 };
                 if let Some(mut held) = attempt.into_lease() {
                     let from = Instant::now();
-                    tokio::task::yield_now().await;
+                    tokio::time::sleep(Duration::from_millis(1)).await;
                     let to = Instant::now();
                     holds
                         .lock()

@@ -9,7 +9,7 @@ use super::{FencedLock, Release};
 use crate::coordination::ManagedOptions;
 use crate::coordination::owner::{Holding, Managed, expiry_ms};
 use crate::coordination::ownership::OwnershipLost;
-use crate::coordination::redlock::{GroupKeys, RedlockLease};
+use crate::coordination::redlock::{GroupKeys, RedlockLease, check_lease};
 use crate::error::Result;
 
 /// A lease on a [`FencedLock`](super::FencedLock): the lock is held under a random owner
@@ -311,7 +311,9 @@ impl ManagedLease {
     /// the lease (the signal fires, then the token is removed from every node). The fencing
     /// token is the group's.
     ///
-    /// Fails as [`keep`](Self::keep) does.
+    /// Fails as [`keep`](Self::keep) does, and with
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a lease in
+    /// `options` not longer than three of the group's node timeouts.
     ///
     /// # Example
     ///
@@ -333,6 +335,7 @@ impl ManagedLease {
     /// # Ok(()) }
     /// ```
     pub fn keep_redlock(lease: RedlockLease, options: &ManagedOptions) -> Result<ManagedLease> {
+        check_lease(options.lease_duration(), lease.node_timeout())?;
         Ok(ManagedLease {
             fencing_token: lease.fencing_token(),
             kept: Kept::Redlock(Managed::keep(lease.into_holding(), options)?),

@@ -28,8 +28,8 @@ pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(100);
 ///
 /// Each node is a [`Coordination`] of its own, which the group shares and does not own
 /// (clones of the same handles serve other primitives meanwhile). On each node, a lease
-/// named `name` lives under the keys a [`FencedLock::named`](crate::coordination::lock::FencedLock::named)
-/// lock of that name uses.
+/// named `name` lives under `redlock:{<name length>:<name>}:lease`, beside its fencing
+/// counter `redlock:{<name length>:<name>}:fence`, as a fenced lock's pair.
 ///
 /// Cheap to clone.
 ///
@@ -137,8 +137,12 @@ impl RedlockGroup {
     /// gives each node's).
     ///
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument), before
-    /// anything is sent, for a lease not longer than the node timeout (a round could spend
-    /// it) or over about 34 years.
+    /// anything is sent, for a lease not longer than three node timeouts (a round, its
+    /// acquisition then its write-back, could spend it) or over about 34 years; with
+    /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout) when the round took the whole lease
+    /// all the same (its grants released), and with
+    /// [`ErrorKind::Transient`](crate::ErrorKind::Transient) when the fencing token's
+    /// write-back missed its quorum.
     ///
     /// # Cancel safety
     ///
@@ -150,13 +154,7 @@ impl RedlockGroup {
         lease: Duration,
     ) -> Result<Attempt<RedlockLease>> {
         let lease_ms = expiry_ms("a lease", lease)?;
-        if lease <= self.node_timeout {
-            return Err(Error::invalid_argument(format!(
-                "a Redlock lease of {lease:?} could be spent by one round, whose nodes have \
-                 {:?} each to answer",
-                self.node_timeout
-            )));
-        }
+        check_lease(lease, self.node_timeout)?;
         let keys = Arc::new(self.keys(name.as_ref()));
         let token = new_token()?;
         round(&keys, token, lease_ms).await
@@ -187,7 +185,7 @@ impl RedlockGroup {
 
     /// The lock's keys on every node.
     fn keys(&self, name: &[u8]) -> GroupKeys {
-        let tagged = name::hash_tagged(b"lock", name);
+        let tagged = name::hash_tagged(b"redlock", name);
         let lease = [tagged.as_slice(), b":lease"].concat();
         let counter = [tagged.as_slice(), b":fence"].concat();
         GroupKeys {
@@ -218,6 +216,8 @@ impl fmt::Debug for RedlockGroup {
 
 /// What one node answered to the round's acquisition.
 enum Vote {
+    /// Not waited for: the others had decided the round.
+    Unknown,
     /// Granted, with the node's next fencing token.
     Granted(u64),
     /// Held by another; when its lease runs out there.
@@ -249,7 +249,12 @@ async fn round(
                     let late = ReleaseOnDrop::arm(&node, &token, ReleaseStage::UncertainAcquire)
                         .not_before(node.backend(), deadline);
                     let not_after_ms = deadline.map_or(0, |deadline| deadline.server_ms);
-                    Ok((node.acquire(&token, &node_ms, not_after_ms).await, late))
+                    let answer = node.acquire(&token, &node_ms, not_after_ms).await;
+                    if let Ok(Acquisition::Late) = answer {
+                        // The node's clock is not the one the deadline came from.
+                        node.backend().deadline_missed();
+                    }
+                    Ok((answer, late))
                 }
             },
             // A quorum granted, or too many did not for one to: the nodes still on their way
@@ -268,10 +273,7 @@ async fn round(
     let mut votes = Vec::with_capacity(answers.len());
     for answer in answers {
         let Some(answer) = answer else {
-            votes.push(Vote::Failed(Error::new(
-                ErrorKind::Timeout,
-                "not waited for: the others had decided",
-            )));
+            votes.push(Vote::Unknown);
             late.push(None);
             continue;
         };
@@ -312,16 +314,34 @@ async fn round(
             _ => None,
         })
         .collect();
-    if granted.len() >= quorum
-        && let Some(fencing_token) = write_back(keys, &granted).await
-        && let Some(holding) = Holding::granted(
-            Arc::clone(keys),
-            token.clone(),
-            Some(Duration::from_millis(lease_ms)),
-            started,
-            None,
-        )
-    {
+    let outcome = if granted.len() < quorum {
+        None
+    } else {
+        match write_back(keys, &granted).await {
+            Err(err) => Some(Err(err)),
+            Ok(fencing_token) => match Holding::granted(
+                Arc::clone(keys),
+                token.clone(),
+                Some(Duration::from_millis(lease_ms)),
+                started,
+                None,
+            ) {
+                Some(holding) => Some(Ok((holding, fencing_token))),
+                // Released by the holding in the background: nobody can use it.
+                None => {
+                    return Err(Error::new(
+                        ErrorKind::Timeout,
+                        format!(
+                            "the round took {:?}, the whole lease: make the lease longer, \
+                             or the node timeout shorter",
+                            started.elapsed()
+                        ),
+                    ));
+                }
+            },
+        }
+    };
+    if let Some(Ok((holding, fencing_token))) = outcome {
         // The nodes that granted hold it under the holding now; the others may still
         // apply a late delivery, which their guards clean up.
         for (index, guard) in late.into_iter().enumerate() {
@@ -338,16 +358,23 @@ async fn round(
     // can no longer land.
     release_everywhere(keys, &token);
     drop(late);
+    if let Some(Err(err)) = outcome {
+        return Err(err);
+    }
     settle_failed_round(keys, &votes, granted.len())
 }
 
 /// Writes the group's token (the largest of the tokens the granting nodes just took, each
 /// above its own counter) back to those nodes, whose counters only move up: the token when
-/// a quorum took it.
-async fn write_back(keys: &GroupKeys, granted: &[(usize, u64)]) -> Option<u64> {
-    let token = granted.iter().map(|(_, token)| *token).max()?;
+/// a quorum took it, an error naming each node's failure otherwise.
+async fn write_back(keys: &GroupKeys, granted: &[(usize, u64)]) -> Result<u64> {
+    let token = granted
+        .iter()
+        .map(|(_, token)| *token)
+        .max()
+        .unwrap_or_default();
     let at: Vec<usize> = granted.iter().map(|(index, _)| *index).collect();
-    let raised = keys
+    let answers = keys
         .on_every_node(
             move |index, node| {
                 let asked = at.contains(&index);
@@ -367,11 +394,31 @@ async fn write_back(keys: &GroupKeys, granted: &[(usize, u64)]) -> Option<u64> {
             // Every granting node raised, or as many as answer in time.
             |_| false,
         )
-        .await
+        .await;
+    let raised = answers
         .iter()
         .filter(|answer| matches!(answer, Some(Ok(true))))
         .count();
-    (raised >= keys.quorum()).then_some(token)
+    if raised >= keys.quorum() {
+        return Ok(token);
+    }
+    let causes: Vec<String> = answers
+        .iter()
+        .enumerate()
+        .filter_map(|(index, answer)| match answer {
+            Some(Err(err)) => Some(format!("node {index}: {err}")),
+            _ => None,
+        })
+        .collect();
+    Err(Error::new(
+        ErrorKind::Transient,
+        format!(
+            "the group's fencing token reached {raised} of the {} nodes that granted the \
+             lease, short of a quorum: {}",
+            granted.len(),
+            causes.join("; ")
+        ),
+    ))
 }
 
 /// The answer to a round without a lease: an error when the nodes that failed leave no
@@ -391,6 +438,7 @@ fn settle_failed_round(
             _ => None,
         })
         .collect();
+    // The nodes not waited for may still have answered either way.
     if keys.nodes.len() - failed.len() < quorum {
         return Err(Error::new(
             ErrorKind::Transient,
@@ -418,4 +466,15 @@ fn settle_failed_round(
         .or(busy.last())
         .map(|&ms| Duration::from_millis(ms));
     Ok(Attempt::Busy { retry_after })
+}
+
+/// Refuses a lease a round could spend: not longer than three node timeouts.
+pub(crate) fn check_lease(lease: Duration, node_timeout: Duration) -> Result<()> {
+    if lease <= node_timeout.saturating_mul(3) {
+        return Err(Error::invalid_argument(format!(
+            "a Redlock lease of {lease:?} could be spent by one round, whose nodes have \
+             {node_timeout:?} each to answer, twice: make it longer than three node timeouts"
+        )));
+    }
+    Ok(())
 }

@@ -1,13 +1,11 @@
 //! A lease held on a quorum of the group's nodes, and its managed form.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::nodes::GroupKeys;
 use crate::coordination::Release;
-use crate::coordination::owner::{Holding, expiry_ms, release_in_background};
-use crate::coordination::ownership::ReleaseStage;
+use crate::coordination::owner::{Holding, HoldingKeys, expiry_ms};
 use crate::error::Result;
 
 /// A lease held on a quorum of a [`RedlockGroup`](super::RedlockGroup)'s nodes, with the
@@ -89,12 +87,17 @@ impl RedlockLease {
     /// because the handle is released, lost or uncertain, or past its estimate: a renewal
     /// never takes a lease again.
     ///
+    /// A lease not longer than three node timeouts fails with
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) before anything is
+    /// sent.
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe in effect: dropped after the renewals were sent, the handle stays as an
     /// unanswered renewal leaves it, held with the narrower estimate.
     pub async fn renew(&mut self, lease: Duration) -> Result<bool> {
         let lease_ms = expiry_ms("a lease", lease)?;
+        super::group::check_lease(lease, self.holding.keys().node_timeout)?;
         let was_held = !self.holding.is_released();
         let renewed = self.holding.renew(Some(lease_ms)).await?;
         if was_held && self.holding.is_released() {
@@ -130,6 +133,11 @@ impl RedlockLease {
         self.holding.release().await.map(Release::from_reply)
     }
 
+    /// How long each node has to answer each step.
+    pub(crate) fn node_timeout(&self) -> Duration {
+        self.holding.keys().node_timeout
+    }
+
     /// The holding, to be kept by a [`ManagedLease`](crate::coordination::lock::ManagedLease).
     pub(crate) fn into_holding(self) -> Holding<GroupKeys> {
         self.holding
@@ -147,15 +155,32 @@ impl fmt::Debug for RedlockLease {
     }
 }
 
-/// Removes `token` from every node in the background (owner-checked, retried with backoff
-/// on each node while it is unavailable): after a round that missed its quorum, or a
-/// renewal that did.
+/// Removes `token` from every node in the background, one attempt each within the node
+/// timeout: after a round that missed its quorum (whose guards remove it again once late
+/// deliveries can no longer land), or a renewal that did (whose nodes let it expire). What
+/// it misses expires with the lease. Without a runtime, nothing is sent.
 pub(super) fn release_everywhere(keys: &GroupKeys, token: &str) {
-    for node in &keys.nodes {
-        release_in_background(
-            Arc::clone(node),
-            token.to_owned(),
-            ReleaseStage::UncertainAcquire,
-        );
-    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let nodes = GroupKeys {
+        nodes: keys.nodes.clone(),
+        node_timeout: keys.node_timeout,
+    };
+    let token = token.to_owned();
+    runtime.spawn(async move {
+        let answers = nodes
+            .on_every_node(
+                move |_, node| {
+                    let token = token.clone();
+                    async move { node.release(&token).await }
+                },
+                |_| false,
+            )
+            .await;
+        let missed = answers.iter().filter(|answer| !matches!(answer, Some(Ok(_)))).count();
+        if missed > 0 {
+            tracing::debug!(keys = %nodes, missed, "a Redlock token was left to expire on some nodes");
+        }
+    });
 }

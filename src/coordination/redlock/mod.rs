@@ -31,8 +31,9 @@
 //!
 //! # Fencing tokens
 //!
-//! Each node keeps a fencing counter beside its lease key (a
-//! [fenced lock's](crate::coordination::lock::FencedLock) pair of keys). An acquisition
+//! Each node keeps a fencing counter beside its lease key
+//! (`redlock:{<name length>:<name>}:lease` and `:fence`, a
+//! [fenced lock's](crate::coordination::lock::FencedLock) pair, under names of their own). An acquisition
 //! takes the next token on each node that grants it (above its counter, and at least its
 //! clock in microseconds), takes the largest of the majority's, and writes it back to that
 //! majority (a counter only moves up) before the lease is returned; a write-back that
@@ -57,7 +58,8 @@
 //!
 //! | step | a node unavailable or slower than the node timeout | a node refusing (ACL, corrupt state) | a quorum of nodes failing |
 //! |---|---|---|---|
-//! | acquire | no vote; the token removed from it later | no vote | an error naming each node's failure; the token removed everywhere |
+//! | acquire | no vote; the token removed from it later; once a quorum has decided, the nodes still on their way are not waited for | no vote | an error naming each node's failure; the token removed everywhere |
+//! | the token's write-back | not counted | not counted | an error naming each node's failure; the grants removed everywhere |
 //! | renew | no renewal there | no renewal there | the lease ends: lost, the token removed everywhere |
 //! | verify | a no | a no | `false` |
 //! | release | not counted | not counted | an error (uncertain): the handle keeps its token for another release |
@@ -66,6 +68,7 @@ mod group;
 mod lease;
 mod nodes;
 
+pub(crate) use group::check_lease;
 pub use group::{DEFAULT_NODE_TIMEOUT, RedlockGroup};
 pub use lease::RedlockLease;
 pub(crate) use nodes::GroupKeys;

@@ -149,10 +149,11 @@ impl HoldingKeys for GroupKeys {
         Ok(Self::yes(&answers) >= self.quorum())
     }
 
-    /// Owner-checked release on every node: answered when a quorum answered (released, or
-    /// already gone), [`LeaseReleaseReply::Released`] when a quorum still held it. Fewer
-    /// answers fail (unavailable, uncertain), so that the handle keeps its token for
-    /// another release.
+    /// Owner-checked release on every node: answered when a quorum answered,
+    /// [`LeaseReleaseReply::Released`] when one of them still held it,
+    /// [`OtherOwner`](LeaseReleaseReply::OtherOwner) when none did and another holder's
+    /// lease stands on one. Fewer answers fail (unavailable, uncertain), so that the handle
+    /// keeps its token for another release.
     async fn release(&self, token: &str) -> Result<LeaseReleaseReply> {
         let owned = token.to_owned();
         // Every node waited for: each removes what it holds.
@@ -185,12 +186,12 @@ impl HoldingKeys for GroupKeys {
             )
             .uncertain(true));
         }
-        let released = answered
-            .iter()
-            .filter(|reply| ***reply == LeaseReleaseReply::Released)
-            .count();
-        Ok(if released >= self.quorum() {
+        // A quorum answered: released wherever it was still this holder's.
+        let found = |wanted: LeaseReleaseReply| answered.iter().any(|reply| **reply == wanted);
+        Ok(if found(LeaseReleaseReply::Released) {
             LeaseReleaseReply::Released
+        } else if found(LeaseReleaseReply::OtherOwner) {
+            LeaseReleaseReply::OtherOwner
         } else {
             LeaseReleaseReply::NoLease
         })
