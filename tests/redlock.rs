@@ -303,7 +303,7 @@ async fn a_renewal_that_loses_its_quorum_fires_the_signal_before_anyone_acquires
         .expect("try")
         .into_lease()
         .expect("free");
-    let kept = ManagedLease::keep_redlock(held, &ManagedOptions::new().lease(lease)).expect("keep");
+    let kept = ManagedLease::keep(held, &ManagedOptions::new().lease(lease)).expect("keep");
     let mut lost = kept.ownership();
     for server in &servers[..2] {
         let deleted: i64 = server.cmd(&["DEL", &key]);

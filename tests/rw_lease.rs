@@ -760,14 +760,16 @@ async fn four_reader_and_two_writer_processes_take_turns() {
     assert_eq!(writer, 0, "a writer overlapped another holder");
     assert!(readers > 0, "readers never overlapped");
     // Each turn also costs a wake-up and a round trip (about 2 ms, 4 turns in a writer's
-    // cycle), more on two cores shared with the other tests: twice the bound at p99, and
-    // 100 ms more for the worst. A side that starves waits seconds.
+    // cycle), and far more on two cores shared with the other tests of this binary (and a
+    // build, on a developer's machine): 4 times the bound at p99, a second for the worst.
+    // A side that starves waits the whole run (no write in 10 s without an order; 4 reads
+    // with writer preference).
     for (side, p99, worst, bound) in [
         ("reader", reader_p99, reader_worst, reader_bound),
         ("writer", writer_p99, writer_worst, writer_bound),
     ] {
-        assert!(p99 <= 2 * bound, "a {side}'s p99 wait: {p99} ms");
-        assert!(worst <= 2 * bound + 100, "a {side} waited {worst} ms");
+        assert!(p99 <= 4 * bound, "a {side}'s p99 wait: {p99} ms");
+        assert!(worst <= 1_000, "a {side} waited {worst} ms");
     }
 }
 

@@ -203,7 +203,7 @@ where
                     || group.acquire(&name, options.lease_duration()),
                 )
                 .await?;
-                return ManagedLease::keep_redlock(lease, options).map_err(Reason::failed);
+                return ManagedLease::keep(lease, options).map_err(Reason::failed);
             }
             let lock = FencedLock::named(&coordination, &name);
             let lease = take(

@@ -9,12 +9,13 @@ use super::{FencedLock, Release};
 use crate::coordination::ManagedOptions;
 use crate::coordination::owner::{Holding, Managed, expiry_ms};
 use crate::coordination::ownership::OwnershipLost;
-use crate::coordination::redlock::{GroupKeys, RedlockLease, check_lease};
+use crate::coordination::redlock::{GroupKeys, check_lease, release_everywhere};
 use crate::error::Result;
 
-/// A lease on a [`FencedLock`](super::FencedLock): the lock is held under a random owner
-/// token that only this handle knows, and with a fencing token that orders it after every
-/// earlier holder.
+/// A lease on a [`FencedLock`](super::FencedLock), or on a quorum of a
+/// [`RedlockGroup`](crate::coordination::redlock::RedlockGroup)'s nodes: the lock is held
+/// under a random owner token that only this handle knows, and with a fencing token that
+/// orders it after every earlier holder.
 ///
 /// Send [`fencing_token`](Self::fencing_token) with every write to the protected resource,
 /// and have the resource refuse a token lower than the highest it has accepted: a holder
@@ -93,14 +94,40 @@ use crate::error::Result;
 /// # Ok(()) }
 /// ```
 pub struct FencedLease {
-    holding: Holding<LockKeys>,
+    holding: Held,
     fencing_token: u64,
+}
+
+/// What a [`FencedLease`] holds: a fenced lock's lease on one backend, or a Redlock group's
+/// on a quorum of its nodes (every step on every node, a quorum deciding). One lifecycle,
+/// the kit's, for both.
+enum Held {
+    Lock(Holding<LockKeys>),
+    Redlock(Holding<GroupKeys>),
+}
+
+/// `$body` with `$holding` bound to whichever holding `$held` is.
+macro_rules! on_held {
+    ($held:expr, $holding:ident => $body:expr) => {
+        match $held {
+            Held::Lock($holding) => $body,
+            Held::Redlock($holding) => $body,
+        }
+    };
 }
 
 impl FencedLease {
     pub(super) fn new(holding: Holding<LockKeys>, fencing_token: u64) -> Self {
         FencedLease {
-            holding,
+            holding: Held::Lock(holding),
+            fencing_token,
+        }
+    }
+
+    /// A Redlock group's lease.
+    pub(crate) fn redlock(holding: Holding<GroupKeys>, fencing_token: u64) -> Self {
+        FencedLease {
+            holding: Held::Redlock(holding),
             fencing_token,
         }
     }
@@ -116,13 +143,13 @@ impl FencedLease {
 
     /// The owner token: 32 lower-case hex digits (128 random bits), unique to this lease.
     pub fn owner_token(&self) -> &str {
-        self.holding.token()
+        on_held!(&self.holding, holding => holding.token())
     }
 
     /// The lease asked for at acquisition or at the last successful renewal, in whole
     /// milliseconds.
     pub fn lease(&self) -> Duration {
-        self.holding.expiry().unwrap_or_default()
+        on_held!(&self.holding, holding => holding.expiry()).unwrap_or_default()
     }
 
     /// A conservative local estimate of the time the lease has left: measured from
@@ -133,14 +160,14 @@ impl FencedLease {
     /// An estimate only: the backend's clock decides, and it says nothing of a lease taken
     /// away by hand; [`verify_still_held`](Self::verify_still_held) asks the backend.
     pub fn remaining_estimate(&self) -> Duration {
-        self.holding.remaining_estimate().unwrap_or_default()
+        on_held!(&self.holding, holding => holding.remaining_estimate()).unwrap_or_default()
     }
 
     /// Whether this handle no longer holds its lease: released by it, or found gone or
     /// another holder's by [`renew`](Self::renew). False for an uncertain handle (see
     /// [Failures](#failures)), which still needs a release.
     pub fn is_released(&self) -> bool {
-        self.holding.is_released()
+        on_held!(&self.holding, holding => holding.is_released())
     }
 
     /// Gives the lease a new expiry of `lease`, counted from now on the backend's clock, if
@@ -165,7 +192,19 @@ impl FencedLease {
     /// as an unanswered renewal does, held with the narrower estimate.
     pub async fn renew(&mut self, lease: Duration) -> Result<bool> {
         let lease_ms = expiry_ms("a lease", lease)?;
-        self.holding.renew(Some(lease_ms)).await
+        match &mut self.holding {
+            Held::Lock(holding) => holding.renew(Some(lease_ms)).await,
+            Held::Redlock(holding) => {
+                check_lease(lease, holding.keys().node_timeout)?;
+                let was_held = !holding.is_released();
+                let renewed = holding.renew(Some(lease_ms)).await?;
+                if was_held && holding.is_released() {
+                    // Lost by this renewal: the nodes that renewed still hold the token.
+                    release_everywhere(holding.keys(), holding.token());
+                }
+                Ok(renewed)
+            }
+        }
     }
 
     /// Whether the lease is still held under this handle's owner token, asked of the
@@ -181,7 +220,7 @@ impl FencedLease {
     ///
     /// Cancel safe: the step only reads, and the handle is unchanged.
     pub async fn verify_still_held(&self) -> Result<bool> {
-        self.holding.verify().await
+        on_held!(&self.holding, holding => holding.verify().await)
     }
 
     /// Deletes the lease if it is still held under this handle's owner token; never
@@ -205,23 +244,35 @@ impl FencedLease {
     /// release goes on in a background task (retried as on drop) and the handle counts as
     /// released.
     pub async fn release(&mut self) -> Result<Release> {
-        self.holding.release().await.map(Release::from_reply)
+        on_held!(&mut self.holding, holding => holding.release().await).map(Release::from_reply)
     }
 
-    /// The holding, to be kept by a [`ManagedLease`].
-    fn into_holding(self) -> Holding<LockKeys> {
-        self.holding
+    /// The holding, kept by a [`ManagedLease`] as `options` say.
+    fn keep(self, options: &ManagedOptions) -> Result<Kept> {
+        Ok(match self.holding {
+            Held::Lock(holding) => Kept::Lock(Managed::keep(holding, options)?),
+            Held::Redlock(holding) => {
+                check_lease(options.lease_duration(), holding.keys().node_timeout)?;
+                Kept::Redlock(Managed::keep(holding, options)?)
+            }
+        })
     }
 }
 
 impl fmt::Debug for FencedLease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FencedLease")
-            .field("lease_key", &format_args!("{}", self.holding.keys()))
+            .field(
+                "lease_key",
+                &on_held!(&self.holding, holding => holding.keys().to_string()),
+            )
             .field("fencing_token", &self.fencing_token)
-            .field("owner_token", &self.holding.token())
+            .field("owner_token", &self.owner_token())
             .field("lease", &self.lease())
-            .field("state", &self.holding.state())
+            .field(
+                "state",
+                &on_held!(&self.holding, holding => holding.state()),
+            )
             .finish()
     }
 }
@@ -295,50 +346,18 @@ impl Kept {
 }
 
 impl ManagedLease {
-    /// Takes over `lease` and keeps it as `options` say.
+    /// Takes over `lease` and keeps it as `options` say: a Redlock group's lease is renewed
+    /// on every node of its group, and a renewal that misses its quorum ends it (the signal
+    /// fires, then its token is removed from every node).
     ///
-    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for invalid options, or without a tokio
-    /// runtime to run the keeper (then `lease` is dropped, which releases it).
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for
+    /// invalid options (for a Redlock group's lease, also a lease not longer than three of
+    /// its node timeouts), or without a tokio runtime to run the keeper (then `lease` is
+    /// dropped, which releases it).
     pub fn keep(lease: FencedLease, options: &ManagedOptions) -> Result<ManagedLease> {
         Ok(ManagedLease {
             fencing_token: lease.fencing_token(),
-            kept: Kept::Lock(Managed::keep(lease.into_holding(), options)?),
-        })
-    }
-
-    /// Takes over a [`RedlockLease`] and keeps it as `options` say: each renewal is
-    /// compare-and-extend on every node of its group, and one that misses its quorum ends
-    /// the lease (the signal fires, then the token is removed from every node). The fencing
-    /// token is the group's.
-    ///
-    /// Fails as [`keep`](Self::keep) does, and with
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a lease in
-    /// `options` not longer than three of the group's node timeouts.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use leasehold::Coordination;
-    /// use leasehold::coordination::ManagedOptions;
-    /// use leasehold::coordination::lock::ManagedLease;
-    /// use leasehold::coordination::redlock::RedlockGroup;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> leasehold::Result<()> {
-    /// let group = RedlockGroup::new([Coordination::memory(), Coordination::memory(), Coordination::memory()])?;
-    /// let lease = group.acquire("report", Duration::from_secs(10)).await?;
-    /// let options = ManagedOptions::new().lease(Duration::from_secs(10));
-    /// let kept = ManagedLease::keep_redlock(lease, &options)?;
-    /// assert!(!kept.is_lost());
-    /// kept.release().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn keep_redlock(lease: RedlockLease, options: &ManagedOptions) -> Result<ManagedLease> {
-        check_lease(options.lease_duration(), lease.node_timeout())?;
-        Ok(ManagedLease {
-            fencing_token: lease.fencing_token(),
-            kept: Kept::Redlock(Managed::keep(lease.into_holding(), options)?),
+            kept: lease.keep(options)?,
         })
     }
 

@@ -6,12 +6,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::RedlockLease;
-use super::lease::release_everywhere;
+use super::nodes::release_everywhere;
 use super::nodes::{GroupKeys, with_drift};
 use crate::Coordination;
 use crate::backend::steps::redlock::RedlockRaiseStep;
-use crate::coordination::lock::LockKeys;
+use crate::coordination::lock::{FencedLease, LockAttempt, LockKeys};
 use crate::coordination::name;
 use crate::coordination::owner::{
     Acquire, Acquisition, Holding, HoldingKeys, ReleaseOnDrop, ReleaseStage, expiry_ms, new_token,
@@ -152,7 +151,7 @@ impl RedlockGroup {
         &self,
         name: impl AsRef<[u8]>,
         lease: Duration,
-    ) -> Result<Attempt<RedlockLease>> {
+    ) -> Result<LockAttempt> {
         let lease_ms = expiry_ms("a lease", lease)?;
         check_lease(lease, self.node_timeout)?;
         let keys = Arc::new(self.keys(name.as_ref()));
@@ -167,7 +166,7 @@ impl RedlockGroup {
     /// # Cancel safety
     ///
     /// Cancel safe, as [`try_acquire`](Self::try_acquire) is.
-    pub async fn acquire(&self, name: impl AsRef<[u8]>, lease: Duration) -> Result<RedlockLease> {
+    pub async fn acquire(&self, name: impl AsRef<[u8]>, lease: Duration) -> Result<FencedLease> {
         let name = name.as_ref();
         loop {
             match self.try_acquire(name, lease).await? {
@@ -227,11 +226,7 @@ enum Vote {
 }
 
 /// One acquisition round for `token` (see [`RedlockGroup::try_acquire`]).
-async fn round(
-    keys: &Arc<GroupKeys>,
-    token: String,
-    lease_ms: u64,
-) -> Result<Attempt<RedlockLease>> {
+async fn round(keys: &Arc<GroupKeys>, token: String, lease_ms: u64) -> Result<LockAttempt> {
     let started = Instant::now();
     let node_ms = with_drift(lease_ms);
     let owned = token.clone();
@@ -351,7 +346,10 @@ async fn round(
                 guard.disarm();
             }
         }
-        return Ok(Attempt::Acquired(RedlockLease::new(holding, fencing_token)));
+        return Ok(Attempt::Acquired(FencedLease::redlock(
+            holding,
+            fencing_token,
+        )));
     }
     // No lease: the token goes from every node now, so that this process's next round is
     // not kept out by its own partial grants, and again (the guards) once late deliveries
@@ -424,11 +422,7 @@ async fn write_back(keys: &GroupKeys, granted: &[(usize, u64)]) -> Result<u64> {
 /// The answer to a round without a lease: an error when the nodes that failed leave no
 /// quorum possible (each node's cause in its message), busy otherwise, with when expiries
 /// alone free a quorum of the nodes (the holders' time left there).
-fn settle_failed_round(
-    keys: &GroupKeys,
-    votes: &[Vote],
-    granted: usize,
-) -> Result<Attempt<RedlockLease>> {
+fn settle_failed_round(keys: &GroupKeys, votes: &[Vote], granted: usize) -> Result<LockAttempt> {
     let quorum = keys.quorum();
     let failed: Vec<String> = votes
         .iter()

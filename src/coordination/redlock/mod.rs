@@ -4,9 +4,10 @@
 //! - [`RedlockGroup`]: the nodes (each a [`Coordination`](crate::Coordination) of its own,
 //!   shared, not owned) and the node timeout; [`try_acquire`](RedlockGroup::try_acquire)
 //!   runs one round, [`acquire`](RedlockGroup::acquire) waits.
-//! - [`RedlockLease`]: the lease held on a quorum, with the group's fencing token;
-//!   [`ManagedLease::keep_redlock`](crate::coordination::lock::ManagedLease::keep_redlock)
-//!   keeps one renewed, with the ownership signal, and a
+//! - The lease is a [`FencedLease`](crate::coordination::lock::FencedLease) held on a
+//!   quorum, with the group's fencing token: every step of it goes to every node.
+//!   [`ManagedLease::keep`](crate::coordination::lock::ManagedLease::keep) keeps one
+//!   renewed, with the ownership signal, and a
 //!   [`LeaseRequest::redlock`](crate::extract::LeaseRequest::redlock) has the `Lease`
 //!   extractor take one.
 //!
@@ -65,41 +66,8 @@
 //! | release | not counted | not counted | an error (uncertain): the handle keeps its token for another release |
 
 mod group;
-mod lease;
 mod nodes;
 
 pub(crate) use group::check_lease;
 pub use group::{DEFAULT_NODE_TIMEOUT, RedlockGroup};
-pub use lease::RedlockLease;
-pub(crate) use nodes::GroupKeys;
-
-use crate::coordination::Attempt;
-
-/// The outcome of [`RedlockGroup::try_acquire`]: a lease, or [`Attempt::Busy`] with when the
-/// holders' leases run out on a quorum of the nodes (see [`Attempt`], shared with the other
-/// held primitives).
-///
-/// # Example
-///
-/// ```
-/// use std::time::Duration;
-/// use leasehold::Coordination;
-/// use leasehold::coordination::redlock::{RedlockAttempt, RedlockGroup};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> leasehold::Result<()> {
-/// let group = RedlockGroup::new([Coordination::memory(), Coordination::memory(), Coordination::memory()])?;
-/// let first: RedlockAttempt = group.try_acquire("job", Duration::from_secs(10)).await?;
-/// let _held = first.into_lease().expect("free");
-/// let second = group.try_acquire("job", Duration::from_secs(10)).await?;
-/// assert!(second.retry_after().is_some(), "held on every node");
-/// # Ok(()) }
-/// ```
-pub type RedlockAttempt = Attempt<RedlockLease>;
-
-impl Attempt<RedlockLease> {
-    /// The lease, if it was acquired.
-    pub fn into_lease(self) -> Option<RedlockLease> {
-        self.acquired()
-    }
-}
+pub(crate) use nodes::{GroupKeys, release_everywhere};

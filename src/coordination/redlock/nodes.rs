@@ -19,7 +19,7 @@ use crate::error::{Error, ErrorKind, Result};
 /// The lock's keys on each node, and how long a node may take to answer.
 pub(crate) struct GroupKeys {
     pub(super) nodes: Vec<Arc<LockKeys>>,
-    pub(super) node_timeout: Duration,
+    pub(crate) node_timeout: Duration,
 }
 
 impl GroupKeys {
@@ -211,4 +211,34 @@ impl fmt::Display for GroupKeys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} on {} nodes", self.nodes[0], self.nodes.len())
     }
+}
+
+/// Removes `token` from every node in the background, one attempt each within the node
+/// timeout: after a round that missed its quorum (whose guards remove it again once late
+/// deliveries can no longer land), or a renewal that did (whose nodes let it expire). What
+/// it misses expires with the lease. Without a runtime, nothing is sent.
+pub(crate) fn release_everywhere(keys: &GroupKeys, token: &str) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let nodes = GroupKeys {
+        nodes: keys.nodes.clone(),
+        node_timeout: keys.node_timeout,
+    };
+    let token = token.to_owned();
+    runtime.spawn(async move {
+        let answers = nodes
+            .on_every_node(
+                move |_, node| {
+                    let token = token.clone();
+                    async move { node.release(&token).await }
+                },
+                |_| false,
+            )
+            .await;
+        let missed = answers.iter().filter(|answer| !matches!(answer, Some(Ok(_)))).count();
+        if missed > 0 {
+            tracing::debug!(keys = %nodes, missed, "a Redlock token was left to expire on some nodes");
+        }
+    });
 }
