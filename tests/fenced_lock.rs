@@ -1609,11 +1609,22 @@ async fn durable_fencing_waits_for_the_aof_where_it_is_on() {
         .acquire(Duration::from_secs(10))
         .await
         .expect("acquire");
-    println!("confirmed by the replica's AOF in {:?}", started.elapsed());
+    let confirmed = started.elapsed();
     assert!(held.release().await.expect("release").was_held());
     // One, and one more if the first EVALSHA met NOSCRIPT.
     let sent = support::target::command_calls(&primary, "waitaof") - before;
     assert!((1..=2).contains(&sent), "{sent} WAITAOFs");
+    let plain = FencedLock::named(&coordination, "aof");
+    let started = std::time::Instant::now();
+    let mut held = plain
+        .acquire(Duration::from_secs(10))
+        .await
+        .expect("acquire");
+    println!(
+        "confirmed by the replica's AOF in {confirmed:?}; without durable fencing {:?}",
+        started.elapsed()
+    );
+    assert!(held.release().await.expect("release").was_held());
 }
 
 /// A server that forbids `WAIT` (an ACL here, a managed service elsewhere) refuses durable

@@ -116,6 +116,44 @@ async fn two_of_five_down_still_make_a_quorum() {
     assert!(err.to_string().contains("node 2"), "{err}");
 }
 
+/// A release that reaches two of five nodes fails, uncertain: the handle keeps its token,
+/// no longer reports ownership, and a release once the nodes are back removes it.
+#[tokio::test]
+async fn a_release_short_of_a_quorum_keeps_the_token_for_another() {
+    let servers = five("redlock-release");
+    let prefix = unique_prefix("redlock");
+    let group = RedlockGroup::new(handles(&servers, &prefix).await)
+        .and_then(|group| group.node_timeout(Duration::from_millis(100)))
+        .expect("five nodes");
+    let mut held = group
+        .try_acquire("release", LEASE)
+        .await
+        .expect("try")
+        .into_lease()
+        .expect("free");
+    for server in &servers[..3] {
+        server.pause_clients(1_000);
+    }
+    let err = held.release().await.expect_err("two of five answer");
+    assert!(err.is_outcome_uncertain(), "{err}");
+    assert!(err.to_string().contains("2 of 5"), "{err}");
+    assert_eq!(
+        held.remaining_estimate(),
+        Duration::ZERO,
+        "no longer its own"
+    );
+    assert!(!held.verify_still_held().await.expect("verify"));
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    held.release().await.expect("a quorum answers now");
+    let mut next = group
+        .try_acquire("release", LEASE)
+        .await
+        .expect("try")
+        .into_lease()
+        .expect("released everywhere");
+    assert!(next.release().await.expect("release").was_held());
+}
+
 /// A node that stalls past the node timeout counts as failed: the four others grant the
 /// lease within about the timeout, and once the stall ends the stalled node's late grant is
 /// removed.
@@ -177,6 +215,18 @@ async fn a_stalled_node_fails_the_round_within_the_node_timeout() {
         started.elapsed()
     );
     assert!(err.to_string().contains("node 2"), "{err}");
+    // The stalled node applies the acquisition once the stall ends, before its deadline:
+    // the failed round's cleanup removes it once that deadline has passed.
+    let key = lease_key(&handles(&servers[2..3], &prefix).await[0], "stalled");
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    eventually(
+        "the failed round left nothing on the stalled node",
+        async || {
+            let value: Option<String> = servers[2].cmd(&["GET", &key]);
+            value.is_none()
+        },
+    )
+    .await;
 }
 
 /// Two contenders with connections of their own, on two threads, take the lease in turns

@@ -45,8 +45,9 @@
 //! `(n + 1) × (R + W)`, plus a round trip per turn: a reader phase is never longer than one
 //! reader hold, because readers that come while a writer waits wait for the phase after it.
 //! Measured with 4 reader processes (20 ms holds) and 2 writer processes (5 ms holds) for
-//! 10 s on one Redis 7: readers waited 11 ms at p50 and 15 ms at p99 (bound 25 ms), writers
-//! 60 ms and 66 ms (bound 50 ms, and four turns of a round trip each).
+//! 10 s on one Redis 7: readers waited 11 ms at p50, 15 ms at p99 and 48 ms at worst (bound
+//! 25 ms, and two turns), writers 60, 66 and 73 ms (bound 50 ms, and four turns; a turn, a
+//! wake-up and a round trip, cost a few milliseconds there).
 //!
 //! A waiter's record lasts [`waiting_bound`](ReadWriteLock::waiting_bound) from when it was
 //! written (5 s unless set), renewed while it waits. A wait that ends without a lease takes
