@@ -27,7 +27,9 @@ const LONG_NAME: &[u8] = &[b'x'; 200];
 
 /// The keys under `app:` after `act` ran on a fresh Redis 8 server (which has hash field
 /// expiry), sorted.
-async fn keys_after<F: Future<Output = ()>>(act: impl FnOnce(Coordination) -> F) -> Vec<String> {
+async fn keys_after<F: Future<Output = ()>>(
+    act: impl FnOnce(Coordination, String) -> F,
+) -> Vec<String> {
     let server = Server::start(ServerKind::Redis8, &[]);
     let coordination: Coordination = RedisBackend::standalone(server.url())
         .key_prefix("app:")
@@ -35,7 +37,7 @@ async fn keys_after<F: Future<Output = ()>>(act: impl FnOnce(Coordination) -> F)
         .await
         .expect("connect")
         .into();
-    act(coordination).await;
+    act(coordination, server.url()).await;
     let mut keys: Vec<String> = server.cmd(&["KEYS", "*"]);
     keys.sort();
     keys
@@ -43,7 +45,7 @@ async fn keys_after<F: Future<Output = ()>>(act: impl FnOnce(Coordination) -> F)
 
 #[tokio::test]
 async fn every_primitive_stores_its_keys_where_it_did() {
-    let stored = keys_after(|coordination| async move {
+    let stored = keys_after(|coordination, url| async move {
         let c = &coordination;
         let fixed = FixedWindow::new(c, "job", 10, MINUTE).expect("valid");
         fixed.try_acquire(b"client", 2).await.expect("fixed window");
@@ -97,6 +99,26 @@ async fn every_primitive_stores_its_keys_where_it_did() {
         let latch = CountdownLatch::named(c, "job");
         let generation = latch.reset(1, None).await.expect("latch");
         generation.count_down().await.expect("count down");
+        let value = leasehold::coordination::fenced_value::FencedValue::named(c, "job");
+        value.write(1, b"value").await.expect("fenced value");
+        // A Redlock group's keys on each of its nodes (three handles on one server here,
+        // under prefixes of their own).
+        let mut nodes: Vec<Coordination> = Vec::new();
+        for node in 0..3 {
+            let backend = RedisBackend::standalone(url.clone())
+                .key_prefix(format!("node{node}:"))
+                .connect()
+                .await
+                .expect("connect");
+            nodes.push(backend.into());
+        }
+        let group = leasehold::coordination::redlock::RedlockGroup::new(nodes).expect("three");
+        let lease = group
+            .try_acquire("job", MINUTE)
+            .await
+            .expect("redlock")
+            .into_lease();
+        std::mem::forget(lease.expect("free"));
     })
     .await;
     let digest = {
@@ -119,6 +141,13 @@ async fn every_primitive_stores_its_keys_where_it_did() {
         "app:|rl:st:3:job:client".to_owned(),
         "app:|rl:sw:3:job:client".to_owned(),
         "app:|rl:tb:3:job:client".to_owned(),
+        "app:|fenced:{3:job}".to_owned(),
+        "node0:|redlock:{3:job}:fence".to_owned(),
+        "node0:|redlock:{3:job}:lease".to_owned(),
+        "node1:|redlock:{3:job}:fence".to_owned(),
+        "node1:|redlock:{3:job}:lease".to_owned(),
+        "node2:|redlock:{3:job}:fence".to_owned(),
+        "node2:|redlock:{3:job}:lease".to_owned(),
         "app:|rwlease:{3:job}".to_owned(),
         "app:|rwlease:{3:job}:fence".to_owned(),
         "app:|sem:3:job".to_owned(),

@@ -14,6 +14,7 @@
 //!   given up), and [`ManagedOptions`] for everything kept renewed.
 
 mod attempt;
+pub mod fenced_value;
 pub mod hash_lease;
 pub mod latch;
 pub mod lock;

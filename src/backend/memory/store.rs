@@ -30,6 +30,8 @@ pub(crate) enum Value {
     },
     /// A fenced lock's lease: its owner token (the entry's expiry is the lease's).
     LeaseOwner(String),
+    /// A fenced value: the highest fencing token a write carried, and what it stored.
+    Fenced { token: u64, value: Vec<u8> },
     /// A countdown latch: its current generation's id and count, and the count each of the
     /// generation's count-downs left, by the count-down's id.
     Latch {
@@ -63,6 +65,7 @@ impl Value {
             | Value::Int(_) => expires_at.is_some(),
             Value::Permits { .. }
             | Value::LeaseOwner(_)
+            | Value::Fenced { .. }
             | Value::Latch { .. }
             | Value::LatchCompletions(_)
             | Value::RwLease(_)

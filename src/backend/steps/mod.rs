@@ -19,6 +19,7 @@
 //!   store with the same answers.
 
 pub(crate) mod fenced_lock;
+pub(crate) mod fenced_value;
 pub(crate) mod fencing_counter;
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;

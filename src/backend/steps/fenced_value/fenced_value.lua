@@ -1,0 +1,23 @@
+-- Fenced value: a value written only by a holder whose fencing token is at least the
+-- highest the value has seen, helpers shared by its scripts, which are appended to this
+-- file (after fencing_counter.lua, whose digits_below they use).
+--
+-- KEYS[1] is one hash without expiry: field 'token', the highest token a write carried (a
+-- string of decimal digits, no leading zero), and field 'value', what that write (or a
+-- later one with the same token) stored.
+
+-- The value's token (false when there is no value), or nil and why KEYS[1] is corrupt.
+local function fenced_token()
+    local kind = redis.call('TYPE', KEYS[1])['ok']
+    if kind == 'none' then
+        return false
+    end
+    if kind ~= 'hash' then
+        return nil, 'the fenced value key holds a ' .. kind .. ', not a fenced value'
+    end
+    local token = redis.call('HGET', KEYS[1], 'token')
+    if not token or not string.find(token, '^[1-9][0-9]*$') then
+        return nil, 'the fenced value has no valid token'
+    end
+    return token
+end

@@ -1,0 +1,179 @@
+//! Fencing at the resource, for a resource that lives in Redis too: a value that a holder
+//! writes only with a fencing token at least as high as the highest it has seen.
+//!
+//! A fencing token orders holders ([`FencedLease::fencing_token`], a write lease's, a
+//! Redlock group's), but only the protected resource can refuse a stale one: a holder
+//! paused past its lease wakes believing it still holds, and writes. [`FencedValue`] is that
+//! check done for a value kept in Redis: one atomic step compares the writer's token with
+//! the highest the value has seen, and stores the write and its token, or refuses it with
+//! nothing changed. Equal tokens are the same holder writing again.
+//!
+//! [`FencedLease::fencing_token`]: crate::coordination::lock::FencedLease::fencing_token
+//!
+//! # Failures
+//!
+//! | step | unavailable (no answer, nothing sent) | refused (the server said no) | uncertain (may have applied) |
+//! |---|---|---|---|
+//! | write | the error; nothing written | the error (an ACL, corrupt state); nothing written | sent again with the same token and value within the backend's `transient_retry` (a write delivered twice stores the same thing); past it, the error, uncertain. A resent write that finds a higher token answers [`FencedWrite::Stale`] although its first delivery may have been stored before that token's |
+//! | read | the error | the error | sent again (it only reads) |
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use leasehold::Coordination;
+//! use leasehold::coordination::fenced_value::{FencedValue, FencedWrite};
+//! use leasehold::coordination::lock::FencedLock;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> leasehold::Result<()> {
+//! let coordination = Coordination::memory();
+//! let lock = FencedLock::named(&coordination, "invoice:42");
+//! let invoice = FencedValue::named(&coordination, "invoice:42");
+//!
+//! let mut first = lock.acquire(Duration::from_secs(10)).await?;
+//! first.release().await?; // as if its lease ran out while it was paused
+//! let mut second = lock.acquire(Duration::from_secs(10)).await?;
+//! assert_eq!(invoice.write(second.fencing_token(), b"paid").await?, FencedWrite::Written);
+//!
+//! // The first holder wakes and writes: refused, nothing changed.
+//! let stale = invoice.write(first.fencing_token(), b"draft").await?;
+//! assert_eq!(stale, FencedWrite::Stale { highest: second.fencing_token() });
+//! assert_eq!(invoice.read().await?.map(|read| read.value), Some(b"paid".to_vec()));
+//! second.release().await?;
+//! # Ok(()) }
+//! ```
+
+use std::fmt;
+
+use crate::Coordination;
+use crate::backend::Backend;
+use crate::backend::steps::fenced_value::{FencedReadStep, FencedWriteReply, FencedWriteStep};
+use crate::coordination::name;
+use crate::error::{Error, Result};
+
+/// A value in the backend that only a writer with a fencing token at least as high as the
+/// highest it has seen can change (see the [module documentation](self)).
+///
+/// # Storage
+///
+/// One hash without expiry, `fenced:{<name length>:<name>}` under the backend's prefix: the
+/// field `token` holds the highest token a write carried (decimal digits), and `value` what
+/// that write stored. A key that holds another type, or a hash without a valid token, is
+/// [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState), changing nothing.
+///
+/// Cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::Coordination;
+/// use leasehold::coordination::fenced_value::{FencedValue, FencedWrite};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let doc = FencedValue::named(&Coordination::memory(), "doc:7");
+/// assert_eq!(doc.write(13, b"v2").await?, FencedWrite::Written);
+/// assert_eq!(doc.write(12, b"v1").await?, FencedWrite::Stale { highest: 13 });
+/// let read = doc.read().await?.expect("written");
+/// assert_eq!((read.token, read.value), (13, b"v2".to_vec()));
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct FencedValue {
+    backend: Backend,
+    key: Vec<u8>,
+}
+
+/// What a [`FencedValue::write`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FencedWrite {
+    /// Stored, and its token is now the highest.
+    Written,
+    /// Refused: a write with a higher token came first. Nothing changed.
+    Stale {
+        /// The highest token the value has seen.
+        highest: u64,
+    },
+}
+
+/// A [`FencedValue`]'s content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FencedRead {
+    /// The highest fencing token a write carried.
+    pub token: u64,
+    /// What that write (or a later one with the same token) stored.
+    pub value: Vec<u8>,
+}
+
+impl FencedValue {
+    /// The value named `name`, any bytes (a name longer than
+    /// [`MAX_NAME_LEN`](crate::coordination::MAX_NAME_LEN) is stored as its digest). Nothing
+    /// is sent.
+    pub fn named(coordination: &Coordination, name: impl AsRef<[u8]>) -> Self {
+        FencedValue {
+            backend: coordination.backend().clone(),
+            key: name::hash_tagged(b"fenced", name.as_ref()),
+        }
+    }
+
+    /// The key of the value, without the backend's prefix.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// Stores `value` if `token` is at least the highest token the value has seen, in one
+    /// atomic step, and records `token` as the highest: [`FencedWrite::Written`], or
+    /// [`FencedWrite::Stale`] with the highest, nothing changed.
+    ///
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a
+    /// token of 0 or above `i64::MAX` (no lock hands one out), before anything is sent, and
+    /// with [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState) when the key holds
+    /// something else.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped after it was sent, the write may still be stored. Sending
+    /// it again with the same token and value is safe.
+    pub async fn write(&self, token: u64, value: impl AsRef<[u8]>) -> Result<FencedWrite> {
+        if token == 0 || i64::try_from(token).is_err() {
+            return Err(Error::invalid_argument(format!(
+                "a fencing token is from 1 to {}, not {token}",
+                i64::MAX
+            )));
+        }
+        let reply = self
+            .backend
+            .run_idempotent(FencedWriteStep {
+                key: &self.key,
+                token,
+                value: value.as_ref(),
+            })
+            .await?;
+        Ok(match reply {
+            FencedWriteReply::Written => FencedWrite::Written,
+            FencedWriteReply::Stale { highest } => FencedWrite::Stale { highest },
+        })
+    }
+
+    /// The value and the highest token, in one step; `None` before the first write.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn read(&self) -> Result<Option<FencedRead>> {
+        Ok(self
+            .backend
+            .run_idempotent(FencedReadStep { key: &self.key })
+            .await?
+            .map(|(token, value)| FencedRead { token, value }))
+    }
+}
+
+impl fmt::Debug for FencedValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FencedValue")
+            .field("key", &String::from_utf8_lossy(&self.key))
+            .finish_non_exhaustive()
+    }
+}
