@@ -101,13 +101,23 @@ async fn corrupt_state_changes_nothing(target: Target) {
     let coordination = target.coordination("fenced-value-corrupt").await;
     let value = FencedValue::named(&coordination, "corrupt");
     let key = coordination.backend().physical_key(value.key());
-    for setup in [
-        vec![&b"SET"[..], &key, b"plain"],
-        vec![&b"HSET"[..], &key, b"value", b"no token"],
-        vec![&b"HSET"[..], &key, b"token", b"07", b"value", b"x"],
-    ] {
+    let shapes: [&[&[u8]]; 6] = [
+        &[b"SET", b"plain"],
+        &[b"HSET", b"value", b"no token"],
+        &[b"HSET", b"token", b"07", b"value", b"x"],
+        &[b"HSET", b"token", b"9223372036854775808", b"value", b"x"],
+        &[b"HSET", b"token", b"5"],
+        &[b"HSET", b"token", b"5", b"value", b"x"],
+    ];
+    for (index, shape) in shapes.into_iter().enumerate() {
         let _: redis::Value = target.query(&[b"DEL", &key]);
+        let mut setup = vec![shape[0], &key];
+        setup.extend_from_slice(&shape[1..]);
         let _: redis::Value = target.query(&setup);
+        if index == 5 {
+            // A valid value, but one that expires: it would forget its highest token.
+            let _: redis::Value = target.query(&[b"PEXPIRE", &key, b"60000"]);
+        }
         let before: redis::Value = target.query(&[b"DUMP", &key]);
         let err = value.write(9, b"new").await.expect_err("corrupt");
         assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
@@ -116,4 +126,41 @@ async fn corrupt_state_changes_nothing(target: Target) {
         let after: redis::Value = target.query(&[b"DUMP", &key]);
         assert_eq!(before, after, "nothing changed");
     }
+}
+
+/// A write delivered twice (the network sends it again later), after the holder wrote
+/// again with the same token: once the first write's deadline has passed on the server, the
+/// late copy changes nothing, and the later write stands.
+#[tokio::test]
+async fn a_write_delivered_late_cannot_overwrite_a_later_one() {
+    let behind = support::Behind::start("fenced-value-late");
+    // Short bounds: the write's deadline is the server's clock plus about these.
+    let coordination = behind
+        .through_proxy(|builder| {
+            builder
+                .response_timeout(Duration::from_millis(200))
+                .connection_timeout(Duration::from_millis(200))
+                .transient_retry(Duration::from_millis(100))
+        })
+        .await;
+    let value = FencedValue::named(&coordination, "late");
+    behind.proxy.take_delivered();
+    assert_eq!(
+        value.write(5, b"first").await.expect("write"),
+        FencedWrite::Written
+    );
+    let first = behind.proxy.take_delivered();
+    assert_eq!(
+        value.write(5, b"second").await.expect("write"),
+        FencedWrite::Written
+    );
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let reply = support::proxy::replay_last_script(&behind.server, &first);
+    assert_eq!(
+        reply,
+        redis::Value::Array(vec![redis::Value::BulkString(b"late".to_vec())]),
+        "the late copy is a no-op"
+    );
+    let read = value.read().await.expect("read").expect("written");
+    assert_eq!(read.value, b"second");
 }

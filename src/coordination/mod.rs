@@ -10,6 +10,8 @@
 //! - [`latch`]: countdown latches, one generation at a time;
 //! - [`rw_lease`]: read-write leases, shared for reading and exclusive for writing;
 //! - [`hash_lease`]: named leases in the fields of one hash, each with its own expiry;
+//! - [`redlock`]: a quorum lease over independent deployments, with a fencing token;
+//! - [`fenced_value`]: fencing at the resource, for a value kept in Redis;
 //! - [`ownership`]: what every held thing tells its users (the loss signal, the releases
 //!   given up), and [`ManagedOptions`] for everything kept renewed.
 

@@ -14,7 +14,7 @@
 //!
 //! | step | unavailable (no answer, nothing sent) | refused (the server said no) | uncertain (may have applied) |
 //! |---|---|---|---|
-//! | write | the error; nothing written | the error (an ACL, corrupt state); nothing written | sent again with the same token and value within the backend's `transient_retry` (a write delivered twice stores the same thing); past it, the error, uncertain. A resent write that finds a higher token answers [`FencedWrite::Stale`] although its first delivery may have been stored before that token's |
+//! | write | the error; nothing written | the error (an ACL, corrupt state); nothing written | the error, uncertain, and not sent again: a write carries a deadline on the server's clock, past which a delayed delivery changes nothing, so it cannot overwrite a later write of the same holder (an equal token passes) once that deadline has passed; write again to settle it |
 //! | read | the error | the error | sent again (it only reads) |
 //!
 //! # Example
@@ -50,17 +50,21 @@ use crate::Coordination;
 use crate::backend::Backend;
 use crate::backend::steps::fenced_value::{FencedReadStep, FencedWriteReply, FencedWriteStep};
 use crate::coordination::name;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// A value in the backend that only a writer with a fencing token at least as high as the
 /// highest it has seen can change (see the [module documentation](self)).
 ///
 /// # Storage
 ///
-/// One hash without expiry, `fenced:{<name length>:<name>}` under the backend's prefix: the
-/// field `token` holds the highest token a write carried (decimal digits), and `value` what
-/// that write stored. A key that holds another type, or a hash without a valid token, is
-/// [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState), changing nothing.
+/// One hash without expiry, `fenced:{<name length>:<name>}` under the backend's prefix (the
+/// slot of the fenced lock of the same name): the field `token` holds the highest token a
+/// write carried (decimal digits), and `value` what that write stored. A key that holds
+/// another type, a hash with an expiry (it would forget its highest token), without a valid
+/// token or without a value is [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState),
+/// changing nothing. Only one lock's tokens order its writes: tokens of two locks are not
+/// comparable. Deleting the key by hand, an eviction (give it a policy that spares keys
+/// without expiry) or a failover that loses it forgets the highest token.
 ///
 /// Cheap to clone.
 ///
@@ -86,6 +90,23 @@ pub struct FencedValue {
 }
 
 /// What a [`FencedValue::write`] did.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::Coordination;
+/// use leasehold::coordination::fenced_value::{FencedValue, FencedWrite};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let doc = FencedValue::named(&Coordination::memory(), "doc");
+/// doc.write(8, b"eight").await?;
+/// match doc.write(7, b"seven").await? {
+///     FencedWrite::Written => unreachable!("8 came first"),
+///     FencedWrite::Stale { highest } => assert_eq!(highest, 8),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FencedWrite {
     /// Stored, and its token is now the highest.
@@ -98,6 +119,21 @@ pub enum FencedWrite {
 }
 
 /// A [`FencedValue`]'s content.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::Coordination;
+/// use leasehold::coordination::fenced_value::{FencedRead, FencedValue};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let doc = FencedValue::named(&Coordination::memory(), "doc");
+/// doc.write(3, b"three").await?;
+/// let FencedRead { token, value } = doc.read().await?.expect("written");
+/// assert_eq!((token, value.as_slice()), (3, &b"three"[..]));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FencedRead {
     /// The highest fencing token a write carried.
@@ -131,10 +167,13 @@ impl FencedValue {
     /// with [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState) when the key holds
     /// something else.
     ///
+    /// A write without an answer (no reply in time, a connection lost after sending) fails
+    /// uncertain and is not sent again (see the [failures](self#failures)): write again.
+    ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: dropped after it was sent, the write may still be stored. Sending
-    /// it again with the same token and value is safe.
+    /// Not cancel safe: dropped after it was sent, the write may still be stored, until its
+    /// deadline on the server has passed.
     pub async fn write(&self, token: u64, value: impl AsRef<[u8]>) -> Result<FencedWrite> {
         if token == 0 || i64::try_from(token).is_err() {
             return Err(Error::invalid_argument(format!(
@@ -142,17 +181,30 @@ impl FencedValue {
                 i64::MAX
             )));
         }
+        let not_after_ms = self
+            .backend
+            .acquire_deadline()
+            .await?
+            .map_or(0, |deadline| deadline.server_ms);
         let reply = self
             .backend
-            .run_idempotent(FencedWriteStep {
+            .run(FencedWriteStep {
                 key: &self.key,
                 token,
                 value: value.as_ref(),
+                not_after_ms,
             })
             .await?;
         Ok(match reply {
             FencedWriteReply::Written => FencedWrite::Written,
             FencedWriteReply::Stale { highest } => FencedWrite::Stale { highest },
+            FencedWriteReply::Late => {
+                self.backend.deadline_missed();
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    "the write reached the server after its deadline; nothing was written",
+                ));
+            }
         })
     }
 

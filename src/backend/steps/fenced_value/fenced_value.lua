@@ -6,7 +6,9 @@
 -- string of decimal digits, no leading zero), and field 'value', what that write (or a
 -- later one with the same token) stored.
 
--- The value's token (false when there is no value), or nil and why KEYS[1] is corrupt.
+-- The value's token (false when there is no value), or nil and why KEYS[1] is corrupt: a
+-- fenced value is a hash without expiry (one that expires forgets its highest token, and
+-- would let a stale write in), with a token from 1 to FENCING_MAX and a value.
 local function fenced_token()
     local kind = redis.call('TYPE', KEYS[1])['ok']
     if kind == 'none' then
@@ -15,9 +17,15 @@ local function fenced_token()
     if kind ~= 'hash' then
         return nil, 'the fenced value key holds a ' .. kind .. ', not a fenced value'
     end
+    if redis.call('PTTL', KEYS[1]) ~= -1 then
+        return nil, 'the fenced value has an expiry, so its highest token could be lost'
+    end
     local token = redis.call('HGET', KEYS[1], 'token')
-    if not token or not string.find(token, '^[1-9][0-9]*$') then
+    if not token or not string.find(token, '^[1-9][0-9]*$') or digits_below(FENCING_MAX, token) then
         return nil, 'the fenced value has no valid token'
+    end
+    if redis.call('HEXISTS', KEYS[1], 'value') == 0 then
+        return nil, 'the fenced value has a token but no value'
     end
     return token
 end

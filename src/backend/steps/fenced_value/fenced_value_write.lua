@@ -4,9 +4,16 @@
 -- KEYS[1]  the fenced value
 -- ARGV[1]  the writer's fencing token, decimal digits without a leading zero
 -- ARGV[2]  the value
+-- ARGV[3]  the server time (ms since the epoch) after which this write changes nothing; 0:
+--          none. A write delayed past its writer's answer must not land after a later write
+--          of the same holder (an equal token passes).
 --
--- Returns {'written'}, {'stale', highest} (nothing changed), or {'corrupt', 1, what}
--- (nothing changed).
+-- Returns {'written'}, {'stale', highest} (nothing changed), {'late'} (nothing changed), or
+-- {'corrupt', 1, what} (nothing changed).
+local time = redis.call('TIME')
+if ARGV[3] ~= '0' and time[1] * 1000 + math.floor(time[2] / 1000) > ARGV[3] + 0 then
+    return {'late'}
+end
 local highest, problem = fenced_token()
 if highest == nil then
     return {'corrupt', 1, problem}

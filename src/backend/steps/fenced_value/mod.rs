@@ -16,6 +16,9 @@ pub(crate) struct FencedWriteStep<'a> {
     pub(crate) token: u64,
     /// What to store.
     pub(crate) value: &'a [u8],
+    /// The server time (ms since the epoch) after which the write changes nothing; 0 for
+    /// none.
+    pub(crate) not_after_ms: u64,
 }
 
 /// What a write found.
@@ -25,6 +28,8 @@ pub(crate) enum FencedWriteReply {
     Written,
     /// A higher token wrote before: nothing changed.
     Stale { highest: u64 },
+    /// The write reached the server after its deadline: nothing changed.
+    Late,
 }
 
 /// The value and the highest token; changes nothing.

@@ -27,10 +27,15 @@ static READ: LazyLock<Script> = script!(
 impl RedisStep for FencedWriteStep<'_> {
     async fn on_redis(&self, redis: &RedisBackend) -> Result<FencedWriteReply> {
         let outcome = redis
-            .script_outcome(&WRITE, &[self.key], (self.token.to_string(), self.value))
+            .script_outcome(
+                &WRITE,
+                &[self.key],
+                (self.token.to_string(), self.value, self.not_after_ms),
+            )
             .await?;
         match (outcome.status(), outcome.len()) {
             (b"written", 0) => Ok(FencedWriteReply::Written),
+            (b"late", 0) => Ok(FencedWriteReply::Late),
             (b"stale", 1) => Ok(FencedWriteReply::Stale {
                 highest: fencing_counter::token_from_digits(outcome.bytes(0)?, WRITE.name())?,
             }),
