@@ -26,6 +26,7 @@ use leasehold::extract::{
 use leasehold::layer::key::KeyError;
 use leasehold::layer::{Rejection, RejectionKind};
 use support::http::{client, get as http_get, serve};
+use support::process::TestProcess;
 use support::proxy::Proxy;
 use support::target::Target;
 use support::{Server, ServerKind, shared, unique_prefix};
@@ -1199,9 +1200,6 @@ async fn paused_replica_process() {
 /// old token, and the store refuses it, keeping the newer document.
 #[tokio::test]
 async fn a_paused_writer_is_refused_at_the_resource() {
-    use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
-
     // The store: the highest token it has accepted, and who wrote with it.
     let document = Arc::new(Mutex::new((0u64, String::new())));
     let store = serve(
@@ -1229,49 +1227,26 @@ async fn a_paused_writer_is_refused_at_the_resource() {
 
     let server = shared(ServerKind::Redis7);
     let prefix = unique_prefix("paused-writer");
-    let mut child = Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--exact", "paused_replica_process", "--nocapture"])
-        .env(PAUSED_REPLICA, format!("{} {prefix} {store}", server.url()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the replica");
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let stdout = child.stdout.take().expect("piped");
-    let child = Kill(child);
-    let pid = child.0.id().to_string();
-    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = lines_tx.send(line);
-        }
-    });
-    let mut next = async |prefix: &str| {
-        tokio::time::timeout(Duration::from_secs(30), async {
-            loop {
-                let line = lines.recv().await.expect("the replica runs");
-                if let Some(rest) = line.strip_prefix(prefix) {
-                    return rest.to_owned();
-                }
-            }
-        })
+    let mut replica = TestProcess::start(
+        "paused_replica_process",
+        PAUSED_REPLICA,
+        &format!("{} {prefix} {store}", server.url()),
+    );
+    let paused: SocketAddr = replica
+        .line("listening ", Duration::from_secs(30))
         .await
-        .expect("the replica says so within 30 s")
-    };
-    let paused: SocketAddr = next("listening ").await.parse().expect("an address");
+        .parse()
+        .expect("an address");
 
     let stale = tokio::spawn(async move {
         support::http::send(&client(), http::Method::PUT, paused, "/doc", &[]).await
     });
-    let old: u64 = next("holding ").await.parse().expect("a token");
-    let stop = Command::new("kill").args(["-STOP", &pid]).status();
-    assert!(stop.expect("kill").success());
+    let old: u64 = replica
+        .line("holding ", Duration::from_secs(30))
+        .await
+        .parse()
+        .expect("a token");
+    replica.freeze();
     let frozen = Instant::now();
 
     let live = serve(doc_replica(DocReplica {
@@ -1291,13 +1266,12 @@ async fn a_paused_writer_is_refused_at_the_resource() {
     assert_eq!(newer.1, "live");
     assert!(newer.0 > old, "token {} after {old}", newer.0);
 
-    let resume = Command::new("kill").args(["-CONT", &pid]).status();
-    assert!(resume.expect("kill").success());
+    replica.thaw();
     let refused = tokio::time::timeout(Duration::from_secs(10), stale)
         .await
         .expect("the paused replica answers once resumed")
         .expect("task");
     assert_eq!(refused.status, StatusCode::CONFLICT, "{refused:?}");
     assert_eq!(*document.lock().expect("not poisoned"), newer);
-    drop(child);
+    drop(replica);
 }

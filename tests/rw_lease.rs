@@ -5,13 +5,13 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use leasehold::coordination::ManagedOptions;
 use leasehold::coordination::rw_lease::{Access, ManagedRwLease, ReadWriteLock, RwLease};
 use leasehold::{Coordination, ErrorKind};
+use support::process::TestProcess;
 use support::target::{Target, scenario, server_ms};
 use support::{ServerKind, eventually};
 
@@ -669,8 +669,6 @@ const WRITER_HOLD: u64 = 5;
 /// turns cost on a loaded machine (the counts and the waits are printed).
 #[tokio::test]
 async fn four_reader_and_two_writer_processes_take_turns() {
-    use std::io::{BufRead, BufReader};
-
     let server = support::shared(ServerKind::Redis7);
     let prefix = support::unique_prefix("rw-turns");
     let unix_ms = std::time::SystemTime::now()
@@ -687,36 +685,17 @@ async fn four_reader_and_two_writer_processes_take_turns() {
             } else {
                 READER_HOLD
             };
-            let child = Command::new(std::env::current_exe().expect("test binary"))
-                .args(["--exact", "taking_turns_process", "--nocapture"])
-                .env(
-                    TAKING_TURNS,
-                    format!("{} {prefix} {kind} {hold} {start} {stop}", server.url()),
-                )
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .expect("start a process");
-            tokio::task::spawn_blocking(move || {
-                let mut child = child;
-                let stdout = child.stdout.take().expect("piped");
-                let lines: Vec<String> = BufReader::new(stdout)
-                    .lines()
-                    .map_while(Result::ok)
-                    .filter(|line| line.starts_with("held "))
-                    .collect();
-                assert!(child.wait().expect("wait").success(), "a process failed");
-                lines
-            })
+            TestProcess::start(
+                "taking_turns_process",
+                TAKING_TURNS,
+                &format!("{} {prefix} {kind} {hold} {start} {stop}", server.url()),
+            )
         })
         .collect();
     let mut intervals = Vec::new();
     let (mut reader_waits, mut writer_waits) = (Vec::new(), Vec::new());
     for child in children {
-        let lines = tokio::time::timeout(Duration::from_secs(60), child)
-            .await
-            .expect("the processes end")
-            .expect("task");
+        let lines = child.finish("held ", Duration::from_secs(60)).await;
         for line in lines {
             let fields: Vec<&str> = line.split(' ').collect();
             let write = fields[1] == "w";
@@ -760,15 +739,16 @@ async fn four_reader_and_two_writer_processes_take_turns() {
     assert_eq!(writer, 0, "a writer overlapped another holder");
     assert!(readers > 0, "readers never overlapped");
     // Each turn also costs a wake-up and a round trip (about 2 ms, 4 turns in a writer's
-    // cycle), and far more on two cores shared with the other tests of this binary (and a
-    // build, on a developer's machine): 4 times the bound at p99, a second for the worst.
-    // A side that starves waits the whole run (no write in 10 s without an order; 4 reads
-    // with writer preference).
-    for (side, p99, worst, bound) in [
-        ("reader", reader_p99, reader_worst, reader_bound),
-        ("writer", writer_p99, writer_worst, writer_bound),
+    // cycle), and far more on two cores shared with the other tests of this binary and
+    // whatever else runs (a build: the waits doubled): 10 times the bound at p99, a second
+    // for the worst, and each side in hundreds of times. A side that starves waits the whole
+    // run (no write in 10 s without an order; 4 reads with writer preference).
+    for (side, count, p99, worst, bound) in [
+        ("reader", reads, reader_p99, reader_worst, reader_bound),
+        ("writer", writes, writer_p99, writer_worst, writer_bound),
     ] {
-        assert!(p99 <= 4 * bound, "a {side}'s p99 wait: {p99} ms");
+        assert!(count >= 100, "{side}s got in {count} times");
+        assert!(p99 <= 10 * bound, "a {side}'s p99 wait: {p99} ms");
         assert!(worst <= 1_000, "a {side} waited {worst} ms");
     }
 }
@@ -806,38 +786,14 @@ async fn frozen_holder_process() {
 /// server's clock, and a reader and a writer elsewhere proceed within the lease.
 #[tokio::test]
 async fn a_frozen_holder_expires_and_the_others_proceed() {
-    use std::io::{BufRead, BufReader};
-
     let server = support::shared(ServerKind::Redis7);
     let prefix = support::unique_prefix("rw-frozen");
-    let mut child = Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--exact", "frozen_holder_process", "--nocapture"])
-        .env(FROZEN_HOLDER, format!("{} {prefix}", server.url()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the holder");
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let stdout = child.stdout.take().expect("piped");
-    let child = Kill(child);
-    let pid = child.0.id().to_string();
-    let held = tokio::task::spawn_blocking(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .find(|line| line.starts_with("held "))
-    });
-    tokio::time::timeout(Duration::from_secs(30), held)
-        .await
-        .expect("the holder holds within 30 s")
-        .expect("reader")
-        .expect("the holder said so");
+    let mut holder = TestProcess::start(
+        "frozen_holder_process",
+        FROZEN_HOLDER,
+        &format!("{} {prefix}", server.url()),
+    );
+    holder.line("held ", Duration::from_secs(30)).await;
 
     let coordination: Coordination =
         leasehold::backend::redis::RedisBackend::standalone(server.url())
@@ -848,11 +804,7 @@ async fn a_frozen_holder_expires_and_the_others_proceed() {
             .into();
     let lock = ReadWriteLock::named(&coordination, "frozen");
     assert!(!readable(&lock).await, "the holder writes");
-    let stop = Command::new("kill")
-        .args(["-STOP", &pid])
-        .status()
-        .expect("kill");
-    assert!(stop.success());
+    holder.freeze();
     let frozen = Instant::now();
     let mut reader = tokio::time::timeout(Duration::from_secs(3), lock.read(MINUTE))
         .await
@@ -866,8 +818,7 @@ async fn a_frozen_holder_expires_and_the_others_proceed() {
         .expect("write");
     println!("a reader got in {waited:?} after the holder was frozen");
     assert!(writer.release().await.expect("release").was_held());
-    let _ = Command::new("kill").args(["-CONT", &pid]).status();
-    drop(child);
+    drop(holder);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ pub mod holding;
 pub mod http;
 pub mod increx_module;
 pub mod logs;
+pub mod process;
 pub mod proxy;
 pub mod sentinel;
 pub mod server;
