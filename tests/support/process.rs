@@ -12,6 +12,8 @@ use tokio::sync::mpsc;
 pub struct TestProcess {
     child: Child,
     lines: mpsc::UnboundedReceiver<String>,
+    /// Waited for: nothing to kill.
+    ended: bool,
 }
 
 impl TestProcess {
@@ -34,7 +36,11 @@ impl TestProcess {
                 }
             }
         });
-        TestProcess { child, lines }
+        TestProcess {
+            child,
+            lines,
+            ended: false,
+        }
     }
 
     /// The rest of the next line that starts with `prefix`, within `within`.
@@ -65,6 +71,7 @@ impl TestProcess {
         .await
         .unwrap_or_else(|_| panic!("the process did not end within {within:?}"));
         let status = self.child.wait().expect("wait");
+        self.ended = true;
         assert!(status.success(), "the test process failed: {status}");
         found
     }
@@ -90,8 +97,13 @@ impl TestProcess {
 
 impl Drop for TestProcess {
     fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        // Thawed first, so that a frozen process dies of the kill.
         let _ = Command::new("kill")
             .args(["-CONT", &self.child.id().to_string()])
+            .stderr(Stdio::null())
             .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
