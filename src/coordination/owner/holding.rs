@@ -219,7 +219,7 @@ impl<K: HoldingKeys> Holding<K> {
             tracing::debug!(keys = %self.keys, error = %err, state = ?self.state, "{} release refused", K::WHAT);
             return Err(err);
         }
-        match release_bounded(&self.keys, &self.token).await {
+        match release_bounded(&*self.keys, &self.token).await {
             Ok(reply) => {
                 in_flight.disarm();
                 self.release_late_delivery();

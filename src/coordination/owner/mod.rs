@@ -25,8 +25,8 @@ pub(crate) use keeper::{KeepOptions, Keeper};
 pub(crate) use lease::{expiry_ms, lease_expiry};
 pub(crate) use managed::Managed;
 pub(crate) use release::{
-    RELEASE_BOUND, forget_in_background, release_bounded, release_in_background,
-    release_in_background_after, worth_retrying,
+    forget_in_background, release_bounded, release_in_background, release_in_background_after,
+    worth_retrying,
 };
 pub(crate) use token::new_token;
 pub(crate) use wait::acquire_waiting;

@@ -18,7 +18,7 @@ use crate::error::{Error, ErrorKind, Result};
 /// The bound of one release attempt: a failed renewal or release waits this long at most for
 /// its cleanup, each background attempt is cut off after it, and so is a release the keeper
 /// sends.
-pub(crate) const RELEASE_BOUND: Duration = Duration::from_secs(1);
+pub(super) const RELEASE_BOUND: Duration = Duration::from_secs(1);
 /// How long background retries go on before the release is given up.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
 /// The first pause between background release attempts (then doubled, jittered).
@@ -28,10 +28,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 /// One owner-checked release, cut off after [`RELEASE_BOUND`] (then a timeout whose outcome
 /// is uncertain).
-pub(crate) async fn release_bounded<T: HoldingKeys>(
-    keys: &Arc<T>,
-    token: &str,
-) -> Result<T::Released> {
+pub(crate) async fn release_bounded<T: HoldingKeys>(keys: &T, token: &str) -> Result<T::Released> {
     match tokio::time::timeout(RELEASE_BOUND, keys.release(token)).await {
         Ok(result) => result,
         Err(_) => Err(Error::new(
@@ -68,7 +65,7 @@ pub(crate) fn forget_in_background<T: HoldingKeys>(keys: Arc<T>, id: String) {
         // Later than the deadline of every attempt sent before now.
         let deadline = backend.acquire_deadline().await;
         let forget = async || {
-            if let Err(err) = release_bounded(&keys, &id).await {
+            if let Err(err) = release_bounded(&*keys, &id).await {
                 tracing::debug!(keys = %keys, error = %err, "a waiter's record was left to expire");
             }
         };
@@ -116,7 +113,7 @@ async fn release_with_backoff<T: HoldingKeys>(keys: Arc<T>, token: String, why: 
     let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
     let mut attempt = 0u32;
     loop {
-        let err = match release_bounded(&keys, &token).await {
+        let err = match release_bounded(&*keys, &token).await {
             Ok(reply) => {
                 tracing::debug!(keys = %keys, %why, ?reply, attempt, "{} released in the background", T::WHAT);
                 return;
