@@ -459,15 +459,17 @@ impl RedisBackend {
         })
     }
 
-    /// Runs `script` and hands its reply as it came to `finish`. Read-only scripts go as
-    /// `EVALSHA_RO` where the server has it (Redis 7.0+, Valkey), until an ACL refuses it.
-    async fn eval_then<K, A, T>(
-        &self,
-        script: &Script,
-        keys: &[K],
-        args: A,
-        finish: impl FnOnce(Value) -> Result<T>,
-    ) -> Result<T>
+    /// What calls a script with the given user keys (prefixed here) and arguments: given the
+    /// command (`EVALSHA`, `EVAL`, or their read-only forms) and its body (the digest or the
+    /// source), the command to send. Fails with
+    /// [`ErrorKind::CrossSlot`](crate::ErrorKind::CrossSlot) when the keys are not in one
+    /// slot, before anything is sent.
+    #[inline]
+    fn script_call<'a, K, A>(
+        &'a self,
+        keys: &'a [K],
+        args: &'a A,
+    ) -> Result<impl Fn(&str, &str) -> Cmd + 'a>
     where
         K: AsRef<[u8]>,
         A: ToRedisArgs,
@@ -485,7 +487,7 @@ impl RedisBackend {
                 .iter()
                 .map(|k| prefix.len() + k.as_ref().len())
                 .sum::<usize>();
-        let call = |command: &str, body: &str| {
+        Ok(move |command: &str, body: &str| {
             let mut cmd = Cmd::with_capacity(8 + keys.len(), size + body.len());
             cmd.arg(command).arg(body).arg(keys.len());
             for key in keys {
@@ -493,7 +495,23 @@ impl RedisBackend {
             }
             args.write_redis_args(&mut cmd);
             cmd
-        };
+        })
+    }
+
+    /// Runs `script` and hands its reply as it came to `finish`. Read-only scripts go as
+    /// `EVALSHA_RO` where the server has it (Redis 7.0+, Valkey), until an ACL refuses it.
+    async fn eval_then<K, A, T>(
+        &self,
+        script: &Script,
+        keys: &[K],
+        args: A,
+        finish: impl FnOnce(Value) -> Result<T>,
+    ) -> Result<T>
+    where
+        K: AsRef<[u8]>,
+        A: ToRedisArgs,
+    {
+        let call = self.script_call(keys, &args)?;
         let server = &self.connected().await?.server;
         let legacy = server.legacy_scripting();
         let (source, sha1) = script.variant(legacy);

@@ -14,7 +14,6 @@ use redis::{Cmd, ToRedisArgs, Value};
 
 use super::script_reply::Outcome;
 use super::{RedisBackend, Script, SendError, Shared, error_map};
-use crate::backend::ensure_same_slot;
 use crate::error::{Error, ErrorKind, Result};
 
 /// What confirms a step: how many replicas must hold it, within how long, and whether each
@@ -167,22 +166,12 @@ impl RedisBackend {
         K: AsRef<[u8]>,
         A: ToRedisArgs,
     {
-        if keys.len() > 1 {
-            let physical: Vec<Vec<u8>> = keys.iter().map(|k| self.stored_key(k.as_ref())).collect();
-            ensure_same_slot(&physical)?;
-        }
+        let call = self.script_call(keys, &args)?;
         let server = &self.connected().await?.server;
         let (source, sha1) = script.variant(server.legacy_scripting());
-        let prefix = self.shared.prefix.written();
         let pair = |command: &str, body: &str| {
-            let mut call = Cmd::new();
-            call.arg(command).arg(body).arg(keys.len());
-            for key in keys {
-                call.arg(super::PrefixedKey(prefix, key.as_ref()));
-            }
-            args.write_redis_args(&mut call);
             let mut pipe = redis::pipe();
-            pipe.add_command(call)
+            pipe.add_command(call(command, body))
                 .add_command(replication.command())
                 .ignore_errors();
             pipe
