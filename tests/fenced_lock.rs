@@ -1265,6 +1265,17 @@ impl support::holding::Held for LockLease {
             None => false,
         }
     }
+
+    async fn detach(held: Self::Managed) -> Option<leasehold::coordination::Detached> {
+        held.detach().await
+    }
+
+    fn by_owner(
+        coordination: &Coordination,
+        owner: leasehold::coordination::OwnerToken,
+    ) -> leasehold::coordination::ByOwner {
+        leasehold::coordination::lock::FencedLock::named(coordination, "resource").by_owner(owner)
+    }
 }
 
 holding_rules!(LockLease);

@@ -523,6 +523,17 @@ impl support::holding::Held for OneField {
             None => false,
         }
     }
+
+    async fn detach(held: Self::Managed) -> Option<leasehold::coordination::Detached> {
+        held.detach().await
+    }
+
+    fn by_owner(
+        coordination: &Coordination,
+        owner: leasehold::coordination::OwnerToken,
+    ) -> leasehold::coordination::ByOwner {
+        LeaseHash::named(coordination, "resource").by_owner("field", owner)
+    }
 }
 
 holding_rules!(OneField);

@@ -146,8 +146,17 @@ async fn named_leases_in_hash_fields(coordination: Coordination) -> Outcome {
 
     // One session per device of a user: one hash, one field (and one expiry) per device.
     let sessions = LeaseHash::named(&coordination, "user:7:sessions");
-    let phone = sessions.try_acquire("phone", Duration::from_secs(30)).await?;
     let laptop = sessions.acquire("laptop", Duration::from_secs(30)).await?; // waits if held
+
+    // The session outlives the request that opened it: its handle lets go, unreleased, and
+    // the owner token goes to the device.
+    let Some(detached) = laptop.detach().await else { return Ok(()) }; // lost meanwhile
+    let token = detached.into_owner_token();
+
+    // Any replica, on a later request: renewed, checked or ended by that token alone.
+    let session = sessions.by_owner("laptop", token);
+    session.renew(Duration::from_secs(30)).await?; // false once it expired or was taken
+    session.release().await?;
     Ok(())
 }
 

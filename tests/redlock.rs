@@ -405,6 +405,79 @@ async fn a_renewal_that_loses_its_quorum_fires_the_signal_before_anyone_acquires
     assert!(kept.is_lost());
 }
 
+/// A Redlock lease detached from its handle goes on by its owner token from other handles on
+/// the same nodes: renewed and verified on a quorum (an expiry too short for the node
+/// timeouts refused before anything is sent), and, when a renewal misses its quorum, its
+/// token removed from the nodes that renewed it, as a handle's lost renewal does.
+#[tokio::test]
+async fn a_detached_lease_goes_on_by_its_owner_token_on_a_quorum() {
+    let servers = five("redlock-detached");
+    let prefix = unique_prefix("redlock");
+    let nodes = handles(&servers, &prefix).await;
+    let key = lease_key(&nodes[0], "detached");
+    let group = RedlockGroup::new(nodes)
+        .and_then(|group| group.node_timeout(Duration::from_millis(100)))
+        .expect("five nodes");
+    let elsewhere = RedlockGroup::new(handles(&servers, &prefix).await)
+        .and_then(|group| group.node_timeout(Duration::from_millis(100)))
+        .expect("five nodes");
+    let held = group
+        .try_acquire("detached", LEASE)
+        .await
+        .expect("try")
+        .into_lease()
+        .expect("free");
+    let fencing_token = held.fencing_token();
+    let token = held.detach().await.expect("held").into_owner_token();
+    let owner = elsewhere.by_owner("detached", token);
+    let err = owner
+        .renew(Duration::from_millis(300))
+        .await
+        .expect_err("spent by a round");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(owner.verify().await.expect("verify"));
+    assert!(owner.renew(LEASE).await.expect("renew"));
+    assert!(
+        elsewhere
+            .try_acquire("detached", LEASE)
+            .await
+            .expect("try")
+            .into_lease()
+            .is_none(),
+        "still held"
+    );
+
+    // Two nodes lose it: the three others renew, and their renewal is a quorum.
+    for server in &servers[..2] {
+        let deleted: i64 = server.cmd(&["DEL", &key]);
+        assert_eq!(deleted, 1, "the lease was on every node");
+    }
+    // Renewed for longer than the test waits: only a removal can free it in time.
+    let long = Duration::from_secs(60);
+    assert!(owner.renew(long).await.expect("renew"), "three of five");
+    // A third: two renew it, short of a quorum; the lease ends, and goes from those two.
+    let deleted: i64 = servers[2].cmd(&["DEL", &key]);
+    assert_eq!(deleted, 1);
+    assert!(!owner.renew(long).await.expect("renew"), "two of five");
+    eventually(
+        "the token goes from the nodes that renewed it",
+        async || {
+            servers[3..]
+                .iter()
+                .all(|server| server.cmd::<i64>(&["EXISTS", &key]) == 0)
+        },
+    )
+    .await;
+    let mut next = elsewhere
+        .try_acquire("detached", LEASE)
+        .await
+        .expect("try")
+        .into_lease()
+        .expect("free again");
+    assert!(next.fencing_token() > fencing_token);
+    assert!(next.release().await.expect("release").was_held());
+}
+
 /// The router's state for the extractor test: a handle for the crate's outage log, and the
 /// group.
 #[derive(Clone)]

@@ -1080,6 +1080,17 @@ impl support::holding::Held for WriteLease {
             None => false,
         }
     }
+
+    async fn detach(held: Self::Managed) -> Option<leasehold::coordination::Detached> {
+        held.detach().await
+    }
+
+    fn by_owner(
+        coordination: &Coordination,
+        owner: leasehold::coordination::OwnerToken,
+    ) -> leasehold::coordination::ByOwner {
+        ReadWriteLock::named(coordination, "resource").by_owner(owner)
+    }
 }
 
 holding_rules!(WriteLease);

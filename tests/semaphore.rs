@@ -1351,6 +1351,19 @@ impl support::holding::Held for OnePermit {
             None => false,
         }
     }
+
+    async fn detach(held: Self::Managed) -> Option<leasehold::coordination::Detached> {
+        held.detach().await
+    }
+
+    fn by_owner(
+        coordination: &Coordination,
+        owner: leasehold::coordination::OwnerToken,
+    ) -> leasehold::coordination::ByOwner {
+        Semaphore::new(coordination, "resource", 1)
+            .expect("valid")
+            .by_owner(owner)
+    }
 }
 
 holding_rules!(OnePermit);

@@ -80,7 +80,8 @@ impl ManagedOptions {
         self
     }
 
-    /// The longest a detached holding is kept in all, from when the keeper took it; then
+    /// The longest a holding kept after its handle is dropped is kept in all, from when the
+    /// keeper took it; then
     /// [`OwnershipLost`](super::ownership::OwnershipLost) fires with
     /// [`LossReason::LifetimeLimit`](super::ownership::LossReason::LifetimeLimit) and, after
     /// that, the holding is released. At least a millisecond, and only with

@@ -4,15 +4,16 @@
 //! behind the fault proxy: a stall shorter than the estimate costs nothing, a longer one ends
 //! ownership before anyone else can take over, the lifetime limit is told before the
 //! release, a late acquisition takes nothing, a release asked during a renewal wins over the
-//! late renewal, and an acquisition delivered twice is granted again.
+//! late renewal, an acquisition delivered twice is granted again, and a holding detached
+//! from its handle goes on by its owner token, from another connection, with the same checks.
 
 use std::future::Future;
 use std::time::Duration;
 
 use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
-use leasehold::coordination::ManagedOptions;
 use leasehold::coordination::ownership::{LossReason, OwnershipLost};
+use leasehold::coordination::{ByOwner, Detached, ManagedOptions, OwnerToken, Release};
 use tokio::time::Instant;
 
 use super::proxy::Proxy;
@@ -55,6 +56,12 @@ pub trait Held {
 
     /// Whether another holder can take the resource now; it releases at once when it could.
     fn contend(coordination: &Coordination) -> impl Future<Output = bool> + Send;
+
+    /// Lets go of the managed holding without releasing it.
+    fn detach(held: Self::Managed) -> impl Future<Output = Option<Detached>> + Send;
+
+    /// The resource's holding under `owner`, reached by its token alone.
+    fn by_owner(coordination: &Coordination, owner: OwnerToken) -> ByOwner;
 }
 
 /// Expands every rule as a test for `$held` (a type of the test file implementing [`Held`]), in a module
@@ -93,6 +100,16 @@ macro_rules! holding_rules {
             #[tokio::test]
             async fn an_acquisition_delivered_twice_is_granted_again() {
                 rules::an_acquisition_delivered_twice_is_granted_again::<super::$held>().await
+            }
+
+            #[tokio::test]
+            async fn a_detached_holding_goes_on_by_its_owner_token_elsewhere() {
+                rules::a_detached_holding_goes_on_by_its_owner_token_elsewhere::<super::$held>().await
+            }
+
+            #[tokio::test]
+            async fn a_renewal_by_owner_token_delivered_after_the_release_brings_nothing_back() {
+                rules::a_renewal_by_owner_token_delivered_after_the_release_brings_nothing_back::<super::$held>().await
             }
         }
     };
@@ -372,4 +389,123 @@ pub async fn an_acquisition_delivered_twice_is_granted_again<H: Held>() {
         H::contend(&contender).await
     })
     .await;
+}
+
+/// A managed holding let go of unreleased: its signal says detached, it stays held with
+/// nothing renewing it, and another connection (another process, for all the backend can
+/// tell) renews, verifies and releases it by its owner token alone; a token that holds
+/// nothing changes nothing, and nothing comes back after the release.
+pub async fn a_detached_holding_goes_on_by_its_owner_token_elsewhere<H: Held>() {
+    let what = H::WHAT;
+    let proxy = Proxy::to_port(shared(H::SERVER).port());
+    let (holder, other) = sides::<H>(&proxy, "detached").await;
+    let held = H::hold(&holder, &ManagedOptions::new().lease(LEASE)).await;
+    let mut ownership = H::ownership(&held);
+    let detached = H::detach(held).await.expect("held");
+    let reason = tokio::time::timeout(Duration::from_secs(1), ownership.lost())
+        .await
+        .expect("told");
+    assert_eq!(reason, LossReason::Detached, "{what}");
+    assert_eq!(detached.expiry(), Some(LEASE), "{what}");
+    let left = detached.remaining_estimate().expect("an expiry");
+    assert!(left <= LEASE && left > LEASE / 2, "{what}: {left:?} left");
+    assert!(
+        !H::contend(&other).await,
+        "{what}: still held once detached"
+    );
+
+    let stranger = H::by_owner(&other, OwnerToken::parse(&"0".repeat(32)).expect("shape"));
+    assert!(!stranger.verify().await.expect("verify"), "{what}");
+    assert!(!stranger.renew(LEASE).await.expect("renew"), "{what}");
+    let release = stranger.release().await.expect("release");
+    assert!(
+        !release.was_held(),
+        "{what}: a stranger released it: {release:?}"
+    );
+    assert!(!H::contend(&other).await, "{what}: a stranger freed it");
+
+    let owner = H::by_owner(&other, detached.owner_token().clone());
+    assert!(owner.verify().await.expect("verify"), "{what}");
+    let renewed_at = Instant::now();
+    assert!(owner.renew(2 * LEASE).await.expect("renew"), "{what}");
+    // Past the expiry it had when detached: the renewal by token holds it.
+    tokio::time::sleep_until(renewed_at + LEASE + Duration::from_millis(200)).await;
+    assert!(
+        !H::contend(&other).await,
+        "{what}: the renewal did not hold"
+    );
+    assert!(owner.verify().await.expect("verify"), "{what}");
+    assert_eq!(
+        owner.release().await.expect("release"),
+        Release::Released,
+        "{what}"
+    );
+    assert!(H::contend(&other).await, "{what}: released");
+    assert!(!owner.verify().await.expect("verify"), "{what}");
+    assert!(
+        !owner.renew(LEASE).await.expect("renew"),
+        "{what}: came back"
+    );
+    assert_eq!(
+        owner.release().await.expect("release"),
+        Release::AlreadyReleased,
+        "{what}"
+    );
+    assert!(H::contend(&other).await, "{what}: came back");
+}
+
+/// A renewal by owner token held by the network (its client's connection broken meanwhile)
+/// while another process releases the holding by the same token: delivered after the
+/// release, it finds nothing to renew and brings nothing back.
+pub async fn a_renewal_by_owner_token_delivered_after_the_release_brings_nothing_back<H: Held>() {
+    let what = H::WHAT;
+    let behind = support::Behind::start_on(H::SERVER, "late-renewal-by-owner");
+    let (server, proxy) = (&behind.server, &behind.proxy);
+    let late = behind
+        .through_proxy(|builder| builder.response_timeout(Duration::from_millis(300)))
+        .await;
+    let direct = behind.direct().await;
+    let held = H::hold(&direct, &ManagedOptions::new().lease(LEASE)).await;
+    let token = H::detach(held).await.expect("held").into_owner_token();
+    // The scripts are loaded on the server: the held renewal is an EVALSHA.
+    assert!(
+        H::by_owner(&late, token.clone())
+            .verify()
+            .await
+            .expect("verify")
+    );
+    let calls = || support::target::command_calls(server, "evalsha");
+    let sent = proxy.bytes_received(support::proxy::Direction::ToServer);
+    proxy.stall();
+    let renewal = tokio::spawn({
+        let renewal = H::by_owner(&late, token.clone());
+        async move { renewal.renew(LEASE).await }
+    });
+    support::eventually("the renewal is sent", async || {
+        proxy.bytes_received(support::proxy::Direction::ToServer) > sent
+    })
+    .await;
+    // The client's connection breaks; the renewal is still on its way.
+    proxy.sever();
+    proxy.pass();
+    let released = H::by_owner(&direct, token)
+        .release()
+        .await
+        .expect("release");
+    assert_eq!(released, Release::Released, "{what}");
+    let before = calls();
+    proxy.deliver_held();
+    support::eventually("the held renewal runs", async || calls() > before).await;
+    let answered = tokio::time::timeout(Duration::from_secs(5), renewal)
+        .await
+        .expect("the renewal ends")
+        .expect("the renewal task");
+    assert!(
+        !matches!(answered, Ok(true)),
+        "{what}: the late renewal renewed: {answered:?}"
+    );
+    assert!(
+        H::contend(&direct).await,
+        "{what}: the late renewal brought it back"
+    );
 }

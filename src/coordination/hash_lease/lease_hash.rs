@@ -15,7 +15,7 @@ use crate::coordination::name;
 use crate::coordination::owner::{
     Acquire, Acquisition, HoldingKeys, acquire_waiting, expiry_ms, lease_expiry, try_acquire,
 };
-use crate::coordination::{DEFAULT_POLL_INTERVAL, ManagedOptions};
+use crate::coordination::{ByOwner, DEFAULT_POLL_INTERVAL, ManagedOptions, OwnerToken};
 use crate::error::Result;
 
 /// Named leases kept as the fields of one hash: one field per lease, each with its own
@@ -138,6 +138,14 @@ impl LeaseHash {
             Self::try_field(&keys, lease)
         })
         .await
+    }
+
+    /// The lease of the field `field` held under `owner`, from any process: renewed,
+    /// verified and released with the checks a [`FieldLease`]'s own steps make (see
+    /// [`ByOwner`]), for a lease whose handle was [detached](FieldLease::detach). Nothing is
+    /// sent until a step is asked.
+    pub fn by_owner(&self, field: impl AsRef<[u8]>, owner: OwnerToken) -> ByOwner {
+        ByOwner::new(Arc::new(self.field_keys(field.as_ref())), owner)
     }
 
     async fn try_field(keys: &Arc<FieldKeys>, lease: Duration) -> Result<FieldAttempt> {

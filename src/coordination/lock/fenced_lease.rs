@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use super::fenced_lock::LockKeys;
 use super::{FencedLock, Release};
-use crate::coordination::ManagedOptions;
 use crate::coordination::owner::{Holding, Managed, expiry_ms};
 use crate::coordination::ownership::OwnershipLost;
 use crate::coordination::redlock::{GroupKeys, check_lease, release_everywhere};
+use crate::coordination::{Detached, ManagedOptions};
 use crate::error::Result;
 
 /// A lease on a [`FencedLock`](super::FencedLock), or on a quorum of a
@@ -247,6 +247,27 @@ impl FencedLease {
         on_held!(&mut self.holding, holding => holding.release().await).map(Release::from_reply)
     }
 
+    /// Lets go of the lease without releasing it, for another owner to go on with by its
+    /// owner token (see [`Detached`], and [`FencedLock::by_owner`] or
+    /// [`RedlockGroup::by_owner`](crate::coordination::redlock::RedlockGroup::by_owner)): it
+    /// stays held until it expires or is released by that token, and the fencing token
+    /// stays [`fencing_token`](Self::fencing_token)'s. `None` when this handle no longer
+    /// holds it (released, lost, uncertain, or past its estimate); an uncertain one is then
+    /// released in the background, as on drop.
+    ///
+    /// Returns at once, unless the acquisition was sent twice (its first delivery lost on
+    /// the way): it then first waits until that delivery can no longer land (at most the
+    /// backend's command timeout), since landing after the lease was released by its token
+    /// it would take the lock again, for nobody.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped before it returns, the lease is released in the background, as when the
+    /// handle is dropped.
+    pub async fn detach(self) -> Option<Detached> {
+        on_held!(self.holding, holding => holding.detach().await)
+    }
+
     /// The holding, kept by a [`ManagedLease`] as `options` say.
     fn keep(self, options: &ManagedOptions) -> Result<Kept> {
         Ok(match self.holding {
@@ -412,6 +433,22 @@ impl ManagedLease {
     /// Whether ownership is lost.
     pub fn is_lost(&self) -> bool {
         self.kept.is_lost()
+    }
+
+    /// Stops renewing, fires [`OwnershipLost`] with
+    /// [`LossReason::Detached`](crate::coordination::ownership::LossReason::Detached), and
+    /// lets go of the lease without releasing it, as [`FencedLease::detach`] does: `None`
+    /// when it was no longer held (lost, or released at its lifetime limit).
+    ///
+    /// # Cancel safety
+    ///
+    /// Asked of the keeper when first polled; dropped before it returns, the lease is
+    /// released in the background.
+    pub async fn detach(self) -> Option<Detached> {
+        match self.kept {
+            Kept::Lock(kept) => kept.detach().await,
+            Kept::Redlock(kept) => kept.detach().await,
+        }
     }
 
     /// Stops renewing, fires [`OwnershipLost`] with

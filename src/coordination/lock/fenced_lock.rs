@@ -18,7 +18,7 @@ use crate::coordination::owner::{
     try_acquire,
 };
 use crate::coordination::ownership::Primitive;
-use crate::coordination::{DEFAULT_POLL_INTERVAL, ManagedOptions};
+use crate::coordination::{ByOwner, DEFAULT_POLL_INTERVAL, ManagedOptions, OwnerToken};
 use crate::error::{Error, ErrorKind, Result};
 
 /// A mutual-exclusion lock shared through the backend, held under an expiring lease, whose
@@ -323,6 +323,13 @@ impl FencedLock {
     async fn wait(&self, lease: Duration, poll: Duration) -> Result<FencedLease> {
         let keys = [self.lease_key()];
         acquire_waiting(self.backend(), &keys, poll, || self.try_acquire(lease)).await
+    }
+
+    /// The lease held under `owner`, from any process: renewed, verified and released with
+    /// the checks a [`FencedLease`]'s own steps make (see [`ByOwner`]), for a lease whose
+    /// handle was [detached](FencedLease::detach). Nothing is sent until a step is asked.
+    pub fn by_owner(&self, owner: OwnerToken) -> ByOwner {
+        ByOwner::new(Arc::clone(&self.keys), owner)
     }
 }
 

@@ -35,6 +35,19 @@ impl<T: HoldingKeys> ReleaseOnDrop<T> {
         self
     }
 
+    /// Waits until the request can no longer take effect (its deadline has passed), then
+    /// disarms: what it would release is to stay. Dropped while it waits, it releases as
+    /// when dropped armed.
+    pub(crate) async fn wait_out(mut self) {
+        if let Some((backend, deadline)) = self.not_before.take() {
+            let passed = backend.until_passed(deadline);
+            // Dropped during the wait: released once the deadline has passed, as armed.
+            self.not_before = Some((backend, deadline));
+            passed.await;
+        }
+        self.disarm();
+    }
+
     /// The outcome is settled: nothing to release.
     pub(crate) fn disarm(mut self) {
         self.armed = false;

@@ -21,7 +21,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{HoldingKeys, ReleaseOnDrop, ReleaseStage, release_bounded, worth_retrying};
+use super::{
+    Detached, HoldingKeys, OwnerToken, ReleaseOnDrop, ReleaseStage, release_bounded, worth_retrying,
+};
 use crate::error::Result;
 
 /// The state of a holding (see the [table](self)).
@@ -115,6 +117,12 @@ impl<K: HoldingKeys> Holding<K> {
         if self.state != State::Held {
             return Some(Duration::ZERO);
         }
+        self.expires_by
+            .map(|end| end.saturating_duration_since(Instant::now()))
+    }
+
+    /// [`remaining_estimate`](Self::remaining_estimate) whatever the state.
+    fn remaining_estimate_if_held(&self) -> Option<Duration> {
         self.expires_by
             .map(|end| end.saturating_duration_since(Instant::now()))
     }
@@ -237,6 +245,35 @@ impl<K: HoldingKeys> Holding<K> {
                 Err(err)
             }
         }
+    }
+
+    /// Lets go of the holding without releasing it, for another owner to go on with by its
+    /// owner token (see [`Detached`]). `None` when the handle no longer holds it (released,
+    /// lost, past its estimate) or a release may have run (uncertain): the holding is then
+    /// dropped as the handle would be, released in the background if not already.
+    ///
+    /// When an earlier delivery of the acquisition was lost, it first waits until that one
+    /// can no longer land (its deadline passed on the server's clock; at most the
+    /// backend's command timeout): landing after another owner released the holding, it
+    /// would take it again under the same token, for nobody.
+    ///
+    /// Cancel safe in effect: dropped while it waits, the holding is dropped as the handle
+    /// would be (released in the background).
+    pub(crate) async fn detach(mut self) -> Option<Detached> {
+        if let Some(late_delivery) = self.late_delivery.take() {
+            late_delivery.wait_out().await;
+        }
+        if self.state != State::Held || !self.usable() {
+            tracing::debug!(keys = %self.keys, state = ?self.state, "{} not detached: not held", K::WHAT);
+            return None;
+        }
+        self.state = State::Released;
+        tracing::debug!(keys = %self.keys, "{} detached from its handle", K::WHAT);
+        Some(Detached::new(
+            OwnerToken::from_new(std::mem::take(&mut self.token)),
+            self.expiry,
+            self.remaining_estimate_if_held(),
+        ))
     }
 
     /// Once this holding's release was answered: a lost delivery of its acquisition may still
@@ -369,6 +406,49 @@ mod tests {
         assert!(held.late_delivery.is_some(), "still owed while held");
         assert_eq!(held.release().await.expect("released"), Some(true));
         assert!(held.late_delivery.is_none(), "sent once answered");
+    }
+
+    /// A holding detached after a lost delivery of its acquisition waits until that
+    /// delivery's deadline has passed (it could take the holding again after a release by
+    /// token), then lets go: nothing is released, then or later.
+    #[tokio::test(start_paused = true)]
+    async fn detaching_waits_out_a_late_delivery_and_releases_nothing() {
+        let backend: Backend = MemoryBackend::new().into();
+        let keys = Arc::new(Scripted {
+            renewals: Mutex::new(VecDeque::new()),
+            // Any release sent would take this.
+            releases: Mutex::new(VecDeque::from([Ok(false)])),
+            abandoned: Box::leak(Box::new(AbandonedCounters::new())),
+            backend: backend.clone(),
+        });
+        let passed_at = Instant::now() + Duration::from_secs(2);
+        let deadline = crate::backend::redis::Deadline {
+            server_ms: 0,
+            passed_at,
+        };
+        let owed = ReleaseOnDrop::arm(&keys, "t", ReleaseStage::UncertainAcquire)
+            .not_before(&backend, Some(deadline));
+        let held = Holding::granted(
+            Arc::clone(&keys),
+            "0123456789abcdef0123456789abcdef".to_owned(),
+            Some(Duration::from_secs(60)),
+            Instant::now(),
+            Some(owed),
+        )
+        .expect("granted in time");
+        let detached = held.detach().await.expect("held");
+        assert_eq!(Instant::now(), passed_at, "waited for the deadline");
+        assert_eq!(detached.expiry(), Some(Duration::from_secs(60)));
+        assert_eq!(detached.remaining_estimate(), Some(Duration::from_secs(58)));
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        assert_eq!(
+            keys.releases
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .len(),
+            1,
+            "nothing released"
+        );
     }
 
     fn unanswered() -> Result<bool> {

@@ -26,6 +26,17 @@ pub(crate) trait HoldingKeys: fmt::Display + Send + Sync + 'static {
     /// holder.
     const RELEASE_WHEN_LOST: bool = false;
 
+    /// Refuses, before anything is sent, an expiry this kind of holding cannot count on (a
+    /// quorum lease's, too short for its nodes' timeouts). Any by default.
+    fn check_expiry(&self, _expiry: std::time::Duration) -> Result<()> {
+        Ok(())
+    }
+
+    /// After a renewal by owner token found the holding lost: lets go of what is left of it
+    /// (a quorum lease's token on the nodes that renewed it), as a handle does. Nothing by
+    /// default.
+    fn after_lost_renewal(&self, _token: &str) {}
+
     /// The backend the holdings live on.
     fn backend(&self) -> &Backend;
 

@@ -47,7 +47,8 @@ pub(crate) struct KeepOptions {
     pub(crate) lease: Duration,
     /// Whether dropping the handle releases the holding; otherwise it renews on its own.
     pub(crate) release_on_drop: bool,
-    /// The longest the holding is kept in all; only for a detached holding.
+    /// The longest the holding is kept in all; only for one kept after its handle is
+    /// dropped.
     pub(crate) max_lifetime: Option<Duration>,
     /// The longest the crate itself keeps a holding released with its handle (the
     /// concurrency layer's longest hold): a lifetime limit, told and released the same way,
@@ -68,7 +69,7 @@ impl KeepOptions {
             }
             if self.release_on_drop {
                 return Err(Error::invalid_argument(
-                    "a lifetime limit is for a detached holding: set release_on_drop(false) with it",
+                    "a lifetime limit is for a holding kept after its handle is dropped: set release_on_drop(false) with it",
                 ));
             }
         }
@@ -80,8 +81,13 @@ impl KeepOptions {
 /// already released it).
 type Released<K> = Result<Option<<K as HoldingKeys>::Released>>;
 
-/// A release the holder asked for, and where to answer.
-type Request<K> = oneshot::Sender<Released<K>>;
+/// What the holder asked of the keeper, and where to answer.
+enum Request<K: HoldingKeys> {
+    /// Release it: tell, release, answer with the outcome.
+    Release(oneshot::Sender<Released<K>>),
+    /// Stop keeping it and hand it back, unreleased (told as detached).
+    Detach(oneshot::Sender<Holding<K>>),
+}
 
 /// The handle side of a kept holding: asks the keeper to release, and carries the signal.
 pub(crate) struct Keeper<K: HoldingKeys> {
@@ -124,7 +130,19 @@ impl<K: HoldingKeys> Keeper<K> {
     pub(crate) fn release(mut self) -> impl Future<Output = Option<Released<K>>> + Send + use<K> {
         let asked = self.control.take().and_then(|control| {
             let (reply, outcome) = oneshot::channel();
-            control.send(reply).ok().map(|()| outcome)
+            control.send(Request::Release(reply)).ok().map(|()| outcome)
+        });
+        async move { asked?.await.ok() }
+    }
+
+    /// Asks the keeper to stop renewing, tell the holder the holding was detached, and hand
+    /// it back unreleased; `None` when the keeper had already ended (the holding was lost,
+    /// or released at its limit). Dropped before the answer, the holding is dropped on its
+    /// way back, which releases it in the background.
+    pub(crate) fn detach(mut self) -> impl Future<Output = Option<Holding<K>>> + Send + use<K> {
+        let asked = self.control.take().and_then(|control| {
+            let (reply, holding) = oneshot::channel();
+            control.send(Request::Detach(reply)).ok().map(|()| holding)
         });
         async move { asked?.await.ok() }
     }
@@ -137,7 +155,7 @@ impl<K: HoldingKeys> Drop for Keeper<K> {
         {
             // Nobody waits for the answer: the keeper releases in the background.
             let (reply, _) = oneshot::channel();
-            let _ = control.send(reply);
+            let _ = control.send(Request::Release(reply));
         }
         // Otherwise the control channel closes and the keeper goes on alone.
     }
@@ -175,7 +193,7 @@ async fn keep<K: HoldingKeys>(
     let mut next = Instant::now() + period.min(left_of(&holding) / 2);
     let mut backoff = Backoff::new(FIRST_RETRY, MAX_RETRY);
     // The handle was dropped without a release: no more requests will come.
-    let mut detached = false;
+    let mut unattended = false;
     loop {
         let estimate_end = Instant::now().checked_add(left_of(&holding));
         let wake = [Some(next), estimate_end, lifetime_end]
@@ -185,9 +203,9 @@ async fn keep<K: HoldingKeys>(
             .unwrap_or(next);
         tokio::select! {
             biased;
-            asked = &mut requests, if !detached => match asked {
-                Ok(reply) => return release_on_request(holding, &lost, reply).await,
-                Err(_) => detached = true,
+            asked = &mut requests, if !unattended => match asked {
+                Ok(request) => return answer(holding, &lost, request).await,
+                Err(_) => unattended = true,
             },
             () = tokio::time::sleep_until(wake) => {}
         }
@@ -215,13 +233,13 @@ async fn keep<K: HoldingKeys>(
         });
         let event = tokio::select! {
             biased;
-            asked = &mut requests, if !detached => Event::<K>::Asked(asked),
+            asked = &mut requests, if !unattended => Event::<K>::Asked(asked),
             renewal = tokio::time::timeout(left, holding.renew(Some(lease_ms))) => Event::Renewal(renewal),
         };
         match event {
             // The renewal was dropped mid-flight: the holding keeps the narrower estimate.
-            Event::Asked(Ok(reply)) => return release_on_request(holding, &lost, reply).await,
-            Event::Asked(Err(_)) => detached = true,
+            Event::Asked(Ok(request)) => return answer(holding, &lost, request).await,
+            Event::Asked(Err(_)) => unattended = true,
             Event::Renewal(Ok(Ok(true))) => {
                 next = Instant::now() + period;
                 backoff.reset();
@@ -262,16 +280,25 @@ async fn end<K: HoldingKeys>(
     let _ = release(&mut holding).await;
 }
 
-/// Releases as the holder asked: tells every clone of the signal first, then answers with the
-/// outcome.
-async fn release_on_request<K: HoldingKeys>(
+/// Does what the holder asked, telling every clone of the signal first: releases and
+/// answers with the outcome, or hands the holding back unreleased (dropped, which releases
+/// it, if nobody waits for it any more).
+async fn answer<K: HoldingKeys>(
     mut holding: Holding<K>,
     lost: &watch::Sender<Option<LossReason>>,
-    reply: Request<K>,
+    request: Request<K>,
 ) {
-    lost.send_replace(Some(LossReason::Released));
-    let outcome = release(&mut holding).await;
-    let _ = reply.send(outcome);
+    match request {
+        Request::Release(reply) => {
+            lost.send_replace(Some(LossReason::Released));
+            let outcome = release(&mut holding).await;
+            let _ = reply.send(outcome);
+        }
+        Request::Detach(reply) => {
+            lost.send_replace(Some(LossReason::Detached));
+            let _ = reply.send(holding);
+        }
+    }
 }
 
 /// Releases `holding`, bounded; past the bound, dropping it retries in the background.
@@ -294,7 +321,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_lifetime_limit_needs_a_detached_holding() {
+    fn a_lifetime_limit_needs_an_unattended_holding() {
         let options = |release_on_drop, max_lifetime| KeepOptions {
             lease: Duration::from_secs(1),
             release_on_drop,

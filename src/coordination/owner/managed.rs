@@ -4,7 +4,7 @@
 
 use std::future::Future;
 
-use super::{Holding, HoldingKeys, Keeper};
+use super::{Detached, Holding, HoldingKeys, Keeper};
 use crate::backend::steps::lease_release::LeaseReleaseReply;
 use crate::coordination::ownership::OwnershipLost;
 use crate::coordination::{ManagedOptions, Release};
@@ -63,6 +63,14 @@ where
 
     pub(crate) fn is_lost(&self) -> bool {
         self.keeper.ownership().is_lost()
+    }
+
+    /// Stops renewing, fires the ownership signal as detached, and lets go of the holding
+    /// unreleased (see [`Holding::detach`]): `None` when the keeper had already ended (lost,
+    /// or released at its limit) or the holding is no longer held. Asked of the keeper at
+    /// once; dropped before it answers, the holding is released in the background.
+    pub(crate) async fn detach(self) -> Option<Detached> {
+        self.keeper.detach().await?.detach().await
     }
 
     /// Stops renewing, fires the ownership signal as released, then releases

@@ -6,6 +6,8 @@
 //! or permit: at worst it finds it gone or owned by someone else.
 
 mod acquisition;
+mod by_owner;
+mod detached;
 mod guard;
 mod holding;
 mod holding_keys;
@@ -18,6 +20,8 @@ mod wait;
 
 pub(crate) use crate::coordination::ownership::ReleaseStage;
 pub(crate) use acquisition::{Acquire, Acquisition, try_acquire};
+pub use by_owner::ByOwner;
+pub use detached::Detached;
 pub(crate) use guard::ReleaseOnDrop;
 pub(crate) use holding::Holding;
 pub(crate) use holding_keys::HoldingKeys;
@@ -28,6 +32,7 @@ pub(crate) use release::{
     forget_in_background, release_bounded, release_in_background, release_in_background_after,
     worth_retrying,
 };
+pub use token::OwnerToken;
 pub(crate) use token::new_token;
 pub(crate) use wait::acquire_waiting;
 

@@ -1,6 +1,7 @@
 //! Owner tokens: what tells one holder from every other.
 
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
+use std::str::FromStr;
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -25,9 +26,111 @@ pub(crate) fn new_token() -> Result<String> {
     Ok(token)
 }
 
+/// The length of an owner token: 32 hex digits.
+const TOKEN_LEN: usize = 32;
+
+/// The owner token of a lease or permit, as handed on by a
+/// [`Detached`](crate::coordination::Detached) holding: what renews, verifies and releases
+/// it by [`ByOwner`](crate::coordination::ByOwner) from any process. Whoever has it can do
+/// everything its holder can, so keep it as you would a credential.
+///
+/// Parsed from the 32 lower-case hex digits every handle's `owner_token()` shows; anything
+/// else is refused, so that no step is sent with a token no holder can have.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::coordination::OwnerToken;
+///
+/// let token: OwnerToken = "0123456789abcdef0123456789abcdef".parse()?;
+/// assert_eq!(token.as_str(), "0123456789abcdef0123456789abcdef");
+/// assert!("not a token".parse::<OwnerToken>().is_err());
+/// # Ok::<(), leasehold::Error>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct OwnerToken(String);
+
+impl OwnerToken {
+    /// `token` if it has an owner token's shape (32 lower-case hex digits); else fails with
+    /// [`ErrorKind::InvalidArgument`].
+    pub fn parse(token: &str) -> Result<OwnerToken> {
+        if token.len() != TOKEN_LEN
+            || !token
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return Err(Error::invalid_argument(format!(
+                "an owner token is {TOKEN_LEN} lower-case hex digits, not {:?}",
+                truncated(token)
+            )));
+        }
+        Ok(OwnerToken(token.to_owned()))
+    }
+
+    /// A token the crate made (see [`new_token`]).
+    pub(crate) fn from_new(token: String) -> OwnerToken {
+        debug_assert!(OwnerToken::parse(&token).is_ok());
+        OwnerToken(token)
+    }
+
+    /// The 32 hex digits.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// At most the first 40 characters of `text`, for an error message about it.
+fn truncated(text: &str) -> &str {
+    text.char_indices()
+        .nth(40)
+        .map_or(text, |(end, _)| &text[..end])
+}
+
+impl FromStr for OwnerToken {
+    type Err = Error;
+
+    fn from_str(token: &str) -> Result<OwnerToken> {
+        OwnerToken::parse(token)
+    }
+}
+
+impl fmt::Display for OwnerToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Not the token itself, which is a credential: its first four digits.
+impl fmt::Debug for OwnerToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OwnerToken({}…)", &self.0[..4])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_shape_of_a_token_parses() {
+        let made = new_token().expect("random");
+        assert_eq!(OwnerToken::parse(&made).expect("valid").as_str(), made);
+        for invalid in [
+            "",
+            "0123456789abcdef0123456789abcde",
+            "0123456789abcdef0123456789abcdef0",
+            "0123456789ABCDEF0123456789abcdef",
+            "0123456789abcdef0123456789abcdeg",
+            "ééééééééééééééééé",
+        ] {
+            let err = OwnerToken::parse(invalid).expect_err("invalid");
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{invalid:?}");
+        }
+        let long = "x".repeat(10_000);
+        let err = OwnerToken::parse(&long).expect_err("invalid");
+        assert!(err.to_string().len() < 200, "{err}");
+        assert!(!format!("{:?}", OwnerToken::from_new(made.clone())).contains(&made));
+    }
 
     #[test]
     fn tokens_are_32_hex_digits_and_differ() {

@@ -18,9 +18,10 @@ use tokio::sync::watch;
 /// ```
 /// use leasehold::coordination::ownership::LossReason;
 ///
-/// // Only a release was asked for; anything else means the work may overlap another holder's.
+/// // Only a release or a detach was asked for; anything else means the work may overlap
+/// // another holder's.
 /// fn should_alert(reason: LossReason) -> bool {
-///     reason != LossReason::Released
+///     !matches!(reason, LossReason::Released | LossReason::Detached)
 /// }
 /// assert!(should_alert(LossReason::NotRenewed));
 /// ```
@@ -37,6 +38,9 @@ pub enum LossReason {
     LifetimeLimit,
     /// The holder released it.
     Released,
+    /// The holder let go of it unreleased (`detach`), for another owner to go on with by
+    /// its owner token: it is still held, by whoever has the token.
+    Detached,
 }
 
 impl fmt::Display for LossReason {
@@ -46,6 +50,7 @@ impl fmt::Display for LossReason {
             LossReason::Uncertain => "renewals failed until its estimate ran out",
             LossReason::LifetimeLimit => "it reached its lifetime limit",
             LossReason::Released => "it was released",
+            LossReason::Detached => "it was detached from its handle, unreleased",
         })
     }
 }

@@ -15,7 +15,7 @@ use crate::coordination::name;
 use crate::coordination::owner::{
     Acquire, Acquisition, Holding, HoldingKeys, ReleaseOnDrop, ReleaseStage, expiry_ms, new_token,
 };
-use crate::coordination::{Attempt, DEFAULT_POLL_INTERVAL};
+use crate::coordination::{Attempt, ByOwner, DEFAULT_POLL_INTERVAL, OwnerToken};
 use crate::error::{Error, ErrorKind, Result};
 
 /// How long a node has to answer each step by default.
@@ -180,6 +180,15 @@ impl RedlockGroup {
                 }
             }
         }
+    }
+
+    /// The lease named `name` held under `owner`, from any process: renewed on every node
+    /// (a quorum deciding, the lease let go everywhere when it misses one), verified by a
+    /// quorum and released on every node, with the checks a Redlock [`FencedLease`]'s own
+    /// steps make (see [`ByOwner`]), for a lease whose handle was
+    /// [detached](FencedLease::detach). Nothing is sent until a step is asked.
+    pub fn by_owner(&self, name: impl AsRef<[u8]>, owner: OwnerToken) -> ByOwner {
+        ByOwner::new(Arc::new(self.keys(name.as_ref())), owner)
     }
 
     /// The lock's keys on every node.

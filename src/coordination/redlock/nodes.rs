@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 
+use super::check_lease;
 use crate::backend::Backend;
 use crate::backend::steps::lease_release::LeaseReleaseReply;
 use crate::coordination::lock::LockKeys;
@@ -98,6 +99,16 @@ impl HoldingKeys for GroupKeys {
     const PRIMITIVE: Primitive = Primitive::RedlockLease;
     const LEFT_HELD: &'static str = "the nodes it reached keep it until it expires";
     const RELEASE_WHEN_LOST: bool = true;
+
+    /// A lease must outlast three node timeouts (see [`check_lease`]).
+    fn check_expiry(&self, expiry: Duration) -> Result<()> {
+        check_lease(expiry, self.node_timeout)
+    }
+
+    /// The token goes from the nodes that renewed it, as after a handle's lost renewal.
+    fn after_lost_renewal(&self, token: &str) {
+        release_everywhere(self, token);
+    }
 
     /// The first node's: the kit asks a holding's backend only for acquisitions it sends
     /// itself, and a group sends its own.

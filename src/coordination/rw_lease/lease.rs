@@ -244,6 +244,26 @@ impl RwLease {
         Ok(Release::from_found(self.holding.release().await?))
     }
 
+    /// Lets go of the lease without releasing it, for another owner to go on with by its
+    /// owner token (see [`Detached`](crate::coordination::Detached) and [`ReadWriteLock::by_owner`](super::ReadWriteLock::by_owner)): it
+    /// stays held until it expires or is released by that token. A write lease's
+    /// fencing token stays [`fencing_token`](Self::fencing_token)'s. `None` when this
+    /// handle no longer holds it (released, lost, uncertain, or past its estimate); an
+    /// uncertain one is then released in the background, as on drop.
+    ///
+    /// Returns at once, unless the acquisition was sent twice (its first delivery lost on
+    /// the way): it then first waits until that delivery can no longer land (at most the
+    /// backend's command timeout), since landing after the lease was released by its
+    /// token it would take it again, for nobody.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped before it returns, the lease is released in the background, as when the
+    /// handle is dropped.
+    pub async fn detach(self) -> Option<crate::coordination::Detached> {
+        self.holding.detach().await
+    }
+
     /// The holding, to be kept by a [`ManagedRwLease`].
     pub(super) fn into_holding(self) -> Holding<RwKeys> {
         self.holding
@@ -442,6 +462,19 @@ impl ManagedRwLease {
             }
             Err(err) => Err(err),
         }
+    }
+
+    /// Stops renewing, fires [`OwnershipLost`] with
+    /// [`LossReason::Detached`](crate::coordination::ownership::LossReason::Detached), and
+    /// lets go of the lease without releasing it, as [`RwLease::detach`] does: `None`
+    /// when it was no longer held (lost, or released at its lifetime limit).
+    ///
+    /// # Cancel safety
+    ///
+    /// Asked of the keeper when first polled; dropped before it returns, the lease is
+    /// released in the background.
+    pub async fn detach(self) -> Option<crate::coordination::Detached> {
+        self.kept.detach().await
     }
 
     /// Stops renewing, fires [`OwnershipLost`] with

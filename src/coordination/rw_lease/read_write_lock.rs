@@ -17,7 +17,8 @@ use crate::coordination::owner::{
     lease_expiry, new_token, try_acquire,
 };
 use crate::coordination::{
-    Attempt, DEFAULT_POLL_INTERVAL, MAX_MANAGED_LEASE, MIN_MANAGED_LEASE, ManagedOptions,
+    Attempt, ByOwner, DEFAULT_POLL_INTERVAL, MAX_MANAGED_LEASE, MIN_MANAGED_LEASE, ManagedOptions,
+    OwnerToken,
 };
 use crate::error::{Error, Result};
 
@@ -252,6 +253,14 @@ impl ReadWriteLock {
             RwLease::new(holding, access, fencing_token)
         })
         .await
+    }
+
+    /// The read or write lease held under `owner`, from any process: renewed, verified and
+    /// released with the checks an [`RwLease`]'s own steps make (see [`ByOwner`]), for a
+    /// lease whose handle was [detached](RwLease::detach). Nothing is sent until a step is
+    /// asked.
+    pub fn by_owner(&self, owner: OwnerToken) -> ByOwner {
+        ByOwner::new(Arc::clone(&self.keys), owner)
     }
 }
 

@@ -8,7 +8,7 @@ use super::sets::PermitSets;
 use super::{Attempt, Capacity, SemaphorePermit};
 use crate::Coordination;
 use crate::backend::Backend;
-use crate::coordination::{DEFAULT_POLL_INTERVAL, ManagedOptions, name};
+use crate::coordination::{ByOwner, DEFAULT_POLL_INTERVAL, ManagedOptions, OwnerToken, name};
 use crate::error::{Error, Result};
 
 /// Per-client-key and/or global capacity, acquired in one atomic step on one slot: a permit
@@ -153,6 +153,14 @@ impl KeyedSemaphore {
         options: &ManagedOptions,
     ) -> Result<SemaphorePermit> {
         SemaphorePermit::acquire_with(&Arc::new(self.sets(key)), options).await
+    }
+
+    /// The permit of the client key `key` held under `owner`, from any process: renewed,
+    /// verified and released in both its sets with the checks a [`SemaphorePermit`]'s own
+    /// steps make (see [`ByOwner`]), for a permit whose handle was
+    /// [detached](SemaphorePermit::detach). Nothing is sent until a step is asked.
+    pub fn by_owner(&self, key: &[u8], owner: OwnerToken) -> ByOwner {
+        ByOwner::new(Arc::new(self.sets(key)), owner)
     }
 
     /// The permits held now by the client key `key` and by all keys together (expired ones

@@ -116,6 +116,19 @@ impl ManagedPermit {
     }
 
     /// Stops renewing, fires [`OwnershipLost`] with
+    /// [`LossReason::Detached`](crate::coordination::ownership::LossReason::Detached), and
+    /// lets go of the permit without releasing it, as [`SemaphorePermit::detach`] does: `None`
+    /// when it was no longer held (lost, or released at its lifetime limit).
+    ///
+    /// # Cancel safety
+    ///
+    /// Asked of the keeper when first polled; dropped before it returns, the permit is
+    /// released in the background.
+    pub async fn detach(self) -> Option<crate::coordination::Detached> {
+        self.kept.detach().await
+    }
+
+    /// Stops renewing, fires [`OwnershipLost`] with
     /// [`LossReason::Released`](crate::coordination::ownership::LossReason::Released), then
     /// releases the permit (owner-checked): [`Release::Released`] when it was still held,
     /// [`Release::AlreadyReleased`] when it no longer was (lost, or released at its lifetime

@@ -181,6 +181,26 @@ impl SemaphorePermit {
         self.holding.renew(expiry_ms).await
     }
 
+    /// Lets go of the permit without releasing it, for another owner to go on with by its
+    /// owner token (see [`Detached`](crate::coordination::Detached) and [`Semaphore::by_owner`](super::Semaphore::by_owner) or
+    /// [`KeyedSemaphore::by_owner`](super::KeyedSemaphore::by_owner)): it
+    /// stays held until it expires or is released by that token. `None` when this
+    /// handle no longer holds it (released, lost, uncertain, or past its estimate); an
+    /// uncertain one is then released in the background, as on drop.
+    ///
+    /// Returns at once, unless the acquisition was sent twice (its first delivery lost on
+    /// the way): it then first waits until that delivery can no longer land (at most the
+    /// backend's command timeout), since landing after the permit was released by its
+    /// token it would take it again, for nobody.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped before it returns, the permit is released in the background, as when the
+    /// handle is dropped.
+    pub async fn detach(self) -> Option<crate::coordination::Detached> {
+        self.holding.detach().await
+    }
+
     /// Takes a permit in every set (each with its capacity), or in none.
     ///
     /// When the step may have applied (a timeout or a connection lost after sending, a

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::sets::PermitSets;
 use super::{Attempt, SemaphorePermit};
 use crate::Coordination;
-use crate::coordination::{DEFAULT_POLL_INTERVAL, ManagedOptions, name};
+use crate::coordination::{ByOwner, DEFAULT_POLL_INTERVAL, ManagedOptions, OwnerToken, name};
 use crate::error::{Error, Result};
 
 /// A counting semaphore shared through the backend: at most `capacity` permits held at once,
@@ -165,6 +165,14 @@ impl Semaphore {
     /// waits with.
     pub(crate) async fn acquire_with(&self, options: &ManagedOptions) -> Result<SemaphorePermit> {
         SemaphorePermit::acquire_with(&self.sets, options).await
+    }
+
+    /// The permit held under `owner`, from any process: renewed, verified and released with
+    /// the checks a [`SemaphorePermit`]'s own steps make (see [`ByOwner`]), for a permit
+    /// whose handle was [detached](SemaphorePermit::detach). Nothing is sent until a step
+    /// is asked.
+    pub fn by_owner(&self, owner: OwnerToken) -> ByOwner {
+        ByOwner::new(Arc::clone(&self.sets), owner)
     }
 
     /// The permits held now (expired ones are not counted), whatever capacity they were

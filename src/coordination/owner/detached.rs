@@ -1,0 +1,81 @@
+//! A holding its handle let go of without releasing it: what another owner needs to go on.
+
+use std::time::Duration;
+
+use super::OwnerToken;
+
+/// A lease or permit whose handle let go of it without releasing it (every handle's
+/// `detach`): it stays held on the backend until it expires or is released by its owner
+/// token, from this process or any other, through
+/// [`ByOwner`](crate::coordination::ByOwner). Nothing renews it any more.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::Release;
+/// use leasehold::coordination::hash_lease::LeaseHash;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let coordination = Coordination::memory();
+/// let sessions = LeaseHash::named(&coordination, "user:7:sessions");
+/// let lease = sessions.try_acquire("phone", Duration::from_secs(30)).await?;
+/// let lease = lease.into_lease().expect("free");
+///
+/// // The request ends; the session goes on, and its token goes to the client.
+/// let detached = lease.detach().await.expect("still held");
+/// assert!(detached.remaining_estimate() <= Some(Duration::from_secs(30)));
+/// let token = detached.owner_token().to_string();
+///
+/// // A later request, on any replica: the token renews and ends the session.
+/// let session = sessions.by_owner("phone", token.parse()?);
+/// assert!(session.renew(Duration::from_secs(30)).await?);
+/// assert_eq!(session.release().await?, Release::Released);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Detached {
+    owner_token: OwnerToken,
+    expiry: Option<Duration>,
+    remaining: Option<Duration>,
+}
+
+impl Detached {
+    pub(crate) fn new(
+        owner_token: OwnerToken,
+        expiry: Option<Duration>,
+        remaining: Option<Duration>,
+    ) -> Detached {
+        Detached {
+            owner_token,
+            expiry,
+            remaining,
+        }
+    }
+
+    /// The owner token that renews, verifies and releases it.
+    pub fn owner_token(&self) -> &OwnerToken {
+        &self.owner_token
+    }
+
+    /// The owner token, by value.
+    pub fn into_owner_token(self) -> OwnerToken {
+        self.owner_token
+    }
+
+    /// The expiry asked at acquisition or at the last renewal the handle saw answered;
+    /// `None` for a permit without expiry.
+    pub fn expiry(&self) -> Option<Duration> {
+        self.expiry
+    }
+
+    /// The handle's conservative estimate of what the holding had left when it let go of
+    /// it (measured from before the request that set its expiry was sent, so never later
+    /// than the backend's expiry); `None` for a permit without expiry. Count from the
+    /// moment `detach` returned.
+    pub fn remaining_estimate(&self) -> Option<Duration> {
+        self.remaining
+    }
+}
