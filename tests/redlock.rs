@@ -428,8 +428,9 @@ async fn a_detached_lease_goes_on_by_its_owner_token_on_a_quorum() {
         .into_lease()
         .expect("free");
     let fencing_token = held.fencing_token();
-    let token = held.detach().await.expect("held").into_owner_token();
-    let owner = elsewhere.by_owner("detached", token);
+    let detached = held.detach().await.expect("held");
+    assert_eq!(detached.fencing_token(), Some(fencing_token));
+    let owner = elsewhere.by_owner("detached", detached.into_owner_token());
     let err = owner
         .renew(Duration::from_millis(300))
         .await

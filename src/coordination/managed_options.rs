@@ -86,7 +86,8 @@ impl ManagedOptions {
     /// [`LossReason::LifetimeLimit`](super::ownership::LossReason::LifetimeLimit) and, after
     /// that, the holding is released. At least a millisecond, and only with
     /// [`release_on_drop(false)`](Self::release_on_drop): a holding released with its handle
-    /// needs no limit, and the combination is refused. Default: no limit.
+    /// needs no limit, and the combination is refused. Default: no limit. A holding
+    /// detached from its handle (`detach`) leaves its keeper, and the limit with it.
     pub fn max_lifetime(mut self, limit: Option<Duration>) -> Self {
         self.keep.max_lifetime = limit;
         self

@@ -58,7 +58,7 @@ pub trait Held {
     fn contend(coordination: &Coordination) -> impl Future<Output = bool> + Send;
 
     /// Lets go of the managed holding without releasing it.
-    fn detach(held: Self::Managed) -> impl Future<Output = Option<Detached>> + Send;
+    fn detach(held: Self::Managed) -> impl Future<Output = Option<Detached>> + Send + 'static;
 
     /// The resource's holding under `owner`, reached by its token alone.
     fn by_owner(coordination: &Coordination, owner: OwnerToken) -> ByOwner;
@@ -105,6 +105,11 @@ macro_rules! holding_rules {
             #[tokio::test]
             async fn a_detached_holding_goes_on_by_its_owner_token_elsewhere() {
                 rules::a_detached_holding_goes_on_by_its_owner_token_elsewhere::<super::$held>().await
+            }
+
+            #[tokio::test]
+            async fn a_detach_asked_during_a_renewal_waits_for_its_answer() {
+                rules::a_detach_asked_during_a_renewal_waits_for_its_answer::<super::$held>().await
             }
 
             #[tokio::test]
@@ -507,5 +512,52 @@ pub async fn a_renewal_by_owner_token_delivered_after_the_release_brings_nothing
     assert!(
         H::contend(&direct).await,
         "{what}: the late renewal brought it back"
+    );
+}
+
+/// A managed holding detached while its keeper's renewal is held by the network: the keeper
+/// waits for the renewal's answer before it lets go, so that no renewal of the handle's is
+/// left on its way to cut the next owner's renewals short.
+pub async fn a_detach_asked_during_a_renewal_waits_for_its_answer<H: Held>() {
+    let what = H::WHAT;
+    let proxy = Proxy::to_port(shared(H::SERVER).port());
+    let (holder, other) = sides::<H>(&proxy, "detach-renewing").await;
+    let held = H::hold(&holder, &ManagedOptions::new().lease(LEASE)).await;
+    let acquired = Instant::now();
+    // Held from just before the renewal (due at half the lease) until it has left.
+    tokio::time::sleep_until(acquired + LEASE / 2 - Duration::from_millis(200)).await;
+    let sent = proxy.bytes_received(support::proxy::Direction::ToServer);
+    proxy.stall();
+    support::eventually("the renewal is sent", async || {
+        proxy.bytes_received(support::proxy::Direction::ToServer) > sent
+    })
+    .await;
+    let detach = tokio::spawn(H::detach(held));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !detach.is_finished(),
+        "{what}: let go before the renewal answered"
+    );
+    proxy.pass();
+    let detached = tokio::time::timeout(Duration::from_secs(2), detach)
+        .await
+        .expect("the detach ends")
+        .expect("the detach task")
+        .expect("held");
+    assert_eq!(
+        detached.renewal_cap(),
+        None,
+        "{what}: a renewal left unanswered"
+    );
+    let left = detached.remaining_estimate().expect("an expiry");
+    assert!(
+        left > LEASE - Duration::from_millis(500),
+        "{what}: renewed: {left:?} left"
+    );
+    let owner = H::by_owner(&other, detached.into_owner_token());
+    assert_eq!(
+        owner.release().await.expect("release"),
+        Release::Released,
+        "{what}"
     );
 }

@@ -147,12 +147,12 @@ impl FieldLease {
     /// Lets go of the lease without releasing it, for another owner to go on with by its
     /// owner token (see [`Detached`](crate::coordination::Detached) and [`LeaseHash::by_owner`](super::LeaseHash::by_owner)): it
     /// stays held until it expires or is released by that token. `None` when this
-    /// handle no longer holds it (released, lost, uncertain, or past its estimate); an
-    /// uncertain one is then released in the background, as on drop.
+    /// handle no longer holds it (released, lost, uncertain, or past its estimate); it is
+    /// then dropped as the handle is (released in the background unless already).
     ///
     /// Returns at once, unless the acquisition was sent twice (its first delivery lost on
-    /// the way): it then first waits until that delivery can no longer land (at most the
-    /// backend's command timeout), since landing after the lease was released by its
+    /// the way): it then first waits until that delivery can no longer land (the acquisition's
+    /// deadline: its timeouts and retry bound), since landing after the lease was released by its
     /// token it would take it again, for nobody.
     ///
     /// # Cancel safety
@@ -291,8 +291,9 @@ impl ManagedFieldLease {
     ///
     /// # Cancel safety
     ///
-    /// Asked of the keeper when first polled; dropped before it returns, the lease is
-    /// released in the background.
+    /// Nothing is asked until the future is first polled (dropped unpolled, the keeper goes
+    /// on as its options say); then a renewal in flight is answered first, and dropped
+    /// before it returns, the lease is released in the background.
     pub async fn detach(self) -> Option<crate::coordination::Detached> {
         self.kept.detach().await
     }

@@ -252,12 +252,12 @@ impl FencedLease {
     /// [`RedlockGroup::by_owner`](crate::coordination::redlock::RedlockGroup::by_owner)): it
     /// stays held until it expires or is released by that token, and the fencing token
     /// stays [`fencing_token`](Self::fencing_token)'s. `None` when this handle no longer
-    /// holds it (released, lost, uncertain, or past its estimate); an uncertain one is then
-    /// released in the background, as on drop.
+    /// holds it (released, lost, uncertain, or past its estimate); it is then dropped as the
+    /// handle is (released in the background unless already).
     ///
     /// Returns at once, unless the acquisition was sent twice (its first delivery lost on
-    /// the way): it then first waits until that delivery can no longer land (at most the
-    /// backend's command timeout), since landing after the lease was released by its token
+    /// the way): it then first waits until that delivery can no longer land (the acquisition's
+    /// deadline: its timeouts and retry bound), since landing after the lease was released by its token
     /// it would take the lock again, for nobody.
     ///
     /// # Cancel safety
@@ -265,7 +265,9 @@ impl FencedLease {
     /// Dropped before it returns, the lease is released in the background, as when the
     /// handle is dropped.
     pub async fn detach(self) -> Option<Detached> {
+        let fencing_token = Some(self.fencing_token);
         on_held!(self.holding, holding => holding.detach().await)
+            .map(|detached| detached.with_fencing_token(fencing_token))
     }
 
     /// The holding, kept by a [`ManagedLease`] as `options` say.
@@ -438,17 +440,21 @@ impl ManagedLease {
     /// Stops renewing, fires [`OwnershipLost`] with
     /// [`LossReason::Detached`](crate::coordination::ownership::LossReason::Detached), and
     /// lets go of the lease without releasing it, as [`FencedLease::detach`] does: `None`
-    /// when it was no longer held (lost, or released at its lifetime limit).
+    /// when it was no longer held (lost, or released at its lifetime limit), then told as
+    /// a loss.
     ///
     /// # Cancel safety
     ///
-    /// Asked of the keeper when first polled; dropped before it returns, the lease is
-    /// released in the background.
+    /// Nothing is asked until the future is first polled (dropped unpolled, the keeper goes
+    /// on as its options say); then a renewal in flight is answered first, and dropped
+    /// before it returns, the lease is released in the background.
     pub async fn detach(self) -> Option<Detached> {
+        let fencing_token = Some(self.fencing_token);
         match self.kept {
             Kept::Lock(kept) => kept.detach().await,
             Kept::Redlock(kept) => kept.detach().await,
         }
+        .map(|detached| detached.with_fencing_token(fencing_token))
     }
 
     /// Stops renewing, fires [`OwnershipLost`] with

@@ -7,6 +7,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+#[cfg(doc)]
+use super::Detached;
 use super::managed::ReleaseReply;
 use super::{HoldingKeys, OwnerToken, expiry_ms, release_bounded, worth_retrying};
 use crate::coordination::Release;
@@ -69,7 +71,9 @@ where
 /// - A step refused before anything is sent (an invalid expiry) or by the server (a
 ///   refused script, credentials) fails as is; nothing changed.
 /// - A renewal without an answer may have applied: the holding keeps either its old expiry
-///   or the new one. Renewing again is safe.
+///   or the new one, and since it may still arrive at any time, count on no more than it
+///   asked for after any later renewal (as [`Detached::renewal_cap`] says of a handle's).
+///   Renewing again never brings back what expired or was released.
 /// - A release on an unavailable backend is tried once more, bounded by about a second;
 ///   without an answer it may have run: release again (finding nothing is
 ///   [`Release::AlreadyReleased`]).
@@ -117,8 +121,10 @@ impl ByOwner {
 
     /// Gives the holding a new expiry of `expiry`, counted from now on the backend's clock,
     /// if it is still held under the owner token: `Ok(true)`; `Ok(false)` when it is gone or
-    /// another holder's (nothing changed; a quorum lease that missed its quorum is then let
-    /// go on every node, as its handle does).
+    /// another holder's (nothing changed). A quorum lease is renewed on every node and
+    /// counts as renewed when a quorum renewed it (a node's error counts as a no);
+    /// otherwise it ends: `Ok(false)`, and the token is removed in the background from the
+    /// nodes that did renew it, as its handle does. A permit without expiry gets one.
     ///
     /// An expiry under a millisecond or over about 34 years (or, for a quorum lease, too
     /// short for its nodes' timeouts) fails with
@@ -135,8 +141,9 @@ impl ByOwner {
         Ok(renewed)
     }
 
-    /// Whether the holding is still held under the owner token, asked of the backend: a
-    /// point-in-time answer.
+    /// Whether the holding is still held under the owner token, asked of the backend (a
+    /// quorum lease: of a quorum of its nodes): a point-in-time answer, with no local
+    /// estimate to cut it short as a handle's has.
     ///
     /// # Cancel safety
     ///

@@ -40,6 +40,8 @@ pub struct Detached {
     owner_token: OwnerToken,
     expiry: Option<Duration>,
     remaining: Option<Duration>,
+    renewal_cap: Option<Duration>,
+    fencing_token: Option<u64>,
 }
 
 impl Detached {
@@ -47,12 +49,21 @@ impl Detached {
         owner_token: OwnerToken,
         expiry: Option<Duration>,
         remaining: Option<Duration>,
+        renewal_cap: Option<Duration>,
     ) -> Detached {
         Detached {
             owner_token,
             expiry,
             remaining,
+            renewal_cap,
+            fencing_token: None,
         }
+    }
+
+    /// The same, with the fencing token of what it holds.
+    pub(crate) fn with_fencing_token(mut self, fencing_token: Option<u64>) -> Detached {
+        self.fencing_token = fencing_token;
+        self
     }
 
     /// The owner token that renews, verifies and releases it.
@@ -69,6 +80,21 @@ impl Detached {
     /// `None` for a permit without expiry.
     pub fn expiry(&self) -> Option<Duration> {
         self.expiry
+    }
+
+    /// The fencing token of what it holds (a lock's lease, a Redlock lease, a write lease),
+    /// unchanged by renewals: send it with every protected write, as the handle's holder
+    /// did. `None` for what has none.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.fencing_token
+    }
+
+    /// The shortest expiry a renewal sent by the handle asked for without an answer, if one
+    /// was: it may still arrive, at any time, and set the expiry to its arrival plus this.
+    /// Whoever goes on with the holding should count on no more than this after any renewal
+    /// of its own. `None`: every renewal the handle sent was answered.
+    pub fn renewal_cap(&self) -> Option<Duration> {
+        self.renewal_cap
     }
 
     /// The handle's conservative estimate of what the holding had left when it let go of

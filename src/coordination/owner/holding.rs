@@ -250,21 +250,27 @@ impl<K: HoldingKeys> Holding<K> {
     /// Lets go of the holding without releasing it, for another owner to go on with by its
     /// owner token (see [`Detached`]). `None` when the handle no longer holds it (released,
     /// lost, past its estimate) or a release may have run (uncertain): the holding is then
-    /// dropped as the handle would be, released in the background if not already.
+    /// dropped as the handle would be, released in the background if not already, and the
+    /// release owed to a lost delivery of its acquisition still sent after its deadline.
     ///
     /// When an earlier delivery of the acquisition was lost, it first waits until that one
-    /// can no longer land (its deadline passed on the server's clock; at most the
-    /// backend's command timeout): landing after another owner released the holding, it
-    /// would take it again under the same token, for nobody.
+    /// can no longer land (its deadline passed on the server's clock): landing after another
+    /// owner released the holding, it would take it again under the same token, for nobody.
     ///
     /// Cancel safe in effect: dropped while it waits, the holding is dropped as the handle
-    /// would be (released in the background).
+    /// would be (released in the background, and again after the deadline).
     pub(crate) async fn detach(mut self) -> Option<Detached> {
-        if let Some(late_delivery) = self.late_delivery.take() {
-            late_delivery.wait_out().await;
-        }
         if self.state != State::Held || !self.usable() {
             tracing::debug!(keys = %self.keys, state = ?self.state, "{} not detached: not held", K::WHAT);
+            return None;
+        }
+        if let Some(late_delivery) = self.late_delivery.take() {
+            // Dropped mid-wait, the guard releases after the deadline, and the holding at
+            // once (it is still held).
+            late_delivery.wait_out().await;
+        }
+        if !self.usable() {
+            tracing::debug!(keys = %self.keys, "{} not detached: its estimate ran out", K::WHAT);
             return None;
         }
         self.state = State::Released;
@@ -273,6 +279,7 @@ impl<K: HoldingKeys> Holding<K> {
             OwnerToken::from_new(std::mem::take(&mut self.token)),
             self.expiry,
             self.remaining_estimate_if_held(),
+            self.unanswered_floor,
         ))
     }
 
@@ -448,6 +455,43 @@ mod tests {
                 .len(),
             1,
             "nothing released"
+        );
+    }
+
+    /// A holding found lost keeps the release it owes a lost delivery of its acquisition
+    /// when it is detached: nothing is handed on, and the release goes after the deadline.
+    #[tokio::test(start_paused = true)]
+    async fn detaching_a_lost_holding_keeps_the_release_it_owes() {
+        let backend: Backend = MemoryBackend::new().into();
+        let keys = Arc::new(Scripted {
+            renewals: Mutex::new(VecDeque::from([Ok(false)])),
+            releases: Mutex::new(VecDeque::from([Ok(false)])),
+            abandoned: Box::leak(Box::new(AbandonedCounters::new())),
+            backend: backend.clone(),
+        });
+        let deadline = crate::backend::redis::Deadline {
+            server_ms: 0,
+            passed_at: Instant::now() + Duration::from_secs(2),
+        };
+        let owed = ReleaseOnDrop::arm(&keys, "t", ReleaseStage::UncertainAcquire)
+            .not_before(&backend, Some(deadline));
+        let mut held = Holding::granted(
+            Arc::clone(&keys),
+            "0123456789abcdef0123456789abcdef".to_owned(),
+            Some(Duration::from_secs(60)),
+            Instant::now(),
+            Some(owed),
+        )
+        .expect("granted in time");
+        assert!(!held.renew(Some(60_000)).await.expect("answered"));
+        assert!(held.detach().await.is_none(), "lost: nothing to hand on");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(
+            keys.releases
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty(),
+            "the owed release was sent"
         );
     }
 

@@ -18,12 +18,14 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 // Past the bound, the holding's own drop releases it in the background.
 use super::release::RELEASE_BOUND;
-use super::{Holding, HoldingKeys, expiry_ms};
+use super::{Detached, Holding, HoldingKeys, expiry_ms};
 use crate::backoff::Backoff;
 use crate::coordination::ownership::{LossReason, OwnershipLost};
 use crate::error::{Error, ErrorKind, Result};
@@ -85,8 +87,9 @@ type Released<K> = Result<Option<<K as HoldingKeys>::Released>>;
 enum Request<K: HoldingKeys> {
     /// Release it: tell, release, answer with the outcome.
     Release(oneshot::Sender<Released<K>>),
-    /// Stop keeping it and hand it back, unreleased (told as detached).
-    Detach(oneshot::Sender<Holding<K>>),
+    /// Stop keeping it and let go of it unreleased (told as detached), answering with what
+    /// goes on; `None`, told as a loss, when it is no longer held.
+    Detach(oneshot::Sender<Option<Detached>>),
 }
 
 /// The handle side of a kept holding: asks the keeper to release, and carries the signal.
@@ -135,16 +138,17 @@ impl<K: HoldingKeys> Keeper<K> {
         async move { asked?.await.ok() }
     }
 
-    /// Asks the keeper to stop renewing, tell the holder the holding was detached, and hand
-    /// it back unreleased; `None` when the keeper had already ended (the holding was lost,
-    /// or released at its limit). Dropped before the answer, the holding is dropped on its
-    /// way back, which releases it in the background.
-    pub(crate) fn detach(mut self) -> impl Future<Output = Option<Holding<K>>> + Send + use<K> {
+    /// Asks the keeper to stop renewing (a renewal in flight answered first), let go of the
+    /// holding unreleased and tell the holder it was detached (see [`Holding::detach`]);
+    /// `None` when the keeper had already ended (lost, or released at its limit), or the
+    /// holding is no longer held (then told as a loss). Asked at once; dropped before the
+    /// answer, what was let go of is released in the background.
+    pub(crate) fn detach(mut self) -> impl Future<Output = Option<Detached>> + Send + use<K> {
         let asked = self.control.take().and_then(|control| {
-            let (reply, holding) = oneshot::channel();
-            control.send(Request::Detach(reply)).ok().map(|()| holding)
+            let (reply, detached) = oneshot::channel();
+            control.send(Request::Detach(reply)).ok().map(|()| detached)
         });
-        async move { asked?.await.ok() }
+        async move { asked?.await.ok().flatten() }
     }
 }
 
@@ -231,10 +235,23 @@ async fn keep<K: HoldingKeys>(
         let left = lifetime_end.map_or(left_of(&holding), |end| {
             left_of(&holding).min(end.saturating_duration_since(Instant::now()))
         });
-        let event = tokio::select! {
-            biased;
-            asked = &mut requests, if !unattended => Event::<K>::Asked(asked),
-            renewal = tokio::time::timeout(left, holding.renew(Some(lease_ms))) => Event::Renewal(renewal),
+        let event = {
+            let renewal = tokio::time::timeout(left, holding.renew(Some(lease_ms)));
+            tokio::pin!(renewal);
+            let event = tokio::select! {
+                biased;
+                asked = &mut requests, if !unattended => Event::<K>::Asked(asked),
+                renewal = &mut renewal => Event::Renewal(renewal),
+            };
+            match event {
+                Event::Asked(Ok(Request::Detach(reply))) => {
+                    // The renewal in flight is answered first: dropped unanswered, it could
+                    // still arrive after the next owner's renewal and cut it short.
+                    let _ = renewal.await;
+                    Event::Asked(Ok(Request::Detach(reply)))
+                }
+                event => event,
+            }
         };
         match event {
             // The renewal was dropped mid-flight: the holding keeps the narrower estimate.
@@ -281,8 +298,8 @@ async fn end<K: HoldingKeys>(
 }
 
 /// Does what the holder asked, telling every clone of the signal first: releases and
-/// answers with the outcome, or hands the holding back unreleased (dropped, which releases
-/// it, if nobody waits for it any more).
+/// answers with the outcome, or lets go of the holding unreleased and answers with what goes
+/// on (released, if nobody waits for it any more).
 async fn answer<K: HoldingKeys>(
     mut holding: Holding<K>,
     lost: &watch::Sender<Option<LossReason>>,
@@ -295,8 +312,34 @@ async fn answer<K: HoldingKeys>(
             let _ = reply.send(outcome);
         }
         Request::Detach(reply) => {
-            lost.send_replace(Some(LossReason::Detached));
-            let _ = reply.send(holding);
+            if holding.is_released() {
+                // Lost by the renewal the detach waited for.
+                let _ = reply.send(None);
+                if K::RELEASE_WHEN_LOST {
+                    return end(holding, lost, LossReason::NotRenewed).await;
+                }
+                lost.send_replace(Some(LossReason::NotRenewed));
+                return;
+            }
+            let keys = Arc::clone(holding.keys());
+            match holding.detach().await {
+                Some(detached) => {
+                    lost.send_replace(Some(LossReason::Detached));
+                    if let Err(Some(detached)) = reply.send(Some(detached)) {
+                        // Nobody waits for it any more: released, as a dropped handle's.
+                        super::release_in_background(
+                            keys,
+                            detached.into_owner_token().as_str().to_owned(),
+                            super::ReleaseStage::Dropped,
+                        );
+                    }
+                }
+                None => {
+                    // Its estimate ran out; dropped, it is released in the background.
+                    lost.send_replace(Some(LossReason::Uncertain));
+                    let _ = reply.send(None);
+                }
+            }
         }
     }
 }

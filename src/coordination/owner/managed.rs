@@ -65,12 +65,13 @@ where
         self.keeper.ownership().is_lost()
     }
 
-    /// Stops renewing, fires the ownership signal as detached, and lets go of the holding
-    /// unreleased (see [`Holding::detach`]): `None` when the keeper had already ended (lost,
-    /// or released at its limit) or the holding is no longer held. Asked of the keeper at
-    /// once; dropped before it answers, the holding is released in the background.
+    /// Stops renewing (a renewal in flight answered first), lets go of the holding
+    /// unreleased and fires the ownership signal as detached (see [`Keeper::detach`]):
+    /// `None` when the keeper had already ended (lost, or released at its limit) or the
+    /// holding is no longer held. Asked when first polled; dropped before it answers, what
+    /// was let go of is released in the background.
     pub(crate) async fn detach(self) -> Option<Detached> {
-        self.keeper.detach().await?.detach().await
+        self.keeper.detach().await
     }
 
     /// Stops renewing, fires the ownership signal as released, then releases

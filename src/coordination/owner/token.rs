@@ -103,7 +103,7 @@ impl fmt::Display for OwnerToken {
 /// Not the token itself, which is a credential: its first four digits.
 impl fmt::Debug for OwnerToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "OwnerToken({}…)", &self.0[..4])
+        write!(f, "OwnerToken({}…)", self.0.get(..4).unwrap_or_default())
     }
 }
 

@@ -248,20 +248,30 @@ impl RwLease {
     /// owner token (see [`Detached`](crate::coordination::Detached) and [`ReadWriteLock::by_owner`](super::ReadWriteLock::by_owner)): it
     /// stays held until it expires or is released by that token. A write lease's
     /// fencing token stays [`fencing_token`](Self::fencing_token)'s. `None` when this
-    /// handle no longer holds it (released, lost, uncertain, or past its estimate); an
-    /// uncertain one is then released in the background, as on drop.
+    /// handle no longer holds it (released, lost, uncertain, or past its estimate); it is
+    /// then dropped as the handle is (released in the background unless already).
     ///
     /// Returns at once, unless the acquisition was sent twice (its first delivery lost on
-    /// the way): it then first waits until that delivery can no longer land (at most the
-    /// backend's command timeout), since landing after the lease was released by its
+    /// the way): it then first waits until that delivery can no longer land (the acquisition's
+    /// deadline: its timeouts and retry bound), since landing after the lease was released by its
     /// token it would take it again, for nobody.
     ///
     /// # Cancel safety
     ///
     /// Dropped before it returns, the lease is released in the background, as when the
     /// handle is dropped.
-    pub async fn detach(self) -> Option<crate::coordination::Detached> {
-        self.holding.detach().await
+    ///
+    /// A downgrade sent without an answer is sent again first, so that what is handed on
+    /// is known to read (`None` when that fails or finds the lease gone).
+    pub async fn detach(mut self) -> Option<crate::coordination::Detached> {
+        if self.downgrade_unsettled() && !matches!(self.downgrade().await, Ok(true)) {
+            return None;
+        }
+        let fencing_token = self.fencing_token();
+        self.holding
+            .detach()
+            .await
+            .map(|detached| detached.with_fencing_token(fencing_token))
     }
 
     /// The holding, to be kept by a [`ManagedRwLease`].
@@ -471,10 +481,23 @@ impl ManagedRwLease {
     ///
     /// # Cancel safety
     ///
-    /// Asked of the keeper when first polled; dropped before it returns, the lease is
-    /// released in the background.
-    pub async fn detach(self) -> Option<crate::coordination::Detached> {
-        self.kept.detach().await
+    /// Nothing is asked until the future is first polled (dropped unpolled, the keeper goes
+    /// on as its options say); then a renewal in flight is answered first, and dropped
+    /// before it returns, the lease is released in the background.
+    ///
+    /// A downgrade sent without an answer is sent again first, as [`RwLease::detach`]
+    /// does.
+    pub async fn detach(mut self) -> Option<crate::coordination::Detached> {
+        if self.downgrading && !matches!(self.downgrade().await, Ok(true)) {
+            // Not known to read: dropped, as the handle would be.
+            drop(self);
+            return None;
+        }
+        let fencing_token = self.fencing_token();
+        self.kept
+            .detach()
+            .await
+            .map(|detached| detached.with_fencing_token(fencing_token))
     }
 
     /// Stops renewing, fires [`OwnershipLost`] with

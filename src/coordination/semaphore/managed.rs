@@ -122,8 +122,9 @@ impl ManagedPermit {
     ///
     /// # Cancel safety
     ///
-    /// Asked of the keeper when first polled; dropped before it returns, the permit is
-    /// released in the background.
+    /// Nothing is asked until the future is first polled (dropped unpolled, the keeper goes
+    /// on as its options say); then a renewal in flight is answered first, and dropped
+    /// before it returns, the permit is released in the background.
     pub async fn detach(self) -> Option<crate::coordination::Detached> {
         self.kept.detach().await
     }

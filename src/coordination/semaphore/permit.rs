@@ -185,12 +185,12 @@ impl SemaphorePermit {
     /// owner token (see [`Detached`](crate::coordination::Detached) and [`Semaphore::by_owner`](super::Semaphore::by_owner) or
     /// [`KeyedSemaphore::by_owner`](super::KeyedSemaphore::by_owner)): it
     /// stays held until it expires or is released by that token. `None` when this
-    /// handle no longer holds it (released, lost, uncertain, or past its estimate); an
-    /// uncertain one is then released in the background, as on drop.
+    /// handle no longer holds it (released, lost, uncertain, or past its estimate); it is
+    /// then dropped as the handle is (released in the background unless already).
     ///
     /// Returns at once, unless the acquisition was sent twice (its first delivery lost on
-    /// the way): it then first waits until that delivery can no longer land (at most the
-    /// backend's command timeout), since landing after the permit was released by its
+    /// the way): it then first waits until that delivery can no longer land (the acquisition's
+    /// deadline: its timeouts and retry bound), since landing after the permit was released by its
     /// token it would take it again, for nobody.
     ///
     /// # Cancel safety
