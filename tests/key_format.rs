@@ -101,6 +101,10 @@ async fn every_primitive_stores_its_keys_where_it_did() {
         generation.count_down().await.expect("count down");
         let value = leasehold::coordination::fenced_value::FencedValue::named(c, "job");
         value.write(1, b"value").await.expect("fenced value");
+        let sessions = leasehold::coordination::session::Sessions::named(c, "job");
+        let mut session = sessions.grant(MINUTE).await.expect("session");
+        assert!(session.put("worker", "a").await.expect("put"));
+        session.detach().await.expect("held");
         // A Redlock group's keys on each of its nodes (three handles on one server here,
         // under prefixes of their own).
         let mut nodes: Vec<Coordination> = Vec::new();
@@ -128,6 +132,17 @@ async fn every_primitive_stores_its_keys_where_it_did() {
             .map(|byte| format!("{byte:02x}"))
             .collect::<String>()
     };
+    // A session's key set is named by its lease id, 32 random hex digits.
+    let lease_set = "app:|session:{3:job}:lease:";
+    let stored: Vec<String> = stored
+        .into_iter()
+        .map(|key| match key.strip_prefix(lease_set) {
+            Some(id) if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                format!("{lease_set}<id>")
+            }
+            _ => key,
+        })
+        .collect();
     let mut expected = vec![
         "app:|hlease:3:job".to_owned(),
         "app:|latch:{3:job}".to_owned(),
@@ -153,6 +168,10 @@ async fn every_primitive_stores_its_keys_where_it_did() {
         "app:|sem:3:job".to_owned(),
         "app:|sem:{3:job}:global".to_owned(),
         "app:|sem:{3:job}:key:client".to_owned(),
+        "app:|session:{3:job}:entries".to_owned(),
+        "app:|session:{3:job}:expiries".to_owned(),
+        "app:|session:{3:job}:lease:<id>".to_owned(),
+        "app:|session:{3:job}:leases".to_owned(),
     ];
     expected.sort();
     assert_eq!(stored, expected);

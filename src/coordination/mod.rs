@@ -12,6 +12,8 @@
 //! - [`hash_lease`]: named leases in the fields of one hash, each with its own expiry;
 //! - [`redlock`]: a quorum lease over independent deployments, with a fencing token;
 //! - [`fenced_value`]: fencing at the resource, for a value kept in Redis;
+//! - [`session`]: leases with attached keys (etcd-style sessions), for worker ownership
+//!   and presence;
 //! - [`ownership`]: what every held thing tells its users (the loss signal, the releases
 //!   given up), and [`ManagedOptions`] for everything kept renewed.
 
@@ -29,6 +31,7 @@ pub mod redlock;
 mod release;
 pub mod rw_lease;
 pub mod semaphore;
+pub mod session;
 
 pub use attempt::Attempt;
 pub(crate) use managed_options::DEFAULT_POLL_INTERVAL;

@@ -48,6 +48,12 @@ pub(crate) enum Value {
     /// A lease hash: each field with its owner token and its deadline; the entry expires with
     /// the latest.
     FieldLeases(std::collections::HashMap<Vec<u8>, (String, Instant)>),
+    /// A session space: each lease id with its deadline, and each attached name with its
+    /// lease id and value (live while its lease is); the entry expires with the latest lease.
+    Sessions {
+        leases: std::collections::HashMap<String, Instant>,
+        entries: std::collections::HashMap<Vec<u8>, (String, Vec<u8>)>,
+    },
 }
 
 impl Value {
@@ -69,7 +75,8 @@ impl Value {
             | Value::Latch { .. }
             | Value::LatchCompletions(_)
             | Value::RwLease(_)
-            | Value::FieldLeases(_) => false,
+            | Value::FieldLeases(_)
+            | Value::Sessions { .. } => false,
         }
     }
 }

@@ -31,6 +31,7 @@ pub(crate) mod redlock;
 pub(crate) mod rw_lease;
 pub(crate) mod semaphore;
 mod server_time;
+pub(crate) mod session;
 pub(crate) mod sliding_window;
 pub(crate) mod stacked_window;
 pub(crate) mod token_bucket;

@@ -32,20 +32,24 @@ pub enum Primitive {
     /// its releases on the whole group. Each node's release is counted as a
     /// [`FencedLease`](Self::FencedLease)'s.
     RedlockLease,
+    /// A [`Session`](crate::coordination::session::Session) (and its managed form): a lease
+    /// with attached keys, whose release revokes it.
+    Session,
 }
 
 impl Primitive {
     /// Every held primitive.
-    pub const ALL: [Primitive; 5] = [
+    pub const ALL: [Primitive; 6] = [
         Primitive::FencedLease,
         Primitive::SemaphorePermit,
         Primitive::ReadWriteLease,
         Primitive::FieldLease,
         Primitive::RedlockLease,
+        Primitive::Session,
     ];
 
     /// Its name in logs and messages: `"fenced lease"`, `"semaphore permit"`,
-    /// `"read-write lease"`, `"hash-field lease"`, `"Redlock lease"`.
+    /// `"read-write lease"`, `"hash-field lease"`, `"Redlock lease"`, `"session"`.
     pub const fn name(self) -> &'static str {
         match self {
             Primitive::FencedLease => "fenced lease",
@@ -53,6 +57,7 @@ impl Primitive {
             Primitive::ReadWriteLease => "read-write lease",
             Primitive::FieldLease => "hash-field lease",
             Primitive::RedlockLease => "Redlock lease",
+            Primitive::Session => "session",
         }
     }
 }

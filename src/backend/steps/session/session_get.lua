@@ -1,0 +1,20 @@
+-- Session get: the value of a live attached key. Changes nothing.
+--
+-- KEYS[1..3] the space's keys
+-- ARGV[1]  the name
+--
+-- Returns {'value', value}, {'none'}, or {'corrupt', i, what}.
+local refused = corrupt()
+if refused then
+    return refused
+end
+local at = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not at or tonumber(at) <= now_ms() then
+    return {'none'}
+end
+local entry = redis.call('HGET', KEYS[3], ARGV[1])
+if not entry then
+    return {'corrupt', 3, 'a live attached key has no entry'}
+end
+local _, value = split(entry)
+return {'value', value}

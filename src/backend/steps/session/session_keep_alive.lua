@@ -1,0 +1,35 @@
+-- Session keep-alive: the lease and every key attached to it get the same new absolute
+-- expiry, if the lease is live. Names moved to another lease (or gone) leave its key set.
+--
+-- KEYS[1..4] the space's keys and the lease's key set
+-- ARGV[1]  the lease id
+-- ARGV[2]  the lease in milliseconds (1 ..= 2^40)
+--
+-- Returns {'renewed'}, {'gone'} (no live lease under the id: nothing renewed), or
+--         {'corrupt', i, what}.
+local now = now_ms()
+local refused = corrupt()
+if refused then
+    return refused
+end
+if not lease_expiry(ARGV[1], now) then
+    return {'gone'}
+end
+local at = digits(now + tonumber(ARGV[2]))
+redis.call('ZADD', KEYS[1], 'XX', at, ARGV[1])
+local stale = {}
+for _, name in ipairs(redis.call('SMEMBERS', KEYS[4])) do
+    local entry = redis.call('HGET', KEYS[3], name)
+    if entry and split(entry) == ARGV[1] then
+        redis.call('ZADD', KEYS[2], 'XX', at, name)
+    else
+        stale[#stale + 1] = name
+    end
+end
+redis.call('PEXPIREAT', KEYS[4], at)
+if #stale > 0 then
+    redis.call('SREM', KEYS[4], unpack(stale))
+end
+expire_space(now)
+prune(now)
+return {'renewed'}

@@ -1,0 +1,43 @@
+-- Session put: attaches the name to the lease with its value, the key's expiry the lease's;
+-- a name attached to another lease moves to this one, unless ARGV[5] asks for a free name.
+--
+-- KEYS[1..4] the space's keys and the lease's key set
+-- ARGV[1]  the lease id
+-- ARGV[2]  the name
+-- ARGV[3]  the value
+-- ARGV[4]  the most names a lease may hold
+-- ARGV[5]  '1': only if no other live lease holds the name (a claim); '0': whatever holds it
+--
+-- Returns {'put'}, {'taken'} (a claim of a name another live lease holds: nothing written),
+--         {'no_lease'} (no live lease under the id: nothing written), {'full'}
+--         (the lease holds ARGV[4] names and this is not one: nothing written), or
+--         {'corrupt', i, what}.
+local now = now_ms()
+local refused = corrupt()
+if refused then
+    return refused
+end
+local at = lease_expiry(ARGV[1], now)
+if not at then
+    return {'no_lease'}
+end
+if ARGV[5] == '1' then
+    local entry = redis.call('HGET', KEYS[3], ARGV[2])
+    local expiry = redis.call('ZSCORE', KEYS[2], ARGV[2])
+    if entry and split(entry) ~= ARGV[1] and expiry and tonumber(expiry) > now then
+        return {'taken'}
+    end
+end
+if redis.call('SISMEMBER', KEYS[4], ARGV[2]) == 0
+    and redis.call('SCARD', KEYS[4]) >= tonumber(ARGV[4]) then
+    return {'full'}
+end
+refuse_when_out_of_memory(KEYS[2])
+at = digits(at)
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[1] .. ARGV[3])
+redis.call('ZADD', KEYS[2], at, ARGV[2])
+redis.call('SADD', KEYS[4], ARGV[2])
+redis.call('PEXPIREAT', KEYS[4], at)
+expire_space(now)
+prune(now)
+return {'put'}

@@ -1,0 +1,244 @@
+//! One session: a lease with the keys attached to it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::keys::SpaceNames;
+use super::{Claim, SessionState, put_on};
+use crate::backend::steps::session::SessionDeleteStep;
+use crate::coordination::owner::{Holding, expiry_ms};
+use crate::coordination::{Detached, Release};
+use crate::error::Result;
+
+/// A lease of a [`Sessions`](super::Sessions) space with the keys attached to it: while it
+/// lives, so do they; its keep-alive extends it and every one of them in one step, and its
+/// revoke (or its expiry, with nothing to clean up) removes them all.
+///
+/// The lease id is a random owner token that only this handle knows; every step compares it
+/// on the backend, so a stale handle can neither keep alive, write under, nor revoke a
+/// lease that is not its own any more. It fails closed as every held handle does: past its
+/// conservative [`remaining_estimate`](Self::remaining_estimate), nothing is written or
+/// renewed, and a keep-alive that finds the lease gone marks the handle lost. Dropping it
+/// revokes it in the background; [`detach`](Self::detach) lets it live on without the
+/// handle. [`ManagedSession`](super::ManagedSession) keeps one alive with the ownership
+/// signal.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::Release;
+/// use leasehold::coordination::session::Sessions;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let workers = Sessions::named(&Coordination::memory(), "workers");
+/// let mut session = workers.grant(Duration::from_secs(10)).await?;
+/// assert!(session.put("worker:a", "idle").await?);
+/// assert_eq!(workers.get("worker:a").await?.as_deref(), Some(&b"idle"[..]));
+///
+/// assert!(session.keep_alive().await?); // the lease and its key, in one step
+/// let state = session.state().await?.expect("live");
+/// assert_eq!(state.keys(), [b"worker:a".to_vec()]);
+///
+/// assert_eq!(session.revoke().await?, Release::Released);
+/// assert_eq!(workers.get("worker:a").await?, None);
+/// # Ok(()) }
+/// ```
+pub struct Session {
+    holding: Holding<SpaceNames>,
+}
+
+impl Session {
+    pub(super) fn new(holding: Holding<SpaceNames>) -> Self {
+        Session { holding }
+    }
+
+    /// The lease id: its owner token, 32 lower-case hex digits (128 random bits).
+    pub fn id(&self) -> &str {
+        self.holding.token()
+    }
+
+    /// The lease asked at the grant or at the last answered keep-alive.
+    pub fn lease(&self) -> Duration {
+        self.holding.expiry().unwrap_or_default()
+    }
+
+    /// A conservative local estimate of the time the lease has left, measured from before
+    /// the request that set its expiry was sent; zero once revoked, lost, uncertain, or past
+    /// it.
+    pub fn remaining_estimate(&self) -> Duration {
+        self.holding.remaining_estimate().unwrap_or_default()
+    }
+
+    /// Whether this handle no longer holds its lease: revoked by it, or found gone.
+    pub fn is_released(&self) -> bool {
+        self.holding.is_released()
+    }
+
+    /// Attaches `name` to the lease with `value`: the key lives exactly as long as the lease
+    /// (its expiry is the lease's, moved by every keep-alive), and a name attached to
+    /// another lease of the space moves to this one. `Ok(true)`: written. `Ok(false)`:
+    /// nothing written, because the lease is gone (the handle is then lost) or the handle
+    /// no longer counts on it (released, lost, uncertain, past its estimate: nothing sent).
+    ///
+    /// A name must be 1 to [`MAX_KEY_NAME_LEN`](super::MAX_KEY_NAME_LEN) bytes and a value
+    /// at most [`MAX_VALUE_LEN`](super::MAX_VALUE_LEN), or it fails with
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) before anything is
+    /// sent; a lease holding [`MAX_KEYS_PER_SESSION`](super::MAX_KEYS_PER_SESSION) names
+    /// refuses a new one with
+    /// [`ErrorKind::CapacityExceeded`](crate::ErrorKind::CapacityExceeded), nothing
+    /// written.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped after it was sent, the write may or may not apply (it is
+    /// never sent again); putting again settles it.
+    pub async fn put(&mut self, name: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<bool> {
+        Ok(self.write(name.as_ref(), value.as_ref(), false).await? == Claim::Claimed)
+    }
+
+    /// Attaches `name` to the lease with `value` only if no other live lease holds it: the
+    /// step that makes a name (a job, a role) this lease's alone while it lives.
+    /// [`Claim::Claimed`] when it is this lease's now (also when it already was: claiming
+    /// again is safe); [`Claim::Taken`] when another live lease holds it; and
+    /// [`Claim::NotHeld`], nothing written, as [`put`](Self::put) answers `false`. Bounds
+    /// and errors as for [`put`](Self::put).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped after it was sent, the claim may or may not apply (it is
+    /// never sent again); claiming again settles it.
+    pub async fn claim(
+        &mut self,
+        name: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<Claim> {
+        self.write(name.as_ref(), value.as_ref(), true).await
+    }
+
+    async fn write(&mut self, name: &[u8], value: &[u8], only_if_free: bool) -> Result<Claim> {
+        if self.remaining_estimate().is_zero() {
+            return Ok(Claim::NotHeld);
+        }
+        let id = self.holding.token().to_owned();
+        let written = put_on(self.holding.keys(), &id, name, value, only_if_free).await?;
+        if written == Claim::NotHeld {
+            self.holding.found_gone();
+        }
+        Ok(written)
+    }
+
+    /// Detaches `name` from the lease and removes it, if it is attached to this lease:
+    /// `Ok(true)` when it was live. A name that moved to another lease is left alone.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: dropped after it was sent, the removal may or may not apply;
+    /// deleting again settles it.
+    pub async fn delete(&mut self, name: impl AsRef<[u8]>) -> Result<bool> {
+        let keys: &Arc<SpaceNames> = self.holding.keys();
+        let names = keys.names_of(self.id());
+        keys.backend()
+            .run(SessionDeleteStep {
+                lease: keys.lease(self.id(), &names),
+                name: name.as_ref(),
+            })
+            .await
+    }
+
+    /// Extends the lease by [`lease`](Self::lease) from now, and every key attached to it
+    /// with it, in one step (see [`renew`](Self::renew)).
+    ///
+    /// # Cancel safety
+    ///
+    /// As for [`renew`](Self::renew).
+    pub async fn keep_alive(&mut self) -> Result<bool> {
+        let lease = self.lease();
+        self.renew(lease).await
+    }
+
+    /// Gives the lease, and every key attached to it, a new expiry of `lease` from now on
+    /// the backend's clock, in one step, if it is still live under this handle's id.
+    /// `Ok(false)`: it is gone (the handle is then lost), or nothing was sent because the
+    /// handle no longer counts on it. A lease under a millisecond or over about 34 years
+    /// fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) before
+    /// anything is sent. A keep-alive without an answer leaves the handle held with the
+    /// estimate both outcomes guarantee.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: dropped after it was sent, the handle stays as an unanswered
+    /// keep-alive leaves it.
+    pub async fn renew(&mut self, lease: Duration) -> Result<bool> {
+        let lease_ms = expiry_ms("a session lease", lease)?;
+        self.holding.renew(Some(lease_ms)).await
+    }
+
+    /// Whether the lease is still live under this handle's id, asked of the backend;
+    /// `Ok(false)` without asking once the handle no longer counts on it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn verify_still_held(&self) -> Result<bool> {
+        self.holding.verify().await
+    }
+
+    /// The lease's time to live and its attached keys, as the backend has them now; `None`
+    /// when it is not live.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn state(&self) -> Result<Option<SessionState>> {
+        super::state_of(self.holding.keys(), self.id()).await
+    }
+
+    /// Revokes the lease: it and every key still attached to it are removed at once.
+    /// [`Release::Released`] when it was live, [`Release::AlreadyReleased`] when it was not
+    /// (what it left is removed all the same), or when this handle had revoked it already
+    /// (then nothing is sent). Repeat-safe; a late keep-alive or put finds nothing.
+    ///
+    /// On an unavailable backend one more revoke is tried, bounded by about a second; a
+    /// revoke that may have run without an answer leaves the handle uncertain: revoke
+    /// again, or drop it to revoke in the background.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: dropped after it was sent, the revoke goes on in the
+    /// background and the handle counts as revoked.
+    pub async fn revoke(&mut self) -> Result<Release> {
+        Ok(Release::from_found(self.holding.release().await?))
+    }
+
+    /// Lets go of the session without revoking it, for another owner to go on with by its
+    /// id (see [`Detached`] and [`Sessions::by_owner`](super::Sessions::by_owner)): it and
+    /// its keys live until it expires or is revoked by that id. `None` when this handle no
+    /// longer holds it; it is then dropped as the handle is.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped before it returns, the session is revoked in the background, as when the
+    /// handle is dropped.
+    pub async fn detach(self) -> Option<Detached> {
+        self.holding.detach().await
+    }
+
+    /// The holding, to be kept by a [`ManagedSession`](super::ManagedSession).
+    pub(super) fn into_holding(self) -> Holding<SpaceNames> {
+        self.holding
+    }
+}
+
+impl fmt::Debug for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session")
+            .field("space", &format_args!("{}", self.holding.keys()))
+            .field("lease", &self.lease())
+            .field("state", &self.holding.state())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,218 @@
+//! Sessions: leases with attached keys, in the shape of etcd's leases and
+//! `concurrency.Session`. A lease is granted with a time to live; keys put with it live
+//! exactly as long as it does; one keep-alive extends it and every key attached to it in
+//! one step; revoking it, or letting it expire, removes them all, with no cleanup worker.
+//! The patterns built on it: a worker owns a job while its lease lives (a key marks it);
+//! the live instances of a service are the keys of their leases (presence).
+//!
+//! ```
+//! use std::time::Duration;
+//! use leasehold::Coordination;
+//! use leasehold::coordination::session::Sessions;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> leasehold::Result<()> {
+//! let presence = Sessions::named(&Coordination::memory(), "api-instances");
+//! let mut me = presence.grant(Duration::from_secs(10)).await?;
+//! me.put("instance:a", "10.0.0.1:8080").await?;
+//! me.keep_alive().await?; // every few seconds, or keep it with a ManagedSession
+//! assert_eq!(presence.list().await?.len(), 1);
+//! # Ok(()) }
+//! ```
+//!
+//! # Storage
+//!
+//! A space named `name` is four kinds of keys under one hash tag,
+//! `session:{<name length>:<name>}`, so one slot holds them on a cluster:
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `…:leases` | sorted set | each lease id, scored by its absolute expiry (ms, server clock) |
+//! | `…:expiries` | sorted set | each attached key's name, scored by its own absolute expiry: always its lease's |
+//! | `…:entries` | hash | each attached key's name: its lease id (32 characters), then its value |
+//! | `…:lease:<id>` | set | the names put with the lease, expiring with it |
+//!
+//! A lease, and a key, is live while its expiry is after the server's clock: a read needs
+//! no cleanup to be exact, so an attached key is gone from the millisecond its lease
+//! expires or is revoked. Every step that moves a lease's expiry moves its keys' in the
+//! same script. Writing steps remove what ran out, at most 64 keys a step; the space's
+//! keys expire with its latest lease, so an idle space leaves nothing behind. Attached
+//! keys are named within the space rather than anywhere in Redis, which is how every one
+//! shares the lease's slot: there is no key outside it to refuse.
+//!
+//! # Bounds
+//!
+//! A lease holds at most [`MAX_KEYS_PER_SESSION`] names (a revoke or keep-alive then
+//! touches at most that many); a name is 1 to [`MAX_KEY_NAME_LEN`] bytes and a value at
+//! most [`MAX_VALUE_LEN`]; [`Sessions::list`] reads at most [`MAX_LISTED`] keys.
+//!
+//! # Failures
+//!
+//! | step | unavailable (no answer) | refused | uncertain (may have applied) |
+//! |---|---|---|---|
+//! | grant | fails, nothing granted | fails, nothing granted | sent again under the same id within the retry bound; else fails, and the lease is revoked once the grant's deadline has passed |
+//! | put | fails, nothing written | fails (`CapacityExceeded` at the bound), nothing written | fails; never sent again; put again to settle |
+//! | keep-alive | the handle keeps its estimate; a managed one retries while the estimate lasts, and its signal fires when it runs out, even with no server to ask | as unavailable | the handle keeps what both outcomes guarantee |
+//! | revoke | tried once more, bounded; else the handle is uncertain and revokes again (or in the background when dropped) | fails, the handle as before | as unavailable |
+//!
+//! A late keep-alive or put (delayed in the network past a revoke or an expiry) finds no
+//! live lease and changes nothing: nothing comes back.
+
+mod keys;
+mod lease;
+mod managed;
+mod sessions;
+
+pub use lease::Session;
+
+pub use managed::ManagedSession;
+pub use sessions::Sessions;
+
+use std::time::Duration;
+
+use keys::SpaceNames;
+
+use crate::backend::steps::session::{SessionLeaseStep, SessionPutReply, SessionPutStep};
+use crate::error::{Error, ErrorKind, Result};
+
+/// The most names one lease holds at once.
+pub const MAX_KEYS_PER_SESSION: u32 = 1_000;
+/// The longest name of an attached key, in bytes.
+pub const MAX_KEY_NAME_LEN: usize = 1_024;
+/// The longest value of an attached key, in bytes.
+pub const MAX_VALUE_LEN: usize = 1 << 20;
+/// The most keys one [`Sessions::list`] reads.
+pub const MAX_LISTED: u32 = 10_000;
+
+/// What a live lease is now: its time to live and its attached keys.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::session::Sessions;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let sessions = Sessions::named(&Coordination::memory(), "s");
+/// let mut session = sessions.grant(Duration::from_secs(10)).await?;
+/// session.put("a", "1").await?;
+/// let state = session.state().await?.expect("live");
+/// assert!(state.time_to_live() <= Duration::from_secs(10));
+/// assert_eq!(state.keys(), [b"a".to_vec()]);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionState {
+    time_to_live: Duration,
+    keys: Vec<Vec<u8>>,
+}
+
+impl SessionState {
+    /// What the lease has left on the backend's clock.
+    pub fn time_to_live(&self) -> Duration {
+        self.time_to_live
+    }
+
+    /// The names attached to it, sorted.
+    pub fn keys(&self) -> &[Vec<u8>] {
+        &self.keys
+    }
+}
+
+/// Fails with [`ErrorKind::InvalidArgument`] for a name out of bounds.
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_KEY_NAME_LEN {
+        return Err(Error::invalid_argument(format!(
+            "an attached key's name is 1 to {MAX_KEY_NAME_LEN} bytes, not {}",
+            name.len()
+        )));
+    }
+    Ok(())
+}
+
+/// What a claim of a name found (see [`Session::claim`]).
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::session::{Claim, Sessions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let jobs = Sessions::named(&Coordination::memory(), "jobs");
+/// let mut first = jobs.grant(Duration::from_secs(10)).await?;
+/// let mut second = jobs.grant(Duration::from_secs(10)).await?;
+/// assert_eq!(first.claim("job:42", "worker-a").await?, Claim::Claimed);
+/// assert_eq!(second.claim("job:42", "worker-b").await?, Claim::Taken);
+/// first.revoke().await?;
+/// assert_eq!(second.claim("job:42", "worker-b").await?, Claim::Claimed);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Claim {
+    /// The name is this lease's now, with the value (also when it was already).
+    Claimed,
+    /// Another live lease holds the name: nothing written.
+    Taken,
+    /// This lease is not live (or its handle no longer counts on it): nothing written.
+    NotHeld,
+}
+
+/// Attaches `name` to the lease `id` with `value`, only if no other live lease holds it
+/// when `only_if_free`.
+async fn put_on(
+    keys: &SpaceNames,
+    id: &str,
+    name: &[u8],
+    value: &[u8],
+    only_if_free: bool,
+) -> Result<Claim> {
+    check_name(name)?;
+    if value.len() > MAX_VALUE_LEN {
+        return Err(Error::invalid_argument(format!(
+            "an attached key's value is at most {MAX_VALUE_LEN} bytes, not {}",
+            value.len()
+        )));
+    }
+    let names = keys.names_of(id);
+    let reply = keys
+        .backend()
+        .run(SessionPutStep {
+            lease: keys.lease(id, &names),
+            name,
+            value,
+            max_keys: MAX_KEYS_PER_SESSION,
+            only_if_free,
+        })
+        .await?;
+    match reply {
+        SessionPutReply::Put => Ok(Claim::Claimed),
+        SessionPutReply::Taken => Ok(Claim::Taken),
+        SessionPutReply::NoLease => Ok(Claim::NotHeld),
+        SessionPutReply::Full => Err(Error::new(
+            ErrorKind::CapacityExceeded,
+            format!("the session holds {MAX_KEYS_PER_SESSION} keys, the most one may"),
+        )),
+    }
+}
+
+/// The time to live and the keys of the lease `id`.
+async fn state_of(keys: &SpaceNames, id: &str) -> Result<Option<SessionState>> {
+    let names = keys.names_of(id);
+    let state = keys
+        .backend()
+        .run_idempotent(SessionLeaseStep(keys.lease(id, &names)))
+        .await?;
+    Ok(state.map(|mut state| {
+        state.names.sort();
+        SessionState {
+            time_to_live: Duration::from_millis(state.ttl_ms),
+            keys: state.names,
+        }
+    }))
+}

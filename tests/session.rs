@@ -1,0 +1,414 @@
+//! Sessions (leases with attached keys) on every server kind, the cluster and the memory
+//! backend: attached keys live exactly as long as their lease, keep-alive extends them all
+//! in one step, revoke removes them, claims make a name one lease's alone; late commands
+//! bring nothing back; a slot move and a Sentinel failover cost latency, not errors.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::backend::key_slot;
+use leasehold::coordination::session::{
+    Claim, MAX_KEY_NAME_LEN, MAX_KEYS_PER_SESSION, MAX_VALUE_LEN, ManagedSession, Sessions,
+};
+use leasehold::coordination::{ManagedOptions, Release};
+use leasehold::{Coordination, ErrorKind};
+use support::target::{Target, scenario};
+use support::{Cluster, ServerKind};
+use tokio::time::Instant;
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+scenario!(attached_keys_live_and_go_with_their_lease);
+
+/// Keys put with a lease are read while it lives; a name put by another lease moves to it;
+/// a delete removes only this lease's; revoking removes every key at once, and again finds
+/// nothing; binary names and values; bounds refused before anything is sent.
+async fn attached_keys_live_and_go_with_their_lease(target: Target) {
+    let coordination = target.coordination("session").await;
+    let space = Sessions::named(&coordination, "workers");
+    let mut first = space.grant(MINUTE).await.expect("grant");
+    let mut second = space.grant(MINUTE).await.expect("grant");
+    assert_ne!(first.id(), second.id());
+    let binary = [0u8, 255, b'\n', b'{', b'}'];
+    assert!(first.put("a", "1").await.expect("put"));
+    assert!(first.put(binary, binary).await.expect("put"));
+    assert!(first.put("moves", "first").await.expect("put"));
+    assert!(second.put("b", "2").await.expect("put"));
+    assert_eq!(
+        space.get("a").await.expect("get").as_deref(),
+        Some(&b"1"[..])
+    );
+    assert_eq!(
+        space.get(binary).await.expect("get").as_deref(),
+        Some(&binary[..])
+    );
+    assert_eq!(space.get("none").await.expect("get"), None);
+
+    // A put by another lease moves the name; a claim of a held name is refused.
+    assert_eq!(
+        second.claim("moves", "second").await.expect("claim"),
+        Claim::Taken
+    );
+    assert!(second.put("moves", "second").await.expect("put"));
+    assert_eq!(
+        first.claim("moves", "first").await.expect("claim"),
+        Claim::Taken
+    );
+    assert_eq!(
+        second.claim("moves", "again").await.expect("claim"),
+        Claim::Claimed,
+        "claiming its own name again"
+    );
+    // The first lease's delete leaves the second's name alone.
+    assert!(!first.delete("moves").await.expect("delete"));
+    assert!(first.delete("a").await.expect("delete"));
+    assert!(first.put("a", "1").await.expect("put"));
+
+    let state = first.state().await.expect("state").expect("live");
+    assert!(state.time_to_live() <= MINUTE && state.time_to_live() > MINUTE / 2);
+    let mut keys = vec![b"a".to_vec(), binary.to_vec()];
+    keys.sort();
+    assert_eq!(state.keys(), keys);
+    let mut listed = space.list().await.expect("list");
+    listed.sort();
+    let mut expected = vec![
+        (b"a".to_vec(), b"1".to_vec()),
+        (binary.to_vec(), binary.to_vec()),
+        (b"b".to_vec(), b"2".to_vec()),
+        (b"moves".to_vec(), b"again".to_vec()),
+    ];
+    expected.sort();
+    assert_eq!(listed, expected);
+
+    assert!(first.keep_alive().await.expect("keep alive"));
+    assert_eq!(first.revoke().await.expect("revoke"), Release::Released);
+    assert_eq!(space.get("a").await.expect("get"), None);
+    assert_eq!(space.get(binary).await.expect("get"), None);
+    assert_eq!(
+        space.get("moves").await.expect("get").as_deref(),
+        Some(&b"again"[..]),
+        "the second lease's name stays"
+    );
+    assert_eq!(
+        first.revoke().await.expect("again"),
+        Release::AlreadyReleased
+    );
+    // By its id, from anywhere: nothing comes back.
+    let stale = space.by_owner(first.id().parse().expect("an id"));
+    assert!(!stale.renew(MINUTE).await.expect("renew"));
+    assert_eq!(
+        stale.release().await.expect("revoke"),
+        Release::AlreadyReleased
+    );
+    assert_eq!(
+        space
+            .state_of(&first.id().parse().expect("id"))
+            .await
+            .expect("state"),
+        None
+    );
+
+    for (name, value) in [
+        (Vec::new(), Vec::new()),
+        (vec![b'n'; MAX_KEY_NAME_LEN + 1], Vec::new()),
+        (b"n".to_vec(), vec![0; MAX_VALUE_LEN + 1]),
+    ] {
+        let err = second.put(&name, &value).await.expect_err("out of bounds");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    }
+    assert_eq!(second.revoke().await.expect("revoke"), Release::Released);
+    assert!(space.list().await.expect("list").is_empty());
+}
+
+scenario!(a_lease_holds_a_bounded_number_of_keys);
+
+/// The bound on names per lease: the next name is refused with nothing written; a name it
+/// holds can still be written.
+async fn a_lease_holds_a_bounded_number_of_keys(target: Target) {
+    let coordination = target.coordination("session-bound").await;
+    let space = Sessions::named(&coordination, "bound");
+    let mut session = space.grant(MINUTE).await.expect("grant");
+    for i in 0..MAX_KEYS_PER_SESSION {
+        assert!(session.put(i.to_string(), "v").await.expect("put"));
+    }
+    let err = session.put("one more", "v").await.expect_err("full");
+    assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
+    assert_eq!(space.get("one more").await.expect("get"), None);
+    assert!(session.put("0", "again").await.expect("a name it holds"));
+    let state = session.state().await.expect("state").expect("live");
+    assert_eq!(state.keys().len(), MAX_KEYS_PER_SESSION as usize);
+    assert_eq!(session.revoke().await.expect("revoke"), Release::Released);
+    assert!(space.list().await.expect("list").is_empty());
+}
+
+scenario!(attached_keys_are_gone_within_50_ms_of_their_lease);
+
+/// A lease of 400 ms with three keys, never kept alive: every key is read until just before
+/// the lease's end and gone within 50 ms after it, however the server cleans up; a revoked
+/// lease's keys are gone at once.
+async fn attached_keys_are_gone_within_50_ms_of_their_lease(target: Target) {
+    let coordination = target.coordination("session-expiry").await;
+    let space = Sessions::named(&coordination, "expiry");
+    let lease = Duration::from_millis(400);
+    let asked = Instant::now();
+    let mut session = space.grant(lease).await.expect("grant");
+    for name in ["a", "b", "c"] {
+        assert!(session.put(name, "v").await.expect("put"));
+    }
+    // The server counted the lease from after `asked`: still there just before.
+    let answered_at = Instant::now();
+    tokio::time::sleep_until(asked + lease - Duration::from_millis(50)).await;
+    assert!(
+        answered_at < asked + lease - Duration::from_millis(50),
+        "a slow grant"
+    );
+    for name in ["a", "b", "c"] {
+        assert!(
+            space.get(name).await.expect("get").is_some(),
+            "{name} early"
+        );
+    }
+    // Gone from the lease's end (counted from the grant's answer, the latest the server can
+    // have counted it from) plus 50 ms.
+    tokio::time::sleep_until(answered_at + lease + Duration::from_millis(50)).await;
+    for name in ["a", "b", "c"] {
+        assert_eq!(space.get(name).await.expect("get"), None, "{name} late");
+    }
+    assert!(space.list().await.expect("list").is_empty());
+    assert!(!session.keep_alive().await.expect("keep alive"), "expired");
+
+    let mut revoked = space.grant(MINUTE).await.expect("grant");
+    assert!(revoked.put("r", "v").await.expect("put"));
+    revoked.revoke().await.expect("revoke");
+    assert_eq!(space.get("r").await.expect("get"), None);
+}
+
+/// A keep-alive is one round trip, whatever the lease holds: one `EVALSHA` that extends
+/// the lease and its 50 keys, which then outlive their first expiry.
+#[tokio::test]
+async fn a_keep_alive_extends_every_key_in_one_command() {
+    let server = support::Server::start(ServerKind::Redis7, &[]);
+    let coordination: Coordination =
+        leasehold::backend::redis::RedisBackend::standalone(server.url())
+            .key_prefix(support::unique_prefix("session-one-step"))
+            .connect()
+            .await
+            .expect("connect")
+            .into();
+    let space = Sessions::named(&coordination, "one-step");
+    let lease = Duration::from_millis(500);
+    let mut session = space.grant(lease).await.expect("grant");
+    for i in 0..50 {
+        assert!(session.put(i.to_string(), "v").await.expect("put"));
+    }
+    let calls = || {
+        ["evalsha", "eval", "evalsha_ro", "eval_ro"]
+            .iter()
+            .map(|command| support::target::command_calls(&server, command))
+            .sum::<u64>()
+    };
+    // The first loads the script (`NOSCRIPT`, then `EVAL`); the second is measured.
+    assert!(session.keep_alive().await.expect("keep alive"));
+    let scripts = calls();
+    let kept_at = Instant::now();
+    assert!(
+        session
+            .renew(Duration::from_secs(2))
+            .await
+            .expect("keep alive")
+    );
+    // One script from the client: the lease and its 50 keys are commands inside it.
+    assert_eq!(calls() - scripts, 1);
+    tokio::time::sleep_until(kept_at + lease + Duration::from_millis(200)).await;
+    for i in 0..50 {
+        assert!(
+            space.get(i.to_string()).await.expect("get").is_some(),
+            "key {i} not extended"
+        );
+    }
+    session.revoke().await.expect("revoke");
+}
+
+/// A put and a keep-alive held by the network (the connection broken) while the lease is
+/// revoked from another handle: delivered after the revoke, they find no live lease and
+/// bring nothing back.
+#[tokio::test]
+async fn late_puts_and_keep_alives_bring_nothing_back() {
+    let behind = support::Behind::start("session-late");
+    let late = behind
+        .through_proxy(|builder| builder.response_timeout(Duration::from_millis(300)))
+        .await;
+    let direct = behind.direct().await;
+    let space = Sessions::named(&late, "late");
+    let mut session = space.grant(MINUTE).await.expect("grant");
+    assert!(session.put("kept", "v").await.expect("put"));
+    let id = session.id().to_owned();
+    let calls = || support::target::command_calls(&behind.server, "evalsha");
+    let sent = behind
+        .proxy
+        .bytes_received(support::proxy::Direction::ToServer);
+    behind.proxy.stall();
+    let held = tokio::spawn(async move {
+        let put = session.put("late", "v").await;
+        (session, put)
+    });
+    support::eventually("the put is sent", async || {
+        behind
+            .proxy
+            .bytes_received(support::proxy::Direction::ToServer)
+            > sent
+    })
+    .await;
+    behind.proxy.sever();
+    behind.proxy.pass();
+    let (session, put) = held.await.expect("the put task");
+    assert!(put.expect_err("no answer").is_outcome_uncertain());
+    // The keep-alive, held the same way.
+    let sent = behind
+        .proxy
+        .bytes_received(support::proxy::Direction::ToServer);
+    behind.proxy.stall();
+    let keeper = space.by_owner(id.parse().expect("id"));
+    let kept = tokio::spawn(async move { keeper.renew(MINUTE).await });
+    support::eventually("the keep-alive is sent", async || {
+        behind
+            .proxy
+            .bytes_received(support::proxy::Direction::ToServer)
+            > sent
+    })
+    .await;
+    behind.proxy.sever();
+    behind.proxy.pass();
+    let _ = kept.await.expect("the keep-alive task");
+
+    let elsewhere = Sessions::named(&direct, "late");
+    let revoked = elsewhere
+        .by_owner(id.parse().expect("id"))
+        .release()
+        .await
+        .expect("revoke");
+    assert_eq!(revoked, Release::Released);
+    drop(session);
+    let before = calls();
+    behind.proxy.deliver_held();
+    support::eventually("the held commands run", async || calls() >= before + 2).await;
+    assert_eq!(
+        elsewhere.get("late").await.expect("get"),
+        None,
+        "the put came back"
+    );
+    assert_eq!(elsewhere.get("kept").await.expect("get"), None);
+    assert_eq!(
+        elsewhere
+            .state_of(&id.parse().expect("id"))
+            .await
+            .expect("state"),
+        None,
+        "the keep-alive brought the lease back"
+    );
+}
+
+/// A managed session's keeper keeps it alive past many leases; with the server stalled it
+/// tells the holder at its estimate, before the server lets the lease (and its keys) go.
+#[tokio::test]
+async fn a_managed_session_is_kept_and_told_lost_when_the_server_stalls() {
+    let behind = support::Behind::start("session-managed");
+    let holder = behind
+        .through_proxy(|builder| builder.response_timeout(Duration::from_millis(200)))
+        .await;
+    let reader = Sessions::named(&behind.direct().await, "managed");
+    let lease = Duration::from_millis(600);
+    let session = ManagedSession::grant(
+        &Sessions::named(&holder, "managed"),
+        &ManagedOptions::new().lease(lease),
+    )
+    .await
+    .expect("grant");
+    assert!(session.put("instance", "a").await.expect("put"));
+    tokio::time::sleep(3 * lease).await;
+    assert!(!session.is_lost());
+    assert!(
+        reader.get("instance").await.expect("get").is_some(),
+        "kept alive"
+    );
+    let mut lost = session.ownership();
+    let stalled_at = Instant::now();
+    behind.proxy.stall();
+    let reason = tokio::time::timeout(2 * lease, lost.lost())
+        .await
+        .expect("told within the lease");
+    let told_at = Instant::now();
+    assert_eq!(
+        reason,
+        leasehold::coordination::ownership::LossReason::Uncertain
+    );
+    // Told no later than the lease after the last answered keep-alive, which was before the
+    // stall: the server still holds the key at that moment.
+    assert!(
+        told_at - stalled_at <= lease,
+        "told {:?} after the stall",
+        told_at - stalled_at
+    );
+    behind.proxy.pass();
+    assert!(!session.put("after", "x").await.expect("put"));
+}
+
+/// Workers in turn claim one job while its slot moves from master to master: a claim or a
+/// revoke that meets the slot half-moved costs latency, not an error, and no two workers
+/// ever hold the job at once.
+#[tokio::test]
+async fn workers_take_turns_at_a_job_while_its_slot_moves() {
+    let cluster = Arc::new(Cluster::start(ServerKind::Redis7));
+    let workers = cluster.handles("session-slot-move", 4).await;
+    let slot = key_slot(
+        &workers[0]
+            .backend()
+            .physical_key(b"session:{4:jobs}:leases"),
+    );
+    cluster
+        .exclusive_turns_while_moving(slot, &workers, claim_turn)
+        .await;
+}
+
+/// The same across a Sentinel failover (the primary killed): only a claim the old primary
+/// acknowledged but had not replicated may overlap another, and its revoke tells.
+#[tokio::test]
+async fn workers_take_turns_at_a_job_across_a_sentinel_failover() {
+    let setup = Arc::new(support::SentinelSetup::start(ServerKind::Redis7));
+    let workers = setup.handles("session-failover", 4).await;
+    setup
+        .exclusive_turns_across_failover(&workers, claim_turn)
+        .await;
+}
+
+/// One worker's turn at the job: a session, the job claimed under it (tried again while
+/// another holds it, or when a claim's answer was lost: claiming again is safe; a session
+/// a failover lost is replaced), the work, the revoke.
+async fn claim_turn(
+    coordination: Coordination,
+    occupancy: Arc<support::turns::Occupancy>,
+) -> Result<(), String> {
+    let jobs = Sessions::named(&coordination, "jobs");
+    'session: loop {
+        let mut session = match jobs.grant(Duration::from_secs(2)).await {
+            Ok(session) => session,
+            Err(err) if err.is_unavailable() => continue,
+            Err(err) => return Err(format!("grant: {err}")),
+        };
+        loop {
+            match session.claim("job", "mine").await {
+                Ok(Claim::Claimed) => break,
+                Ok(Claim::Taken) => tokio::time::sleep(Duration::from_millis(5)).await,
+                // Lost with the old primary's tail.
+                Ok(_) => continue 'session,
+                Err(err) if err.is_unavailable() => continue,
+                Err(err) => return Err(format!("claim: {err}")),
+            }
+        }
+        let stay = occupancy.stay().await;
+        let revoked = session.revoke().await;
+        return occupancy.released(stay, revoked);
+    }
+}
