@@ -160,6 +160,29 @@ async fn named_leases_in_hash_fields(coordination: Coordination) -> Outcome {
     Ok(())
 }
 
+/// Sessions: leases with attached keys.
+#[rustfmt::skip]
+async fn sessions(coordination: Coordination) -> Outcome {
+    use leasehold::coordination::ManagedOptions;
+    use leasehold::coordination::session::{Claim, ManagedSession, Sessions};
+
+    // Worker ownership: a job is a worker's while its session lives, marked by a key.
+    let jobs = Sessions::named(&coordination, "jobs");
+    let mut worker = jobs.grant(Duration::from_secs(10)).await?;
+    if worker.claim("job:42", "worker-a").await? == Claim::Claimed {
+        // ... the work, with worker.keep_alive() every few seconds ...
+        worker.revoke().await?; // done: the mark goes at once
+    } // a worker that dies leaves the job to the next claim within one lease
+
+    // Presence: each instance keeps a session alive with its address attached.
+    let instances = Sessions::named(&coordination, "api-instances");
+    let options = ManagedOptions::new().lease(Duration::from_secs(5));
+    let me = ManagedSession::grant(&instances, &options).await?;
+    me.put("instance:a", "10.0.0.1:8080").await?;
+    let live = instances.list().await?; // (name, address) of every live instance
+    Ok(())
+}
+
 /// The hot-key tier.
 #[rustfmt::skip]
 async fn hot_keys(coordination: Coordination) -> Outcome {
@@ -200,7 +223,7 @@ fn every_rust_example_of_the_readme_is_compiled_here() {
         );
         examples += 1;
     }
-    assert_eq!(examples, 8, "every example is listed here");
+    assert_eq!(examples, 9, "every example is listed here");
 }
 
 /// Redlock over five independent servers.

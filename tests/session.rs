@@ -412,3 +412,25 @@ async fn claim_turn(
         return occupancy.released(stay, revoked);
     }
 }
+
+/// The worker-ownership and presence examples, run as a user would against Redis: a worker
+/// killed mid-job hands its job over within one lease (and not before), and a dead
+/// instance leaves the live set when its lease runs out. Each example checks itself and
+/// fails otherwise.
+#[test]
+fn the_worker_ownership_and_presence_examples_keep_their_word() {
+    let url = support::shared(ServerKind::Redis7).url();
+    for example in ["worker_ownership", "presence"] {
+        let output = std::process::Command::new(support::example::binary(example))
+            .env("REDIS_URL", &url)
+            .output()
+            .expect("the example runs");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{example} failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        println!("{example}:\n{stdout}");
+    }
+}

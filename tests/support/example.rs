@@ -25,7 +25,7 @@ impl Drop for Running {
 
 /// The example binary that `cargo test` built beside this test. `cargo test --test <name>`
 /// alone does not rebuild examples: after changing one, run `cargo build --examples` too.
-fn binary(name: &str) -> PathBuf {
+pub fn binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
     // target/<profile>/deps/<test> -> target/<profile>/examples/<name>
     let profile_dir = exe
