@@ -145,44 +145,101 @@ async fn a_lease_holds_a_bounded_number_of_keys(target: Target) {
 
 scenario!(attached_keys_are_gone_within_50_ms_of_their_lease);
 
-/// A lease of 400 ms with three keys, never kept alive: every key is read until just before
-/// the lease's end and gone within 50 ms after it, however the server cleans up; a revoked
-/// lease's keys are gone at once.
+/// A lease with three keys, renewed once to 1 s and never again: every key is read until
+/// just before the lease's end and gone within 50 ms after it, however the server cleans
+/// up; a revoked lease's keys are gone at once.
 async fn attached_keys_are_gone_within_50_ms_of_their_lease(target: Target) {
     let coordination = target.coordination("session-expiry").await;
     let space = Sessions::named(&coordination, "expiry");
-    let lease = Duration::from_millis(400);
-    let asked = Instant::now();
-    let mut session = space.grant(lease).await.expect("grant");
+    let lease = Duration::from_secs(1);
+    let mut session = space.grant(MINUTE).await.expect("grant");
     for name in ["a", "b", "c"] {
         assert!(session.put(name, "v").await.expect("put"));
     }
-    // The server counted the lease from after `asked`: still there just before.
-    let answered_at = Instant::now();
-    tokio::time::sleep_until(asked + lease - Duration::from_millis(50)).await;
-    assert!(
-        answered_at < asked + lease - Duration::from_millis(50),
-        "a slow grant"
-    );
-    for name in ["a", "b", "c"] {
-        assert!(
-            space.get(name).await.expect("get").is_some(),
-            "{name} early"
-        );
-    }
-    // Gone from the lease's end (counted from the grant's answer, the latest the server can
-    // have counted it from) plus 50 ms.
-    tokio::time::sleep_until(answered_at + lease + Duration::from_millis(50)).await;
+    // The server counts the lease from between these two moments.
+    let asked = Instant::now();
+    assert!(session.renew(lease).await.expect("renew"));
+    let answered = Instant::now();
+    tokio::time::sleep_until(asked + lease - Duration::from_millis(100)).await;
+    assert_eq!(space.list().await.expect("list").len(), 3, "early");
+    // Gone from the lease's end (counted from the renewal's answer, the latest the server
+    // can have counted it from) plus 50 ms.
+    tokio::time::sleep_until(answered + lease + Duration::from_millis(50)).await;
+    assert!(space.list().await.expect("list").is_empty(), "late");
     for name in ["a", "b", "c"] {
         assert_eq!(space.get(name).await.expect("get"), None, "{name} late");
     }
-    assert!(space.list().await.expect("list").is_empty());
     assert!(!session.keep_alive().await.expect("keep alive"), "expired");
 
     let mut revoked = space.grant(MINUTE).await.expect("grant");
     assert!(revoked.put("r", "v").await.expect("put"));
     revoked.revoke().await.expect("revoke");
     assert_eq!(space.get("r").await.expect("get"), None);
+}
+
+/// Names that no user key can collide with the server's out-of-memory guard; a lease
+/// whose names moved to another lease counts only its own against the bound; and out of
+/// memory, a new key is refused while a keep-alive still extends the lease and its keys.
+#[tokio::test]
+async fn edges_of_the_bound_and_of_memory() {
+    let server = support::Server::start(ServerKind::Redis7, &[]);
+    let coordination: Coordination =
+        leasehold::backend::redis::RedisBackend::standalone(server.url())
+            .key_prefix(support::unique_prefix("session-edges"))
+            .connect()
+            .await
+            .expect("connect")
+            .into();
+    let space = Sessions::named(&coordination, "edges");
+    let mut first = space.grant(MINUTE).await.expect("grant");
+    let mut second = space.grant(MINUTE).await.expect("grant");
+    // A user's name equal to the guard's member survives other puts.
+    assert!(first.put("out-of-memory guard", "v").await.expect("put"));
+    assert!(first.put("other", "v").await.expect("put"));
+    assert!(
+        space
+            .get("out-of-memory guard")
+            .await
+            .expect("get")
+            .is_some()
+    );
+
+    // The first lease fills up; the second takes one name; the first has room again.
+    for i in 0..MAX_KEYS_PER_SESSION - 2 {
+        assert!(first.put(format!("n{i}"), "v").await.expect("put"));
+    }
+    assert_eq!(
+        first.put("full", "v").await.expect_err("full").kind(),
+        ErrorKind::CapacityExceeded
+    );
+    assert!(second.put("n0", "moved").await.expect("put"));
+    assert!(first.put("full", "v").await.expect("room for one"));
+
+    server.out_of_memory(true);
+    let err = second.put("new", "v").await.expect_err("out of memory");
+    assert_eq!(err.kind(), ErrorKind::OutOfMemory);
+    assert!(!err.is_outcome_uncertain());
+    assert!(
+        second
+            .renew(MINUTE)
+            .await
+            .expect("a keep-alive grows nothing")
+    );
+    server.out_of_memory(false);
+    assert_eq!(space.get("new").await.expect("get"), None);
+    assert!(space.get("n0").await.expect("get").is_some());
+    for invalid in [Vec::new(), vec![b'n'; MAX_KEY_NAME_LEN + 1]] {
+        assert_eq!(
+            space.get(&invalid).await.expect_err("bounded").kind(),
+            ErrorKind::InvalidArgument
+        );
+        assert_eq!(
+            first.delete(&invalid).await.expect_err("bounded").kind(),
+            ErrorKind::InvalidArgument
+        );
+    }
+    first.revoke().await.expect("revoke");
+    second.revoke().await.expect("revoke");
 }
 
 /// A keep-alive is one round trip, whatever the lease holds: one `EVALSHA` that extends
@@ -199,18 +256,18 @@ async fn a_keep_alive_extends_every_key_in_one_command() {
             .into();
     let space = Sessions::named(&coordination, "one-step");
     let lease = Duration::from_millis(500);
-    let mut session = space.grant(lease).await.expect("grant");
+    let mut session = space.grant(MINUTE).await.expect("grant");
     for i in 0..50 {
         assert!(session.put(i.to_string(), "v").await.expect("put"));
     }
+    assert!(session.renew(lease).await.expect("renew"));
     let calls = || {
         ["evalsha", "eval", "evalsha_ro", "eval_ro"]
             .iter()
             .map(|command| support::target::command_calls(&server, command))
             .sum::<u64>()
     };
-    // The first loads the script (`NOSCRIPT`, then `EVAL`); the second is measured.
-    assert!(session.keep_alive().await.expect("keep alive"));
+    // The first keep-alive loaded the script (`NOSCRIPT`, then `EVAL`): this one is measured.
     let scripts = calls();
     let kept_at = Instant::now();
     assert!(
@@ -344,11 +401,10 @@ async fn a_managed_session_is_kept_and_told_lost_when_the_server_stalls() {
         reason,
         leasehold::coordination::ownership::LossReason::Uncertain
     );
-    // Told no later than the lease after the last answered keep-alive, which was before the
-    // stall: the server still holds the key at that moment.
+    // Told before the server lets the lease go: its key is still read.
     assert!(
-        told_at - stalled_at <= lease,
-        "told {:?} after the stall",
+        reader.get("instance").await.expect("get").is_some(),
+        "told {:?} after the stall, once the key was gone",
         told_at - stalled_at
     );
     behind.proxy.pass();

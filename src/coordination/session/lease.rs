@@ -1,12 +1,10 @@
 //! One session: a lease with the keys attached to it.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::keys::SpaceNames;
-use super::{Claim, SessionState, put_on};
-use crate::backend::steps::session::SessionDeleteStep;
+use super::{Claim, SessionState, delete_on, put_on};
 use crate::coordination::owner::{Holding, expiry_ms};
 use crate::coordination::{Detached, Release};
 use crate::error::Result;
@@ -132,21 +130,16 @@ impl Session {
     }
 
     /// Detaches `name` from the lease and removes it, if it is attached to this lease:
-    /// `Ok(true)` when it was live. A name that moved to another lease is left alone.
+    /// `Ok(true)` when it was live. A name that moved to another lease is left alone. A
+    /// name out of bounds fails as for [`put`](Self::put), before anything is sent.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe in effect: dropped after it was sent, the removal may or may not apply;
     /// deleting again settles it.
     pub async fn delete(&mut self, name: impl AsRef<[u8]>) -> Result<bool> {
-        let keys: &Arc<SpaceNames> = self.holding.keys();
-        let names = keys.names_of(self.id());
-        keys.backend()
-            .run(SessionDeleteStep {
-                lease: keys.lease(self.id(), &names),
-                name: name.as_ref(),
-            })
-            .await
+        let id = self.holding.token().to_owned();
+        delete_on(self.holding.keys(), &id, name.as_ref()).await
     }
 
     /// Extends the lease by [`lease`](Self::lease) from now, and every key attached to it

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use super::keys::SpaceNames;
-use super::{Claim, Session, SessionState, Sessions, put_on};
+use super::{Claim, Session, SessionState, Sessions, delete_on, put_on};
 use crate::coordination::owner::Managed;
 use crate::coordination::ownership::OwnershipLost;
 use crate::coordination::{Detached, ManagedOptions, Release};
@@ -108,6 +108,15 @@ impl ManagedSession {
             return Ok(Claim::NotHeld);
         }
         put_on(&self.keys, self.id(), name, value, only_if_free).await
+    }
+
+    /// Detaches `name` from the lease and removes it, as [`Session::delete`] does.
+    ///
+    /// # Cancel safety
+    ///
+    /// As for [`Session::delete`].
+    pub async fn delete(&self, name: impl AsRef<[u8]>) -> Result<bool> {
+        delete_on(&self.keys, self.id(), name.as_ref()).await
     }
 
     /// The lease's time to live and its attached keys (see [`Session::state`]).

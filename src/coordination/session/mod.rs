@@ -35,8 +35,10 @@
 //! A lease, and a key, is live while its expiry is after the server's clock: a read needs
 //! no cleanup to be exact, so an attached key is gone from the millisecond its lease
 //! expires or is revoked. Every step that moves a lease's expiry moves its keys' in the
-//! same script. Writing steps remove what ran out, at most 64 keys a step; the space's
-//! keys expire with its latest lease, so an idle space leaves nothing behind. Attached
+//! same script. A grant, a put and a keep-alive remove the leases that ran out and at
+//! most 64 attached keys that did; the space's keys expire with its latest lease, so an
+//! idle space leaves nothing behind. A lease's name set may still list a name another
+//! lease took since: its own keep-alive drops it, and the bound counts the lease's own. Attached
 //! keys are named within the space rather than anywhere in Redis, which is how every one
 //! shares the lease's slot: there is no key outside it to refuse.
 //!
@@ -44,7 +46,9 @@
 //!
 //! A lease holds at most [`MAX_KEYS_PER_SESSION`] names (a revoke or keep-alive then
 //! touches at most that many); a name is 1 to [`MAX_KEY_NAME_LEN`] bytes and a value at
-//! most [`MAX_VALUE_LEN`]; [`Sessions::list`] reads at most [`MAX_LISTED`] keys.
+//! most [`MAX_VALUE_LEN`]; [`Sessions::list`] reads at most [`MAX_LISTED`] keys, in one
+//! reply as large as their values: keep values small (an address, a worker's name) where a
+//! space is listed.
 //!
 //! # Failures
 //!
@@ -72,7 +76,9 @@ use std::time::Duration;
 
 use keys::SpaceNames;
 
-use crate::backend::steps::session::{SessionLeaseStep, SessionPutReply, SessionPutStep};
+use crate::backend::steps::session::{
+    SessionDeleteStep, SessionLeaseStep, SessionPutReply, SessionPutStep,
+};
 use crate::error::{Error, ErrorKind, Result};
 
 /// The most names one lease holds at once.
@@ -199,6 +205,18 @@ async fn put_on(
             format!("the session holds {MAX_KEYS_PER_SESSION} keys, the most one may"),
         )),
     }
+}
+
+/// Detaches `name` from the lease `id` and removes it: whether it was live.
+async fn delete_on(keys: &SpaceNames, id: &str, name: &[u8]) -> Result<bool> {
+    check_name(name)?;
+    let names = keys.names_of(id);
+    keys.backend()
+        .run(SessionDeleteStep {
+            lease: keys.lease(id, &names),
+            name,
+        })
+        .await
 }
 
 /// The time to live and the keys of the lease `id`.

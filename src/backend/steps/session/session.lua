@@ -77,7 +77,9 @@ local function expire_space(now)
     if #last == 0 or tonumber(last[2]) <= now then
         return
     end
+    -- As digits: a score may print in exponent form, which PEXPIREAT refuses.
+    local at = digits(tonumber(last[2]))
     for i = 1, 3 do
-        redis.call('PEXPIREAT', KEYS[i], last[2])
+        redis.call('PEXPIREAT', KEYS[i], at)
     end
 end

@@ -15,6 +15,10 @@ end
 if not lease_expiry(ARGV[1], now) then
     return {'gone'}
 end
+-- A first write the server never refuses out of memory (a removal; the lease is live, so
+-- the set stays): the writes after it go through, and a keep-alive, which grows nothing,
+-- never costs its holder the lease.
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local at = digits(now + tonumber(ARGV[2]))
 redis.call('ZADD', KEYS[1], 'XX', at, ARGV[1])
 local stale = {}

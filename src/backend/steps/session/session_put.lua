@@ -30,9 +30,20 @@ if ARGV[5] == '1' then
 end
 if redis.call('SISMEMBER', KEYS[4], ARGV[2]) == 0
     and redis.call('SCARD', KEYS[4]) >= tonumber(ARGV[4]) then
-    return {'full'}
+    -- The set may still list names another lease took since: count this lease's own.
+    local own = 0
+    for _, name in ipairs(redis.call('SMEMBERS', KEYS[4])) do
+        local entry = redis.call('HGET', KEYS[3], name)
+        if entry and split(entry) == ARGV[1] then
+            own = own + 1
+        end
+    end
+    if own >= tonumber(ARGV[4]) then
+        return {'full'}
+    end
 end
-refuse_when_out_of_memory(KEYS[2])
+-- On the leases, whose members are lease ids: no user name can be the guard's.
+refuse_when_out_of_memory(KEYS[1])
 at = digits(at)
 redis.call('HSET', KEYS[3], ARGV[2], ARGV[1] .. ARGV[3])
 redis.call('ZADD', KEYS[2], at, ARGV[2])
