@@ -49,6 +49,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// | [`CapacityExceeded`](ErrorKind::CapacityExceeded) | refused | no | the memory backend at its key bound ([`retry_after`](Error::retry_after): when a key expires) |
 /// | [`CapacityMismatch`](ErrorKind::CapacityMismatch) | refused | no | a semaphore's capacity differs from its holders' |
 /// | [`AlreadyComplete`](ErrorKind::AlreadyComplete) | refused | no | a count-down of a latch generation whose count is zero |
+/// | [`NotHeld`](ErrorKind::NotHeld) | refused | no | a step that stands on a lease no longer held: a campaign whose session was lost |
 /// | [`UnexpectedReply`](ErrorKind::UnexpectedReply) | refused | the step ran | a reply of the wrong shape |
 /// | [`InvalidArgument`](ErrorKind::InvalidArgument), [`CrossSlot`](ErrorKind::CrossSlot), [`Closed`](ErrorKind::Closed) | refused | no: nothing was sent | the caller's arguments or configuration; a primitive shut down |
 ///
@@ -140,6 +141,9 @@ pub enum ErrorKind {
     /// A countdown latch's generation was counted down when its count was zero already.
     /// Nothing changed.
     AlreadyComplete,
+    /// A step stood on a lease that is not held any more (expired, revoked or lost): an
+    /// election campaign whose session ended. Nothing of it is left behind.
+    NotHeld,
 }
 
 impl ErrorKind {
@@ -162,6 +166,7 @@ impl ErrorKind {
             ErrorKind::Closed => "closed",
             ErrorKind::CapacityMismatch => "semaphore capacity mismatch",
             ErrorKind::AlreadyComplete => "latch already complete",
+            ErrorKind::NotHeld => "lease not held",
         }
     }
 }
@@ -453,6 +458,7 @@ mod tests {
             ErrorKind::Closed,
             ErrorKind::CapacityMismatch,
             ErrorKind::AlreadyComplete,
+            ErrorKind::NotHeld,
         ];
         for kind in unavailable {
             let err = Error::new(kind, "x");

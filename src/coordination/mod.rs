@@ -12,12 +12,14 @@
 //! - [`hash_lease`]: named leases in the fields of one hash, each with its own expiry;
 //! - [`redlock`]: a quorum lease over independent deployments, with a fencing token;
 //! - [`fenced_value`]: fencing at the resource, for a value kept in Redis;
+//! - [`election`]: leader election among sessions, with a fencing token per term;
 //! - [`session`]: leases with attached keys (etcd-style sessions), for worker ownership
 //!   and presence;
 //! - [`ownership`]: what every held thing tells its users (the loss signal, the releases
 //!   given up), and [`ManagedOptions`] for everything kept renewed.
 
 mod attempt;
+pub mod election;
 pub mod fenced_value;
 pub mod hash_lease;
 pub mod latch;

@@ -54,6 +54,12 @@ pub(crate) enum Value {
         leases: std::collections::HashMap<String, Instant>,
         entries: std::collections::HashMap<Vec<u8>, (String, Vec<u8>)>,
     },
+    /// An election: its candidates' lease ids in arrival order with their values, and its
+    /// leader (lease id, term, value); the entry expires with the space's latest lease.
+    Election {
+        candidates: Vec<(String, Vec<u8>)>,
+        leader: Option<(String, u64, Vec<u8>)>,
+    },
 }
 
 impl Value {
@@ -76,7 +82,8 @@ impl Value {
             | Value::LatchCompletions(_)
             | Value::RwLease(_)
             | Value::FieldLeases(_)
-            | Value::Sessions { .. } => false,
+            | Value::Sessions { .. }
+            | Value::Election { .. } => false,
         }
     }
 }

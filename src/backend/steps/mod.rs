@@ -18,6 +18,7 @@
 //! - `memory.rs`: the [`MemoryStep`] implementations, the same steps on the in-process
 //!   store with the same answers.
 
+pub(crate) mod election;
 pub(crate) mod fenced_lock;
 pub(crate) mod fenced_value;
 pub(crate) mod fencing_counter;

@@ -41,6 +41,16 @@ impl SpaceNames {
         &self.backend
     }
 
+    /// `session:{<len>:<name>}`: the start of every key of the space.
+    pub(crate) fn tagged(&self) -> &[u8] {
+        &self.tagged
+    }
+
+    /// The space's leases key.
+    pub(crate) fn leases(&self) -> &[u8] {
+        &self.leases
+    }
+
     pub(crate) fn space(&self) -> SpaceKeys<'_> {
         SpaceKeys {
             leases: &self.leases,

@@ -73,6 +73,11 @@ impl ManagedSession {
         self.kept.owner_token()
     }
 
+    /// The space's keys.
+    pub(crate) fn names(&self) -> &Arc<SpaceNames> {
+        &self.keys
+    }
+
     /// The signal that fires when the session is lost (or revoked, or detached).
     pub fn ownership(&self) -> OwnershipLost {
         self.kept.ownership()

@@ -63,6 +63,7 @@
 //! live lease and changes nothing: nothing comes back.
 
 mod keys;
+pub(crate) use keys::SpaceNames;
 mod lease;
 mod managed;
 mod sessions;
@@ -73,8 +74,6 @@ pub use managed::ManagedSession;
 pub use sessions::Sessions;
 
 use std::time::Duration;
-
-use keys::SpaceNames;
 
 use crate::backend::steps::session::{
     SessionDeleteStep, SessionLeaseStep, SessionPutReply, SessionPutStep,

@@ -129,6 +129,13 @@ impl Sessions {
     }
 }
 
+impl Sessions {
+    /// The space's keys, for an election in it.
+    pub(crate) fn names(&self) -> &Arc<SpaceNames> {
+        &self.keys
+    }
+}
+
 impl fmt::Debug for Sessions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sessions")

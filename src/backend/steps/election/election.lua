@@ -1,0 +1,120 @@
+-- Elections: helpers shared by their scripts, which are appended to this file (after the
+-- fencing counter's). An election lives in a session space, so that a step can tell which
+-- candidates' leases are live:
+--
+-- KEYS[1]  the space's leases: a sorted set, each lease id scored by its expiry (ms)
+-- KEYS[2]  the candidates: a sorted set, each candidate's lease id scored by its arrival
+--          (server ms), so that the one waiting longest leads next
+-- KEYS[3]  the candidates' values: a hash, lease id to value
+-- KEYS[4]  the leader: a hash {id, term, value}; led while `id`'s lease is live ('' none)
+-- KEYS[5]  the term counter: the fencing counter, without expiry
+--
+-- A leader leads while its lease lives; the next step of any candidate after that promotes
+-- the first live candidate, with the next term from the counter (never going back). The
+-- election's keys expire with the space's latest lease, but the counter, which must outlive
+-- every term. While a cluster slot migrates a script may not touch a key of it that is not
+-- there: each key's last access is the write that may empty it, which comes last.
+
+local function now_ms()
+    local time = redis.call('TIME')
+    return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000), time
+end
+
+local KINDS = {'zset', 'zset', 'hash', 'hash'}
+local ROLES = {'the leases key', 'the candidates key', 'the values key', 'the leader key'}
+
+-- {'corrupt', ...} when a key holds another type than its role's.
+local function corrupt()
+    for i = 1, math.min(#KEYS, 4) do
+        local kind = redis.call('TYPE', KEYS[i])['ok']
+        if kind ~= 'none' and kind ~= KINDS[i] then
+            return {'corrupt', i, ROLES[i] .. ' holds a ' .. kind .. ', not a ' .. KINDS[i]}
+        end
+    end
+    return nil
+end
+
+-- The expiry of lease `id` when it is live at `now` (and not `gone`); nil otherwise.
+local function live(id, now, gone)
+    if not id or id == '' or id == gone then
+        return nil
+    end
+    local score = redis.call('ZSCORE', KEYS[1], id)
+    if score and tonumber(score) > now then
+        return tonumber(score)
+    end
+    return nil
+end
+
+-- The leader while its lease lives (and it is not `gone`): {id, term, value, expiry}.
+local function current(now, gone)
+    local leader = redis.call('HMGET', KEYS[4], 'id', 'term', 'value')
+    local at = live(leader[1], now, gone)
+    if not at then
+        return nil
+    end
+    return {leader[1], leader[2], leader[3] or '', at}
+end
+
+-- The leader, the first live candidate promoted with the next term when there is none
+-- (`gone` counts as dead); and the dead candidates seen, to remove last. Reads at most 64
+-- candidates; nil and a corrupt reply when the counter is not one.
+local function resolve(now, time, gone)
+    local leader = current(now, gone)
+    if leader then
+        return leader, {}
+    end
+    local dead = {}
+    for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, 63)) do
+        local at = live(id, now, gone)
+        if at then
+            local counter, problem = fencing_counter(KEYS[5])
+            if counter == nil then
+                return nil, dead, {'corrupt', 5, problem}
+            end
+            if counter and not digits_below(counter, FENCING_MAX) then
+                return nil, dead, {'corrupt', 5, 'the counter has reached the largest term'}
+            end
+            local term = take_fencing_token(KEYS[5], counter, time)
+            local value = redis.call('HGET', KEYS[3], id) or ''
+            redis.call('HSET', KEYS[4], 'id', id, 'term', term, 'value', value)
+            return {id, term, value, at}, dead
+        end
+        dead[#dead + 1] = id
+    end
+    redis.call('HSET', KEYS[4], 'id', '')
+    return nil, dead
+end
+
+-- The election's keys go with the space's latest lease, when that one is live. Never
+-- removes a key.
+local function expire_election(now)
+    local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+    if #last == 0 or tonumber(last[2]) <= now then
+        return
+    end
+    -- As digits: a score may print in exponent form, which PEXPIREAT refuses.
+    local at = string.format('%.0f', tonumber(last[2]))
+    for i = 2, 4 do
+        redis.call('PEXPIREAT', KEYS[i], at)
+    end
+end
+
+-- Removes `ids` from the candidates: the last access of KEYS[2] and KEYS[3].
+local function remove(ids)
+    if #ids > 0 then
+        redis.call('ZREM', KEYS[2], unpack(ids))
+        redis.call('HDEL', KEYS[3], unpack(ids))
+    end
+end
+
+-- The reply naming the leader `leader` to candidate `id`.
+local function leader_reply(leader, id, now)
+    if not leader then
+        return {'none'}
+    end
+    if leader[1] == id then
+        return {'leader', leader[2], leader[3], leader[4] - now}
+    end
+    return {'other', leader[2], leader[3], leader[4] - now}
+end

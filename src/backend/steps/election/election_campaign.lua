@@ -1,0 +1,37 @@
+-- Election campaign: enters the candidate (once: a campaign delivered twice keeps its
+-- arrival) with its value, and answers who leads, promoting the first live candidate when
+-- nobody does.
+--
+-- KEYS[1..5] as election.lua says
+-- ARGV[1]  the candidate's lease id
+-- ARGV[2]  its value
+-- ARGV[3]  the server time (ms since the epoch) after which this step changes nothing; 0: none
+--
+-- Returns {'leader', term, value, ttl_ms}  the candidate leads (its lease's time left)
+--         {'other', term, value, ttl_ms}   another leads, for at most ttl_ms more
+--         {'no_lease'}  the candidate's lease is not live: nothing changed
+--         {'late'}      the step arrived after ARGV[3]: nothing changed
+--         {'corrupt', i, what}
+local now, time = now_ms()
+if ARGV[3] ~= '0' and now > tonumber(ARGV[3]) then
+    return {'late'}
+end
+local refused = corrupt()
+if refused then
+    return refused
+end
+if not live(ARGV[1], now) then
+    return {'no_lease'}
+end
+refuse_when_out_of_memory(KEYS[2])
+redis.call('ZADD', KEYS[2], 'NX', now, ARGV[1])
+if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 0 then
+    redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+end
+local leader, dead, problem = resolve(now, time, nil)
+if problem then
+    return problem
+end
+expire_election(now)
+remove(dead)
+return leader_reply(leader, ARGV[1], now)

@@ -1,0 +1,25 @@
+-- Election resign: the candidate leaves the election; if it led, the first live candidate
+-- leads at once, with the next term (or nobody). Repeat-safe.
+--
+-- KEYS[1..5] as election.lua says
+-- ARGV[1]  the candidate's lease id
+--
+-- Returns {'resigned'} (it led), {'left'} (it waited, or was not a candidate), or
+--         {'corrupt', i, what}.
+local now, time = now_ms()
+local refused = corrupt()
+if refused then
+    return refused
+end
+local led = redis.call('HGET', KEYS[4], 'id') == ARGV[1]
+local leader, dead, problem = resolve(now, time, ARGV[1])
+if problem then
+    return problem
+end
+expire_election(now)
+dead[#dead + 1] = ARGV[1]
+remove(dead)
+if led then
+    return {'resigned'}
+end
+return {'left'}

@@ -1,0 +1,212 @@
+//! The election steps in process, with the same answers as the scripts: one
+//! [`Value::Election`] per election beside its space's [`Value::Sessions`] (whose leases
+//! say who is live), and the term counter as a fenced lock's.
+
+use std::collections::HashMap;
+
+use tokio::time::Instant;
+
+use super::{
+    CampaignReply, CampaignStep, ElectionKeys, LeaderStep, Leading, ProclaimStep, ResignStep,
+};
+use crate::backend::memory::clock::millis_until;
+use crate::backend::memory::{MemoryBackend, Store, Value, other_state};
+use crate::backend::steps::{MemoryStep, fencing_counter};
+use crate::error::{Error, Result};
+
+/// A leader: its lease id, term and value, and its lease's deadline.
+type Current = (String, u64, Vec<u8>, Instant);
+
+/// One election, with the space's live leases.
+struct Election {
+    leases: HashMap<String, Instant>,
+    candidates: Vec<(String, Vec<u8>)>,
+    leader: Option<(String, u64, Vec<u8>)>,
+}
+
+impl Election {
+    fn live(&self, id: &str, now: Instant) -> Option<Instant> {
+        self.leases.get(id).copied().filter(|at| *at > now)
+    }
+
+    /// The leader while its lease lives (and it is not `gone`).
+    fn current(&self, now: Instant, gone: Option<&str>) -> Option<Current> {
+        let (id, term, value) = self.leader.as_ref()?;
+        if Some(id.as_str()) == gone {
+            return None;
+        }
+        let at = self.live(id, now)?;
+        Some((id.clone(), *term, value.clone(), at))
+    }
+}
+
+/// Runs `step` on the election of `keys`, and stores it back (expiring with the latest
+/// lease; removed with none).
+fn with_election<R>(
+    memory: &MemoryBackend,
+    keys: ElectionKeys<'_>,
+    step: impl FnOnce(&mut Election, &mut Store, Instant) -> Result<R>,
+) -> Result<R> {
+    let leases_key = memory.physical_key(keys.leases);
+    let election_key = memory.physical_key(keys.candidates);
+    memory.step(|store, now| {
+        let leases = match store.get_mut(&leases_key, now).map(|entry| &entry.value) {
+            None => HashMap::new(),
+            Some(Value::Sessions { leases, .. }) => leases.clone(),
+            Some(_) => return Err(other_state(keys.leases, "session space")),
+        };
+        let (candidates, leader) = match store.get_mut(&election_key, now).map(|e| &mut e.value) {
+            None => (Vec::new(), None),
+            Some(Value::Election { candidates, leader }) => {
+                (std::mem::take(candidates), leader.take())
+            }
+            Some(_) => return Err(other_state(keys.candidates, "election")),
+        };
+        let mut election = Election {
+            leases,
+            candidates,
+            leader,
+        };
+        let answer = step(&mut election, store, now);
+        let latest = election
+            .leases
+            .values()
+            .copied()
+            .filter(|at| *at > now)
+            .max();
+        match latest {
+            None => store.remove(&election_key),
+            Some(latest) => store.insert(
+                &election_key,
+                Value::Election {
+                    candidates: election.candidates,
+                    leader: election.leader,
+                },
+                Some(latest),
+                now,
+            )?,
+        }
+        answer
+    })
+}
+
+/// The leader, the first live candidate promoted with the next term when there is none
+/// (`gone` counting as dead); dead candidates removed.
+fn resolve(
+    election: &mut Election,
+    store: &mut Store,
+    memory: &MemoryBackend,
+    keys: ElectionKeys<'_>,
+    now: Instant,
+    gone: Option<&str>,
+) -> Result<Option<Current>> {
+    if let Some(leader) = election.current(now, gone) {
+        return Ok(Some(leader));
+    }
+    let leases = election.leases.clone();
+    election
+        .candidates
+        .retain(|(id, _)| Some(id.as_str()) != gone && leases.get(id).is_some_and(|at| *at > now));
+    let Some((id, value)) = election.candidates.first().cloned() else {
+        if let Some(leader) = election.leader.as_mut() {
+            leader.0.clear();
+        }
+        return Ok(None);
+    };
+    let terms_key = memory.physical_key(keys.terms);
+    let counter = fencing_counter::read(store, &terms_key, now, keys.terms)?;
+    if counter == Some(i64::MAX) {
+        return Err(Error::corrupt_state(
+            keys.terms,
+            "the counter has reached the largest term",
+        ));
+    }
+    if counter.is_none() {
+        store.ensure_room_for(1, now)?;
+    }
+    let term = fencing_counter::next(counter, memory.clock(), now);
+    store.insert(&terms_key, Value::Int(term), None, now)?;
+    let term = term.unsigned_abs();
+    election.leader = Some((id.clone(), term, value.clone()));
+    let at = election.live(&id, now).unwrap_or(now);
+    Ok(Some((id, term, value, at)))
+}
+
+fn leading(leader: Option<Current>, id: Option<&str>, now: Instant) -> Leading {
+    match leader {
+        None => Leading::Nobody,
+        Some((leader, term, value, at)) => {
+            let ttl_ms = millis_until(at, now);
+            if Some(leader.as_str()) == id {
+                Leading::This {
+                    term,
+                    value,
+                    ttl_ms,
+                }
+            } else {
+                Leading::Other {
+                    term,
+                    value,
+                    ttl_ms,
+                }
+            }
+        }
+    }
+}
+
+impl MemoryStep for CampaignStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<CampaignReply> {
+        with_election(memory, self.keys, |election, store, now| {
+            if election.live(self.id, now).is_none() {
+                return Ok(CampaignReply::NoLease);
+            }
+            if !election.candidates.iter().any(|(id, _)| id == self.id) {
+                election
+                    .candidates
+                    .push((self.id.to_owned(), self.value.to_vec()));
+            }
+            let leader = resolve(election, store, memory, self.keys, now, None)?;
+            Ok(CampaignReply::Leading(leading(leader, Some(self.id), now)))
+        })
+    }
+}
+
+impl MemoryStep for ProclaimStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
+        with_election(memory, self.keys, |election, _, now| {
+            match election.current(now, None) {
+                Some((id, term, _, _)) if id == self.id && term == self.term => {}
+                _ => return Ok(false),
+            }
+            if let Some(leader) = election.leader.as_mut() {
+                leader.2 = self.value.to_vec();
+            }
+            if let Some(candidate) = election.candidates.iter_mut().find(|(id, _)| id == self.id) {
+                candidate.1 = self.value.to_vec();
+            }
+            Ok(true)
+        })
+    }
+}
+
+impl MemoryStep for ResignStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
+        with_election(memory, self.keys, |election, store, now| {
+            let led = election
+                .leader
+                .as_ref()
+                .is_some_and(|(id, _, _)| id == self.id);
+            resolve(election, store, memory, self.keys, now, Some(self.id))?;
+            election.candidates.retain(|(id, _)| id != self.id);
+            Ok(led)
+        })
+    }
+}
+
+impl MemoryStep for LeaderStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<Leading> {
+        with_election(memory, self.keys, |election, _, now| {
+            Ok(leading(election.current(now, None), None, now))
+        })
+    }
+}

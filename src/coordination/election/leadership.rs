@@ -1,0 +1,174 @@
+//! A won election: the leader's handle.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::names::ElectionNames;
+use super::withdraw::Withdraw;
+use crate::backend::steps::election::{LeaderStep, Leading, ProclaimStep, ResignStep};
+use crate::coordination::ownership::OwnershipLost;
+use crate::coordination::session::MAX_VALUE_LEN;
+use crate::error::{Error, Result};
+
+/// The leadership [`Election::campaign`](super::Election::campaign) won: held while the
+/// candidate's session lives, in its term.
+///
+/// The [term](Self::term) is a fencing token: greater than every earlier term of the
+/// election, also after the counter was lost (it starts again from the server's clock, as
+/// a fenced lock's does). Send it with every write the leader makes and have the resource
+/// refuse a lower one (a [`FencedValue`](crate::coordination::fenced_value::FencedValue)
+/// does, for a value in Redis): a leader paused past its lease, and replaced, is then
+/// refused whatever it believes.
+///
+/// Leadership ends when the session does: [`ownership`](Self::ownership) is the session's
+/// signal, which fires when a keep-alive finds it gone or its local estimate runs out,
+/// before the server lets another candidate lead. [`resign`](Self::resign) hands the
+/// leadership on at once; dropping the handle resigns in the background.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::ManagedOptions;
+/// use leasehold::coordination::election::Election;
+/// use leasehold::coordination::session::{ManagedSession, Sessions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let sessions = Sessions::named(&Coordination::memory(), "jobs");
+/// let election = Election::named(&sessions, "scheduler");
+/// let session = ManagedSession::grant(&sessions, &ManagedOptions::new()).await?;
+/// let leadership = election.campaign(&session, "node-a").await?;
+/// assert!(leadership.proclaim("node-a, draining").await?);
+/// assert!(leadership.is_leader().await?);
+/// assert!(leadership.resign().await?);
+/// assert_eq!(election.leader().await?, None);
+/// # Ok(()) }
+/// ```
+pub struct Leadership {
+    names: Arc<ElectionNames>,
+    id: String,
+    term: u64,
+    ownership: OwnershipLost,
+    /// Resigns in the background unless a resign was answered.
+    withdraw: Option<Withdraw>,
+}
+
+impl Leadership {
+    pub(super) fn new(
+        names: Arc<ElectionNames>,
+        id: String,
+        term: u64,
+        ownership: OwnershipLost,
+        withdraw: Withdraw,
+    ) -> Self {
+        Leadership {
+            names,
+            id,
+            term,
+            ownership,
+            withdraw: Some(withdraw),
+        }
+    }
+
+    /// The term: the fencing token of this leadership.
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+
+    /// The signal that fires when the session, and with it the leadership, ends.
+    pub fn ownership(&self) -> OwnershipLost {
+        self.ownership.clone()
+    }
+
+    /// Whether the session is known lost (so the leadership is).
+    pub fn is_lost(&self) -> bool {
+        self.ownership.is_lost()
+    }
+
+    /// Gives the election a new value (what [`Election::leader`](super::Election::leader)
+    /// and observers read), if this term still leads: `Ok(false)` otherwise, nothing
+    /// changed. A value over [`MAX_VALUE_LEN`] fails with
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) before anything is
+    /// sent.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped after it was sent, the value may or may not be set.
+    pub async fn proclaim(&self, value: impl AsRef<[u8]>) -> Result<bool> {
+        let value = value.as_ref();
+        if value.len() > MAX_VALUE_LEN {
+            return Err(Error::invalid_argument(format!(
+                "an election's value is at most {MAX_VALUE_LEN} bytes, not {}",
+                value.len()
+            )));
+        }
+        if self.is_lost() {
+            return Ok(false);
+        }
+        self.names
+            .backend()
+            .run(ProclaimStep {
+                keys: self.names.keys(),
+                id: &self.id,
+                term: self.term,
+                value,
+            })
+            .await
+    }
+
+    /// Whether this term still leads, asked of the backend (`false` without asking once
+    /// the session is known lost): a point-in-time answer; the term fences what follows.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn is_leader(&self) -> Result<bool> {
+        if self.is_lost() {
+            return Ok(false);
+        }
+        let leading = self
+            .names
+            .backend()
+            .run_idempotent(LeaderStep {
+                keys: self.names.keys(),
+            })
+            .await?;
+        Ok(matches!(leading, Leading::Other { term, .. } if term == self.term) && !self.is_lost())
+    }
+
+    /// Leaves the election: the first live candidate leads at once, with the next term (or
+    /// nobody). `Ok(true)` when this term still led. Repeat-safe on the backend; a resign
+    /// that fails goes on in the background (retried for up to a minute), and until it
+    /// lands the term still fences.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in effect: dropped before it was answered, the resign goes on in the
+    /// background.
+    pub async fn resign(mut self) -> Result<bool> {
+        let led = self
+            .names
+            .backend()
+            .run(ResignStep {
+                keys: self.names.keys(),
+                id: &self.id,
+            })
+            .await?;
+        if let Some(withdraw) = self.withdraw.take() {
+            withdraw.disarm();
+        }
+        Ok(led)
+    }
+}
+
+impl fmt::Debug for Leadership {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Leadership")
+            .field("election", &format_args!("{}", self.names))
+            .field("term", &self.term)
+            .field("lost", &self.ownership.reason())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,46 @@
+//! Leader election among sessions, in the shape of etcd's `concurrency.Election`: a
+//! candidate campaigns with a [`ManagedSession`](crate::coordination::session::ManagedSession)
+//! and waits until it leads; the leader proclaims a value, which observers follow; a term
+//! per leadership fences the leader's writes; losing the session ends the campaign and the
+//! leadership, told through the session's ownership signal.
+//!
+//! # Storage
+//!
+//! An election named `name` in the space `session:{<len>:<space>}` keeps, under the same
+//! hash tag (`…` is `session:{<len>:<space>}:election:<len>:<name>`):
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `…:candidates` | sorted set | each candidate's lease id, scored by when it began to campaign (server ms) |
+//! | `…:values` | hash | each candidate's value |
+//! | `…:leader` | hash | the leader's lease id, term and value; it leads while that lease is live |
+//! | `…:terms` | string | the term counter, a fencing counter without expiry |
+//!
+//! The first three expire with the space's latest lease; the counter stays, so that terms
+//! never go back (a lost counter starts again from the server's clock, above every earlier
+//! term, as a fenced lock's does).
+//!
+//! # Failures
+//!
+//! | step | unavailable | refused | uncertain |
+//! |---|---|---|---|
+//! | campaign | fails; the candidate is withdrawn in the background | as unavailable | fails; withdrawn once the step's deadline has passed, so a late copy cannot enter it again |
+//! | proclaim | fails, nothing set | fails | may or may not be set; proclaim again |
+//! | resign | fails; resigned in the background, retried for a minute | as unavailable | as unavailable |
+//!
+//! A leader whose process stops (killed, paused) leads until its session's lease runs out
+//! on the server; the next candidate's campaign wakes then and leads with a greater term.
+//! A paused leader that wakes finds its ownership signal fired (its local estimate ran out
+//! before the server's lease did), and a write it makes anyway carries the old term.
+
+mod campaign;
+mod leader;
+mod leadership;
+mod names;
+mod observer;
+mod withdraw;
+
+pub use campaign::Election;
+pub use leader::Leader;
+pub use leadership::Leadership;
+pub use observer::Observer;
