@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use leasehold::coordination::ManagedOptions;
 use leasehold::coordination::election::{Election, Leader};
+use leasehold::coordination::fenced_value::{FencedValue, FencedWrite};
 use leasehold::coordination::session::{ManagedSession, Sessions};
 use leasehold::{Coordination, ErrorKind};
 use support::ServerKind;
+use support::process::TestProcess;
 use support::target::{Target, scenario};
 use tokio::time::Instant;
 
@@ -184,4 +186,248 @@ async fn a_cancelled_campaign_withdraws_its_candidate() {
     assert!(leadership.resign().await.expect("resign"));
     assert_eq!(election.leader().await.expect("leader"), None);
     drop(waiting);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Candidates in processes of their own.
+
+/// The setting of a candidate process: `<redis url> <key prefix> <name> <lease ms>`.
+const CANDIDATE: &str = "LEASEHOLD_ELECTION_CANDIDATE";
+
+/// A candidate process (does nothing without [`CANDIDATE`]): campaigns with its name, prints
+/// `leader <name> <term>` once it leads, then writes its name to a fenced value with its
+/// term every 20 ms (`wrote <term>`, or `stale <highest>` when a later term wrote), until
+/// its ownership signal fires: then `lost <reason>`, and one more write, whose outcome it
+/// prints (`after-loss written` or `after-loss stale`).
+#[tokio::test]
+async fn candidate_process() {
+    let Ok(setting) = std::env::var(CANDIDATE) else {
+        return;
+    };
+    let [url, prefix, name, lease_ms]: [&str; 4] = setting
+        .split(' ')
+        .collect::<Vec<_>>()
+        .try_into()
+        .expect("url, prefix, name, lease");
+    let coordination: Coordination = leasehold::backend::redis::RedisBackend::standalone(url)
+        .key_prefix(prefix)
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    let sessions = Sessions::named(&coordination, "nodes");
+    let election = Election::named(&sessions, "primary");
+    let lease = Duration::from_millis(lease_ms.parse().expect("ms"));
+    let session = session(&sessions, lease).await;
+    println!("campaigning {name}");
+    let leadership = election.campaign(&session, name).await.expect("campaign");
+    let term = leadership.term();
+    println!("leader {name} {term}");
+    let value = FencedValue::named(&coordination, "resource");
+    let mut lost = leadership.ownership();
+    loop {
+        tokio::select! {
+            biased;
+            reason = lost.lost() => {
+                println!("lost {reason:?}");
+                match value.write(term, name).await.expect("write") {
+                    FencedWrite::Written => println!("after-loss written"),
+                    FencedWrite::Stale { .. } => println!("after-loss stale"),
+                }
+                break;
+            }
+            () = tokio::time::sleep(Duration::from_millis(20)) => {
+                match value.write(term, name).await.expect("write") {
+                    FencedWrite::Written => println!("wrote {term}"),
+                    FencedWrite::Stale { highest } => println!("stale {highest}"),
+                }
+            }
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(60)).await;
+}
+
+/// Three candidate processes; the leader's is killed (SIGKILL), twenty times, each time a
+/// fresh candidate taking the dead one's place: leadership passes to the candidate that
+/// waited longest within one lease plus 100 ms of the kill (measured by an observer in this
+/// process, p50 and max printed), with a greater term each time; killed with no candidate
+/// left, the observer sees nobody lead.
+#[tokio::test]
+async fn a_killed_leader_is_replaced_within_its_lease() {
+    let server = support::shared(ServerKind::Redis7);
+    let prefix = support::unique_prefix("election-kill");
+    let lease = Duration::from_millis(1_000);
+    let coordination: Coordination =
+        leasehold::backend::redis::RedisBackend::standalone(server.url())
+            .key_prefix(&prefix)
+            .connect()
+            .await
+            .expect("connect")
+            .into();
+    let election = Election::named(&Sessions::named(&coordination, "nodes"), "primary");
+    let mut observer = election.observe();
+    let mut started = 0;
+    let mut start = |candidates: &mut std::collections::HashMap<String, TestProcess>| {
+        let name = format!("p{started}");
+        started += 1;
+        let setting = format!("{} {prefix} {name} {}", server.url(), lease.as_millis());
+        let process = TestProcess::start("candidate_process", CANDIDATE, &setting);
+        candidates.insert(name, process);
+    };
+    let mut candidates = std::collections::HashMap::new();
+    for _ in 0..3 {
+        start(&mut candidates);
+    }
+    let mut leader = loop {
+        if let Some(leader) = next_change(&mut observer).await {
+            break leader;
+        }
+    };
+    let mut handovers = Vec::new();
+    for run in 0..20 {
+        let name = String::from_utf8(leader.value().to_vec()).expect("a name");
+        let killed = candidates.remove(&name).expect("the leader's process");
+        let killed_at = Instant::now();
+        drop(killed);
+        start(&mut candidates);
+        let next = loop {
+            match next_change(&mut observer).await {
+                Some(next) if next.term() != leader.term() => break next,
+                _ => {}
+            }
+        };
+        let handover = killed_at.elapsed();
+        assert!(next.term() > leader.term(), "run {run}: terms go up");
+        handovers.push(handover);
+        leader = next;
+    }
+    handovers.sort();
+    let (p50, max) = (
+        handovers[handovers.len() / 2],
+        handovers[handovers.len() - 1],
+    );
+    println!("handover after a SIGKILL, lease {lease:?}: p50 {p50:?}, max {max:?} over 20 runs");
+    assert!(max <= lease + Duration::from_millis(100), "max {max:?}");
+    // The last leader killed with nobody waiting: the observer sees nobody lead.
+    let last = String::from_utf8(leader.value().to_vec()).expect("a name");
+    let survivors: Vec<String> = candidates
+        .keys()
+        .filter(|name| **name != last)
+        .cloned()
+        .collect();
+    for name in survivors {
+        drop(candidates.remove(&name));
+    }
+    drop(candidates.remove(&last));
+    loop {
+        if next_change(&mut observer).await.is_none() {
+            break;
+        }
+    }
+}
+
+/// A leader process frozen (SIGSTOP) past its lease: another candidate leads with a greater
+/// term and writes; thawed, the frozen one finds its ownership signal fired, and every
+/// write it makes from then on is refused by the fenced value, which holds the new term.
+#[tokio::test]
+async fn a_paused_leader_learns_it_lost_and_is_fenced() {
+    let server = support::shared(ServerKind::Redis7);
+    let prefix = support::unique_prefix("election-pause");
+    let setting = |name: &str| format!("{} {prefix} {name} 1000", server.url());
+    let mut paused = TestProcess::start("candidate_process", CANDIDATE, &setting("paused"));
+    paused.line("leader paused ", WAIT).await;
+    paused.line("wrote ", WAIT).await;
+    let mut next = TestProcess::start("candidate_process", CANDIDATE, &setting("next"));
+    next.line("campaigning next", WAIT).await;
+    paused.freeze();
+    let frozen_at = Instant::now();
+    let term: u64 = next
+        .line("leader next ", WAIT)
+        .await
+        .parse()
+        .expect("a term");
+    let waited = frozen_at.elapsed();
+    assert_eq!(next.line("wrote ", WAIT).await, term.to_string());
+    paused.thaw();
+    // From the thaw on: lines until the loss is told, each write refused.
+    loop {
+        let line = tokio::time::timeout(WAIT, paused.next_line())
+            .await
+            .expect("the paused leader goes on");
+        assert!(!line.starts_with("wrote "), "a stale leader wrote: {line}");
+        if line.starts_with("lost ") {
+            assert_eq!(line, "lost Uncertain");
+            break;
+        }
+    }
+    assert_eq!(
+        paused.line("after-loss ", WAIT).await,
+        "stale",
+        "the fenced value refuses the old term"
+    );
+    println!("the next leader led {waited:?} after the leader was frozen");
+}
+
+/// Candidates in turn win the election while its slot moves from master to master: a step
+/// that meets the slot half-moved costs latency, not an error, and no two lead at once.
+#[tokio::test]
+async fn candidates_take_turns_while_the_slot_moves() {
+    let cluster = std::sync::Arc::new(support::Cluster::start(ServerKind::Redis7));
+    let candidates = cluster.handles("election-slot-move", 4).await;
+    let slot = leasehold::backend::key_slot(
+        &candidates[0]
+            .backend()
+            .physical_key(b"session:{5:nodes}:leases"),
+    );
+    cluster
+        .exclusive_turns_while_moving(slot, &candidates, leading_turn)
+        .await;
+}
+
+/// The same across a Sentinel failover (the primary killed): only a leadership the old
+/// primary granted but had not replicated may overlap another, and its resign tells.
+#[tokio::test]
+async fn candidates_take_turns_across_a_sentinel_failover() {
+    let setup = std::sync::Arc::new(support::SentinelSetup::start(ServerKind::Redis7));
+    let candidates = setup.handles("election-failover", 4).await;
+    setup
+        .exclusive_turns_across_failover(&candidates, leading_turn)
+        .await;
+}
+
+/// One candidate's turn: a session, a campaign (a lost session, or a campaign failing on
+/// unavailability, starts again with a new one), the work, the resign.
+async fn leading_turn(
+    coordination: Coordination,
+    occupancy: std::sync::Arc<support::turns::Occupancy>,
+) -> Result<(), String> {
+    let sessions = Sessions::named(&coordination, "nodes");
+    let election = Election::named(&sessions, "primary");
+    loop {
+        let session = match ManagedSession::grant(
+            &sessions,
+            &ManagedOptions::new().lease(Duration::from_secs(2)),
+        )
+        .await
+        {
+            Ok(session) => session,
+            Err(err) if err.is_unavailable() => continue,
+            Err(err) => return Err(format!("grant: {err}")),
+        };
+        let leadership = match election.campaign(&session, "x").await {
+            Ok(leadership) => leadership,
+            Err(err) if err.is_unavailable() || err.kind() == ErrorKind::NotHeld => continue,
+            Err(err) => return Err(format!("campaign: {err}")),
+        };
+        let stay = occupancy.stay().await;
+        let resigned = leadership.resign().await.map(|led| {
+            if led {
+                leasehold::coordination::Release::Released
+            } else {
+                leasehold::coordination::Release::AlreadyReleased
+            }
+        });
+        drop(session);
+        return occupancy.released(stay, resigned);
+    }
 }

@@ -57,6 +57,11 @@ impl TestProcess {
         .unwrap_or_else(|_| panic!("no line starting with {prefix:?} within {within:?}"))
     }
 
+    /// The next line, whatever it is (unbounded: wrap it in a timeout).
+    pub async fn next_line(&mut self) -> String {
+        self.lines.recv().await.expect("the process prints a line")
+    }
+
     /// Every remaining line that starts with `prefix`, once the process has ended (it must
     /// succeed), within `within`.
     pub async fn finish(mut self, prefix: &str, within: Duration) -> Vec<String> {
