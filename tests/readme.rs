@@ -183,6 +183,25 @@ async fn sessions(coordination: Coordination) -> Outcome {
     Ok(())
 }
 
+/// Leader election.
+#[rustfmt::skip]
+async fn leader_election(instances: leasehold::coordination::session::Sessions, me: leasehold::coordination::session::ManagedSession) -> Outcome {
+    use leasehold::coordination::election::Election;
+
+    // Leader election among the sessions of a space: the candidate that began first leads.
+    let election = Election::named(&instances, "scheduler");
+    let leadership = election.campaign(&me, "10.0.0.1:8080").await?; // waits until it leads
+    let term = leadership.term(); // a fencing token: send it with every write the leader makes
+    let mut lost = leadership.ownership(); // fires when the session is lost
+    leadership.proclaim("10.0.0.1:8080, draining").await?;
+
+    // Anyone can follow who leads, gaps with no leader included.
+    let mut observer = election.observe();
+    let current = observer.changed().await?; // Some(leader) or None
+    leadership.resign().await?; // the next candidate leads at once, with a greater term
+    Ok(())
+}
+
 /// The hot-key tier.
 #[rustfmt::skip]
 async fn hot_keys(coordination: Coordination) -> Outcome {
@@ -223,7 +242,7 @@ fn every_rust_example_of_the_readme_is_compiled_here() {
         );
         examples += 1;
     }
-    assert_eq!(examples, 9, "every example is listed here");
+    assert_eq!(examples, 10, "every example is listed here");
 }
 
 /// Redlock over five independent servers.
