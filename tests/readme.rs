@@ -192,7 +192,7 @@ async fn leader_election(instances: leasehold::coordination::session::Sessions, 
     let election = Election::named(&instances, "scheduler");
     let leadership = election.campaign(&me, "10.0.0.1:8080").await?; // waits until it leads
     let term = leadership.term(); // a fencing token: send it with every write the leader makes
-    let mut lost = leadership.ownership(); // fires when the session is lost
+    let lost = leadership.ownership(); // fires when the session is lost
     leadership.proclaim("10.0.0.1:8080, draining").await?;
 
     // Anyone can follow who leads, gaps with no leader included.
