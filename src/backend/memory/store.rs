@@ -54,10 +54,10 @@ pub(crate) enum Value {
         leases: std::collections::HashMap<String, Instant>,
         entries: std::collections::HashMap<Vec<u8>, (String, Vec<u8>)>,
     },
-    /// An election: its candidates' lease ids in arrival order with their values, and its
-    /// leader (lease id, term, value); the entry expires with the space's latest lease.
+    /// An election: its candidates (each with its arrival, ms since the epoch, and value),
+    /// in the order they lead, and its leader (candidate, term, value); without expiry.
     Election {
-        candidates: Vec<(String, Vec<u8>)>,
+        candidates: Vec<(u64, String, Vec<u8>)>,
         leader: Option<(String, u64, Vec<u8>)>,
     },
 }

@@ -8,7 +8,7 @@ use super::names::ElectionNames;
 use super::withdraw::Withdraw;
 use super::{Leader, Leadership, Observer};
 use crate::backend::steps::election::{CampaignReply, CampaignStep, LeaderStep, Leading};
-use crate::coordination::owner::acquire_waiting;
+use crate::coordination::owner::{acquire_waiting, new_token};
 use crate::coordination::session::{MAX_VALUE_LEN, ManagedSession, Sessions};
 use crate::coordination::{Attempt, DEFAULT_POLL_INTERVAL};
 use crate::error::{Error, ErrorKind, Result};
@@ -99,7 +99,10 @@ impl Election {
         if lost.is_lost() {
             return Err(not_held());
         }
-        let id = session.id();
+        // The session's lease id and the campaign's own: a late withdrawal of this campaign
+        // can never end another of the same session.
+        let candidate = format!("{}{}", session.id(), new_token()?);
+        let id = candidate.as_str();
         let withdraw = Withdraw::arm(&self.names, id);
         let backend = self.names.backend();
         let watched = self.names.watched();
@@ -111,6 +114,9 @@ impl Election {
             }) => won,
         };
         let term = won?;
+        if lost.is_lost() {
+            return Err(not_held());
+        }
         tracing::debug!(election = %self.names, term, "elected");
         Ok(Leadership::new(
             Arc::clone(&self.names),
@@ -144,10 +150,10 @@ impl Election {
             },
             CampaignReply::NoLease => return Err(not_held()),
             CampaignReply::Late => {
-                // Nothing changed; the next step reads the server's clock again.
+                // Nothing changed; the server's clock is read again meanwhile.
                 backend.deadline_missed();
                 Attempt::Busy {
-                    retry_after: Some(Duration::ZERO),
+                    retry_after: Some(DEFAULT_POLL_INTERVAL),
                 }
             }
         })

@@ -11,14 +11,15 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `…:candidates` | sorted set | each candidate's lease id, scored by when it began to campaign (server ms) |
+//! | `…:candidates` | sorted set | each candidate (its session's lease id and its campaign's own 32 characters), scored by when it began to campaign (server ms) |
 //! | `…:values` | hash | each candidate's value |
-//! | `…:leader` | hash | the leader's lease id, term and value; it leads while that lease is live |
-//! | `…:terms` | string | the term counter, a fencing counter without expiry |
+//! | `…:leader` | hash | the leader's candidate, term and value; it leads while that lease is live |
+//! | `…:terms` | string | the term counter, a fencing counter |
 //!
-//! The first three expire with the space's latest lease; the counter stays, so that terms
-//! never go back (a lost counter starts again from the server's clock, above every earlier
-//! term, as a fenced lock's does).
+//! None of them expires: a leader leads as long as its session lives, which the election's
+//! own steps do not see kept alive, so its record may not go sooner. The steps that meet a
+//! dead candidate remove it. The counter makes terms never go back (a lost counter starts
+//! again from the server's clock, above every earlier term, as a fenced lock's does).
 //!
 //! # Failures
 //!
@@ -27,6 +28,9 @@
 //! | campaign | fails; the candidate is withdrawn in the background | as unavailable | fails; withdrawn once the step's deadline has passed, so a late copy cannot enter it again |
 //! | proclaim | fails, nothing set | fails | may or may not be set; proclaim again |
 //! | resign | fails; resigned in the background, retried for a minute | as unavailable | as unavailable |
+//!
+//! Dropping a [`Leadership`] resigns it in the background; a campaign of the same session
+//! after it is another candidate, which that resign never touches.
 //!
 //! A leader whose process stops (killed, paused) leads until its session's lease runs out
 //! on the server; the next candidate's campaign wakes then and leads with a greater term.

@@ -3,17 +3,21 @@
 -- candidates' leases are live:
 --
 -- KEYS[1]  the space's leases: a sorted set, each lease id scored by its expiry (ms)
--- KEYS[2]  the candidates: a sorted set, each candidate's lease id scored by its arrival
---          (server ms), so that the one waiting longest leads next
--- KEYS[3]  the candidates' values: a hash, lease id to value
--- KEYS[4]  the leader: a hash {id, term, value}; led while `id`'s lease is live ('' none)
--- KEYS[5]  the term counter: the fencing counter, without expiry
+-- KEYS[2]  the candidates: a sorted set, each candidate scored by its arrival (server ms),
+--          so that the one waiting longest leads next (ties: by candidate). A candidate is
+--          its session's lease id (32 characters) and a campaign's own 32 characters, so
+--          that a late withdrawal of one campaign never ends another of the same session
+-- KEYS[3]  the candidates' values: a hash, candidate to value
+-- KEYS[4]  the leader: a hash {id, term, value}; `id` leads while its lease is live ('':
+--          nobody)
+-- KEYS[5]  the term counter: the fencing counter
 --
 -- A leader leads while its lease lives; the next step of any candidate after that promotes
--- the first live candidate, with the next term from the counter (never going back). The
--- election's keys expire with the space's latest lease, but the counter, which must outlive
--- every term. While a cluster slot migrates a script may not touch a key of it that is not
--- there: each key's last access is the write that may empty it, which comes last.
+-- the first live candidate, with the next term from the counter (never going back). No key
+-- expires: a leader's keys must live as long as its session, which the election's steps do
+-- not see kept alive; dead candidates are removed by the steps that meet them. While a
+-- cluster slot migrates a script may not touch a key of it that is not there: each key's
+-- last access is the write that may empty it, which comes last.
 
 local function now_ms()
     local time = redis.call('TIME')
@@ -34,12 +38,13 @@ local function corrupt()
     return nil
 end
 
--- The expiry of lease `id` when it is live at `now` (and not `gone`); nil otherwise.
+-- The expiry of candidate `id`'s lease when it is live at `now` (and `id` is not `gone`);
+-- nil otherwise.
 local function live(id, now, gone)
     if not id or id == '' or id == gone then
         return nil
     end
-    local score = redis.call('ZSCORE', KEYS[1], id)
+    local score = redis.call('ZSCORE', KEYS[1], string.sub(id, 1, 32))
     if score and tonumber(score) > now then
         return tonumber(score)
     end
@@ -82,22 +87,12 @@ local function resolve(now, time, gone)
         end
         dead[#dead + 1] = id
     end
-    redis.call('HSET', KEYS[4], 'id', '')
+    -- Nobody leads: said only where someone did, so that no step creates the key.
+    local before = redis.call('HGET', KEYS[4], 'id')
+    if before and before ~= '' then
+        redis.call('HSET', KEYS[4], 'id', '')
+    end
     return nil, dead
-end
-
--- The election's keys go with the space's latest lease, when that one is live. Never
--- removes a key.
-local function expire_election(now)
-    local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-    if #last == 0 or tonumber(last[2]) <= now then
-        return
-    end
-    -- As digits: a score may print in exponent form, which PEXPIREAT refuses.
-    local at = string.format('%.0f', tonumber(last[2]))
-    for i = 2, 4 do
-        redis.call('PEXPIREAT', KEYS[i], at)
-    end
 end
 
 -- Removes `ids` from the candidates: the last access of KEYS[2] and KEYS[3].

@@ -3,7 +3,7 @@
 -- nobody does.
 --
 -- KEYS[1..5] as election.lua says
--- ARGV[1]  the candidate's lease id
+-- ARGV[1]  the candidate (its lease id and the campaign's own 32 characters)
 -- ARGV[2]  its value
 -- ARGV[3]  the server time (ms since the epoch) after which this step changes nothing; 0: none
 --
@@ -23,6 +23,11 @@ end
 if not live(ARGV[1], now) then
     return {'no_lease'}
 end
+-- A counter that is not one is refused before anything is written.
+local counter, problem = fencing_counter(KEYS[5])
+if counter == nil then
+    return {'corrupt', 5, problem}
+end
 refuse_when_out_of_memory(KEYS[2])
 redis.call('ZADD', KEYS[2], 'NX', now, ARGV[1])
 if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 0 then
@@ -32,6 +37,5 @@ local leader, dead, problem = resolve(now, time, nil)
 if problem then
     return problem
 end
-expire_election(now)
 remove(dead)
 return leader_reply(leader, ARGV[1], now)

@@ -2,7 +2,7 @@
 -- leads at once, with the next term (or nobody). Repeat-safe.
 --
 -- KEYS[1..5] as election.lua says
--- ARGV[1]  the candidate's lease id
+-- ARGV[1]  the candidate (its lease id and its campaign's own 32 characters)
 --
 -- Returns {'resigned'} (it led), {'left'} (it waited, or was not a candidate), or
 --         {'corrupt', i, what}.
@@ -16,7 +16,6 @@ local leader, dead, problem = resolve(now, time, ARGV[1])
 if problem then
     return problem
 end
-expire_election(now)
 dead[#dead + 1] = ARGV[1]
 remove(dead)
 if led then

@@ -1,6 +1,7 @@
 //! The election steps in process, with the same answers as the scripts: one
 //! [`Value::Election`] per election beside its space's [`Value::Sessions`] (whose leases
-//! say who is live), and the term counter as a fenced lock's.
+//! say who is live), and the term counter as a fenced lock's. A candidate is its lease id
+//! (its first 32 characters) and its campaign's own.
 
 use std::collections::HashMap;
 
@@ -14,19 +15,22 @@ use crate::backend::memory::{MemoryBackend, Store, Value, other_state};
 use crate::backend::steps::{MemoryStep, fencing_counter};
 use crate::error::{Error, Result};
 
-/// A leader: its lease id, term and value, and its lease's deadline.
+/// A leader: its candidate, term and value, and its lease's deadline.
 type Current = (String, u64, Vec<u8>, Instant);
 
-/// One election, with the space's live leases.
+/// One election, with the space's leases.
 struct Election {
     leases: HashMap<String, Instant>,
-    candidates: Vec<(String, Vec<u8>)>,
+    /// By arrival (ms since the epoch), then by candidate, as the sorted set orders them.
+    candidates: Vec<(u64, String, Vec<u8>)>,
     leader: Option<(String, u64, Vec<u8>)>,
 }
 
 impl Election {
+    /// The deadline of candidate `id`'s lease, when live.
     fn live(&self, id: &str, now: Instant) -> Option<Instant> {
-        self.leases.get(id).copied().filter(|at| *at > now)
+        let lease = id.get(..32).unwrap_or(id);
+        self.leases.get(lease).copied().filter(|at| *at > now)
     }
 
     /// The leader while its lease lives (and it is not `gone`).
@@ -40,8 +44,8 @@ impl Election {
     }
 }
 
-/// Runs `step` on the election of `keys`, and stores it back (expiring with the latest
-/// lease; removed with none).
+/// Runs `step` on the election of `keys`, and stores it back (without expiry; an empty one
+/// is not stored).
 fn with_election<R>(
     memory: &MemoryBackend,
     keys: ElectionKeys<'_>,
@@ -68,23 +72,18 @@ fn with_election<R>(
             leader,
         };
         let answer = step(&mut election, store, now);
-        let latest = election
-            .leases
-            .values()
-            .copied()
-            .filter(|at| *at > now)
-            .max();
-        match latest {
-            None => store.remove(&election_key),
-            Some(latest) => store.insert(
+        if election.candidates.is_empty() && election.leader.is_none() {
+            store.remove(&election_key);
+        } else {
+            store.insert(
                 &election_key,
                 Value::Election {
                     candidates: election.candidates,
                     leader: election.leader,
                 },
-                Some(latest),
+                None,
                 now,
-            )?,
+            )?;
         }
         answer
     })
@@ -104,10 +103,15 @@ fn resolve(
         return Ok(Some(leader));
     }
     let leases = election.leases.clone();
+    let alive = |id: &str| {
+        let lease = id.get(..32).unwrap_or(id);
+        leases.get(lease).is_some_and(|at| *at > now)
+    };
     election
         .candidates
-        .retain(|(id, _)| Some(id.as_str()) != gone && leases.get(id).is_some_and(|at| *at > now));
-    let Some((id, value)) = election.candidates.first().cloned() else {
+        .retain(|(_, id, _)| Some(id.as_str()) != gone && alive(id));
+    let Some((_, id, value)) = election.candidates.first().cloned() else {
+        // Nobody leads: said only where someone did.
         if let Some(leader) = election.leader.as_mut() {
             leader.0.clear();
         }
@@ -160,10 +164,16 @@ impl MemoryStep for CampaignStep<'_> {
             if election.live(self.id, now).is_none() {
                 return Ok(CampaignReply::NoLease);
             }
-            if !election.candidates.iter().any(|(id, _)| id == self.id) {
+            let terms_key = memory.physical_key(self.keys.terms);
+            // A counter that is not one is refused before anything is written.
+            fencing_counter::read(store, &terms_key, now, self.keys.terms)?;
+            if !election.candidates.iter().any(|(_, id, _)| id == self.id) {
+                let arrival =
+                    u64::try_from(memory.clock().since_epoch(now).as_millis()).unwrap_or(u64::MAX);
                 election
                     .candidates
-                    .push((self.id.to_owned(), self.value.to_vec()));
+                    .push((arrival, self.id.to_owned(), self.value.to_vec()));
+                election.candidates.sort();
             }
             let leader = resolve(election, store, memory, self.keys, now, None)?;
             Ok(CampaignReply::Leading(leading(leader, Some(self.id), now)))
@@ -181,8 +191,12 @@ impl MemoryStep for ProclaimStep<'_> {
             if let Some(leader) = election.leader.as_mut() {
                 leader.2 = self.value.to_vec();
             }
-            if let Some(candidate) = election.candidates.iter_mut().find(|(id, _)| id == self.id) {
-                candidate.1 = self.value.to_vec();
+            if let Some(candidate) = election
+                .candidates
+                .iter_mut()
+                .find(|(_, id, _)| id == self.id)
+            {
+                candidate.2 = self.value.to_vec();
             }
             Ok(true)
         })
@@ -197,7 +211,7 @@ impl MemoryStep for ResignStep<'_> {
                 .as_ref()
                 .is_some_and(|(id, _, _)| id == self.id);
             resolve(election, store, memory, self.keys, now, Some(self.id))?;
-            election.candidates.retain(|(id, _)| id != self.id);
+            election.candidates.retain(|(_, id, _)| id != self.id);
             Ok(led)
         })
     }
