@@ -105,6 +105,16 @@ async fn every_primitive_stores_its_keys_where_it_did() {
         let mut session = sessions.grant(MINUTE).await.expect("session");
         assert!(session.put("worker", "a").await.expect("put"));
         session.detach().await.expect("held");
+        let election = leasehold::coordination::election::Election::named(&sessions, "job");
+        let candidate = leasehold::coordination::session::ManagedSession::grant(
+            &sessions,
+            &leasehold::coordination::ManagedOptions::new(),
+        )
+        .await
+        .expect("session");
+        let leadership = election.campaign(&candidate, "v").await.expect("leads");
+        std::mem::forget(leadership);
+        std::mem::forget(candidate);
         // A Redlock group's keys on each of its nodes (three handles on one server here,
         // under prefixes of their own).
         let mut nodes: Vec<Coordination> = Vec::new();
@@ -168,6 +178,10 @@ async fn every_primitive_stores_its_keys_where_it_did() {
         "app:|sem:3:job".to_owned(),
         "app:|sem:{3:job}:global".to_owned(),
         "app:|sem:{3:job}:key:client".to_owned(),
+        "app:|session:{3:job}:election:3:job:candidates".to_owned(),
+        "app:|session:{3:job}:election:3:job:leader".to_owned(),
+        "app:|session:{3:job}:election:3:job:terms".to_owned(),
+        "app:|session:{3:job}:election:3:job:values".to_owned(),
         "app:|session:{3:job}:entries".to_owned(),
         "app:|session:{3:job}:expiries".to_owned(),
         "app:|session:{3:job}:lease:<id>".to_owned(),
