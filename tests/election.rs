@@ -465,3 +465,38 @@ async fn leading_turn(
         return occupancy.released(stay, resigned);
     }
 }
+
+/// An observer waiting on the leader's key while its connections are cut, and the value
+/// changes meanwhile: it reads the leadership again once it reconnects and reports the
+/// change (the leader's lease runs for 30 s, longer than this test waits, so only a re-sync
+/// can report it in time).
+#[tokio::test]
+async fn an_observer_resyncs_after_its_connections_are_cut() {
+    let behind = support::Behind::start("election-observe");
+    let watching = behind.through_proxy(|builder| builder).await;
+    let direct = behind.direct().await;
+    let sessions = Sessions::named(&direct, "nodes");
+    let election = Election::named(&sessions, "primary");
+    let mut observer = Election::named(&Sessions::named(&watching, "nodes"), "primary").observe();
+    assert_eq!(next_change(&mut observer).await, None);
+    let a = session(&sessions, Duration::from_secs(30)).await;
+    let first = election.campaign(&a, "a").await.expect("campaign");
+    assert_eq!(
+        next_change(&mut observer).await.expect("a leads").value(),
+        b"a"
+    );
+    let waiting = tokio::spawn(async move {
+        let change = next_change(&mut observer).await;
+        (change, observer)
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiting.is_finished(), "nothing changed yet");
+    behind.proxy.cut();
+    assert!(first.proclaim("a, moved").await.expect("proclaim"));
+    let (change, _observer) = tokio::time::timeout(WAIT, waiting)
+        .await
+        .expect("the observer reports the change")
+        .expect("task");
+    assert_eq!(change.expect("a leads").value(), b"a, moved");
+    assert!(first.resign().await.expect("resign"));
+}

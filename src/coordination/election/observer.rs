@@ -10,8 +10,9 @@ use crate::coordination::owner::acquire_waiting;
 use crate::coordination::{Attempt, DEFAULT_POLL_INTERVAL};
 use crate::error::Result;
 
-/// Follows an election's leadership (see [`Election::observe`]): every change of leader,
-/// term or value, and every gap with no leader, each answered once.
+/// Follows an election's leadership (see
+/// [`Election::observe`](super::Election::observe)): every change of leader, term or
+/// value, and every gap with no leader, each answered once.
 ///
 /// It re-reads the leadership on every change Redis tells of (client tracking on the
 /// leader's key), when the leader's lease would run out, and after any error (a reconnect
