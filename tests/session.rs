@@ -122,6 +122,35 @@ async fn attached_keys_live_and_go_with_their_lease(target: Target) {
     assert!(space.list().await.expect("list").is_empty());
 }
 
+scenario!(a_detached_session_is_kept_alive_and_revoked_by_its_id);
+
+/// A session let go of by its handle lives on: kept alive by its id from another handle
+/// (its key with it, past the lease it had), then revoked by its id, its key with it.
+async fn a_detached_session_is_kept_alive_and_revoked_by_its_id(target: Target) {
+    let coordination = target.coordination("session-detached").await;
+    let space = Sessions::named(&coordination, "detached");
+    let lease = Duration::from_millis(800);
+    let mut session = space.grant(lease).await.expect("grant");
+    assert!(session.put("k", "v").await.expect("put"));
+    let granted = Instant::now();
+    let detached = session.detach().await.expect("held");
+    assert_eq!(detached.expiry(), Some(lease));
+    let by_id = Sessions::named(&coordination, "detached").by_owner(detached.into_owner_token());
+    assert!(by_id.verify().await.expect("verify"));
+    assert!(by_id.renew(MINUTE).await.expect("keep alive"));
+    tokio::time::sleep_until(granted + lease + Duration::from_millis(200)).await;
+    assert!(
+        space.get("k").await.expect("get").is_some(),
+        "kept alive with its lease"
+    );
+    assert_eq!(by_id.release().await.expect("revoke"), Release::Released);
+    assert_eq!(space.get("k").await.expect("get"), None);
+    assert!(
+        !by_id.renew(MINUTE).await.expect("renew"),
+        "nothing comes back"
+    );
+}
+
 scenario!(a_lease_holds_a_bounded_number_of_keys);
 
 /// The bound on names per lease: the next name is refused with nothing written; a name it

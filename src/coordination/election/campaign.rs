@@ -16,7 +16,7 @@ use crate::error::{Error, ErrorKind, Result};
 /// A leader election among the sessions of one [`Sessions`] space, in the shape of etcd's
 /// `Election`: [`campaign`](Self::campaign) waits until the candidate leads,
 /// [`Leadership::proclaim`] sets the leader's value, [`leader`](Self::leader) reads it,
-/// [`observe`](Self::observe) follows every change (the gaps with no leader included),
+/// [`observe`](Self::observe) follows the leadership (the gaps with no leader included),
 /// and [`Leadership::resign`] hands it on. Candidates lead in the order they began to
 /// campaign; a leader leads while its session lives, and the next one's term (a fencing
 /// token) is greater than every earlier one's. Cheap to clone; nothing is sent until a step

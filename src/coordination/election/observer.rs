@@ -11,8 +11,10 @@ use crate::coordination::{Attempt, DEFAULT_POLL_INTERVAL};
 use crate::error::Result;
 
 /// Follows an election's leadership (see
-/// [`Election::observe`](super::Election::observe)): every change of leader, term or
-/// value, and every gap with no leader, each answered once.
+/// [`Election::observe`](super::Election::observe)): a change of leader, term or value,
+/// or a gap with no leader, answered once, whenever what it reads differs from what it
+/// last answered (changes that follow each other between two reads are answered as the
+/// last of them).
 ///
 /// It re-reads the leadership on every change Redis tells of (client tracking on the
 /// leader's key), when the leader's lease would run out, and after any error (a reconnect
