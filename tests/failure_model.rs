@@ -1388,3 +1388,53 @@ async fn an_outage_under_load_is_told_once_not_once_per_request() {
     );
     assert!(logs.count("DEBUG", "gave no decision") >= refused / 2);
 }
+
+/// The readiness probe on the handle, without matching on the backend: ready while the
+/// server answers; unavailable within the response timeout once it accepts bytes and
+/// answers none (stalled), and at once once it refuses connections; ready again after.
+/// Its endpoint names the deployment without the password.
+#[tokio::test]
+async fn the_handle_answers_a_readiness_probe() {
+    let behind = support::Behind::start("ready");
+    let coordination = behind
+        .through_proxy(|builder| builder.response_timeout(Duration::from_millis(300)))
+        .await;
+    coordination.ready().await.expect("ready");
+    assert!(
+        coordination.endpoint().contains(&behind.proxy.url()[8..]),
+        "{}",
+        coordination.endpoint()
+    );
+    behind.proxy.stall();
+    let asked = Instant::now();
+    let err = coordination.ready().await.expect_err("a stalled server");
+    assert!(err.is_unavailable(), "{err}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "bounded: {:?}",
+        asked.elapsed()
+    );
+    behind.proxy.pass();
+    support::eventually("ready again", async || coordination.ready().await.is_ok()).await;
+    let memory = Coordination::memory();
+    memory.ready().await.expect("memory is ready");
+    assert_eq!(memory.endpoint(), "memory");
+    let password = RedisBackend::standalone("redis://:secret@127.0.0.1:1")
+        .key_prefix("ready")
+        .connect()
+        .await
+        .map(Coordination::from)
+        .expect("a handle that boots during an outage");
+    assert!(
+        !password.endpoint().contains("secret"),
+        "{}",
+        password.endpoint()
+    );
+    assert!(
+        password
+            .ready()
+            .await
+            .expect_err("nothing there")
+            .is_unavailable()
+    );
+}

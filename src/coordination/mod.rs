@@ -121,6 +121,41 @@ impl Coordination {
         &self.outages
     }
 
+    /// Whether the backend answers now: for a readiness probe, without matching on the
+    /// backend. On Redis it connects if the handle has not yet (see
+    /// [`RedisBackend::ready`]) and then asks the server's clock, so that a server that
+    /// accepts connections but does not answer (stopped, overloaded) fails as unavailable
+    /// within the handle's response timeout; in memory it is always ready.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> leasehold::Result<()> {
+    /// let coordination = leasehold::Coordination::memory();
+    /// coordination.ready().await?;
+    /// assert_eq!(coordination.endpoint(), "memory");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn ready(&self) -> Result<()> {
+        if let Some(redis) = self.backend.as_redis() {
+            redis.ready().await?;
+        }
+        self.backend.server_time().await.map(drop)
+    }
+
+    /// What this handle talks to, for logs and probes: the Redis deployment's URL (a
+    /// cluster's node URLs, a Sentinel's service name and sentinels) with any password
+    /// replaced by `***`, or `"memory"`.
+    pub fn endpoint(&self) -> &str {
+        match self.backend.as_redis() {
+            Some(redis) => redis.endpoint(),
+            None => "memory",
+        }
+    }
+
     /// The backend's clock as a duration since the Unix epoch (see
     /// [`Backend::server_time`]).
     ///

@@ -15,8 +15,7 @@ pub(crate) const MAX_EXPIRY: Duration = Duration::from_millis(1 << 40);
 pub(crate) fn expiry_ms(what: &str, expiry: Duration) -> Result<u64> {
     if expiry < Duration::from_millis(1) || expiry > MAX_EXPIRY {
         return Err(Error::invalid_argument(format!(
-            "{what} must be between 1 ms and {} ms, not {expiry:?}",
-            MAX_EXPIRY.as_millis()
+            "{what} must be between 1 ms and 2^40 ms (about 34 years), not {expiry:?}"
         )));
     }
     // At most 2^40 ms, so the conversion is exact.
