@@ -120,7 +120,7 @@ impl Election {
         tracing::debug!(election = %self.names, term, "elected");
         Ok(Leadership::new(
             Arc::clone(&self.names),
-            id.to_owned(),
+            candidate,
             term,
             session.ownership(),
             withdraw,

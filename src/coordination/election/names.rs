@@ -40,7 +40,7 @@ impl ElectionNames {
 
     /// Whether `space` is this election's space.
     pub(super) fn in_space(&self, space: &SpaceNames) -> bool {
-        std::ptr::eq(&*self.space, space) || self.space.leases() == space.leases()
+        self.space.leases() == space.leases()
     }
 
     pub(super) fn keys(&self) -> ElectionKeys<'_> {

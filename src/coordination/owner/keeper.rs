@@ -329,7 +329,7 @@ async fn answer<K: HoldingKeys>(
                         // Nobody waits for it any more: released, as a dropped handle's.
                         super::release_in_background(
                             keys,
-                            detached.into_owner_token().as_str().to_owned(),
+                            detached.into_owner_token().into_string(),
                             super::ReleaseStage::Dropped,
                         );
                     }

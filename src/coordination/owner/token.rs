@@ -77,6 +77,11 @@ impl OwnerToken {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The 32 hex digits, by value.
+    pub(crate) fn into_string(self) -> String {
+        self.0
+    }
 }
 
 /// At most the first 40 characters of `text`, for an error message about it.

@@ -29,7 +29,7 @@ impl SpaceNames {
         let tagged = name::hash_tagged(b"session", name);
         let key = |suffix: &[u8]| [tagged.as_slice(), suffix].concat();
         SpaceNames {
-            backend: backend.clone(),
+            backend,
             leases: key(b":leases"),
             expiries: key(b":expiries"),
             entries: key(b":entries"),

@@ -121,8 +121,8 @@ impl Session {
         if self.remaining_estimate().is_zero() {
             return Ok(Claim::NotHeld);
         }
-        let id = self.holding.token().to_owned();
-        let written = put_on(self.holding.keys(), &id, name, value, only_if_free).await?;
+        let holding = &self.holding;
+        let written = put_on(holding.keys(), holding.token(), name, value, only_if_free).await?;
         if written == Claim::NotHeld {
             self.holding.found_gone();
         }
@@ -138,8 +138,7 @@ impl Session {
     /// Cancel safe in effect: dropped after it was sent, the removal may or may not apply;
     /// deleting again settles it.
     pub async fn delete(&mut self, name: impl AsRef<[u8]>) -> Result<bool> {
-        let id = self.holding.token().to_owned();
-        delete_on(self.holding.keys(), &id, name.as_ref()).await
+        delete_on(self.holding.keys(), self.holding.token(), name.as_ref()).await
     }
 
     /// Extends the lease by [`lease`](Self::lease) from now, and every key attached to it
