@@ -57,6 +57,11 @@ impl TestProcess {
         .unwrap_or_else(|_| panic!("no line starting with {prefix:?} within {within:?}"))
     }
 
+    /// Drops every line read so far and not yet taken.
+    pub fn drain(&mut self) {
+        while self.lines.try_recv().is_ok() {}
+    }
+
     /// The next line, whatever it is (unbounded: wrap it in a timeout).
     pub async fn next_line(&mut self) -> String {
         self.lines.recv().await.expect("the process prints a line")
