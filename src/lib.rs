@@ -141,6 +141,7 @@ mod jitter;
 pub mod layer;
 mod outage_log;
 mod retry_after;
+pub mod telemetry;
 mod time;
 
 pub use coordination::Coordination;

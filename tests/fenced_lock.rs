@@ -1473,28 +1473,6 @@ fn primary_and_replica(kind: ServerKind, args: &[&str]) -> (Server, Server) {
     (primary, replica)
 }
 
-/// Sends SIGSTOP to a server, and SIGCONT when dropped.
-struct Stopped(String);
-
-impl Stopped {
-    fn stop(server: &Server) -> Self {
-        let pid = server.pid().expect("a running server").to_string();
-        let status = std::process::Command::new("kill")
-            .args(["-STOP", &pid])
-            .status();
-        assert!(status.expect("kill").success());
-        Stopped(pid)
-    }
-}
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("kill")
-            .args(["-CONT", &self.0])
-            .status();
-    }
-}
-
 /// Durable fencing hands out a lease and its token only once the replica holds it: while
 /// the replica is stopped, every acquisition fails closed (an error that says so, within
 /// its wait, and the lease released: the lock is free); once it is back, acquisitions are
@@ -1555,7 +1533,7 @@ async fn durable_fencing_grants_only_what_a_replica_holds() {
     );
 
     // No replica to confirm: nothing is granted, and nothing is left held.
-    let stopped = Stopped::stop(&replica);
+    let stopped = replica.freeze();
     for _ in 0..5 {
         let started = std::time::Instant::now();
         let err = strict.try_acquire(lease).await.expect_err("not confirmed");

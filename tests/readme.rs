@@ -64,7 +64,9 @@ async fn concurrency_limits_for_streaming_responses(coordination: Coordination) 
         Capacity::per_key(2).and_global(100),
     )?
     .lease(Duration::from_secs(10))
-    .circuit_breaker(CircuitBreaker::new());
+    // Its own breaker, rather than the one it shares with every layer and extractor of the
+    // handle (on by default).
+    .circuit_breaker(CircuitBreaker::new().open_for(Duration::from_secs(5)));
     let app: Router = Router::new().route("/events", get(events).layer(streams));
     Ok(())
 }

@@ -131,6 +131,16 @@ impl Backend {
         matches!(self.0, Kind::Memory(_))
     }
 
+    /// A count of the server's answers on this handle, which moves whenever the server
+    /// answers anything (see the circuit breaker's judgement of a timeout); `None` in memory,
+    /// which cannot fall silent.
+    pub(crate) fn answers(&self) -> Option<u64> {
+        match &self.0 {
+            Kind::Redis(redis) => Some(redis.answers()),
+            Kind::Memory(_) => None,
+        }
+    }
+
     /// The deadline an acquisition sent now carries on the server's clock (see
     /// [`RedisBackend::acquire_deadline`](redis::RedisBackend)); `None` in memory, where no
     /// command can be delayed.

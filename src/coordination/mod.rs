@@ -48,6 +48,8 @@ use crate::backend::Backend;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::RedisBackend;
 use crate::error::Result;
+use crate::layer::circuit_breaker::Breaker;
+use crate::layer::{CircuitBreaker, CircuitState};
 
 /// The entry point: a backend shared by every primitive built from it. Cheap to clone.
 ///
@@ -76,15 +78,67 @@ pub struct Coordination {
     /// The outages the extractors that use this handle meet, told once each (shared by its
     /// clones).
     outages: std::sync::Arc<crate::outage_log::OutageLog>,
+    /// The circuit breaker of the acquisitions made through this handle by the extractors
+    /// and the layers built from it (shared by its clones); none in process.
+    breaker: Option<std::sync::Arc<Breaker>>,
 }
 
 impl Coordination {
     /// A handle over any backend.
     pub fn new(backend: impl Into<Backend>) -> Self {
+        let backend = backend.into();
         Coordination {
-            backend: backend.into(),
+            breaker: Breaker::by_default(&backend),
+            backend,
             outages: std::sync::Arc::default(),
         }
+    }
+
+    /// The circuit breaker of the acquisitions made through this handle (see
+    /// [`CircuitBreaker`]): by the [extractors](crate::extract) that take it, and by the
+    /// [layers](crate::layer) built from it afterwards, unless a layer has its own. On Redis
+    /// each handle has one with [`CircuitBreaker::default`]'s settings; `None` removes it
+    /// (every acquisition then waits out its timeout while the server is silent). Clones
+    /// made before keep the breaker they had.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leasehold::Coordination;
+    /// use leasehold::layer::CircuitBreaker;
+    ///
+    /// let coordination = Coordination::memory()
+    ///     .circuit_breaker(Some(CircuitBreaker::new().open_for(Duration::from_secs(2))));
+    /// # let _ = coordination;
+    /// ```
+    pub fn circuit_breaker(mut self, breaker: Option<CircuitBreaker>) -> Self {
+        self.breaker = breaker.map(|settings| {
+            Breaker::new(
+                settings,
+                &self.backend,
+                &crate::layer::circuit_breaker::handle_name(&self.backend),
+            )
+        });
+        self
+    }
+
+    /// The state of this handle's [circuit breaker](Self::circuit_breaker), for a readiness
+    /// probe or a gauge; `None` without one (in process, or removed).
+    ///
+    /// ```
+    /// use leasehold::Coordination;
+    /// use leasehold::layer::{CircuitBreaker, CircuitState};
+    ///
+    /// let coordination = Coordination::memory().circuit_breaker(Some(CircuitBreaker::new()));
+    /// assert_eq!(coordination.circuit_state(), Some(CircuitState::Closed));
+    /// assert_eq!(Coordination::memory().circuit_state(), None);
+    /// ```
+    pub fn circuit_state(&self) -> Option<CircuitState> {
+        self.breaker.as_ref().map(|breaker| breaker.state())
+    }
+
+    /// The handle's circuit breaker, shared.
+    pub(crate) fn breaker(&self) -> Option<&std::sync::Arc<Breaker>> {
+        self.breaker.as_ref()
     }
 
     /// A handle over a new in-process [`MemoryBackend`] with default settings.

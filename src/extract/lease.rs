@@ -197,7 +197,10 @@ where
             if let Some(group) = group {
                 let lease = take(
                     &taking,
-                    coordination.outages(),
+                    &coordination,
+                    // The group's nodes are not the handle's backend, whose breaker would
+                    // judge their silence by its own server's answers.
+                    None,
                     Reason::held,
                     || group.try_acquire(&name, options.lease_duration()),
                     || group.acquire(&name, options.lease_duration()),
@@ -208,7 +211,8 @@ where
             let lock = FencedLock::named(&coordination, &name);
             let lease = take(
                 &taking,
-                coordination.outages(),
+                &coordination,
+                coordination.breaker(),
                 Reason::held,
                 || lock.try_acquire(options.lease_duration()),
                 || lock.acquire_with(options),

@@ -249,7 +249,8 @@ where
                 Semaphore::new(&coordination, name, capacity).map_err(Reason::failed)?;
             take(
                 &taking,
-                coordination.outages(),
+                &coordination,
+                coordination.breaker(),
                 Reason::full,
                 || semaphore.try_acquire(expiry),
                 || semaphore.acquire_with(options),
@@ -267,7 +268,8 @@ where
                 KeyedSemaphore::new(&coordination, name, capacity).map_err(Reason::failed)?;
             take(
                 &taking,
-                coordination.outages(),
+                &coordination,
+                coordination.breaker(),
                 Reason::full,
                 || semaphore.try_acquire(&key, expiry),
                 || semaphore.acquire_with(&key, options),

@@ -219,7 +219,8 @@ where
     let options = &taking.options;
     let lease = take(
         &taking,
-        coordination.outages(),
+        &coordination,
+        coordination.breaker(),
         Reason::held,
         || async {
             let lease = options.lease_duration();

@@ -2,27 +2,33 @@
 //! the request's bound, each attempt bounded by its timeout.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::rejection::Reason;
 use super::spec::Taking;
+use crate::Coordination;
 use crate::coordination::Attempt;
 use crate::error::{Error, ErrorKind, Result};
-use crate::outage_log::{OutageLog, Outcome};
+use crate::layer::admission::decide::{self, Failure};
+use crate::layer::circuit_breaker::{Admission, Breaker};
+use crate::outage_log::Outcome;
 
 /// What the extractors' events call their backend.
 const WHAT: &str = "lease";
 
 /// Takes what `attempt` (at once) or `wait` (waiting) take, as `taking` says: `busy` makes
-/// the refusal from the time left, capped by the request. Tells `outages` (the
-/// [`Coordination`](crate::Coordination)'s) whether the backend decided, so that an outage
-/// is logged once, not once per request.
+/// the refusal from the time left, capped by the request. Each attempt passes `breaker` (the
+/// [`Coordination`]'s, for what lives on its backend), which hears how it went; the
+/// handle's outage log hears whether the backend decided, so that an outage is logged once,
+/// not once per request.
 ///
 /// Cancel safe as the primitives' own steps are: a dropped acquisition releases what it may
 /// have been granted in the background.
 pub(super) async fn take<T, A, W>(
     taking: &Taking,
-    outages: &OutageLog,
+    coordination: &Coordination,
+    breaker: Option<&Arc<Breaker>>,
     busy: fn(Duration) -> Reason,
     attempt: impl FnOnce() -> A,
     wait: impl FnOnce() -> W,
@@ -31,7 +37,8 @@ where
     A: Future<Output = Result<Attempt<T>>>,
     W: Future<Output = Result<T>>,
 {
-    let taken = take_as_asked(taking, busy, attempt, wait).await;
+    let taken = take_as_asked(taking, breaker, busy, attempt, wait).await;
+    let outages = coordination.outages();
     match &taken {
         Ok(_) | Err(Reason::Held { .. } | Reason::Full { .. }) => outages.decided(WHAT),
         Err(Reason::Unavailable(err)) => {
@@ -44,6 +51,7 @@ where
 
 async fn take_as_asked<T, A, W>(
     taking: &Taking,
+    breaker: Option<&Arc<Breaker>>,
     busy: fn(Duration) -> Reason,
     attempt: impl FnOnce() -> A,
     wait: impl FnOnce() -> W,
@@ -67,34 +75,56 @@ where
              forever; set release_on_drop(true), or a max_lifetime",
         )));
     }
+    // While the circuit is open, nothing is sent: not the wait, nor the last try.
+    let admission = decide::admit(breaker).map_err(|_| Reason::Unavailable(circuit_open()))?;
     if taking.max_wait.is_zero() {
-        return once(taking, busy, attempt()).await;
+        return once(taking, admission, busy, attempt()).await;
     }
+    // The wait is many steps over a long time: no verdict on the backend (a probe's slot is
+    // given back when the admission drops). Its last try asks the breaker again.
+    drop(admission);
     match tokio::time::timeout(taking.max_wait, wait()).await {
         Ok(held) => held.map_err(Reason::failed),
         // Gave up waiting: one last try, which also says how long the holders have left.
-        Err(_) => once(taking, busy, attempt()).await,
+        Err(_) => {
+            let admission =
+                decide::admit(breaker).map_err(|_| Reason::Unavailable(circuit_open()))?;
+            once(taking, admission, busy, attempt()).await
+        }
     }
 }
 
+/// The error of an acquisition the circuit breaker stopped: unavailable, nothing sent.
+fn circuit_open() -> Error {
+    Error::new(
+        ErrorKind::Io,
+        "the lease backend keeps failing: the circuit breaker is open, nothing was sent",
+    )
+}
+
 /// What `attempt` takes now, or the refusal with the holders' time left, within the
-/// request's timeout.
+/// request's timeout, told to the circuit breaker that admitted it.
 async fn once<T>(
     taking: &Taking,
+    admission: Option<Admission>,
     busy: fn(Duration) -> Reason,
     attempt: impl Future<Output = Result<Attempt<T>>>,
 ) -> std::result::Result<T, Reason> {
     let timeout = taking.timeout;
-    let attempt = tokio::time::timeout(timeout, attempt).await.map_err(|_| {
-        Reason::Unavailable(
-            Error::new(
-                ErrorKind::Timeout,
-                format!("no answer from the lease backend within {timeout:?}"),
-            )
-            .uncertain(true),
-        )
-    })?;
-    match attempt.map_err(Reason::failed)? {
+    let attempt =
+        decide::within(attempt, timeout, admission)
+            .await
+            .map_err(|failure| match failure {
+                Failure::Backend(err) => Reason::failed(err),
+                Failure::TimedOut(_) | Failure::CircuitOpen => Reason::Unavailable(
+                    Error::new(
+                        ErrorKind::Timeout,
+                        format!("no answer from the lease backend within {timeout:?}"),
+                    )
+                    .uncertain(true),
+                ),
+            })?;
+    match attempt {
         Attempt::Acquired(held) => Ok(held),
         Attempt::Busy { retry_after } => Err(busy(retry_after_of(
             retry_after,

@@ -1,29 +1,50 @@
-//! A worker-local circuit breaker for a layer's decisions, so a dead backend is not hammered.
+//! A circuit breaker for the acquisitions made through one handle or layer, so that a dead or
+//! silent backend is not hammered and does not cost every request its timeout.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// Settings of a circuit breaker that stops a layer's new decisions (rate-limit decisions,
-/// concurrency permits: "acquisitions" below) from reaching a backend that keeps failing.
-/// Either layer takes one with `.circuit_breaker(...)`.
+use crate::backend::Backend;
+
+/// Settings of a circuit breaker that stops new decisions (rate-limit decisions, concurrency
+/// permits, the extractors' leases and permits: "acquisitions" below) from reaching a
+/// backend that keeps failing, so that a silent Redis costs each request nothing rather than
+/// its whole timeout.
+///
+/// On by default on Redis: every [`Coordination`](crate::Coordination) handle has one
+/// ([`Coordination::circuit_state`](crate::Coordination::circuit_state)), shared by its
+/// clones, by the extractors that take it and by the layers built from it. A layer may have
+/// its own (`.circuit_breaker(...)`) or none (`.no_circuit_breaker()`); the handle's is set
+/// with [`Coordination::circuit_breaker`](crate::Coordination::circuit_breaker). The
+/// in-process backend has none: it cannot fall silent.
 ///
 /// - **Closed**: acquisitions go to the backend; `failure_threshold` consecutive
-///   availability failures ([`Error::is_unavailable`](crate::Error::is_unavailable): no
-///   connection, no reply within the backend's response timeout, a failover reply) open the
-///   circuit. Refusals do not count, and neither does the layer's own timeout: an acquisition
-///   that outlives it goes on in the background, and what the backend then says counts.
+///   availability failures open the circuit. A failure is an error that says the backend is
+///   unavailable ([`Error::is_unavailable`](crate::Error::is_unavailable): no connection, no
+///   reply within the backend's response timeout, a failover reply), or a layer's timeout
+///   during which no step on the handle got its answer (none arrived for any step still
+///   awaited since the acquisition was sent): silence. Refusals do not count, and neither
+///   does a timeout while other answers arrive (one slow step, a busy moment, renewals and
+///   releases answered meanwhile): a server that answers something is not silent, however
+///   slow. On a quiet handle a server slower than the timeout is as good as silent, since
+///   its answers come to requests already dropped.
+///
+/// The handle's breaker judges every acquisition made through it together: a layer whose
+/// timeout is much shorter than the others' can open it for all of them. Give such a layer
+/// its own breaker (`.circuit_breaker(...)`) or none.
 /// - **Open**: acquisitions fail at once, with no network I/O, for `open_for` (plus or minus
-///   up to a fifth, at random, so that replicas do not probe in step).
+///   up to a fifth, at random, so that replicas do not probe in step), or until the server
+///   answers anything on the handle (a held lease's renewal, an error reply), whichever
+///   comes first.
 /// - **Half-open**: at most `half_open_probes` acquisitions at a time test the backend; one
 ///   probe's success closes the circuit, one failed probe opens it again with fresh jitter.
 ///   Only a probe closes it: a late answer to an acquisition sent before the circuit opened
 ///   does not.
 ///
-/// The breaker is local to one process and guards acquisitions only: renewals of permits
-/// already held always go to the backend, so streams in flight survive a short outage.
+/// The breaker guards acquisitions only: renewals and releases of what is already held
+/// always go to the backend, so leases and streams in flight survive a short outage.
 ///
 /// # Example
 ///
@@ -45,11 +66,14 @@ pub struct CircuitBreaker {
 }
 
 impl CircuitBreaker {
-    /// Five consecutive failures open the circuit for five seconds; one probe at a time.
+    /// Five consecutive failures open the circuit for two seconds; one probe at a time. So
+    /// a silent server costs the first few requests their timeouts, every request after them
+    /// nothing, and one probe's timeout every two seconds; and a server back from an outage
+    /// is found within about two seconds (at once, if it answers a held lease's renewal).
     pub fn new() -> Self {
         CircuitBreaker {
             failure_threshold: 5,
-            open_for: Duration::from_secs(5),
+            open_for: Duration::from_secs(2),
             half_open_probes: 1,
         }
     }
@@ -106,19 +130,25 @@ pub enum CircuitState {
     HalfOpen,
 }
 
-/// A breaker's live state, shared by every clone of one layer.
+/// What a [`Coordination`](crate::Coordination)'s breaker is called in its gauge: the
+/// deployment it reaches, without its password.
+pub(crate) fn handle_name(backend: &Backend) -> String {
+    backend
+        .as_redis()
+        .map_or_else(|| "memory".to_owned(), |redis| redis.endpoint().to_owned())
+}
+
+/// A breaker's live state, shared by every clone of one handle or layer.
 #[derive(Debug)]
 pub(crate) struct Breaker {
     settings: CircuitBreaker,
     state: Mutex<State>,
-    /// Attempts that outlived the layer's timeout and are heard out in the background.
-    late: AtomicUsize,
+    /// The backend it guards, asked whether the server answered anything between two
+    /// moments (see [`Backend::answers`]).
+    backend: Backend,
+    /// Its name in the state's gauge: `handle`, or the layer's name.
+    name: Arc<str>,
 }
-
-/// The most attempts a breaker hears out in the background after the layer's timeout: a
-/// flood that pushes every decision past the timeout would otherwise spawn one task per
-/// request. Beyond it, a late attempt is dropped at the timeout, and gives no verdict.
-pub(crate) const MAX_LATE_ATTEMPTS: usize = 64;
 
 #[derive(Debug)]
 enum State {
@@ -129,6 +159,9 @@ enum State {
     Open {
         until: Instant,
         round: u64,
+        /// The count of the server's answers when it opened: once it moves, the server
+        /// answers again and a probe may go at once.
+        answers: Option<u64>,
     },
     /// `round` counts half-open rounds, so that a probe from an earlier round, answered
     /// late, cannot close or reopen this one, nor free one of its probe slots.
@@ -147,25 +180,42 @@ pub(crate) struct Admission {
     breaker: Arc<Breaker>,
     /// The half-open round this admission probes in; `None` when admitted while closed.
     probe: Option<u64>,
+    /// The count of the server's answers when it was admitted (see
+    /// [`timed_out`](Self::timed_out)).
+    answers: Option<u64>,
     settled: bool,
 }
 
 impl Breaker {
-    pub(crate) fn new(settings: CircuitBreaker) -> Arc<Self> {
-        Arc::new(Breaker {
+    /// A breaker for the acquisitions on `backend`, called `name` in its gauge.
+    pub(crate) fn new(settings: CircuitBreaker, backend: &Backend, name: &str) -> Arc<Self> {
+        let breaker = Breaker {
             settings,
             state: Mutex::new(State::Closed {
                 failures: 0,
                 round: 0,
             }),
-            late: AtomicUsize::new(0),
-        })
+            backend: backend.clone(),
+            name: name.into(),
+        };
+        Arc::new(breaker)
+    }
+
+    /// The breaker a handle on `backend` has by default: none in process, which cannot fall
+    /// silent.
+    pub(crate) fn by_default(backend: &Backend) -> Option<Arc<Self>> {
+        (!backend.decides_in_process())
+            .then(|| Breaker::new(CircuitBreaker::default(), backend, &handle_name(backend)))
     }
 
     pub(crate) fn state(&self) -> CircuitState {
         match &*self.lock() {
             State::Closed { .. } => CircuitState::Closed,
-            State::Open { until, .. } if Instant::now() < *until => CircuitState::Open,
+            State::Open { until, answers, .. }
+                if Instant::now() < *until && self.backend.answers() == *answers =>
+            {
+                CircuitState::Open
+            }
             // Past its end, an open circuit admits probes on the next acquisition.
             State::Open { .. } | State::HalfOpen { .. } => CircuitState::HalfOpen,
         }
@@ -177,12 +227,17 @@ impl Breaker {
         let mut state = self.lock();
         let probe = match &mut *state {
             State::Closed { .. } => None,
-            State::Open { until, round } => {
-                if Instant::now() < *until {
+            State::Open {
+                until,
+                round,
+                answers,
+            } => {
+                if Instant::now() < *until && self.backend.answers() == *answers {
                     return None;
                 }
                 let round = *round + 1;
                 *state = State::HalfOpen { probes: 1, round };
+                crate::telemetry::circuit(&self.name, CircuitState::HalfOpen);
                 Some(round)
             }
             State::HalfOpen { probes, round } => {
@@ -196,6 +251,7 @@ impl Breaker {
         Some(Admission {
             breaker: self.clone(),
             probe,
+            answers: self.backend.answers(),
             settled: false,
         })
     }
@@ -206,11 +262,23 @@ impl Breaker {
         | State::HalfOpen { round, .. }
         | State::Open { round, .. }) = state;
         let round = *round;
-        *state = State::Open { until, round };
-        tracing::warn!(
-            open_for = ?self.settings.open_for,
-            "the backend keeps failing: circuit open, acquisitions fail fast"
-        );
+        let reopened = matches!(state, State::HalfOpen { .. });
+        *state = State::Open {
+            until,
+            round,
+            answers: self.backend.answers(),
+        };
+        crate::telemetry::circuit(&self.name, CircuitState::Open);
+        // The outage itself is told at WARN by each layer's outage log, once; the breaker's
+        // opening is a detail of it, and a failed probe every few seconds is no news.
+        if reopened {
+            tracing::debug!(open_for = ?self.settings.open_for, "a probe failed: circuit open again");
+        } else {
+            tracing::info!(
+                open_for = ?self.settings.open_for,
+                "the backend keeps failing: circuit open, acquisitions fail fast"
+            );
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -222,28 +290,6 @@ impl Breaker {
 }
 
 impl Admission {
-    /// Claims one of the breaker's [`MAX_LATE_ATTEMPTS`] slots for an attempt heard out in
-    /// the background, released when the returned guard drops; `None` when all are taken.
-    pub(crate) fn hear_out_late(&self) -> Option<LateAttempt> {
-        let breaker = &self.breaker;
-        let mut taken = breaker.late.load(Ordering::Relaxed);
-        loop {
-            if taken >= MAX_LATE_ATTEMPTS {
-                tracing::debug!("too many late attempts heard out; dropping this one");
-                return None;
-            }
-            match breaker.late.compare_exchange_weak(
-                taken,
-                taken + 1,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Some(LateAttempt(breaker.clone())),
-                Err(now) => taken = now,
-            }
-        }
-    }
-
     /// The backend answered. A probe's answer closes the circuit; any other resets the count
     /// of a closed circuit, but does not close an open one: an acquisition admitted before
     /// the circuit opened says nothing about the backend now.
@@ -256,8 +302,18 @@ impl Admission {
                 tracing::info!("the backend answered a probe: circuit closed");
                 let round = *round;
                 *state = State::Closed { failures: 0, round };
+                crate::telemetry::circuit(&self.breaker.name, CircuitState::Closed);
             }
             State::HalfOpen { .. } | State::Open { .. } => {}
+        }
+    }
+
+    /// The acquisition outlived its caller's timeout: a failure when the server answered
+    /// nothing on the handle since it was admitted (it is silent, not slow: a busy runtime or
+    /// one slow step leaves other answers arriving), no verdict otherwise.
+    pub(crate) fn timed_out(self) {
+        if self.answers.is_some() && self.breaker.backend.answers() == self.answers {
+            self.failed();
         }
     }
 
@@ -277,15 +333,6 @@ impl Admission {
             // A late failure from before the circuit opened, or while another probe runs.
             State::HalfOpen { .. } | State::Open { .. } => {}
         }
-    }
-}
-
-/// A slot for a late attempt (see [`Admission::hear_out_late`]), given back on drop.
-pub(crate) struct LateAttempt(Arc<Breaker>);
-
-impl Drop for LateAttempt {
-    fn drop(&mut self) {
-        self.0.late.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -315,12 +362,15 @@ fn jittered(base: Duration) -> Duration {
 mod tests {
     use super::*;
 
+    /// On an in-process backend, whose answers are never counted: only verdicts move it.
     fn breaker(threshold: u32, probes: u32) -> Arc<Breaker> {
         Breaker::new(
             CircuitBreaker::new()
                 .failure_threshold(threshold)
                 .open_for(Duration::from_secs(10))
                 .half_open_probes(probes),
+            &Backend::from(crate::backend::memory::MemoryBackend::new()),
+            "test",
         )
     }
 
@@ -330,22 +380,12 @@ mod tests {
             CircuitBreaker::new()
                 .failure_threshold(1)
                 .open_for(Duration::MAX),
+            &Backend::from(crate::backend::memory::MemoryBackend::new()),
+            "test",
         );
         breaker.admit().expect("closed").failed();
         assert_eq!(breaker.state(), CircuitState::Open);
         assert!(breaker.admit().is_none());
-    }
-
-    #[test]
-    fn at_most_a_bounded_number_of_late_attempts_are_heard_out() {
-        let breaker = breaker(3, 1);
-        let admission = breaker.admit().expect("closed");
-        let slots: Vec<_> = (0..MAX_LATE_ATTEMPTS)
-            .map(|_| admission.hear_out_late().expect("a free slot"))
-            .collect();
-        assert!(admission.hear_out_late().is_none(), "the cap");
-        drop(slots);
-        assert!(admission.hear_out_late().is_some(), "given back");
     }
 
     #[tokio::test(start_paused = true)]
@@ -433,6 +473,7 @@ mod tests {
         let late = Admission {
             breaker: breaker.clone(),
             probe: Some(1),
+            answers: None,
             settled: false,
         };
         late.succeeded();
@@ -440,6 +481,7 @@ mod tests {
         let late = Admission {
             breaker: breaker.clone(),
             probe: Some(1),
+            answers: None,
             settled: false,
         };
         drop(late);

@@ -44,7 +44,7 @@
 //! ```
 
 pub(crate) mod admission;
-mod circuit_breaker;
+pub(crate) mod circuit_breaker;
 pub mod concurrency_limit;
 mod failure;
 pub(crate) mod headers;

@@ -13,6 +13,7 @@ pub mod increx_module;
 pub mod logs;
 pub mod process;
 pub mod proxy;
+pub mod recorder;
 pub mod sentinel;
 pub mod server;
 pub mod spawner;

@@ -262,6 +262,17 @@ impl Server {
             .flatten()
     }
 
+    /// Freezes the server (SIGSTOP) until the guard drops (SIGCONT): its connections stay
+    /// open and nothing answers, as a stalled or overloaded Redis.
+    pub fn freeze(&self) -> Frozen {
+        let pid = self.pid().expect("a running server").to_string();
+        let status = std::process::Command::new("kill")
+            .args(["-STOP", &pid])
+            .status();
+        assert!(status.expect("kill").success(), "SIGSTOP {pid}");
+        Frozen(pid)
+    }
+
     /// A sync client for this server over TCP.
     pub fn client(&self) -> redis::Client {
         redis::Client::open(self.url()).expect("valid url")
@@ -725,4 +736,15 @@ pub fn independent(n: usize) -> &'static [Server] {
         )
     });
     &all[..n]
+}
+
+/// A server frozen by [`Server::freeze`], thawed (SIGCONT) when dropped.
+pub struct Frozen(String);
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-CONT", &self.0])
+            .status();
+    }
 }

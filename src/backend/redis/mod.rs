@@ -602,6 +602,11 @@ impl RedisBackend {
         }
     }
 
+    /// A count of the server's answers on this handle (see [`Backend::answers`](crate::backend::Backend::answers)).
+    pub(crate) fn answers(&self) -> u64 {
+        self.shared.outage.answers()
+    }
+
     /// Sends one native command and converts its reply.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
         let reply = self.query_raw(cmd).await.map_err(SendError::into_error)?;

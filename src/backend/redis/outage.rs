@@ -26,6 +26,8 @@ pub(super) struct Outage {
     since: AtomicU64,
     /// Milliseconds from `origin` to the outage's latest failure, plus one.
     latest: AtomicU64,
+    /// How many times the server answered (see [`answers`](Self::answers)).
+    answers: AtomicU64,
 }
 
 impl Outage {
@@ -34,6 +36,7 @@ impl Outage {
             origin: Instant::now(),
             since: AtomicU64::new(0),
             latest: AtomicU64::new(0),
+            answers: AtomicU64::new(0),
         }
     }
 
@@ -58,12 +61,20 @@ impl Outage {
         self.origin + Duration::from_millis(since.max(1) - 1)
     }
 
-    /// The server answered: the outage, if any, is over. One load when there is none, since
-    /// every step calls it.
+    /// The server answered: the outage, if any, is over. An increment and a load when there
+    /// is none, since every step calls it.
     pub(super) fn end(&self) {
+        self.answers.fetch_add(1, Ordering::Relaxed);
         if self.since.load(Ordering::Relaxed) != 0 {
             self.since.store(0, Ordering::Release);
         }
+    }
+
+    /// A count of the server's answers (replies and error replies) to the steps awaited on
+    /// this handle, for telling whether it answered anything between two moments: the count
+    /// moved, or it did not.
+    pub(super) fn answers(&self) -> u64 {
+        self.answers.load(Ordering::Relaxed)
     }
 
     /// Milliseconds from `origin` to `now`, plus one (zero marks no stamp); a stamp too far to

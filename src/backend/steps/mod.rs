@@ -45,9 +45,16 @@ use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::RedisBackend;
 use crate::backend::{Backend, Kind};
 use crate::error::Result;
+use crate::telemetry;
+
+use tracing::Instrument as _;
 
 /// One atomic step of a primitive: what it answers, the same on both backends.
 pub(crate) trait Step {
+    /// Its primitive, by its folder here: the `primitive` of its trace and error count.
+    const PRIMITIVE: &'static str;
+    /// Its name (its type's, in snake case): the `step` of its trace and error count.
+    const NAME: &'static str;
     /// What the step answers.
     type Reply;
 }
@@ -68,18 +75,21 @@ pub(crate) trait MemoryStep: Step {
 }
 
 impl Backend {
-    /// Runs one step on this backend.
+    /// Runs one step on this backend, in its trace span (see [`crate::telemetry`]).
     ///
     /// Not cancel safe on Redis: once the request is written, dropping the future does not
     /// stop the step, which may run to completion on the server.
     pub(crate) async fn run<S: RedisStep + MemoryStep>(&self, step: S) -> Result<S::Reply> {
-        match self.kind() {
+        let span = step_span::<S>();
+        let outcome = match self.kind() {
             // Boxed: a redis-rs future is a deeply nested type, and callers nest this one
             // further (timeouts, layers, extractors, user code); on the heap it costs one
             // allocation per step and keeps every caller's future small.
-            Kind::Redis(redis) => Box::pin(step.on_redis(redis)).await,
-            Kind::Memory(memory) => step.in_memory(memory),
-        }
+            Kind::Redis(redis) => Box::pin(step.on_redis(redis).instrument(span.clone())).await,
+            Kind::Memory(memory) => span.in_scope(|| step.in_memory(memory)),
+        };
+        telemetry::observe_step(&span, S::PRIMITIVE, S::NAME, &outcome);
+        outcome
     }
 
     /// Runs one step that may be delivered twice: one that only reads, or one that counts
@@ -94,14 +104,35 @@ impl Backend {
         &self,
         step: S,
     ) -> Result<S::Reply> {
-        match self.kind() {
+        let span = step_span::<S>();
+        let outcome = match self.kind() {
             // Boxed for the reason `run` gives.
             Kind::Redis(redis) => {
-                Box::pin(redis.resending_uncertain(|| step.on_redis(redis))).await
+                Box::pin(
+                    redis
+                        .resending_uncertain(|| step.on_redis(redis))
+                        .instrument(span.clone()),
+                )
+                .await
             }
-            Kind::Memory(memory) => step.in_memory(memory),
-        }
+            Kind::Memory(memory) => span.in_scope(|| step.in_memory(memory)),
+        };
+        telemetry::observe_step(&span, S::PRIMITIVE, S::NAME, &outcome);
+        outcome
     }
+}
+
+/// A step's span: `DEBUG`, with its primitive, its name and (once answered) its outcome.
+/// Disabled, as it is unless a subscriber asks for `DEBUG` here, it costs a load and a
+/// comparison.
+#[inline]
+fn step_span<S: Step>() -> tracing::Span {
+    tracing::debug_span!(
+        "step",
+        primitive = S::PRIMITIVE,
+        step = S::NAME,
+        outcome = tracing::field::Empty
+    )
 }
 
 /// The largest future the rate limiters' hot path may allocate: glibc's `malloc` serves
@@ -132,7 +163,7 @@ pub(crate) mod tests {
 
     /// The size of `step`'s future on Redis, as [`Backend::run`] boxes it.
     fn future_size<S: RedisStep>(step: S, redis: &RedisBackend) -> usize {
-        std::mem::size_of_val(&step.on_redis(redis))
+        std::mem::size_of_val(&step.on_redis(redis).instrument(step_span::<S>()))
     }
 
     /// Each rate limiter's step on Redis, as [`Backend::run`] boxes it on every decision,

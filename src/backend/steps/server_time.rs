@@ -14,6 +14,8 @@ use crate::error::Result;
 pub(crate) struct ServerTime;
 
 impl Step for ServerTime {
+    const PRIMITIVE: &'static str = "server_time";
+    const NAME: &'static str = "server_time";
     type Reply = Duration;
 }
 

@@ -25,6 +25,7 @@ use super::{
     Detached, HoldingKeys, OwnerToken, ReleaseOnDrop, ReleaseStage, release_bounded, worth_retrying,
 };
 use crate::error::Result;
+use crate::telemetry::Renewal;
 
 /// The state of a holding (see the [table](self)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +80,7 @@ impl<K: HoldingKeys> Holding<K> {
             drop(late_delivery);
             return None;
         }
+        crate::telemetry::held(K::PRIMITIVE, 1);
         Some(Holding {
             keys,
             token,
@@ -88,6 +90,18 @@ impl<K: HoldingKeys> Holding<K> {
             state: State::Held,
             late_delivery,
         })
+    }
+
+    /// Moves to `state`, keeping the count of holdings held (held or uncertain: not yet
+    /// ended by this handle) in step.
+    fn set_state(&mut self, state: State) {
+        let counted = |state| matches!(state, State::Held | State::Uncertain);
+        match (counted(self.state), counted(state)) {
+            (true, false) => crate::telemetry::held(K::PRIMITIVE, -1),
+            (false, true) => crate::telemetry::held(K::PRIMITIVE, 1),
+            _ => {}
+        }
+        self.state = state;
     }
 
     pub(crate) fn keys(&self) -> &Arc<K> {
@@ -131,7 +145,7 @@ impl<K: HoldingKeys> Holding<K> {
     /// that finds it gone leaves it.
     pub(crate) fn found_gone(&mut self) {
         if self.state == State::Held {
-            self.state = State::Lost;
+            self.set_state(State::Lost);
         }
     }
 
@@ -164,20 +178,24 @@ impl<K: HoldingKeys> Holding<K> {
                 let counted = least(asked, self.unanswered_floor);
                 self.expires_by = counted.map(|counted| sent_at + counted);
                 tracing::debug!(keys = %self.keys, expiry_ms, "{} renewed", K::WHAT);
+                crate::telemetry::renewed(K::PRIMITIVE, Renewal::Renewed);
                 Ok(true)
             }
             Ok(false) => {
-                self.state = State::Lost;
+                self.set_state(State::Lost);
                 tracing::debug!(keys = %self.keys, "{} lost before its renewal", K::WHAT);
+                crate::telemetry::renewed(K::PRIMITIVE, Renewal::Lost);
                 Ok(false)
             }
             Err(err) if !err.may_have_applied() => {
                 (self.expires_by, self.unanswered_floor) = before;
                 tracing::debug!(keys = %self.keys, error = %err, "{} renewal failed; nothing changed", K::WHAT);
+                crate::telemetry::renewed(K::PRIMITIVE, Renewal::Failed);
                 Err(err)
             }
             Err(err) => {
                 tracing::debug!(keys = %self.keys, error = %err, "{} renewal unanswered; the estimate keeps what both outcomes guarantee", K::WHAT);
+                crate::telemetry::renewed(K::PRIMITIVE, Renewal::Uncertain);
                 Err(err)
             }
         }
@@ -204,7 +222,7 @@ impl<K: HoldingKeys> Holding<K> {
             return Ok(None);
         }
         let before = self.state;
-        self.state = State::Released;
+        self.set_state(State::Released);
         let in_flight = ReleaseOnDrop::arm(&self.keys, &self.token, ReleaseStage::CancelledRelease);
         let err = match self.keys.release(&self.token).await {
             Ok(reply) => {
@@ -219,11 +237,11 @@ impl<K: HoldingKeys> Holding<K> {
             in_flight.disarm();
             // A refusal that may have applied (a script that failed part way, a reply that
             // could not be read) leaves it uncertain: only another release settles it.
-            self.state = if err.may_have_applied() {
+            self.set_state(if err.may_have_applied() {
                 State::Uncertain
             } else {
                 before
-            };
+            });
             tracing::debug!(keys = %self.keys, error = %err, state = ?self.state, "{} release refused", K::WHAT);
             return Err(err);
         }
@@ -236,11 +254,13 @@ impl<K: HoldingKeys> Holding<K> {
             }
             Err(retry_err) => {
                 in_flight.disarm();
-                self.state = if !err.may_have_applied() && !retry_err.may_have_applied() {
-                    before
-                } else {
-                    State::Uncertain
-                };
+                self.set_state(
+                    if !err.may_have_applied() && !retry_err.may_have_applied() {
+                        before
+                    } else {
+                        State::Uncertain
+                    },
+                );
                 tracing::debug!(keys = %self.keys, error = %err, retry_error = %retry_err, "{} release unconfirmed", K::WHAT);
                 Err(err)
             }
@@ -273,7 +293,7 @@ impl<K: HoldingKeys> Holding<K> {
             tracing::debug!(keys = %self.keys, "{} not detached: its estimate ran out", K::WHAT);
             return None;
         }
-        self.state = State::Released;
+        self.set_state(State::Released);
         tracing::debug!(keys = %self.keys, "{} detached from its handle", K::WHAT);
         Some(Detached::new(
             OwnerToken::from_new(std::mem::take(&mut self.token)),
@@ -303,6 +323,7 @@ fn least<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
 impl<K: HoldingKeys> Drop for Holding<K> {
     fn drop(&mut self) {
         if matches!(self.state, State::Held | State::Uncertain) {
+            crate::telemetry::held(K::PRIMITIVE, -1);
             super::release_in_background(
                 Arc::clone(&self.keys),
                 std::mem::take(&mut self.token),

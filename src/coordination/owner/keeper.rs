@@ -269,7 +269,7 @@ async fn keep<K: HoldingKeys>(
                 if K::RELEASE_WHEN_LOST {
                     return end(holding, &lost, LossReason::NotRenewed).await;
                 }
-                lost.send_replace(Some(LossReason::NotRenewed));
+                tell::<K>(&lost, LossReason::NotRenewed);
                 return;
             }
             Event::Renewal(outcome) => {
@@ -286,6 +286,12 @@ async fn keep<K: HoldingKeys>(
     }
 }
 
+/// Fires the ownership signal with `reason`, and counts it when it is a loss.
+fn tell<K: HoldingKeys>(lost: &watch::Sender<Option<LossReason>>, reason: LossReason) {
+    lost.send_replace(Some(reason));
+    crate::telemetry::told(K::PRIMITIVE, reason);
+}
+
 /// Tells the holder `reason`, then releases (which settles the holding on the backend if it
 /// is still this one's).
 async fn end<K: HoldingKeys>(
@@ -293,7 +299,7 @@ async fn end<K: HoldingKeys>(
     lost: &watch::Sender<Option<LossReason>>,
     reason: LossReason,
 ) {
-    lost.send_replace(Some(reason));
+    tell::<K>(lost, reason);
     let _ = release(&mut holding).await;
 }
 
@@ -307,7 +313,7 @@ async fn answer<K: HoldingKeys>(
 ) {
     match request {
         Request::Release(reply) => {
-            lost.send_replace(Some(LossReason::Released));
+            tell::<K>(lost, LossReason::Released);
             let outcome = release(&mut holding).await;
             let _ = reply.send(outcome);
         }
@@ -318,13 +324,13 @@ async fn answer<K: HoldingKeys>(
                 if K::RELEASE_WHEN_LOST {
                     return end(holding, lost, LossReason::NotRenewed).await;
                 }
-                lost.send_replace(Some(LossReason::NotRenewed));
+                tell::<K>(lost, LossReason::NotRenewed);
                 return;
             }
             let keys = Arc::clone(holding.keys());
             match holding.detach().await {
                 Some(detached) => {
-                    lost.send_replace(Some(LossReason::Detached));
+                    tell::<K>(lost, LossReason::Detached);
                     if let Err(Some(detached)) = reply.send(Some(detached)) {
                         // Nobody waits for it any more: released, as a dropped handle's.
                         super::release_in_background(
@@ -336,7 +342,7 @@ async fn answer<K: HoldingKeys>(
                 }
                 None => {
                     // Its estimate ran out; dropped, it is released in the background.
-                    lost.send_replace(Some(LossReason::Uncertain));
+                    tell::<K>(lost, LossReason::Uncertain);
                     let _ = reply.send(None);
                 }
             }

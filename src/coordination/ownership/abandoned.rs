@@ -191,6 +191,8 @@ impl AbandonedCounters {
             }
         };
         counts[index].1[stage.index()][cause.index()] += 1;
+        drop(counts);
+        crate::telemetry::abandoned(primitive, stage, cause);
     }
 
     pub(crate) fn snapshot(&self) -> AbandonedReleases {

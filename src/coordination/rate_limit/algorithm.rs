@@ -28,6 +28,14 @@ impl Algorithm {
         }
     }
 
+    /// Its name: a single policy's, or a stacked limiter's own.
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            Algorithm::Stacked(limiter) => limiter.name(),
+            single => single.policy().name(),
+        }
+    }
+
     /// Every policy, in the order of the decisions' policy states.
     pub(crate) fn policies(&self) -> &[RateLimitPolicy] {
         match self {
@@ -44,17 +52,21 @@ impl Algorithm {
         }
     }
 
-    /// Whether its backend decides in process (see
-    /// [`Backend::decides_in_process`](crate::backend::Backend::decides_in_process)).
-    pub(crate) fn decides_in_process(&self) -> bool {
-        let coordination = match self {
+    /// The handle it decides on.
+    pub(crate) fn coordination(&self) -> &crate::Coordination {
+        match self {
             Algorithm::FixedWindow(limiter) => limiter.coordination(),
             Algorithm::SlidingWindow(limiter) => limiter.coordination(),
             Algorithm::TokenBucket(limiter) => limiter.coordination(),
             Algorithm::Gcra(limiter) => limiter.coordination(),
             Algorithm::Stacked(limiter) => limiter.coordination(),
-        };
-        coordination.backend().decides_in_process()
+        }
+    }
+
+    /// Whether its backend decides in process (see
+    /// [`Backend::decides_in_process`](crate::backend::Backend::decides_in_process)).
+    pub(crate) fn decides_in_process(&self) -> bool {
+        self.coordination().backend().decides_in_process()
     }
 
     /// A grant from a hot-key tier's reservation, without a round trip (reserving the next

@@ -79,7 +79,7 @@ impl RateLimiter {
             inner: Arc::new(Inner {
                 queue: settings
                     .queue
-                    .map(|(limit, order)| WaitQueue::new(limit, order)),
+                    .map(|(limit, order)| WaitQueue::new(limit, order, algorithm.name())),
                 deny_cache: settings.deny_cache.map(DenyCache::new),
                 algorithm,
                 settings,
@@ -123,6 +123,18 @@ impl RateLimiter {
     /// [`Stacked`](super::Stacked) limiter.
     pub fn policies(&self) -> &[RateLimitPolicy] {
         self.inner.algorithm.policies()
+    }
+
+    /// Its name, as given to its algorithm's constructor (a [`Stacked`](super::Stacked)
+    /// limiter's own, not its policies'): the `policy` label of its
+    /// [metrics](crate::telemetry).
+    pub fn name(&self) -> &str {
+        self.inner.algorithm.name()
+    }
+
+    /// The handle it decides on.
+    pub(crate) fn coordination(&self) -> &crate::Coordination {
+        self.inner.algorithm.coordination()
     }
 
     /// The policies, cheap to clone into each request's information.

@@ -31,6 +31,8 @@ pub(crate) struct WaitQueue {
     limit: u64,
     order: QueueOrder,
     state: Mutex<State>,
+    /// Its limiter's name, the label of its gauge.
+    policy: Arc<str>,
 }
 
 #[derive(Debug, Default)]
@@ -63,11 +65,13 @@ pub(crate) enum Role {
 }
 
 impl WaitQueue {
-    pub(crate) fn new(limit: u64, order: QueueOrder) -> Self {
+    /// A queue of at most `limit` permits, of the limiter named `policy`.
+    pub(crate) fn new(limit: u64, order: QueueOrder, policy: &str) -> Self {
         WaitQueue {
             limit,
             order,
             state: Mutex::new(State::default()),
+            policy: policy.into(),
         }
     }
 
@@ -90,11 +94,16 @@ impl WaitQueue {
         if state.queued_permits > room {
             let own = line_permits(&state, key);
             match self.order {
-                QueueOrder::OldestFirst => return None,
+                QueueOrder::OldestFirst => {
+                    // Others may have been pushed back to make room.
+                    crate::telemetry::queued_permits(&self.policy, state.queued_permits);
+                    return None;
+                }
                 // A key holding half the queue pushes out its own oldest, not the others'.
                 QueueOrder::NewestFirst if own + permits > half.max(1) => {
                     evict_from(&mut state, key, room);
                     if state.queued_permits > room {
+                        crate::telemetry::queued_permits(&self.policy, state.queued_permits);
                         return None;
                     }
                 }
@@ -115,6 +124,7 @@ impl WaitQueue {
             QueueOrder::NewestFirst => line.push_front(waiter),
         }
         state.queued_permits += permits;
+        crate::telemetry::queued_permits(&self.policy, state.queued_permits);
         Some(Ticket {
             queue: self,
             key: key.to_vec(),
@@ -270,6 +280,7 @@ impl Drop for Ticket<'_> {
             state.lines.remove(&self.key);
         }
         state.queued_permits -= waiter.permits;
+        crate::telemetry::queued_permits(&self.queue.policy, state.queued_permits);
     }
 }
 
@@ -279,7 +290,7 @@ mod tests {
 
     #[test]
     fn oldest_first_serves_in_arrival_order_and_refuses_overflow() {
-        let queue = WaitQueue::new(3, QueueOrder::OldestFirst);
+        let queue = WaitQueue::new(3, QueueOrder::OldestFirst, "q");
         let first = queue.enqueue(b"k", 1).expect("room");
         let second = queue.enqueue(b"k", 2).expect("room");
         assert!(queue.enqueue(b"k", 1).is_none(), "full");
@@ -294,7 +305,7 @@ mod tests {
 
     #[test]
     fn newest_first_evicts_the_oldest_across_keys() {
-        let queue = WaitQueue::new(4, QueueOrder::NewestFirst);
+        let queue = WaitQueue::new(4, QueueOrder::NewestFirst, "q");
         let old = queue.enqueue(b"a", 1).expect("room");
         let others: Vec<_> = [b"b", b"c", b"d"]
             .iter()
@@ -316,7 +327,7 @@ mod tests {
 
     #[test]
     fn keys_have_separate_lines_and_close_rejects_everyone() {
-        let queue = WaitQueue::new(10, QueueOrder::OldestFirst);
+        let queue = WaitQueue::new(10, QueueOrder::OldestFirst, "q");
         let a = queue.enqueue(b"a", 1).expect("room");
         let b = queue.enqueue(b"b", 1).expect("room");
         assert_eq!((a.role(), b.role()), (Role::Head, Role::Head));
@@ -328,7 +339,7 @@ mod tests {
     #[test]
     fn one_key_alone_may_use_the_whole_queue() {
         for order in [QueueOrder::OldestFirst, QueueOrder::NewestFirst] {
-            let queue = WaitQueue::new(4, order);
+            let queue = WaitQueue::new(4, order, "q");
             let tickets: Vec<_> = (0..4)
                 .map(|_| queue.enqueue(b"k", 1).expect("room"))
                 .collect();
@@ -340,7 +351,7 @@ mod tests {
     #[test]
     fn a_flooding_key_yields_the_half_of_the_queue_it_took_beyond_its_share() {
         // Oldest first: the flood's newest waiters make room for another key's request.
-        let queue = WaitQueue::new(4, QueueOrder::OldestFirst);
+        let queue = WaitQueue::new(4, QueueOrder::OldestFirst, "q");
         let flood: Vec<_> = (0..4)
             .map(|_| queue.enqueue(b"a", 1).expect("room"))
             .collect();
@@ -354,7 +365,7 @@ mod tests {
         assert_eq!(other.role(), Role::Head);
 
         // Newest first: the flood pushes out its own oldest, never the other key's waiters.
-        let queue = WaitQueue::new(4, QueueOrder::NewestFirst);
+        let queue = WaitQueue::new(4, QueueOrder::NewestFirst, "q");
         let victim = queue.enqueue(b"b", 1).expect("room");
         let flood: Vec<_> = (0..6).map(|_| queue.enqueue(b"a", 1)).collect();
         assert!(flood.iter().all(Option::is_some));

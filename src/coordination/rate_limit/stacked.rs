@@ -100,6 +100,8 @@ pub(crate) const MAX_WINDOW_MS: u64 = 1 << 40;
 #[derive(Clone)]
 pub struct Stacked {
     coordination: Coordination,
+    /// Its own name, as given (its policies are named under it).
+    name: Arc<str>,
     keys: LimiterKeys,
     policies: Arc<[RateLimitPolicy]>,
     /// Per policy: (limit, window in ms), as the step takes them.
@@ -184,6 +186,7 @@ impl Stacked {
         Ok(Stacked {
             coordination: coordination.clone(),
             keys: LimiterKeys::new(b"st", name.as_bytes()),
+            name: name.into(),
             policies: policies.into(),
             windows: windows.into(),
             smallest_limit,
@@ -194,6 +197,11 @@ impl Stacked {
     /// [`policy_states`](RateLimitDecision::policy_states)).
     pub fn policies(&self) -> &[RateLimitPolicy] {
         &self.policies
+    }
+
+    /// Its name, as given (its policies are named `<name>/<policy name>`).
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// The first policy, for code that shows one policy.

@@ -74,6 +74,11 @@ pub struct KeyedSemaphore {
 }
 
 impl KeyedSemaphore {
+    /// The backend its permits live on.
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
     /// Semaphores named `name`, with `capacity` permits for each client key, in all, or
     /// both (a side it leaves out is unlimited).
     ///

@@ -95,103 +95,63 @@ pub(crate) fn admit(breaker: Option<&Arc<Breaker>>) -> Result<Option<Admission>,
 
 pin_project! {
     /// An attempt bounded by the layer's timeout (see [`within`]).
-    #[project = WithinProj]
-    pub(crate) enum Within<F, T> {
-        /// Without a breaker: dropped at the timeout.
-        Bounded {
-            #[pin]
-            attempt: tokio::time::Timeout<F>,
-            timeout: Duration,
-        },
-        /// Under a breaker, which hears what the backend says even after the timeout.
-        Watched {
-            outcome: Pin<Box<dyn Future<Output = Result<T, Failure>> + Send>>,
-        },
+    pub(crate) struct Within<F> {
+        #[pin]
+        attempt: tokio::time::Timeout<F>,
+        timeout: Duration,
+        admission: Option<Admission>,
     }
 }
 
 /// Runs `attempt` within `timeout`, and tells the breaker (when it admitted the attempt)
 /// what the backend said.
 ///
-/// The layer's own timeout (a busy runtime can cause it while the backend is healthy) is no
-/// verdict on the backend: under a breaker the attempt goes on in the background, and the
-/// breaker hears what the backend then says; silence past a further grace is the backend's
-/// failure. What a late attempt obtains is dropped (a permit is then released in the
-/// background by its drop; a rate-limit decision has counted its permits, which errs on the
-/// side of the limit). Without a breaker the attempt is dropped at the timeout, which every
-/// step allows (see their cancel safety).
+/// At the timeout the attempt is dropped (which every step allows: see their cancel safety;
+/// a permit it may have been granted is released in the background). The timeout is a
+/// verdict on the backend only when the server answered nothing on the handle meanwhile
+/// (see [`Admission::timed_out`]): the layer's own timeout can also come from a busy
+/// runtime or one slow step while the backend is healthy.
 ///
 /// A hand-written future rather than an `async fn`: the attempt is moved once, into the
-/// timeout, and a layer without a breaker pays for nothing else (no box, no second copy).
+/// timeout, with no box and no second copy.
 #[inline]
-pub(crate) fn within<F, T>(
-    attempt: F,
-    timeout: Duration,
-    admission: Option<Admission>,
-) -> Within<F, T>
+pub(crate) fn within<F, T>(attempt: F, timeout: Duration, admission: Option<Admission>) -> Within<F>
 where
-    F: Future<Output = Result<T>> + Send + 'static,
-    T: Send + 'static,
+    F: Future<Output = Result<T>>,
 {
-    match admission {
-        None => Within::Bounded {
-            attempt: tokio::time::timeout(timeout, attempt),
-            timeout,
-        },
-        Some(admission) => Within::Watched {
-            outcome: Box::pin(watched(attempt, timeout, admission)),
-        },
+    Within {
+        attempt: tokio::time::timeout(timeout, attempt),
+        timeout,
+        admission,
     }
 }
 
-impl<F, T> Future for Within<F, T>
+impl<F, T> Future for Within<F>
 where
     F: Future<Output = Result<T>>,
 {
     type Output = Result<T, Failure>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project() {
-            WithinProj::Bounded { attempt, timeout } => {
-                Poll::Ready(match ready!(attempt.poll(cx)) {
-                    Ok(outcome) => outcome.map_err(Failure::Backend),
-                    Err(_) => Err(Failure::TimedOut(*timeout)),
-                })
+        let this = self.project();
+        let outcome = ready!(this.attempt.poll(cx));
+        let admission = this.admission.take();
+        Poll::Ready(match outcome {
+            Ok(outcome) => {
+                if let Some(admission) = admission {
+                    settle(admission, &outcome);
+                }
+                outcome.map_err(Failure::Backend)
             }
-            WithinProj::Watched { outcome } => outcome.as_mut().poll(cx),
-        }
+            Err(_) => {
+                if let Some(admission) = admission {
+                    admission.timed_out();
+                }
+                Err(Failure::TimedOut(*this.timeout))
+            }
+        })
     }
 }
-
-async fn watched<F, T>(attempt: F, timeout: Duration, admission: Admission) -> Result<T, Failure>
-where
-    F: Future<Output = Result<T>> + Send + 'static,
-    T: Send + 'static,
-{
-    let mut attempt = Box::pin(attempt);
-    if let Ok(outcome) = tokio::time::timeout(timeout, &mut attempt).await {
-        settle(admission, &outcome);
-        return outcome.map_err(Failure::Backend);
-    }
-    // At most a bounded number heard out at once: beyond it the attempt is dropped here
-    // (which every step allows) and gives no verdict.
-    let Some(slot) = admission.hear_out_late() else {
-        return Err(Failure::TimedOut(timeout));
-    };
-    let grace = timeout.max(LATE_VERDICT_GRACE);
-    tokio::spawn(async move {
-        let _slot = slot;
-        match tokio::time::timeout(grace, attempt).await {
-            Ok(outcome) => settle(admission, &outcome),
-            Err(_) => admission.failed(),
-        }
-    });
-    Err(Failure::TimedOut(timeout))
-}
-
-/// How long an attempt that outlived the layer's timeout may still take before its silence
-/// counts as the backend's failure (at least the layer's timeout).
-const LATE_VERDICT_GRACE: Duration = Duration::from_secs(1);
 
 /// Tells the circuit breaker what the backend said: an answer, or unavailability. A refusal
 /// says nothing about availability and gives no verdict.

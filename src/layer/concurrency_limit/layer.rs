@@ -124,7 +124,7 @@ impl RedisConcurrencyLimitLayer {
                 max_hold: None,
                 timeout: DEFAULT_ACQUIRE_TIMEOUT,
                 failure: FailurePolicy::default(),
-                breaker: None,
+                breaker: coordination.breaker().cloned(),
                 outages: Arc::default(),
                 local: Arc::new(tokio::sync::Semaphore::new(
                     usize::try_from(local).unwrap_or(usize::MAX),
@@ -185,11 +185,23 @@ impl RedisConcurrencyLimitLayer {
         self
     }
 
-    /// Puts acquisitions behind a worker-local circuit breaker: after repeated availability
-    /// failures they fail at once (by the [failure policy](Self::failure_policy)) without
-    /// contacting the backend, until a probe finds it back. Renewals are never blocked.
+    /// Puts acquisitions behind a circuit breaker of this layer's own: after repeated
+    /// availability failures (a silent server among them) they fail at once (by the
+    /// [failure policy](Self::failure_policy)) without contacting the backend, until a probe
+    /// finds it back (see [`CircuitBreaker`]). Renewals are never blocked. By default a layer
+    /// shares its [`Coordination`]'s ([`Coordination::circuit_breaker`]).
     pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
-        self.config_mut().breaker = Some(Breaker::new(breaker));
+        let config = &self.config;
+        let own = Breaker::new(breaker, config.semaphore.backend(), &config.name);
+        self.config_mut().breaker = Some(own);
+        self
+    }
+
+    /// Sends every acquisition to the backend, however often it failed: without a circuit
+    /// breaker, each request waits out the [timeout](Self::timeout) while the server is
+    /// silent.
+    pub fn no_circuit_breaker(mut self) -> Self {
+        self.config_mut().breaker = None;
         self
     }
 
@@ -220,7 +232,7 @@ impl RedisConcurrencyLimitLayer {
         self
     }
 
-    /// The circuit breaker's state; `None` without one.
+    /// The circuit breaker's state; `None` without one (in process, or removed).
     pub fn circuit_state(&self) -> Option<CircuitState> {
         self.config.breaker.as_ref().map(|breaker| breaker.state())
     }

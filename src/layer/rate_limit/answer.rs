@@ -16,6 +16,7 @@ use crate::layer::failure::Verdict;
 use crate::layer::headers;
 use crate::layer::responses::Answer;
 use crate::layer::{Rejection, RejectionKind};
+use crate::telemetry::{Clock, Decided};
 
 /// What a request the layer let through carries.
 pub(crate) enum Admitted {
@@ -62,10 +63,39 @@ pub(crate) struct Granted {
 impl Granted {
     pub(crate) fn new(config: Arc<Config>, decision: RateLimitDecision) -> Self {
         Granted {
-            info: RateLimitInfo::new(config.limiter.shared_policies(), decision),
+            info: RateLimitInfo::new(config.limiter.shared_policies(), decision, false),
             config,
         }
     }
+
+    /// A rejection let through in shadow mode.
+    fn shadow(config: Arc<Config>, decision: RateLimitDecision) -> Self {
+        Granted {
+            info: RateLimitInfo::new(config.limiter.shared_policies(), decision, true),
+            config,
+        }
+    }
+}
+
+/// A rejection by the backend (or the deny cache, the hot-key tier, the queue): `429`, or
+/// let through as a shadow rejection when the layer does not enforce this one; counted.
+#[inline]
+pub(crate) fn limited(
+    config: Arc<Config>,
+    decision: RateLimitDecision,
+    clock: Clock,
+) -> Decision<Admitted> {
+    if super::shadow::enforces(config.enforced_share) {
+        config.metrics.record(Decided::Limited, clock);
+        return Refused::limited(config, decision);
+    }
+    config.metrics.record(Decided::ShadowLimited, clock);
+    tracing::debug!(
+        limit = config.limiter.name(),
+        retry_after = ?decision.retry_after(),
+        "shadow rejection: let through"
+    );
+    Decision::Admit(Admitted::Decided(Granted::shadow(config, decision)))
 }
 
 impl Granted {
@@ -184,35 +214,56 @@ pub(crate) fn failed(
     failure: Failure,
     key: Option<Vec<u8>>,
     cost: u64,
+    clock: Clock,
 ) -> Settled {
     match failure.verdict(config.failure, "rate limit", &config.outages) {
         Verdict::Pass => match (config.fallback.clone(), key) {
             (Some(fallback), Some(key)) => {
-                Settled::Later(Box::pin(fall_back(config, fallback, key, cost)))
+                Settled::Later(Box::pin(fall_back(config, fallback, key, cost, clock)))
             }
-            _ => Settled::Now(Decision::Admit(Admitted::FailedOpen)),
+            _ => {
+                config.metrics.record(Decided::FailedOpen, clock);
+                Settled::Now(Decision::Admit(Admitted::FailedOpen))
+            }
         },
-        Verdict::Unavailable(retry_after) => Settled::Now(Refused::unavailable(
-            config,
-            retry_after,
-            failure.into_error(),
-        )),
+        Verdict::Unavailable(retry_after) => {
+            config.metrics.record(Decided::FailedClosed, clock);
+            Settled::Now(Refused::unavailable(
+                config,
+                retry_after,
+                failure.into_error(),
+            ))
+        }
     }
 }
 
-/// The fail-open fallback's decision for `key`.
+/// The fail-open fallback's decision for `key`, counted as failing open (or closed, when
+/// the fallback has no room).
 async fn fall_back(
     config: Arc<Config>,
     fallback: RateLimiter,
     key: Vec<u8>,
     cost: u64,
+    clock: Clock,
 ) -> Decision<Admitted> {
     // A share of a quota may be smaller than a cost the real one takes: such a request is
     // counted as the whole share rather than refused for the whole outage.
     let smallest = fallback.policies().iter().map(|p| p.quota()).min();
     let cost = smallest.map_or(cost, |smallest| cost.min(smallest));
-    match fallback.try_acquire(&key, cost).await {
+    let decided = fallback.try_acquire(&key, cost).await;
+    let counted = if decided.is_ok() {
+        Decided::FailedOpen
+    } else {
+        Decided::FailedClosed
+    };
+    config.metrics.record(counted, clock);
+    match decided {
         Ok(local) if local.is_granted() => Decision::Admit(Admitted::FailedOpen),
+        // Shadow mode lets the fallback's rejections through too: no decision of the
+        // backend's to show, so none in the request.
+        Ok(_) if !super::shadow::enforces(config.enforced_share) => {
+            Decision::Admit(Admitted::FailedOpen)
+        }
         Ok(local) => Refused::limited(config, local),
         // The fallback is full (a flood of distinct keys): no budget to admit from.
         Err(err) => {

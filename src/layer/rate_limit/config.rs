@@ -36,6 +36,11 @@ pub(crate) struct Config {
     /// What admits requests while failing open: each policy's share, counted in this process
     /// (see [`RedisRateLimitLayer::fail_open_share`]). `Some` under [`FailurePolicy::FailOpen`].
     pub(crate) fallback: Option<RateLimiter>,
+    /// The share of its rejections the layer enforces: 1 (all) by default, 0 in shadow
+    /// mode.
+    pub(crate) enforced_share: f64,
+    /// One count per check, labelled with the limiter's name.
+    pub(crate) metrics: crate::telemetry::DecisionMetrics,
 }
 
 impl Config {

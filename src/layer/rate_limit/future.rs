@@ -17,6 +17,7 @@ use crate::layer::admission::decide::{self, Failure};
 use crate::layer::admission::{self, Deciding, Decision, ResponseBody};
 use crate::layer::circuit_breaker::Admission;
 use crate::outage_log::OutageLog;
+use crate::telemetry::{Clock, Decided};
 
 pin_project! {
     /// Response future for [`RateLimit`](super::RateLimit).
@@ -45,8 +46,9 @@ pub(crate) fn decide(
     key: Vec<u8>,
     cost: u64,
     admission: Option<Admission>,
+    clock: Clock,
 ) -> Deciding<Admitted> {
-    Box::pin(decision(config, key, cost, admission))
+    Box::pin(decision(config, key, cost, admission, clock))
 }
 
 /// [`decide`]'s future, before it is boxed.
@@ -55,6 +57,7 @@ async fn decision(
     key: Vec<u8>,
     cost: u64,
     admission: Option<Admission>,
+    clock: Clock,
 ) -> Decision<Admitted> {
     // Built here, in the boxed future, and moved once (into the timeout).
     let limiter = config.limiter.clone();
@@ -76,7 +79,7 @@ async fn decision(
         &config.outages,
         decide::within(attempt, timeout, admission).await,
     );
-    match settle(config, decided, kept, cost) {
+    match settle(config, decided, kept, cost, clock) {
         answer::Settled::Now(decision) => decision,
         answer::Settled::Later(fallback) => fallback.await,
     }
@@ -95,21 +98,25 @@ pub(crate) fn heard(
 }
 
 /// What a decision (or the backend's failure to give one) means for the request: admitted,
-/// refused, or what the failure policy makes of a failure. `kept`: the key, for the fail-open
-/// fallback.
+/// refused, or what the failure policy makes of a failure; counted once, as begun at
+/// `clock`. `kept`: the key, for the fail-open fallback.
 #[inline]
 pub(crate) fn settle(
     config: Arc<Config>,
     decided: Result<RateLimitDecision, Failure>,
     kept: Option<Vec<u8>>,
     cost: u64,
+    clock: Clock,
 ) -> answer::Settled {
     match decided {
-        Ok(decision) if decision.is_granted() => answer::Settled::Now(Decision::Admit(
-            Admitted::Decided(Granted::new(config, decision)),
-        )),
-        Ok(decision) => answer::Settled::Now(answer::Refused::limited(config, decision)),
-        Err(failure) => answer::failed(config, failure, kept, cost),
+        Ok(decision) if decision.is_granted() => {
+            config.metrics.record(Decided::Allowed, clock);
+            answer::Settled::Now(Decision::Admit(Admitted::Decided(Granted::new(
+                config, decision,
+            ))))
+        }
+        Ok(decision) => answer::Settled::Now(answer::limited(config, decision, clock)),
+        Err(failure) => answer::failed(config, failure, kept, cost, clock),
     }
 }
 
@@ -157,7 +164,7 @@ mod tests {
             RedisRateLimitLayer::gcra(&coordination, "g", 10, second, 10).expect("valid"),
         ];
         for layer in layers {
-            let future = decision(layer.config.clone(), b"k".to_vec(), 1, None);
+            let future = decision(layer.config.clone(), b"k".to_vec(), 1, None, Clock::start());
             let size = std::mem::size_of_val(&future);
             assert!(
                 size <= FAST_ALLOCATION,

@@ -42,11 +42,23 @@ use crate::coordination::rate_limit::{Policies, RateLimitDecision, RateLimitPoli
 pub struct RateLimitInfo {
     policies: Policies,
     decision: RateLimitDecision,
+    shadow: bool,
 }
 
 impl RateLimitInfo {
-    pub(crate) fn new(policies: Policies, decision: RateLimitDecision) -> Self {
-        RateLimitInfo { policies, decision }
+    pub(crate) fn new(policies: Policies, decision: RateLimitDecision, shadow: bool) -> Self {
+        RateLimitInfo {
+            policies,
+            decision,
+            shadow,
+        }
+    }
+
+    /// Whether the limit rejected this request and the layer let it through all the same,
+    /// in [shadow mode](super::RedisRateLimitLayer::shadow): the [decision](Self::decision)
+    /// is the rejection (not granted, with its retry time).
+    pub fn is_shadow_rejection(&self) -> bool {
+        self.shadow
     }
 
     /// The binding policy: for a single-policy limiter its policy, for a stacked one the

@@ -76,6 +76,8 @@ impl RedisRateLimitLayer {
     /// ([`KeyExtractor::peer_ip`]), cost to 1 per request.
     pub fn new(limiter: impl Into<RateLimiter>) -> Self {
         let limiter = limiter.into();
+        let breaker = limiter.coordination().breaker().cloned();
+        let metrics = crate::telemetry::DecisionMetrics::new(limiter.name());
         RedisRateLimitLayer {
             config: Arc::new(Config {
                 fields: crate::layer::headers::RateLimitFields::new(limiter.policies()),
@@ -85,12 +87,14 @@ impl RedisRateLimitLayer {
                 failure: FailurePolicy::default(),
                 timeout: DEFAULT_DECISION_TIMEOUT,
                 responses: Responses::default(),
-                breaker: None,
+                breaker,
                 outages: Arc::default(),
                 legacy_headers: false,
                 max_wait: None,
                 fail_open_share: 1.0,
                 fallback: None,
+                enforced_share: 1.0,
+                metrics,
             }),
         }
     }
@@ -280,6 +284,45 @@ impl RedisRateLimitLayer {
         self
     }
 
+    /// Shadow mode (`true`): decides and records every request as enforced, but lets the
+    /// ones it would reject through, each marked as a shadow rejection
+    /// ([`RateLimitInfo::is_shadow_rejection`](super::RateLimitInfo::is_shadow_rejection),
+    /// the `shadow_limited` decision of the [metrics](crate::telemetry)), with the
+    /// `RateLimit` fields of its decision. A shadow rejection consumes what an enforced one
+    /// does (nothing), so the limit's state is the one enforcement would leave; a layer that
+    /// [waits](Self::wait) still waits. Default: enforced. See also
+    /// [`set_shadow_mode`](super::set_shadow_mode), the switch for every layer.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leasehold::Coordination;
+    /// use leasehold::layer::rate_limit::RedisRateLimitLayer;
+    ///
+    /// # fn main() -> leasehold::Result<()> {
+    /// // Try a stricter limit on live traffic before enforcing it.
+    /// let trial = RedisRateLimitLayer::fixed_window(&Coordination::memory(), "trial", 10, Duration::from_secs(1))?
+    ///     .shadow(true);
+    /// # let _ = trial;
+    /// # Ok(()) }
+    /// ```
+    pub fn shadow(mut self, shadow: bool) -> Self {
+        self.config_mut().enforced_share = if shadow { 0.0 } else { 1.0 };
+        self
+    }
+
+    /// Enforces only `share` of the rejections (from 0 to 1, at random), the others let
+    /// through as in [shadow mode](Self::shadow): a limit brought in gradually. `1.0` (the
+    /// default) enforces every one, `0.0` is shadow mode; a share outside 0 to 1 is taken as
+    /// the nearer end.
+    pub fn enforced_share(mut self, share: f64) -> Self {
+        self.config_mut().enforced_share = if share.is_nan() {
+            1.0
+        } else {
+            share.clamp(0.0, 1.0)
+        };
+        self
+    }
+
     /// Whether 429 and 503 answers carry an RFC 9457 `application/problem+json` body.
     /// Default: no body.
     pub fn problem_json(mut self, enabled: bool) -> Self {
@@ -339,17 +382,27 @@ impl RedisRateLimitLayer {
         self
     }
 
-    /// Puts decisions behind a worker-local circuit breaker: after repeated availability
-    /// failures they fail at once (by the [failure policy](Self::failure_policy)) without
-    /// contacting the backend, until a probe finds it back. A decision that outlives the
-    /// [timeout](Self::timeout) then goes on in the background, so that the breaker hears
-    /// what the backend says; its permits are counted as any decision's.
+    /// Puts decisions behind a circuit breaker of this layer's own: after repeated
+    /// availability failures (a silent server among them) they fail at once (by the
+    /// [failure policy](Self::failure_policy)) without contacting the backend, until a probe
+    /// finds it back (see [`CircuitBreaker`]). By default a layer shares its
+    /// [`Coordination`]'s ([`Coordination::circuit_breaker`]).
     pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
-        self.config_mut().breaker = Some(Breaker::new(breaker));
+        let limiter = &self.config.limiter;
+        let own = Breaker::new(breaker, limiter.coordination().backend(), limiter.name());
+        self.config_mut().breaker = Some(own);
         self
     }
 
-    /// The circuit breaker's state; `None` without one.
+    /// Sends every decision to the backend, however often it failed: without a circuit
+    /// breaker, each request waits out the [timeout](Self::timeout) while the server is
+    /// silent.
+    pub fn no_circuit_breaker(mut self) -> Self {
+        self.config_mut().breaker = None;
+        self
+    }
+
+    /// The circuit breaker's state; `None` without one (in process, or removed).
     pub fn circuit_state(&self) -> Option<CircuitState> {
         self.config.breaker.as_ref().map(|breaker| breaker.state())
     }

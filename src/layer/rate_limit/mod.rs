@@ -9,6 +9,7 @@ mod future;
 mod info;
 mod layer;
 mod service;
+mod shadow;
 
 pub use future::ResponseFuture;
 #[cfg(feature = "axum")]
@@ -16,3 +17,4 @@ pub use info::MissingRateLimitInfo;
 pub use info::RateLimitInfo;
 pub use layer::{DEFAULT_DECISION_TIMEOUT, RedisRateLimitLayer};
 pub use service::RateLimit;
+pub use shadow::{set_shadow_mode, shadow_mode};

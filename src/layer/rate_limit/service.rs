@@ -14,6 +14,7 @@ use super::future::{self, ResponseFuture};
 use crate::coordination::rate_limit::Now;
 use crate::layer::admission::decide::{self, Failure};
 use crate::layer::admission::{self, ResponseBody};
+use crate::telemetry::Clock;
 
 /// A service that applies a rate limit before calling `S`; built by
 /// [`RedisRateLimitLayer`](super::RedisRateLimitLayer).
@@ -62,6 +63,7 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let clock = Clock::start();
         let config = &self.config;
         let (parts, body) = request.into_parts();
         let key = match config.key.extract(&parts) {
@@ -86,22 +88,27 @@ where
                     decided.map_err(Failure::Backend),
                     kept,
                     cost,
+                    clock,
                 )
             }
             Now::Stepped(decided) => {
                 let decided = future::heard(&config.outages, decided.map_err(Failure::Backend));
                 let kept = config.fallback.is_some().then_some(key);
-                future::settle(config.clone(), decided, kept, cost)
+                future::settle(config.clone(), decided, kept, cost, clock)
             }
             Now::Backend => match decide::admit(config.breaker.as_ref()) {
-                Ok(admission) => {
-                    answer::Settled::Later(future::decide(config.clone(), key, cost, admission))
-                }
+                Ok(admission) => answer::Settled::Later(future::decide(
+                    config.clone(),
+                    key,
+                    cost,
+                    admission,
+                    clock,
+                )),
                 // The circuit is open: nothing is sent, the failure policy answers (failing
                 // open, from the fallback in this process).
                 Err(failure) => {
                     let kept = config.fallback.is_some().then_some(key);
-                    answer::failed(config.clone(), failure, kept, cost)
+                    answer::failed(config.clone(), failure, kept, cost, clock)
                 }
             },
         };

@@ -85,20 +85,28 @@ pub(crate) struct LeaderStep<'a> {
 }
 
 impl Step for CampaignStep<'_> {
+    const PRIMITIVE: &'static str = "election";
+    const NAME: &'static str = "campaign";
     type Reply = CampaignReply;
 }
 
 impl Step for ProclaimStep<'_> {
+    const PRIMITIVE: &'static str = "election";
+    const NAME: &'static str = "proclaim";
     /// Whether it still led (and the value is set).
     type Reply = bool;
 }
 
 impl Step for ResignStep<'_> {
+    const PRIMITIVE: &'static str = "election";
+    const NAME: &'static str = "resign";
     /// Whether it led.
     type Reply = bool;
 }
 
 impl Step for LeaderStep<'_> {
+    const PRIMITIVE: &'static str = "election";
+    const NAME: &'static str = "leader";
     /// [`Leading::Other`] or [`Leading::Nobody`].
     type Reply = Leading;
 }

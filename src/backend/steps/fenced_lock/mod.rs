@@ -77,17 +77,25 @@ pub(crate) struct LeaseVerifyStep<'a>(pub(crate) LeaseStep<'a>);
 pub(crate) struct LeaseReleaseStep<'a>(pub(crate) LeaseStep<'a>);
 
 impl Step for FencedAcquireStep<'_> {
+    const PRIMITIVE: &'static str = "fenced_lock";
+    const NAME: &'static str = "fenced_acquire";
     type Reply = FencedAcquireReply;
 }
 
 impl Step for LeaseRenewStep<'_> {
+    const PRIMITIVE: &'static str = "fenced_lock";
+    const NAME: &'static str = "lease_renew";
     type Reply = bool;
 }
 
 impl Step for LeaseVerifyStep<'_> {
+    const PRIMITIVE: &'static str = "fenced_lock";
+    const NAME: &'static str = "lease_verify";
     type Reply = bool;
 }
 
 impl Step for LeaseReleaseStep<'_> {
+    const PRIMITIVE: &'static str = "fenced_lock";
+    const NAME: &'static str = "lease_release";
     type Reply = LeaseReleaseReply;
 }

@@ -40,10 +40,14 @@ pub(crate) struct FencedReadStep<'a> {
 }
 
 impl Step for FencedWriteStep<'_> {
+    const PRIMITIVE: &'static str = "fenced_value";
+    const NAME: &'static str = "fenced_write";
     type Reply = FencedWriteReply;
 }
 
 impl Step for FencedReadStep<'_> {
+    const PRIMITIVE: &'static str = "fenced_value";
+    const NAME: &'static str = "fenced_read";
     /// The highest token and the value its write stored; `None` before the first write.
     type Reply = Option<(u64, Vec<u8>)>;
 }

@@ -34,6 +34,8 @@ pub(crate) struct FixedWindowReply {
 }
 
 impl Step for FixedWindowStep<'_> {
+    const PRIMITIVE: &'static str = "fixed_window";
+    const NAME: &'static str = "fixed_window";
     type Reply = FixedWindowReply;
 }
 
@@ -77,6 +79,8 @@ pub(crate) struct FixedWindowReservation {
 }
 
 impl Step for FixedWindowReserveStep<'_> {
+    const PRIMITIVE: &'static str = "fixed_window";
+    const NAME: &'static str = "fixed_window_reserve";
     type Reply = FixedWindowReservation;
 }
 
@@ -94,6 +98,8 @@ pub(crate) struct FixedWindowReturnStep<'a> {
 }
 
 impl Step for FixedWindowReturnStep<'_> {
+    const PRIMITIVE: &'static str = "fixed_window";
+    const NAME: &'static str = "fixed_window_return";
     /// Permits given back: 0 when the window ended.
     type Reply = u64;
 }

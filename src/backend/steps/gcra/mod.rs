@@ -58,6 +58,8 @@ pub(crate) fn reply_from_micros(
 }
 
 impl Step for GcraStep<'_> {
+    const PRIMITIVE: &'static str = "gcra";
+    const NAME: &'static str = "gcra";
     type Reply = RateLimitReply;
 }
 

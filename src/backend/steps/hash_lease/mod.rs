@@ -66,17 +66,25 @@ pub(crate) struct FieldVerifyStep<'a>(pub(crate) FieldStep<'a>);
 pub(crate) struct FieldReleaseStep<'a>(pub(crate) FieldStep<'a>);
 
 impl Step for FieldAcquireStep<'_> {
+    const PRIMITIVE: &'static str = "hash_lease";
+    const NAME: &'static str = "field_acquire";
     type Reply = FieldAcquireReply;
 }
 
 impl Step for FieldRenewStep<'_> {
+    const PRIMITIVE: &'static str = "hash_lease";
+    const NAME: &'static str = "field_renew";
     type Reply = bool;
 }
 
 impl Step for FieldVerifyStep<'_> {
+    const PRIMITIVE: &'static str = "hash_lease";
+    const NAME: &'static str = "field_verify";
     type Reply = bool;
 }
 
 impl Step for FieldReleaseStep<'_> {
+    const PRIMITIVE: &'static str = "hash_lease";
+    const NAME: &'static str = "field_release";
     type Reply = LeaseReleaseReply;
 }

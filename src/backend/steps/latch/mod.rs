@@ -114,13 +114,19 @@ pub(crate) struct LatchState {
 }
 
 impl Step for LatchSetStep<'_> {
+    const PRIMITIVE: &'static str = "latch";
+    const NAME: &'static str = "latch_set";
     type Reply = LatchSetReply;
 }
 
 impl Step for LatchCountDownStep<'_> {
+    const PRIMITIVE: &'static str = "latch";
+    const NAME: &'static str = "latch_count_down";
     type Reply = LatchCountDownReply;
 }
 
 impl Step for LatchReadStep<'_> {
+    const PRIMITIVE: &'static str = "latch";
+    const NAME: &'static str = "latch_read";
     type Reply = LatchRead;
 }

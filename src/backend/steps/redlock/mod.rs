@@ -19,6 +19,8 @@ pub(crate) struct RedlockRaiseStep<'a> {
 }
 
 impl Step for RedlockRaiseStep<'_> {
+    const PRIMITIVE: &'static str = "redlock";
+    const NAME: &'static str = "redlock_raise";
     /// Always `()`: the counter is at least the token once it answers.
     type Reply = ();
 }

@@ -103,21 +103,31 @@ pub(crate) enum RwDowngradeReply {
 }
 
 impl Step for RwAcquireStep<'_> {
+    const PRIMITIVE: &'static str = "rw_lease";
+    const NAME: &'static str = "rw_acquire";
     type Reply = RwAcquireReply;
 }
 
 impl Step for RwRenewStep<'_> {
+    const PRIMITIVE: &'static str = "rw_lease";
+    const NAME: &'static str = "rw_renew";
     type Reply = bool;
 }
 
 impl Step for RwVerifyStep<'_> {
+    const PRIMITIVE: &'static str = "rw_lease";
+    const NAME: &'static str = "rw_verify";
     type Reply = RwHeld;
 }
 
 impl Step for RwReleaseStep<'_> {
+    const PRIMITIVE: &'static str = "rw_lease";
+    const NAME: &'static str = "rw_release";
     type Reply = bool;
 }
 
 impl Step for RwDowngradeStep<'_> {
+    const PRIMITIVE: &'static str = "rw_lease";
+    const NAME: &'static str = "rw_downgrade";
     type Reply = RwDowngradeReply;
 }

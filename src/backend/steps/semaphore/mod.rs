@@ -77,21 +77,31 @@ pub(crate) struct SemaphoreHeldStep<'a> {
 }
 
 impl Step for SemaphoreAcquireStep<'_> {
+    const PRIMITIVE: &'static str = "semaphore";
+    const NAME: &'static str = "semaphore_acquire";
     type Reply = SemaphoreAcquireReply;
 }
 
 impl Step for PermitReleaseStep<'_> {
+    const PRIMITIVE: &'static str = "semaphore";
+    const NAME: &'static str = "permit_release";
     type Reply = bool;
 }
 
 impl Step for PermitRenewStep<'_> {
+    const PRIMITIVE: &'static str = "semaphore";
+    const NAME: &'static str = "permit_renew";
     type Reply = bool;
 }
 
 impl Step for PermitVerifyStep<'_> {
+    const PRIMITIVE: &'static str = "semaphore";
+    const NAME: &'static str = "permit_verify";
     type Reply = bool;
 }
 
 impl Step for SemaphoreHeldStep<'_> {
+    const PRIMITIVE: &'static str = "semaphore";
+    const NAME: &'static str = "semaphore_held";
     type Reply = Vec<u32>;
 }

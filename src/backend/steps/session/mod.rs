@@ -118,41 +118,59 @@ pub(crate) struct LeaseState {
 }
 
 impl Step for SessionGrantStep<'_> {
+    const PRIMITIVE: &'static str = "session";
+    const NAME: &'static str = "session_grant";
     type Reply = SessionGrantReply;
 }
 
 impl Step for SessionKeepAliveStep<'_> {
+    const PRIMITIVE: &'static str = "session";
+    const NAME: &'static str = "session_keep_alive";
     /// Whether the lease was live (and is renewed).
     type Reply = bool;
 }
 
 impl Step for SessionRevokeStep<'_> {
+    const PRIMITIVE: &'static str = "session";
+    const NAME: &'static str = "session_revoke";
     /// Whether the lease was live.
     type Reply = bool;
 }
 
 impl Step for SessionVerifyStep<'_> {
+    const PRIMITIVE: &'static str = "session";
+    const NAME: &'static str = "session_verify";
     type Reply = bool;
 }
 
 impl Step for SessionPutStep<'_> {
+    const PRIMITIVE: &'static str = "session";
+    const NAME: &'static str = "session_put";
     type Reply = SessionPutReply;
 }
 
 impl Step for SessionDeleteStep<'_> {
+    const PRIMITIVE: &'static str = "session";
+    const NAME: &'static str = "session_delete";
     type Reply = bool;
 }
 
 impl Step for SessionGetStep<'_> {
+    const PRIMITIVE: &'static str = "session";
+    const NAME: &'static str = "session_get";
     type Reply = Option<Vec<u8>>;
 }
 
 impl Step for SessionListStep<'_> {
+    const PRIMITIVE: &'static str = "session";
+    const NAME: &'static str = "session_list";
     /// Each live name and its value.
     type Reply = Vec<(Vec<u8>, Vec<u8>)>;
 }
 
 impl Step for SessionLeaseStep<'_> {
+    const PRIMITIVE: &'static str = "session";
+    const NAME: &'static str = "session_lease";
     /// `None`: no live lease under the id.
     type Reply = Option<LeaseState>;
 }

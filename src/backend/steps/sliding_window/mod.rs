@@ -23,5 +23,7 @@ pub(crate) struct SlidingWindowStep<'a> {
 }
 
 impl Step for SlidingWindowStep<'_> {
+    const PRIMITIVE: &'static str = "sliding_window";
+    const NAME: &'static str = "sliding_window";
     type Reply = RateLimitReply;
 }

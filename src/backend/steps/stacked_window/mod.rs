@@ -36,5 +36,7 @@ pub(crate) struct StackedWindowReply {
 }
 
 impl Step for StackedWindowStep<'_> {
+    const PRIMITIVE: &'static str = "stacked_window";
+    const NAME: &'static str = "stacked_window";
     type Reply = StackedWindowReply;
 }

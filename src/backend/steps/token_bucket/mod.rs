@@ -25,5 +25,7 @@ pub(crate) struct TokenBucketStep<'a> {
 }
 
 impl Step for TokenBucketStep<'_> {
+    const PRIMITIVE: &'static str = "token_bucket";
+    const NAME: &'static str = "token_bucket";
     type Reply = RateLimitReply;
 }

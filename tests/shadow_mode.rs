@@ -1,0 +1,191 @@
+//! Shadow mode: a rate-limit layer that decides and records as enforced, but lets through
+//! what it would reject, marked so that handlers and metrics can tell; on every path that
+//! decides (the backend, the deny cache, the fail-open fallback), per layer, in part, and for
+//! every layer at once.
+
+#![cfg(all(feature = "metrics", feature = "axum"))]
+
+mod support;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::routing::get;
+use http::{Request, Response, StatusCode};
+use leasehold::Coordination;
+use leasehold::backend::redis::RedisBackend;
+use leasehold::layer::FailurePolicy;
+use leasehold::layer::key::KeyExtractor;
+use leasehold::layer::rate_limit::{RateLimitInfo, RedisRateLimitLayer, set_shadow_mode};
+use support::proxy::Proxy;
+use support::recorder::{Recorded, decisions};
+use support::{ServerKind, shared, unique_prefix};
+use tower::ServiceExt as _;
+
+/// The global switch is the process's: the tests that flip it or depend on it take turns.
+static SWITCH: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn connect(url: String, test: &str) -> Coordination {
+    RedisBackend::standalone(url)
+        .key_prefix(unique_prefix(test))
+        .connect()
+        .await
+        .expect("connect")
+        .into()
+}
+
+/// A route that answers whether its request was a shadow rejection.
+fn routed(layer: RedisRateLimitLayer) -> Router {
+    Router::new().route(
+        "/",
+        get(|info: Option<RateLimitInfo>| async move {
+            match info {
+                Some(info) if info.is_shadow_rejection() => "shadow",
+                Some(_) => "granted",
+                None => "no decision",
+            }
+        })
+        .layer(layer),
+    )
+}
+
+async fn call(router: &Router) -> Response<Body> {
+    let request = Request::get("/").body(Body::empty()).expect("a request");
+    router.clone().oneshot(request).await.expect("infallible")
+}
+
+async fn body(response: Response<Body>) -> String {
+    let bytes = axum::body::to_bytes(response.into_body(), 1024)
+        .await
+        .expect("a body");
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// A layer in shadow mode lets its rejections through, with the `RateLimit` fields of the
+/// rejection and `RateLimitInfo` saying so; the metrics count them `shadow_limited`, not
+/// `limited`, on the backend's path and the deny cache's. The shadow rejections consume
+/// nothing: the limit's state is the one enforcement would leave.
+#[tokio::test(flavor = "current_thread")]
+async fn a_shadow_layer_lets_rejections_through_marked_and_counted() {
+    let _switch = SWITCH.lock().await;
+    let recorded = Recorded::start();
+    let coordination = connect(shared(ServerKind::Redis7).url(), "shadow").await;
+    let minute = Duration::from_secs(60);
+    let layer = |name: &str| {
+        RedisRateLimitLayer::fixed_window(&coordination, name, 2, minute)
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .shadow(true)
+    };
+    let stored = routed(layer("stored"));
+    let cached = routed(layer("cached").deny_cache(10));
+    for router in [&stored, &cached] {
+        let mut answers = Vec::new();
+        for _ in 0..4 {
+            let response = call(router).await;
+            assert_eq!(response.status(), StatusCode::OK);
+            let fields = response
+                .headers()
+                .get("ratelimit")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .expect("the RateLimit field");
+            answers.push((body(response).await, fields));
+        }
+        let bodies: Vec<&str> = answers.iter().map(|(b, _)| b.as_str()).collect();
+        assert_eq!(bodies, ["granted", "granted", "shadow", "shadow"]);
+        assert!(answers[2].1.contains(";r=0"), "{:?}", answers[2].1);
+    }
+    let taken = recorded.take();
+    for policy in ["stored", "cached"] {
+        assert_eq!(decisions(&taken, policy, "allowed"), 2, "{policy}");
+        assert_eq!(decisions(&taken, policy, "shadow_limited"), 2, "{policy}");
+        assert_eq!(decisions(&taken, policy, "limited"), 0, "{policy}");
+    }
+    // Nothing consumed by the shadow rejections: the counter stands at the limit.
+    let enforced = routed(
+        RedisRateLimitLayer::fixed_window(&coordination, "stored", 2, minute)
+            .expect("valid")
+            .key(KeyExtractor::global()),
+    );
+    assert_eq!(
+        call(&enforced).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+/// While failing open, the fallback's rejections are let through in shadow mode too, and
+/// counted as failing open.
+#[tokio::test(flavor = "current_thread")]
+async fn a_shadow_layer_failing_open_lets_the_fallbacks_rejections_through() {
+    let _switch = SWITCH.lock().await;
+    let recorded = Recorded::start();
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = connect(proxy.url(), "shadow-open").await;
+    let router = routed(
+        RedisRateLimitLayer::fixed_window(&coordination, "open", 1, Duration::from_secs(60))
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .failure_policy(FailurePolicy::FailOpen)
+            .shadow(true),
+    );
+    proxy.refuse();
+    proxy.cut();
+    for _ in 0..3 {
+        let response = call(&router).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(body(response).await, "no decision");
+    }
+    assert_eq!(decisions(&recorded.take(), "open", "failed_open"), 3);
+    proxy.pass();
+}
+
+/// The switch for every layer puts an enforcing layer in shadow mode, and gives it back its
+/// own setting when turned off; a share enforces about its proportion of the rejections.
+#[tokio::test(flavor = "current_thread")]
+async fn the_switch_for_every_layer_and_a_share_enforce_as_told() {
+    let _switch = SWITCH.lock().await;
+    let recorded = Recorded::start();
+    let coordination = Coordination::memory();
+    let enforcing = routed(
+        RedisRateLimitLayer::fixed_window(&coordination, "enforcing", 1, Duration::from_secs(60))
+            .expect("valid")
+            .key(KeyExtractor::global()),
+    );
+    assert_eq!(call(&enforcing).await.status(), StatusCode::OK);
+    assert_eq!(
+        call(&enforcing).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    set_shadow_mode(true);
+    let shadowed = call(&enforcing).await;
+    set_shadow_mode(false);
+    assert_eq!(shadowed.status(), StatusCode::OK);
+    assert_eq!(body(shadowed).await, "shadow");
+    assert_eq!(
+        call(&enforcing).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let taken = recorded.take();
+    assert_eq!(decisions(&taken, "enforcing", "limited"), 2);
+    assert_eq!(decisions(&taken, "enforcing", "shadow_limited"), 1);
+
+    let half = routed(
+        RedisRateLimitLayer::fixed_window(&coordination, "half", 1, Duration::from_secs(60))
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .enforced_share(0.5),
+    );
+    assert_eq!(call(&half).await.status(), StatusCode::OK);
+    let mut refused = 0;
+    for _ in 0..400 {
+        if call(&half).await.status() == StatusCode::TOO_MANY_REQUESTS {
+            refused += 1;
+        }
+    }
+    assert!((140..260).contains(&refused), "{refused} of 400 enforced");
+    let taken = recorded.take();
+    assert_eq!(decisions(&taken, "half", "limited"), refused);
+    assert_eq!(decisions(&taken, "half", "shadow_limited"), 400 - refused);
+}

@@ -1,0 +1,313 @@
+//! The metrics the crate records, read back through a debugging recorder: one decision per
+//! check on every path, the held leases, renewals and losses, the backend's errors by class,
+//! the queue and the circuit breaker. Each test installs its recorder on its own thread
+//! (a current-thread runtime), so that tests running side by side do not count each other.
+
+#![cfg(all(feature = "metrics", feature = "axum"))]
+
+mod support;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::routing::get;
+use http::{Request, StatusCode};
+use leasehold::Coordination;
+use leasehold::backend::redis::RedisBackend;
+use leasehold::coordination::ManagedOptions;
+use leasehold::coordination::lock::{FencedLock, ManagedLease};
+use leasehold::coordination::ownership::LossReason;
+use leasehold::layer::key::KeyExtractor;
+use leasehold::layer::rate_limit::RedisRateLimitLayer;
+use leasehold::layer::{CircuitBreaker, FailurePolicy};
+use leasehold::telemetry;
+use support::proxy::Proxy;
+use support::recorder::{Recorded, counter, decisions, gauge, latencies, value};
+use support::{ServerKind, shared, unique_prefix};
+use tower::ServiceExt as _;
+
+async fn connect(url: String, test: &str) -> Coordination {
+    RedisBackend::standalone(url)
+        .key_prefix(unique_prefix(test))
+        .connect()
+        .await
+        .expect("connect")
+        .into()
+}
+
+/// One request through `router`, its status.
+async fn status(router: &Router) -> StatusCode {
+    let request = Request::get("/").body(Body::empty()).expect("a request");
+    router
+        .clone()
+        .oneshot(request)
+        .await
+        .expect("infallible")
+        .status()
+}
+
+fn routed(layer: RedisRateLimitLayer) -> Router {
+    Router::new().route("/", get(|| async { "ok" }).layer(layer))
+}
+
+/// Every check counted once, with its decision, whichever path decided it: the backend,
+/// the deny cache, a wait in the queue; and a latency for each.
+#[tokio::test(flavor = "current_thread")]
+async fn every_check_is_counted_once_with_the_path_that_decided_it() {
+    let recorded = Recorded::start();
+    let coordination = connect(shared(ServerKind::Redis7).url(), "decisions").await;
+    let minute = Duration::from_secs(60);
+    let cached = routed(
+        RedisRateLimitLayer::fixed_window(&coordination, "cached", 2, minute)
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .deny_cache(10),
+    );
+    let statuses = [
+        status(&cached).await,
+        status(&cached).await,
+        status(&cached).await,
+        status(&cached).await,
+    ];
+    assert_eq!(
+        statuses.map(|s| s.as_u16()),
+        [200, 200, 429, 429],
+        "the last from the deny cache"
+    );
+    let queued = routed(
+        RedisRateLimitLayer::fixed_window(&coordination, "queued", 1, Duration::from_millis(200))
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .wait(Duration::from_secs(1), 10),
+    );
+    assert_eq!(status(&queued).await, StatusCode::OK);
+    assert_eq!(status(&queued).await, StatusCode::OK, "after a wait");
+
+    let taken = recorded.take();
+    assert_eq!(decisions(&taken, "cached", "allowed"), 2);
+    assert_eq!(decisions(&taken, "cached", "limited"), 2);
+    assert_eq!(latencies(&taken, "cached"), 4, "one latency per check");
+    assert_eq!(decisions(&taken, "queued", "allowed"), 2);
+    assert_eq!(
+        decisions(&taken, "queued", "limited"),
+        0,
+        "the wait is one check"
+    );
+    assert_eq!(latencies(&taken, "queued"), 2);
+    // The queue held the waiting request's permit, and gave it back.
+    assert_eq!(
+        gauge(&taken, telemetry::QUEUED_PERMITS, &[("policy", "queued")]),
+        0.0
+    );
+    assert!(
+        value(&taken, telemetry::QUEUED_PERMITS, &[("policy", "queued")]).is_some(),
+        "the queue's gauge was set"
+    );
+}
+
+/// With Redis unreachable, every check is still counted once: `failed_closed` for a 503
+/// (the backend's failure, then the open circuit's), `failed_open` for the fail-open
+/// fallback's answers, whether it admits or refuses.
+#[tokio::test(flavor = "current_thread")]
+async fn checks_without_a_decision_are_counted_as_failing_open_or_closed() {
+    let recorded = Recorded::start();
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = connect(proxy.url(), "failing").await.circuit_breaker(Some(
+        CircuitBreaker::new()
+            .failure_threshold(2)
+            .open_for(Duration::from_secs(60)),
+    ));
+    let minute = Duration::from_secs(60);
+    let closed = routed(
+        RedisRateLimitLayer::fixed_window(&coordination, "closed", 10, minute)
+            .expect("valid")
+            .key(KeyExtractor::global()),
+    );
+    let open = routed(
+        RedisRateLimitLayer::fixed_window(&coordination, "open", 1, minute)
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .failure_policy(FailurePolicy::FailOpen),
+    );
+    assert_eq!(status(&closed).await, StatusCode::OK);
+    recorded.take();
+
+    proxy.refuse();
+    proxy.cut();
+    for _ in 0..4 {
+        assert_eq!(status(&closed).await, StatusCode::SERVICE_UNAVAILABLE);
+    }
+    assert_eq!(
+        coordination.circuit_state(),
+        Some(leasehold::layer::CircuitState::Open)
+    );
+    // The fallback admits its quota of 1, then refuses.
+    assert_eq!(status(&open).await, StatusCode::OK);
+    assert_eq!(status(&open).await, StatusCode::TOO_MANY_REQUESTS);
+
+    let taken = recorded.take();
+    assert_eq!(decisions(&taken, "closed", "failed_closed"), 4);
+    assert_eq!(decisions(&taken, "closed", "allowed"), 0);
+    assert_eq!(decisions(&taken, "open", "failed_open"), 2);
+    assert_eq!(decisions(&taken, "open", "limited"), 0);
+    assert_eq!(latencies(&taken, "closed"), 4);
+    // The handle's breaker opened: its gauge, named by the deployment, says 2.
+    assert_eq!(
+        gauge(
+            &taken,
+            telemetry::CIRCUIT_STATE,
+            &[("breaker", coordination.endpoint())]
+        ),
+        2.0
+    );
+    // Straight on the primitive, with no layer's timeout, the step's failure (an
+    // unavailable server) is counted by its class.
+    let err =
+        leasehold::coordination::rate_limit::FixedWindow::new(&coordination, "direct", 1, minute)
+            .expect("valid")
+            .try_acquire(b"k", 1)
+            .await
+            .expect_err("no server");
+    assert!(err.is_unavailable(), "{err}");
+    let class = if err.is_outcome_uncertain() {
+        "uncertain"
+    } else {
+        "unavailable"
+    };
+    let taken = recorded.take();
+    assert_eq!(
+        counter(
+            &taken,
+            telemetry::BACKEND_ERRORS,
+            &[
+                ("primitive", "fixed_window"),
+                ("step", "fixed_window"),
+                ("class", class)
+            ],
+        ),
+        1,
+        "{taken:?}"
+    );
+    proxy.pass();
+}
+
+/// A refusal (an ACL that denies the scripts) is counted as `refused`, by primitive and step.
+#[tokio::test(flavor = "current_thread")]
+async fn a_refused_step_is_counted_by_class_primitive_and_step() {
+    let recorded = Recorded::start();
+    let url = shared(ServerKind::Redis7).acl_user(&["-@scripting", "-incr"]);
+    let coordination = connect(url, "refused").await;
+    let lock = FencedLock::named(&coordination, "refused");
+    let err = lock
+        .try_acquire(Duration::from_secs(1))
+        .await
+        .expect_err("scripts are denied");
+    assert!(err.is_refused(), "{err}");
+    let taken = recorded.take();
+    assert_eq!(
+        counter(
+            &taken,
+            telemetry::BACKEND_ERRORS,
+            &[
+                ("primitive", "fenced_lock"),
+                ("step", "fenced_acquire"),
+                ("class", "refused")
+            ]
+        ),
+        1,
+        "{taken:?}"
+    );
+}
+
+/// A managed lease is counted held while it is, its renewals by outcome, and its loss by
+/// reason when its key is removed behind its back.
+#[tokio::test(flavor = "current_thread")]
+async fn a_held_lease_is_counted_held_renewed_then_lost() {
+    let recorded = Recorded::start();
+    let server = shared(ServerKind::Redis7);
+    let prefix = unique_prefix("held");
+    let coordination: Coordination = RedisBackend::standalone(server.url())
+        .key_prefix(prefix.clone())
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    let lock = FencedLock::named(&coordination, "held");
+    let options = ManagedOptions::new().lease(Duration::from_millis(300));
+    let lease = ManagedLease::try_acquire(&lock, &options)
+        .await
+        .expect("acquired")
+        .expect("free");
+    let held = [("primitive", "fenced_lease")];
+    assert_eq!(gauge(&recorded.take(), telemetry::LEASES_HELD, &held), 1.0);
+
+    // Renewed every half lease.
+    support::eventually("a renewal", async || {
+        counter(
+            &recorded.take(),
+            telemetry::RENEWALS,
+            &[("primitive", "fenced_lease"), ("outcome", "renewed")],
+        ) > 0
+    })
+    .await;
+    for key in server.keys(prefix.as_bytes()) {
+        let _: () = server.cmd(&["DEL", &String::from_utf8_lossy(&key)]);
+    }
+    let mut ownership = lease.ownership();
+    let reason = tokio::time::timeout(Duration::from_secs(2), ownership.lost())
+        .await
+        .expect("told within a renewal");
+    assert_eq!(reason, LossReason::NotRenewed);
+    let taken = recorded.take();
+    assert_eq!(
+        counter(
+            &taken,
+            telemetry::LEASES_LOST,
+            &[("primitive", "fenced_lease"), ("reason", "not_renewed")]
+        ),
+        1
+    );
+    assert_eq!(
+        counter(
+            &taken,
+            telemetry::RENEWALS,
+            &[("primitive", "fenced_lease"), ("outcome", "lost")]
+        ),
+        1
+    );
+    // Lost: no longer held (the gauge moved by -1 since the last look).
+    assert_eq!(gauge(&taken, telemetry::LEASES_HELD, &held), -1.0);
+    drop(lease);
+}
+
+/// The metrics example serves `/metrics` in the Prometheus text format, where the decision
+/// counter moves with the requests to its limited route: in process, and through Redis.
+#[tokio::test(flavor = "current_thread")]
+async fn the_example_serves_the_decisions_on_its_metrics_route() {
+    let redis = shared(ServerKind::Redis7).url();
+    for env in [vec![], vec![("REDIS_URL", redis)]] {
+        let running = support::example::start("metrics", &env);
+        let client = support::http::client();
+        for _ in 0..3 {
+            let reply = support::http::get(&client, running.addr, "/hello", &[]).await;
+            assert_eq!(reply.status, 200);
+        }
+        let reply = support::http::get(&client, running.addr, "/metrics", &[]).await;
+        assert_eq!(reply.status, 200);
+        let body = String::from_utf8_lossy(&reply.body);
+        let allowed = body
+            .lines()
+            .find(|line| {
+                line.starts_with("leasehold_rate_limit_decisions_total{")
+                    && line.contains("policy=\"hello\"")
+                    && line.contains("decision=\"allowed\"")
+            })
+            .unwrap_or_else(|| panic!("no decision counter in {body}"));
+        assert!(allowed.ends_with(" 3"), "{allowed} ({env:?})");
+        assert!(
+            body.contains("leasehold_rate_limit_decision_duration_seconds"),
+            "{body}"
+        );
+    }
+}
