@@ -19,6 +19,7 @@ pub mod server;
 pub mod spawner;
 pub mod stalling;
 pub mod target;
+pub mod tls;
 pub mod turns;
 
 use std::sync::atomic::{AtomicU64, Ordering};

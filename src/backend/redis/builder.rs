@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::dialer::Dialer;
 use super::link::Link;
 use super::target::Target;
+use super::tls::TlsSettings;
 use super::watch::Watcher;
 use super::{Capabilities, RedisBackend, Shared, endpoint};
 use crate::backend::KeyPrefix;
@@ -47,6 +48,7 @@ pub struct RedisBackendBuilder {
     response_timeout: Duration,
     connection_timeout: Duration,
     transient_retry: Duration,
+    tls: Option<TlsSettings>,
 }
 
 impl RedisBackendBuilder {
@@ -57,6 +59,7 @@ impl RedisBackendBuilder {
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             connection_timeout: DEFAULT_CONNECTION_TIMEOUT,
             transient_retry: DEFAULT_TRANSIENT_RETRY,
+            tls: None,
         }
     }
 
@@ -120,6 +123,17 @@ impl RedisBackendBuilder {
         self
     }
 
+    /// The certificates to trust and present over `rediss://` (see [`TlsSettings`]): a
+    /// private certificate authority, a client certificate for mutual TLS. Every URL must
+    /// then be `rediss://` (a plain one is refused at [`connect`](Self::connect), never
+    /// connected in plain text), and the `tls` feature on. Standalone servers and clusters
+    /// (every node, and the tracking connections); not Sentinel deployments, which are
+    /// refused with settings.
+    pub fn tls(mut self, settings: TlsSettings) -> Self {
+        self.tls = Some(settings);
+        self
+    }
+
     /// Connects and returns the backend.
     ///
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a
@@ -160,6 +174,17 @@ impl RedisBackendBuilder {
                  naming them alike (`.key_prefix(\"\")` shares keys on purpose)",
             ));
         };
+        if let Some(tls) = &self.tls {
+            match &self.target {
+                Target::Standalone(url) => tls.check([url.as_str()])?,
+                Target::Cluster(urls) => tls.check(urls.iter().map(String::as_str))?,
+                Target::Sentinel { .. } => {
+                    return Err(Error::invalid_argument(
+                        "TLS settings are not supported for a Sentinel deployment: use a                          standalone or cluster URL, or `rediss://` with public roots",
+                    ));
+                }
+            }
+        }
         let endpoint = endpoint::describe(&self.target);
         let topology = self.target.topology();
         let backend = RedisBackend {
@@ -169,6 +194,7 @@ impl RedisBackendBuilder {
                     prefix: prefix.clone(),
                     response_timeout: self.response_timeout,
                     connection_timeout: self.connection_timeout,
+                    tls: self.tls.clone(),
                 }),
                 endpoint,
                 topology,
@@ -179,7 +205,12 @@ impl RedisBackendBuilder {
                 capabilities: Capabilities::default(),
                 outage: super::outage::Outage::new(),
                 persistence_checked: std::sync::atomic::AtomicBool::new(false),
-                watcher: Watcher::new(self.target, self.response_timeout, self.connection_timeout),
+                watcher: Watcher::new(
+                    self.target,
+                    self.tls,
+                    self.response_timeout,
+                    self.connection_timeout,
+                ),
             }),
         };
         match backend.ready().await {
@@ -207,6 +238,7 @@ impl std::fmt::Debug for RedisBackendBuilder {
             .field("response_timeout", &self.response_timeout)
             .field("connection_timeout", &self.connection_timeout)
             .field("transient_retry", &self.transient_retry)
+            .field("tls", &self.tls)
             .finish()
     }
 }

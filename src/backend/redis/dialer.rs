@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use redis::sentinel::{SentinelClient, SentinelServerType};
-use redis::{AsyncConnectionConfig, Client, Value};
+use redis::{AsyncConnectionConfig, Value};
 
 use super::connection::{Connection, Request};
 use super::endpoint;
@@ -12,6 +12,7 @@ use super::error_map;
 use super::server_clock::ServerClock;
 use super::server_version::ServerVersion;
 use super::target::Target;
+use super::tls::TlsSettings;
 use crate::backend::KeyPrefix;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -34,6 +35,8 @@ pub(super) struct Dialer {
     pub(super) prefix: KeyPrefix,
     pub(super) response_timeout: Duration,
     pub(super) connection_timeout: Duration,
+    /// The certificates of a deployment the public roots do not vouch for.
+    pub(super) tls: Option<TlsSettings>,
 }
 
 impl Dialer {
@@ -97,7 +100,8 @@ impl Dialer {
     /// password, an ACL) or does not answer costs a step one attempt, and the link decides
     /// when to try again.
     async fn connect_standalone(&self, url: &str) -> Result<Connection> {
-        let client = Client::open(url).map_err(error_map::invalid_config)?;
+        let client =
+            super::tls::client(url, self.tls.as_ref()).map_err(error_map::invalid_config)?;
         let connection = client
             .get_multiplexed_async_connection_with_config(&self.server_config())
             .await
@@ -117,12 +121,16 @@ impl Dialer {
         // map (which may have). It still refreshes its map on `MOVED` and reconnects its
         // nodes. `Connection::query` follows `ASK`; `send` sends again, within
         // `transient_retry`, what a node answered `MOVED`, `TRYAGAIN` or `CLUSTERDOWN`.
-        let client = redis::cluster::ClusterClient::builder(urls.to_vec())
+        let builder = redis::cluster::ClusterClient::builder(urls.to_vec())
             .response_timeout(self.response_timeout)
             .connection_timeout(self.connection_timeout)
-            .retries(0)
-            .build()
-            .map_err(error_map::invalid_config)?;
+            .retries(0);
+        #[cfg(feature = "tls")]
+        let builder = match &self.tls {
+            Some(tls) => builder.certs(tls.certificates()),
+            None => builder,
+        };
+        let client = builder.build().map_err(error_map::invalid_config)?;
         let connection = client
             .get_async_connection()
             .await

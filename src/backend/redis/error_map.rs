@@ -18,6 +18,33 @@ pub(crate) fn describe(err: &RedisError) -> String {
     crate::error::without_kind_tag(&err.to_string()).to_owned()
 }
 
+/// Whether the TLS layer refused the connection: the server's certificate does not verify,
+/// or the server sent an alert (it refused ours, or wanted one): rustls's error, inside the
+/// I/O error that redis-rs keeps behind an `Arc` as its source.
+fn is_tls_refusal(err: &RedisError) -> bool {
+    #[cfg(feature = "tls")]
+    {
+        type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+        let Some(source) = std::error::Error::source(err) else {
+            return false;
+        };
+        let inner: &(dyn std::error::Error + 'static) = match source.downcast_ref::<Shared>() {
+            Some(shared) => &**shared,
+            None => source,
+        };
+        inner.is::<rustls::Error>()
+            || inner
+                .downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::get_ref)
+                .is_some_and(|io| io.is::<rustls::Error>())
+    }
+    #[cfg(not(feature = "tls"))]
+    {
+        let _ = err;
+        false
+    }
+}
+
 /// A client that refused its configuration (a URL that does not parse, say), as an
 /// invalid argument.
 pub(crate) fn invalid_config(err: redis::RedisError) -> Error {
@@ -34,6 +61,10 @@ pub(crate) fn invalid_config(err: redis::RedisError) -> Error {
 /// The crate's kind for a client error, and whether the command may have run anyway; one row
 /// per redis-rs kind and server error code (see the failure classes on [`Error`]).
 fn classify(err: &RedisError) -> (ErrorKind, bool) {
+    if is_tls_refusal(err) {
+        // Nothing was sent: the handshake is before any command.
+        return (ErrorKind::Tls, false);
+    }
     if err.is_timeout() {
         // The request was written; the server may have executed it.
         return (ErrorKind::Timeout, true);

@@ -34,6 +34,7 @@ pub(crate) mod script_reply;
 mod server_clock;
 mod server_version;
 mod target;
+mod tls;
 mod watch;
 
 pub use builder::{
@@ -49,6 +50,7 @@ pub(crate) use script::script;
 pub(crate) use server_clock::Deadline;
 use server_clock::millis;
 pub use server_version::{SERVER_FLOOR, ServerVersion};
+pub use tls::TlsSettings;
 pub use watch::{CLIENT_TRACKING, KeyTtl, KeyWatch};
 
 use std::fmt;

@@ -110,6 +110,7 @@ impl RedisBackend {
                 persistence_checked: std::sync::atomic::AtomicBool::new(false),
                 watcher: super::watch::Watcher::new(
                     dialer.target.clone(),
+                    dialer.tls.clone(),
                     response_timeout,
                     shared.connection_timeout,
                 ),

@@ -5,11 +5,12 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::{
-    AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, PushInfo,
+    AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, PushInfo,
     RedisConnectionInfo, RedisResult, Value,
 };
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
+use crate::backend::redis::tls::TlsSettings;
 use crate::error::{Error, ErrorKind, Result};
 
 /// The builder's connection timeouts, reused for tracking connections.
@@ -29,8 +30,9 @@ impl Timeouts {
 
 /// How to reach the server of one tracking connection.
 pub(super) enum Endpoint {
-    /// A fixed address: a standalone server or one cluster node.
-    Direct(Box<ConnectionInfo>),
+    /// A fixed address: a standalone server or one cluster node, with the deployment's
+    /// TLS settings.
+    Direct(Box<ConnectionInfo>, Option<TlsSettings>),
     /// Whichever primary the sentinels name when the connection is opened.
     Sentinel(Box<SentinelClient>),
 }
@@ -43,8 +45,8 @@ pub(super) struct Opened {
 
 impl Endpoint {
     /// A standalone server's address, from the backend's URL, over RESP3.
-    pub(super) fn standalone(url: &str) -> Result<Endpoint> {
-        Ok(Endpoint::Direct(Box::new(resp3(parse(url)?))))
+    pub(super) fn standalone(url: &str, tls: Option<&TlsSettings>) -> Result<Endpoint> {
+        Ok(Endpoint::Direct(Box::new(resp3(parse(url)?)), tls.cloned()))
     }
 
     /// The primary named `service_name` by `sentinels`, over RESP3.
@@ -66,7 +68,12 @@ impl Endpoint {
 
     /// One cluster node, with the credentials and TLS settings of the first seed URL (as the
     /// cluster client does), over RESP3.
-    pub(super) fn cluster_node(seed: &str, host: &str, port: u16) -> Result<Endpoint> {
+    pub(super) fn cluster_node(
+        seed: &str,
+        host: &str,
+        port: u16,
+        tls: Option<&TlsSettings>,
+    ) -> Result<Endpoint> {
         let seed = parse(seed)?;
         let addr = match seed.addr() {
             ConnectionAddr::TcpTls {
@@ -81,7 +88,10 @@ impl Endpoint {
             },
             _ => ConnectionAddr::Tcp(host.to_owned(), port),
         };
-        Ok(Endpoint::Direct(Box::new(resp3(seed.set_addr(addr)))))
+        Ok(Endpoint::Direct(
+            Box::new(resp3(seed.set_addr(addr))),
+            tls.cloned(),
+        ))
     }
 
     /// Opens a RESP3 connection whose pushes go to the returned receiver, and turns tracking
@@ -92,7 +102,9 @@ impl Endpoint {
     /// and this connection reads only for watches.
     pub(super) async fn open(&mut self, timeouts: Timeouts) -> RedisResult<Opened> {
         let client = match self {
-            Endpoint::Direct(info) => Client::open((**info).clone())?,
+            Endpoint::Direct(info, tls) => {
+                crate::backend::redis::tls::client((**info).clone(), tls.as_ref())?
+            }
             Endpoint::Sentinel(sentinel) => sentinel.async_get_client().await?,
         };
         let (sender, pushes) = unbounded_channel();

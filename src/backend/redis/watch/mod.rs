@@ -31,6 +31,7 @@ use self::channel::{AfterLoss, Channel};
 use self::endpoint::{Endpoint, SlotMap, Timeouts};
 use self::registry::{Registry, Signal};
 use super::target::Target;
+use super::tls::TlsSettings;
 use super::{RedisBackend, error_map};
 use crate::backend::key_slot;
 use crate::error::{Error, Result, UnsupportedFeature};
@@ -345,6 +346,7 @@ pub(crate) struct Watcher {
 impl Watcher {
     pub(crate) fn new(
         target: Target,
+        tls: Option<TlsSettings>,
         response_timeout: Duration,
         connection_timeout: Duration,
     ) -> Watcher {
@@ -352,6 +354,7 @@ impl Watcher {
         Watcher {
             tracker: Arc::new(Tracker {
                 target,
+                tls,
                 timeouts: Timeouts {
                     response: response_timeout,
                     connection: connection_timeout,
@@ -370,6 +373,8 @@ impl Watcher {
 /// backend drops it, which wakes every watch and stops every dispatcher.
 struct Tracker {
     target: Target,
+    /// The deployment's TLS settings, for its tracking connections too.
+    tls: Option<TlsSettings>,
     timeouts: Timeouts,
     registry: Registry,
     /// Tracking connections by node: one entry for standalone and Sentinel.
@@ -390,7 +395,10 @@ impl Tracker {
     /// The tracking connection of a standalone or Sentinel backend.
     fn single_channel(self: &Arc<Self>) -> Result<Arc<Channel>> {
         self.channel(String::new(), AfterLoss::Reconnect, || match &self.target {
-            Target::Standalone(url) => Ok(("standalone".to_owned(), Endpoint::standalone(url)?)),
+            Target::Standalone(url) => Ok((
+                "standalone".to_owned(),
+                Endpoint::standalone(url, self.tls.as_ref())?,
+            )),
             Target::Sentinel {
                 sentinels,
                 service_name,
@@ -412,7 +420,10 @@ impl Tracker {
                 let seed = seeds.first().ok_or_else(|| {
                     Error::invalid_argument("a cluster needs at least one node address")
                 })?;
-                Ok((name, Endpoint::cluster_node(seed, host, port)?))
+                Ok((
+                    name,
+                    Endpoint::cluster_node(seed, host, port, self.tls.as_ref())?,
+                ))
             }
             _ => Err(Error::invalid_argument("not a cluster")),
         })

@@ -1,0 +1,126 @@
+//! TLS settings for a deployment that public roots do not vouch for: a private certificate
+//! authority, and client certificates (mutual TLS).
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+
+/// The certificates a `rediss://` connection trusts and presents, for a Redis whose
+/// certificate is signed by a private certificate authority, or that asks clients for
+/// theirs (mutual TLS). Given to
+/// [`RedisBackendBuilder::tls`](super::RedisBackendBuilder::tls); needs the `tls` feature.
+///
+/// Without it, a `rediss://` URL trusts the public roots (webpki). With root certificates,
+/// only those are trusted. A certificate that does not verify, or a server that refuses the
+/// client's, fails the connection with [`ErrorKind::Tls`](crate::ErrorKind::Tls) (refused:
+/// never failed open), and never falls back to a plain connection. Debug output never
+/// shows the certificates or the key.
+///
+/// # Example
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use leasehold::backend::redis::{RedisBackend, TlsSettings};
+///
+/// let tls = TlsSettings::new()
+///     .root_certificates_pem(std::fs::read("/etc/redis/ca.crt")?)
+///     .client_certificate_pem(
+///         std::fs::read("/etc/redis/client.crt")?,
+///         std::fs::read("/etc/redis/client.key")?,
+///     );
+/// let redis = RedisBackend::standalone("rediss://redis.internal:6380")
+///     .key_prefix("billing:")
+///     .tls(tls)
+///     .connect()
+///     .await?;
+/// # let _ = redis;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Default)]
+pub struct TlsSettings {
+    root_certificates: Option<Vec<u8>>,
+    client: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl TlsSettings {
+    /// Public roots, no client certificate: what `rediss://` does without settings.
+    pub fn new() -> Self {
+        TlsSettings::default()
+    }
+
+    /// Trusts the certificate authorities in `pem` (one or more PEM certificates), and no
+    /// other: the public roots are no longer used.
+    pub fn root_certificates_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.root_certificates = Some(pem.into());
+        self
+    }
+
+    /// Presents the certificate `certificate_pem` (PEM, its chain after it) with its
+    /// private key `key_pem` (PEM), for a server that asks for client certificates
+    /// (`tls-auth-clients yes`).
+    pub fn client_certificate_pem(
+        mut self,
+        certificate_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.client = Some((certificate_pem.into(), key_pem.into()));
+        self
+    }
+
+    /// Refuses settings that cannot apply to `urls`: each must be `rediss://`, so that a
+    /// mistyped scheme is never a plain connection; and the `tls` feature must be on.
+    pub(super) fn check<'a>(&self, urls: impl IntoIterator<Item = &'a str>) -> Result<()> {
+        if !cfg!(feature = "tls") {
+            return Err(Error::invalid_argument(
+                "TLS settings need leasehold's `tls` feature",
+            ));
+        }
+        for url in urls {
+            if !url.starts_with("rediss://") {
+                return Err(Error::invalid_argument(format!(
+                    "TLS settings are given, but {} is not a `rediss://` URL: it would connect \
+                     in plain text",
+                    super::endpoint::redact(url)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// As redis-rs takes them.
+    #[cfg(feature = "tls")]
+    pub(super) fn certificates(&self) -> redis::TlsCertificates {
+        redis::TlsCertificates {
+            client_tls: self
+                .client
+                .as_ref()
+                .map(|(cert, key)| redis::ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.clone(),
+                }),
+            root_cert: self.root_certificates.clone(),
+        }
+    }
+}
+
+impl fmt::Debug for TlsSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsSettings")
+            .field("root_certificates", &self.root_certificates.is_some())
+            .field("client_certificate", &self.client.is_some())
+            .finish()
+    }
+}
+
+/// A client for one server, with `tls`'s certificates when given.
+pub(super) fn client(
+    info: impl redis::IntoConnectionInfo,
+    tls: Option<&TlsSettings>,
+) -> redis::RedisResult<redis::Client> {
+    match tls {
+        #[cfg(feature = "tls")]
+        Some(tls) => redis::Client::build_with_tls(info, tls.certificates()),
+        // Without the feature, settings are refused before any connection (see `check`).
+        _ => redis::Client::open(info),
+    }
+}
