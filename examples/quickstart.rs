@@ -58,8 +58,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr = listener.local_addr()?;
     println!("backend: {backend}");
     println!("policy:  GET /hello allows 5 requests per 10 s per client IP");
+    // Five requests, then the sixth's status line and fields: the block the README shows.
     println!(
-        "try:     for i in $(seq 7); do curl -s -o /dev/null -w '%{{http_code}} ' http://{addr}/hello; done; echo"
+        "try:     for i in $(seq 5); do curl -s -o /dev/null http://{addr}/hello; done; curl -si http://{addr}/hello | grep -iE '^(http|ratelimit|retry-after)'"
     );
     println!("listening on http://{addr}");
 

@@ -665,3 +665,42 @@ async fn every_request_is_decided_and_counted_once_whoever_answers_it() {
     let stats = limiter.statistics();
     assert_eq!((stats.granted(), stats.rejected()), (2, 3));
 }
+
+/// With `fields_when_remaining_at_most(2)`, allowed responses carry the fields only once two
+/// permits or fewer are left; the 429 carries them always. Through Redis.
+#[tokio::test]
+async fn the_fields_can_be_sent_only_when_little_quota_is_left() {
+    let coordination = redis(
+        shared(ServerKind::Redis7).url(),
+        &unique_prefix("fields-low"),
+    )
+    .await;
+    let layer = RedisRateLimitLayer::fixed_window(&coordination, "low", 5, Duration::from_secs(60))
+        .expect("valid")
+        .key(KeyExtractor::global())
+        .fields_when_remaining_at_most(2);
+    let addr = serve(app(layer)).await;
+    let client = client();
+    let mut seen = Vec::new();
+    for _ in 0..6 {
+        let reply = http_get(&client, addr, "/", &[]).await;
+        seen.push((
+            reply.status.as_u16(),
+            reply.header("ratelimit").map(str::to_owned),
+        ));
+    }
+    let fields: Vec<Option<&str>> = seen.iter().map(|(_, f)| f.as_deref()).collect();
+    assert_eq!(
+        fields,
+        [
+            None,
+            None,
+            Some("\"low\";r=2;t=60"),
+            Some("\"low\";r=1;t=60"),
+            Some("\"low\";r=0;t=60"),
+            Some("\"low\";r=0;t=60"),
+        ],
+        "{seen:?}"
+    );
+    assert_eq!(seen[5].0, 429);
+}

@@ -231,22 +231,54 @@ pub(crate) fn insert_legacy_headers(
     );
 }
 
+/// A problem type of draft-ietf-httpapi-ratelimit-headers: its URI and title.
+pub(crate) type ProblemType = (&'static str, &'static str);
+
+/// A quota exhausted (`429`).
+pub(crate) const QUOTA_EXCEEDED: ProblemType = (
+    "https://iana.org/assignments/http-problem-types#quota-exceeded",
+    "Quota Exceeded",
+);
+
+/// No decision could be made for now (`503`).
+pub(crate) const TEMPORARY_REDUCED_CAPACITY: ProblemType = (
+    "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity",
+    "Temporary Reduced Capacity",
+);
+
 /// An RFC 9457 problem: the `Content-Type` value and the JSON body, such as
 /// `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"..."}`.
 ///
-/// `retry_after` adds a `retry_after` member in seconds, rounded up like the field, for
-/// clients that only read the body.
+/// `problem` gives the type and title (`about:blank` and `title` without); `violated` the
+/// names of the policies the request exceeded, as the draft's `violated-policies` member
+/// (none: no member). `retry_after` adds a `retry_after` member in seconds, rounded up like
+/// the field, for clients that only read the body.
 pub(crate) fn problem_json(
     status: StatusCode,
     title: &str,
+    problem: Option<ProblemType>,
     detail: &str,
+    violated: &[String],
     retry_after: Option<Duration>,
 ) -> (HeaderValue, String) {
-    let mut body = String::from(r#"{"type":"about:blank","title":"#);
+    let (uri, title) = problem.unwrap_or(("about:blank", title));
+    let mut body = String::from(r#"{"type":"#);
+    push_json_string(&mut body, uri);
+    body.push_str(r#","title":"#);
     push_json_string(&mut body, title);
     // Writing into a String cannot fail.
     _ = write!(body, r#","status":{},"detail":"#, status.as_u16());
     push_json_string(&mut body, detail);
+    if !violated.is_empty() {
+        body.push_str(r#","violated-policies":["#);
+        for (i, name) in violated.iter().enumerate() {
+            if i > 0 {
+                body.push(',');
+            }
+            push_json_string(&mut body, name);
+        }
+        body.push(']');
+    }
     if let Some(wait) = retry_after {
         _ = write!(body, r#","retry_after":{}"#, seconds_up(wait));
     }
@@ -553,7 +585,9 @@ mod tests {
         let (content_type, body) = problem_json(
             StatusCode::TOO_MANY_REQUESTS,
             "Too Many Requests",
+            None,
             "quota exceeded",
+            &[],
             None,
         );
 
@@ -569,7 +603,9 @@ mod tests {
         let (_, body) = problem_json(
             StatusCode::SERVICE_UNAVAILABLE,
             "Busy",
+            None,
             "later",
+            &[],
             Some(Duration::from_millis(1_500)),
         );
 
@@ -580,11 +616,29 @@ mod tests {
     }
 
     #[test]
+    fn a_quota_exceeded_problem_names_its_type_and_the_violated_policies() {
+        let (_, body) = problem_json(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too Many Requests",
+            Some(QUOTA_EXCEEDED),
+            "spent",
+            &["api/day".to_owned(), "api/second".to_owned()],
+            Some(Duration::from_secs(3)),
+        );
+        assert_eq!(
+            body,
+            r#"{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"spent","violated-policies":["api/day","api/second"],"retry_after":3}"#
+        );
+    }
+
+    #[test]
     fn problem_strings_are_escaped() {
         let (_, body) = problem_json(
             StatusCode::TOO_MANY_REQUESTS,
             "say \"hi\"",
+            None,
             "C:\\tmp\n\t\u{0}\u{1f} é",
+            &[],
             None,
         );
 

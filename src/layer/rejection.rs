@@ -110,6 +110,13 @@ pub struct Rejection<'a> {
     key_error: Option<&'a KeyError>,
     error: Option<&'a Error>,
     decision: Option<&'a RateLimitDecision>,
+    /// The names of the policies exceeded, listed only when asked.
+    violated: &'a (dyn Fn() -> Vec<String> + 'a),
+}
+
+/// No policy named.
+fn none_violated() -> Vec<String> {
+    Vec::new()
 }
 
 impl<'a> Rejection<'a> {
@@ -127,6 +134,7 @@ impl<'a> Rejection<'a> {
             key_error: None,
             error: None,
             decision: None,
+            violated: &none_violated,
         }
     }
 
@@ -145,6 +153,11 @@ impl<'a> Rejection<'a> {
 
     pub(crate) fn with_decision(mut self, decision: &'a RateLimitDecision) -> Self {
         self.decision = Some(decision);
+        self
+    }
+
+    pub(crate) fn with_violated(mut self, violated: &'a (dyn Fn() -> Vec<String> + 'a)) -> Self {
+        self.violated = violated;
         self
     }
 
@@ -180,6 +193,14 @@ impl<'a> Rejection<'a> {
     /// (`None` for a timeout or an open circuit breaker).
     pub fn error(&self) -> Option<&Error> {
         self.error
+    }
+
+    /// The names of the policies the request exceeded (the draft's `violated-policies`): a
+    /// full rate limit's policies with nothing left (the binding one at least), a full
+    /// concurrency limit's semaphores, the policies of a limit that could not decide; empty
+    /// otherwise.
+    pub fn violated_policies(&self) -> Vec<String> {
+        (self.violated)()
     }
 
     /// The rate-limit decision, for [`RejectionKind::RateLimited`].

@@ -43,7 +43,19 @@ impl Responses {
             return answer;
         }
         let mut answer = if self.problem_json {
-            Answer::new(rejection.status()).problem(&rejection.detail(), retry_after)
+            let problem = match rejection.kind() {
+                RejectionKind::RateLimited | RejectionKind::ConcurrencyLimited => {
+                    Some(headers::QUOTA_EXCEEDED)
+                }
+                RejectionKind::Unavailable => Some(headers::TEMPORARY_REDUCED_CAPACITY),
+                _ => None,
+            };
+            Answer::new(rejection.status()).problem(
+                problem,
+                &rejection.detail(),
+                &rejection.violated_policies(),
+                retry_after,
+            )
         } else {
             Answer::new(rejection.status())
         };
@@ -186,10 +198,17 @@ impl Answer {
         &mut self.headers
     }
 
-    /// An RFC 9457 problem details body, titled by the status.
-    fn problem(mut self, detail: &str, retry_after: Option<Duration>) -> Self {
+    /// An RFC 9457 problem details body: of `problem`'s type, else titled by the status.
+    fn problem(
+        mut self,
+        problem: Option<headers::ProblemType>,
+        detail: &str,
+        violated: &[String],
+        retry_after: Option<Duration>,
+    ) -> Self {
         let title = self.status.canonical_reason().unwrap_or("Error");
-        let (content_type, body) = headers::problem_json(self.status, title, detail, retry_after);
+        let (content_type, body) =
+            headers::problem_json(self.status, title, problem, detail, violated, retry_after);
         self.headers.insert(CONTENT_TYPE, content_type);
         self.body = Bytes::from(body);
         self

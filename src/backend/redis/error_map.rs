@@ -45,6 +45,17 @@ fn is_tls_refusal(err: &RedisError) -> bool {
     }
 }
 
+/// An error in a line of its own: the first error reply's code and words for a reply (not
+/// the whole pipeline the client echoes, with its connection's address), else the
+/// client's words.
+pub(crate) fn summary(err: &RedisError) -> String {
+    match first_failure(err) {
+        Some((_, code, detail)) if detail.is_empty() => code,
+        Some((_, code, detail)) => format!("{code} {detail}"),
+        None => describe(err),
+    }
+}
+
 /// A client that refused its configuration (a URL that does not parse, say), as an
 /// invalid argument.
 pub(crate) fn invalid_config(err: redis::RedisError) -> Error {
@@ -55,7 +66,11 @@ pub(crate) fn invalid_config(err: redis::RedisError) -> Error {
     } else {
         " (a `rediss://` URL needs leasehold's `tls` feature)"
     };
-    Error::invalid_argument(format!("invalid Redis configuration: {words}{hint}")).with_source(err)
+    Error::invalid_argument(format!(
+        "invalid Redis configuration: {words}{hint}; a URL looks like \
+         redis://[user:password@]host:6379[/db], rediss://… for TLS, or redis+unix:///path/to/redis.sock"
+    ))
+    .with_source(err)
 }
 
 /// The crate's kind for a client error, and whether the command may have run anyway; one row
@@ -230,7 +245,9 @@ mod tests {
         let err = invalid_config(redis::Client::open("not a url").expect_err("no URL"));
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
         let text = err.to_string();
-        assert!(text.ends_with("Redis URL did not parse"), "{text}");
+        assert!(text.contains("Redis URL did not parse"), "{text}");
+        // With an example of the form.
+        assert!(text.contains("redis://[user:password@]host:6379"), "{text}");
         assert_eq!(format!("{err:?}"), text, "its cause is not said twice");
         // Without the feature the client refuses it, and the hint names the crate's feature;
         // with it, the client takes it.

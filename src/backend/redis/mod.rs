@@ -788,7 +788,7 @@ impl fmt::Display for SendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SendError::Connect(err) => err.fmt(f),
-            SendError::Reply(err) => err.fmt(f),
+            SendError::Reply(err) => f.write_str(&error_map::summary(err)),
         }
     }
 }

@@ -88,6 +88,14 @@ async fn a_rate_limit_rejection_is_a_429_with_retry_after_and_the_fields() {
         body.contains(r#"The \"api\" rate limit is exhausted."#),
         "{body}"
     );
+    // The draft's problem type, naming the policy exceeded.
+    assert!(
+        body.contains(
+            r#""type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded""#
+        ),
+        "{body}"
+    );
+    assert!(body.contains(r#""violated-policies":["api"]"#), "{body}");
 }
 
 #[tokio::test]
@@ -121,6 +129,11 @@ async fn a_full_concurrency_limit_is_a_429_with_retry_after_and_the_policy() {
     );
     assert!(
         body.contains(r#"Every slot of the \"streams\" concurrency limit is taken."#),
+        "{body}"
+    );
+    assert!(body.contains("#quota-exceeded"), "{body}");
+    assert!(
+        body.contains(r#""violated-policies":["streams"]"#),
         "{body}"
     );
     drop(held);
@@ -162,6 +175,11 @@ async fn a_refusing_backend_is_a_503_with_retry_after_on_both_layers() {
             assert!(header(&headers, "retry-after").is_some(), "{policy:?}");
             assert!(body.contains(r#""status":503"#), "{body}");
             assert!(body.contains("cannot be checked right now"), "{body}");
+            assert!(
+                body.contains(r#""title":"Temporary Reduced Capacity""#)
+                    && body.contains("#temporary-reduced-capacity"),
+                "{body}"
+            );
         }
     }
 }

@@ -81,13 +81,16 @@ fn full(config: &Config, retry_after: Option<Duration>, request: &Parts) -> Answ
             config.name
         )
     };
+    // Which of its semaphores is full is not known here: the limit's name stands for them.
+    let violated = || vec![config.name.clone()];
     let answer = config.responses.refusal(
         &Rejection::new(
             RejectionKind::ConcurrencyLimited,
             StatusCode::TOO_MANY_REQUESTS,
             Some(wait),
             &detail,
-        ),
+        )
+        .with_violated(&violated),
         Some(request),
     );
     match &config.policy_field {

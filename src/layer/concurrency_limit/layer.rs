@@ -45,9 +45,12 @@ pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_millis(500);
 /// the permit lost, the body ends with a [`PermitLost`](super::PermitLost) error rather
 /// than streaming on unaccounted for.
 ///
-/// - Over capacity: `429 Too Many Requests` with `Retry-After` (when the earliest permit
-///   would expire, rounded up to whole seconds) and `RateLimit-Policy` with
-///   `qu="concurrent-requests"`.
+/// - Over capacity: `429 Too Many Requests` with `Retry-After` and `RateLimit-Policy` with
+///   `qu="concurrent-requests"`. `Retry-After` is when the earliest permit would expire if
+///   its holder stopped renewing it now (rounded up to whole seconds): the soonest a slot
+///   can free up unasked, not a promise. A stream that goes on renews its permit, so a
+///   client that comes back then may meet `429` again; a slot freed by a finished response
+///   is free at once.
 /// - Backend failure or [timeout](Self::timeout): the [`FailurePolicy`]. Failing closed
 ///   (the default) answers 503 with `Retry-After`. Failing open grants a **worker-local**
 ///   permit, counted against the global capacity (or, without one, the per-key capacity)

@@ -105,12 +105,19 @@ impl Granted {
 
     fn finish<B>(self, response: Response<B>) -> Response<ResponseBody<B>> {
         let (mut parts, body) = response.into_parts();
-        insert_fields(
-            &self.config,
-            self.info.policies(),
-            self.info.decision(),
-            &mut parts.headers,
-        );
+        let decision = self.info.decision();
+        let low = self
+            .config
+            .fields_at_most
+            .is_none_or(|at_most| decision.remaining() <= at_most);
+        if low || self.info.is_shadow_rejection() {
+            insert_fields(
+                &self.config,
+                self.info.policies(),
+                decision,
+                &mut parts.headers,
+            );
+        }
         Response::from_parts(parts, ResponseBody::inner(body, None))
     }
 }
@@ -187,13 +194,28 @@ fn rejected(config: &Config, decision: &RateLimitDecision, request: &Parts) -> A
                 .map_or("", |policy| policy.name())
         ),
     };
+    // The policies with nothing left, the binding one at least.
+    let violated = || {
+        let binding = binding(policies, decision).name();
+        let mut names: Vec<String> = policies
+            .iter()
+            .zip(decision.policy_states())
+            .filter(|(policy, state)| state.remaining() == 0 || policy.name() == binding)
+            .map(|(policy, _)| policy.name().to_owned())
+            .collect();
+        if names.is_empty() {
+            names.push(binding.to_owned());
+        }
+        names
+    };
     let rejection = Rejection::new(
         RejectionKind::RateLimited,
         StatusCode::TOO_MANY_REQUESTS,
         decision.retry_after(),
         &detail,
     )
-    .with_decision(decision);
+    .with_decision(decision)
+    .with_violated(&violated);
     let mut answer = config.responses.refusal(&rejection, Some(request));
     insert_fields(config, policies, decision, answer.headers_mut());
     answer

@@ -28,6 +28,9 @@ pub(crate) struct Config {
     /// The outages this layer met, told once each.
     pub(crate) outages: Arc<crate::outage_log::OutageLog>,
     pub(crate) legacy_headers: bool,
+    /// Allowed responses carry the fields only when the binding policy has at most this
+    /// many permits left; `None`: always.
+    pub(crate) fields_at_most: Option<u64>,
     pub(crate) max_wait: Option<Duration>,
     /// The rate-limit fields' fixed parts, serialized once: the policies never change.
     pub(crate) fields: crate::layer::headers::RateLimitFields,

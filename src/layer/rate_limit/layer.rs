@@ -90,6 +90,7 @@ impl RedisRateLimitLayer {
                 breaker,
                 outages: Arc::default(),
                 legacy_headers: false,
+                fields_at_most: None,
                 max_wait: None,
                 fail_open_share: 1.0,
                 fallback: None,
@@ -327,6 +328,28 @@ impl RedisRateLimitLayer {
     /// Default: no body.
     pub fn problem_json(mut self, enabled: bool) -> Self {
         self.config_mut().responses.problem_json = enabled;
+        self
+    }
+
+    /// Adds the rate-limit fields to an allowed response only when its decision's binding
+    /// policy has at most `remaining` permits left: clients hear of the limit as they near
+    /// it, and most responses go without the bytes. `429` answers (and shadow rejections)
+    /// always carry them. Default: every response.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leasehold::Coordination;
+    /// use leasehold::layer::rate_limit::RedisRateLimitLayer;
+    ///
+    /// # fn main() -> leasehold::Result<()> {
+    /// // Fields on the last ten requests of each minute's hundred.
+    /// let layer = RedisRateLimitLayer::fixed_window(&Coordination::memory(), "api", 100, Duration::from_secs(60))?
+    ///     .fields_when_remaining_at_most(10);
+    /// # let _ = layer;
+    /// # Ok(()) }
+    /// ```
+    pub fn fields_when_remaining_at_most(mut self, remaining: u64) -> Self {
+        self.config_mut().fields_at_most = Some(remaining);
         self
     }
 
