@@ -15,6 +15,7 @@ use axum::routing::get;
 use http::{Request, Response, StatusCode};
 use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
+use leasehold::coordination::rate_limit::RateLimitPolicy;
 use leasehold::layer::FailurePolicy;
 use leasehold::layer::key::KeyExtractor;
 use leasehold::layer::rate_limit::{RateLimitInfo, RedisRateLimitLayer, set_shadow_mode};
@@ -188,4 +189,46 @@ async fn the_switch_for_every_layer_and_a_share_enforce_as_told() {
     let taken = recorded.take();
     assert_eq!(decisions(&taken, "half", "limited"), refused);
     assert_eq!(decisions(&taken, "half", "shadow_limited"), 400 - refused);
+}
+
+/// A stacked layer with a shadow policy beside an enforced one: the shadow policy's
+/// rejections go through, marked and counted `shadow_limited`; the enforced policy's are
+/// `429`, counted `limited`.
+#[tokio::test(flavor = "current_thread")]
+async fn a_shadow_policy_of_a_stacked_layer_is_counted_apart() {
+    let _switch = SWITCH.lock().await;
+    let recorded = Recorded::start();
+    let coordination = connect(shared(ServerKind::Redis7).url(), "shadow-policy").await;
+    let router = routed(
+        RedisRateLimitLayer::stacked(
+            &coordination,
+            "stack",
+            [
+                RateLimitPolicy::new("minute", 3, Duration::from_secs(60)),
+                RateLimitPolicy::new("trial", 1, Duration::from_secs(60)).shadow(),
+            ],
+        )
+        .expect("valid")
+        .key(KeyExtractor::global()),
+    );
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let response = call(&router).await;
+        let status = response.status().as_u16();
+        seen.push((status, body(response).await));
+    }
+    let seen: Vec<(u16, &str)> = seen.iter().map(|(s, b)| (*s, b.as_str())).collect();
+    assert_eq!(
+        seen,
+        [
+            (200, "granted"),
+            (200, "shadow"),
+            (200, "shadow"),
+            (429, "")
+        ]
+    );
+    let taken = recorded.take();
+    assert_eq!(decisions(&taken, "stack", "allowed"), 1);
+    assert_eq!(decisions(&taken, "stack", "shadow_limited"), 2);
+    assert_eq!(decisions(&taken, "stack", "limited"), 1);
 }

@@ -567,3 +567,56 @@ async fn the_deny_cache_keeps_every_policy_state() {
     let stats = limiter.statistics();
     assert_eq!((stats.granted(), stats.rejected()), (2, 2));
 }
+
+scenario!(a_shadow_policy_never_rejects_and_counts_only_what_it_would_admit);
+
+/// A shadow policy beside an enforced one: a request it alone would reject is granted,
+/// counted by the enforced policy and not by it, and the decision says so; the enforced
+/// policy still rejects (without a retry time of the shadow's), and a request beyond the
+/// shadow's limit alone is no impossible request.
+async fn a_shadow_policy_never_rejects_and_counts_only_what_it_would_admit(target: Target) {
+    let coordination = target.coordination("shadow-policy").await;
+    let limiter = Stacked::new(
+        &coordination,
+        "api",
+        [
+            policy("minute", 4, MINUTE),
+            policy("burst", 2, HOUR).shadow(),
+        ],
+    )
+    .expect("valid");
+    assert!(!limiter.policies()[0].is_shadow());
+    assert!(limiter.policies()[1].is_shadow());
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        let decision = limiter.try_acquire(b"k", 1).await.expect("decided");
+        seen.push((
+            decision.is_granted(),
+            decision.is_shadow_rejection(),
+            remaining(&decision),
+        ));
+    }
+    assert_eq!(
+        seen,
+        [
+            (true, false, vec![3, 1]),
+            (true, false, vec![2, 0]),
+            // The shadow policy would reject: granted, counted by the enforced one only.
+            (true, true, vec![1, 0]),
+            (true, true, vec![0, 0]),
+            // The enforced policy rejects.
+            (false, false, vec![0, 0]),
+        ]
+    );
+    let rejected = limiter.try_acquire(b"k", 1).await.expect("decided");
+    let wait = rejected.retry_after().expect("a retry time");
+    assert!(
+        wait <= MINUTE,
+        "the enforced policy's wait, not the shadow's hour: {wait:?}"
+    );
+
+    // Three permits: beyond the shadow's limit of 2 only, so granted (on a fresh key).
+    let big = limiter.try_acquire(b"big", 3).await.expect("decided");
+    assert!(big.is_granted() && big.is_shadow_rejection(), "{big:?}");
+    assert_eq!(remaining(&big), [1, 2]);
+}

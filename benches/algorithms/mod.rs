@@ -169,8 +169,10 @@ impl Algorithm {
             // permits, emission interval µs, burst
             Algorithm::Gcra => &[1, GCRA_INTERVAL_US, GCRA_BURST],
             // permits, then (limit, window ms) per policy
+            // Permits, no shadow policy, then each policy's limit and window.
             Algorithm::Stacked => &[
                 1,
+                0,
                 LIMIT,
                 WINDOW_MS,
                 STACKED_LONG_LIMIT,

@@ -299,6 +299,7 @@ mod tests {
                     key,
                     permits,
                     windows: &[(5, 1_000), (50, 60_000)],
+                    shadows: 0,
                 },
                 &backend,
             )

@@ -230,6 +230,7 @@ pub(crate) mod tests {
                         key,
                         permits: 1,
                         windows: &[(10, 1_000), (100, 60_000)],
+                        shadows: 0,
                     },
                     &redis,
                 ),

@@ -37,6 +37,8 @@ use std::time::Duration;
 pub struct RateLimitDecision {
     granted: bool,
     retry_after: Option<Duration>,
+    /// Granted, though a shadow policy would have rejected it.
+    shadow_rejected: bool,
     states: States,
 }
 
@@ -127,6 +129,7 @@ impl RateLimitDecision {
         RateLimitDecision {
             granted,
             retry_after,
+            shadow_rejected: false,
             states: States::One(PolicyState::new(limit, remaining, reset_after)),
         }
     }
@@ -151,8 +154,23 @@ impl RateLimitDecision {
         RateLimitDecision {
             granted,
             retry_after,
+            shadow_rejected: false,
             states,
         }
+    }
+
+    /// Marks a grant that a [shadow policy](super::RateLimitPolicy::shadow) would have
+    /// rejected.
+    pub(crate) fn shadow_rejected(mut self, rejected: bool) -> Self {
+        self.shadow_rejected = rejected && self.granted;
+        self
+    }
+
+    /// Whether it was granted although one of the limiter's
+    /// [shadow policies](super::RateLimitPolicy::shadow) would have rejected it: that
+    /// policy's state shows it (nothing left), and the enforced ones counted the permits.
+    pub fn is_shadow_rejection(&self) -> bool {
+        self.shadow_rejected
     }
 
     /// Whether the permits were granted (and consumed).
@@ -226,6 +244,7 @@ impl RateLimitDecision {
         RateLimitDecision {
             granted: false,
             retry_after: Some(retry_after),
+            shadow_rejected: false,
             states,
         }
     }

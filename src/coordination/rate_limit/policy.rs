@@ -46,6 +46,7 @@ pub struct RateLimitPolicy {
     quota: u64,
     window: Duration,
     unit: QuotaUnit,
+    shadow: bool,
 }
 
 impl RateLimitPolicy {
@@ -56,7 +57,33 @@ impl RateLimitPolicy {
             quota,
             window,
             unit: QuotaUnit::Requests,
+            shadow: false,
         }
+    }
+
+    /// The same policy in shadow mode, for a [`Stacked`](super::Stacked) limiter: counted and
+    /// shown as any other, but a request it alone would reject is granted (the enforced
+    /// policies count it; this one counts only what it would admit), and the decision says
+    /// so ([`RateLimitDecision::is_shadow_rejection`](super::RateLimitDecision::is_shadow_rejection)).
+    /// A way to try a new policy on live traffic beside the enforced ones. A single-policy
+    /// limiter takes its layer's [shadow mode](crate::layer::rate_limit::RedisRateLimitLayer::shadow)
+    /// instead.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leasehold::coordination::rate_limit::RateLimitPolicy;
+    ///
+    /// let trial = RateLimitPolicy::new("burst", 5, Duration::from_secs(1)).shadow();
+    /// assert!(trial.is_shadow());
+    /// ```
+    pub fn shadow(mut self) -> Self {
+        self.shadow = true;
+        self
+    }
+
+    /// Whether it is in [shadow mode](Self::shadow).
+    pub fn is_shadow(&self) -> bool {
+        self.shadow
     }
 
     /// The same policy counting another unit.

@@ -106,6 +106,8 @@ pub struct Stacked {
     policies: Arc<[RateLimitPolicy]>,
     /// Per policy: (limit, window in ms), as the step takes them.
     windows: Box<[(u64, u64)]>,
+    /// The shadow policies, bit `i` for policy `i`.
+    shadows: u32,
     smallest_limit: u64,
 }
 
@@ -137,6 +139,7 @@ impl Stacked {
         let mut names = HashSet::new();
         let mut policies = Vec::with_capacity(given.len());
         let mut windows = Vec::with_capacity(given.len());
+        let mut shadows = 0u32;
         for policy in given {
             let limit = policy.quota();
             if limit == 0 || limit > MAX_LIMIT {
@@ -177,18 +180,34 @@ impl Stacked {
             // Named by the limiter too, so that its name stays in the headers beside another
             // stacked layer's policy of the same name.
             let shown = format!("{name}/{}", policy.name());
-            policies.push(
-                RateLimitPolicy::new(shown, limit, Duration::from_millis(window_ms))
-                    .with_unit(policy.unit()),
-            );
+            let mut kept = RateLimitPolicy::new(shown, limit, Duration::from_millis(window_ms))
+                .with_unit(policy.unit());
+            if policy.is_shadow() {
+                shadows |= 1 << (policies.len());
+                kept = kept.shadow();
+            }
+            policies.push(kept);
         }
-        let smallest_limit = windows.iter().map(|&(limit, _)| limit).min().unwrap_or(1);
+        // A request beyond the smallest enforced limit can never be granted (beyond a shadow
+        // policy's alone, it is granted: shadow policies never reject).
+        let enforced = || {
+            windows
+                .iter()
+                .enumerate()
+                .filter(|&(index, _)| shadows >> index & 1 == 0)
+                .map(|(_, &(limit, _))| limit)
+        };
+        let smallest_limit = enforced()
+            .min()
+            .or_else(|| windows.iter().map(|&(limit, _)| limit).max())
+            .unwrap_or(1);
         Ok(Stacked {
             coordination: coordination.clone(),
             keys: LimiterKeys::new(b"st", name.as_bytes()),
             name: name.into(),
             policies: policies.into(),
             windows: windows.into(),
+            shadows,
             smallest_limit,
         })
     }
@@ -248,6 +267,7 @@ impl Stacked {
                 key: &storage_key,
                 permits: asked,
                 windows: &self.windows,
+                shadows: self.shadows,
             })
             .await?;
         let mut retry_after = None;
@@ -255,21 +275,23 @@ impl Stacked {
             .windows
             .iter()
             .zip(self.windows.iter())
-            .map(|(window, &(limit, window_ms))| {
+            .enumerate()
+            .map(|(index, (window, &(limit, window_ms)))| {
                 let reset_after = Duration::from_millis(window.ttl_ms.unwrap_or(window_ms));
-                // A policy that rejected has a window under way (its count is above 0).
-                if !reply.granted && window.count.saturating_add(asked) > limit {
+                // A policy that rejected has a window under way (its count is above 0); a
+                // shadow policy rejects nothing.
+                let shadow = self.shadows >> index & 1 == 1;
+                if !reply.granted && !shadow && window.count.saturating_add(asked) > limit {
                     retry_after = retry_after.max(Some(reset_after));
                 }
                 PolicyState::new(limit, limit.saturating_sub(window.count), reset_after)
             })
             .collect();
         let retry_after = retry_after.filter(|_| permits <= self.smallest_limit);
-        Ok(RateLimitDecision::with_states(
-            reply.granted,
-            states,
-            retry_after,
-        ))
+        Ok(
+            RateLimitDecision::with_states(reply.granted, states, retry_after)
+                .shadow_rejected(reply.shadow_rejected != 0),
+        )
     }
 }
 

@@ -110,7 +110,13 @@ pub(crate) fn settle(
 ) -> answer::Settled {
     match decided {
         Ok(decision) if decision.is_granted() => {
-            config.metrics.record(Decided::Allowed, clock);
+            // A shadow policy's rejection, let through by the limiter itself.
+            let decided = if decision.is_shadow_rejection() {
+                Decided::ShadowLimited
+            } else {
+                Decided::Allowed
+            };
+            config.metrics.record(decided, clock);
             answer::Settled::Now(Decision::Admit(Admitted::Decided(Granted::new(
                 config, decision,
             ))))

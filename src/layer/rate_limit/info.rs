@@ -54,11 +54,14 @@ impl RateLimitInfo {
         }
     }
 
-    /// Whether the limit rejected this request and the layer let it through all the same,
-    /// in [shadow mode](super::RedisRateLimitLayer::shadow): the [decision](Self::decision)
-    /// is the rejection (not granted, with its retry time).
+    /// Whether the limit rejected this request and it went through all the same: the layer
+    /// is in [shadow mode](super::RedisRateLimitLayer::shadow) (the
+    /// [decision](Self::decision) is the rejection: not granted, with its retry time), or a
+    /// stacked limiter's [shadow policy](crate::coordination::rate_limit::RateLimitPolicy::shadow)
+    /// alone would have rejected it (the decision is granted, and that policy's state shows
+    /// nothing left).
     pub fn is_shadow_rejection(&self) -> bool {
-        self.shadow
+        self.shadow || self.decision.is_shadow_rejection()
     }
 
     /// The binding policy: for a single-policy limiter its policy, for a stacked one the

@@ -461,7 +461,12 @@ fn fallback(config: &Config) -> Option<RateLimiter> {
             Duration::from_millis(1),
             Duration::from_millis(MAX_WINDOW_MS),
         );
-        RateLimitPolicy::new(policy.name(), quota.clamp(1, MAX_LIMIT), window)
+        let kept = RateLimitPolicy::new(policy.name(), quota.clamp(1, MAX_LIMIT), window);
+        if policy.is_shadow() {
+            kept.shadow()
+        } else {
+            kept
+        }
     });
     match Stacked::new(&Coordination::memory(), "fail-open", policies) {
         Ok(stacked) => Some(RateLimiter::from(stacked)),

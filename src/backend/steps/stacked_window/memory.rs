@@ -37,10 +37,21 @@ impl MemoryStep for StackedWindowStep<'_> {
                     },
                 )
                 .collect();
-            let fits = live
+            let refuses: Vec<bool> = live
                 .iter()
                 .zip(step.windows)
-                .all(|((count, _), (limit, _))| count.saturating_add(step.permits) <= *limit);
+                .map(|((count, _), (limit, _))| count.saturating_add(step.permits) > *limit)
+                .collect();
+            let is_shadow = |index: usize| step.shadows >> index & 1 == 1;
+            let fits = !refuses
+                .iter()
+                .enumerate()
+                .any(|(index, &refuses)| refuses && !is_shadow(index));
+            let shadow_rejected = refuses
+                .iter()
+                .enumerate()
+                .filter(|&(index, &refuses)| refuses && is_shadow(index))
+                .fold(0u32, |bits, (index, _)| bits | 1 << index);
 
             if !fits || step.permits == 0 {
                 return Ok(StackedWindowReply {
@@ -52,6 +63,7 @@ impl MemoryStep for StackedWindowStep<'_> {
                             ttl_ms: end.map(|end| millis_until(end, now)),
                         })
                         .collect(),
+                    shadow_rejected,
                 });
             }
 
@@ -65,6 +77,17 @@ impl MemoryStep for StackedWindowStep<'_> {
             let mut replies = Vec::with_capacity(live.len());
             for (index, ((count, end), (_, window_ms))) in live.iter().zip(step.windows).enumerate()
             {
+                // A shadow policy that would reject counts nothing, and keeps its window.
+                if refuses[index] {
+                    if let Some(end) = end {
+                        latest = latest.max(*end);
+                    }
+                    replies.push(WindowReply {
+                        count: *count,
+                        ttl_ms: end.map(|end| millis_until(end, now)),
+                    });
+                    continue;
+                }
                 let end = end.unwrap_or_else(|| now + Duration::from_millis(*window_ms));
                 let count = count + step.permits;
                 windows[index] = (count, end);
@@ -78,6 +101,7 @@ impl MemoryStep for StackedWindowStep<'_> {
             Ok(StackedWindowReply {
                 granted: true,
                 windows: replies,
+                shadow_rejected,
             })
         })
     }
@@ -94,6 +118,7 @@ mod tests {
             key: b"k",
             permits: 1,
             windows: &[(5, 1_000), (50, 60_000)],
+            shadows: 0,
         };
         let reply = backend.run(step).expect("step");
         assert!(reply.granted);

@@ -15,6 +15,9 @@ pub(crate) struct StackedWindowStep<'a> {
     /// Per policy, in order: (permits per window, at least 1; window in whole ms, at least
     /// 1). The policy's index names its window in the stored state.
     pub(crate) windows: &'a [(u64, u64)],
+    /// The shadow policies, bit `i` for policy `i`: counted only when they admit, and never
+    /// the reason of a rejection.
+    pub(crate) shadows: u32,
 }
 
 /// One policy's window after the step, from the backend's clock.
@@ -33,6 +36,8 @@ pub(crate) struct StackedWindowReply {
     pub(crate) granted: bool,
     /// One per policy, in the step's order.
     pub(crate) windows: Vec<WindowReply>,
+    /// The shadow policies that would have rejected the request, bit `i` for policy `i`.
+    pub(crate) shadow_rejected: u32,
 }
 
 impl Step for StackedWindowStep<'_> {

@@ -12,8 +12,9 @@ static STACKED_WINDOW: LazyLock<Script> = script!(writes, "stacked_window", "sta
 /// Runs one stacked fixed-window step.
 impl RedisStep for StackedWindowStep<'_> {
     async fn on_redis(&self, redis: &RedisBackend) -> Result<StackedWindowReply> {
-        let mut args = Vec::with_capacity(1 + 2 * self.windows.len());
+        let mut args = Vec::with_capacity(2 + 2 * self.windows.len());
         args.push(self.permits);
+        args.push(u64::from(self.shadows));
         for &(limit, window_ms) in self.windows {
             args.extend([limit, window_ms]);
         }
@@ -21,9 +22,11 @@ impl RedisStep for StackedWindowStep<'_> {
             .script_outcome(&STACKED_WINDOW, &[self.key], args)
             .await?;
         let granted = outcome.granted()?;
-        if outcome.len() != 2 * self.windows.len() {
+        if outcome.len() != 2 * self.windows.len() + 1 {
             return Err(outcome.unexpected());
         }
+        let shadow_rejected = u32::try_from(outcome.uint(2 * self.windows.len())?)
+            .map_err(|_| outcome.unexpected())?;
         let windows = (0..self.windows.len())
             .map(|i| {
                 Ok(WindowReply {
@@ -32,6 +35,10 @@ impl RedisStep for StackedWindowStep<'_> {
                 })
             })
             .collect::<Result<_>>()?;
-        Ok(StackedWindowReply { granted, windows })
+        Ok(StackedWindowReply {
+            granted,
+            windows,
+            shadow_rejected,
+        })
     }
 }
