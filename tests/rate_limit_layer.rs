@@ -704,3 +704,46 @@ async fn the_fields_can_be_sent_only_when_little_quota_is_left() {
     );
     assert_eq!(seen[5].0, 429);
 }
+
+/// With `partition_keys_in_fields(secret)`, each member of the `RateLimit` field carries a
+/// `pk` Byte Sequence: the same for one client's requests (and for another layer with the
+/// same secret, as in another replica), different for another client or another secret, and
+/// never the key itself. On the 429 too.
+#[tokio::test]
+async fn the_partition_key_is_an_opaque_tag_of_the_client_key() {
+    let coordination = redis(shared(ServerKind::Redis7).url(), &unique_prefix("pk")).await;
+    let layer = |secret: &str| {
+        RedisRateLimitLayer::fixed_window(&coordination, "pk", 2, Duration::from_secs(60))
+            .expect("valid")
+            .key(KeyExtractor::header_in_clear("x-api-key").expect("valid"))
+            .partition_keys_in_fields(secret)
+    };
+    let replica = serve(app(layer("shared secret"))).await;
+    let other_replica = serve(app(layer("shared secret"))).await;
+    let rotated = serve(app(layer("another secret"))).await;
+    let client = client();
+    let pk = |reply: &support::http::Reply| {
+        let field = reply
+            .header("ratelimit")
+            .expect("the RateLimit field")
+            .to_owned();
+        let (_, tag) = field
+            .split_once(";pk=:")
+            .unwrap_or_else(|| panic!("no pk: {field}"));
+        let tag = tag.strip_suffix(':').expect("a Byte Sequence").to_owned();
+        assert_eq!(tag.len(), 16, "96 bits in base64: {field}");
+        tag
+    };
+    let alice = pk(&http_get(&client, replica, "/", &[("x-api-key", "alice")]).await);
+    let again = pk(&http_get(&client, other_replica, "/", &[("x-api-key", "alice")]).await);
+    assert_eq!(alice, again, "one tag per client, in every replica");
+    let bob = pk(&http_get(&client, replica, "/", &[("x-api-key", "bob")]).await);
+    assert_ne!(alice, bob);
+    assert!(!alice.contains("alice"));
+    let other_secret = pk(&http_get(&client, rotated, "/", &[("x-api-key", "bob")]).await);
+    assert_ne!(bob, other_secret, "another secret, another tag");
+    // Alice's third request: 429, with her tag.
+    let refused = http_get(&client, replica, "/", &[("x-api-key", "alice")]).await;
+    assert_eq!(refused.status, 429);
+    assert_eq!(pk(&refused), alice);
+}

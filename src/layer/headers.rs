@@ -29,6 +29,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use sfv::{Integer, KeyRef, ListSerializer, StringRef, key_ref};
 
 use crate::coordination::rate_limit::{PolicyState, QuotaUnit, RateLimitPolicy};
+use crate::layer::rate_limit::PartitionTag;
 
 /// `RateLimit-Policy`: the policies that apply to the request.
 pub(crate) const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -136,7 +137,14 @@ impl RateLimitFields {
 
     /// The `RateLimit` value for the policies' states, in policy order; `None` for no
     /// policies, since an empty List is not sent at all.
-    pub(crate) fn rate_limit(&self, states: &[PolicyState]) -> Option<HeaderValue> {
+    pub(crate) fn rate_limit(
+        &self,
+        states: &[PolicyState],
+        partition: Option<&PartitionTag>,
+    ) -> Option<HeaderValue> {
+        // `;pk=:<tag>:` after each member, where the layer shows partition keys.
+        let pk = partition.map_or(&[][..], PartitionTag::as_bytes);
+        let pk_len = if pk.is_empty() { 0 } else { pk.len() + 6 };
         let members = || {
             self.names
                 .iter()
@@ -147,7 +155,7 @@ impl RateLimitFields {
         // it is, where any other would cost a second allocation to share it.
         let size = members()
             .map(|(name, remaining, reset)| {
-                name.len() + 6 + sf_integer_len(remaining) + sf_integer_len(reset)
+                name.len() + 6 + sf_integer_len(remaining) + sf_integer_len(reset) + pk_len
             })
             .sum::<usize>()
             + 2 * states.len().min(self.names.len()).saturating_sub(1);
@@ -161,6 +169,11 @@ impl RateLimitFields {
             push_sf_integer(&mut value, remaining);
             value.extend_from_slice(b";t=");
             push_sf_integer(&mut value, reset);
+            if !pk.is_empty() {
+                value.extend_from_slice(b";pk=:");
+                value.extend_from_slice(pk);
+                value.push(b':');
+            }
         }
         if value.is_empty() {
             return None;
@@ -175,11 +188,16 @@ impl RateLimitFields {
     /// The values are appended rather than inserted: a List may be split over several field
     /// lines, so stacked rate-limit layers each add their own policies instead of hiding the
     /// others'.
-    pub(crate) fn insert(&self, headers: &mut HeaderMap, states: &[PolicyState]) {
+    pub(crate) fn insert(
+        &self,
+        headers: &mut HeaderMap,
+        states: &[PolicyState],
+        partition: Option<&PartitionTag>,
+    ) {
         if let Some(value) = &self.policy {
             headers.append(RATELIMIT_POLICY, value.clone());
         }
-        if let Some(value) = self.rate_limit(states) {
+        if let Some(value) = self.rate_limit(states, partition) {
             headers.append(RATELIMIT, value);
         }
     }
@@ -484,7 +502,7 @@ mod tests {
         let decision = decision(99, Duration::from_secs(60));
         let mut headers = HeaderMap::new();
 
-        RateLimitFields::new([&policy]).insert(&mut headers, &[decision]);
+        RateLimitFields::new([&policy]).insert(&mut headers, &[decision], None);
 
         assert_eq!(headers.len(), 2);
         assert_eq!(text(&headers[RATELIMIT_POLICY]), r#""default";q=100;w=60"#);
@@ -505,12 +523,12 @@ mod tests {
         ];
         let fields = RateLimitFields::new(&policies);
         for n in 0..=policies.len() {
-            let fast = fields.rate_limit(&states[..n]);
+            let fast = fields.rate_limit(&states[..n], None);
             let reference = rate_limit(policies[..n].iter().zip(&states[..n]));
             assert_eq!(fast, reference, "{n} policies");
         }
         assert_eq!(
-            text(&fields.rate_limit(&states).unwrap()),
+            text(&fields.rate_limit(&states, None).unwrap()),
             r#""minute";r=50;t=30, "a \"b\" \\c";r=0;t=0, "caf??bar";r=999999999999999;t=999999999999999"#
         );
     }
@@ -538,8 +556,8 @@ mod tests {
         let decision = decision(5, Duration::from_secs(1));
         let mut headers = HeaderMap::new();
 
-        RateLimitFields::new([&inner]).insert(&mut headers, &[decision]);
-        RateLimitFields::new([&outer]).insert(&mut headers, &[decision]);
+        RateLimitFields::new([&inner]).insert(&mut headers, &[decision], None);
+        RateLimitFields::new([&outer]).insert(&mut headers, &[decision], None);
 
         let policies: Vec<_> = headers.get_all(RATELIMIT_POLICY).iter().map(text).collect();
         assert_eq!(policies, [r#""inner";q=20;w=2"#, r#""outer";q=10;w=1"#]);
@@ -563,7 +581,7 @@ mod tests {
     #[test]
     fn nothing_to_insert() {
         let mut headers = HeaderMap::new();
-        RateLimitFields::new([]).insert(&mut headers, &[]);
+        RateLimitFields::new([]).insert(&mut headers, &[], None);
         assert!(headers.is_empty());
     }
 

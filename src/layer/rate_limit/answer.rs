@@ -6,8 +6,10 @@ use std::time::Duration;
 use http::request::Parts;
 use http::{HeaderMap, Request, Response, StatusCode};
 
+use super::check::Check;
 use super::config::Config;
 use super::info::{FailedOpen, RateLimitInfo};
+use super::partition::PartitionTag;
 use crate::coordination::rate_limit::{RateLimitDecision, RateLimitPolicy, RateLimiter};
 use crate::error::Error;
 use crate::layer::admission::decide::Failure;
@@ -16,7 +18,7 @@ use crate::layer::failure::Verdict;
 use crate::layer::headers;
 use crate::layer::responses::Answer;
 use crate::layer::{Rejection, RejectionKind};
-use crate::telemetry::{Clock, Decided};
+use crate::telemetry::Decided;
 
 /// What a request the layer let through carries.
 pub(crate) enum Admitted {
@@ -58,21 +60,32 @@ impl Grant for Admitted {
 pub(crate) struct Granted {
     info: RateLimitInfo,
     config: Arc<Config>,
+    partition: Option<PartitionTag>,
 }
 
 impl Granted {
-    pub(crate) fn new(config: Arc<Config>, decision: RateLimitDecision) -> Self {
+    pub(crate) fn new(
+        config: Arc<Config>,
+        decision: RateLimitDecision,
+        partition: Option<PartitionTag>,
+    ) -> Self {
         Granted {
             info: RateLimitInfo::new(config.limiter.shared_policies(), decision, false),
             config,
+            partition,
         }
     }
 
     /// A rejection let through in shadow mode.
-    fn shadow(config: Arc<Config>, decision: RateLimitDecision) -> Self {
+    fn shadow(
+        config: Arc<Config>,
+        decision: RateLimitDecision,
+        partition: Option<PartitionTag>,
+    ) -> Self {
         Granted {
             info: RateLimitInfo::new(config.limiter.shared_policies(), decision, true),
             config,
+            partition,
         }
     }
 }
@@ -83,19 +96,23 @@ impl Granted {
 pub(crate) fn limited(
     config: Arc<Config>,
     decision: RateLimitDecision,
-    clock: Clock,
+    check: Check,
 ) -> Decision<Admitted> {
     if super::shadow::enforces(config.enforced_share) {
-        config.metrics.record(Decided::Limited, clock);
-        return Refused::limited(config, decision);
+        config.metrics.record(Decided::Limited, check.clock);
+        return Refused::limited(config, decision, check.partition);
     }
-    config.metrics.record(Decided::ShadowLimited, clock);
+    config.metrics.record(Decided::ShadowLimited, check.clock);
     tracing::debug!(
         limit = config.limiter.name(),
         retry_after = ?decision.retry_after(),
         "shadow rejection: let through"
     );
-    Decision::Admit(Admitted::Decided(Granted::shadow(config, decision)))
+    Decision::Admit(Admitted::Decided(Granted::shadow(
+        config,
+        decision,
+        check.partition,
+    )))
 }
 
 impl Granted {
@@ -115,6 +132,7 @@ impl Granted {
                 &self.config,
                 self.info.policies(),
                 decision,
+                self.partition,
                 &mut parts.headers,
             );
         }
@@ -130,7 +148,7 @@ pub(crate) struct Refused {
 
 enum Why {
     /// The limit: 429 with the decision's fields.
-    Limited(RateLimitDecision),
+    Limited(RateLimitDecision, Option<PartitionTag>),
     /// No decision to go by and the failure policy fails closed (or the fail-open fallback
     /// is full): 503.
     Unavailable {
@@ -142,10 +160,14 @@ enum Why {
 impl Refused {
     /// 429 for `decision`, a rejection.
     #[inline]
-    pub(crate) fn limited(config: Arc<Config>, decision: RateLimitDecision) -> Decision<Admitted> {
+    pub(crate) fn limited(
+        config: Arc<Config>,
+        decision: RateLimitDecision,
+        partition: Option<PartitionTag>,
+    ) -> Decision<Admitted> {
         Decision::Refuse(Refused {
             config,
-            why: Why::Limited(decision),
+            why: Why::Limited(decision, partition),
         })
     }
 
@@ -165,7 +187,7 @@ impl Refusal for Refused {
     fn answer(self, request: &Parts) -> Answer {
         let config = &self.config;
         match self.why {
-            Why::Limited(decision) => rejected(config, &decision, request),
+            Why::Limited(decision, partition) => rejected(config, &decision, partition, request),
             Why::Unavailable { retry_after, error } => {
                 config
                     .responses
@@ -176,7 +198,12 @@ impl Refusal for Refused {
 }
 
 /// 429 for a rejected request, the application's hook's if it has one.
-fn rejected(config: &Config, decision: &RateLimitDecision, request: &Parts) -> Answer {
+fn rejected(
+    config: &Config,
+    decision: &RateLimitDecision,
+    partition: Option<PartitionTag>,
+    request: &Parts,
+) -> Answer {
     let policies = config.limiter.policies();
     let detail = || match decision.retry_after() {
         // The binding policy is one that rejected a request of 1 permit or more: it has fewer
@@ -217,7 +244,7 @@ fn rejected(config: &Config, decision: &RateLimitDecision, request: &Parts) -> A
     .with_decision(decision)
     .with_violated(&violated);
     let mut answer = config.responses.refusal(&rejection, Some(request));
-    insert_fields(config, policies, decision, answer.headers_mut());
+    insert_fields(config, policies, decision, partition, answer.headers_mut());
     answer
 }
 
@@ -236,20 +263,20 @@ pub(crate) fn failed(
     failure: Failure,
     key: Option<Vec<u8>>,
     cost: u64,
-    clock: Clock,
+    check: Check,
 ) -> Settled {
     match failure.verdict(config.failure, "rate limit", &config.outages) {
         Verdict::Pass => match (config.fallback.clone(), key) {
             (Some(fallback), Some(key)) => {
-                Settled::Later(Box::pin(fall_back(config, fallback, key, cost, clock)))
+                Settled::Later(Box::pin(fall_back(config, fallback, key, cost, check)))
             }
             _ => {
-                config.metrics.record(Decided::FailedOpen, clock);
+                config.metrics.record(Decided::FailedOpen, check.clock);
                 Settled::Now(Decision::Admit(Admitted::FailedOpen))
             }
         },
         Verdict::Unavailable(retry_after) => {
-            config.metrics.record(Decided::FailedClosed, clock);
+            config.metrics.record(Decided::FailedClosed, check.clock);
             Settled::Now(Refused::unavailable(
                 config,
                 retry_after,
@@ -266,7 +293,7 @@ async fn fall_back(
     fallback: RateLimiter,
     key: Vec<u8>,
     cost: u64,
-    clock: Clock,
+    check: Check,
 ) -> Decision<Admitted> {
     // A share of a quota may be smaller than a cost the real one takes: such a request is
     // counted as the whole share rather than refused for the whole outage.
@@ -278,7 +305,7 @@ async fn fall_back(
     } else {
         Decided::FailedClosed
     };
-    config.metrics.record(counted, clock);
+    config.metrics.record(counted, check.clock);
     match decided {
         Ok(local) if local.is_granted() => Decision::Admit(Admitted::FailedOpen),
         // Shadow mode lets the fallback's rejections through too: no decision of the
@@ -286,7 +313,7 @@ async fn fall_back(
         Ok(_) if !super::shadow::enforces(config.enforced_share) => {
             Decision::Admit(Admitted::FailedOpen)
         }
-        Ok(local) => Refused::limited(config, local),
+        Ok(local) => Refused::limited(config, local, check.partition),
         // The fallback is full (a flood of distinct keys): no budget to admit from.
         Err(err) => {
             let retry_after = crate::retry_after::at_least_a_second(err.retry_after());
@@ -301,9 +328,12 @@ fn insert_fields(
     config: &Config,
     policies: &[RateLimitPolicy],
     decision: &RateLimitDecision,
+    partition: Option<PartitionTag>,
     fields: &mut HeaderMap,
 ) {
-    config.fields.insert(fields, decision.policy_states());
+    config
+        .fields
+        .insert(fields, decision.policy_states(), partition.as_ref());
     if config.legacy_headers {
         let index = decision.binding();
         if let (Some(policy), Some(state)) =

@@ -31,6 +31,9 @@ pub(crate) struct Config {
     /// Allowed responses carry the fields only when the binding policy has at most this
     /// many permits left; `None`: always.
     pub(crate) fields_at_most: Option<u64>,
+    /// Where the `RateLimit` field shows each client's partition key: its tag under the
+    /// application's secret.
+    pub(crate) partition: Option<super::partition::PartitionKeys>,
     pub(crate) max_wait: Option<Duration>,
     /// The rate-limit fields' fixed parts, serialized once: the policies never change.
     pub(crate) fields: crate::layer::headers::RateLimitFields,

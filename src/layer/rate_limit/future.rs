@@ -11,13 +11,14 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::answer::{self, Admitted, Granted};
+use super::check::Check;
 use super::config::Config;
 use crate::coordination::rate_limit::RateLimitDecision;
 use crate::layer::admission::decide::{self, Failure};
 use crate::layer::admission::{self, Deciding, Decision, ResponseBody};
 use crate::layer::circuit_breaker::Admission;
 use crate::outage_log::OutageLog;
-use crate::telemetry::{Clock, Decided};
+use crate::telemetry::Decided;
 
 pin_project! {
     /// Response future for [`RateLimit`](super::RateLimit).
@@ -46,9 +47,9 @@ pub(crate) fn decide(
     key: Vec<u8>,
     cost: u64,
     admission: Option<Admission>,
-    clock: Clock,
+    check: Check,
 ) -> Deciding<Admitted> {
-    Box::pin(decision(config, key, cost, admission, clock))
+    Box::pin(decision(config, key, cost, admission, check))
 }
 
 /// [`decide`]'s future, before it is boxed.
@@ -57,7 +58,7 @@ async fn decision(
     key: Vec<u8>,
     cost: u64,
     admission: Option<Admission>,
-    clock: Clock,
+    check: Check,
 ) -> Decision<Admitted> {
     // Built here, in the boxed future, and moved once (into the timeout).
     let limiter = config.limiter.clone();
@@ -79,7 +80,7 @@ async fn decision(
         &config.outages,
         decide::within(attempt, timeout, admission).await,
     );
-    match settle(config, decided, kept, cost, clock) {
+    match settle(config, decided, kept, cost, check) {
         answer::Settled::Now(decision) => decision,
         answer::Settled::Later(fallback) => fallback.await,
     }
@@ -99,14 +100,14 @@ pub(crate) fn heard(
 
 /// What a decision (or the backend's failure to give one) means for the request: admitted,
 /// refused, or what the failure policy makes of a failure; counted once, as begun at
-/// `clock`. `kept`: the key, for the fail-open fallback.
+/// `check`. `kept`: the key, for the fail-open fallback.
 #[inline]
 pub(crate) fn settle(
     config: Arc<Config>,
     decided: Result<RateLimitDecision, Failure>,
     kept: Option<Vec<u8>>,
     cost: u64,
-    clock: Clock,
+    check: Check,
 ) -> answer::Settled {
     match decided {
         Ok(decision) if decision.is_granted() => {
@@ -116,13 +117,15 @@ pub(crate) fn settle(
             } else {
                 Decided::Allowed
             };
-            config.metrics.record(decided, clock);
+            config.metrics.record(decided, check.clock);
             answer::Settled::Now(Decision::Admit(Admitted::Decided(Granted::new(
-                config, decision,
+                config,
+                decision,
+                check.partition,
             ))))
         }
-        Ok(decision) => answer::Settled::Now(answer::limited(config, decision, clock)),
-        Err(failure) => answer::failed(config, failure, kept, cost, clock),
+        Ok(decision) => answer::Settled::Now(answer::limited(config, decision, check)),
+        Err(failure) => answer::failed(config, failure, kept, cost, check),
     }
 }
 
@@ -154,6 +157,7 @@ mod tests {
     use crate::Coordination;
     use crate::backend::steps::FAST_ALLOCATION;
     use crate::layer::rate_limit::RedisRateLimitLayer;
+    use crate::telemetry::Clock;
 
     /// The decision boxed for every request that goes to Redis fits the allocator's fast
     /// cache (see [`FAST_ALLOCATION`]), with or without a queue to wait in.
@@ -170,7 +174,16 @@ mod tests {
             RedisRateLimitLayer::gcra(&coordination, "g", 10, second, 10).expect("valid"),
         ];
         for layer in layers {
-            let future = decision(layer.config.clone(), b"k".to_vec(), 1, None, Clock::start());
+            let future = decision(
+                layer.config.clone(),
+                b"k".to_vec(),
+                1,
+                None,
+                Check {
+                    clock: Clock::start(),
+                    partition: None,
+                },
+            );
             let size = std::mem::size_of_val(&future);
             assert!(
                 size <= FAST_ALLOCATION,

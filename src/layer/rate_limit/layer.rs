@@ -91,6 +91,7 @@ impl RedisRateLimitLayer {
                 outages: Arc::default(),
                 legacy_headers: false,
                 fields_at_most: None,
+                partition: None,
                 max_wait: None,
                 fail_open_share: 1.0,
                 fallback: None,
@@ -350,6 +351,31 @@ impl RedisRateLimitLayer {
     /// ```
     pub fn fields_when_remaining_at_most(mut self, remaining: u64) -> Self {
         self.config_mut().fields_at_most = Some(remaining);
+        self
+    }
+
+    /// Shows each client its partition key: every member of the `RateLimit` field gets a
+    /// `pk` parameter, a tag of the client key (HMAC-SHA-256 under `secret`, cut to 96 bits,
+    /// as a Byte Sequence), so that a client can tell which quota its requests spend (its
+    /// address's, its API key's) and compare it across responses. Opaque: without the
+    /// secret nobody can tell the key from it (a bare hash of an address could be reversed by
+    /// trying every address). Give every replica the same secret, so that a client sees one
+    /// tag; changing it changes every tag. Default: no `pk`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leasehold::Coordination;
+    /// use leasehold::layer::rate_limit::RedisRateLimitLayer;
+    ///
+    /// # fn main() -> leasehold::Result<()> {
+    /// let secret = std::env::var("PARTITION_KEY_SECRET").unwrap_or_default();
+    /// let layer = RedisRateLimitLayer::fixed_window(&Coordination::memory(), "api", 100, Duration::from_secs(60))?
+    ///     .partition_keys_in_fields(secret.as_bytes());
+    /// # let _ = layer;
+    /// # Ok(()) }
+    /// ```
+    pub fn partition_keys_in_fields(mut self, secret: impl AsRef<[u8]>) -> Self {
+        self.config_mut().partition = Some(super::partition::PartitionKeys::new(secret.as_ref()));
         self
     }
 

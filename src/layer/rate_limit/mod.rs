@@ -4,10 +4,12 @@
 //! See [`RedisRateLimitLayer`].
 
 mod answer;
+mod check;
 mod config;
 mod future;
 mod info;
 mod layer;
+mod partition;
 mod service;
 mod shadow;
 
@@ -16,5 +18,6 @@ pub use future::ResponseFuture;
 pub use info::MissingRateLimitInfo;
 pub use info::RateLimitInfo;
 pub use layer::{DEFAULT_DECISION_TIMEOUT, RedisRateLimitLayer};
+pub(crate) use partition::PartitionTag;
 pub use service::RateLimit;
 pub use shadow::{set_shadow_mode, shadow_mode};

@@ -9,6 +9,7 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::answer;
+use super::check::Check;
 use super::config::Config;
 use super::future::{self, ResponseFuture};
 use crate::coordination::rate_limit::Now;
@@ -77,6 +78,10 @@ where
             }
         };
         let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
+        let check = Check {
+            clock,
+            partition: config.partition.as_ref().map(|keys| keys.tag(&key)),
+        };
         // The key is kept for the fail-open fallback only: a layer failing closed pays nothing
         // for it.
         let settled = match config.limiter.decide_now(&key, cost, config.shortcuts()) {
@@ -88,13 +93,13 @@ where
                     decided.map_err(Failure::Backend),
                     kept,
                     cost,
-                    clock,
+                    check,
                 )
             }
             Now::Stepped(decided) => {
                 let decided = future::heard(&config.outages, decided.map_err(Failure::Backend));
                 let kept = config.fallback.is_some().then_some(key);
-                future::settle(config.clone(), decided, kept, cost, clock)
+                future::settle(config.clone(), decided, kept, cost, check)
             }
             Now::Backend => match decide::admit(config.breaker.as_ref()) {
                 Ok(admission) => answer::Settled::Later(future::decide(
@@ -102,13 +107,13 @@ where
                     key,
                     cost,
                     admission,
-                    clock,
+                    check,
                 )),
                 // The circuit is open: nothing is sent, the failure policy answers (failing
                 // open, from the fallback in this process).
                 Err(failure) => {
                     let kept = config.fallback.is_some().then_some(key);
-                    answer::failed(config.clone(), failure, kept, cost, clock)
+                    answer::failed(config.clone(), failure, kept, cost, check)
                 }
             },
         };
