@@ -1613,3 +1613,57 @@ impl<S: Sync> PermitSpec<S> for DefaultPermit {
         Ok(PermitRequest::new("default-permits", 1000))
     }
 }
+
+/// An open circuit lets a probe through as soon as the server answers anything on the
+/// handle, long before its open time: here, a held lease's renewal answered once a stall
+/// ends. Without that answer the circuit would stay open for its minute.
+#[tokio::test]
+async fn an_open_circuit_probes_once_a_renewal_is_answered() {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = through(proxy.url(), "early-probe")
+        .await
+        .circuit_breaker(Some(
+            CircuitBreaker::new()
+                .failure_threshold(1)
+                .open_for(Duration::from_secs(60)),
+        ));
+    let lock = FencedLock::named(&coordination, "renewed");
+    let options = leasehold::coordination::ManagedOptions::new().lease(Duration::from_secs(1));
+    let lease = leasehold::coordination::lock::ManagedLease::try_acquire(&lock, &options)
+        .await
+        .expect("acquired")
+        .expect("free");
+    let rate =
+        RedisRateLimitLayer::fixed_window(&coordination, "rate", 1000, Duration::from_secs(60))
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .timeout(Duration::from_millis(200));
+    let addr = serve(Router::new().route("/rate", get(|| async { "ok" }).layer(rate))).await;
+    assert_eq!(http_get(&client(), addr, "/rate", &[]).await.status, 200);
+
+    proxy.stall();
+    assert_eq!(http_get(&client(), addr, "/rate", &[]).await.status, 503);
+    assert_eq!(coordination.circuit_state(), Some(CircuitState::Open));
+    let started = Instant::now();
+    assert_eq!(http_get(&client(), addr, "/rate", &[]).await.status, 503);
+    assert!(
+        started.elapsed() < Duration::from_millis(100),
+        "open: at once"
+    );
+
+    // The stall ends: the renewal held in it (or the next one) is answered.
+    proxy.pass();
+    let passed = Instant::now();
+    support::eventually("a probe closes the circuit", async || {
+        http_get(&client(), addr, "/rate", &[]).await.status == 200
+    })
+    .await;
+    assert!(
+        passed.elapsed() < Duration::from_secs(3),
+        "within a renewal or two, not the open minute: {:?}",
+        passed.elapsed()
+    );
+    assert_eq!(coordination.circuit_state(), Some(CircuitState::Closed));
+    assert!(!lease.ownership().is_lost(), "the lease survived the stall");
+    drop(lease);
+}

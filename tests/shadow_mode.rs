@@ -215,6 +215,15 @@ async fn a_shadow_policy_of_a_stacked_layer_is_counted_apart() {
     for _ in 0..4 {
         let response = call(&router).await;
         let status = response.status().as_u16();
+        // The policy on trial is never shown to clients, who would hold back for it.
+        for field in ["ratelimit", "ratelimit-policy"] {
+            let value = response.headers().get(field).expect("the field");
+            let value = value.to_str().expect("ASCII");
+            assert!(
+                value.contains("stack/minute") && !value.contains("trial"),
+                "{value}"
+            );
+        }
         seen.push((status, body(response).await));
     }
     let seen: Vec<(u16, &str)> = seen.iter().map(|(s, b)| (*s, b.as_str())).collect();

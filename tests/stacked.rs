@@ -620,3 +620,30 @@ async fn a_shadow_policy_never_rejects_and_counts_only_what_it_would_admit(targe
     assert!(big.is_granted() && big.is_shadow_rejection(), "{big:?}");
     assert_eq!(remaining(&big), [1, 2]);
 }
+
+scenario!(a_stack_of_shadow_policies_only_grants_everything);
+
+/// Every policy a shadow: every request is granted, those the policies would reject counted
+/// nowhere (and nothing written for them), whatever they ask.
+async fn a_stack_of_shadow_policies_only_grants_everything(target: Target) {
+    let coordination = target.coordination("all-shadow").await;
+    let limiter = Stacked::new(
+        &coordination,
+        "api",
+        [
+            policy("minute", 1, MINUTE).shadow(),
+            policy("hour", 2, HOUR).shadow(),
+        ],
+    )
+    .expect("valid");
+    let first = limiter.try_acquire(b"k", 1).await.expect("decided");
+    assert!(first.is_granted() && !first.is_shadow_rejection());
+    assert_eq!(remaining(&first), [0, 1]);
+    for permits in [1, 5] {
+        let next = limiter.try_acquire(b"k", permits).await.expect("decided");
+        assert!(next.is_granted() && next.is_shadow_rejection(), "{next:?}");
+    }
+    // The hour counted the second request of one permit (it admits it), the minute did not.
+    let probe = limiter.try_acquire(b"k", 0).await.expect("decided");
+    assert_eq!(remaining(&probe), [0, 0]);
+}

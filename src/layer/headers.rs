@@ -110,8 +110,10 @@ const SHORT_SECONDS: [&str; 121] = [
 #[derive(Debug, Clone)]
 pub(crate) struct RateLimitFields {
     policy: Option<HeaderValue>,
-    /// Each policy's name as a serialized sf-string, quotes included.
-    names: Vec<Box<[u8]>>,
+    /// Each shown policy's index among the limiter's, and its name as a serialized
+    /// sf-string, quotes included. A shadow policy is not shown: a client that honours the
+    /// fields would hold back for a policy that is only being tried.
+    names: Vec<(usize, Box<[u8]>)>,
 }
 
 impl RateLimitFields {
@@ -119,18 +121,22 @@ impl RateLimitFields {
         let names = policies
             .clone()
             .into_iter()
-            .map(|policy| {
+            .enumerate()
+            .filter(|(_, policy)| !policy.is_shadow())
+            .map(|(index, policy)| {
                 say_if_rewritten(policy.name());
                 let mut list = ListSerializer::new();
                 _ = list.bare_item(&*sf_string(policy.name()));
-                list.finish()
+                let name = list
+                    .finish()
                     .unwrap_or_default()
                     .into_bytes()
-                    .into_boxed_slice()
+                    .into_boxed_slice();
+                (index, name)
             })
             .collect();
         RateLimitFields {
-            policy: rate_limit_policy(policies),
+            policy: rate_limit_policy(policies.into_iter().filter(|policy| !policy.is_shadow())),
             names,
         }
     }
@@ -146,10 +152,10 @@ impl RateLimitFields {
         let pk = partition.map_or(&[][..], PartitionTag::as_bytes);
         let pk_len = if pk.is_empty() { 0 } else { pk.len() + 6 };
         let members = || {
-            self.names
-                .iter()
-                .zip(states)
-                .map(|(name, state)| (name, state.remaining(), seconds_up(state.reset_after())))
+            self.names.iter().filter_map(|(index, name)| {
+                let state = states.get(*index)?;
+                Some((name, state.remaining(), seconds_up(state.reset_after())))
+            })
         };
         // Sized exactly: a buffer whose length is its capacity becomes the value's bytes as
         // it is, where any other would cost a second allocation to share it.
@@ -158,7 +164,7 @@ impl RateLimitFields {
                 name.len() + 6 + sf_integer_len(remaining) + sf_integer_len(reset) + pk_len
             })
             .sum::<usize>()
-            + 2 * states.len().min(self.names.len()).saturating_sub(1);
+            + 2 * members().count().saturating_sub(1);
         let mut value = Vec::with_capacity(size);
         for (name, remaining, reset) in members() {
             if !value.is_empty() {

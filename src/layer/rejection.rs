@@ -196,9 +196,8 @@ impl<'a> Rejection<'a> {
     }
 
     /// The names of the policies the request exceeded (the draft's `violated-policies`): a
-    /// full rate limit's policies with nothing left (the binding one at least), a full
-    /// concurrency limit's semaphores, the policies of a limit that could not decide; empty
-    /// otherwise.
+    /// full rate limit's enforced policies with nothing left (the binding one at least), a
+    /// full concurrency limit's name; empty otherwise.
     pub fn violated_policies(&self) -> Vec<String> {
         (self.violated)()
     }

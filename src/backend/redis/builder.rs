@@ -124,11 +124,11 @@ impl RedisBackendBuilder {
     }
 
     /// The certificates to trust and present over `rediss://` (see [`TlsSettings`]): a
-    /// private certificate authority, a client certificate for mutual TLS. Every URL must
-    /// then be `rediss://` (a plain one is refused at [`connect`](Self::connect), never
-    /// connected in plain text), and the `tls` feature on. Standalone servers and clusters
-    /// (every node, and the tracking connections); not Sentinel deployments, which are
-    /// refused with settings.
+    /// private certificate authority, a client certificate for mutual TLS. The URL must then
+    /// be `rediss://` (a plain one is refused at [`connect`](Self::connect), never connected
+    /// in plain text), and the `tls` feature on. A standalone server (its tracking
+    /// connections too); a cluster or a Sentinel deployment with settings is refused at
+    /// `connect`, for now.
     pub fn tls(mut self, settings: TlsSettings) -> Self {
         self.tls = Some(settings);
         self
@@ -177,13 +177,23 @@ impl RedisBackendBuilder {
         if let Some(tls) = &self.tls {
             match &self.target {
                 Target::Standalone(url) => tls.check([url.as_str()])?,
-                Target::Cluster(urls) => tls.check(urls.iter().map(String::as_str))?,
-                Target::Sentinel { .. } => {
+                // Not yet: the cluster client reports a refused certificate as text alone
+                // (an I/O error, which would fail open), and the Sentinel client dials the
+                // primary without TLS.
+                Target::Cluster(_) | Target::Sentinel { .. } => {
                     return Err(Error::invalid_argument(
-                        "TLS settings are not supported for a Sentinel deployment: use a                          standalone or cluster URL, or `rediss://` with public roots",
+                        "TLS settings are supported for a standalone server only, not yet for \
+                         a cluster or a Sentinel deployment",
                     ));
                 }
             }
+        }
+        #[cfg(feature = "tls")]
+        {
+            // rustls chooses no cryptography by itself when an application's dependencies
+            // enable more than one provider; ring is the one this crate brings. An
+            // application that installed its own keeps it.
+            let _ = rustls::crypto::ring::default_provider().install_default();
         }
         let endpoint = endpoint::describe(&self.target);
         let topology = self.target.topology();

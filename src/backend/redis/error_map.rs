@@ -32,11 +32,24 @@ fn is_tls_refusal(err: &RedisError) -> bool {
             Some(shared) => &**shared,
             None => source,
         };
-        inner.is::<rustls::Error>()
-            || inner
+        let rustls = inner.downcast_ref::<rustls::Error>().or_else(|| {
+            inner
                 .downcast_ref::<std::io::Error>()
                 .and_then(std::io::Error::get_ref)
-                .is_some_and(|io| io.is::<rustls::Error>())
+                .and_then(|io| io.downcast_ref::<rustls::Error>())
+        });
+        // What the handshake meets: a certificate, an alert, an incompatible peer. An error
+        // of a connection already in use (a record that does not decrypt) is no refusal.
+        matches!(
+            rustls,
+            Some(
+                rustls::Error::InvalidCertificate(_)
+                    | rustls::Error::NoCertificatesPresented
+                    | rustls::Error::AlertReceived(_)
+                    | rustls::Error::PeerIncompatible(_)
+                    | rustls::Error::UnsupportedNameType
+            )
+        )
     }
     #[cfg(not(feature = "tls"))]
     {
@@ -66,11 +79,14 @@ pub(crate) fn invalid_config(err: redis::RedisError) -> Error {
     } else {
         " (a `rediss://` URL needs leasehold's `tls` feature)"
     };
-    Error::invalid_argument(format!(
-        "invalid Redis configuration: {words}{hint}; a URL looks like \
-         redis://[user:password@]host:6379[/db], rediss://… for TLS, or redis+unix:///path/to/redis.sock"
-    ))
-    .with_source(err)
+    let form = if words.contains("URL") {
+        "; a URL looks like redis://[user:password@]host:6379[/db], rediss://… for TLS, or \
+         redis+unix:///path/to/redis.sock"
+    } else {
+        ""
+    };
+    Error::invalid_argument(format!("invalid Redis configuration: {words}{hint}{form}"))
+        .with_source(err)
 }
 
 /// The crate's kind for a client error, and whether the command may have run anyway; one row

@@ -167,8 +167,8 @@ impl RateLimitDecision {
     }
 
     /// Whether it was granted although one of the limiter's
-    /// [shadow policies](super::RateLimitPolicy::shadow) would have rejected it: that
-    /// policy's state shows it (nothing left), and the enforced ones counted the permits.
+    /// [shadow policies](super::RateLimitPolicy::shadow) would have rejected it: the enforced
+    /// policies counted the permits, that one did not (its state shows what it admitted).
     pub fn is_shadow_rejection(&self) -> bool {
         self.shadow_rejected
     }

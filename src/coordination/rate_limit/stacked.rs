@@ -37,6 +37,13 @@ pub(crate) const MAX_WINDOW_MS: u64 = 1 << 40;
 /// than the smallest limit can never succeed: it is rejected without a retry time. The
 /// decision and every time in it come from the backend's clock.
 ///
+/// A policy in [shadow mode](RateLimitPolicy::shadow) never rejects: a request it alone
+/// would reject is granted and counted in the other windows, not in its own (it counts
+/// what it would admit), and the decision says so
+/// ([`is_shadow_rejection`](RateLimitDecision::is_shadow_rejection)); "the smallest limit"
+/// above is the smallest enforced one. The layer does not show shadow policies in the
+/// `RateLimit` fields, where clients would hold back for them.
+///
 /// # Decision
 ///
 /// The [`RateLimitDecision`] carries one [`PolicyState`] per policy, in the order given
@@ -242,7 +249,8 @@ impl Stacked {
     }
 
     /// Asks for `permits` permits for `key` under every policy, in one atomic step: granted
-    /// (and counted in every window) only if every policy admits them.
+    /// (and counted in every window) only if every enforced policy admits them (see shadow
+    /// policies on [`Stacked`]).
     ///
     /// `permits` = 0 probes the current state without consuming or creating anything.
     /// A request for more permits than the smallest limit is rejected (consuming nothing)

@@ -123,10 +123,13 @@ impl Granted {
     fn finish<B>(self, response: Response<B>) -> Response<ResponseBody<B>> {
         let (mut parts, body) = response.into_parts();
         let decision = self.info.decision();
-        let low = self
-            .config
-            .fields_at_most
-            .is_none_or(|at_most| decision.remaining() <= at_most);
+        let low = self.config.fields_at_most.is_none_or(|at_most| {
+            let index = enforced_binding(self.info.policies(), decision);
+            decision
+                .policy_states()
+                .get(index)
+                .is_none_or(|state| state.remaining() <= at_most)
+        });
         if low || self.info.is_shadow_rejection() {
             insert_fields(
                 &self.config,
@@ -217,23 +220,22 @@ fn rejected(
             "The request costs more than the \"{}\" rate limit allows.",
             policies
                 .iter()
+                .filter(|policy| !policy.is_shadow())
                 .min_by_key(|policy| policy.quota())
                 .map_or("", |policy| policy.name())
         ),
     };
-    // The policies with nothing left, the binding one at least.
+    // The enforced policies with nothing left, the binding one at least.
     let violated = || {
         let binding = binding(policies, decision).name();
-        let mut names: Vec<String> = policies
+        policies
             .iter()
             .zip(decision.policy_states())
-            .filter(|(policy, state)| state.remaining() == 0 || policy.name() == binding)
+            .filter(|(policy, state)| {
+                !policy.is_shadow() && (state.remaining() == 0 || policy.name() == binding)
+            })
             .map(|(policy, _)| policy.name().to_owned())
-            .collect();
-        if names.is_empty() {
-            names.push(binding.to_owned());
-        }
-        names
+            .collect()
     };
     let rejection = Rejection::new(
         RejectionKind::RateLimited,
@@ -297,7 +299,12 @@ async fn fall_back(
 ) -> Decision<Admitted> {
     // A share of a quota may be smaller than a cost the real one takes: such a request is
     // counted as the whole share rather than refused for the whole outage.
-    let smallest = fallback.policies().iter().map(|p| p.quota()).min();
+    let smallest = fallback
+        .policies()
+        .iter()
+        .filter(|policy| !policy.is_shadow())
+        .map(|policy| policy.quota())
+        .min();
     let cost = smallest.map_or(cost, |smallest| cost.min(smallest));
     let decided = fallback.try_acquire(&key, cost).await;
     let counted = if decided.is_ok() {
@@ -335,7 +342,7 @@ fn insert_fields(
         .fields
         .insert(fields, decision.policy_states(), partition.as_ref());
     if config.legacy_headers {
-        let index = decision.binding();
+        let index = enforced_binding(policies, decision);
         if let (Some(policy), Some(state)) =
             (policies.get(index), decision.policy_states().get(index))
         {
@@ -344,10 +351,25 @@ fn insert_fields(
     }
 }
 
-/// The policy whose numbers the decision's top-level accessors report.
+/// The binding policy among the enforced ones (shadow policies are not shown to clients):
+/// the fewest permits left, and on a tie the longest reset; the decision's own binding
+/// policy when every one is a shadow.
+fn enforced_binding(policies: &[RateLimitPolicy], decision: &RateLimitDecision) -> usize {
+    policies
+        .iter()
+        .zip(decision.policy_states())
+        .enumerate()
+        .filter(|(_, (policy, _))| !policy.is_shadow())
+        .min_by_key(|(_, (_, state))| (state.remaining(), std::cmp::Reverse(state.reset_after())))
+        .map_or_else(|| decision.binding(), |(index, _)| index)
+}
+
+/// The enforced policy whose numbers the answer reports (see [`enforced_binding`]).
 fn binding<'a>(
     policies: &'a [RateLimitPolicy],
     decision: &RateLimitDecision,
 ) -> &'a RateLimitPolicy {
-    policies.get(decision.binding()).unwrap_or(&policies[0])
+    policies
+        .get(enforced_binding(policies, decision))
+        .unwrap_or(&policies[0])
 }

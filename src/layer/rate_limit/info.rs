@@ -58,8 +58,7 @@ impl RateLimitInfo {
     /// is in [shadow mode](super::RedisRateLimitLayer::shadow) (the
     /// [decision](Self::decision) is the rejection: not granted, with its retry time), or a
     /// stacked limiter's [shadow policy](crate::coordination::rate_limit::RateLimitPolicy::shadow)
-    /// alone would have rejected it (the decision is granted, and that policy's state shows
-    /// nothing left).
+    /// alone would have rejected it (the decision is granted; that policy did not count it).
     pub fn is_shadow_rejection(&self) -> bool {
         self.shadow || self.decision.is_shadow_rejection()
     }

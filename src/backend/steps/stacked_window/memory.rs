@@ -74,6 +74,7 @@ impl MemoryStep for StackedWindowStep<'_> {
                 windows.resize(live.len(), (0, now));
             }
             let mut latest = now;
+            let mut counted = false;
             let mut replies = Vec::with_capacity(live.len());
             for (index, ((count, end), (_, window_ms))) in live.iter().zip(step.windows).enumerate()
             {
@@ -90,6 +91,7 @@ impl MemoryStep for StackedWindowStep<'_> {
                 }
                 let end = end.unwrap_or_else(|| now + Duration::from_millis(*window_ms));
                 let count = count + step.permits;
+                counted = true;
                 windows[index] = (count, end);
                 latest = latest.max(end);
                 replies.push(WindowReply {
@@ -97,7 +99,11 @@ impl MemoryStep for StackedWindowStep<'_> {
                     ttl_ms: Some(millis_until(end, now)),
                 });
             }
-            store.insert(&key, Value::Windows(windows), Some(latest), now)?;
+            // Only shadow policies that would reject: nothing counted, nothing written (as
+            // the script does).
+            if counted {
+                store.insert(&key, Value::Windows(windows), Some(latest), now)?;
+            }
             Ok(StackedWindowReply {
                 granted: true,
                 windows: replies,

@@ -7,7 +7,8 @@
 --
 -- KEYS[1]  the windows: a hash, field = policy index ("0", "1", ...), value =
 --          "<count>:<window end, ms since the epoch on the server's clock>"
--- ARGV[1]  permits asked for (>= 0, at most the smallest limit + 1)
+-- ARGV[1]  permits asked for (>= 0, at most the smallest enforced limit + 1; the largest
+--          limit + 1 when every policy is a shadow)
 -- ARGV[2]  the shadow policies: bit k - 1 set for policy k - 1 (0 ..= 2^16 - 1)
 -- ARGV[2k + 1], ARGV[2k + 2]  policy k - 1's permits per window (1 ..= 2^52 - 1) and
 --          window length in milliseconds (1 ..= 2^40), for k = 1 ..= 16
@@ -94,9 +95,12 @@ if fits and permits > 0 then
             latest = ends[i]
         end
     end
-    call('HSET', KEYS[1], unpack(fields))
-    -- The key lives until its last window ends.
-    call('PEXPIREAT', KEYS[1], format('%d', latest))
+    -- Only shadow policies that would reject: nothing is counted, nothing written.
+    if k > 0 then
+        call('HSET', KEYS[1], unpack(fields))
+        -- The key lives until its last window ends.
+        call('PEXPIREAT', KEYS[1], format('%d', latest))
+    end
 elseif present and call('PTTL', KEYS[1]) == -1 then
     -- Windows without expiry would outlive their use: give it back (a time in the past
     -- deletes a key whose windows all ended).
