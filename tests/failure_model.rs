@@ -34,12 +34,7 @@ use support::{Server, ServerKind, shared, unique_prefix};
 const DECISION_TIMEOUT: Duration = Duration::from_millis(400);
 
 async fn through(url: String, test: &str) -> Coordination {
-    RedisBackend::standalone(url)
-        .key_prefix(unique_prefix(test))
-        .connect()
-        .await
-        .expect("connect")
-        .into()
+    support::connect(url, test).await
 }
 
 /// A lease of a name of its own for each request (so that no request finds another's lease

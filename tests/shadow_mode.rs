@@ -14,27 +14,17 @@ use axum::body::Body;
 use axum::routing::get;
 use http::{Request, Response, StatusCode};
 use leasehold::Coordination;
-use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::rate_limit::RateLimitPolicy;
 use leasehold::layer::FailurePolicy;
 use leasehold::layer::key::KeyExtractor;
 use leasehold::layer::rate_limit::{RateLimitInfo, RedisRateLimitLayer, set_shadow_mode};
 use support::proxy::Proxy;
 use support::recorder::{Recorded, decisions};
-use support::{ServerKind, shared, unique_prefix};
+use support::{ServerKind, connect, shared};
 use tower::ServiceExt as _;
 
 /// The global switch is the process's: the tests that flip it or depend on it take turns.
 static SWITCH: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-async fn connect(url: String, test: &str) -> Coordination {
-    RedisBackend::standalone(url)
-        .key_prefix(unique_prefix(test))
-        .connect()
-        .await
-        .expect("connect")
-        .into()
-}
 
 /// A route that answers whether its request was a shadow rejection.
 fn routed(layer: RedisRateLimitLayer) -> Router {

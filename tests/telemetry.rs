@@ -24,17 +24,8 @@ use leasehold::layer::{CircuitBreaker, FailurePolicy};
 use leasehold::telemetry;
 use support::proxy::Proxy;
 use support::recorder::{Recorded, counter, decisions, gauge, latencies, value};
-use support::{ServerKind, shared, unique_prefix};
+use support::{ServerKind, connect, shared, unique_prefix};
 use tower::ServiceExt as _;
-
-async fn connect(url: String, test: &str) -> Coordination {
-    RedisBackend::standalone(url)
-        .key_prefix(unique_prefix(test))
-        .connect()
-        .await
-        .expect("connect")
-        .into()
-}
 
 /// One request through `router`, its status.
 async fn status(router: &Router) -> StatusCode {

@@ -41,6 +41,16 @@ pub fn unique_prefix(test_name: &str) -> String {
 /// server-side expiry) before failing.
 pub const PATIENCE: Duration = Duration::from_secs(10);
 
+/// A handle on the standalone server at `url`, its keys under a prefix of `test`'s own.
+pub async fn connect(url: String, test: &str) -> leasehold::Coordination {
+    leasehold::backend::redis::RedisBackend::standalone(url)
+        .key_prefix(unique_prefix(test))
+        .connect()
+        .await
+        .expect("connect")
+        .into()
+}
+
 /// Polls `check` every 10 ms until it holds; panics after [`PATIENCE`].
 pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + PATIENCE;
