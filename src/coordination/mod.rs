@@ -19,6 +19,7 @@
 //!   given up), and [`ManagedOptions`] for everything kept renewed.
 
 mod attempt;
+pub(crate) mod circuit_breaker;
 pub mod election;
 pub mod fenced_value;
 pub mod hash_lease;
@@ -48,8 +49,7 @@ use crate::backend::Backend;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::RedisBackend;
 use crate::error::Result;
-use crate::layer::circuit_breaker::Breaker;
-use crate::layer::{CircuitBreaker, CircuitState};
+use circuit_breaker::{Breaker, CircuitBreaker, CircuitState};
 
 /// The entry point: a backend shared by every primitive built from it. Cheap to clone.
 ///
@@ -115,7 +115,7 @@ impl Coordination {
             Breaker::new(
                 settings,
                 &self.backend,
-                &crate::layer::circuit_breaker::handle_name(&self.backend),
+                &circuit_breaker::handle_name(&self.backend),
             )
         });
         self

@@ -9,9 +9,9 @@ use super::rejection::Reason;
 use super::spec::Taking;
 use crate::Coordination;
 use crate::coordination::Attempt;
+use crate::coordination::circuit_breaker::{Admission, Breaker};
 use crate::error::{Error, ErrorKind, Result};
 use crate::layer::admission::decide::{self, Failure};
-use crate::layer::circuit_breaker::{Admission, Breaker};
 use crate::outage_log::Outcome;
 
 /// What the extractors' events call their backend.

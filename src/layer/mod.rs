@@ -44,7 +44,6 @@
 //! ```
 
 pub(crate) mod admission;
-pub(crate) mod circuit_breaker;
 pub mod concurrency_limit;
 mod failure;
 pub(crate) mod headers;
@@ -53,7 +52,7 @@ pub mod rate_limit;
 mod rejection;
 pub(crate) mod responses;
 
+pub use crate::coordination::circuit_breaker::{CircuitBreaker, CircuitState};
 pub use admission::ResponseBody;
-pub use circuit_breaker::{CircuitBreaker, CircuitState};
 pub use failure::FailurePolicy;
 pub use rejection::{Rejection, RejectionKind};

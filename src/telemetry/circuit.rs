@@ -1,18 +1,10 @@
 //! The circuit breakers' state, as a gauge.
 
-use crate::layer::CircuitState;
-
-/// The circuit breaker named `breaker` is now `state`.
-pub(crate) fn circuit(breaker: &std::sync::Arc<str>, state: CircuitState) {
+/// The circuit breaker named `breaker` is now in the state the gauge shows as `value` (0
+/// closed, 1 half-open, 2 open).
+pub(crate) fn circuit(breaker: &std::sync::Arc<str>, value: u8) {
     #[cfg(feature = "metrics")]
-    {
-        let value = match state {
-            CircuitState::Closed => 0.0,
-            CircuitState::HalfOpen => 1.0,
-            CircuitState::Open => 2.0,
-        };
-        metrics::gauge!(super::CIRCUIT_STATE, "breaker" => breaker.clone()).set(value);
-    }
+    metrics::gauge!(super::CIRCUIT_STATE, "breaker" => breaker.clone()).set(f64::from(value));
     #[cfg(not(feature = "metrics"))]
-    let _ = (breaker, state);
+    let _ = (breaker, value);
 }

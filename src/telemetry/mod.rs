@@ -83,5 +83,5 @@ mod steps;
 
 pub(crate) use circuit::circuit;
 pub(crate) use decisions::{Clock, Decided, DecisionMetrics, queued_permits};
-pub(crate) use holdings::{Renewal, abandoned, held, renewed, told};
+pub(crate) use holdings::{Renewal, abandoned, held, lost, renewed};
 pub(crate) use steps::observe_step;

@@ -80,7 +80,7 @@ impl<K: HoldingKeys> Holding<K> {
             drop(late_delivery);
             return None;
         }
-        crate::telemetry::held(K::PRIMITIVE, 1);
+        crate::telemetry::held(K::PRIMITIVE.label(), 1);
         Some(Holding {
             keys,
             token,
@@ -97,8 +97,8 @@ impl<K: HoldingKeys> Holding<K> {
     fn set_state(&mut self, state: State) {
         let counted = |state| matches!(state, State::Held | State::Uncertain);
         match (counted(self.state), counted(state)) {
-            (true, false) => crate::telemetry::held(K::PRIMITIVE, -1),
-            (false, true) => crate::telemetry::held(K::PRIMITIVE, 1),
+            (true, false) => crate::telemetry::held(K::PRIMITIVE.label(), -1),
+            (false, true) => crate::telemetry::held(K::PRIMITIVE.label(), 1),
             _ => {}
         }
         self.state = state;
@@ -178,24 +178,24 @@ impl<K: HoldingKeys> Holding<K> {
                 let counted = least(asked, self.unanswered_floor);
                 self.expires_by = counted.map(|counted| sent_at + counted);
                 tracing::debug!(keys = %self.keys, expiry_ms, "{} renewed", K::WHAT);
-                crate::telemetry::renewed(K::PRIMITIVE, Renewal::Renewed);
+                crate::telemetry::renewed(K::PRIMITIVE.label(), Renewal::Renewed);
                 Ok(true)
             }
             Ok(false) => {
                 self.set_state(State::Lost);
                 tracing::debug!(keys = %self.keys, "{} lost before its renewal", K::WHAT);
-                crate::telemetry::renewed(K::PRIMITIVE, Renewal::Lost);
+                crate::telemetry::renewed(K::PRIMITIVE.label(), Renewal::Lost);
                 Ok(false)
             }
             Err(err) if !err.may_have_applied() => {
                 (self.expires_by, self.unanswered_floor) = before;
                 tracing::debug!(keys = %self.keys, error = %err, "{} renewal failed; nothing changed", K::WHAT);
-                crate::telemetry::renewed(K::PRIMITIVE, Renewal::Failed);
+                crate::telemetry::renewed(K::PRIMITIVE.label(), Renewal::Failed);
                 Err(err)
             }
             Err(err) => {
                 tracing::debug!(keys = %self.keys, error = %err, "{} renewal unanswered; the estimate keeps what both outcomes guarantee", K::WHAT);
-                crate::telemetry::renewed(K::PRIMITIVE, Renewal::Uncertain);
+                crate::telemetry::renewed(K::PRIMITIVE.label(), Renewal::Uncertain);
                 Err(err)
             }
         }
@@ -323,7 +323,7 @@ fn least<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
 impl<K: HoldingKeys> Drop for Holding<K> {
     fn drop(&mut self) {
         if matches!(self.state, State::Held | State::Uncertain) {
-            crate::telemetry::held(K::PRIMITIVE, -1);
+            crate::telemetry::held(K::PRIMITIVE.label(), -1);
             super::release_in_background(
                 Arc::clone(&self.keys),
                 std::mem::take(&mut self.token),

@@ -289,7 +289,9 @@ async fn keep<K: HoldingKeys>(
 /// Fires the ownership signal with `reason`, and counts it when it is a loss.
 fn tell<K: HoldingKeys>(lost: &watch::Sender<Option<LossReason>>, reason: LossReason) {
     lost.send_replace(Some(reason));
-    crate::telemetry::told(K::PRIMITIVE, reason);
+    if let Some(loss) = reason.loss_label() {
+        crate::telemetry::lost(K::PRIMITIVE.label(), loss);
+    }
 }
 
 /// Tells the holder `reason`, then releases (which settles the holding on the backend if it

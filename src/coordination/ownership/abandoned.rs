@@ -38,6 +38,29 @@ impl ReleaseStage {
     }
 }
 
+impl ReleaseStage {
+    /// Its label in the metrics.
+    pub(crate) const fn label(self) -> &'static str {
+        match self {
+            ReleaseStage::Dropped => "dropped",
+            ReleaseStage::CancelledRelease => "cancelled_release",
+            ReleaseStage::UncertainAcquire => "uncertain_acquire",
+            ReleaseStage::LateGrant => "late_grant",
+        }
+    }
+}
+
+impl AbandonCause {
+    /// Its label in the metrics.
+    pub(crate) const fn label(self) -> &'static str {
+        match self {
+            AbandonCause::NoRuntime => "no_runtime",
+            AbandonCause::Unavailable => "unavailable",
+            AbandonCause::Refused => "refused",
+        }
+    }
+}
+
 impl fmt::Display for ReleaseStage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -192,7 +215,7 @@ impl AbandonedCounters {
         };
         counts[index].1[stage.index()][cause.index()] += 1;
         drop(counts);
-        crate::telemetry::abandoned(primitive, stage, cause);
+        crate::telemetry::abandoned(primitive.label(), stage.label(), cause.label());
     }
 
     pub(crate) fn snapshot(&self) -> AbandonedReleases {

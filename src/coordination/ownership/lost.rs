@@ -43,6 +43,18 @@ pub enum LossReason {
     Detached,
 }
 
+impl LossReason {
+    /// Its label in the loss metric; `None` for an end that is no loss (released, detached).
+    pub(crate) const fn loss_label(self) -> Option<&'static str> {
+        match self {
+            LossReason::NotRenewed => Some("not_renewed"),
+            LossReason::Uncertain => Some("uncertain"),
+            LossReason::LifetimeLimit => Some("lifetime_limit"),
+            LossReason::Released | LossReason::Detached => None,
+        }
+    }
+}
+
 impl fmt::Display for LossReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -62,6 +62,21 @@ impl Primitive {
     }
 }
 
+impl Primitive {
+    /// Its label in the metrics: `fenced_lease`, `semaphore_permit`, `read_write_lease`,
+    /// `hash_field_lease`, `redlock_lease`, `session`.
+    pub(crate) const fn label(self) -> &'static str {
+        match self {
+            Primitive::FencedLease => "fenced_lease",
+            Primitive::SemaphorePermit => "semaphore_permit",
+            Primitive::ReadWriteLease => "read_write_lease",
+            Primitive::FieldLease => "hash_field_lease",
+            Primitive::RedlockLease => "redlock_lease",
+            Primitive::Session => "session",
+        }
+    }
+}
+
 impl fmt::Display for Primitive {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use pin_project_lite::pin_project;
 
+use crate::coordination::circuit_breaker::{Admission, Breaker};
 use crate::error::{Error, Result};
 use crate::layer::FailurePolicy;
-use crate::layer::circuit_breaker::{Admission, Breaker};
 use crate::layer::failure::Verdict;
 use crate::outage_log::{OutageLog, Outcome};
 

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use http::HeaderValue;
 
+use crate::coordination::circuit_breaker::Breaker;
 use crate::coordination::semaphore::KeyedSemaphore;
 use crate::layer::FailurePolicy;
-use crate::layer::circuit_breaker::Breaker;
 use crate::layer::key::KeyExtractor;
 use crate::layer::responses::Responses;
 

@@ -14,9 +14,9 @@ use tower_service::Service;
 use super::answer;
 use super::config::Config;
 use super::guard::StreamGuard;
+use crate::coordination::circuit_breaker::Admission;
 use crate::coordination::semaphore::Attempt;
 use crate::layer::admission::{self, Deciding, Decision, ResponseBody, decide};
-use crate::layer::circuit_breaker::Admission;
 
 pin_project! {
     /// Response future for [`ConcurrencyLimit`](super::ConcurrencyLimit).

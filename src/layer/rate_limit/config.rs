@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use http::request::Parts;
 
+use crate::coordination::circuit_breaker::Breaker;
 use crate::coordination::rate_limit::{RateLimiter, Shortcuts};
 use crate::layer::CircuitState;
 use crate::layer::FailurePolicy;
-use crate::layer::circuit_breaker::Breaker;
 use crate::layer::key::KeyExtractor;
 use crate::layer::responses::Responses;
 

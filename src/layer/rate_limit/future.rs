@@ -13,10 +13,10 @@ use tower_service::Service;
 use super::answer::{self, Admitted, Granted};
 use super::check::Check;
 use super::config::Config;
+use crate::coordination::circuit_breaker::Admission;
 use crate::coordination::rate_limit::RateLimitDecision;
 use crate::layer::admission::decide::{self, Failure};
 use crate::layer::admission::{self, Deciding, Decision, ResponseBody};
-use crate::layer::circuit_breaker::Admission;
 use crate::outage_log::OutageLog;
 use crate::telemetry::Decided;
 

@@ -11,6 +11,7 @@ use tower_layer::Layer;
 use super::RateLimit;
 use super::config::Config;
 use crate::Coordination;
+use crate::coordination::circuit_breaker::{Breaker, CircuitBreaker, CircuitState};
 use crate::coordination::rate_limit::{
     FixedWindow, Gcra, QueueOrder, RateLimitPolicy, RateLimiter, Refill, SlidingWindow, Stacked,
     TokenBucket,
@@ -18,7 +19,6 @@ use crate::coordination::rate_limit::{
 use crate::error::Result;
 use crate::layer::FailurePolicy;
 use crate::layer::Rejection;
-use crate::layer::circuit_breaker::{Breaker, CircuitBreaker, CircuitState};
 use crate::layer::key::KeyExtractor;
 use crate::layer::responses::Responses;
 

@@ -237,7 +237,7 @@ impl Breaker {
                 }
                 let round = *round + 1;
                 *state = State::HalfOpen { probes: 1, round };
-                crate::telemetry::circuit(&self.name, CircuitState::HalfOpen);
+                crate::telemetry::circuit(&self.name, 1);
                 Some(round)
             }
             State::HalfOpen { probes, round } => {
@@ -268,7 +268,7 @@ impl Breaker {
             round,
             answers: self.backend.answers(),
         };
-        crate::telemetry::circuit(&self.name, CircuitState::Open);
+        crate::telemetry::circuit(&self.name, 2);
         // The outage itself is told at WARN by each layer's outage log, once; the breaker's
         // opening is a detail of it, and a failed probe every few seconds is no news.
         if reopened {
@@ -302,7 +302,7 @@ impl Admission {
                 tracing::info!("the backend answered a probe: circuit closed");
                 let round = *round;
                 *state = State::Closed { failures: 0, round };
-                crate::telemetry::circuit(&self.breaker.name, CircuitState::Closed);
+                crate::telemetry::circuit(&self.breaker.name, 0);
             }
             State::HalfOpen { .. } | State::Open { .. } => {}
         }
