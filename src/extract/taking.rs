@@ -80,17 +80,17 @@ where
     if taking.max_wait.is_zero() {
         return once(taking, admission, busy, attempt()).await;
     }
-    // The admission is kept through the wait, so that a half-open breaker's probe slot stays
-    // taken (other requests keep failing fast) until the wait has an outcome.
+    // The wait is many steps over a long time: no verdict on the backend (a probe's slot is
+    // given back when the admission drops). Its last try asks the breaker again.
+    drop(admission);
     match tokio::time::timeout(taking.max_wait, wait()).await {
-        Ok(held) => {
-            if let Some(admission) = admission {
-                decide::settle(admission, &held);
-            }
-            held.map_err(Reason::failed)
-        }
+        Ok(held) => held.map_err(Reason::failed),
         // Gave up waiting: one last try, which also says how long the holders have left.
-        Err(_) => once(taking, admission, busy, attempt()).await,
+        Err(_) => {
+            let admission =
+                decide::admit(breaker).map_err(|_| Reason::Unavailable(circuit_open()))?;
+            once(taking, admission, busy, attempt()).await
+        }
     }
 }
 

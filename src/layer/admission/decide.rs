@@ -155,7 +155,7 @@ where
 
 /// Tells the circuit breaker what the backend said: an answer, or unavailability. A refusal
 /// says nothing about availability and gives no verdict.
-pub(crate) fn settle<T>(admission: Admission, outcome: &Result<T>) {
+fn settle<T>(admission: Admission, outcome: &Result<T>) {
     match outcome {
         Ok(_) => admission.succeeded(),
         Err(err) if err.is_unavailable() => admission.failed(),
