@@ -30,10 +30,6 @@ use crate::backend::Backend;
 ///   releases answered meanwhile): a server that answers something is not silent, however
 ///   slow. On a quiet handle a server slower than the timeout is as good as silent, since
 ///   its answers come to requests already dropped.
-///
-/// The handle's breaker judges every acquisition made through it together: a layer whose
-/// timeout is much shorter than the others' can open it for all of them. Give such a layer
-/// its own breaker (`.circuit_breaker(...)`) or none.
 /// - **Open**: acquisitions fail at once, with no network I/O, for `open_for` (plus or minus
 ///   up to a fifth, at random, so that replicas do not probe in step), or until the server
 ///   answers anything on the handle (a held lease's renewal, an error reply), whichever
@@ -42,6 +38,10 @@ use crate::backend::Backend;
 ///   probe's success closes the circuit, one failed probe opens it again with fresh jitter.
 ///   Only a probe closes it: a late answer to an acquisition sent before the circuit opened
 ///   does not.
+///
+/// The handle's breaker judges every acquisition made through it together: a layer whose
+/// timeout is much shorter than the others' can open it for all of them. Give such a layer
+/// its own breaker (`.circuit_breaker(...)`) or none.
 ///
 /// The breaker guards acquisitions only: renewals and releases of what is already held
 /// always go to the backend, so leases and streams in flight survive a short outage.
@@ -146,7 +146,8 @@ pub(crate) struct Breaker {
     /// The backend it guards, asked whether the server answered anything between two
     /// moments (see [`Backend::answers`]).
     backend: Backend,
-    /// Its name in the state's gauge: `handle`, or the layer's name.
+    /// Its name in the state's gauge: the handle's endpoint (`memory` in process), or the
+    /// layer's name.
     name: Arc<str>,
 }
 

@@ -271,7 +271,8 @@ pub(crate) const TEMPORARY_REDUCED_CAPACITY: ProblemType = (
 );
 
 /// An RFC 9457 problem: the `Content-Type` value and the JSON body, such as
-/// `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"..."}`.
+/// `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota
+/// Exceeded","status":429,"detail":"...","violated-policies":["api"]}`.
 ///
 /// `problem` gives the type and title (`about:blank` and `title` without); `violated` the
 /// names of the policies the request exceeded, as the draft's `violated-policies` member

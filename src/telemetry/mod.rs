@@ -44,8 +44,9 @@
 //!   `no_runtime`, `unavailable`, `refused`.
 //! - `breaker`: the deployment a [`Coordination`](crate::Coordination)'s reaches (its
 //!   [`endpoint`](crate::Coordination::endpoint)), the layer's name for a layer's own. The
-//!   gauge moves when a breaker changes state, which an open one does at the next
-//!   acquisition after its open time.
+//!   gauge moves when a breaker changes state: an open one moves at the next acquisition
+//!   after its open time, or after the server answered anything. A breaker that never
+//!   changed has no series yet; handles on one endpoint share theirs.
 //!
 //! Limiters given the same name share their series.
 //!

@@ -44,7 +44,7 @@ use crate::error::{Error, Result};
 ///   was reserved, spent, returned and lost.
 /// - **One reservation in flight per key.** Once a fifth of a batch is left, the next one is
 ///   reserved in the background (on the Tokio runtime the grant ran on; not while a
-///   rate-limit layer's circuit breaker is open), and the key's requests go on being granted
+///   rate-limit layer's circuit breaker, its own or its handle's, is open), and the key's requests go on being granted
 ///   from what is left meanwhile, so a hot key's requests seldom wait for the backend. A
 ///   server that cannot name its windows (no `PEXPIRETIME`) gets no background batches,
 ///   since it could not tell the next batch's window from this one's. While a reservation is
