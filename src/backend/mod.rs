@@ -131,6 +131,14 @@ impl Backend {
         matches!(self.0, Kind::Memory(_))
     }
 
+    /// The deployment it reaches, without its password; `memory` in process.
+    pub(crate) fn endpoint(&self) -> &str {
+        match &self.0 {
+            Kind::Redis(redis) => redis.endpoint(),
+            Kind::Memory(_) => "memory",
+        }
+    }
+
     /// A count of the server's answers on this handle, which moves whenever the server
     /// answers anything (see the circuit breaker's judgement of a timeout); `None` in memory,
     /// which cannot fall silent.

@@ -130,14 +130,6 @@ pub enum CircuitState {
     HalfOpen,
 }
 
-/// What a [`Coordination`](crate::Coordination)'s breaker is called in its gauge: the
-/// deployment it reaches, without its password.
-pub(crate) fn handle_name(backend: &Backend) -> String {
-    backend
-        .as_redis()
-        .map_or_else(|| "memory".to_owned(), |redis| redis.endpoint().to_owned())
-}
-
 /// A breaker's live state, shared by every clone of one handle or layer.
 #[derive(Debug)]
 pub(crate) struct Breaker {
@@ -206,7 +198,7 @@ impl Breaker {
     /// silent.
     pub(crate) fn by_default(backend: &Backend) -> Option<Arc<Self>> {
         (!backend.decides_in_process())
-            .then(|| Breaker::new(CircuitBreaker::default(), backend, &handle_name(backend)))
+            .then(|| Breaker::new(CircuitBreaker::default(), backend, backend.endpoint()))
     }
 
     pub(crate) fn state(&self) -> CircuitState {

@@ -111,13 +111,8 @@ impl Coordination {
     /// # let _ = coordination;
     /// ```
     pub fn circuit_breaker(mut self, breaker: Option<CircuitBreaker>) -> Self {
-        self.breaker = breaker.map(|settings| {
-            Breaker::new(
-                settings,
-                &self.backend,
-                &circuit_breaker::handle_name(&self.backend),
-            )
-        });
+        self.breaker =
+            breaker.map(|settings| Breaker::new(settings, &self.backend, self.backend.endpoint()));
         self
     }
 
@@ -204,10 +199,7 @@ impl Coordination {
     /// cluster's node URLs, a Sentinel's service name and sentinels) with any password
     /// replaced by `***`, or `"memory"`.
     pub fn endpoint(&self) -> &str {
-        match self.backend.as_redis() {
-            Some(redis) => redis.endpoint(),
-            None => "memory",
-        }
+        self.backend.endpoint()
     }
 
     /// The backend's clock as a duration since the Unix epoch (see

@@ -217,14 +217,26 @@ impl RateLimitDecision {
     /// The index of the binding policy in [`policy_states`](Self::policy_states): the
     /// fewest permits left, and on a tie the longest reset (the first of equals).
     pub(crate) fn binding(&self) -> usize {
+        self.binding_among(|_| true).unwrap_or(0)
+    }
+
+    /// The binding policy among those whose index `counts` keeps, by the same rule as
+    /// [`binding`](Self::binding); `None` when it keeps none.
+    pub(crate) fn binding_among(&self, counts: impl Fn(usize) -> bool) -> Option<usize> {
         let states = self.policy_states();
-        let mut binding = 0;
-        for (index, state) in states.iter().enumerate().skip(1) {
-            let best = &states[binding];
-            if state.remaining < best.remaining
-                || (state.remaining == best.remaining && state.reset_after > best.reset_after)
-            {
-                binding = index;
+        let mut binding: Option<usize> = None;
+        for (index, state) in states
+            .iter()
+            .enumerate()
+            .filter(|&(index, _)| counts(index))
+        {
+            let better = binding.is_none_or(|best| {
+                let best = &states[best];
+                state.remaining < best.remaining
+                    || (state.remaining == best.remaining && state.reset_after > best.reset_after)
+            });
+            if better {
+                binding = Some(index);
             }
         }
         binding

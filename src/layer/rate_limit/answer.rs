@@ -355,13 +355,13 @@ fn insert_fields(
 /// the fewest permits left, and on a tie the longest reset; the decision's own binding
 /// policy when every one is a shadow.
 fn enforced_binding(policies: &[RateLimitPolicy], decision: &RateLimitDecision) -> usize {
-    policies
-        .iter()
-        .zip(decision.policy_states())
-        .enumerate()
-        .filter(|(_, (policy, _))| !policy.is_shadow())
-        .min_by_key(|(_, (_, state))| (state.remaining(), std::cmp::Reverse(state.reset_after())))
-        .map_or_else(|| decision.binding(), |(index, _)| index)
+    decision
+        .binding_among(|index| {
+            policies
+                .get(index)
+                .is_some_and(|policy| !policy.is_shadow())
+        })
+        .unwrap_or_else(|| decision.binding())
 }
 
 /// The enforced policy whose numbers the answer reports (see [`enforced_binding`]).
