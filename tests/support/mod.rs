@@ -22,12 +22,23 @@ pub mod target;
 pub mod tls;
 pub mod turns;
 
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use cluster::{Cluster, cluster};
 pub use sentinel::{SentinelSetup, sentinel};
 pub use server::{Server, ServerKind, Spec, increx, independent, shared, wait_until};
+
+/// The repository's root: the nearest directory above the compiled package that holds this
+/// harness. The crate's tests are compiled there; the benchmarks' package, two levels down.
+pub fn repo_root() -> &'static Path {
+    let package = Path::new(env!("CARGO_MANIFEST_DIR"));
+    package
+        .ancestors()
+        .find(|dir| dir.join("tests/support/mod.rs").is_file())
+        .unwrap_or(package)
+}
 
 /// A key prefix unique to this call, this test binary and this process:
 /// `lh-test:<pid>:<n>:<test_name>:`.

@@ -576,9 +576,9 @@ pub fn free_port() -> u16 {
     }
 }
 
-/// `<CARGO_MANIFEST_DIR>/target/leasehold-test-servers`: one dir per test binary's pid.
+/// `target/leasehold-test-servers` in the repository's root: one dir per test binary's pid.
 pub fn servers_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/leasehold-test-servers")
+    super::repo_root().join("target/leasehold-test-servers")
 }
 
 /// Where sockets go when the data dir's path is too long for a unix socket address.

@@ -8,12 +8,13 @@
 //! with N = 1 and N = 64 concurrent callers (tokio tasks sharing one multiplexed
 //! connection). Criterion reports decisions (elements) per second; `limiter/64` over
 //! `evalsha/64` is what the limiter keeps of its ceiling. The settings of each limiter, and
-//! the exact command it sends, are in `benches/algorithms/mod.rs`: every call is granted.
+//! the exact command it sends, are in `algorithms/mod.rs` beside this file: every call is
+//! granted.
 //!
 //! ```sh
-//! cargo bench --bench rate_limit                   # about 2 minutes
-//! cargo bench --bench rate_limit -- --quick        # a rough pass, under a minute
-//! cargo bench --bench rate_limit -- gcra/          # one algorithm
+//! cargo bench -p leasehold-micro-bench --bench rate_limit             # about 2 minutes
+//! cargo bench -p leasehold-micro-bench --bench rate_limit -- --quick  # under a minute, rough
+//! cargo bench -p leasehold-micro-bench --bench rate_limit -- gcra/    # one algorithm
 //! ```
 //!
 //! Redis 7.0 has no `INCREX`, so after its first call the fixed window sends a step of one
@@ -21,7 +22,7 @@
 //! `evalsha` is the script it sends for larger steps, no longer its ceiling. In the other
 //! four, `evalsha` is the ceiling the limiter can reach.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../../../tests/support/mod.rs"]
 mod support;
 
 mod algorithms;
@@ -88,7 +89,14 @@ fn main() {
             algorithms::check_key(&mut manager.clone(), algorithm, PREFIX, LIMITER_KEY)
                 .await
                 .expect("the raw EVALSHA's key");
-            let sha = redis::Script::new(algorithm.lua()).get_hash().to_owned();
+            // Loaded here: the fixed window sends steps of one as plain commands, so its
+            // script may never have reached the server.
+            let sha: String = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(algorithm.lua())
+                .query_async(&mut manager.clone())
+                .await
+                .expect("SCRIPT LOAD");
             Arc::new(algorithm.evalsha(&sha, PREFIX, EVALSHA_KEY))
         });
 

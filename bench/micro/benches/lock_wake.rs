@@ -3,7 +3,7 @@
 //! retrying `try_acquire` every 50 ms, measured in the same run against a private Redis 7.0.
 //!
 //! ```sh
-//! cargo bench --bench lock_wake
+//! cargo bench -p leasehold-micro-bench --bench lock_wake
 //! ```
 //!
 //! Each iteration: a holder takes the lock, a waiter starts waiting, the holder releases, and
@@ -12,7 +12,7 @@
 //! invalidation are timed one by one, and their p50, p99 and worst are printed: a mean hides
 //! the tail a waiter lives through.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../../../tests/support/mod.rs"]
 mod support;
 
 use std::time::{Duration, Instant};

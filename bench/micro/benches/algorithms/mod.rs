@@ -1,6 +1,6 @@
 //! The five rate-limit algorithms as the benchmarks drive them: how each limiter is built,
 //! and the exact `EVALSHA` its Lua step sends (script, KEYS, ARGV) with how to tell a grant
-//! from its reply. `benches/rate_limit.rs` and `examples/load_limiter.rs` (and through it
+//! from its reply. `../rate_limit.rs` and `examples/load_limiter.rs` (and through it
 //! `scripts/bench.sh`) take both from here, so a limiter and its raw ceiling always run the
 //! same script with the same arguments. (The fixed window sends its script for steps of
 //! more than one permit only, on a server without `INCREX`: steps of one go as plain
@@ -84,17 +84,17 @@ impl Algorithm {
     pub fn lua(self) -> &'static str {
         match self {
             Algorithm::FixedWindow => {
-                include_str!("../../src/backend/steps/fixed_window/fixed_window.lua")
+                include_str!("../../../../src/backend/steps/fixed_window/fixed_window.lua")
             }
             Algorithm::SlidingWindow => {
-                include_str!("../../src/backend/steps/sliding_window/sliding_window.lua")
+                include_str!("../../../../src/backend/steps/sliding_window/sliding_window.lua")
             }
             Algorithm::TokenBucket => {
-                include_str!("../../src/backend/steps/token_bucket/token_bucket.lua")
+                include_str!("../../../../src/backend/steps/token_bucket/token_bucket.lua")
             }
-            Algorithm::Gcra => include_str!("../../src/backend/steps/gcra/gcra.lua"),
+            Algorithm::Gcra => include_str!("../../../../src/backend/steps/gcra/gcra.lua"),
             Algorithm::Stacked => {
-                include_str!("../../src/backend/steps/stacked_window/stacked_window.lua")
+                include_str!("../../../../src/backend/steps/stacked_window/stacked_window.lua")
             }
         }
     }
