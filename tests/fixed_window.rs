@@ -324,6 +324,9 @@ async fn invalid_configuration_is_rejected_at_construction() {
         let err = FixedWindow::new(&coordination, "api", limit, window).expect_err("invalid");
         assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{limit} {window:?}");
     }
+    // The bound reads as a duration, not as a run of digits in milliseconds.
+    let err = FixedWindow::new(&coordination, "api", 1, Duration::MAX).expect_err("invalid");
+    assert!(err.to_string().contains("292 million years"), "{err}");
 }
 
 // ---------------------------------------------------------------------------------------------

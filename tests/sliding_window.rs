@@ -530,6 +530,12 @@ async fn invalid_configuration_is_rejected_at_construction() {
             "{limit} {window:?} {segments}"
         );
     }
+    // The bound reads as a duration, not as a run of digits in milliseconds.
+    let err = SlidingWindow::new(&coordination, "api", 1, Duration::MAX, 1).expect_err("invalid");
+    assert!(
+        err.to_string().contains("2^40 ms (about 34 years)"),
+        "{err}"
+    );
     for (limit, window, segments) in [
         ((1 << 52) - 1, Duration::from_millis(1 << 40), 1),
         (1, MS, 1),

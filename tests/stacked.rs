@@ -462,6 +462,13 @@ async fn invalid_configuration_is_rejected_at_construction() {
         let err = Stacked::new(&coordination, "api", policies).expect_err(case);
         assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{case}: {err}");
     }
+    // The bound reads as a duration, not as a run of digits in milliseconds.
+    let err = Stacked::new(&coordination, "api", [policy("long", 1, Duration::MAX)])
+        .expect_err("invalid");
+    assert!(
+        err.to_string().contains("2^40 ms (about 34 years)"),
+        "{err}"
+    );
     // The bounds themselves are valid; sub-millisecond parts are dropped.
     let most: Vec<_> = (0..MAX_STACKED_POLICIES)
         .map(|i| {

@@ -492,6 +492,10 @@ async fn invalid_configuration_is_rejected_at_construction() {
             "{limit} {per_period} {period:?}"
         );
     }
+    // The bound reads as a duration, not as a run of digits in milliseconds.
+    let err = TokenBucket::new(&coordination, "api", 1, Refill::new(1, Duration::MAX))
+        .expect_err("invalid");
+    assert!(err.to_string().contains("142,000 years"), "{err}");
     for (limit, per_period, period) in [
         (1 << 52, 1, MS),
         (max_exact, 2, MS),

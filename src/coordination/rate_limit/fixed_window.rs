@@ -107,8 +107,8 @@ impl FixedWindow {
         let window_ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
         if window_ms == 0 || i64::try_from(window_ms).is_err() {
             return Err(Error::invalid_argument(format!(
-                "a fixed window must last between 1 ms and {} ms, not {window:?}",
-                i64::MAX
+                "a fixed window must last between 1 ms and 2^63 - 1 ms (about 292 million \
+                 years), not {window:?}"
             )));
         }
         Ok(FixedWindow {

@@ -116,7 +116,7 @@ impl Gcra {
             .ok_or_else(|| {
                 Error::invalid_argument(format!(
                     "a GCRA burst of {burst} permits of {window:?} / {limit} each is longer \
-                     than 2^50 µs"
+                     than 2^50 µs (about 35 years)"
                 ))
             })?;
         Ok(Gcra {

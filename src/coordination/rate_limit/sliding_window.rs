@@ -129,7 +129,7 @@ impl SlidingWindow {
         if !whole_ms || window_ms == 0 || window_ms > MAX_WINDOW_MS {
             return Err(Error::invalid_argument(format!(
                 "a sliding window must be a whole number of milliseconds between 1 ms and \
-                 {MAX_WINDOW_MS} ms, not {window:?}"
+                 2^40 ms (about 34 years), not {window:?}"
             )));
         }
         if !window_ms.is_multiple_of(u64::from(segments)) {

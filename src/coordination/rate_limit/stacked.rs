@@ -161,7 +161,7 @@ impl Stacked {
             if window_ms == 0 || window_ms > MAX_WINDOW_MS {
                 return Err(Error::invalid_argument(format!(
                     "the window of the stacked policy {:?} must last between 1 ms and \
-                     {MAX_WINDOW_MS} ms, not {window:?}",
+                     2^40 ms (about 34 years), not {window:?}",
                     policy.name()
                 )));
             }

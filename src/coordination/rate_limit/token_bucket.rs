@@ -125,7 +125,7 @@ impl TokenBucket {
             _ => {
                 return Err(Error::invalid_argument(format!(
                     "a token-bucket refill interval must last at least 1 ms and an empty bucket \
-                     must refill within {MAX_REFILL_MS} ms; not {interval:?} for {capacity} \
+                     must refill within 2^52 ms (about 142,000 years); not {interval:?} for {capacity} \
                      tokens, {tokens} per refill"
                 )));
             }
