@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
-# Instructions per HTTP request of examples/load_http.rs, counted by valgrind's callgrind:
-# the deterministic companion of the HTTP section of scripts/bench.sh. Wall-clock figures
-# here move by up to about 20% between runs; instruction counts repeat, so a change in the
-# client-side cost of the layer shows here even when req/s cannot tell it from noise.
+# Instructions per HTTP request, counted by valgrind's callgrind, of every contender in one
+# table: the crate's layers, their peers (tower_governor, tower-rate-limiter) and the
+# hand-written floors, all served by bench/peers (see its header for the modes). Wall-clock
+# figures move by 10-40% on shared cores; instruction counts repeat, so a change in what a
+# decision costs shows here even when req/s cannot tell it from noise. scripts/bench-peers.sh
+# is the wall-clock check that the counts translate into requests per second.
 #
-# For each mode of load_http (bare, floor, script, layer, deny; see its header) this starts
-# a private redis-server on a free TCP port and the server under
-# `valgrind --tool=callgrind`, waits until it answers, drives it with
-# `wrk -t1 -c8 -d${DURATION}s`, stops it with SIGTERM (a background job of a script starts
-# with SIGINT ignored; callgrind still writes its counts on SIGTERM), and reads the total
-# instructions (Ir, PROGRAM TOTALS of callgrind_annotate). The same run with no load
-# (startup, the readiness probe, shutdown) is subtracted, and the rest divided by the
-# requests wrk counted.
+# For each mode this starts the bench/peers server under `valgrind --tool=callgrind` and, for
+# the modes that use Redis, a private redis-server under callgrind too. After a warm-up (one
+# second of wrk: scripts loaded, connections made, the INCREX probe settled) both counters
+# are zeroed (`callgrind_control --zero`), `wrk -t1 -c8 -d${DURATION}s` drives the server,
+# and both are dumped (`--dump`): the process's and Redis's instructions, each divided by the
+# requests wrk counted. Redis's count includes its own housekeeping (serverCron) over the
+# run, as a deployment pays it; the hot-key tier's Redis work is amortised over its batches.
 #
-# Only the HTTP server process is counted there: not Redis, not wrk. The figures are the work
-# the application does per request (routing, the layer, redis-rs), which is what the layer
-# adds to a bare route.
+# The targets table prints each ratio with its target and whether it is met. An in-process
+# layer's cost is what it adds to a bare route (the HTTP server's own work, the same for every
+# mode, would otherwise hide it); a Redis mode's is the whole request, process and Redis.
 #
 # A second table counts what each rate-limit script costs inside Redis: redis-server runs
 # under callgrind, and for each script (each algorithm's, with the arguments the limiter
@@ -29,10 +30,10 @@
 # The last row of that table is the fixed window's step of one permit as the limiter sends it
 # (plain commands, not a script), counted over STEP_SECONDS of load_limiter with one task.
 #
-# Environment: DURATION (s per wrk run, 8), SCRIPT_CALLS (2000), STEP_SECONDS (3), LEASEHOLD_REDIS7_SERVER
-# (redis-server binary, /usr/bin/redis-server). Needs valgrind (callgrind_annotate and
-# callgrind_control come with it), redis-server, redis-cli, redis-benchmark, wrk, curl and
-# cargo. Takes about 3 minutes.
+# Environment: DURATION (s per wrk run, 8), SCRIPT_CALLS (2000), STEP_SECONDS (3), MODES
+# (a subset of the modes, space-separated), LEASEHOLD_REDIS7_SERVER (redis-server binary,
+# /usr/bin/redis-server). Needs valgrind (callgrind_annotate and callgrind_control come with
+# it), redis-server, redis-cli, redis-benchmark, wrk, curl and cargo. Takes about 10 minutes.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -43,7 +44,10 @@ DURATION="${DURATION:-8}"
 SCRIPT_CALLS="${SCRIPT_CALLS:-2000}"
 STEP_SECONDS="${STEP_SECONDS:-3}"
 REDIS_SERVER="${LEASEHOLD_REDIS7_SERVER:-/usr/bin/redis-server}"
-MODES=(bare floor script layer deny)
+ALL_MODES=(bare governor-allowed governor-headers-allowed governor-rejected memory-allowed
+    memory-rejected floor fixed-window floor-sliding sliding-window floor-token token-bucket
+    floor-gcra gcra peer-gcra deny hot-key)
+read -ra MODES <<<"${MODES:-${ALL_MODES[*]}}"
 
 for tool in valgrind callgrind_annotate callgrind_control "$REDIS_SERVER" redis-cli redis-benchmark \
     wrk curl cargo; do
@@ -54,9 +58,10 @@ for tool in valgrind callgrind_annotate callgrind_control "$REDIS_SERVER" redis-
     fi
 done
 
-echo "==> cargo build --release (load_http, load_limiter)" >&2
-cargo build --release --quiet --example load_http --example load_limiter
-bin="${CARGO_TARGET_DIR:-$root/target}/release/examples/load_http"
+echo "==> cargo build --release (bench/peers, load_limiter)" >&2
+cargo build --release --quiet --ignore-rust-version --manifest-path bench/peers/Cargo.toml
+cargo build --release --quiet --example load_limiter
+bin="${CARGO_TARGET_DIR:-$root/bench/peers/target}/release/leasehold-peers-bench"
 limiter_bin="${CARGO_TARGET_DIR:-$root/target}/release/examples/load_limiter"
 
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -94,70 +99,98 @@ stop() { # pid signal
     pids=("${kept[@]}")
 }
 
-# mode load(yes|no) -> sets ir (instructions of the whole run) and requests (wrk's count,
-# 0 without load). Runs in this shell, not in $(...), so that the exit trap sees its pids.
+# The instructions in the newest dump of the callgrind output `out` (each
+# `callgrind_control --dump` writes a file of its own, `out.N`), which it then removes.
+last_dump() { # out
+    local dump
+    dump="$(find "$(dirname "$1")" -maxdepth 1 -name "$(basename "$1").*" -printf '%T@ %p\n' |
+        sort -n | tail -1 | cut -d' ' -f2-)"
+    awk '/^(summary|totals):/ {print $2; exit}' "${dump:-/dev/null}"
+    rm -f "$dump"
+}
+
+uses_redis() {
+    case "$1" in
+        bare | governor-* | memory-*) return 1 ;;
+        *) return 0 ;;
+    esac
+}
+
+rejects() {
+    case "$1" in
+        governor-rejected | memory-rejected | deny) return 0 ;;
+        *) return 1 ;;
+    esac
+}
+
+# mode -> sets requests, app_ir and redis_ir (per request; 0 for Redis in the in-process
+# modes). Runs in this shell, not in $(...), so that the exit trap sees its pids.
 run() {
-    local mode="$1" loaded="$2" redis_port port redis_pid app_pid out bad errors
-    local tag="$mode-$loaded"
-    redis_port="$(free_port)"
-    "$REDIS_SERVER" --bind 127.0.0.1 --port "$redis_port" --save '' --appendonly no \
-        --protected-mode no --dir "$work" >"$work/redis-$tag.log" 2>&1 &
-    redis_pid=$!
-    pids+=("$redis_pid")
-    wait_alive "$redis_pid" "$work/redis-$tag.log" 100 redis-cli -p "$redis_port" ping
+    local mode="$1" redis_port=0 port redis_pid="" app_pid out bad errors app_total redis_total
+    if uses_redis "$mode"; then
+        redis_port="$(free_port)"
+        valgrind --tool=callgrind --callgrind-out-file="$work/redis-$mode.out" \
+            "$REDIS_SERVER" --bind 127.0.0.1 --port "$redis_port" --save '' --appendonly no \
+            --protected-mode no --dir "$work" >"$work/redis-$mode.log" 2>&1 &
+        redis_pid=$!
+        pids+=("$redis_pid")
+        wait_alive "$redis_pid" "$work/redis-$mode.log" 600 redis-cli -p "$redis_port" ping
+    fi
 
     port="$(free_port)"
     REDIS_URL="redis://127.0.0.1:$redis_port" valgrind --tool=callgrind \
-        --callgrind-out-file="$work/callgrind-$tag.out" "$bin" "$mode" "$port" \
-        >"$work/valgrind-$tag.log" 2>&1 &
+        --callgrind-out-file="$work/app-$mode.out" "$bin" "$mode" "$port" \
+        >"$work/app-$mode.log" 2>&1 &
     app_pid=$!
     pids+=("$app_pid")
-    # Under valgrind the server takes seconds to start: wait up to a minute. One probe
-    # reaches it (the earlier ones find no listener), in the loaded run and the idle one alike.
-    local probe=(curl -sf "http://127.0.0.1:$port/")
-    if [[ "$mode" == deny ]]; then probe=(curl -s -o /dev/null "http://127.0.0.1:$port/"); fi
-    wait_alive "$app_pid" "$work/valgrind-$tag.log" 600 "${probe[@]}"
+    # Under valgrind the server takes seconds to start: wait up to a minute.
+    wait_alive "$app_pid" "$work/app-$mode.log" 600 curl -s -o /dev/null "http://127.0.0.1:$port/"
+    wrk -t1 -c8 -d1s "http://127.0.0.1:$port/" >/dev/null
 
-    requests=0
-    if [[ "$loaded" == yes ]]; then
-        out="$(wrk -t1 -c8 -d"${DURATION}s" "http://127.0.0.1:$port/")"
-        requests="$(awk '/requests in/ {print $1}' <<<"$out")"
-        bad="$(awk '/Non-2xx or 3xx responses:/ {print $5}' <<<"$out")"
-        errors="$(awk '/Socket errors:/' <<<"$out")"
-        # Every answer a 200, or for `deny` a 429; and no timeouts, whose requests the
-        # server would serve without wrk counting them.
-        if [[ -z "$requests" || "$requests" == 0 || -n "$errors" ]] ||
-            [[ "$mode" == deny && "${bad:-0}" != "$requests" ]] ||
-            [[ "$mode" != deny && -n "$bad" ]]; then
-            echo "bench-instructions.sh: $mode answered ${requests:-no} requests," \
-                "${bad:-0} non-2xx" >&2
-            echo "$out" >&2
-            exit 1
-        fi
-    fi
-    stop "$app_pid" TERM
-    stop "$redis_pid" TERM
+    callgrind_control --zero "$app_pid" >/dev/null 2>&1
+    if [[ -n "$redis_pid" ]]; then callgrind_control --zero "$redis_pid" >/dev/null 2>&1; fi
+    out="$(wrk -t1 -c8 -d"${DURATION}s" "http://127.0.0.1:$port/")"
+    callgrind_control --dump "$app_pid" >/dev/null 2>&1
+    if [[ -n "$redis_pid" ]]; then callgrind_control --dump "$redis_pid" >/dev/null 2>&1; fi
 
-    ir="$(callgrind_annotate "$work/callgrind-$tag.out" 2>/dev/null |
-        awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')"
-    if [[ -z "$ir" ]]; then
-        echo "bench-instructions.sh: no callgrind totals for $tag" >&2
-        cat "$work/valgrind-$tag.log" >&2
+    requests="$(awk '/requests in/ {print $1}' <<<"$out")"
+    bad="$(awk '/Non-2xx or 3xx responses:/ {print $NF}' <<<"$out")"
+    errors="$(awk '/Socket errors:/' <<<"$out")"
+    # Every answer a success, or in a rejecting mode a 429 (the key's one permit went to the
+    # warm-up); and no socket errors or timeouts, whose requests the server would serve
+    # without wrk counting them.
+    if [[ -z "$requests" || "$requests" == 0 || -n "$errors" ]] ||
+        { rejects "$mode" && [[ "${bad:-0}" != "$requests" ]]; } ||
+        { ! rejects "$mode" && [[ -n "$bad" ]]; }; then
+        echo "bench-instructions.sh: $mode answered ${requests:-no} requests," \
+            "${bad:-0} with an error status" >&2
+        echo "$out" >&2
         exit 1
     fi
+
+    app_total="$(last_dump "$work/app-$mode.out")"
+    redis_total=0
+    if [[ -n "$redis_pid" ]]; then redis_total="$(last_dump "$work/redis-$mode.out")"; fi
+    stop "$app_pid" TERM
+    if [[ -n "$redis_pid" ]]; then stop "$redis_pid" TERM; fi
+    if [[ -z "$app_total" || -z "$redis_total" ]]; then
+        echo "bench-instructions.sh: no callgrind dump for $mode" >&2
+        cat "$work/app-$mode.log" >&2
+        exit 1
+    fi
+    app_ir=$((app_total / requests))
+    redis_ir=$((redis_total / requests))
 }
 
-declare -A total=() idle=() reqs=() per=()
+declare -A reqs=() app=() redis=() sum=()
 for mode in "${MODES[@]}"; do
-    echo "==> $mode: idle run, then wrk -t1 -c8 -d${DURATION}s under callgrind" >&2
-    run "$mode" no
-    idle[$mode]="$ir"
-    run "$mode" yes
-    total[$mode]="$ir"
+    echo "==> $mode: wrk -t1 -c8 -d${DURATION}s under callgrind" >&2
+    run "$mode"
     reqs[$mode]="$requests"
-    per[$mode]="$(awk -v t="$ir" -v i="${idle[$mode]}" -v n="$requests" \
-        'BEGIN {printf "%.0f", (t - i) / n}')"
-    echo "    $requests requests, ${per[$mode]} instructions per request" >&2
+    app[$mode]="$app_ir"
+    redis[$mode]="$redis_ir"
+    sum[$mode]=$((app_ir + redis_ir))
+    echo "    $requests requests: $app_ir in the process, $redis_ir in Redis, per request" >&2
 done
 
 # --- inside Redis -----------------------------------------------------------------------
@@ -238,41 +271,88 @@ stop "$scripts_pid" TERM
 
 # --- report -------------------------------------------------------------------------------
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
-row() { printf '| %-48s | %8s | %14s | %14s | %9s | %6s | %7s |\n' "$@"; }
+row() { printf '| %-58s | %8s | %9s | %9s | %9s |\n' "$@"; }
 
 valgrind_version="$(valgrind --version | sed 's/^valgrind-//')"
 redis_version="$("$REDIS_SERVER" --version | sed -n 's/.* v=\([^ ]*\).*/\1/p')"
 cat <<EOF
 
-Instructions of the load_http process per request, callgrind (valgrind $valgrind_version);
-Redis $redis_version on TCP loopback, wrk -t1 -c8 -d${DURATION}s.
+Instructions per HTTP request, callgrind (valgrind $valgrind_version): the bench/peers
+process and Redis $redis_version (TCP loopback), wrk -t1 -c8 -d${DURATION}s after 1 s of warm-up.
 Load average before the run: $load (it does not change instruction counts).
 
 EOF
-row "mode" "requests" "Ir, loaded run" "Ir, idle run" "Ir/request" "x bare" "x floor"
-row "---" "---:" "---:" "---:" "---:" "---:" "---:"
+row "mode" "requests" "process" "Redis" "sum"
+row "---" "---:" "---:" "---:" "---:"
 label() {
     case "$1" in
         bare) echo "bare axum route" ;;
-        floor) echo "floor: one EVALSHA (INCR+PEXPIRE) per request" ;;
-        script) echo "floor, with the limiter's fixed_window.lua" ;;
-        layer) echo "RedisRateLimitLayer::fixed_window" ;;
-        deny) echo "flood of one exhausted key, deny cache on (429s)" ;;
+        governor-allowed) echo "tower_governor, allowed" ;;
+        governor-headers-allowed) echo "tower_governor with its headers, allowed" ;;
+        governor-rejected) echo "tower_governor, rejected" ;;
+        memory-allowed) echo "memory GCRA layer, allowed" ;;
+        memory-rejected) echo "memory GCRA layer, rejected" ;;
+        floor) echo "floor: fixed window (INCR+PEXPIRE)" ;;
+        fixed-window) echo "Redis fixed window layer" ;;
+        floor-sliding) echo "floor: sliding window" ;;
+        sliding-window) echo "Redis sliding window layer (10 segments)" ;;
+        floor-token) echo "floor: token bucket" ;;
+        token-bucket) echo "Redis token bucket layer" ;;
+        floor-gcra) echo "floor: GCRA" ;;
+        gcra) echo "Redis GCRA layer" ;;
+        peer-gcra) echo "tower-rate-limiter's Redis GCRA" ;;
+        deny) echo "deny cache: flood of one exhausted key (429s)" ;;
+        hot-key) echo "hot-key tier: one hot key, batches of 1000" ;;
     esac
 }
 for mode in "${MODES[@]}"; do
-    row "$(label "$mode")" "${reqs[$mode]}" "${total[$mode]}" "${idle[$mode]}" "${per[$mode]}" \
-        "$(ratio "${per[$mode]}" "${per[bare]}")" "$(ratio "${per[$mode]}" "${per[floor]}")"
+    row "$(label "$mode")" "${reqs[$mode]}" "${app[$mode]}" "${redis[$mode]}" "${sum[$mode]}"
 done
-cat <<EOF
 
-layer vs floor: $(ratio "${per[layer]}" "${per[floor]}")x the instructions per request,
-    $((per[layer] - per[floor])) more (floor/layer: $(ratio "${per[floor]}" "${per[layer]}")x)
-deny vs bare: $(ratio "${per[deny]}" "${per[bare]}")x the instructions per request,
-    $((per[deny] - per[bare])) more (bare/deny: $(ratio "${per[bare]}" "${per[deny]}")x)
-Ir/request: (loaded run - idle run) / requests; the idle run starts the server, answers the
-readiness probe and stops, like the loaded one without wrk.
-EOF
+# The targets: a ratio, its target, and whether it is met (<=). A ratio whose modes did not
+# run is left out.
+trow() { printf '| %-74s | %6s | %7s | %4s |\n' "$@"; }
+target() { # label value target
+    local met=no
+    if awk -v v="$2" -v t="$3" 'BEGIN {exit !(v <= t)}'; then met=yes; fi
+    trow "$1" "$2" "<= $3" "$met"
+}
+ran() { local m; for m in "$@"; do [[ -n "${app[$m]:-}" ]] || return 1; done; }
+echo
+trow "ratio (instructions per request)" "value" "target" "met"
+trow "---" "---:" "---:" "---"
+if ran bare memory-allowed governor-headers-allowed; then
+    target "memory GCRA allowed, above bare / tower_governor with headers, above bare" \
+        "$(ratio $((${app[memory-allowed]} - ${app[bare]})) $((${app[governor-headers-allowed]} - ${app[bare]})))" 1.0
+fi
+if ran bare memory-rejected governor-rejected; then
+    target "memory GCRA rejected, above bare / tower_governor rejected, above bare" \
+        "$(ratio $((${app[memory-rejected]} - ${app[bare]})) $((${app[governor-rejected]} - ${app[bare]})))" 0.5
+fi
+if ran fixed-window floor; then
+    target "Redis fixed window: process / the floor's process" \
+        "$(ratio "${app[fixed-window]}" "${app[floor]}")" 1.10
+    target "Redis fixed window: Redis / the floor's Redis" \
+        "$(ratio "${redis[fixed-window]}" "${redis[floor]}")" 1.0
+fi
+for pair in sliding-window:floor-sliding token-bucket:floor-token gcra:floor-gcra; do
+    if ran "${pair%%:*}" "${pair##*:}"; then
+        target "$(label "${pair%%:*}"): process + Redis / its floor's" \
+            "$(ratio "${sum[${pair%%:*}]}" "${sum[${pair##*:}]}")" 1.05
+    fi
+done
+if ran gcra peer-gcra; then
+    target "Redis GCRA layer: process + Redis / tower-rate-limiter's" \
+        "$(ratio "${sum[gcra]}" "${sum[peer-gcra]}")" 0.77
+fi
+if ran deny bare; then
+    target "deny cache flood / bare route" "$(ratio "${app[deny]}" "${app[bare]}")" 1.10
+fi
+if ran hot-key bare; then
+    target "hot-key tier: process + Redis, amortised / bare route" \
+        "$(ratio "${sum[hot-key]}" "${app[bare]}")" 1.15
+fi
+
 cat <<EOF
 
 Instructions of redis-server per EVALSHA (callgrind, redis-benchmark -c 1, one hot key, the
