@@ -8,7 +8,16 @@ use tokio::time::Instant;
 
 use crate::error::{Error, ErrorKind, Result};
 
+/// A session space's attached keys: each name with its lease id and value.
+pub(crate) type AttachedKeys = std::collections::HashMap<Vec<u8>, (String, Vec<u8>)>;
+
 /// A stored value. Each primitive's step keeps its state in one of these.
+///
+/// Every key's entry is as large as the largest variant, and rate-limit state, a few words,
+/// is most of the keys: the larger states of the rarer primitives are boxed, so that a
+/// value stays within five words (a test holds it there).
+// Boxing a map is the point: its 48 bytes inline would be paid by every key.
+#[allow(clippy::box_collection)]
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Value {
     /// An integer counter.
@@ -26,7 +35,7 @@ pub(crate) enum Value {
     /// with its deadline (`None`: no expiry).
     Permits {
         capacity: u32,
-        holders: std::collections::HashMap<String, Option<Instant>>,
+        holders: Box<std::collections::HashMap<String, Option<Instant>>>,
     },
     /// A fenced lock's lease: its owner token (the entry's expiry is the lease's).
     LeaseOwner(String),
@@ -35,30 +44,30 @@ pub(crate) enum Value {
     /// A countdown latch: its current generation's id and count, and the count each of the
     /// generation's count-downs left, by the count-down's id.
     Latch {
-        generation: String,
+        generation: Box<str>,
         count: u64,
-        counted: std::collections::HashMap<String, u64>,
+        counted: Box<std::collections::HashMap<String, u64>>,
     },
     /// A latch's completed generations, oldest first: each one's id, the id of the
     /// count-down that completed it (`None`: it started complete), and when.
     LatchCompletions(std::collections::VecDeque<(String, Option<String>, Instant)>),
     /// A read-write lease set: each member (`w:`, `r:`, `q:`, `a:` or `p:` and a token or a
     /// waiter id, as Redis names them) with its deadline; the entry expires with the latest.
-    RwLease(std::collections::HashMap<String, Instant>),
+    RwLease(Box<std::collections::HashMap<String, Instant>>),
     /// A lease hash: each field with its owner token and its deadline; the entry expires with
     /// the latest.
-    FieldLeases(std::collections::HashMap<Vec<u8>, (String, Instant)>),
+    FieldLeases(Box<std::collections::HashMap<Vec<u8>, (String, Instant)>>),
     /// A session space: each lease id with its deadline, and each attached name with its
     /// lease id and value (live while its lease is); the entry expires with the latest lease.
     Sessions {
-        leases: std::collections::HashMap<String, Instant>,
-        entries: std::collections::HashMap<Vec<u8>, (String, Vec<u8>)>,
+        leases: Box<std::collections::HashMap<String, Instant>>,
+        entries: Box<AttachedKeys>,
     },
     /// An election: its candidates (each with its arrival, ms since the epoch, and value),
     /// in the order they lead, and its leader (candidate, term, value); without expiry.
     Election {
         candidates: Vec<(u64, String, Vec<u8>)>,
-        leader: Option<(String, u64, Vec<u8>)>,
+        leader: Option<Box<(String, u64, Vec<u8>)>>,
     },
 }
 
@@ -485,6 +494,12 @@ mod tests {
     use std::time::Duration;
 
     const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_value_stays_within_five_words() {
+        // Every key pays for the largest variant: a rare primitive's larger state is boxed.
+        assert!(size_of::<Value>() <= 40, "{} bytes", size_of::<Value>());
+    }
 
     #[tokio::test(start_paused = true)]
     async fn expired_entries_are_invisible_and_reclaimed() {

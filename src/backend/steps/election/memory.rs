@@ -56,14 +56,15 @@ fn with_election<R>(
     memory.step(|store, now| {
         let leases = match store.get_mut(&leases_key, now).map(|entry| &entry.value) {
             None => HashMap::new(),
-            Some(Value::Sessions { leases, .. }) => leases.clone(),
+            Some(Value::Sessions { leases, .. }) => HashMap::clone(leases),
             Some(_) => return Err(other_state(keys.leases, "session space")),
         };
         let (candidates, leader) = match store.get_mut(&election_key, now).map(|e| &mut e.value) {
             None => (Vec::new(), None),
-            Some(Value::Election { candidates, leader }) => {
-                (std::mem::take(candidates), leader.take())
-            }
+            Some(Value::Election { candidates, leader }) => (
+                std::mem::take(candidates),
+                leader.take().map(|leader| *leader),
+            ),
             Some(_) => return Err(other_state(keys.candidates, "election")),
         };
         let mut election = Election {
@@ -79,7 +80,7 @@ fn with_election<R>(
                 &election_key,
                 Value::Election {
                     candidates: election.candidates,
-                    leader: election.leader,
+                    leader: election.leader.map(Box::new),
                 },
                 None,
                 now,

@@ -96,7 +96,7 @@ fn with_fields<R>(
     memory.step(|store, now| {
         let mut fields = match store.get_mut(&key, now).map(|entry| &mut entry.value) {
             None => Fields::new(),
-            Some(Value::FieldLeases(fields)) => std::mem::take(fields),
+            Some(Value::FieldLeases(fields)) => *std::mem::take(fields),
             Some(_) => {
                 return Err(crate::backend::memory::other_state(user_key, "lease hash"));
             }
@@ -106,7 +106,12 @@ fn with_fields<R>(
         // Storing back a key that exists cannot fail; a new key is stored only with fields.
         match fields.values().map(|(_, deadline)| *deadline).max() {
             None => store.remove(&key),
-            Some(latest) => store.insert(&key, Value::FieldLeases(fields), Some(latest), now)?,
+            Some(latest) => store.insert(
+                &key,
+                Value::FieldLeases(Box::new(fields)),
+                Some(latest),
+                now,
+            )?,
         }
         answer
     })

@@ -2,7 +2,7 @@
 //! the Lua scripts: one [`Value::Latch`] per latch, and one [`Value::LatchCompletions`]
 //! beside it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -36,9 +36,9 @@ impl MemoryStep for LatchSetStep<'_> {
                 store.ensure_room_for(new_keys, now)?;
             }
             let latch = Value::Latch {
-                generation: self.generation.to_owned(),
+                generation: self.generation.into(),
                 count: self.count,
-                counted: HashMap::new(),
+                counted: Box::default(),
             };
             store.insert(&keys.latch, latch, expires_at, now)?;
             if self.count == 0 {
@@ -61,7 +61,7 @@ impl MemoryStep for LatchCountDownStep<'_> {
                     generation,
                     count,
                     counted,
-                }) if generation == self.generation => {
+                }) if **generation == *self.generation => {
                     Some((*count, counted.get(self.id).copied()))
                 }
                 _ => None,
@@ -111,10 +111,12 @@ impl MemoryStep for LatchReadStep<'_> {
             let current = match latch(store, &keys, self.keys, now)? {
                 Some(Value::Latch {
                     generation, count, ..
-                }) if self.generation.is_none_or(|asked| asked == generation) => Some(LatchState {
-                    generation: generation.clone(),
-                    count: *count,
-                }),
+                }) if self.generation.is_none_or(|asked| *asked == **generation) => {
+                    Some(LatchState {
+                        generation: generation.to_string(),
+                        count: *count,
+                    })
+                }
                 _ => None,
             };
             let done = completions(store, &keys, self.keys, now)?;

@@ -271,7 +271,7 @@ fn with_members<R>(
     memory.step(|store, now| {
         let mut members = match store.get_mut(&key, now).map(|entry| &mut entry.value) {
             None => Members::new(),
-            Some(Value::RwLease(members)) => std::mem::take(members),
+            Some(Value::RwLease(members)) => *std::mem::take(members),
             Some(_) => {
                 return Err(crate::backend::memory::other_state(
                     user_key,
@@ -284,7 +284,9 @@ fn with_members<R>(
         // Storing back a key that exists cannot fail; a new key is stored only with members.
         match members.values().max().copied() {
             None => store.remove(&key),
-            Some(latest) => store.insert(&key, Value::RwLease(members), Some(latest), now)?,
+            Some(latest) => {
+                store.insert(&key, Value::RwLease(Box::new(members)), Some(latest), now)?
+            }
         }
         answer
     })

@@ -72,7 +72,15 @@ impl MemoryStep for SemaphoreAcquireStep<'_> {
                 });
                 if granted.is_none() {
                     let holders = Holders::from([(step.token.to_owned(), deadline)]);
-                    store.insert(key, Value::Permits { capacity, holders }, deadline, now)?;
+                    store.insert(
+                        key,
+                        Value::Permits {
+                            capacity,
+                            holders: Box::new(holders),
+                        },
+                        deadline,
+                        now,
+                    )?;
                 }
             }
             Ok(SemaphoreAcquireReply::Granted)

@@ -49,8 +49,8 @@ fn with_space<R>(
         let mut space = match store.get_mut(&key, now).map(|entry| &mut entry.value) {
             None => Space::default(),
             Some(Value::Sessions { leases, entries }) => Space {
-                leases: std::mem::take(leases),
-                entries: std::mem::take(entries),
+                leases: *std::mem::take(leases),
+                entries: *std::mem::take(entries),
             },
             Some(_) => return Err(other_state(keys.leases, "session space")),
         };
@@ -66,8 +66,8 @@ fn with_space<R>(
             Some(latest) => store.insert(
                 &key,
                 Value::Sessions {
-                    leases: space.leases,
-                    entries: space.entries,
+                    leases: Box::new(space.leases),
+                    entries: Box::new(space.entries),
                 },
                 Some(latest),
                 now,
