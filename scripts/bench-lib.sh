@@ -1,6 +1,6 @@
-# Sourced by scripts/bench.sh, scripts/bench-peers.sh and scripts/bench-instructions.sh: what
-# they need to run servers on loopback and leave nothing behind. The caller sets `work` (its scratch
-# directory) before sourcing, and adds every process it starts to `pids`; on exit, or on
+# Sourced by scripts/bench.sh, scripts/bench-peers.sh, scripts/bench-instructions.sh and
+# scripts/bench-memory.sh: what they need to run servers on loopback and leave nothing behind.
+# The caller sets `work` (its scratch directory) before sourcing, and adds every process it starts to `pids`; on exit, or on
 # INT/TERM, those are killed and `work` is removed.
 
 pids=()

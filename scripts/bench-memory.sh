@@ -60,7 +60,17 @@ for algorithm in "${ALGORITHMS[@]}"; do
     redis[$algorithm]="$(REDIS_URL="redis://127.0.0.1:$port" per_key "redis-$algorithm" "$REDIS_KEYS")"
     kill "$redis_pid"
     wait "$redis_pid" 2>/dev/null || true
+    # Off the list the exit trap kills: its pid may be another process's by then.
+    kept=()
+    for pid in "${pids[@]}"; do
+        if [[ "$pid" != "$redis_pid" ]]; then kept+=("$pid"); fi
+    done
+    pids=("${kept[@]}")
 done
+if awk -v g="$governor" 'BEGIN {exit !(g <= 0)}'; then
+    echo "bench-memory.sh: tower_governor measured $governor bytes per key: too few KEYS ($KEYS)?" >&2
+    exit 1
+fi
 
 redis_version="$("$REDIS_SERVER" --version | sed -n 's/.* v=\([^ ]*\).*/\1/p')"
 cat <<EOF

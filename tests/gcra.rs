@@ -401,6 +401,12 @@ async fn invalid_configuration_is_rejected_at_construction() {
             "{limit} {period:?} {burst}"
         );
     }
+    // The bound is told as a duration, not as a run of digits in microseconds.
+    let err = Gcra::new(&coordination, "api", 1, max, 2).expect_err("beyond the bound");
+    assert!(
+        err.to_string().contains("2^50 µs (about 35 years)"),
+        "{err}"
+    );
     for (limit, period, burst, interval) in [
         (1000, MS, 1, Duration::from_micros(1)),
         (1, max, 1, max),

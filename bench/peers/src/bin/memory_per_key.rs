@@ -7,9 +7,10 @@
 //! | `redis-fixed-window`, `redis-sliding-window`, `redis-token-bucket`, `redis-gcra` | the same limiters on Redis (`REDIS_URL`): the server's `used_memory` per key |
 //!
 //! Each takes one permit for `KEYS` distinct client addresses (10.0.0.0 onwards), with limits
-//! of 100 an hour so that every key stays live, and prints the resident set (or Redis's
-//! `used_memory`) before and after, and the difference per key. Arguments:
-//! `CONTENDER KEYS`. Run by scripts/bench-memory.sh.
+//! of 100 an hour so that every key stays live, and prints the resident set (after giving
+//! freed memory back, `malloc_trim`) or Redis's `used_memory` before and after, and the
+//! difference per key. It stops, with no figure, when a key was evicted (the memory backend)
+//! or is missing (Redis). Arguments: `CONTENDER KEYS`. Run by scripts/bench-memory.sh.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::num::NonZeroU32;
@@ -39,6 +40,10 @@ fn main() -> Result<(), Error> {
     let (before, after) = if contender == "governor" {
         let quota = Quota::per_hour(NonZeroU32::new(LIMIT as u32).ok_or("limit")?);
         let limiter = RateLimiter::keyed(quota);
+        // As the other contenders: what every key shares is made before the count.
+        if limiter.check_key(&IpAddr::V4(Ipv4Addr::LOCALHOST)).is_err() {
+            return Err("governor rejected a first request".into());
+        }
         let before = resident_bytes()?;
         for i in 0..keys {
             if limiter.check_key(&address(i)).is_err() {
@@ -54,12 +59,16 @@ fn main() -> Result<(), Error> {
         let backend = MemoryBackend::builder()
             .max_keys(2 * keys as usize + 2)
             .build()?;
-        let limiter = limiter(&backend.into(), algorithm)?;
+        let limiter = limiter(&backend.clone().into(), algorithm)?;
         // The first call builds what every key shares (the script cache, the store's map).
         runtime.block_on(limiter.try_acquire(b"warm", 1))?;
         let before = resident_bytes()?;
         fill(&runtime, &limiter, keys, address)?;
-        (before, resident_bytes()?)
+        let after = resident_bytes()?;
+        if backend.evictions() > 0 {
+            return Err(format!("{} keys were evicted", backend.evictions()).into());
+        }
+        (before, after)
     } else if let Some(algorithm) = contender.strip_prefix("redis-") {
         let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
         let coordination: Coordination = runtime
@@ -70,7 +79,12 @@ fn main() -> Result<(), Error> {
         let mut connection = redis::Client::open(url.as_str())?.get_connection()?;
         let before = used_memory(&mut connection)?;
         fill(&runtime, &limiter, keys, address)?;
-        (before, used_memory(&mut connection)?)
+        let after = used_memory(&mut connection)?;
+        let stored: u64 = redis::cmd("DBSIZE").query(&mut connection)?;
+        if stored != u64::from(keys) + 1 {
+            return Err(format!("Redis holds {stored} keys, not {}", keys + 1).into());
+        }
+        (before, after)
     } else {
         return Err(format!("unknown CONTENDER {contender:?}").into());
     };
@@ -83,7 +97,9 @@ fn limiter(coordination: &Coordination, algorithm: &str) -> Result<Limiter, Erro
     Ok(match algorithm {
         "fixed-window" => FixedWindow::new(coordination, "m", LIMIT, HOUR)?.into(),
         "sliding-window" => SlidingWindow::new(coordination, "m", LIMIT, HOUR, 10)?.into(),
-        "token-bucket" => TokenBucket::new(coordination, "m", LIMIT, Refill::new(LIMIT, HOUR))?.into(),
+        "token-bucket" => {
+            TokenBucket::new(coordination, "m", LIMIT, Refill::new(LIMIT, HOUR))?.into()
+        }
         "gcra" => Gcra::new(coordination, "m", LIMIT, HOUR, LIMIT)?.into(),
         other => return Err(format!("unknown algorithm {other:?}").into()),
     })
@@ -107,13 +123,22 @@ fn fill(
     })
 }
 
-/// This process's resident set, from `/proc/self/status`.
+/// This process's resident set, from `/proc/self/status`, once the allocator has given back
+/// what it holds free.
 fn resident_bytes() -> Result<u64, Error> {
+    // SAFETY: malloc_trim only releases free memory of the allocator's own arenas.
+    unsafe { libc::malloc_trim(0) };
     let status = std::fs::read_to_string("/proc/self/status")?;
     let kb = status
         .lines()
         .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
         .ok_or("no VmRSS in /proc/self/status")?;
     Ok(kb * 1024)
 }

@@ -96,7 +96,7 @@ fn with_fields<R>(
     memory.step(|store, now| {
         let mut fields = match store.get_mut(&key, now).map(|entry| &mut entry.value) {
             None => Fields::new(),
-            Some(Value::FieldLeases(fields)) => *std::mem::take(fields),
+            Some(Value::FieldLeases(fields)) => std::mem::take(&mut **fields),
             Some(_) => {
                 return Err(crate::backend::memory::other_state(user_key, "lease hash"));
             }

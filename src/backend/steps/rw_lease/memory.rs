@@ -271,7 +271,7 @@ fn with_members<R>(
     memory.step(|store, now| {
         let mut members = match store.get_mut(&key, now).map(|entry| &mut entry.value) {
             None => Members::new(),
-            Some(Value::RwLease(members)) => *std::mem::take(members),
+            Some(Value::RwLease(members)) => std::mem::take(&mut **members),
             Some(_) => {
                 return Err(crate::backend::memory::other_state(
                     user_key,

@@ -49,8 +49,8 @@ fn with_space<R>(
         let mut space = match store.get_mut(&key, now).map(|entry| &mut entry.value) {
             None => Space::default(),
             Some(Value::Sessions { leases, entries }) => Space {
-                leases: *std::mem::take(leases),
-                entries: *std::mem::take(entries),
+                leases: std::mem::take(&mut **leases),
+                entries: std::mem::take(&mut **entries),
             },
             Some(_) => return Err(other_state(keys.leases, "session space")),
         };
