@@ -103,13 +103,13 @@ pub(crate) struct Entry {
     expires_at: Option<Instant>,
     /// Identifies the expiry scheduled for this entry, so a stale schedule is ignored.
     schedule: u64,
-    /// The latest deadline this entry's schedule stands at in either heap: never later than
+    /// The latest deadline this entry's schedule stands at in its heap: never later than
     /// `expires_at`, so that nothing is reclaimed late nor evicted out of its order. An
     /// expiry that moves no earlier than it keeps its schedule (no heap push, no copy of the
     /// key): the heaps find the entry's own expiry when they reach the old deadline, and
     /// put it back there.
     scheduled: Option<Instant>,
-    /// Whether the schedule is in the heap of evictable entries too.
+    /// Whether the schedule is in the heap of evictable entries (else in the held one).
     scheduled_evictable: bool,
 }
 
@@ -139,8 +139,8 @@ impl Entry {
         Ok(())
     }
 
-    /// Whether the entry's schedule still holds for a new expiry: the same heaps, and an
-    /// expiry no earlier than scheduled (the heaps find it when they reach the old one).
+    /// Whether the entry's schedule still holds for a new expiry: the same heap, and an
+    /// expiry no earlier than scheduled (the heap finds it when it reaches the old one).
     fn keeps_schedule(&self, evictable: bool, expires_at: Option<Instant>) -> bool {
         self.scheduled_evictable == evictable
             && matches!((self.scheduled, expires_at), (Some(at), Some(new)) if new >= at)
@@ -149,9 +149,11 @@ impl Entry {
 
 /// Keys with optional expiry, holding at most `max_keys` live keys.
 ///
-/// Expired entries are invisible at once and reclaimed through a min-heap of deadlines on
+/// Expired entries are invisible at once and reclaimed through min-heaps of deadlines on
 /// every access, so reclaiming costs O(log n) per expired key and a stream of new,
-/// short-lived keys cannot grow the map past its bound.
+/// short-lived keys cannot grow the map past its bound. An entry's deadline is in one heap
+/// of two: the evictable entries', which eviction takes from, or the held ones'; one heap
+/// item per key, where rate-limit state is most of the keys.
 ///
 /// When the bound is reached and nothing has expired, rate-limit state is evicted (see
 /// [`Value::is_evictable`]), the entry nearest its expiry first: a client whose window is
@@ -165,9 +167,11 @@ impl Entry {
 #[derive(Debug)]
 pub(crate) struct Store {
     entries: HashMap<Key, Entry>,
-    deadlines: BinaryHeap<Reverse<(Instant, u64, Key)>>,
+    /// The deadlines of the entries that are not evictable (what is held), the nearest first
+    /// (superseded ones skipped).
+    held: Deadlines,
     /// The deadlines of evictable entries, the nearest first (superseded ones skipped).
-    evictable: BinaryHeap<Reverse<(Instant, u64, Key)>>,
+    evictable: Deadlines,
     max_keys: usize,
     next_schedule: u64,
     /// Rate-limit entries evicted to make room.
@@ -177,6 +181,9 @@ pub(crate) struct Store {
 /// A stored key, shared by its entry and its places in the heaps: one allocation per key,
 /// however often it is scheduled.
 type Key = Arc<[u8]>;
+
+/// A min-heap of deadlines: each with the schedule it stands for and its key.
+type Deadlines = BinaryHeap<Reverse<(Instant, u64, Key)>>;
 
 /// The share of a store's keys that rate-limit state cannot take: a quarter, at least one
 /// key when the store has more than one.
@@ -192,7 +199,7 @@ impl Store {
     pub(crate) fn new(max_keys: usize) -> Self {
         Store {
             entries: HashMap::new(),
-            deadlines: BinaryHeap::new(),
+            held: BinaryHeap::new(),
             evictable: BinaryHeap::new(),
             max_keys,
             next_schedule: 0,
@@ -332,10 +339,7 @@ impl Store {
                 // Its expiry moved on: it goes back in its place, which its schedule now
                 // stands at.
                 Some(at) if at > deadline => {
-                    if let Some(entry) = self.entries.get_mut(&key) {
-                        entry.scheduled = Some(at);
-                    }
-                    self.evictable.push(Reverse((at, schedule, key)));
+                    self.push_deadline(true, at, schedule, key);
                     continue;
                 }
                 Some(_) => {}
@@ -397,30 +401,51 @@ impl Store {
     fn schedule(&mut self, key: &Key, expires_at: Option<Instant>, evictable: bool) -> u64 {
         self.next_schedule += 1;
         if let Some(deadline) = expires_at {
-            self.deadlines
-                .push(Reverse((deadline, self.next_schedule, Arc::clone(key))));
-            if evictable {
-                self.evictable
-                    .push(Reverse((deadline, self.next_schedule, Arc::clone(key))));
-            }
+            let schedule = self.next_schedule;
+            self.heap_mut(evictable)
+                .push(Reverse((deadline, schedule, Arc::clone(key))));
         }
         self.next_schedule
     }
 
-    /// The earliest expiry of a live key. The heap also holds the superseded deadlines of
-    /// keys renewed or deleted since; those are dropped from its top on the way, so a full
-    /// store refusing request after request does not scan its keys each time.
+    /// The heap of evictable entries' deadlines, or of the held ones'.
+    fn heap(&self, evictable: bool) -> &Deadlines {
+        if evictable {
+            &self.evictable
+        } else {
+            &self.held
+        }
+    }
+
+    fn heap_mut(&mut self, evictable: bool) -> &mut Deadlines {
+        if evictable {
+            &mut self.evictable
+        } else {
+            &mut self.held
+        }
+    }
+
+    /// The earliest expiry of a live key.
     fn first_deadline(&mut self) -> Option<Instant> {
-        while let Some(Reverse((deadline, schedule, key))) = self.deadlines.peek() {
+        let held = self.first_deadline_in(false);
+        let evictable = self.first_deadline_in(true);
+        held.into_iter().chain(evictable).min()
+    }
+
+    /// The earliest expiry of a live key in one heap. The heap also holds the superseded
+    /// deadlines of keys renewed or deleted since; those are dropped from its top on the way,
+    /// so a full store refusing request after request does not scan its keys each time.
+    fn first_deadline_in(&mut self, evictable: bool) -> Option<Instant> {
+        while let Some(Reverse((deadline, schedule, key))) = self.heap(evictable).peek() {
             let (deadline, schedule) = (*deadline, *schedule);
             match self.current(deadline, schedule, key) {
                 Some(at) if at == deadline => return Some(deadline),
                 current => {
-                    let Some(Reverse((_, _, key))) = self.deadlines.pop() else {
+                    let Some(Reverse((_, _, key))) = self.heap_mut(evictable).pop() else {
                         break;
                     };
                     if let Some(at) = current {
-                        self.push_deadline(at, schedule, key);
+                        self.push_deadline(evictable, at, schedule, key);
                     }
                 }
             }
@@ -428,27 +453,33 @@ impl Store {
         None
     }
 
-    /// Puts an entry's schedule back in the deadlines heap at `at`, its expiry now.
-    fn push_deadline(&mut self, at: Instant, schedule: u64, key: Key) {
+    /// Puts an entry's schedule back in its heap at `at`, its expiry now.
+    fn push_deadline(&mut self, evictable: bool, at: Instant, schedule: u64, key: Key) {
         if let Some(entry) = self.entries.get_mut(&key) {
             entry.scheduled = Some(at);
         }
-        self.deadlines.push(Reverse((at, schedule, key)));
+        self.heap_mut(evictable).push(Reverse((at, schedule, key)));
     }
 
     /// Removes every entry whose deadline has passed.
     fn reclaim(&mut self, now: Instant) {
-        while let Some(Reverse((deadline, _, _))) = self.deadlines.peek() {
+        self.reclaim_in(false, now);
+        self.reclaim_in(true, now);
+    }
+
+    /// Removes every entry of one heap whose deadline has passed.
+    fn reclaim_in(&mut self, evictable: bool, now: Instant) {
+        while let Some(Reverse((deadline, _, _))) = self.heap(evictable).peek() {
             if *deadline > now {
                 break;
             }
-            let Some(Reverse((deadline, schedule, key))) = self.deadlines.pop() else {
+            let Some(Reverse((deadline, schedule, key))) = self.heap_mut(evictable).pop() else {
                 break;
             };
             match self.current(deadline, schedule, &key) {
                 None => {}
                 // Renewed since it was scheduled: scheduled again, at its expiry.
-                Some(at) if at > now => self.push_deadline(at, schedule, key),
+                Some(at) if at > now => self.push_deadline(evictable, at, schedule, key),
                 Some(_) => {
                     self.entries.remove(&key);
                 }
@@ -456,26 +487,29 @@ impl Store {
         }
     }
 
-    /// Renewals leave superseded deadlines in the heap; rebuild it when they dominate so it
-    /// stays proportional to the live keys.
+    /// The deadlines both heaps hold, superseded ones included.
+    #[cfg(test)]
+    fn scheduled(&self) -> usize {
+        self.held.len() + self.evictable.len()
+    }
+
+    /// Renewals leave superseded deadlines in the heaps; rebuild them when they dominate so
+    /// that they stay proportional to the live keys.
     fn compact_if_sparse(&mut self) {
         let bound = 2 * self.entries.len() + 64;
-        if self.deadlines.len() > bound || self.evictable.len() > bound {
+        if self.held.len() > bound || self.evictable.len() > bound {
             // Both at once, at every entry's expiry, which each schedule then stands at.
             for entry in self.entries.values_mut() {
                 entry.scheduled = entry.expires_at;
                 entry.scheduled_evictable = entry.value.is_evictable(entry.expires_at);
             }
-            self.deadlines = self.live_deadlines(|_| true);
+            self.held = self.live_deadlines(|entry| !entry.scheduled_evictable);
             self.evictable = self.live_deadlines(|entry| entry.scheduled_evictable);
         }
     }
 
     /// The deadlines of the live entries that `keep` keeps.
-    fn live_deadlines(
-        &self,
-        keep: impl Fn(&Entry) -> bool,
-    ) -> BinaryHeap<Reverse<(Instant, u64, Key)>> {
+    fn live_deadlines(&self, keep: impl Fn(&Entry) -> bool) -> Deadlines {
         self.entries
             .iter()
             .filter(|(_, entry)| keep(entry))
@@ -520,6 +554,34 @@ mod tests {
         );
     }
 
+    /// Each key's deadline is one heap item, in the evictable heap or the held one: a
+    /// rate-limit key pays for one, not two. Both heaps reclaim on time.
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_is_in_one_heap() {
+        let mut store = Store::new(10);
+        let now = Instant::now();
+        store
+            .insert(b"window", Value::Int(1), Some(now + SECOND), now)
+            .unwrap();
+        store
+            .insert(
+                b"lease",
+                Value::LeaseOwner("owner".into()),
+                Some(now + SECOND * 2),
+                now,
+            )
+            .unwrap();
+        assert_eq!((store.evictable.len(), store.held.len()), (1, 1));
+        assert_eq!(store.first_deadline(), Some(now + SECOND));
+        tokio::time::advance(SECOND).await;
+        assert_eq!(store.len(Instant::now()), 1, "the window is reclaimed");
+        assert_eq!(store.first_deadline(), Some(now + SECOND * 2));
+        assert!(!store.evict_one(), "a lease is never evicted");
+        tokio::time::advance(SECOND).await;
+        assert_eq!(store.len(Instant::now()), 0, "the lease is reclaimed");
+        assert_eq!(store.scheduled(), 0);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_flood_of_new_keys_is_bounded() {
         let mut store = Store::new(100);
@@ -534,7 +596,7 @@ mod tests {
             // bound less the held reserve), each new one evicts the oldest; never more.
             let expected = (i as usize + 1).min(75);
             assert_eq!(store.len(now), expected);
-            assert!(store.deadlines.len() <= 2 * 100 + 64 + 1);
+            assert!(store.scheduled() <= 2 * 100 + 64 + 1);
             tokio::time::advance(Duration::from_millis(1)).await;
         }
     }
@@ -568,13 +630,13 @@ mod tests {
         let entry = store.get_mut(b"k", now).unwrap();
         assert_eq!(entry.value, Value::Int(1));
         assert_eq!(entry.expires_at(), Some(now + SECOND));
-        let pushed = store.deadlines.len();
+        let pushed = store.scheduled();
         let entry = store.get_mut(b"k", now);
         assert_eq!(
             Entry::replace_in_schedule(entry, Value::Int(4), Some(now + SECOND * 2)),
             Ok(())
         );
-        assert_eq!(store.deadlines.len(), pushed, "nothing pushed");
+        assert_eq!(store.scheduled(), pushed, "nothing pushed");
         // Alive past the first expiry, gone at the second.
         tokio::time::advance(SECOND).await;
         assert_eq!(
@@ -596,13 +658,13 @@ mod tests {
         store
             .insert(b"k", Value::Int(1), Some(start + SECOND), start)
             .unwrap();
-        let pushed = store.deadlines.len();
+        let pushed = store.scheduled();
         for i in 1..=5u32 {
             let now = Instant::now();
             store
                 .insert(b"k", Value::Int(1), Some(start + SECOND * (i + 1)), now)
                 .unwrap();
-            assert_eq!(store.deadlines.len(), pushed, "renewal {i} pushed nothing");
+            assert_eq!(store.scheduled(), pushed, "renewal {i} pushed nothing");
             tokio::time::advance(SECOND).await;
         }
         // Now start + 5 s; the expiry stands at start + 6 s.
@@ -780,7 +842,7 @@ mod tests {
         for i in 0..10_000u64 {
             assert!(store.set_expiry(b"a", Some(now + SECOND + Duration::from_millis(i)), now));
         }
-        assert!(store.deadlines.len() <= 2 + 64 + 1);
+        assert!(store.scheduled() <= 2 + 64 + 1);
         // The latest expiry wins; superseded deadlines do not remove the key early.
         tokio::time::advance(SECOND + Duration::from_millis(5_000)).await;
         assert!(store.get_mut(b"a", Instant::now()).is_some());
