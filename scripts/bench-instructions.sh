@@ -48,26 +48,19 @@ ALL_MODES=(bare governor-allowed governor-headers-allowed governor-rejected memo
     floor-gcra gcra peer-gcra deny hot-key)
 read -ra MODES <<<"${MODES:-${ALL_MODES[*]}}"
 
-for tool in valgrind callgrind_control "$REDIS_SERVER" redis-cli redis-benchmark \
-    wrk curl cargo; do
-    if ! command -v "$tool" >/dev/null; then
-        echo "bench-instructions.sh: $tool not found" \
-            "(apt-get install -y valgrind redis-server redis-tools wrk curl)" >&2
-        exit 1
-    fi
-done
+work="$(mktemp -d /tmp/leasehold-instructions.XXXXXX)"
+# Process cleanup on exit, free_port and require_tools, shared with the other bench scripts.
+# shellcheck source=scripts/bench-lib.sh
+source "$root/scripts/bench-lib.sh"
+require_tools "apt-get install -y valgrind redis-server redis-tools wrk curl" \
+    valgrind callgrind_control "$REDIS_SERVER" redis-cli redis-benchmark wrk curl cargo
 
 echo "==> cargo build --release (bench/peers, load_limiter)" >&2
 cargo build --release --quiet --ignore-rust-version --manifest-path bench/peers/Cargo.toml
 cargo build --release --quiet --example load_limiter
 bin="${CARGO_TARGET_DIR:-$root/bench/peers/target}/release/leasehold-peers-bench"
 limiter_bin="${CARGO_TARGET_DIR:-$root/target}/release/examples/load_limiter"
-
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
-work="$(mktemp -d /tmp/leasehold-instructions.XXXXXX)"
-# Process cleanup on exit and free_port, shared with the other bench script.
-# shellcheck source=scripts/bench-lib.sh
-source "$root/scripts/bench-lib.sh"
 
 # Waits up to `tries` tenths of a second for a command to succeed while the process `pid`
 # runs; when it dies first (a port it could not bind, say), shows its `log` and fails.

@@ -14,6 +14,18 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# Stops the script, naming what to install, unless every tool is on the PATH.
+require_tools() { # install-hint tool...
+    local hint="$1" tool
+    shift
+    for tool in "$@"; do
+        if ! command -v "$tool" >/dev/null; then
+            echo "${0##*/}: $tool not found ($hint)" >&2
+            exit 1
+        fi
+    done
+}
+
 # A loopback port nothing listens on (bounded tries), below the ephemeral range: client
 # sockets (curl, wrk, redis clients) take their local ports there, and one still holding the
 # port, even in TIME-WAIT, would keep a server from binding it.

@@ -20,20 +20,14 @@ REDIS_KEYS="${REDIS_KEYS:-100000}"
 REDIS_SERVER="${LEASEHOLD_REDIS7_SERVER:-/usr/bin/redis-server}"
 ALGORITHMS=(fixed-window sliding-window token-bucket gcra)
 
-for tool in "$REDIS_SERVER" redis-cli cargo; do
-    if ! command -v "$tool" >/dev/null; then
-        echo "bench-memory.sh: $tool not found (apt-get install -y redis-server redis-tools)" >&2
-        exit 1
-    fi
-done
+work="$(mktemp -d /tmp/leasehold-memory.XXXXXX)"
+# shellcheck source=scripts/bench-lib.sh
+source "$root/scripts/bench-lib.sh"
+require_tools "apt-get install -y redis-server redis-tools" "$REDIS_SERVER" redis-cli cargo
 
 echo "==> cargo build --release (bench/peers)" >&2
 cargo build --release --quiet --ignore-rust-version --manifest-path bench/peers/Cargo.toml
 bin="${CARGO_TARGET_DIR:-$root/bench/peers/target}/release/memory_per_key"
-
-work="$(mktemp -d /tmp/leasehold-memory.XXXXXX)"
-# shellcheck source=scripts/bench-lib.sh
-source "$root/scripts/bench-lib.sh"
 
 # contender keys -> the bytes per key it printed.
 per_key() {

@@ -45,20 +45,14 @@ if ((ROUNDS < 2 || ROUNDS % 2)); then
     exit 1
 fi
 
-for tool in "$REDIS_SERVER" redis-cli wrk curl cargo; do
-    if ! command -v "$tool" >/dev/null; then
-        echo "bench-peers.sh: $tool not found (apt-get install -y redis-server redis-tools wrk curl)" >&2
-        exit 1
-    fi
-done
+work="$(mktemp -d /tmp/leasehold-peers.XXXXXX)"
+# shellcheck source=scripts/bench-lib.sh
+source "$root/scripts/bench-lib.sh"
+require_tools "apt-get install -y redis-server redis-tools wrk curl" "$REDIS_SERVER" redis-cli wrk curl cargo
 
 echo "==> cargo build --release (bench/peers)" >&2
 cargo build --release --quiet --ignore-rust-version --manifest-path bench/peers/Cargo.toml
 bin="${CARGO_TARGET_DIR:-$root/bench/peers/target}/release/leasehold-peers-bench"
-
-work="$(mktemp -d /tmp/leasehold-peers.XXXXXX)"
-# shellcheck source=scripts/bench-lib.sh
-source "$root/scripts/bench-lib.sh"
 
 
 redis_port="$(free_port)"

@@ -49,22 +49,17 @@ WRK_THREADS="${WRK_THREADS:-2}"
 CONNECTIONS="${CONNECTIONS:-64}"
 REDIS_SERVER="${LEASEHOLD_REDIS7_SERVER:-/usr/bin/redis-server}"
 
-for tool in "$REDIS_SERVER" redis-cli redis-benchmark wrk curl cargo; do
-    if ! command -v "$tool" >/dev/null; then
-        echo "bench.sh: $tool not found (apt-get install -y redis-server redis-tools wrk curl)" >&2
-        exit 1
-    fi
-done
+work="$(mktemp -d /tmp/leasehold-bench.XXXXXX)"
+# Process cleanup on exit, free_port and require_tools, shared with the other bench scripts.
+# shellcheck source=scripts/bench-lib.sh
+source "$root/scripts/bench-lib.sh"
+require_tools "apt-get install -y redis-server redis-tools wrk curl" \
+    "$REDIS_SERVER" redis-cli redis-benchmark wrk curl cargo
 
 echo "==> cargo build --release (load_limiter, load_http)" >&2
 cargo build --release --quiet --example load_limiter --example load_http
 bin="${CARGO_TARGET_DIR:-$root/target}/release/examples"
-
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
-work="$(mktemp -d /tmp/leasehold-bench.XXXXXX)"
-# Process cleanup on exit and free_port, shared with the other bench script.
-# shellcheck source=scripts/bench-lib.sh
-source "$root/scripts/bench-lib.sh"
 
 
 # --- Redis ------------------------------------------------------------------------------
