@@ -106,8 +106,8 @@ pub(crate) struct Entry {
     /// The latest deadline this entry's schedule stands at in its heap: never later than
     /// `expires_at`, so that nothing is reclaimed late nor evicted out of its order. An
     /// expiry that moves no earlier than it keeps its schedule (no heap push, no copy of the
-    /// key): the heaps find the entry's own expiry when they reach the old deadline, and
-    /// put it back there.
+    /// key): its heap finds the entry's own expiry when it reaches the old deadline, and
+    /// puts it back there.
     scheduled: Option<Instant>,
     /// Whether the schedule is in the heap of evictable entries (else in the held one).
     scheduled_evictable: bool,
@@ -384,17 +384,17 @@ impl Store {
         now: Instant,
     ) -> bool {
         self.reclaim(now);
-        if !self.entries.contains_key(key) {
+        let Some(entry) = self.entries.get_mut(key) else {
             return false;
+        };
+        let evictable = entry.value.is_evictable(expires_at);
+        // A renewal that only moves the expiry later (a sliding window's, each request)
+        // pushes nothing, as in `insert`.
+        let keeps_schedule = entry.keeps_schedule(evictable, expires_at);
+        entry.expires_at = expires_at;
+        if !keeps_schedule {
+            self.reschedule(key, expires_at, evictable);
         }
-        let evictable = self
-            .entries
-            .get(key)
-            .is_some_and(|entry| entry.value.is_evictable(expires_at));
-        if let Some(entry) = self.entries.get_mut(key) {
-            entry.expires_at = expires_at;
-        }
-        self.reschedule(key, expires_at, evictable);
         true
     }
 
@@ -596,13 +596,13 @@ mod tests {
             // bound less the held reserve), each new one evicts the oldest; never more.
             let expected = (i as usize + 1).min(75);
             assert_eq!(store.len(now), expected);
-            assert!(store.scheduled() <= 2 * 100 + 64 + 1);
+            assert_eq!(store.scheduled(), expected, "one deadline per live key");
             tokio::time::advance(Duration::from_millis(1)).await;
         }
     }
 
     /// An entry replaced in place keeps its schedule only for an expiry no earlier than
-    /// scheduled and the same heaps; otherwise the value comes back untouched, for `insert`.
+    /// scheduled and the same heap; otherwise the value comes back untouched, for `insert`.
     #[tokio::test(start_paused = true)]
     async fn an_entry_is_replaced_in_place_only_within_its_schedule() {
         let mut store = Store::new(10);
@@ -825,28 +825,74 @@ mod tests {
             store
                 .insert(b"a", Value::Int(1), Some(now + SECOND), now)
                 .unwrap();
+            // Each expiry earlier than the last: each one scheduled again.
             for i in 0..renewals {
-                assert!(store.set_expiry(b"a", Some(now + SECOND + Duration::from_millis(i)), now));
+                let deadline = now + SECOND + Duration::from_millis(renewals - i);
+                assert!(store.set_expiry(b"a", Some(deadline), now));
             }
             assert!(store.evict_one(), "evictable after {renewals}");
         }
     }
 
+    /// Renewals keep either heap proportional to the live keys: one that moves an expiry
+    /// later pushes nothing, one that moves it earlier pushes a deadline, and the superseded
+    /// ones are compacted away; the latest expiry wins.
     #[tokio::test(start_paused = true)]
-    async fn renewals_do_not_grow_the_deadline_heap() {
+    async fn renewals_do_not_grow_the_deadline_heaps() {
+        for value in [Value::Int(1), Value::LeaseOwner("owner".into())] {
+            let mut store = Store::new(10);
+            let now = Instant::now();
+            store
+                .insert(b"a", value.clone(), Some(now + SECOND * 20), now)
+                .unwrap();
+            for i in 0..10_000u64 {
+                let later = now + SECOND * 20 + Duration::from_millis(i);
+                assert!(store.set_expiry(b"a", Some(later), now));
+            }
+            assert_eq!(store.scheduled(), 1, "moved later: nothing pushed");
+            for i in 0..10_000u64 {
+                let earlier = now + SECOND * 20 - Duration::from_millis(i);
+                assert!(store.set_expiry(b"a", Some(earlier), now));
+            }
+            assert!(store.scheduled() <= 2 + 64 + 1, "{value:?}");
+            // The last expiry, now + 10.001 s, stands; no superseded one removes the key.
+            tokio::time::advance(SECOND * 10).await;
+            assert!(store.get_mut(b"a", Instant::now()).is_some(), "{value:?}");
+            tokio::time::advance(Duration::from_millis(1)).await;
+            assert!(store.get_mut(b"a", Instant::now()).is_none(), "{value:?}");
+        }
+    }
+
+    /// An entry whose value moves it from one heap to the other keeps its deadline there:
+    /// rate-limit state replaced by a lease is never evicted and expires with the lease; a
+    /// lease replaced by rate-limit state is evictable, and outlives the lease's deadline.
+    #[tokio::test(start_paused = true)]
+    async fn an_entry_that_changes_heaps_keeps_its_deadline() {
         let mut store = Store::new(10);
         let now = Instant::now();
+        let lease = || Value::LeaseOwner("owner".into());
         store
-            .insert(b"a", Value::Int(1), Some(now + SECOND), now)
+            .insert(b"k", Value::Int(1), Some(now + SECOND), now)
             .unwrap();
-        for i in 0..10_000u64 {
-            assert!(store.set_expiry(b"a", Some(now + SECOND + Duration::from_millis(i)), now));
-        }
-        assert!(store.scheduled() <= 2 + 64 + 1);
-        // The latest expiry wins; superseded deadlines do not remove the key early.
-        tokio::time::advance(SECOND + Duration::from_millis(5_000)).await;
-        assert!(store.get_mut(b"a", Instant::now()).is_some());
-        tokio::time::advance(Duration::from_millis(5_000)).await;
-        assert!(store.get_mut(b"a", Instant::now()).is_none());
+        store
+            .insert(b"k", lease(), Some(now + SECOND * 2), now)
+            .unwrap();
+        assert!(!store.evict_one(), "a lease is never evicted");
+        tokio::time::advance(SECOND).await;
+        assert!(store.get_mut(b"k", Instant::now()).is_some());
+        tokio::time::advance(SECOND).await;
+        assert!(store.get_mut(b"k", Instant::now()).is_none());
+
+        let now = Instant::now();
+        store
+            .insert(b"k", lease(), Some(now + SECOND), now)
+            .unwrap();
+        store
+            .insert(b"k", Value::Int(1), Some(now + SECOND * 2), now)
+            .unwrap();
+        tokio::time::advance(SECOND).await;
+        assert!(store.get_mut(b"k", Instant::now()).is_some());
+        assert!(store.evict_one(), "rate-limit state is evictable");
+        assert_eq!(store.len(Instant::now()), 0);
     }
 }
