@@ -1410,6 +1410,65 @@ async fn an_outage_under_load_is_told_once_not_once_per_request() {
     assert!(logs.count("DEBUG", "gave no decision") >= refused / 2);
 }
 
+/// The shorter of the layer's decision timeout and the backend's response timeout bounds a
+/// decision on a stalled server: a layer that waits longer than the backend waits for a
+/// reply answers once the response timeout has passed (the backend leaves its timer to the
+/// caller only when the caller's is no longer), and one that waits less answers at its own.
+/// Timed from the stall.
+#[tokio::test]
+async fn a_stalled_decision_ends_at_the_shorter_of_the_two_timeouts() {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination: Coordination = RedisBackend::standalone(proxy.url())
+        .key_prefix(unique_prefix("shorter"))
+        .response_timeout(Duration::from_millis(300))
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    let route = |name: &str, timeout: Duration| {
+        let layer =
+            RedisRateLimitLayer::fixed_window(&coordination, name, 100, Duration::from_secs(60))
+                .expect("valid")
+                .key(KeyExtractor::global())
+                .timeout(timeout);
+        get(|| async { "ok" }).layer(layer)
+    };
+    let router = Router::new()
+        .route("/patient", route("patient", Duration::from_secs(3)))
+        .route("/hasty", route("hasty", Duration::from_millis(100)));
+    let addr = serve(router).await;
+    for path in ["/patient", "/hasty"] {
+        assert_eq!(
+            http_get(&client(), addr, path, &[]).await.status,
+            200,
+            "{path}"
+        );
+    }
+    for (path, at_least, below) in [
+        (
+            "/patient",
+            Duration::from_millis(300),
+            Duration::from_millis(1_500),
+        ),
+        (
+            "/hasty",
+            Duration::from_millis(100),
+            Duration::from_millis(300),
+        ),
+    ] {
+        proxy.stall();
+        let stalled = Instant::now();
+        let reply = http_get(&client(), addr, path, &[]).await;
+        let took = stalled.elapsed();
+        proxy.pass();
+        assert_503_with_retry_after(&reply, path);
+        assert!(
+            took >= at_least && took < below,
+            "{path}: answered after {took:?}"
+        );
+    }
+}
+
 /// The readiness probe on the handle, without matching on the backend: ready while the
 /// server answers; unavailable within the response timeout once it accepts bytes and
 /// answers none (stalled), and at once once it refuses connections; ready again after.

@@ -13,6 +13,7 @@
 //! Both apply a configurable key prefix and reject a multi-key step whose keys would fall in
 //! different cluster slots before anything is sent ([`key_slot`]).
 
+pub(crate) mod caller_bound;
 pub(crate) mod key_bytes;
 mod key_prefix;
 pub mod memory;

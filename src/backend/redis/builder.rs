@@ -96,6 +96,8 @@ impl RedisBackendBuilder {
     /// How long to wait for one reply before failing with
     /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout). Default
     /// [`DEFAULT_RESPONSE_TIMEOUT`]. A timed-out step may still have run on the server.
+    /// Under a layer or an extractor whose decision timeout is no longer, that timeout ends
+    /// the wait first, and a standalone server's step arms no timer of its own for it.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self

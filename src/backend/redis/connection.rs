@@ -7,15 +7,25 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use redis::cluster_routing::SingleNodeRoutingInfo;
 use redis::{Cmd, ErrorKind as RedisKind, Pipeline, RedisError, ServerErrorKind, Value};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use super::error_map;
+use crate::backend::caller_bound;
 
 /// A live connection to a deployment. Cloning shares the underlying connection.
 pub(crate) enum Connection {
     /// A standalone server. It never reconnects by itself: once a step finds it broken, the
     /// link makes a new one, so that nothing retries behind the steps' backs (see
-    /// [`Link`](super::link::Link)).
-    Server(MultiplexedConnection),
+    /// [`Link`](super::link::Link)). Its replies are awaited within `response_timeout` here,
+    /// not by the client, so that a caller that bounds its attempt itself (a layer's decision
+    /// timeout, no longer) costs no second timer: see [`caller_bound`].
+    Server {
+        connection: MultiplexedConnection,
+        response_timeout: Duration,
+    },
     /// The primary that Sentinel named, replaced as a standalone server's is, and also
     /// when it may no longer be the primary (see [`must_replace`](Self::must_replace)): the
     /// new connection asks the sentinels again.
@@ -63,7 +73,19 @@ impl Connection {
     /// Sends one request and returns its raw reply.
     pub(crate) async fn query(&self, request: Request<'_>) -> Result<Value, RedisError> {
         match self {
-            Connection::Server(connection) => request.send(&mut connection.clone()).await,
+            Connection::Server {
+                connection,
+                response_timeout,
+            } => {
+                let mut connection = connection.clone();
+                let timer = (!caller_bound::covers(*response_timeout))
+                    .then(|| Box::pin(tokio::time::sleep(*response_timeout)));
+                Replied {
+                    reply: request.send(&mut connection),
+                    timer,
+                }
+                .await
+            }
             Connection::Primary { connection, silent } => {
                 let reply = request.send(&mut connection.clone()).await;
                 if reply.is_ok() && silent.load(Ordering::Relaxed) != 0 {
@@ -75,6 +97,15 @@ impl Connection {
             // would otherwise weigh on every step's future, standalone ones included; a
             // cluster request allocates several times already.
             Connection::Cluster(cluster) => Box::pin(query_cluster(cluster.clone(), request)).await,
+        }
+    }
+
+    /// A standalone server, on a new connection whose client awaits its replies without a
+    /// timeout of its own: `query` keeps `response_timeout`.
+    pub(crate) fn server(connection: MultiplexedConnection, response_timeout: Duration) -> Self {
+        Connection::Server {
+            connection,
+            response_timeout,
         }
     }
 
@@ -100,7 +131,7 @@ impl Connection {
     /// a new connection would reach it again, at the cost of a handshake per reply.
     pub(crate) fn must_replace(&self, err: &RedisError) -> bool {
         match self {
-            Connection::Server(_) => error_map::breaks_connection(err),
+            Connection::Server { .. } => error_map::breaks_connection(err),
             Connection::Primary { silent, .. } => {
                 error_map::breaks_connection(err)
                     || error_map::is_demoted(err)
@@ -110,6 +141,40 @@ impl Connection {
             Connection::Cluster(_) => false,
         }
     }
+}
+
+pin_project_lite::pin_project! {
+    /// A reply, within a timer when there is one. Hand-written, with the timer boxed:
+    /// inline, it would weigh on every step's future, the layers' (which arm none) included.
+    struct Replied<F> {
+        #[pin]
+        reply: F,
+        timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    }
+}
+
+impl<F: Future<Output = Result<Value, RedisError>>> Future for Replied<F> {
+    type Output = Result<Value, RedisError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(reply) = this.reply.poll(cx) {
+            return Poll::Ready(reply);
+        }
+        match this.timer {
+            Some(timer) => timer.as_mut().poll(cx).map(|()| Err(timed_out())),
+            None => Poll::Pending,
+        }
+    }
+}
+
+/// No reply within the response timeout: the error the client gives for it (its request may
+/// have applied).
+fn timed_out() -> RedisError {
+    RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "no reply within the response timeout",
+    ))
 }
 
 /// Sends one request to a cluster: `ASK` followed here, any other failure read as

@@ -102,11 +102,15 @@ impl Dialer {
     async fn connect_standalone(&self, url: &str) -> Result<Connection> {
         let client =
             super::tls::client(url, self.tls.as_ref()).map_err(error_map::invalid_config)?;
+        // Replies are awaited within the response timeout by `Connection::query`, which
+        // arms no timer where the caller bounds the attempt itself; the handshake stays
+        // within the connection timeout.
+        let config = self.server_config().set_response_timeout(None);
         let connection = client
-            .get_multiplexed_async_connection_with_config(&self.server_config())
+            .get_multiplexed_async_connection_with_config(&config)
             .await
             .map_err(error_map::from_redis)?;
-        Ok(Connection::Server(connection))
+        Ok(Connection::server(connection, self.response_timeout))
     }
 
     async fn connect_cluster(&self, urls: &[String]) -> Result<Connection> {

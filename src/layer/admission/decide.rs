@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use pin_project_lite::pin_project;
 
+use crate::backend::caller_bound;
 use crate::coordination::circuit_breaker::{Admission, Breaker};
 use crate::error::{Error, Result};
 use crate::layer::FailurePolicy;
@@ -112,6 +113,9 @@ pin_project! {
 /// (see [`Admission::timed_out`]): the layer's own timeout can also come from a busy
 /// runtime or one slow step while the backend is healthy.
 ///
+/// The attempt is polled within a [`caller_bound`] of `timeout`: the backend arms no
+/// response timer of its own that could only fire after this one.
+///
 /// A hand-written future rather than an `async fn`: the attempt is moved once, into the
 /// timeout, with no box and no second copy.
 #[inline]
@@ -134,7 +138,10 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let outcome = ready!(this.attempt.poll(cx));
+        let outcome = {
+            let _bound = caller_bound::polling(*this.timeout);
+            ready!(this.attempt.poll(cx))
+        };
         let admission = this.admission.take();
         Poll::Ready(match outcome {
             Ok(outcome) => {
