@@ -1420,7 +1420,7 @@ async fn a_stalled_decision_ends_at_the_shorter_of_the_two_timeouts() {
     let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
     let coordination: Coordination = RedisBackend::standalone(proxy.url())
         .key_prefix(unique_prefix("shorter"))
-        .response_timeout(Duration::from_millis(300))
+        .response_timeout(Duration::from_millis(600))
         .connect()
         .await
         .expect("connect")
@@ -1447,13 +1447,13 @@ async fn a_stalled_decision_ends_at_the_shorter_of_the_two_timeouts() {
     for (path, at_least, below) in [
         (
             "/patient",
-            Duration::from_millis(300),
-            Duration::from_millis(1_500),
+            Duration::from_millis(600),
+            Duration::from_millis(2_000),
         ),
         (
             "/hasty",
             Duration::from_millis(100),
-            Duration::from_millis(300),
+            Duration::from_millis(550),
         ),
     ] {
         proxy.stall();

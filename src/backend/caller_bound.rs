@@ -8,6 +8,7 @@
 //! backend's own timeouts.
 
 use std::cell::Cell;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 thread_local! {
@@ -19,6 +20,8 @@ thread_local! {
 /// holds again).
 pub(crate) struct Polling {
     before: Option<Duration>,
+    /// Not `Send`: a `Send` future that holds it across an `.await` does not compile.
+    _thread: PhantomData<*const ()>,
 }
 
 /// Marks the attempt about to be polled, which its caller drops once `bound` has passed
@@ -27,6 +30,7 @@ pub(crate) struct Polling {
 pub(crate) fn polling(bound: Duration) -> Polling {
     Polling {
         before: BOUND.replace(Some(bound)),
+        _thread: PhantomData,
     }
 }
 

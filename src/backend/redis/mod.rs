@@ -308,13 +308,12 @@ impl RedisBackend {
     /// Reads the clock behind `connected` again, unless a reading is already under way (then
     /// the old one serves meanwhile); a failure leaves the old reading.
     async fn reread_clock(&self, connected: &Arc<dialer::Connected>) {
-        if !connected.clock.start_refresh() {
+        let Some(_refreshing) = connected.clock.start_refresh() else {
             return;
-        }
+        };
         if let Err(err) = self.read_clock(connected).await {
             tracing::debug!(error = %err, "could not read the server's clock; using the old reading");
         }
-        connected.clock.end_refresh();
     }
 
     /// Completes once the server's clock has certainly passed `deadline`: at its

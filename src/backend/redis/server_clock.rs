@@ -67,6 +67,15 @@ pub(crate) struct Deadline {
     pub(crate) passed_at: Instant,
 }
 
+/// The one refresh of a clock in flight; the next may start once this drops.
+pub(super) struct Refreshing<'a>(&'a AtomicBool);
+
+impl Drop for Refreshing<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 impl ServerClock {
     /// A clock from a `TIME` reply `server_ms`, asked at `sent` and answered at `received`.
     pub(super) fn new(sent: Instant, received: Instant, server_ms: u64) -> Self {
@@ -80,13 +89,11 @@ impl ServerClock {
         }
     }
 
-    /// Claims the one refresh in flight: `false` when another is under way.
-    pub(super) fn start_refresh(&self) -> bool {
-        !self.refreshing.swap(true, Ordering::AcqRel)
-    }
-
-    pub(super) fn end_refresh(&self) {
-        self.refreshing.store(false, Ordering::Release);
+    /// Claims the one refresh in flight, until the returned claim drops, however the refresh
+    /// ends (an acquisition that reads the clock again is cancelled with it at a layer's
+    /// timeout): `None` when another is under way.
+    pub(super) fn start_refresh(&self) -> Option<Refreshing<'_>> {
+        (!self.refreshing.swap(true, Ordering::AcqRel)).then(|| Refreshing(&self.refreshing))
     }
 
     /// Replaces the reading with a newer one.
@@ -166,6 +173,38 @@ pub(super) fn millis(duration: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One refresh at a time, and the next may start however the last ended: a refresh
+    /// cancelled with its acquisition (its claim dropped mid-way) blocks none after it.
+    #[tokio::test]
+    async fn a_cancelled_refresh_lets_the_next_one_start() {
+        let now = Instant::now();
+        let clock = ServerClock::new(now, now, 1_000);
+        let claim = clock.start_refresh();
+        assert!(claim.is_some());
+        assert!(clock.start_refresh().is_none(), "one at a time");
+        assert!(
+            clock.start_refresh().is_none(),
+            "a refused claim releases nothing"
+        );
+        let mut reading = Box::pin(async move {
+            let _claim = claim;
+            std::future::pending::<()>().await;
+        });
+        assert!(futures_poll_once(reading.as_mut()).is_pending());
+        drop(reading);
+        assert!(
+            clock.start_refresh().is_some(),
+            "released by the cancellation"
+        );
+    }
+
+    fn futures_poll_once<F: std::future::Future>(
+        future: std::pin::Pin<&mut F>,
+    ) -> std::task::Poll<F::Output> {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        future.poll(&mut cx)
+    }
 
     #[test]
     fn a_time_reply_that_is_no_clock_is_refused() {
