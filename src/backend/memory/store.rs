@@ -101,16 +101,22 @@ impl Value {
 pub(crate) struct Entry {
     pub(crate) value: Value,
     expires_at: Option<Instant>,
-    /// Identifies the expiry scheduled for this entry, so a stale schedule is ignored.
-    schedule: u64,
-    /// The latest deadline this entry's schedule stands at in its heap: never later than
-    /// `expires_at`, so that nothing is reclaimed late nor evicted out of its order. An
-    /// expiry that moves no earlier than it keeps its schedule (no heap push, no copy of the
-    /// key): its heap finds the entry's own expiry when it reaches the old deadline, and
-    /// puts it back there.
-    scheduled: Option<Instant>,
-    /// Whether the schedule is in the heap of evictable entries (else in the held one).
-    scheduled_evictable: bool,
+    /// Identifies the expiry scheduled for this entry, so a stale schedule is ignored, and
+    /// names the heap that holds it. Its deadline there is never later than `expires_at`,
+    /// so that nothing is reclaimed late nor evicted out of its order.
+    schedule: Schedule,
+}
+
+/// An entry's schedule: a number of its own, whose lowest bit says which heap holds its
+/// deadline (set: the evictable entries'). One word, where a number and a flag took two in
+/// every key's entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Schedule(u64);
+
+impl Schedule {
+    fn is_evictable(self) -> bool {
+        self.0 & 1 == 1
+    }
 }
 
 impl Entry {
@@ -140,10 +146,12 @@ impl Entry {
     }
 
     /// Whether the entry's schedule still holds for a new expiry: the same heap, and an
-    /// expiry no earlier than scheduled (the heap finds it when it reaches the old one).
+    /// expiry no earlier than the current one, which its deadline is at or before. Such an
+    /// expiry pushes nothing and copies no key: the heap finds the entry's own expiry when
+    /// it reaches the old deadline, and puts it back there.
     fn keeps_schedule(&self, evictable: bool, expires_at: Option<Instant>) -> bool {
-        self.scheduled_evictable == evictable
-            && matches!((self.scheduled, expires_at), (Some(at), Some(new)) if new >= at)
+        self.schedule.is_evictable() == evictable
+            && matches!((self.expires_at, expires_at), (Some(at), Some(new)) if new >= at)
     }
 }
 
@@ -173,6 +181,8 @@ pub(crate) struct Store {
     /// The deadlines of evictable entries, the nearest first (superseded ones skipped).
     evictable: Deadlines,
     max_keys: usize,
+    /// The number of the last schedule given (each is two more than the last, its lowest
+    /// bit then set for an evictable entry's).
     next_schedule: u64,
     /// Rate-limit entries evicted to make room.
     evictions: u64,
@@ -183,7 +193,7 @@ pub(crate) struct Store {
 type Key = Arc<[u8]>;
 
 /// A min-heap of deadlines: each with the schedule it stands for and its key.
-type Deadlines = BinaryHeap<Reverse<(Instant, u64, Key)>>;
+type Deadlines = BinaryHeap<Reverse<(Instant, Schedule, Key)>>;
 
 /// The share of a store's keys that rate-limit state cannot take: a quarter, at least one
 /// key when the store has more than one.
@@ -261,8 +271,6 @@ impl Store {
                 value,
                 expires_at,
                 schedule,
-                scheduled: expires_at,
-                scheduled_evictable: evictable,
             },
         );
         // Only once the entry carries its schedule: a heap rebuilt before would leave its
@@ -283,8 +291,6 @@ impl Store {
         let schedule = self.schedule(&shared, expires_at, evictable);
         if let Some(entry) = self.entries.get_mut(key) {
             entry.schedule = schedule;
-            entry.scheduled = expires_at;
-            entry.scheduled_evictable = evictable;
         }
         self.compact_if_sparse();
     }
@@ -293,7 +299,7 @@ impl Store {
     /// schedule is superseded (the entry is gone, or scheduled again since); else the entry's
     /// expiry, when it moved past `deadline` (the item is then pushed again, at that expiry,
     /// by the caller), or `deadline` itself.
-    fn current(&self, deadline: Instant, schedule: u64, key: &[u8]) -> Option<Instant> {
+    fn current(&self, deadline: Instant, schedule: Schedule, key: &[u8]) -> Option<Instant> {
         let entry = self.entries.get(key).filter(|e| e.schedule == schedule)?;
         Some(entry.expires_at.map_or(deadline, |at| at.max(deadline)))
     }
@@ -339,7 +345,7 @@ impl Store {
                 // Its expiry moved on: it goes back in its place, which its schedule now
                 // stands at.
                 Some(at) if at > deadline => {
-                    self.push_deadline(true, at, schedule, key);
+                    self.push_deadline(at, schedule, key);
                     continue;
                 }
                 Some(_) => {}
@@ -398,14 +404,14 @@ impl Store {
         true
     }
 
-    fn schedule(&mut self, key: &Key, expires_at: Option<Instant>, evictable: bool) -> u64 {
-        self.next_schedule += 1;
+    fn schedule(&mut self, key: &Key, expires_at: Option<Instant>, evictable: bool) -> Schedule {
+        self.next_schedule += 2;
+        let schedule = Schedule(self.next_schedule | u64::from(evictable));
         if let Some(deadline) = expires_at {
-            let schedule = self.next_schedule;
             self.heap_mut(evictable)
                 .push(Reverse((deadline, schedule, Arc::clone(key))));
         }
-        self.next_schedule
+        schedule
     }
 
     /// The heap of evictable entries' deadlines, or of the held ones'.
@@ -445,7 +451,7 @@ impl Store {
                         break;
                     };
                     if let Some(at) = current {
-                        self.push_deadline(evictable, at, schedule, key);
+                        self.push_deadline(at, schedule, key);
                     }
                 }
             }
@@ -454,11 +460,9 @@ impl Store {
     }
 
     /// Puts an entry's schedule back in its heap at `at`, its expiry now.
-    fn push_deadline(&mut self, evictable: bool, at: Instant, schedule: u64, key: Key) {
-        if let Some(entry) = self.entries.get_mut(&key) {
-            entry.scheduled = Some(at);
-        }
-        self.heap_mut(evictable).push(Reverse((at, schedule, key)));
+    fn push_deadline(&mut self, at: Instant, schedule: Schedule, key: Key) {
+        self.heap_mut(schedule.is_evictable())
+            .push(Reverse((at, schedule, key)));
     }
 
     /// Removes every entry whose deadline has passed.
@@ -479,7 +483,7 @@ impl Store {
             match self.current(deadline, schedule, &key) {
                 None => {}
                 // Renewed since it was scheduled: scheduled again, at its expiry.
-                Some(at) if at > now => self.push_deadline(evictable, at, schedule, key),
+                Some(at) if at > now => self.push_deadline(at, schedule, key),
                 Some(_) => {
                     self.entries.remove(&key);
                 }
@@ -498,13 +502,9 @@ impl Store {
     fn compact_if_sparse(&mut self) {
         let bound = 2 * self.entries.len() + 64;
         if self.held.len() > bound || self.evictable.len() > bound {
-            // Both at once, at every entry's expiry, which each schedule then stands at.
-            for entry in self.entries.values_mut() {
-                entry.scheduled = entry.expires_at;
-                entry.scheduled_evictable = entry.value.is_evictable(entry.expires_at);
-            }
-            self.held = self.live_deadlines(|entry| !entry.scheduled_evictable);
-            self.evictable = self.live_deadlines(|entry| entry.scheduled_evictable);
+            // Both at once, at every entry's expiry, in the heap its schedule names.
+            self.held = self.live_deadlines(|entry| !entry.schedule.is_evictable());
+            self.evictable = self.live_deadlines(|entry| entry.schedule.is_evictable());
         }
     }
 
@@ -528,6 +528,13 @@ mod tests {
     use std::time::Duration;
 
     const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn an_entry_stays_within_eight_words() {
+        // Every key's bucket in the map holds one, counted about twice over (a table past
+        // seven eighths full doubles).
+        assert!(size_of::<Entry>() <= 64, "{} bytes", size_of::<Entry>());
+    }
 
     #[test]
     fn a_value_stays_within_five_words() {
