@@ -350,6 +350,15 @@ impl Store {
                 }
                 Some(_) => {}
             }
+            // A step changes a value's kind, or its expiry, only through `insert`,
+            // `set_expiry` or `replace_in_schedule`, which schedule it again in the heap
+            // that fits: what is held never stands in this one.
+            debug_assert!(
+                self.entries
+                    .get(&key)
+                    .is_some_and(|entry| entry.value.is_evictable(entry.expires_at)),
+                "an entry in the evictable heap holds what is held"
+            );
             self.entries.remove(&key);
             self.evictions += 1;
             tracing::debug!(
@@ -608,8 +617,8 @@ mod tests {
         }
     }
 
-    /// An entry replaced in place keeps its schedule only for an expiry no earlier than
-    /// scheduled and the same heap; otherwise the value comes back untouched, for `insert`.
+    /// An entry replaced in place keeps its schedule only for an expiry no earlier than its
+    /// current one and the same heap; otherwise the value comes back untouched, for `insert`.
     #[tokio::test(start_paused = true)]
     async fn an_entry_is_replaced_in_place_only_within_its_schedule() {
         let mut store = Store::new(10);
@@ -839,6 +848,28 @@ mod tests {
             }
             assert!(store.evict_one(), "evictable after {renewals}");
         }
+    }
+
+    /// An expiry moved later keeps its schedule; moved back to between the two, it is
+    /// scheduled again there: the entry lives until then, and no longer.
+    #[tokio::test(start_paused = true)]
+    async fn an_expiry_moved_back_between_two_stands() {
+        let mut store = Store::new(10);
+        let now = Instant::now();
+        store
+            .insert(b"k", Value::Int(1), Some(now + SECOND), now)
+            .unwrap();
+        assert!(store.set_expiry(b"k", Some(now + SECOND * 3), now));
+        assert_eq!(store.scheduled(), 1, "later: nothing pushed");
+        assert!(store.set_expiry(b"k", Some(now + SECOND * 2), now));
+        assert_eq!(store.scheduled(), 2, "earlier: scheduled again");
+        tokio::time::advance(SECOND * 2 - Duration::from_millis(1)).await;
+        assert!(
+            store.get_mut(b"k", Instant::now()).is_some(),
+            "alive before"
+        );
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(store.get_mut(b"k", Instant::now()).is_none(), "gone at 2 s");
     }
 
     /// Renewals keep either heap proportional to the live keys: one that moves an expiry
