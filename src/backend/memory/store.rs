@@ -511,23 +511,22 @@ impl Store {
     fn compact_if_sparse(&mut self) {
         let bound = 2 * self.entries.len() + 64;
         if self.held.len() > bound || self.evictable.len() > bound {
-            // Both at once, at every entry's expiry, in the heap its schedule names.
-            self.held = self.live_deadlines(|entry| !entry.schedule.is_evictable());
-            self.evictable = self.live_deadlines(|entry| entry.schedule.is_evictable());
+            // Both at once, in one pass over the entries: each at its expiry, in the heap
+            // its schedule names.
+            let (mut held, mut evictable) = (Vec::new(), Vec::new());
+            for (key, entry) in &self.entries {
+                if let Some(deadline) = entry.expires_at {
+                    let item = Reverse((deadline, entry.schedule, Arc::clone(key)));
+                    if entry.schedule.is_evictable() {
+                        evictable.push(item);
+                    } else {
+                        held.push(item);
+                    }
+                }
+            }
+            self.held = BinaryHeap::from(held);
+            self.evictable = BinaryHeap::from(evictable);
         }
-    }
-
-    /// The deadlines of the live entries that `keep` keeps.
-    fn live_deadlines(&self, keep: impl Fn(&Entry) -> bool) -> Deadlines {
-        self.entries
-            .iter()
-            .filter(|(_, entry)| keep(entry))
-            .filter_map(|(key, entry)| {
-                entry
-                    .expires_at
-                    .map(|deadline| Reverse((deadline, entry.schedule, Arc::clone(key))))
-            })
-            .collect()
     }
 }
 

@@ -191,19 +191,13 @@ mod tests {
             let _claim = claim;
             std::future::pending::<()>().await;
         });
-        assert!(futures_poll_once(reading.as_mut()).is_pending());
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(reading.as_mut().poll(&mut cx).is_pending());
         drop(reading);
         assert!(
             clock.start_refresh().is_some(),
             "released by the cancellation"
         );
-    }
-
-    fn futures_poll_once<F: std::future::Future>(
-        future: std::pin::Pin<&mut F>,
-    ) -> std::task::Poll<F::Output> {
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        future.poll(&mut cx)
     }
 
     #[test]
