@@ -4,8 +4,11 @@
 //! quickstart runs on it when no Redis URL is given) and in unit tests. Its limits are not
 //! shared between processes.
 //!
-//! Time comes from a monotonic clock built on tokio's `Instant`, so tests can call
+//! Time comes from a monotonic clock built on tokio's `Instant`, counted in whole
+//! microseconds (as the Lua scripts count the server's), so tests can call
 //! `tokio::time::pause()` and `advance()` to move windows and leases forward instantly.
+//! Deadlines reach some 584,000 years past the backend's creation: a fixed window longer
+//! than that is refused when it would start.
 //! The number of live keys is bounded ([`DEFAULT_MAX_KEYS`]); expired keys are reclaimed as
 //! time passes. When the bound is reached, rate-limit state (windows, buckets) is evicted,
 //! the entry nearest its expiry first: a client whose state is forgotten may be admitted
@@ -28,9 +31,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
-use self::clock::Clock;
+use self::clock::{Clock, Moment};
 use crate::backend::KeyPrefix;
 use crate::error::{Error, Result};
 
@@ -88,16 +89,16 @@ impl MemoryBackend {
         }
     }
 
-    /// The backend's clock as a duration since the Unix epoch. Monotonic: it follows tokio's
-    /// clock from the moment the backend was created.
+    /// The backend's clock as a duration since the Unix epoch, in whole microseconds.
+    /// Monotonic: it follows tokio's clock from the moment the backend was created.
     pub fn now(&self) -> Duration {
-        self.shared.clock.since_epoch(self.shared.clock.instant())
+        self.shared.clock.since_epoch(self.shared.clock.now())
     }
 
     /// The number of live keys. A test hook (feature `test-util`).
     #[cfg(feature = "test-util")]
     pub fn len(&self) -> usize {
-        let now = self.shared.clock.instant();
+        let now = self.shared.clock.now();
         self.lock_store().len(now)
     }
 
@@ -126,8 +127,8 @@ impl MemoryBackend {
     }
 
     /// Runs one atomic step on the store at the current instant with the physical keys.
-    pub(crate) fn step<R>(&self, f: impl FnOnce(&mut Store, Instant) -> R) -> R {
-        let now = self.shared.clock.instant();
+    pub(crate) fn step<R>(&self, f: impl FnOnce(&mut Store, Moment) -> R) -> R {
+        let now = self.shared.clock.now();
         f(&mut self.lock_store(), now)
     }
 
@@ -259,7 +260,7 @@ mod tests {
         };
         let (key, permits) = (b"k".as_slice(), 1);
 
-        let tat = Value::Tat(Instant::now());
+        let tat = Value::Tat(backend.clock().now());
         stored(tat.clone());
         let errors = [
             MemoryStep::in_memory(

@@ -4,8 +4,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
-use tokio::time::Instant;
-
+use crate::backend::memory::clock::Moment;
 use crate::error::{Error, ErrorKind, Result};
 
 /// A session space's attached keys: each name with its lease id and value.
@@ -23,19 +22,19 @@ pub(crate) enum Value {
     /// An integer counter.
     Int(i64),
     /// Sliding-window segments: (segment end, permits counted in it), oldest first.
-    Segments(std::collections::VecDeque<(Instant, u64)>),
+    Segments(std::collections::VecDeque<(Moment, u64)>),
     /// A token bucket: tokens left, and when they were last refilled.
-    Bucket { tokens: u64, refilled_at: Instant },
+    Bucket { tokens: u64, refilled_at: Moment },
     /// GCRA's theoretical arrival time.
-    Tat(Instant),
+    Tat(Moment),
     /// Stacked fixed windows, one per policy in policy order: (count, window end). A window
     /// whose end has passed counts nothing.
-    Windows(Vec<(u64, Instant)>),
+    Windows(Vec<(u64, Moment)>),
     /// A semaphore: the capacity its permits were taken under, and each permit's owner token
     /// with its deadline (`None`: no expiry).
     Permits {
         capacity: u32,
-        holders: Box<std::collections::HashMap<String, Option<Instant>>>,
+        holders: Box<std::collections::HashMap<String, Option<Moment>>>,
     },
     /// A fenced lock's lease: its owner token (the entry's expiry is the lease's).
     LeaseOwner(String),
@@ -50,17 +49,17 @@ pub(crate) enum Value {
     },
     /// A latch's completed generations, oldest first: each one's id, the id of the
     /// count-down that completed it (`None`: it started complete), and when.
-    LatchCompletions(std::collections::VecDeque<(String, Option<String>, Instant)>),
+    LatchCompletions(std::collections::VecDeque<(String, Option<String>, Moment)>),
     /// A read-write lease set: each member (`w:`, `r:`, `q:`, `a:` or `p:` and a token or a
     /// waiter id, as Redis names them) with its deadline; the entry expires with the latest.
-    RwLease(Box<std::collections::HashMap<String, Instant>>),
+    RwLease(Box<std::collections::HashMap<String, Moment>>),
     /// A lease hash: each field with its owner token and its deadline; the entry expires with
     /// the latest.
-    FieldLeases(Box<std::collections::HashMap<Vec<u8>, (String, Instant)>>),
+    FieldLeases(Box<std::collections::HashMap<Vec<u8>, (String, Moment)>>),
     /// A session space: each lease id with its deadline, and each attached name with its
     /// lease id and value (live while its lease is); the entry expires with the latest lease.
     Sessions {
-        leases: Box<std::collections::HashMap<String, Instant>>,
+        leases: Box<std::collections::HashMap<String, Moment>>,
         entries: Box<AttachedKeys>,
     },
     /// An election: its candidates (each with its arrival, ms since the epoch, and value),
@@ -76,7 +75,7 @@ impl Value {
     /// (a window, a bucket, GCRA's arrival time), which always expires and whose loss costs
     /// a bounded over-admission. Never what is held (a lease, permits) nor a counter without
     /// expiry (a lock's fencing counter), whose loss would be unsafe.
-    fn is_evictable(&self, expires_at: Option<Instant>) -> bool {
+    fn is_evictable(&self, expires_at: Option<Moment>) -> bool {
         match self {
             Value::Segments(_)
             | Value::Bucket { .. }
@@ -100,7 +99,9 @@ impl Value {
 #[derive(Debug)]
 pub(crate) struct Entry {
     pub(crate) value: Value,
-    expires_at: Option<Instant>,
+    /// When the entry expires, in the 8 bytes of [`Moment::encode`] (an `Option` would take
+    /// 16 in every key's entry).
+    expiry: u64,
     /// Identifies the expiry scheduled for this entry, so a stale schedule is ignored, and
     /// names the heap that holds it. Its deadline there is never later than `expires_at`,
     /// so that nothing is reclaimed late nor evicted out of its order.
@@ -121,8 +122,8 @@ impl Schedule {
 
 impl Entry {
     /// When the entry expires; `None` when it does not.
-    pub(crate) fn expires_at(&self) -> Option<Instant> {
-        self.expires_at
+    pub(crate) fn expires_at(&self) -> Option<Moment> {
+        Moment::decode(self.expiry)
     }
 
     /// Replaces the value and expiry of `entry` (a key's live entry, if it has one) in place,
@@ -132,7 +133,7 @@ impl Entry {
     pub(crate) fn replace_in_schedule(
         entry: Option<&mut Entry>,
         value: Value,
-        expires_at: Option<Instant>,
+        expires_at: Option<Moment>,
     ) -> std::result::Result<(), Value> {
         let Some(entry) = entry else {
             return Err(value);
@@ -141,7 +142,7 @@ impl Entry {
             return Err(value);
         }
         entry.value = value;
-        entry.expires_at = expires_at;
+        entry.expiry = Moment::encode(expires_at);
         Ok(())
     }
 
@@ -149,9 +150,9 @@ impl Entry {
     /// expiry no earlier than the current one, which its deadline is at or before. Such an
     /// expiry pushes nothing and copies no key: the heap finds the entry's own expiry when
     /// it reaches the old deadline, and puts it back there.
-    fn keeps_schedule(&self, evictable: bool, expires_at: Option<Instant>) -> bool {
+    fn keeps_schedule(&self, evictable: bool, expires_at: Option<Moment>) -> bool {
         self.schedule.is_evictable() == evictable
-            && matches!((self.expires_at, expires_at), (Some(at), Some(new)) if new >= at)
+            && matches!((self.expires_at(), expires_at), (Some(at), Some(new)) if new >= at)
     }
 }
 
@@ -193,7 +194,7 @@ pub(crate) struct Store {
 type Key = Arc<[u8]>;
 
 /// A min-heap of deadlines: each with the schedule it stands for and its key.
-type Deadlines = BinaryHeap<Reverse<(Instant, Schedule, Key)>>;
+type Deadlines = BinaryHeap<Reverse<(Moment, Schedule, Key)>>;
 
 /// The share of a store's keys that rate-limit state cannot take: a quarter, at least one
 /// key when the store has more than one.
@@ -224,7 +225,7 @@ impl Store {
 
     /// Live keys (after reclaiming what expired by `now`).
     #[cfg(any(test, feature = "test-util"))]
-    pub(crate) fn len(&mut self, now: Instant) -> usize {
+    pub(crate) fn len(&mut self, now: Moment) -> usize {
         self.reclaim(now);
         self.entries.len()
     }
@@ -234,7 +235,7 @@ impl Store {
     }
 
     /// The live entry for `key`, if any.
-    pub(crate) fn get_mut(&mut self, key: &[u8], now: Instant) -> Option<&mut Entry> {
+    pub(crate) fn get_mut(&mut self, key: &[u8], now: Moment) -> Option<&mut Entry> {
         self.reclaim(now);
         self.entries.get_mut(key)
     }
@@ -244,15 +245,15 @@ impl Store {
         &mut self,
         key: &[u8],
         value: Value,
-        expires_at: Option<Instant>,
-        now: Instant,
+        expires_at: Option<Moment>,
+        now: Moment,
     ) -> Result<()> {
         let evictable = value.is_evictable(expires_at);
         self.reclaim(now);
         if let Some(entry) = self.entries.get_mut(key) {
             let keeps_schedule = entry.keeps_schedule(evictable, expires_at);
             entry.value = value;
-            entry.expires_at = expires_at;
+            entry.expiry = Moment::encode(expires_at);
             if !keeps_schedule {
                 self.reschedule(key, expires_at, evictable);
             }
@@ -269,7 +270,7 @@ impl Store {
             key,
             Entry {
                 value,
-                expires_at,
+                expiry: Moment::encode(expires_at),
                 schedule,
             },
         );
@@ -280,7 +281,7 @@ impl Store {
     }
 
     /// Gives the existing entry at `key` a new schedule for `expires_at`.
-    fn reschedule(&mut self, key: &[u8], expires_at: Option<Instant>, evictable: bool) {
+    fn reschedule(&mut self, key: &[u8], expires_at: Option<Moment>, evictable: bool) {
         let Some(shared) = self
             .entries
             .get_key_value(key)
@@ -299,13 +300,13 @@ impl Store {
     /// schedule is superseded (the entry is gone, or scheduled again since); else the entry's
     /// expiry, when it moved past `deadline` (the item is then pushed again, at that expiry,
     /// by the caller), or `deadline` itself.
-    fn current(&self, deadline: Instant, schedule: Schedule, key: &[u8]) -> Option<Instant> {
+    fn current(&self, deadline: Moment, schedule: Schedule, key: &[u8]) -> Option<Moment> {
         let entry = self.entries.get(key).filter(|e| e.schedule == schedule)?;
-        Some(entry.expires_at.map_or(deadline, |at| at.max(deadline)))
+        Some(entry.expires_at().map_or(deadline, |at| at.max(deadline)))
     }
 
     /// Whether `new_keys` keys that do not exist yet could be stored now.
-    pub(crate) fn has_room_for(&mut self, new_keys: usize, now: Instant) -> bool {
+    pub(crate) fn has_room_for(&mut self, new_keys: usize, now: Moment) -> bool {
         self.reclaim(now);
         self.entries.len().saturating_add(new_keys) <= self.max_keys
     }
@@ -314,7 +315,7 @@ impl Store {
     /// if need be; fails with [`ErrorKind::CapacityExceeded`] when what is held fills the
     /// store. The error's [`retry_after`](Error::retry_after) is when the first key expires
     /// (`None` when no key expires: only a deletion can free space).
-    pub(crate) fn ensure_room_for(&mut self, new_keys: usize, now: Instant) -> Result<()> {
+    pub(crate) fn ensure_room_for(&mut self, new_keys: usize, now: Moment) -> Result<()> {
         while !self.has_room_for(new_keys, now) {
             if !self.evict_one() {
                 return Err(self.full(now));
@@ -326,7 +327,7 @@ impl Store {
     /// Makes room for one new rate-limit key: within the bound less the held reserve,
     /// evicting the rate-limit entry nearest its expiry if need be. Without one to evict (what
     /// is held takes the room), the key is refused as a held one would be.
-    fn make_room_for_rate_limit_state(&mut self, now: Instant) -> Result<()> {
+    fn make_room_for_rate_limit_state(&mut self, now: Moment) -> Result<()> {
         self.reclaim(now);
         let room = self.max_keys.saturating_sub(held_reserve(self.max_keys));
         while self.entries.len() >= room.max(1) {
@@ -356,7 +357,7 @@ impl Store {
             debug_assert!(
                 self.entries
                     .get(&key)
-                    .is_some_and(|entry| entry.value.is_evictable(entry.expires_at)),
+                    .is_some_and(|entry| entry.value.is_evictable(entry.expires_at())),
                 "an entry in the evictable heap holds what is held"
             );
             self.entries.remove(&key);
@@ -371,7 +372,7 @@ impl Store {
     }
 
     /// The error of a store full of what is held.
-    fn full(&mut self, now: Instant) -> Error {
+    fn full(&mut self, now: Moment) -> Error {
         let frees_in = self
             .first_deadline()
             .map(|first| first.saturating_duration_since(now));
@@ -395,8 +396,8 @@ impl Store {
     pub(crate) fn set_expiry(
         &mut self,
         key: &[u8],
-        expires_at: Option<Instant>,
-        now: Instant,
+        expires_at: Option<Moment>,
+        now: Moment,
     ) -> bool {
         self.reclaim(now);
         let Some(entry) = self.entries.get_mut(key) else {
@@ -406,14 +407,14 @@ impl Store {
         // A renewal that only moves the expiry later (a sliding window's, each request)
         // pushes nothing, as in `insert`.
         let keeps_schedule = entry.keeps_schedule(evictable, expires_at);
-        entry.expires_at = expires_at;
+        entry.expiry = Moment::encode(expires_at);
         if !keeps_schedule {
             self.reschedule(key, expires_at, evictable);
         }
         true
     }
 
-    fn schedule(&mut self, key: &Key, expires_at: Option<Instant>, evictable: bool) -> Schedule {
+    fn schedule(&mut self, key: &Key, expires_at: Option<Moment>, evictable: bool) -> Schedule {
         self.next_schedule += 2;
         let schedule = Schedule(self.next_schedule | u64::from(evictable));
         if let Some(deadline) = expires_at {
@@ -441,7 +442,7 @@ impl Store {
     }
 
     /// The earliest expiry of a live key.
-    fn first_deadline(&mut self) -> Option<Instant> {
+    fn first_deadline(&mut self) -> Option<Moment> {
         let held = self.first_deadline_in(false);
         let evictable = self.first_deadline_in(true);
         held.into_iter().chain(evictable).min()
@@ -450,7 +451,7 @@ impl Store {
     /// The earliest expiry of a live key in one heap. The heap also holds the superseded
     /// deadlines of keys renewed or deleted since; those are dropped from its top on the way,
     /// so a full store refusing request after request does not scan its keys each time.
-    fn first_deadline_in(&mut self, evictable: bool) -> Option<Instant> {
+    fn first_deadline_in(&mut self, evictable: bool) -> Option<Moment> {
         while let Some(Reverse((deadline, schedule, key))) = self.heap(evictable).peek() {
             let (deadline, schedule) = (*deadline, *schedule);
             match self.current(deadline, schedule, key) {
@@ -469,19 +470,19 @@ impl Store {
     }
 
     /// Puts an entry's schedule back in its heap at `at`, its expiry now.
-    fn push_deadline(&mut self, at: Instant, schedule: Schedule, key: Key) {
+    fn push_deadline(&mut self, at: Moment, schedule: Schedule, key: Key) {
         self.heap_mut(schedule.is_evictable())
             .push(Reverse((at, schedule, key)));
     }
 
     /// Removes every entry whose deadline has passed.
-    fn reclaim(&mut self, now: Instant) {
+    fn reclaim(&mut self, now: Moment) {
         self.reclaim_in(false, now);
         self.reclaim_in(true, now);
     }
 
     /// Removes every entry of one heap whose deadline has passed.
-    fn reclaim_in(&mut self, evictable: bool, now: Instant) {
+    fn reclaim_in(&mut self, evictable: bool, now: Moment) {
         while let Some(Reverse((deadline, _, _))) = self.heap(evictable).peek() {
             if *deadline > now {
                 break;
@@ -515,7 +516,7 @@ impl Store {
             // its schedule names.
             let (mut held, mut evictable) = (Vec::new(), Vec::new());
             for (key, entry) in &self.entries {
-                if let Some(deadline) = entry.expires_at {
+                if let Some(deadline) = entry.expires_at() {
                     let item = Reverse((deadline, entry.schedule, Arc::clone(key)));
                     if entry.schedule.is_evictable() {
                         evictable.push(item);
@@ -533,15 +534,23 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::memory::clock::Clock;
     use std::time::Duration;
 
     const SECOND: Duration = Duration::from_secs(1);
 
     #[test]
-    fn an_entry_stays_within_eight_words() {
+    fn an_entry_stays_within_seven_words() {
         // Every key's bucket in the map holds one, counted about twice over (a table past
         // seven eighths full doubles).
-        assert!(size_of::<Entry>() <= 64, "{} bytes", size_of::<Entry>());
+        assert!(size_of::<Entry>() <= 56, "{} bytes", size_of::<Entry>());
+    }
+
+    #[test]
+    fn a_deadline_in_a_heap_stays_within_four_words() {
+        // Every key with an expiry has one.
+        let size = size_of::<Reverse<(Moment, Schedule, Key)>>();
+        assert!(size <= 32, "{size} bytes");
     }
 
     #[test]
@@ -552,15 +561,16 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn expired_entries_are_invisible_and_reclaimed() {
+        let clock = Clock::new();
         let mut store = Store::new(10);
-        let now = Instant::now();
+        let now = clock.now();
         store
             .insert(b"a", Value::Int(1), Some(now + SECOND), now)
             .unwrap();
         store.insert(b"b", Value::Int(2), None, now).unwrap();
         assert_eq!(store.len(now), 2);
         tokio::time::advance(SECOND).await;
-        let now = Instant::now();
+        let now = clock.now();
         assert!(store.get_mut(b"a", now).is_none());
         assert_eq!(store.len(now), 1);
         assert_eq!(
@@ -573,8 +583,9 @@ mod tests {
     /// rate-limit key pays for one, not two. Both heaps reclaim on time.
     #[tokio::test(start_paused = true)]
     async fn a_deadline_is_in_one_heap() {
+        let clock = Clock::new();
         let mut store = Store::new(10);
-        let now = Instant::now();
+        let now = clock.now();
         store
             .insert(b"window", Value::Int(1), Some(now + SECOND), now)
             .unwrap();
@@ -589,19 +600,20 @@ mod tests {
         assert_eq!((store.evictable.len(), store.held.len()), (1, 1));
         assert_eq!(store.first_deadline(), Some(now + SECOND));
         tokio::time::advance(SECOND).await;
-        assert_eq!(store.len(Instant::now()), 1, "the window is reclaimed");
+        assert_eq!(store.len(clock.now()), 1, "the window is reclaimed");
         assert_eq!(store.first_deadline(), Some(now + SECOND * 2));
         assert!(!store.evict_one(), "a lease is never evicted");
         tokio::time::advance(SECOND).await;
-        assert_eq!(store.len(Instant::now()), 0, "the lease is reclaimed");
+        assert_eq!(store.len(clock.now()), 0, "the lease is reclaimed");
         assert_eq!(store.scheduled(), 0);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_flood_of_new_keys_is_bounded() {
+        let clock = Clock::new();
         let mut store = Store::new(100);
         for i in 0..10_000u32 {
-            let now = Instant::now();
+            let now = clock.now();
             let key = i.to_be_bytes();
             match store.insert(&key, Value::Int(1), Some(now + SECOND), now) {
                 Ok(()) => {}
@@ -620,8 +632,9 @@ mod tests {
     /// current one and the same heap; otherwise the value comes back untouched, for `insert`.
     #[tokio::test(start_paused = true)]
     async fn an_entry_is_replaced_in_place_only_within_its_schedule() {
+        let clock = Clock::new();
         let mut store = Store::new(10);
-        let now = Instant::now();
+        let now = clock.now();
         store
             .insert(b"k", Value::Int(1), Some(now + SECOND), now)
             .unwrap();
@@ -655,12 +668,12 @@ mod tests {
         // Alive past the first expiry, gone at the second.
         tokio::time::advance(SECOND).await;
         assert_eq!(
-            store.get_mut(b"k", Instant::now()).map(|e| e.value.clone()),
+            store.get_mut(b"k", clock.now()).map(|e| e.value.clone()),
             Some(Value::Int(4))
         );
         tokio::time::advance(SECOND).await;
-        assert!(store.get_mut(b"k", Instant::now()).is_none());
-        assert_eq!(store.len(Instant::now()), 0);
+        assert!(store.get_mut(b"k", clock.now()).is_none());
+        assert_eq!(store.len(clock.now()), 0);
     }
 
     /// An expiry that only moves later keeps its schedule (nothing pushed), and the entry
@@ -668,14 +681,15 @@ mod tests {
     /// scheduled again, and expires then.
     #[tokio::test(start_paused = true)]
     async fn renewals_keep_their_schedule_and_expire_on_time() {
+        let clock = Clock::new();
         let mut store = Store::new(10);
-        let start = Instant::now();
+        let start = clock.now();
         store
             .insert(b"k", Value::Int(1), Some(start + SECOND), start)
             .unwrap();
         let pushed = store.scheduled();
         for i in 1..=5u32 {
-            let now = Instant::now();
+            let now = clock.now();
             store
                 .insert(b"k", Value::Int(1), Some(start + SECOND * (i + 1)), now)
                 .unwrap();
@@ -683,17 +697,17 @@ mod tests {
             tokio::time::advance(SECOND).await;
         }
         // Now start + 5 s; the expiry stands at start + 6 s.
-        assert!(store.get_mut(b"k", Instant::now()).is_some(), "renewed");
+        assert!(store.get_mut(b"k", clock.now()).is_some(), "renewed");
         tokio::time::advance(SECOND - Duration::from_millis(1)).await;
-        assert!(store.get_mut(b"k", Instant::now()).is_some());
+        assert!(store.get_mut(b"k", clock.now()).is_some());
         tokio::time::advance(Duration::from_millis(1)).await;
         assert!(
-            store.get_mut(b"k", Instant::now()).is_none(),
+            store.get_mut(b"k", clock.now()).is_none(),
             "expired at its last expiry"
         );
 
         // Moved earlier: expires at the earlier time.
-        let now = Instant::now();
+        let now = clock.now();
         store
             .insert(b"e", Value::Int(1), Some(now + 10 * SECOND), now)
             .unwrap();
@@ -701,7 +715,7 @@ mod tests {
             .insert(b"e", Value::Int(1), Some(now + SECOND), now)
             .unwrap();
         tokio::time::advance(SECOND).await;
-        assert!(store.get_mut(b"e", Instant::now()).is_none());
+        assert!(store.get_mut(b"e", clock.now()).is_none());
     }
 
     /// After a renewal that kept its schedule, an eviction that found the entry's expiry
@@ -709,8 +723,9 @@ mod tests {
     /// rate-limit entry nearest its actual expiry.
     #[tokio::test(start_paused = true)]
     async fn eviction_follows_expiries_after_renewals() {
+        let clock = Clock::new();
         let mut store = Store::new(8); // room for 6 rate-limit keys, 2 held in reserve
-        let now = Instant::now();
+        let now = clock.now();
         let at = |s: u32| now + SECOND * s;
         let insert = |store: &mut Store, key: &[u8], s: u32| {
             store.insert(key, Value::Int(1), Some(at(s)), now).unwrap();
@@ -740,8 +755,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_store_full_of_held_keys_refuses_new_keys_but_updates_existing_ones() {
+        let clock = Clock::new();
         let mut store = Store::new(1);
-        let now = Instant::now();
+        let now = clock.now();
         store
             .insert(b"a", lease("x"), Some(now + SECOND), now)
             .unwrap();
@@ -769,15 +785,16 @@ mod tests {
             .unwrap();
         // Once "a" expires, there is room again.
         tokio::time::advance(SECOND).await;
-        let now = Instant::now();
+        let now = clock.now();
         store.insert(b"b", Value::Int(1), None, now).unwrap();
         assert_eq!(store.len(now), 1);
     }
 
     #[tokio::test(start_paused = true)]
     async fn rate_limit_state_is_evicted_nearest_its_expiry_and_held_keys_keep_their_reserve() {
+        let clock = Clock::new();
         let mut store = Store::new(8);
-        let now = Instant::now();
+        let now = clock.now();
         // Rate-limit state takes at most 6 of 8 keys: the seventh evicts the one nearest its
         // expiry.
         for i in 0..6u8 {
@@ -819,9 +836,10 @@ mod tests {
     /// is reclaimed when it passes, and evictable while it lasts.
     #[tokio::test(start_paused = true)]
     async fn a_compaction_never_loses_the_deadline_it_follows() {
+        let clock = Clock::new();
         for renewals in 1..200u64 {
             let mut store = Store::new(10);
-            let now = Instant::now();
+            let now = clock.now();
             store
                 .insert(b"a", Value::Int(1), Some(now + SECOND), now)
                 .unwrap();
@@ -853,8 +871,9 @@ mod tests {
     /// scheduled again there: the entry lives until then, and no longer.
     #[tokio::test(start_paused = true)]
     async fn an_expiry_moved_back_between_two_stands() {
+        let clock = Clock::new();
         let mut store = Store::new(10);
-        let now = Instant::now();
+        let now = clock.now();
         store
             .insert(b"k", Value::Int(1), Some(now + SECOND), now)
             .unwrap();
@@ -863,12 +882,9 @@ mod tests {
         assert!(store.set_expiry(b"k", Some(now + SECOND * 2), now));
         assert_eq!(store.scheduled(), 2, "earlier: scheduled again");
         tokio::time::advance(SECOND * 2 - Duration::from_millis(1)).await;
-        assert!(
-            store.get_mut(b"k", Instant::now()).is_some(),
-            "alive before"
-        );
+        assert!(store.get_mut(b"k", clock.now()).is_some(), "alive before");
         tokio::time::advance(Duration::from_millis(1)).await;
-        assert!(store.get_mut(b"k", Instant::now()).is_none(), "gone at 2 s");
+        assert!(store.get_mut(b"k", clock.now()).is_none(), "gone at 2 s");
     }
 
     /// Renewals keep either heap proportional to the live keys: one that moves an expiry
@@ -876,9 +892,10 @@ mod tests {
     /// ones are compacted away; the latest expiry wins.
     #[tokio::test(start_paused = true)]
     async fn renewals_do_not_grow_the_deadline_heaps() {
+        let clock = Clock::new();
         for value in [Value::Int(1), Value::LeaseOwner("owner".into())] {
             let mut store = Store::new(10);
-            let now = Instant::now();
+            let now = clock.now();
             store
                 .insert(b"a", value.clone(), Some(now + SECOND * 20), now)
                 .unwrap();
@@ -894,9 +911,9 @@ mod tests {
             assert!(store.scheduled() <= 2 + 64 + 1, "{value:?}");
             // The last expiry, now + 10.001 s, stands; no superseded one removes the key.
             tokio::time::advance(SECOND * 10).await;
-            assert!(store.get_mut(b"a", Instant::now()).is_some(), "{value:?}");
+            assert!(store.get_mut(b"a", clock.now()).is_some(), "{value:?}");
             tokio::time::advance(Duration::from_millis(1)).await;
-            assert!(store.get_mut(b"a", Instant::now()).is_none(), "{value:?}");
+            assert!(store.get_mut(b"a", clock.now()).is_none(), "{value:?}");
         }
     }
 
@@ -905,8 +922,9 @@ mod tests {
     /// lease replaced by rate-limit state is evictable, and outlives the lease's deadline.
     #[tokio::test(start_paused = true)]
     async fn an_entry_that_changes_heaps_keeps_its_deadline() {
+        let clock = Clock::new();
         let mut store = Store::new(10);
-        let now = Instant::now();
+        let now = clock.now();
         let lease = || Value::LeaseOwner("owner".into());
         store
             .insert(b"k", Value::Int(1), Some(now + SECOND), now)
@@ -916,11 +934,11 @@ mod tests {
             .unwrap();
         assert!(!store.evict_one(), "a lease is never evicted");
         tokio::time::advance(SECOND).await;
-        assert!(store.get_mut(b"k", Instant::now()).is_some());
+        assert!(store.get_mut(b"k", clock.now()).is_some());
         tokio::time::advance(SECOND).await;
-        assert!(store.get_mut(b"k", Instant::now()).is_none());
+        assert!(store.get_mut(b"k", clock.now()).is_none());
 
-        let now = Instant::now();
+        let now = clock.now();
         store
             .insert(b"k", lease(), Some(now + SECOND), now)
             .unwrap();
@@ -928,8 +946,8 @@ mod tests {
             .insert(b"k", Value::Int(1), Some(now + SECOND * 2), now)
             .unwrap();
         tokio::time::advance(SECOND).await;
-        assert!(store.get_mut(b"k", Instant::now()).is_some());
+        assert!(store.get_mut(b"k", clock.now()).is_some());
         assert!(store.evict_one(), "rate-limit state is evictable");
-        assert_eq!(store.len(Instant::now()), 0);
+        assert_eq!(store.len(clock.now()), 0);
     }
 }

@@ -7,9 +7,7 @@
 //! the epoch (the floor): a counter that was lost starts again above every token handed out
 //! before it.
 
-use tokio::time::Instant;
-
-use crate::backend::memory::clock::Clock;
+use crate::backend::memory::clock::{Clock, Moment};
 use crate::backend::memory::{Store, Value};
 use crate::error::{Error, Result};
 
@@ -33,7 +31,7 @@ pub(crate) fn token_from_digits(digits: &[u8], script: &str) -> Result<u64> {
 pub(crate) fn read(
     store: &mut Store,
     key: &[u8],
-    now: Instant,
+    now: Moment,
     user_key: &[u8],
 ) -> Result<Option<i64>> {
     let Some(entry) = store.get_mut(key, now) else {
@@ -51,7 +49,7 @@ pub(crate) fn read(
 }
 
 /// The next token after `counter` (below `i64::MAX`, or `None` when absent) at `now`.
-pub(crate) fn next(counter: Option<i64>, clock: Clock, now: Instant) -> i64 {
+pub(crate) fn next(counter: Option<i64>, clock: Clock, now: Moment) -> i64 {
     let floor = i64::try_from(clock.since_epoch(now).as_micros()).unwrap_or(i64::MAX);
     counter.map_or(floor, |counter| (counter + 1).max(floor))
 }

@@ -90,7 +90,9 @@ impl FixedWindow {
     ///
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when
     /// `limit` is 0 or above `i64::MAX` (Redis integers), or `window` is shorter than one
-    /// millisecond. Sub-millisecond parts of `window` are dropped.
+    /// millisecond. Sub-millisecond parts of `window` are dropped. On the memory backend, a
+    /// window that would end more than some 584,000 years after the backend was made is
+    /// refused when it would start, with the same error kind.
     pub fn new(
         coordination: &Coordination,
         name: impl Into<String>,

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use tokio::time::Instant;
+use crate::backend::memory::clock::Moment;
 
 use super::{
     CampaignReply, CampaignStep, ElectionKeys, LeaderStep, Leading, ProclaimStep, ResignStep,
@@ -16,11 +16,11 @@ use crate::backend::steps::{MemoryStep, fencing_counter};
 use crate::error::{Error, Result};
 
 /// A leader: its candidate, term and value, and its lease's deadline.
-type Current = (String, u64, Vec<u8>, Instant);
+type Current = (String, u64, Vec<u8>, Moment);
 
 /// One election, with the space's leases.
 struct Election {
-    leases: HashMap<String, Instant>,
+    leases: HashMap<String, Moment>,
     /// By arrival (ms since the epoch), then by candidate, as the sorted set orders them.
     candidates: Vec<(u64, String, Vec<u8>)>,
     leader: Option<(String, u64, Vec<u8>)>,
@@ -28,13 +28,13 @@ struct Election {
 
 impl Election {
     /// The deadline of candidate `id`'s lease, when live.
-    fn live(&self, id: &str, now: Instant) -> Option<Instant> {
+    fn live(&self, id: &str, now: Moment) -> Option<Moment> {
         let lease = id.get(..32).unwrap_or(id);
         self.leases.get(lease).copied().filter(|at| *at > now)
     }
 
     /// The leader while its lease lives (and it is not `gone`).
-    fn current(&self, now: Instant, gone: Option<&str>) -> Option<Current> {
+    fn current(&self, now: Moment, gone: Option<&str>) -> Option<Current> {
         let (id, term, value) = self.leader.as_ref()?;
         if Some(id.as_str()) == gone {
             return None;
@@ -49,7 +49,7 @@ impl Election {
 fn with_election<R>(
     memory: &MemoryBackend,
     keys: ElectionKeys<'_>,
-    step: impl FnOnce(&mut Election, &mut Store, Instant) -> Result<R>,
+    step: impl FnOnce(&mut Election, &mut Store, Moment) -> Result<R>,
 ) -> Result<R> {
     let leases_key = memory.physical_key(keys.leases);
     let election_key = memory.physical_key(keys.candidates);
@@ -97,7 +97,7 @@ fn resolve(
     store: &mut Store,
     memory: &MemoryBackend,
     keys: ElectionKeys<'_>,
-    now: Instant,
+    now: Moment,
     gone: Option<&str>,
 ) -> Result<Option<Current>> {
     if let Some(leader) = election.current(now, gone) {
@@ -137,7 +137,7 @@ fn resolve(
     Ok(Some((id, term, value, at)))
 }
 
-fn leading(leader: Option<Current>, id: Option<&str>, now: Instant) -> Leading {
+fn leading(leader: Option<Current>, id: Option<&str>, now: Moment) -> Leading {
     match leader {
         None => Leading::Nobody,
         Some((leader, term, value, at)) => {

@@ -2,9 +2,8 @@
 //! scripts: a [`Value::LeaseOwner`] entry whose expiry is the lease's, and a [`Value::Int`]
 //! counter without expiry.
 
-use tokio::time::Instant;
-
 use crate::backend::ensure_same_slot;
+use crate::backend::memory::clock::Moment;
 use crate::backend::memory::clock::{self, millis_until};
 use crate::backend::memory::{MemoryBackend, Store, Value};
 use crate::backend::steps::fenced_lock::{
@@ -17,7 +16,7 @@ use crate::error::{Error, Result};
 /// What a lease key holds.
 enum Lease<'a> {
     None,
-    Owner(&'a str, Option<Instant>),
+    Owner(&'a str, Option<Moment>),
 }
 
 /// Takes the lease and the next fencing token if no lease exists.
@@ -123,7 +122,7 @@ impl MemoryStep for LeaseReleaseStep<'_> {
 }
 
 /// The lease stored at `key`; corrupt state when the key holds something else.
-fn lease<'a>(store: &'a mut Store, key: &[u8], now: Instant, user_key: &[u8]) -> Result<Lease<'a>> {
+fn lease<'a>(store: &'a mut Store, key: &[u8], now: Moment, user_key: &[u8]) -> Result<Lease<'a>> {
     match store.get_mut(key, now) {
         None => Ok(Lease::None),
         Some(entry) => {
@@ -139,7 +138,7 @@ fn lease<'a>(store: &'a mut Store, key: &[u8], now: Instant, user_key: &[u8]) ->
     }
 }
 
-fn is_owner(store: &mut Store, key: &[u8], now: Instant, step: LeaseStep<'_>) -> Result<bool> {
+fn is_owner(store: &mut Store, key: &[u8], now: Moment, step: LeaseStep<'_>) -> Result<bool> {
     Ok(matches!(
         lease(store, key, now, step.lease_key)?,
         Lease::Owner(owner, _) if owner == step.token
@@ -208,7 +207,7 @@ mod tests {
         );
     }
 
-    fn stored(backend: &MemoryBackend, key: &[u8]) -> Option<(Value, Option<Instant>)> {
+    fn stored(backend: &MemoryBackend, key: &[u8]) -> Option<(Value, Option<Moment>)> {
         backend.step(|store, now| {
             store
                 .get_mut(&backend.physical_key(key), now)
@@ -308,7 +307,7 @@ mod tests {
         for (value, expiry, reason) in [
             (Value::Int(-1), None, "negative"),
             (Value::Int(5), minute, "expiry"),
-            (Value::Tat(Instant::now()), None, "another primitive"),
+            (Value::Tat(backend.clock().now()), None, "another primitive"),
         ] {
             put(&backend, COUNTER, value.clone(), expiry);
             let before = stored(&backend, COUNTER);
@@ -388,7 +387,10 @@ mod tests {
                 .expect("renew")
         );
         let expires_at = stored(&backend, LEASE).and_then(|(_, at)| at);
-        assert_eq!(expires_at, Some(Instant::now() + Duration::from_secs(5)));
+        assert_eq!(
+            expires_at,
+            Some(backend.clock().now() + Duration::from_secs(5))
+        );
         assert!(backend.run(LeaseVerifyStep(owner)).expect("verify"));
 
         tokio::time::advance(Duration::from_secs(5)).await;

@@ -2,8 +2,7 @@
 
 use std::time::Duration;
 
-use tokio::time::Instant;
-
+use crate::backend::memory::clock::Moment;
 use crate::backend::memory::clock::{after, millis_until};
 use crate::backend::memory::{Entry, MemoryBackend, Value};
 use crate::backend::steps::MemoryStep;
@@ -32,8 +31,12 @@ impl MemoryStep for FixedWindowStep<'_> {
                 });
             }
             let count = count + step.permits;
-            let deadline =
-                expires_at.unwrap_or_else(|| now + Duration::from_millis(step.window_ms));
+            // A window beyond the clock's range (some 584,000 years) is refused, as a
+            // reservation's is.
+            let deadline = match expires_at {
+                Some(deadline) => deadline,
+                None => after(now, step.window_ms, "a fixed window")?,
+            };
             let value = Value::Int(i64::try_from(count).unwrap_or(i64::MAX));
             // In place when the window exists (its expiry does not move): one lookup of the
             // key per step.
@@ -52,7 +55,7 @@ impl MemoryStep for FixedWindowStep<'_> {
 
 /// The count and expiry of a fixed-window counter (its live entry, if any), or the
 /// corrupt-state error naming `user_key`.
-fn counter(entry: Option<&Entry>, user_key: &[u8]) -> Result<(u64, Option<Instant>)> {
+fn counter(entry: Option<&Entry>, user_key: &[u8]) -> Result<(u64, Option<Moment>)> {
     match entry {
         None => Ok((0, None)),
         Some(entry) => match entry.value {
@@ -168,8 +171,9 @@ impl MemoryStep for FixedWindowReturnStep<'_> {
     }
 }
 
-/// What names a window: its end in nanoseconds on the backend's clock, so that a counter
-/// evicted and started again is another window, however soon.
+/// What names a window: its end in nanoseconds on the backend's clock (whole microseconds
+/// of it, as the clock counts), so that a counter evicted and started again a microsecond or
+/// more later is another window.
 fn window_name(since_epoch: Duration) -> u64 {
     u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX)
 }

@@ -4,8 +4,7 @@
 
 use std::collections::HashMap;
 
-use tokio::time::Instant;
-
+use crate::backend::memory::clock::Moment;
 use crate::backend::memory::clock::{self, millis_until};
 use crate::backend::memory::{MemoryBackend, Value};
 use crate::backend::steps::MemoryStep;
@@ -16,7 +15,7 @@ use crate::backend::steps::hash_lease::{
 use crate::error::Result;
 
 /// The live fields of one hash: each one's owner token and deadline.
-type Fields = HashMap<Vec<u8>, (String, Instant)>;
+type Fields = HashMap<Vec<u8>, (String, Moment)>;
 
 /// Takes the field if no live lease holds it.
 impl MemoryStep for FieldAcquireStep<'_> {
@@ -90,7 +89,7 @@ impl MemoryStep for FieldReleaseStep<'_> {
 fn with_fields<R>(
     memory: &MemoryBackend,
     user_key: &[u8],
-    step: impl FnOnce(&mut Fields, Instant) -> Result<R>,
+    step: impl FnOnce(&mut Fields, Moment) -> Result<R>,
 ) -> Result<R> {
     let key = memory.physical_key(user_key);
     memory.step(|store, now| {

@@ -5,8 +5,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
+use crate::backend::memory::clock::Moment;
 use crate::backend::memory::{MemoryBackend, Store, Value, clock, other_state};
 use crate::backend::steps::MemoryStep;
 use crate::backend::steps::latch::{
@@ -154,7 +153,7 @@ fn latch<'a>(
     store: &'a mut Store,
     keys: &Physical,
     user: LatchKeys<'_>,
-    now: Instant,
+    now: Moment,
 ) -> Result<Option<&'a mut Value>> {
     match store
         .get_mut(&keys.latch, now)
@@ -172,7 +171,7 @@ fn completions<'a>(
     store: &'a mut Store,
     keys: &Physical,
     user: LatchKeys<'_>,
-    now: Instant,
+    now: Moment,
 ) -> Result<Option<&'a Completions>> {
     match store
         .get_mut(&keys.completions, now)
@@ -184,7 +183,7 @@ fn completions<'a>(
     }
 }
 
-type Completions = VecDeque<(String, Option<String>, Instant)>;
+type Completions = VecDeque<(String, Option<String>, Moment)>;
 
 /// Whether `generation` completed: `Some` with the id of the count-down that completed it
 /// (`None` when it started complete).
@@ -203,7 +202,7 @@ fn record_completion(
     user: LatchKeys<'_>,
     generation: &str,
     by: Option<&str>,
-    now: Instant,
+    now: Moment,
 ) -> Result<()> {
     let kept_for = Duration::from_millis(COMPLETIONS_KEPT_FOR_MS);
     let expires_at = Some(now + kept_for);
@@ -217,7 +216,7 @@ fn record_completion(
             while done.len() as u64 > COMPLETIONS_KEPT
                 || done
                     .front()
-                    .is_some_and(|(_, _, at)| now.duration_since(*at) > kept_for)
+                    .is_some_and(|(_, _, at)| now.saturating_duration_since(*at) > kept_for)
             {
                 done.pop_front();
             }

@@ -5,8 +5,7 @@
 
 use std::collections::HashMap;
 
-use tokio::time::Instant;
-
+use crate::backend::memory::clock::Moment;
 use crate::backend::memory::clock::{self, millis_until};
 use crate::backend::memory::{MemoryBackend, Store, Value};
 use crate::backend::steps::rw_lease::{
@@ -17,7 +16,7 @@ use crate::backend::steps::{MemoryStep, fencing_counter};
 use crate::error::{Error, Result};
 
 /// The members of one lease set and their deadlines.
-type Members = HashMap<String, Instant>;
+type Members = HashMap<String, Moment>;
 
 /// Takes a read or a write lease if the set lets it in; a write lease with the next fencing
 /// token from the counter, validated first.
@@ -149,13 +148,13 @@ struct Waiting<'a> {
     /// How long its record lasts.
     ms: u64,
     /// Its record's deadline if written now.
-    until: Instant,
-    now: Instant,
+    until: Moment,
+    now: Moment,
 }
 
 impl Waiting<'_> {
     /// The deadline of its record of the kind `prefix` names, if it has one.
-    fn recorded(&self, members: &Members, prefix: &str) -> Option<Instant> {
+    fn recorded(&self, members: &Members, prefix: &str) -> Option<Moment> {
         members.get(&format!("{prefix}{}", self.waiter)).copied()
     }
 
@@ -179,7 +178,7 @@ impl Waiting<'_> {
 }
 
 /// The latest deadline among the members of the kind `prefix` names.
-fn latest(members: &Members, prefix: &str) -> Option<Instant> {
+fn latest(members: &Members, prefix: &str) -> Option<Moment> {
     members
         .iter()
         .filter(|(member, _)| member.starts_with(prefix))
@@ -188,7 +187,7 @@ fn latest(members: &Members, prefix: &str) -> Option<Instant> {
 }
 
 /// Refused until `until`, as far as expiries alone go.
-fn busy(until: Instant, now: Instant) -> RwAcquireReply {
+fn busy(until: Moment, now: Moment) -> RwAcquireReply {
     RwAcquireReply::Busy {
         retry_after_ms: millis_until(until, now),
     }
@@ -265,7 +264,7 @@ impl MemoryStep for RwDowngradeStep<'_> {
 fn with_members<R>(
     memory: &MemoryBackend,
     user_key: &[u8],
-    step: impl FnOnce(&mut Members, &mut Store, Instant) -> Result<R>,
+    step: impl FnOnce(&mut Members, &mut Store, Moment) -> Result<R>,
 ) -> Result<R> {
     let key = memory.physical_key(user_key);
     memory.step(|store, now| {
@@ -293,7 +292,7 @@ fn with_members<R>(
 }
 
 /// The token's live holder entry, write or read, and its deadline.
-fn holder(members: &Members, token: &str) -> Option<(String, Instant)> {
+fn holder(members: &Members, token: &str) -> Option<(String, Moment)> {
     ["w:", "r:"].into_iter().find_map(|kind| {
         let member = format!("{kind}{token}");
         members.get(&member).map(|&deadline| (member, deadline))

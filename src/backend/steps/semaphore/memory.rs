@@ -3,9 +3,8 @@
 
 use std::collections::HashMap;
 
-use tokio::time::Instant;
-
 use crate::backend::ensure_same_slot;
+use crate::backend::memory::clock::Moment;
 use crate::backend::memory::clock::{self, millis_until};
 use crate::backend::memory::{MemoryBackend, Store, Value};
 use crate::backend::steps::MemoryStep;
@@ -17,7 +16,7 @@ use crate::backend::steps::semaphore::{
 };
 use crate::error::Result;
 
-type Holders = HashMap<String, Option<Instant>>;
+type Holders = HashMap<String, Option<Moment>>;
 
 /// Acquires a permit in every set of the step, or in none.
 impl MemoryStep for SemaphoreAcquireStep<'_> {
@@ -177,14 +176,14 @@ fn physical_keys(memory: &MemoryBackend, keys: &[Vec<u8>]) -> Result<Vec<Vec<u8>
 }
 
 /// When a permit given `expiry_ms` now expires; `None` for no expiry.
-fn deadline(now: Instant, expiry_ms: Option<u64>) -> Result<Option<Instant>> {
+fn deadline(now: Moment, expiry_ms: Option<u64>) -> Result<Option<Moment>> {
     let Some(ms) = expiry_ms else {
         return Ok(None);
     };
     clock::after(now, ms, "a permit expiry").map(Some)
 }
 
-fn is_live(deadline: Option<Instant>, now: Instant) -> bool {
+fn is_live(deadline: Option<Moment>, now: Moment) -> bool {
     deadline.is_none_or(|deadline| deadline > now)
 }
 
@@ -194,7 +193,7 @@ fn check_all(
     store: &mut Store,
     keys: &[Vec<u8>],
     user_keys: &[Vec<u8>],
-    now: Instant,
+    now: Moment,
 ) -> Result<()> {
     for (key, user_key) in keys.iter().zip(user_keys) {
         match store.get_mut(key, now).map(|entry| &entry.value) {
@@ -209,7 +208,7 @@ fn check_all(
 /// then makes the key's life follow its permits: deleted without any, kept while one has no
 /// expiry, else expiring with the latest. `None` when the key holds no set.
 /// Whether `token` holds a live permit in every set, after pruning.
-fn holds_everywhere(store: &mut Store, keys: &[Vec<u8>], token: &str, now: Instant) -> bool {
+fn holds_everywhere(store: &mut Store, keys: &[Vec<u8>], token: &str, now: Moment) -> bool {
     keys.iter()
         .all(|key| update(store, key, now, |_, holders| holders.contains_key(token)) == Some(true))
 }
@@ -217,7 +216,7 @@ fn holds_everywhere(store: &mut Store, keys: &[Vec<u8>], token: &str, now: Insta
 fn update<R>(
     store: &mut Store,
     key: &[u8],
-    now: Instant,
+    now: Moment,
     f: impl FnOnce(&mut u32, &mut Holders) -> R,
 ) -> Option<R> {
     let entry = store.get_mut(key, now)?;
@@ -239,12 +238,12 @@ fn update<R>(
 
 /// For a set that `capacity` leaves full: ms until expiries alone free a slot, `None` when
 /// that takes a permit that never expires. `None` too for a set with room.
-fn frees_in(holders: &Holders, capacity: u32, now: Instant) -> Option<u64> {
+fn frees_in(holders: &Holders, capacity: u32, now: Moment) -> Option<u64> {
     let capacity = capacity as usize;
     if holders.len() < capacity {
         return None;
     }
-    let mut deadlines: Vec<Instant> = holders.values().filter_map(|d| *d).collect();
+    let mut deadlines: Vec<Moment> = holders.values().filter_map(|d| *d).collect();
     deadlines.sort_unstable();
     // The (live - capacity + 1)-th earliest expiry frees the first slot.
     deadlines

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use tokio::time::Instant;
+use crate::backend::memory::clock::Moment;
 
 use super::{
     LeaseState, SessionDeleteStep, SessionGetStep, SessionGrantReply, SessionGrantStep,
@@ -19,12 +19,12 @@ use crate::error::Result;
 /// One space: the leases by id, the attached names.
 #[derive(Default)]
 struct Space {
-    leases: HashMap<String, Instant>,
+    leases: HashMap<String, Moment>,
     entries: HashMap<Vec<u8>, (String, Vec<u8>)>,
 }
 
 impl Space {
-    fn live(&self, id: &str, now: Instant) -> Option<Instant> {
+    fn live(&self, id: &str, now: Moment) -> Option<Moment> {
         self.leases.get(id).copied().filter(|at| *at > now)
     }
 
@@ -42,7 +42,7 @@ impl Space {
 fn with_space<R>(
     memory: &MemoryBackend,
     keys: SpaceKeys<'_>,
-    step: impl FnOnce(&mut Space, Instant) -> Result<R>,
+    step: impl FnOnce(&mut Space, Moment) -> Result<R>,
 ) -> Result<R> {
     let key = memory.physical_key(keys.leases);
     memory.step(|store, now| {
@@ -176,7 +176,7 @@ impl MemoryStep for SessionGetStep<'_> {
 impl MemoryStep for SessionListStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         with_space(memory, self.space, |space, _| {
-            let mut live: Vec<(Instant, &Vec<u8>, &Vec<u8>)> = space
+            let mut live: Vec<(Moment, &Vec<u8>, &Vec<u8>)> = space
                 .entries
                 .iter()
                 .filter_map(|(name, (owner, value))| {

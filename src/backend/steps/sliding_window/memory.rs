@@ -3,8 +3,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
+use crate::backend::memory::clock::Moment;
 use crate::backend::memory::clock::millis_until;
 use crate::backend::memory::{MemoryBackend, Value};
 use crate::backend::steps::MemoryStep;
@@ -20,7 +19,7 @@ impl MemoryStep for SlidingWindowStep<'_> {
         let clock = memory.clock();
         memory.step(|store, now| {
             let window = Duration::from_millis(step.window_ms);
-            let live = |end: Instant| end + window > now;
+            let live = |end: Moment| end + window > now;
             let segments = match store.get_mut(&key, now) {
                 None => None,
                 Some(entry) => match &mut entry.value {

@@ -2,8 +2,7 @@
 
 use std::time::Duration;
 
-use tokio::time::Instant;
-
+use crate::backend::memory::clock::Moment;
 use crate::backend::memory::clock::millis_until;
 use crate::backend::memory::{MemoryBackend, Value};
 use crate::backend::steps::MemoryStep;
@@ -29,7 +28,7 @@ impl MemoryStep for StackedWindowStep<'_> {
                 },
             };
             // Each policy's window under way, if any: (count, end).
-            let live: Vec<(u64, Option<Instant>)> = (0..step.windows.len())
+            let live: Vec<(u64, Option<Moment>)> = (0..step.windows.len())
                 .map(
                     |index| match stored.and_then(|windows| windows.get(index)) {
                         Some(&(count, end)) if end > now => (count, Some(end)),
@@ -135,7 +134,7 @@ mod tests {
         });
         assert_eq!(
             expires,
-            Some(Instant::now() + Duration::from_secs(60)),
+            Some(backend.clock().now() + Duration::from_secs(60)),
             "the longest window"
         );
     }
