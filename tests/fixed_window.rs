@@ -329,6 +329,24 @@ async fn invalid_configuration_is_rejected_at_construction() {
     assert!(err.to_string().contains("292 million years"), "{err}");
 }
 
+/// The memory backend's clock counts microseconds in 64 bits: its longest window is
+/// refused beyond 2^52 ms at construction, and the longest one it takes is counted.
+#[tokio::test(start_paused = true)]
+async fn the_memory_backends_longest_window_is_bounded_at_construction() {
+    let coordination = Coordination::memory();
+    let longest = Duration::from_millis(1 << 52);
+    let err = FixedWindow::new(&coordination, "api", 1, longest + Duration::from_millis(1))
+        .expect_err("too long for the memory backend");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("142,000 years"), "{err}");
+    let limiter = FixedWindow::new(&coordination, "api", 1, longest).expect("valid");
+    let granted = limiter.try_acquire(b"k", 1).await.expect("acquire");
+    assert!(granted.is_granted());
+    assert_eq!(granted.reset_after(), longest);
+    let rejected = limiter.try_acquire(b"k", 1).await.expect("acquire");
+    assert_eq!(rejected.retry_after(), Some(longest));
+}
+
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test]

@@ -7,8 +7,8 @@
 //! Time comes from a monotonic clock built on tokio's `Instant`, counted in whole
 //! microseconds (as the Lua scripts count the server's), so tests can call
 //! `tokio::time::pause()` and `advance()` to move windows and leases forward instantly.
-//! Deadlines reach some 584,000 years past the backend's creation: a fixed window longer
-//! than that is refused when it would start.
+//! Deadlines reach some 584,000 years past the backend's creation, so a fixed window on it
+//! lasts at most 2^52 ms (about 142,000 years).
 //! The number of live keys is bounded ([`DEFAULT_MAX_KEYS`]); expired keys are reclaimed as
 //! time passes. When the bound is reached, rate-limit state (windows, buckets) is evicted,
 //! the entry nearest its expiry first: a client whose state is forgotten may be admitted

@@ -1,8 +1,10 @@
 //! A bounded map of keys with expiry, reclaimed as time passes.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
-use std::sync::Arc;
+use std::collections::BinaryHeap;
+use std::hash::{BuildHasher, RandomState};
+
+use hashbrown::HashTable;
 
 use crate::backend::memory::clock::Moment;
 use crate::error::{Error, ErrorKind, Result};
@@ -158,6 +160,11 @@ impl Entry {
 
 /// Keys with optional expiry, holding at most `max_keys` live keys.
 ///
+/// Each key is stored once, in its slot of the table; a deadline in a heap names its entry
+/// by the key's hash and the entry's schedule, which no other entry shares. A key so costs
+/// one allocation of its bytes alone, where a key shared by its entry and its deadlines
+/// would carry a reference count too, and a deadline costs 24 bytes.
+///
 /// Expired entries are invisible at once and reclaimed through min-heaps of deadlines on
 /// every access, so reclaiming costs O(log n) per expired key and a stream of new,
 /// short-lived keys cannot grow the map past its bound. An entry's deadline is in one heap
@@ -175,7 +182,10 @@ impl Entry {
 /// store is full of held things.
 #[derive(Debug)]
 pub(crate) struct Store {
-    entries: HashMap<Key, Entry>,
+    entries: HashTable<Slot>,
+    /// The keys' hashes, keyed at random per store (SipHash, as std's maps): a client
+    /// cannot choose keys that collide.
+    hasher: RandomState,
     /// The deadlines of the entries that are not evictable (what is held), the nearest first
     /// (superseded ones skipped).
     held: Deadlines,
@@ -189,12 +199,19 @@ pub(crate) struct Store {
     evictions: u64,
 }
 
-/// A stored key, shared by its entry and its places in the heaps: one allocation per key,
-/// however often it is scheduled.
-type Key = Arc<[u8]>;
+/// A key and its entry, in the table.
+#[derive(Debug)]
+struct Slot {
+    key: Box<[u8]>,
+    entry: Entry,
+}
 
-/// A min-heap of deadlines: each with the schedule it stands for and its key.
-type Deadlines = BinaryHeap<Reverse<(Moment, Schedule, Key)>>;
+/// A key's hash in the store's table: with a schedule, it finds the one entry a deadline
+/// stands for.
+type KeyHash = u64;
+
+/// A min-heap of deadlines: each with the schedule it stands for and its key's hash.
+type Deadlines = BinaryHeap<Reverse<(Moment, Schedule, KeyHash)>>;
 
 /// The share of a store's keys that rate-limit state cannot take: a quarter, at least one
 /// key when the store has more than one.
@@ -209,7 +226,8 @@ fn held_reserve(max_keys: usize) -> usize {
 impl Store {
     pub(crate) fn new(max_keys: usize) -> Self {
         Store {
-            entries: HashMap::new(),
+            entries: HashTable::new(),
+            hasher: RandomState::new(),
             held: BinaryHeap::new(),
             evictable: BinaryHeap::new(),
             max_keys,
@@ -237,7 +255,19 @@ impl Store {
     /// The live entry for `key`, if any.
     pub(crate) fn get_mut(&mut self, key: &[u8], now: Moment) -> Option<&mut Entry> {
         self.reclaim(now);
-        self.entries.get_mut(key)
+        let hash = self.hash(key);
+        self.entry_mut(hash, key)
+    }
+
+    fn hash(&self, key: &[u8]) -> KeyHash {
+        self.hasher.hash_one(key)
+    }
+
+    /// The entry stored under `key`, whose hash is `hash`.
+    fn entry_mut(&mut self, hash: KeyHash, key: &[u8]) -> Option<&mut Entry> {
+        self.entries
+            .find_mut(hash, |slot| *slot.key == *key)
+            .map(|slot| &mut slot.entry)
     }
 
     /// Stores `value` under `key`, replacing any previous value and expiry.
@@ -250,12 +280,13 @@ impl Store {
     ) -> Result<()> {
         let evictable = value.is_evictable(expires_at);
         self.reclaim(now);
-        if let Some(entry) = self.entries.get_mut(key) {
+        let hash = self.hash(key);
+        if let Some(entry) = self.entry_mut(hash, key) {
             let keeps_schedule = entry.keeps_schedule(evictable, expires_at);
             entry.value = value;
             entry.expiry = Moment::encode(expires_at);
             if !keeps_schedule {
-                self.reschedule(key, expires_at, evictable);
+                self.reschedule(hash, key, expires_at, evictable);
             }
             return Ok(());
         }
@@ -264,44 +295,64 @@ impl Store {
         } else {
             self.ensure_room_for(1, now)?;
         }
-        let key: Key = Arc::from(key);
-        let schedule = self.schedule(&key, expires_at, evictable);
-        self.entries.insert(
-            key,
-            Entry {
+        let schedule = self.schedule(hash, expires_at, evictable);
+        let slot = Slot {
+            key: Box::from(key),
+            entry: Entry {
                 value,
                 expiry: Moment::encode(expires_at),
                 schedule,
             },
-        );
+        };
+        let hasher = &self.hasher;
+        self.entries
+            .insert_unique(hash, slot, |slot| hasher.hash_one(&*slot.key));
         // Only once the entry carries its schedule: a heap rebuilt before would leave its
         // new deadline out, and the entry would never be reclaimed nor evicted.
         self.compact_if_sparse();
         Ok(())
     }
 
-    /// Gives the existing entry at `key` a new schedule for `expires_at`.
-    fn reschedule(&mut self, key: &[u8], expires_at: Option<Moment>, evictable: bool) {
-        let Some(shared) = self
-            .entries
-            .get_key_value(key)
-            .map(|(key, _)| Arc::clone(key))
-        else {
-            return;
-        };
-        let schedule = self.schedule(&shared, expires_at, evictable);
-        if let Some(entry) = self.entries.get_mut(key) {
+    /// Gives the existing entry at `key` (whose hash is `hash`) a new schedule for
+    /// `expires_at`.
+    fn reschedule(
+        &mut self,
+        hash: KeyHash,
+        key: &[u8],
+        expires_at: Option<Moment>,
+        evictable: bool,
+    ) {
+        let schedule = self.schedule(hash, expires_at, evictable);
+        if let Some(entry) = self.entry_mut(hash, key) {
             entry.schedule = schedule;
         }
         self.compact_if_sparse();
     }
 
-    /// What the heap item `(deadline, schedule, key)` stands for now: `None` when its
+    /// The entry that the heap item `(_, schedule, hash)` stands for, if it still does: no
+    /// other entry has that schedule, and this one lost it if scheduled again since.
+    fn scheduled_entry(&self, hash: KeyHash, schedule: Schedule) -> Option<&Entry> {
+        self.entries
+            .find(hash, |slot| slot.entry.schedule == schedule)
+            .map(|slot| &slot.entry)
+    }
+
+    /// Removes the entry that the heap item `(_, schedule, hash)` stands for.
+    fn remove_scheduled(&mut self, hash: KeyHash, schedule: Schedule) {
+        if let Ok(found) = self
+            .entries
+            .find_entry(hash, |slot| slot.entry.schedule == schedule)
+        {
+            found.remove();
+        }
+    }
+
+    /// What the heap item `(deadline, schedule, hash)` stands for now: `None` when its
     /// schedule is superseded (the entry is gone, or scheduled again since); else the entry's
     /// expiry, when it moved past `deadline` (the item is then pushed again, at that expiry,
     /// by the caller), or `deadline` itself.
-    fn current(&self, deadline: Moment, schedule: Schedule, key: &[u8]) -> Option<Moment> {
-        let entry = self.entries.get(key).filter(|e| e.schedule == schedule)?;
+    fn current(&self, deadline: Moment, schedule: Schedule, hash: KeyHash) -> Option<Moment> {
+        let entry = self.scheduled_entry(hash, schedule)?;
         Some(entry.expires_at().map_or(deadline, |at| at.max(deadline)))
     }
 
@@ -340,13 +391,13 @@ impl Store {
 
     /// Evicts the rate-limit entry nearest its expiry; `false` when there is none.
     fn evict_one(&mut self) -> bool {
-        while let Some(Reverse((deadline, schedule, key))) = self.evictable.pop() {
-            match self.current(deadline, schedule, &key) {
+        while let Some(Reverse((deadline, schedule, hash))) = self.evictable.pop() {
+            match self.current(deadline, schedule, hash) {
                 None => continue,
                 // Its expiry moved on: it goes back in its place, which its schedule now
                 // stands at.
                 Some(at) if at > deadline => {
-                    self.push_deadline(at, schedule, key);
+                    self.push_deadline(at, schedule, hash);
                     continue;
                 }
                 Some(_) => {}
@@ -355,12 +406,11 @@ impl Store {
             // `set_expiry` or `replace_in_schedule`, which schedule it again in the heap
             // that fits: what is held never stands in this one.
             debug_assert!(
-                self.entries
-                    .get(&key)
+                self.scheduled_entry(hash, schedule)
                     .is_some_and(|entry| entry.value.is_evictable(entry.expires_at())),
                 "an entry in the evictable heap holds what is held"
             );
-            self.entries.remove(&key);
+            self.remove_scheduled(hash, schedule);
             self.evictions += 1;
             tracing::debug!(
                 evictions = self.evictions,
@@ -389,7 +439,10 @@ impl Store {
 
     /// Deletes a key; its scheduled expiry is then ignored.
     pub(crate) fn remove(&mut self, key: &[u8]) {
-        self.entries.remove(key);
+        let hash = self.hash(key);
+        if let Ok(found) = self.entries.find_entry(hash, |slot| *slot.key == *key) {
+            found.remove();
+        }
     }
 
     /// Changes the expiry of a live key; returns whether the key existed.
@@ -400,7 +453,8 @@ impl Store {
         now: Moment,
     ) -> bool {
         self.reclaim(now);
-        let Some(entry) = self.entries.get_mut(key) else {
+        let hash = self.hash(key);
+        let Some(entry) = self.entry_mut(hash, key) else {
             return false;
         };
         let evictable = entry.value.is_evictable(expires_at);
@@ -409,17 +463,17 @@ impl Store {
         let keeps_schedule = entry.keeps_schedule(evictable, expires_at);
         entry.expiry = Moment::encode(expires_at);
         if !keeps_schedule {
-            self.reschedule(key, expires_at, evictable);
+            self.reschedule(hash, key, expires_at, evictable);
         }
         true
     }
 
-    fn schedule(&mut self, key: &Key, expires_at: Option<Moment>, evictable: bool) -> Schedule {
+    fn schedule(&mut self, hash: KeyHash, expires_at: Option<Moment>, evictable: bool) -> Schedule {
         self.next_schedule += 2;
         let schedule = Schedule(self.next_schedule | u64::from(evictable));
         if let Some(deadline) = expires_at {
             self.heap_mut(evictable)
-                .push(Reverse((deadline, schedule, Arc::clone(key))));
+                .push(Reverse((deadline, schedule, hash)));
         }
         schedule
     }
@@ -452,16 +506,13 @@ impl Store {
     /// deadlines of keys renewed or deleted since; those are dropped from its top on the way,
     /// so a full store refusing request after request does not scan its keys each time.
     fn first_deadline_in(&mut self, evictable: bool) -> Option<Moment> {
-        while let Some(Reverse((deadline, schedule, key))) = self.heap(evictable).peek() {
-            let (deadline, schedule) = (*deadline, *schedule);
-            match self.current(deadline, schedule, key) {
+        while let Some(&Reverse((deadline, schedule, hash))) = self.heap(evictable).peek() {
+            match self.current(deadline, schedule, hash) {
                 Some(at) if at == deadline => return Some(deadline),
                 current => {
-                    let Some(Reverse((_, _, key))) = self.heap_mut(evictable).pop() else {
-                        break;
-                    };
+                    self.heap_mut(evictable).pop();
                     if let Some(at) = current {
-                        self.push_deadline(at, schedule, key);
+                        self.push_deadline(at, schedule, hash);
                     }
                 }
             }
@@ -470,9 +521,9 @@ impl Store {
     }
 
     /// Puts an entry's schedule back in its heap at `at`, its expiry now.
-    fn push_deadline(&mut self, at: Moment, schedule: Schedule, key: Key) {
+    fn push_deadline(&mut self, at: Moment, schedule: Schedule, hash: KeyHash) {
         self.heap_mut(schedule.is_evictable())
-            .push(Reverse((at, schedule, key)));
+            .push(Reverse((at, schedule, hash)));
     }
 
     /// Removes every entry whose deadline has passed.
@@ -487,16 +538,14 @@ impl Store {
             if *deadline > now {
                 break;
             }
-            let Some(Reverse((deadline, schedule, key))) = self.heap_mut(evictable).pop() else {
+            let Some(Reverse((deadline, schedule, hash))) = self.heap_mut(evictable).pop() else {
                 break;
             };
-            match self.current(deadline, schedule, &key) {
+            match self.current(deadline, schedule, hash) {
                 None => {}
                 // Renewed since it was scheduled: scheduled again, at its expiry.
-                Some(at) if at > now => self.push_deadline(at, schedule, key),
-                Some(_) => {
-                    self.entries.remove(&key);
-                }
+                Some(at) if at > now => self.push_deadline(at, schedule, hash),
+                Some(_) => self.remove_scheduled(hash, schedule),
             }
         }
     }
@@ -515,9 +564,9 @@ impl Store {
             // Both at once, in one pass over the entries: each at its expiry, in the heap
             // its schedule names.
             let (mut held, mut evictable) = (Vec::new(), Vec::new());
-            for (key, entry) in &self.entries {
+            for Slot { key, entry } in &self.entries {
                 if let Some(deadline) = entry.expires_at() {
-                    let item = Reverse((deadline, entry.schedule, Arc::clone(key)));
+                    let item = Reverse((deadline, entry.schedule, self.hash(key)));
                     if entry.schedule.is_evictable() {
                         evictable.push(item);
                     } else {
@@ -547,10 +596,10 @@ mod tests {
     }
 
     #[test]
-    fn a_deadline_in_a_heap_stays_within_four_words() {
+    fn a_deadline_in_a_heap_stays_within_three_words() {
         // Every key with an expiry has one.
-        let size = size_of::<Reverse<(Moment, Schedule, Key)>>();
-        assert!(size <= 32, "{size} bytes");
+        let size = size_of::<Reverse<(Moment, Schedule, KeyHash)>>();
+        assert!(size <= 24, "{size} bytes");
     }
 
     #[test]

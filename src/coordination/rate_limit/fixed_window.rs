@@ -14,6 +14,11 @@ use crate::backend::steps::fixed_window::{
 };
 use crate::error::{Error, Result};
 
+/// The longest fixed window on the memory backend, 2^52 ms (about 142,000 years): its clock
+/// counts microseconds in 64 bits (some 584,000 years), and a window's end must stay within
+/// it however long the backend runs.
+const MAX_MEMORY_WINDOW_MS: u64 = 1 << 52;
+
 /// At most `limit` permits per `window` for each client key, counted from the first request
 /// of the window.
 ///
@@ -90,9 +95,9 @@ impl FixedWindow {
     ///
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when
     /// `limit` is 0 or above `i64::MAX` (Redis integers), or `window` is shorter than one
-    /// millisecond. Sub-millisecond parts of `window` are dropped. On the memory backend, a
-    /// window that would end more than some 584,000 years after the backend was made is
-    /// refused when it would start, with the same error kind.
+    /// millisecond, or longer than 2^63 - 1 ms (2^52 ms, about 142,000 years, on the memory
+    /// backend, whose clock counts microseconds). Sub-millisecond parts of `window` are
+    /// dropped.
     pub fn new(
         coordination: &Coordination,
         name: impl Into<String>,
@@ -111,6 +116,12 @@ impl FixedWindow {
             return Err(Error::invalid_argument(format!(
                 "a fixed window must last between 1 ms and 2^63 - 1 ms (about 292 million \
                  years), not {window:?}"
+            )));
+        }
+        if coordination.backend().as_memory().is_some() && window_ms > MAX_MEMORY_WINDOW_MS {
+            return Err(Error::invalid_argument(format!(
+                "on the memory backend, a fixed window must last at most 2^52 ms (about \
+                 142,000 years), not {window:?}"
             )));
         }
         Ok(FixedWindow {

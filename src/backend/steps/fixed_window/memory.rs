@@ -31,8 +31,7 @@ impl MemoryStep for FixedWindowStep<'_> {
                 });
             }
             let count = count + step.permits;
-            // A window beyond the clock's range (some 584,000 years) is refused, as a
-            // reservation's is.
+            // Within the clock's range: `FixedWindow` bounds the window on this backend.
             let deadline = match expires_at {
                 Some(deadline) => deadline,
                 None => after(now, step.window_ms, "a fixed window")?,
