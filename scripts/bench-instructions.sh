@@ -45,7 +45,7 @@ STEP_SECONDS="${STEP_SECONDS:-3}"
 REDIS_SERVER="${LEASEHOLD_REDIS7_SERVER:-/usr/bin/redis-server}"
 ALL_MODES=(bare governor-allowed governor-headers-allowed governor-rejected memory-allowed
     memory-rejected floor fixed-window floor-sliding sliding-window floor-token token-bucket
-    floor-gcra gcra peer-gcra deny hot-key)
+    floor-gcra gcra peer-gcra floor-stacked stacked deny hot-key)
 read -ra MODES <<<"${MODES:-${ALL_MODES[*]}}"
 
 work="$(mktemp -d /tmp/leasehold-instructions.XXXXXX)"
@@ -294,6 +294,8 @@ label() {
         floor-gcra) echo "floor: GCRA" ;;
         gcra) echo "Redis GCRA layer" ;;
         peer-gcra) echo "tower-rate-limiter's Redis GCRA" ;;
+        floor-stacked) echo "floor: two stacked fixed windows" ;;
+        stacked) echo "Redis stacked layer (two fixed windows)" ;;
         deny) echo "deny cache: flood of one exhausted key (429s)" ;;
         hot-key) echo "hot-key tier: one hot key, batches of 1000" ;;
     esac
@@ -328,7 +330,8 @@ if ran fixed-window floor; then
     target "Redis fixed window: Redis / the floor's Redis" \
         "${redis[fixed-window]}" "${redis[floor]}" 1.0
 fi
-for pair in sliding-window:floor-sliding token-bucket:floor-token gcra:floor-gcra; do
+for pair in sliding-window:floor-sliding token-bucket:floor-token gcra:floor-gcra \
+    stacked:floor-stacked; do
     if ran "${pair%%:*}" "${pair##*:}"; then
         target "$(label "${pair%%:*}"): process + Redis / its floor's" \
             "${sum[${pair%%:*}]}" "${sum[${pair##*:}]}" 1.05

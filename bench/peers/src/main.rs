@@ -8,10 +8,11 @@
 //! | `governor-headers-allowed` | `tower_governor` with its rate-limit fields on every response (`use_headers`), every request allowed |
 //! | `memory-allowed`, `memory-rejected` | leasehold's GCRA layer on the memory backend, the same two ways |
 //! | `floor` | one `EVALSHA` of `INCR` + `PEXPIRE` per request through redis-rs: what users write by hand |
-//! | `floor-sliding`, `floor-token`, `floor-gcra` | the same, running the least a sliding window (two windows' counts, the earlier one weighted), a token bucket (tokens and time in a hash) or a GCRA (one arrival time) does, on the server's clock |
+//! | `floor-sliding`, `floor-token`, `floor-gcra`, `floor-stacked` | the same, running the least a sliding window (two windows' counts, the earlier one weighted), a token bucket (tokens and time in a hash), a GCRA (one arrival time) or two stacked fixed windows (each window's count and end in one hash) does, on the server's clock |
 //! | `fixed-window` | leasehold's fixed-window layer over Redis, every request granted |
 //! | `sliding-window`, `token-bucket` | leasehold's sliding-window (10 segments) and token-bucket layers over Redis, every request granted |
 //! | `gcra`, `peer-gcra` | leasehold's GCRA layer over Redis, and `tower-rate-limiter`'s Redis GCRA, every request granted |
+//! | `stacked` | leasehold's stacked layer over Redis: two fixed windows (a minute and an hour), every request granted |
 //! | `deny` | leasehold's fixed window on one exhausted key, with the deny cache: every answer a local 429 |
 //! | `hot-key` | leasehold's fixed window over Redis on one hot key, every request granted, with the hot-key tier: batches of up to 1000 permits reserved, spent in process |
 //!
@@ -27,7 +28,7 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
-use leasehold::coordination::rate_limit::{FixedWindow, HotKeys, Refill};
+use leasehold::coordination::rate_limit::{FixedWindow, HotKeys, RateLimitPolicy, Refill};
 use leasehold::layer::key::KeyExtractor;
 use leasehold::layer::rate_limit::RedisRateLimitLayer;
 use tower_governor::GovernorLayer;
@@ -73,9 +74,31 @@ const FLOOR_GCRA_LUA: &str = "local t = redis.call('TIME')\n\
     redis.call('SET', KEYS[1], tat + interval, 'PX', math.ceil((tat + interval - now) / 1000) + 1)\n\
     return 1";
 
+/// The least two stacked fixed windows do: each window's count and end, as
+/// `"count:end"`, in one hash; both checked, both counted, the key kept until the later end.
+const FLOOR_STACKED_LUA: &str = "local t = redis.call('TIME')\n\
+    local now = t[1] * 1000 + math.floor(t[2] / 1000)\n\
+    local state = redis.call('HMGET', KEYS[1], '0', '1')\n\
+    local function window(v, w)\n\
+      if v then\n\
+        local c, e = string.match(v, '(%d+):(%d+)')\n\
+        c, e = tonumber(c), tonumber(e)\n\
+        if e > now then return c, e end\n\
+      end\n\
+      return 0, now + w\n\
+    end\n\
+    local c0, e0 = window(state[1], tonumber(ARGV[2]))\n\
+    local c1, e1 = window(state[2], tonumber(ARGV[4]))\n\
+    if c0 + 1 > tonumber(ARGV[1]) or c1 + 1 > tonumber(ARGV[3]) then return 0 end\n\
+    redis.call('HSET', KEYS[1], '0', (c0 + 1) .. ':' .. e0, '1', (c1 + 1) .. ':' .. e1)\n\
+    redis.call('PEXPIREAT', KEYS[1], math.max(e0, e1))\n\
+    return 1";
+
 /// More than any run takes in a window: every request is granted.
 const LIMIT: u64 = 1_000_000_000;
 const WINDOW: Duration = Duration::from_secs(60);
+/// The stacked modes' second window.
+const HOUR: Duration = Duration::from_secs(3600);
 /// The GCRA modes, the same in every crate: a million a second (an emission interval of
 /// 1 µs, the shortest leasehold takes) with a burst of a million, which no run uses up.
 const GCRA_RATE: u32 = 1_000_000;
@@ -146,6 +169,26 @@ async fn main() -> Result<(), Error> {
             // As the GCRA modes: 1 µs apart, a burst of a million.
             let args = vec!["1".into(), u64::from(GCRA_RATE).to_string()];
             floor(&url, &mode, FLOOR_GCRA_LUA, args).await?
+        }
+        "floor-stacked" => {
+            // As the stacked mode: a minute and an hour, each with the limit.
+            let args = vec![
+                LIMIT.to_string(),
+                WINDOW.as_millis().to_string(),
+                LIMIT.to_string(),
+                HOUR.as_millis().to_string(),
+            ];
+            floor(&url, &mode, FLOOR_STACKED_LUA, args).await?
+        }
+        "stacked" => {
+            let coordination = redis_coordination(&url, &mode).await?;
+            let policies = [
+                RateLimitPolicy::new("minute", LIMIT, WINDOW),
+                RateLimitPolicy::new("hour", LIMIT, HOUR),
+            ];
+            let layer = RedisRateLimitLayer::stacked(&coordination, "api", policies)?
+                .key(KeyExtractor::peer_ip());
+            route.layer(layer)
         }
         "sliding-window" | "token-bucket" => {
             let coordination = redis_coordination(&url, &mode).await?;

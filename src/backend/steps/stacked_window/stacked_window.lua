@@ -23,6 +23,7 @@
 -- instructions: globals are read once into locals, arguments read as numbers with `+ 0`,
 -- and the field names come from a table rather than being printed.
 local call, argv, tonumber, format = redis.call, ARGV, tonumber, string.format
+local floor, match, unpack = math.floor, string.match, unpack
 local permits = argv[1] + 0
 local shadows = argv[2] + 0
 local n = (#argv - 2) / 2
@@ -32,14 +33,15 @@ local NAMES = {'0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12
     '14', '15'}
 
 local time = call('TIME')
-local now = time[1] * 1000 + math.floor(time[2] / 1000)
+local now = time[1] * 1000 + floor(time[2] / 1000)
 
 local names, limits, shadow = {}, {}, {}
 local bit = 1
 for i = 1, n do
     names[i] = NAMES[i]
     limits[i] = argv[2 * i + 1] + 0
-    shadow[i] = math.floor(shadows / bit) % 2 == 1
+    -- Most limiters have no shadow policy: no bit to read.
+    shadow[i] = shadows > 0 and floor(shadows / bit) % 2 == 1
     bit = bit * 2
 end
 local raw = redis.pcall('HMGET', KEYS[1], unpack(names))
@@ -55,7 +57,7 @@ for i = 1, n do
     local count, finish = 0, 0
     if raw[i] then
         present = true
-        local c, f = string.match(raw[i], '^(%d+):(%d+)$')
+        local c, f = match(raw[i], '^(%d+):(%d+)$')
         count, finish = tonumber(c), tonumber(f)
         if not (count and finish) or count > MAX_COUNT or finish > MAX_END then
             return {'corrupt', 1, CORRUPT}
