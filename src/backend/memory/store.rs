@@ -150,7 +150,7 @@ impl Entry {
 
     /// Whether the entry's schedule still holds for a new expiry: the same heap, and an
     /// expiry no earlier than the current one, which its deadline is at or before. Such an
-    /// expiry pushes nothing and copies no key: the heap finds the entry's own expiry when
+    /// expiry pushes nothing: the heap finds the entry's own expiry when
     /// it reaches the old deadline, and puts it back there.
     fn keeps_schedule(&self, evictable: bool, expires_at: Option<Moment>) -> bool {
         self.schedule.is_evictable() == evictable
