@@ -25,7 +25,7 @@ mod store;
 
 use crate::backend::key_bytes::KeyBytes;
 
-pub(crate) use store::{Entry, Store, Value};
+pub(crate) use store::{Entry, LatchGeneration, Store, Value};
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -14,24 +14,27 @@ pub(crate) type AttachedKeys = std::collections::HashMap<Vec<u8>, (String, Vec<u
 
 /// A stored value. Each primitive's step keeps its state in one of these.
 ///
-/// Every key's entry is as large as the largest variant, and rate-limit state, a few words,
-/// is most of the keys: the larger states of the rarer primitives are boxed, so that a
-/// value stays within five words (a test holds it there).
-// Boxing a map is the point: its 48 bytes inline would be paid by every key.
+/// Every key's entry is as large as the largest variant, and rate-limit state, a word or
+/// two, is most of the keys: the larger states of the rarer primitives are boxed, and lists
+/// are kept as boxed slices (a pointer and a length), so that a value stays within three
+/// words (a test holds it there).
+// Boxing a collection is the point: inline, its size would be paid by every key.
 #[allow(clippy::box_collection)]
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Value {
     /// An integer counter.
     Int(i64),
-    /// Sliding-window segments: (segment end, permits counted in it), oldest first.
-    Segments(std::collections::VecDeque<(Moment, u64)>),
+    /// Sliding-window segments: (segment end, permits counted in it), oldest first. A
+    /// boxed slice, no larger than the segments: a new one, or one dropped, is a new slice,
+    /// at most once per segment and key.
+    Segments(Box<[(Moment, u64)]>),
     /// A token bucket: tokens left, and when they were last refilled.
     Bucket { tokens: u64, refilled_at: Moment },
     /// GCRA's theoretical arrival time.
     Tat(Moment),
     /// Stacked fixed windows, one per policy in policy order: (count, window end). A window
     /// whose end has passed counts nothing.
-    Windows(Vec<(u64, Moment)>),
+    Windows(Box<[(u64, Moment)]>),
     /// A semaphore: the capacity its permits were taken under, and each permit's owner token
     /// with its deadline (`None`: no expiry).
     Permits {
@@ -39,19 +42,14 @@ pub(crate) enum Value {
         holders: Box<std::collections::HashMap<String, Option<Moment>>>,
     },
     /// A fenced lock's lease: its owner token (the entry's expiry is the lease's).
-    LeaseOwner(String),
+    LeaseOwner(Box<str>),
     /// A fenced value: the highest fencing token a write carried, and what it stored.
-    Fenced { token: u64, value: Vec<u8> },
-    /// A countdown latch: its current generation's id and count, and the count each of the
-    /// generation's count-downs left, by the count-down's id.
-    Latch {
-        generation: Box<str>,
-        count: u64,
-        counted: Box<std::collections::HashMap<String, u64>>,
-    },
+    Fenced { token: u64, value: Box<Vec<u8>> },
+    /// A countdown latch's current generation.
+    Latch(Box<LatchGeneration>),
     /// A latch's completed generations, oldest first: each one's id, the id of the
     /// count-down that completed it (`None`: it started complete), and when.
-    LatchCompletions(std::collections::VecDeque<(String, Option<String>, Moment)>),
+    LatchCompletions(Box<std::collections::VecDeque<(String, Option<String>, Moment)>>),
     /// A read-write lease set: each member (`w:`, `r:`, `q:`, `a:` or `p:` and a token or a
     /// waiter id, as Redis names them) with its deadline; the entry expires with the latest.
     RwLease(Box<std::collections::HashMap<String, Moment>>),
@@ -67,9 +65,18 @@ pub(crate) enum Value {
     /// An election: its candidates (each with its arrival, ms since the epoch, and value),
     /// in the order they lead, and its leader (candidate, term, value); without expiry.
     Election {
-        candidates: Vec<(u64, String, Vec<u8>)>,
+        candidates: Box<Vec<(u64, String, Vec<u8>)>>,
         leader: Option<Box<(String, u64, Vec<u8>)>>,
     },
+}
+
+/// A countdown latch's current generation: its id and count, and the count each of its
+/// count-downs left, by the count-down's id.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct LatchGeneration {
+    pub(crate) generation: Box<str>,
+    pub(crate) count: u64,
+    pub(crate) counted: std::collections::HashMap<String, u64>,
 }
 
 impl Value {
@@ -589,10 +596,10 @@ mod tests {
     const SECOND: Duration = Duration::from_secs(1);
 
     #[test]
-    fn an_entry_stays_within_seven_words() {
-        // Every key's bucket in the map holds one, counted about twice over (a table past
+    fn an_entry_stays_within_five_words() {
+        // Every key's slot in the table holds one, counted about twice over (a table past
         // seven eighths full doubles).
-        assert!(size_of::<Entry>() <= 56, "{} bytes", size_of::<Entry>());
+        assert!(size_of::<Entry>() <= 40, "{} bytes", size_of::<Entry>());
     }
 
     #[test]
@@ -603,9 +610,9 @@ mod tests {
     }
 
     #[test]
-    fn a_value_stays_within_five_words() {
+    fn a_value_stays_within_three_words() {
         // Every key pays for the largest variant: a rare primitive's larger state is boxed.
-        assert!(size_of::<Value>() <= 40, "{} bytes", size_of::<Value>());
+        assert!(size_of::<Value>() <= 24, "{} bytes", size_of::<Value>());
     }
 
     #[tokio::test(start_paused = true)]
@@ -799,7 +806,7 @@ mod tests {
     }
 
     fn lease(owner: &str) -> Value {
-        Value::LeaseOwner(owner.to_owned())
+        Value::LeaseOwner(owner.into())
     }
 
     #[tokio::test(start_paused = true)]

@@ -62,7 +62,7 @@ fn with_election<R>(
         let (candidates, leader) = match store.get_mut(&election_key, now).map(|e| &mut e.value) {
             None => (Vec::new(), None),
             Some(Value::Election { candidates, leader }) => (
-                std::mem::take(candidates),
+                std::mem::take(&mut **candidates),
                 leader.take().map(|leader| *leader),
             ),
             Some(_) => return Err(other_state(keys.candidates, "election")),
@@ -79,7 +79,7 @@ fn with_election<R>(
             store.insert(
                 &election_key,
                 Value::Election {
-                    candidates: election.candidates,
+                    candidates: Box::new(election.candidates),
                     leader: election.leader.map(Box::new),
                 },
                 None,

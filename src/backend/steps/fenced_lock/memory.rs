@@ -67,7 +67,7 @@ impl MemoryStep for FencedAcquireStep<'_> {
             store.insert(&counter_key, Value::Int(next), None, now)?;
             store.insert(
                 &lease_key,
-                Value::LeaseOwner(step.token.to_owned()),
+                Value::LeaseOwner(step.token.into()),
                 Some(deadline),
                 now,
             )?;

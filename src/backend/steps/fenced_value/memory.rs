@@ -17,7 +17,7 @@ impl MemoryStep for FencedWriteStep<'_> {
                 }
                 Some(Value::Fenced { token, value }) => {
                     *token = self.token;
-                    *value = self.value.to_vec();
+                    **value = self.value.to_vec();
                     return Ok(FencedWriteReply::Written);
                 }
                 Some(_) => return Err(other_state(self.key, "fenced value")),
@@ -28,7 +28,7 @@ impl MemoryStep for FencedWriteStep<'_> {
                 &key,
                 Value::Fenced {
                     token: self.token,
-                    value: self.value.to_vec(),
+                    value: Box::new(self.value.to_vec()),
                 },
                 None,
                 now,
@@ -45,7 +45,7 @@ impl MemoryStep for FencedReadStep<'_> {
         memory.step(
             |store, now| match store.get_mut(&key, now).map(|entry| &entry.value) {
                 None => Ok(None),
-                Some(Value::Fenced { token, value }) => Ok(Some((*token, value.clone()))),
+                Some(Value::Fenced { token, value }) => Ok(Some((*token, value.to_vec()))),
                 Some(_) => Err(other_state(self.key, "fenced value")),
             },
         )

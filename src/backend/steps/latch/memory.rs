@@ -2,11 +2,11 @@
 //! the Lua scripts: one [`Value::Latch`] per latch, and one [`Value::LatchCompletions`]
 //! beside it.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use crate::backend::memory::clock::Moment;
-use crate::backend::memory::{MemoryBackend, Store, Value, clock, other_state};
+use crate::backend::memory::{LatchGeneration, MemoryBackend, Store, Value, clock, other_state};
 use crate::backend::steps::MemoryStep;
 use crate::backend::steps::latch::{
     COMPLETIONS_KEPT, COMPLETIONS_KEPT_FOR_MS, LatchCountDownReply, LatchCountDownStep, LatchKeys,
@@ -34,11 +34,11 @@ impl MemoryStep for LatchSetStep<'_> {
             if new_keys > 0 {
                 store.ensure_room_for(new_keys, now)?;
             }
-            let latch = Value::Latch {
+            let latch = Value::Latch(Box::new(LatchGeneration {
                 generation: self.generation.into(),
                 count: self.count,
-                counted: Box::default(),
-            };
+                counted: HashMap::new(),
+            }));
             store.insert(&keys.latch, latch, expires_at, now)?;
             if self.count == 0 {
                 record_completion(store, &keys, self.keys, self.generation, None, now)?;
@@ -56,12 +56,8 @@ impl MemoryStep for LatchCountDownStep<'_> {
             // What the latch holds for this generation: its count, and what this count-down
             // left if it counted already.
             let found = match latch(store, &keys, self.keys, now)? {
-                Some(Value::Latch {
-                    generation,
-                    count,
-                    counted,
-                }) if **generation == *self.generation => {
-                    Some((*count, counted.get(self.id).copied()))
+                Some(Value::Latch(latch)) if *latch.generation == *self.generation => {
+                    Some((latch.count, latch.counted.get(self.id).copied()))
                 }
                 _ => None,
             };
@@ -89,10 +85,9 @@ impl MemoryStep for LatchCountDownStep<'_> {
             if remaining == 0 && !remembered {
                 store.ensure_room_for(1, now)?;
             }
-            if let Some(Value::Latch { count, counted, .. }) = latch(store, &keys, self.keys, now)?
-            {
-                *count = remaining;
-                counted.insert(self.id.to_owned(), remaining);
+            if let Some(Value::Latch(latch)) = latch(store, &keys, self.keys, now)? {
+                latch.count = remaining;
+                latch.counted.insert(self.id.to_owned(), remaining);
             }
             if remaining == 0 {
                 record_completion(store, &keys, self.keys, self.generation, Some(self.id), now)?;
@@ -108,12 +103,14 @@ impl MemoryStep for LatchReadStep<'_> {
         let keys = Physical::of(memory, self.keys);
         memory.step(|store, now| {
             let current = match latch(store, &keys, self.keys, now)? {
-                Some(Value::Latch {
-                    generation, count, ..
-                }) if self.generation.is_none_or(|asked| *asked == **generation) => {
+                Some(Value::Latch(latch))
+                    if self
+                        .generation
+                        .is_none_or(|asked| *asked == *latch.generation) =>
+                {
                     Some(LatchState {
-                        generation: generation.to_string(),
-                        count: *count,
+                        generation: latch.generation.to_string(),
+                        count: latch.count,
                     })
                 }
                 _ => None,
@@ -160,7 +157,7 @@ fn latch<'a>(
         .map(|entry| &mut entry.value)
     {
         None => Ok(None),
-        Some(latch @ Value::Latch { .. }) => Ok(Some(latch)),
+        Some(latch @ Value::Latch(_)) => Ok(Some(latch)),
         Some(_) => Err(other_state(user.latch, "latch")),
     }
 }
@@ -178,7 +175,7 @@ fn completions<'a>(
         .map(|entry| &entry.value)
     {
         None => Ok(None),
-        Some(Value::LatchCompletions(done)) => Ok(Some(done)),
+        Some(Value::LatchCompletions(done)) => Ok(Some(&**done)),
         Some(_) => Err(other_state(user.completions, "latch's completions")),
     }
 }
@@ -226,7 +223,7 @@ fn record_completion(
         Some(_) => Err(other_state(user.completions, "latch's completions")),
         None => {
             store.ensure_room_for(1, now)?;
-            let done = Value::LatchCompletions(VecDeque::from([completion]));
+            let done = Value::LatchCompletions(Box::new(VecDeque::from([completion])));
             store.insert(&keys.completions, done, expires_at, now)
         }
     }

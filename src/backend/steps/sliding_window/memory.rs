@@ -1,6 +1,5 @@
 //! The sliding-window step in process, with the same answers as the Lua script.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::backend::memory::clock::Moment;
@@ -47,19 +46,37 @@ impl MemoryStep for SlidingWindowStep<'_> {
                 let current = now + (Duration::from_millis(end_ms) - since_epoch);
                 let newest = match segments {
                     Some(segments) => {
-                        segments.retain(|(end, _)| live(*end));
+                        // Oldest first: when the oldest is live, every one is. The usual
+                        // step counts in the current segment in place; a new segment, or
+                        // one that left the window, makes a new slice.
                         let at = segments.partition_point(|(end, _)| *end < current);
+                        let all_live = segments.first().is_none_or(|(end, _)| live(*end));
                         match segments.get_mut(at) {
-                            Some((end, counted)) if *end == current => *counted += step.permits,
-                            _ => segments.insert(at, (current, step.permits)),
+                            Some((end, counted)) if all_live && *end == current => {
+                                *counted += step.permits;
+                            }
+                            _ => {
+                                let mut kept: Vec<_> = segments
+                                    .iter()
+                                    .copied()
+                                    .filter(|(end, _)| live(*end))
+                                    .collect();
+                                let at = kept.partition_point(|(end, _)| *end < current);
+                                match kept.get_mut(at) {
+                                    Some((end, counted)) if *end == current => {
+                                        *counted += step.permits;
+                                    }
+                                    _ => kept.insert(at, (current, step.permits)),
+                                }
+                                *segments = kept.into_boxed_slice();
+                            }
                         }
-                        let newest = segments.back().map_or(current, |(end, _)| *end);
+                        let newest = segments.last().map_or(current, |(end, _)| *end);
                         store.set_expiry(&key, Some(newest + window), now);
                         newest
                     }
                     None => {
-                        let segments = VecDeque::from([(current, step.permits)]);
-                        let value = Value::Segments(segments);
+                        let value = Value::Segments(Box::new([(current, step.permits)]));
                         store.insert(&key, value, Some(current + window), now)?;
                         current
                     }

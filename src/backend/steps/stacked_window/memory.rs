@@ -68,7 +68,7 @@ impl MemoryStep for StackedWindowStep<'_> {
 
             // Windows beyond this step's policies are kept, as the script leaves other
             // fields of the hash alone.
-            let mut windows = stored.cloned().unwrap_or_default();
+            let mut windows = stored.map(|windows| windows.to_vec()).unwrap_or_default();
             if windows.len() < live.len() {
                 windows.resize(live.len(), (0, now));
             }
@@ -101,6 +101,7 @@ impl MemoryStep for StackedWindowStep<'_> {
             // Only shadow policies that would reject: nothing counted, nothing written (as
             // the script does).
             if counted {
+                let windows = windows.into_boxed_slice();
                 store.insert(&key, Value::Windows(windows), Some(latest), now)?;
             }
             Ok(StackedWindowReply {
