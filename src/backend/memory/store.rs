@@ -95,7 +95,7 @@ impl Value {
             Value::Permits { .. }
             | Value::LeaseOwner(_)
             | Value::Fenced { .. }
-            | Value::Latch { .. }
+            | Value::Latch(_)
             | Value::LatchCompletions(_)
             | Value::RwLease(_)
             | Value::FieldLeases(_)

@@ -17,7 +17,8 @@ impl MemoryStep for FencedWriteStep<'_> {
                 }
                 Some(Value::Fenced { token, value }) => {
                     *token = self.token;
-                    **value = self.value.to_vec();
+                    value.clear();
+                    value.extend_from_slice(self.value);
                     return Ok(FencedWriteReply::Written);
                 }
                 Some(_) => return Err(other_state(self.key, "fenced value")),

@@ -56,11 +56,9 @@ impl MemoryStep for SlidingWindowStep<'_> {
                                 *counted += step.permits;
                             }
                             _ => {
-                                let mut kept: Vec<_> = segments
-                                    .iter()
-                                    .copied()
-                                    .filter(|(end, _)| live(*end))
-                                    .collect();
+                                // Sized at once, for the live segments and a new one.
+                                let mut kept = Vec::with_capacity(segments.len() + 1);
+                                kept.extend(segments.iter().copied().filter(|(end, _)| live(*end)));
                                 let at = kept.partition_point(|(end, _)| *end < current);
                                 match kept.get_mut(at) {
                                     Some((end, counted)) if *end == current => {
