@@ -165,6 +165,15 @@ impl Entry {
     }
 }
 
+/// What became of a popped heap item: the entry it stood for is gone or scheduled again
+/// since; or its expiry moved past the item's deadline, to this moment; or it was due, and
+/// is removed.
+enum Popped {
+    Superseded,
+    Moved(Moment),
+    Removed,
+}
+
 /// Keys with optional expiry, holding at most `max_keys` live keys.
 ///
 /// Each key is stored once, in its slot of the table; a deadline in a heap names its entry
@@ -344,14 +353,36 @@ impl Store {
             .map(|slot| &slot.entry)
     }
 
-    /// Removes the entry that the heap item `(_, schedule, hash)` stands for.
-    fn remove_scheduled(&mut self, hash: KeyHash, schedule: Schedule) {
-        if let Ok(found) = self
+    /// Removes the entry that the heap item `(deadline, schedule, hash)`, just popped,
+    /// stands for if its expiry is at or before `due`; one probe of the table finds it and
+    /// removes it.
+    fn remove_if_due(
+        &mut self,
+        deadline: Moment,
+        schedule: Schedule,
+        hash: KeyHash,
+        due: Moment,
+    ) -> Popped {
+        let Ok(found) = self
             .entries
             .find_entry(hash, |slot| slot.entry.schedule == schedule)
-        {
-            found.remove();
+        else {
+            return Popped::Superseded;
+        };
+        let entry = &found.get().entry;
+        let at = entry.expires_at().map_or(deadline, |at| at.max(deadline));
+        if at > due {
+            return Popped::Moved(at);
         }
+        // A step changes a value's kind, or its expiry, only through `insert`, `set_expiry`
+        // or `replace_in_schedule`, which schedule it again in the heap that fits: what is
+        // held never stands in the evictable one.
+        debug_assert!(
+            !schedule.is_evictable() || entry.value.is_evictable(entry.expires_at()),
+            "an entry in the evictable heap holds what is held"
+        );
+        found.remove();
+        Popped::Removed
     }
 
     /// What the heap item `(deadline, schedule, hash)` stands for now: `None` when its
@@ -399,25 +430,16 @@ impl Store {
     /// Evicts the rate-limit entry nearest its expiry; `false` when there is none.
     fn evict_one(&mut self) -> bool {
         while let Some(Reverse((deadline, schedule, hash))) = self.evictable.pop() {
-            match self.current(deadline, schedule, hash) {
-                None => continue,
+            match self.remove_if_due(deadline, schedule, hash, deadline) {
+                Popped::Superseded => continue,
                 // Its expiry moved on: it goes back in its place, which its schedule now
                 // stands at.
-                Some(at) if at > deadline => {
+                Popped::Moved(at) => {
                     self.push_deadline(at, schedule, hash);
                     continue;
                 }
-                Some(_) => {}
+                Popped::Removed => {}
             }
-            // A step changes a value's kind, or its expiry, only through `insert`,
-            // `set_expiry` or `replace_in_schedule`, which schedule it again in the heap
-            // that fits: what is held never stands in this one.
-            debug_assert!(
-                self.scheduled_entry(hash, schedule)
-                    .is_some_and(|entry| entry.value.is_evictable(entry.expires_at())),
-                "an entry in the evictable heap holds what is held"
-            );
-            self.remove_scheduled(hash, schedule);
             self.evictions += 1;
             tracing::debug!(
                 evictions = self.evictions,
@@ -548,11 +570,9 @@ impl Store {
             let Some(Reverse((deadline, schedule, hash))) = self.heap_mut(evictable).pop() else {
                 break;
             };
-            match self.current(deadline, schedule, hash) {
-                None => {}
-                // Renewed since it was scheduled: scheduled again, at its expiry.
-                Some(at) if at > now => self.push_deadline(at, schedule, hash),
-                Some(_) => self.remove_scheduled(hash, schedule),
+            // Renewed since it was scheduled: scheduled again, at its expiry.
+            if let Popped::Moved(at) = self.remove_if_due(deadline, schedule, hash, now) {
+                self.push_deadline(at, schedule, hash);
             }
         }
     }
