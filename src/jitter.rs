@@ -13,6 +13,12 @@ pub(crate) fn between(low: Duration, high: Duration) -> Duration {
     low.saturating_add(Duration::from_micros(getrandom::u64().unwrap_or(0) % span))
 }
 
+/// `base` plus or minus up to `base / parts`, at random.
+pub(crate) fn around(base: Duration, parts: u32) -> Duration {
+    let spread = base.checked_div(parts).unwrap_or(Duration::ZERO);
+    between(base - spread, base.saturating_add(spread))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -26,5 +32,16 @@ mod tests {
         }
         assert_eq!(between(high, low), high);
         assert_eq!(between(low, low), low);
+    }
+
+    #[test]
+    fn around_stays_within_its_part() {
+        let base = Duration::from_millis(100);
+        for _ in 0..200 {
+            let pause = around(base, 5);
+            assert!((80..120).contains(&pause.as_millis()), "{pause:?}");
+        }
+        assert_eq!(around(base, 0), base);
+        assert_eq!(around(Duration::ZERO, 5), Duration::ZERO);
     }
 }

@@ -97,6 +97,5 @@ async fn any_changed(watches: &mut [KeyWatch]) {
 
 /// `interval` plus or minus up to a tenth, at random, at least a millisecond.
 fn jittered(interval: Duration) -> Duration {
-    let tenth = interval / 10;
-    crate::jitter::between(interval - tenth, interval + tenth).max(Duration::from_millis(1))
+    crate::jitter::around(interval, 10).max(Duration::from_millis(1))
 }
