@@ -12,10 +12,10 @@ use crate::error::{Error, Result};
 ///
 /// Without it, a `rediss://` URL trusts the public roots (webpki). With root certificates,
 /// only those are trusted. For a standalone server, for now (see
-/// [`RedisBackendBuilder::tls`](super::RedisBackendBuilder::tls)). A certificate that does not verify, or a server that refuses the
-/// client's, fails the connection with [`ErrorKind::Tls`](crate::ErrorKind::Tls) (refused:
-/// never failed open), and never falls back to a plain connection. Debug output never
-/// shows the certificates or the key.
+/// [`RedisBackendBuilder::tls`](super::RedisBackendBuilder::tls)). A certificate that does
+/// not verify, or a server that refuses the client's, fails the connection with
+/// [`ErrorKind::Tls`](crate::ErrorKind::Tls) (refused: never failed open), and never falls
+/// back to a plain connection. Debug output never shows the certificates or the key.
 ///
 /// # Example
 ///
