@@ -14,6 +14,7 @@ use crate::error::Error;
 use crate::layer::headers;
 use crate::layer::key::KeyError;
 use crate::layer::rejection::{Rejection, RejectionFn, RejectionKind};
+use crate::telemetry::Throttle;
 
 /// How a layer words the answers it writes, the same options on every layer.
 #[derive(Clone, Default)]
@@ -128,9 +129,18 @@ pub(crate) fn key_error_detail(err: &KeyError, server_text: &str) -> String {
     }
 }
 
-/// Logs a key error that is the server's fault, which whoever runs the service must fix.
+/// Logs a key error that is the server's fault, which whoever runs the service must fix:
+/// at `ERROR` at most every ten seconds (every request meets it), the rest at `DEBUG`.
 pub(crate) fn log_key_error(err: &KeyError, server_text: &str) {
-    tracing::error!(error = %err, "cannot derive the request's key ({server_text})");
+    static TOLD: Throttle = Throttle::every_secs(10);
+    if TOLD.due() {
+        tracing::error!(
+            error = %err,
+            "cannot derive the request's key ({server_text}; told at most every 10 s, each one at DEBUG)"
+        );
+    } else {
+        tracing::debug!(error = %err, "cannot derive the request's key ({server_text})");
+    }
 }
 
 /// A response written by a layer, before it takes the inner body's type.

@@ -31,9 +31,20 @@
 //!   refused), `shadow_limited` (a rejection let through in
 //!   [shadow mode](crate::layer::rate_limit::RedisRateLimitLayer::shadow)).
 //! - `primitive`: a step's primitive, by its folder of steps (`fixed_window`,
-//!   `fenced_lock`, `semaphore`, …), or a held one (`fenced_lease`, `semaphore_permit`,
-//!   `read_write_lease`, `hash_field_lease`, `redlock_lease`, `session`).
-//! - `step`: the step, by its name in the crate (`fixed_window`, `lease_renew`, …).
+//!   `sliding_window`, `token_bucket`, `gcra`, `stacked_window`, `semaphore`, `fenced_lock`,
+//!   `fenced_value`, `rw_lease`, `hash_lease`, `latch`, `redlock`, `session`, `election`,
+//!   `server_time`), or a held one (`fenced_lease`, `semaphore_permit`, `read_write_lease`,
+//!   `hash_field_lease`, `redlock_lease`, `session`).
+//! - `step`: the step, by its name in the crate: `fixed_window`, `fixed_window_reserve`,
+//!   `fixed_window_return`, `sliding_window`, `stacked_window`, `token_bucket`, `gcra`;
+//!   `semaphore_acquire`, `semaphore_held`, `permit_renew`, `permit_verify`,
+//!   `permit_release`; `fenced_acquire`, `lease_renew`, `lease_verify`, `lease_release`,
+//!   `fenced_read`, `fenced_write`, `redlock_raise`; `rw_acquire`, `rw_downgrade`,
+//!   `rw_renew`, `rw_verify`, `rw_release`; `field_acquire`, `field_renew`,
+//!   `field_verify`, `field_release`; `latch_set`, `latch_count_down`, `latch_read`;
+//!   `session_grant`, `session_keep_alive`, `session_verify`, `session_revoke`,
+//!   `session_put`, `session_get`, `session_delete`, `session_list`, `session_lease`;
+//!   `campaign`, `proclaim`, `resign`, `leader`; `server_time`.
 //! - `class`: `unavailable`, `refused`, or `uncertain` (it may have applied, whichever of
 //!   the two it is: see [`Error::is_outcome_uncertain`](crate::Error::is_outcome_uncertain)).
 //! - `outcome`: `renewed`, `lost` (found gone or another's), `failed` (certainly not
@@ -56,7 +67,9 @@
 //! and its `outcome` (`ok`, `unavailable`, `refused`, `uncertain`). A failed step is an event
 //! in it: `ERROR` for a refusal (at most one every ten seconds, the rest at `DEBUG`: a
 //! misconfiguration refuses every request), `DEBUG` otherwise (an outage is told at `WARN`
-//! once by each layer and handle). A rejection is no event at all above `DEBUG`.
+//! once by each layer and handle). A rejection is no event at all above `DEBUG`. A request
+//! whose key the server cannot derive (it records no peer address) is an `ERROR` event
+//! likewise at most every ten seconds, the rest at `DEBUG`.
 
 /// `leasehold_rate_limit_decisions_total`: see the [module](self).
 pub const DECISIONS: &str = "leasehold_rate_limit_decisions_total";
@@ -81,8 +94,10 @@ mod circuit;
 mod decisions;
 mod holdings;
 mod steps;
+mod throttle;
 
 pub(crate) use circuit::circuit;
 pub(crate) use decisions::{Clock, Decided, DecisionMetrics, queued_permits};
 pub(crate) use holdings::{Renewal, abandoned, held, lost, renewed};
 pub(crate) use steps::observe_step;
+pub(crate) use throttle::Throttle;

@@ -46,7 +46,9 @@ impl Captured {
         let lines = self.lines.lock().expect("not poisoned");
         String::from_utf8_lossy(&lines)
             .lines()
-            .filter(|line| line.contains(level) && line.contains(text))
+            // The level is the field after the time: a message that names a level is not
+            // at it.
+            .filter(|line| line.split_whitespace().nth(1) == Some(level) && line.contains(text))
             .map(str::to_owned)
             .collect()
     }

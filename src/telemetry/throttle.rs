@@ -1,0 +1,52 @@
+//! A log line told at `ERROR` at most once per interval: a misconfiguration (an ACL, a
+//! rotated password, a server not set up to record peer addresses) fails every request, and
+//! one line every few seconds says it where one per request would bury everything else.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// When its line was last told, for one kind of line.
+pub(crate) struct Throttle {
+    every_ms: u64,
+    told_at_ms: AtomicU64,
+}
+
+impl Throttle {
+    /// A line told at most once every `seconds`.
+    pub(crate) const fn every_secs(seconds: u64) -> Self {
+        Throttle {
+            every_ms: seconds.saturating_mul(1000),
+            told_at_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether the line is to be told now (it was not within the interval), claiming the
+    /// turn if so: of callers racing for a turn, one gets it.
+    pub(crate) fn due(&self) -> bool {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| {
+                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+            });
+        let last = self.told_at_ms.load(Ordering::Relaxed);
+        now.saturating_sub(last) >= self.every_ms
+            && self
+                .told_at_ms
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_is_due_once_per_interval() {
+        let throttle = Throttle::every_secs(60);
+        assert!(throttle.due(), "the first is told");
+        assert!(!throttle.due(), "the next, within the interval, is not");
+        let never = Throttle::every_secs(0);
+        assert!(never.due() && never.due(), "no interval: each is told");
+    }
+}

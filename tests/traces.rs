@@ -1,0 +1,120 @@
+//! What the crate logs, and at which level, against a real server: a rejection is no
+//! warning; a refusal (a misconfiguration every request meets) is one `ERROR` every ten
+//! seconds, the rest at `DEBUG`; a fixed window told once per handle that the server lacks
+//! `INCREX`, in the crate's words. Each test owns one of the process's ten-second turns, so
+//! that tests running side by side do not take each other's: keep it so when adding one.
+
+#![cfg(feature = "axum")]
+
+mod support;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::routing::get;
+use http::{Request, StatusCode};
+use leasehold::layer::FailurePolicy;
+use leasehold::layer::key::KeyExtractor;
+use leasehold::layer::rate_limit::RedisRateLimitLayer;
+use support::{ServerKind, connect, shared};
+use tower::ServiceExt as _;
+
+/// One request through `router`, its status.
+async fn status(router: &Router) -> StatusCode {
+    let request = Request::get("/").body(Body::empty()).expect("a request");
+    router
+        .clone()
+        .oneshot(request)
+        .await
+        .expect("infallible")
+        .status()
+}
+
+fn routed(layer: RedisRateLimitLayer) -> Router {
+    Router::new().route("/", get(|| async { "ok" }).layer(layer))
+}
+
+/// Rejections are no event above `DEBUG`; a server without `INCREX` is told at `INFO` once
+/// per handle, however many fixed windows meet it, without the reply's raw text (a client's
+/// address); and an ACL that denies the scripts, which refuses every request, is one
+/// `ERROR` from the step and one from the layer, the rest at `DEBUG`.
+#[tokio::test(flavor = "current_thread")]
+async fn a_rejection_is_no_warning_and_a_refusal_is_one_error() {
+    let logs = support::logs::capture();
+    let coordination = connect(shared(ServerKind::Redis7).url(), "traces").await;
+    let minute = Duration::from_secs(60);
+    let layer = |name| {
+        RedisRateLimitLayer::fixed_window(&coordination, name, 1, minute)
+            .expect("valid")
+            .key(KeyExtractor::global())
+    };
+    let (first, second) = (routed(layer("first")), routed(layer("second")));
+    for router in [&first, &second] {
+        assert_eq!(status(router).await, StatusCode::OK);
+        for _ in 0..3 {
+            assert_eq!(status(router).await, StatusCode::TOO_MANY_REQUESTS);
+        }
+    }
+    assert_eq!(logs.count("WARN", ""), 0, "{:?}", logs.lines("WARN", ""));
+    assert_eq!(logs.count("ERROR", ""), 0, "{:?}", logs.lines("ERROR", ""));
+    let increx = logs.lines("INFO", "INCREX");
+    assert_eq!(increx.len(), 1, "once per handle: {increx:?}");
+    assert!(
+        !increx[0].contains("127.0.0.1") && !increx[0].contains("addr="),
+        "no client address: {increx:?}"
+    );
+
+    let url = shared(ServerKind::Redis7).acl_user(&["-@scripting", "-incr"]);
+    let refusing = connect(url, "traces_refused").await;
+    let refused = routed(
+        RedisRateLimitLayer::fixed_window(&refusing, "refused", 10, minute)
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .failure_policy(FailurePolicy::FailOpen),
+    );
+    for _ in 0..5 {
+        assert_eq!(
+            status(&refused).await,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "a refusal never fails open"
+        );
+    }
+    // One line from the step, one from the layer (what it answers), for five refusals.
+    let errors = logs.lines("ERROR", "");
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert_eq!(logs.count("ERROR", "the backend refused a step"), 1);
+    assert_eq!(logs.count("ERROR", "answering 503"), 1);
+    assert!(
+        errors.iter().all(|line| line.contains("NoPerm")),
+        "{errors:?}"
+    );
+    assert!(
+        logs.count("DEBUG", "step failed") >= 4,
+        "the others at DEBUG: {:?}",
+        logs.lines("DEBUG", "")
+    );
+}
+
+/// A server that records no peer address fails every request keyed by it with 500: one
+/// `ERROR` that says what to change, the rest at `DEBUG`.
+#[tokio::test(flavor = "current_thread")]
+async fn a_server_without_peer_addresses_is_one_error_not_one_per_request() {
+    let logs = support::logs::capture();
+    let coordination = connect(shared(ServerKind::Redis7).url(), "traces_peer").await;
+    let router = routed(
+        RedisRateLimitLayer::fixed_window(&coordination, "peer", 10, Duration::from_secs(60))
+            .expect("valid")
+            .key(KeyExtractor::peer_ip()),
+    );
+    for _ in 0..5 {
+        assert_eq!(status(&router).await, StatusCode::INTERNAL_SERVER_ERROR);
+    }
+    let errors = logs.lines("ERROR", "");
+    assert_eq!(errors.len(), 1, "one line for five requests: {errors:?}");
+    assert!(
+        errors[0].contains("connect_info"),
+        "says what to change: {errors:?}"
+    );
+    assert_eq!(logs.count("DEBUG", "cannot derive the request's key"), 4);
+}
