@@ -18,13 +18,16 @@ use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::ManagedOptions;
 use leasehold::coordination::lock::{FencedLock, ManagedLease};
 use leasehold::coordination::ownership::LossReason;
+use leasehold::coordination::rate_limit::{FixedWindow, HotKeys};
+use leasehold::coordination::semaphore::{ManagedPermit, Semaphore};
 use leasehold::layer::key::KeyExtractor;
 use leasehold::layer::rate_limit::RedisRateLimitLayer;
 use leasehold::layer::{CircuitBreaker, FailurePolicy};
 use leasehold::telemetry;
+use metrics_util::debugging::DebugValue;
 use support::proxy::Proxy;
 use support::recorder::{Recorded, counter, decisions, gauge, latencies, value};
-use support::{ServerKind, connect, shared, unique_prefix};
+use support::{Server, ServerKind, connect, shared, unique_prefix};
 use tower::ServiceExt as _;
 
 /// One request through `router`, its status.
@@ -270,6 +273,167 @@ async fn a_held_lease_is_counted_held_renewed_then_lost() {
     // Lost: no longer held (the gauge moved by -1 since the last look).
     assert_eq!(gauge(&taken, telemetry::LEASES_HELD, &held), -1.0);
     drop(lease);
+}
+
+/// The hot-key tier's local grants are checks like any other: one decision each, and a
+/// latency; a request waiting in the queue shows in its gauge while it waits.
+#[tokio::test(flavor = "current_thread")]
+async fn the_hot_key_tier_and_a_waiting_request_are_counted() {
+    let recorded = Recorded::start();
+    let coordination = connect(shared(ServerKind::Redis7).url(), "tiers").await;
+    let minute = Duration::from_secs(60);
+    let window = FixedWindow::new(&coordination, "hot", 100, minute)
+        .expect("valid")
+        .with_hot_keys(HotKeys::new(10))
+        .expect("valid");
+    let layer = RedisRateLimitLayer::new(window).key(KeyExtractor::global());
+    let hot = routed(layer.clone());
+    for _ in 0..5 {
+        assert_eq!(status(&hot).await, StatusCode::OK);
+    }
+    let tier = layer
+        .limiter()
+        .statistics()
+        .hot_keys()
+        .expect("the tier is on");
+    assert_eq!(tier.spent(), 4, "four granted by the tier");
+    let taken = recorded.take();
+    assert_eq!(decisions(&taken, "hot", "allowed"), 5);
+    assert_eq!(latencies(&taken, "hot"), 5);
+
+    let queued = routed(
+        RedisRateLimitLayer::fixed_window(&coordination, "waiting", 1, Duration::from_millis(300))
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .wait(Duration::from_secs(2), 10),
+    );
+    assert_eq!(status(&queued).await, StatusCode::OK);
+    let waiting = tokio::spawn({
+        let queued = queued.clone();
+        async move { status(&queued).await }
+    });
+    let waits = [("policy", "waiting")];
+    support::eventually("the request waits in the queue", async || {
+        gauge(&recorded.take(), telemetry::QUEUED_PERMITS, &waits) == 1.0
+    })
+    .await;
+    assert_eq!(waiting.await.expect("the request"), StatusCode::OK);
+    let taken = recorded.take();
+    assert_eq!(gauge(&taken, telemetry::QUEUED_PERMITS, &waits), 0.0);
+    assert_eq!(decisions(&taken, "waiting", "allowed"), 1, "{taken:?}");
+}
+
+/// The breaker's gauge through a whole round: open (2), half-open while a probe is out
+/// (1), closed once it is answered (0).
+#[tokio::test(flavor = "current_thread")]
+async fn the_breaker_gauge_follows_open_half_open_and_closed() {
+    let recorded = Recorded::start();
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = connect(proxy.url(), "breaker").await.circuit_breaker(Some(
+        CircuitBreaker::new()
+            .failure_threshold(1)
+            .open_for(Duration::from_millis(300)),
+    ));
+    let breaker = [("breaker", coordination.endpoint())];
+    let router = routed(
+        RedisRateLimitLayer::fixed_window(&coordination, "probed", 100, Duration::from_secs(60))
+            .expect("valid")
+            .key(KeyExtractor::global()),
+    );
+    assert_eq!(status(&router).await, StatusCode::OK);
+    proxy.refuse();
+    proxy.cut();
+    assert_eq!(status(&router).await, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        gauge(&recorded.take(), telemetry::CIRCUIT_STATE, &breaker),
+        2.0
+    );
+
+    // Past the open time (a fifth more at most, its jitter), the next request is a probe:
+    // held by the network until the test lets it go.
+    proxy.pass();
+    support::eventually("the open time is over", async || {
+        coordination.circuit_state() == Some(leasehold::layer::CircuitState::HalfOpen)
+    })
+    .await;
+    proxy.stall();
+    let probe = tokio::spawn({
+        let router = router.clone();
+        async move { status(&router).await }
+    });
+    support::eventually("the probe is out", async || {
+        gauge(&recorded.take(), telemetry::CIRCUIT_STATE, &breaker) == 1.0
+    })
+    .await;
+    // A recorder of its own from here: the debugging one shows a gauge it handed over as 0,
+    // which would pass for a closed circuit.
+    drop(recorded);
+    let recorded = Recorded::start();
+    proxy.pass();
+    assert_eq!(probe.await.expect("the probe"), StatusCode::OK);
+    let taken = recorded.take();
+    assert!(
+        matches!(
+            value(&taken, telemetry::CIRCUIT_STATE, &breaker),
+            Some(DebugValue::Gauge(closed)) if closed.into_inner() == 0.0
+        ),
+        "closed: {taken:?}"
+    );
+}
+
+/// A managed permit is counted held and renewed; a release the server refuses in the
+/// background (an ACL that took the scripts away) is counted abandoned, by primitive, stage
+/// and cause.
+#[tokio::test(flavor = "current_thread")]
+async fn a_permit_is_counted_held_and_renewed_and_a_refused_release_abandoned() {
+    let recorded = Recorded::start();
+    // A server of its own: its ACL changes under the test.
+    let server = Server::start(ServerKind::Redis7, &[]);
+    let coordination = connect(server.acl_user(&[]), "abandoned").await;
+    let semaphore = Semaphore::new(&coordination, "permits", 2).expect("valid");
+    let options = ManagedOptions::new().lease(Duration::from_millis(300));
+    let permit = ManagedPermit::try_acquire(&semaphore, &options)
+        .await
+        .expect("acquired")
+        .expect("free");
+    let held = [("primitive", "semaphore_permit")];
+    assert_eq!(gauge(&recorded.take(), telemetry::LEASES_HELD, &held), 1.0);
+    support::eventually("a renewal", async || {
+        counter(
+            &recorded.take(),
+            telemetry::RENEWALS,
+            &[("primitive", "semaphore_permit"), ("outcome", "renewed")],
+        ) > 0
+    })
+    .await;
+    // Its keeper releases it, and then it is no longer held.
+    drop(permit);
+    support::eventually("the permit is released", async || {
+        gauge(&recorded.take(), telemetry::LEASES_HELD, &held) == -1.0
+    })
+    .await;
+
+    let lock = FencedLock::named(&coordination, "abandoned");
+    let lease = lock
+        .try_acquire(Duration::from_secs(30))
+        .await
+        .expect("acquired")
+        .acquired()
+        .expect("free");
+    server.acl_user(&["-@scripting"]);
+    drop(lease);
+    support::eventually("the release is given up", async || {
+        counter(
+            &recorded.take(),
+            telemetry::ABANDONED_RELEASES,
+            &[
+                ("primitive", "fenced_lease"),
+                ("stage", "dropped"),
+                ("cause", "refused"),
+            ],
+        ) == 1
+    })
+    .await;
 }
 
 /// The metrics example serves `/metrics` in the Prometheus text format, where the decision
