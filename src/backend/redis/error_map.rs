@@ -79,7 +79,9 @@ pub(crate) fn invalid_config(err: redis::RedisError) -> Error {
     } else {
         " (a `rediss://` URL needs leasehold's `tls` feature)"
     };
-    let form = if words.contains("URL") {
+    // Every setting the crate gives the client is in its URLs but the certificates: a
+    // missing host or a database that is no number gets the form too.
+    let form = if !words.contains("ertificate") {
         "; a URL looks like redis://[user:password@]host:6379[/db], rediss://… for TLS, or \
          redis+unix:///path/to/redis.sock"
     } else {
@@ -265,6 +267,13 @@ mod tests {
         // With an example of the form.
         assert!(text.contains("redis://[user:password@]host:6379"), "{text}");
         assert_eq!(format!("{err:?}"), text, "its cause is not said twice");
+        // A URL that parses, with a setting that does not: the form too.
+        let text = invalid_config(
+            redis::Client::open("redis://localhost:6379/first").expect_err("no database"),
+        )
+        .to_string();
+        assert!(text.contains("Invalid database number"), "{text}");
+        assert!(text.contains("host:6379[/db]"), "{text}");
         // Without the feature the client refuses it, and the hint names the crate's feature;
         // with it, the client takes it.
         if let Err(refused) = redis::Client::open("rediss://cache.internal:6380") {
