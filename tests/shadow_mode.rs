@@ -13,7 +13,6 @@ use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
 use http::{Request, Response, StatusCode};
-use leasehold::Coordination;
 use leasehold::coordination::rate_limit::RateLimitPolicy;
 use leasehold::layer::FailurePolicy;
 use leasehold::layer::key::KeyExtractor;
@@ -138,7 +137,7 @@ async fn a_shadow_layer_failing_open_lets_the_fallbacks_rejections_through() {
 async fn the_switch_for_every_layer_and_a_share_enforce_as_told() {
     let _switch = SWITCH.lock().await;
     let recorded = Recorded::start();
-    let coordination = Coordination::memory();
+    let coordination = connect(shared(ServerKind::Redis7).url(), "shadow-switch").await;
     let enforcing = routed(
         RedisRateLimitLayer::fixed_window(&coordination, "enforcing", 1, Duration::from_secs(60))
             .expect("valid")
