@@ -1,6 +1,6 @@
-//! TLS to a Redis the harness starts with a certificate authority of its own: trusted by
-//! its root certificate, with a client certificate where the server asks for one; and
-//! every way it can fail is a clear refusal, never a plain connection.
+//! TLS to a Redis, and a cluster, the harness starts with a certificate authority of its
+//! own: trusted by its root certificate, with a client certificate where the server asks
+//! for one; and every way it can fail is a clear refusal, never a plain connection.
 
 #![cfg(feature = "tls")]
 
@@ -121,4 +121,99 @@ async fn a_certificate_that_does_not_verify_is_a_clear_refusal() {
         .expect_err("TLS settings with a plain URL");
     assert_eq!(plain.kind(), ErrorKind::InvalidArgument, "{plain:?}");
     assert!(plain.to_string().contains("rediss://"), "{plain}");
+}
+
+async fn connect_cluster(
+    ports: &[u16],
+    settings: TlsSettings,
+    test: &str,
+) -> leasehold::Result<RedisBackend> {
+    let urls = ports
+        .iter()
+        .map(|port| format!("rediss://127.0.0.1:{port}"));
+    let redis = RedisBackend::cluster(urls)
+        .key_prefix(unique_prefix(test))
+        .tls(settings)
+        .connect()
+        .await?;
+    Coordination::from(redis.clone()).ready().await?;
+    Ok(redis)
+}
+
+/// A cluster whose nodes a private authority vouches for, and that asks for client
+/// certificates: served over TLS on every node (keys in each third of the slots, a watch's
+/// tracking connection), and a
+/// certificate that does not verify, or none where one is asked for, is a refusal that
+/// says so, as on one server.
+#[tokio::test]
+async fn a_cluster_is_reached_over_tls_and_refuses_what_does_not_verify() {
+    let (cluster, ports) = tls::cluster(true);
+    let certificates = tls::certificates();
+    let (certificate, key) = certificates.client();
+    let settings = TlsSettings::new()
+        .root_certificates_pem(certificates.ca())
+        .client_certificate_pem(certificate.clone(), key.clone());
+    let redis = connect_cluster(&ports, settings, "tls-cluster")
+        .await
+        .expect("connected over TLS");
+    let coordination = Coordination::from(redis.clone());
+    decide(&coordination).await;
+    // A watch's tracking connection, to the node that serves the key, speaks TLS too: a
+    // write by another client wakes it.
+    let mut watch = redis.watch_key(b"watched").await.expect("a watch over TLS");
+    let mut other = cluster
+        .client()
+        .get_connection()
+        .expect("the harness's client");
+    let () = redis::cmd("SET")
+        .arg(redis.physical_key(b"watched"))
+        .arg("written")
+        .query(&mut other)
+        .expect("SET");
+    tokio::time::timeout(Duration::from_secs(2), watch.changed())
+        .await
+        .expect("woken by the write");
+    let window =
+        FixedWindow::new(&coordination, "spread", 1, Duration::from_secs(60)).expect("valid");
+    for key in 0..30u32 {
+        assert!(
+            window
+                .try_acquire(&key.to_be_bytes(), 1)
+                .await
+                .expect("decided on the node that serves its slot")
+                .is_granted()
+        );
+    }
+
+    for (what, settings) in [
+        (
+            "another authority",
+            TlsSettings::new()
+                .root_certificates_pem(certificates.stranger_ca())
+                .client_certificate_pem(certificate.clone(), key.clone()),
+        ),
+        (
+            "no client certificate",
+            TlsSettings::new().root_certificates_pem(certificates.ca()),
+        ),
+    ] {
+        let err = connect_cluster(&ports, settings, "tls-cluster-refused")
+            .await
+            .expect_err("refused");
+        assert_eq!(err.kind(), ErrorKind::Tls, "{what}: {err:?}");
+        assert!(err.is_refused(), "{what}: never failed open: {err}");
+    }
+    // One plain node URL among them: refused before anything is sent.
+    let mut urls = ports
+        .iter()
+        .map(|port| format!("rediss://127.0.0.1:{port}"))
+        .collect::<Vec<_>>();
+    urls[1] = cluster.urls()[1].clone();
+    let plain = RedisBackend::cluster(urls)
+        .key_prefix(unique_prefix("tls-cluster-plain"))
+        .tls(TlsSettings::new().root_certificates_pem(certificates.ca()))
+        .connect()
+        .await
+        .expect_err("a plain node URL with TLS settings");
+    assert_eq!(plain.kind(), ErrorKind::InvalidArgument, "{plain:?}");
 }

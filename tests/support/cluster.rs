@@ -22,9 +22,15 @@ pub struct Cluster {
 impl Cluster {
     /// Starts a new private cluster of `kind` and waits until every node sees all 3 masters.
     pub fn start(kind: ServerKind) -> Cluster {
+        Cluster::start_with(kind, |_| Vec::new())
+    }
+
+    /// [`start`](Self::start), node `i` with the flags `extra_args(i)` besides.
+    pub fn start_with(kind: ServerKind, extra_args: impl Fn(usize) -> Vec<String>) -> Cluster {
         let specs = (0..3)
             .map(|i| {
                 let mut spec = Spec::new(kind, format!("cluster{i}"), &[]);
+                spec.extra_args = extra_args(i);
                 spec.cluster = true;
                 spec
             })

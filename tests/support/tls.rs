@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use super::cluster::Cluster;
 use super::server::{Server, ServerKind, free_port};
 
 /// A certificate authority of the tests' own, a server certificate for `127.0.0.1` and a
@@ -148,29 +149,55 @@ fn make(dir: &Path) {
 /// server certificate; `clients_need_certificates` asks clients for theirs
 /// (`tls-auth-clients yes`).
 pub fn server(clients_need_certificates: bool) -> (Server, u16) {
-    let certificates = certificates();
-    let port = free_port().to_string();
-    let path = |name: &str| certificates.path(name).display().to_string();
+    let port = free_port();
+    let args = flags(port, clients_need_certificates);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Server::start(ServerKind::Redis7, &args);
+    (server, port)
+}
+
+/// A cluster of 3 masters that also listen for TLS, on the returned ports, and speak it
+/// on their bus (each presents the client certificate to the others): a node announces
+/// its TLS port to a client over TLS, its plain one to a plain client (the harness's).
+/// `clients_need_certificates` as for [`server`].
+pub fn cluster(clients_need_certificates: bool) -> (Cluster, Vec<u16>) {
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let path = |name: &str| certificates().path(name).display().to_string();
+    let cluster = Cluster::start_with(ServerKind::Redis7, |i| {
+        let mut args = flags(ports[i], clients_need_certificates);
+        args.extend([
+            "--tls-cluster".to_owned(),
+            "yes".to_owned(),
+            "--tls-client-cert-file".to_owned(),
+            path("client.crt"),
+            "--tls-client-key-file".to_owned(),
+            path("client.key"),
+        ]);
+        args
+    });
+    (cluster, ports)
+}
+
+/// The flags of a server that listens for TLS on `port` with the authority's server
+/// certificate.
+fn flags(port: u16, clients_need_certificates: bool) -> Vec<String> {
+    let path = |name: &str| certificates().path(name).display().to_string();
     let auth = if clients_need_certificates {
         "yes"
     } else {
         "no"
     };
-    let server = Server::start(
-        ServerKind::Redis7,
-        &[
-            "--tls-port",
-            &port,
-            "--tls-cert-file",
-            &path("server.crt"),
-            "--tls-key-file",
-            &path("server.key"),
-            "--tls-ca-cert-file",
-            &path("ca.crt"),
-            "--tls-auth-clients",
-            auth,
-        ],
-    );
-    let port = port.parse().expect("a port");
-    (server, port)
+    [
+        "--tls-port".to_owned(),
+        port.to_string(),
+        "--tls-cert-file".to_owned(),
+        path("server.crt"),
+        "--tls-key-file".to_owned(),
+        path("server.key"),
+        "--tls-ca-cert-file".to_owned(),
+        path("ca.crt"),
+        "--tls-auth-clients".to_owned(),
+        auth.to_owned(),
+    ]
+    .into()
 }

@@ -128,9 +128,9 @@ impl RedisBackendBuilder {
     /// The certificates to trust and present over `rediss://` (see [`TlsSettings`]): a
     /// private certificate authority, a client certificate for mutual TLS. The URL must then
     /// be `rediss://` (a plain one is refused at [`connect`](Self::connect), never connected
-    /// in plain text), and the `tls` feature on. A standalone server (its tracking
-    /// connections too); a cluster or a Sentinel deployment with settings is refused at
-    /// `connect`, for now.
+    /// in plain text, every node's for a cluster), and the `tls` feature on. A standalone
+    /// server or a cluster (their tracking connections too); a Sentinel deployment with
+    /// settings is refused at `connect`, for now.
     pub fn tls(mut self, settings: TlsSettings) -> Self {
         self.tls = Some(settings);
         self
@@ -179,13 +179,12 @@ impl RedisBackendBuilder {
         if let Some(tls) = &self.tls {
             match &self.target {
                 Target::Standalone(url) => tls.check([url.as_str()])?,
-                // Not yet: the cluster client reports a refused certificate as text alone
-                // (an I/O error, which would fail open), and the Sentinel client dials the
-                // primary without TLS.
-                Target::Cluster(_) | Target::Sentinel { .. } => {
+                Target::Cluster(urls) => tls.check(urls.iter().map(String::as_str))?,
+                // Not yet: the Sentinel client dials the primary without TLS.
+                Target::Sentinel { .. } => {
                     return Err(Error::invalid_argument(
-                        "TLS settings are supported for a standalone server only, not yet for \
-                         a cluster or a Sentinel deployment",
+                        "TLS settings are supported for a standalone server and a cluster, \
+                         not yet for a Sentinel deployment",
                     ));
                 }
             }

@@ -20,42 +20,59 @@ pub(crate) fn describe(err: &RedisError) -> String {
 
 /// Whether the TLS layer refused the connection: the server's certificate does not verify,
 /// or the server sent an alert (it refused ours, or wanted one): rustls's error, inside the
-/// I/O error that redis-rs keeps behind an `Arc` as its source.
+/// I/O error that redis-rs keeps behind an `Arc` as its source; or, from the cluster
+/// client, which keeps a node's error as words alone, those words.
 fn is_tls_refusal(err: &RedisError) -> bool {
     #[cfg(feature = "tls")]
     {
         type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
-        let Some(source) = std::error::Error::source(err) else {
-            return false;
-        };
-        let inner: &(dyn std::error::Error + 'static) = match source.downcast_ref::<Shared>() {
-            Some(shared) => &**shared,
-            None => source,
-        };
-        let rustls = inner.downcast_ref::<rustls::Error>().or_else(|| {
-            inner
-                .downcast_ref::<std::io::Error>()
-                .and_then(std::io::Error::get_ref)
-                .and_then(|io| io.downcast_ref::<rustls::Error>())
+        let rustls = std::error::Error::source(err).and_then(|source| {
+            let inner: &(dyn std::error::Error + 'static) = match source.downcast_ref::<Shared>() {
+                Some(shared) => &**shared,
+                None => source,
+            };
+            inner.downcast_ref::<rustls::Error>().or_else(|| {
+                inner
+                    .downcast_ref::<std::io::Error>()
+                    .and_then(std::io::Error::get_ref)
+                    .and_then(|io| io.downcast_ref::<rustls::Error>())
+            })
         });
         // What the handshake meets: a certificate, an alert, an incompatible peer. An error
         // of a connection already in use (a record that does not decrypt) is no refusal.
-        matches!(
-            rustls,
-            Some(
+        match rustls {
+            Some(rustls) => matches!(
+                rustls,
                 rustls::Error::InvalidCertificate(_)
                     | rustls::Error::NoCertificatesPresented
                     | rustls::Error::AlertReceived(_)
                     | rustls::Error::PeerIncompatible(_)
                     | rustls::Error::UnsupportedNameType
-            )
-        )
+            ),
+            None => err.kind() == RedisKind::Io && says_tls_refusal(&err.to_string()),
+        }
     }
     #[cfg(not(feature = "tls"))]
     {
         let _ = err;
         false
     }
+}
+
+/// Whether a client error's words are those of a TLS refusal (the same errors as above, in
+/// rustls's words): the cluster client keeps only the words of a node's connection error,
+/// not the error itself.
+#[cfg(feature = "tls")]
+fn says_tls_refusal(words: &str) -> bool {
+    [
+        "invalid peer certificate: ",
+        "peer sent no certificates",
+        "received fatal alert: ",
+        "peer is incompatible: ",
+        "presented server name type wasn't supported",
+    ]
+    .iter()
+    .any(|refusal| words.contains(refusal))
 }
 
 /// An error in a line of its own: the first error reply's code and words for a reply (not
@@ -300,6 +317,28 @@ mod tests {
 
     fn client(kind: RedisKind) -> RedisError {
         (kind, "test").into()
+    }
+
+    /// The cluster client keeps a node's connection error as words: a TLS refusal in them
+    /// is still one (refused, never failed open); other I/O words are not.
+    #[cfg(feature = "tls")]
+    #[test]
+    fn a_tls_refusal_in_the_cluster_clients_words_is_one() {
+        let initial = |words: &str| -> RedisError {
+            (
+                RedisKind::Io,
+                "Failed to create initial connections",
+                words.to_owned(),
+            )
+                .into()
+        };
+        for words in [
+            "invalid peer certificate: UnknownIssuer",
+            "received fatal alert: CertificateRequired",
+        ] {
+            row(initial(words), ErrorKind::Tls, false);
+        }
+        row(initial("Connection refused (os error 111)"), ErrorKind::Io, true);
     }
 
     #[track_caller]

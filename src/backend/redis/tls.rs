@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 /// [`RedisBackendBuilder::tls`](super::RedisBackendBuilder::tls); needs the `tls` feature.
 ///
 /// Without it, a `rediss://` URL trusts the public roots (webpki). With root certificates,
-/// only those are trusted. For a standalone server, for now (see
+/// only those are trusted. For a standalone server or a cluster, not yet Sentinel (see
 /// [`RedisBackendBuilder::tls`](super::RedisBackendBuilder::tls)). A certificate that does
 /// not verify, or a server that refuses the client's, fails the connection with
 /// [`ErrorKind::Tls`](crate::ErrorKind::Tls) (refused: never failed open), and never falls
