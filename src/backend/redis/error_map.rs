@@ -338,7 +338,11 @@ mod tests {
         ] {
             row(initial(words), ErrorKind::Tls, false);
         }
-        row(initial("Connection refused (os error 111)"), ErrorKind::Io, true);
+        row(
+            initial("Connection refused (os error 111)"),
+            ErrorKind::Io,
+            true,
+        );
     }
 
     #[track_caller]
