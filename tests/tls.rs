@@ -9,6 +9,7 @@ mod support;
 use std::time::Duration;
 
 use leasehold::backend::redis::{RedisBackend, TlsSettings};
+use leasehold::coordination::lock::FencedLock;
 use leasehold::coordination::rate_limit::FixedWindow;
 use leasehold::{Coordination, ErrorKind};
 use support::tls;
@@ -216,4 +217,72 @@ async fn a_cluster_is_reached_over_tls_and_refuses_what_does_not_verify() {
         .await
         .expect_err("a plain node URL with TLS settings");
     assert_eq!(plain.kind(), ErrorKind::InvalidArgument, "{plain:?}");
+}
+
+/// Through Sentinel over TLS, the sentinels and the primary asking for client certificates:
+/// a step decided and a watch woken at the primary; after the primary is killed and its
+/// replica elected, steps go on at the new one, over TLS; and a certificate that does not
+/// verify is a refusal that says so.
+#[tokio::test]
+async fn sentinel_finds_the_primary_over_tls_across_a_failover() {
+    let setup = std::sync::Arc::new(tls::sentinel());
+    let certificates = tls::certificates();
+    let (certificate, key) = certificates.client();
+    let connect = |roots: Vec<u8>| {
+        RedisBackend::sentinel(setup.tls_sentinel_urls(), setup.service_name())
+            .key_prefix(unique_prefix("tls-sentinel"))
+            .transient_retry(Duration::from_secs(10))
+            .tls(
+                TlsSettings::new()
+                    .root_certificates_pem(roots)
+                    .client_certificate_pem(certificate.clone(), key.clone()),
+            )
+            .connect()
+    };
+    let redis = connect(certificates.ca())
+        .await
+        .expect("connected over TLS");
+    let coordination = Coordination::from(redis.clone());
+    coordination.ready().await.expect("the primary answers");
+    decide(&coordination).await;
+    let mut watch = redis.watch_key(b"watched").await.expect("a watch over TLS");
+    let () = setup.current_master().cmd(&[
+        "SET",
+        &String::from_utf8_lossy(&redis.physical_key(b"watched")),
+        "written",
+    ]);
+    tokio::time::timeout(Duration::from_secs(2), watch.changed())
+        .await
+        .expect("woken by the write");
+
+    setup.kill_primary().await;
+    // An acquisition, which is sent again once the connection to the dead primary is found
+    // broken: through the sentinels, over TLS, to the new one.
+    let lock = FencedLock::named(&coordination, "after-failover");
+    let lease = lock
+        .try_acquire(Duration::from_secs(5))
+        .await
+        .expect("acquired at the new primary, over TLS")
+        .acquired();
+    assert!(lease.is_some(), "the lock is free");
+
+    let err = connect(certificates.stranger_ca())
+        .await
+        .expect_err("the sentinels' certificates do not verify");
+    assert_eq!(err.kind(), ErrorKind::Tls, "{err:?}");
+    assert!(err.is_refused(), "never failed open: {err}");
+
+    // Refused before anything is sent: a plain sentinel URL, and sentinel URLs whose
+    // credentials differ (one set reaches every sentinel over TLS).
+    let mut mixed = setup.tls_sentinel_urls();
+    mixed[1] = mixed[1].replace("rediss://", "rediss://user:other@");
+    for (what, urls) in [("plain", setup.sentinel_urls()), ("mixed", mixed)] {
+        let err = RedisBackend::sentinel(urls, setup.service_name())
+            .key_prefix(unique_prefix("tls-sentinel-refused"))
+            .tls(TlsSettings::new().root_certificates_pem(certificates.ca()))
+            .connect()
+            .await
+            .expect_err("refused");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{what}: {err:?}");
+    }
 }

@@ -5,18 +5,26 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use super::server::{Server, ServerKind, Spec, get_or_start, info_field, launch_all, wait_until};
+use super::server::{
+    Server, ServerKind, Spec, free_port, get_or_start, info_field, launch_all, wait_until,
+};
 
 /// The service name the sentinels monitor.
 pub const SERVICE_NAME: &str = "leasehold-master";
 /// How long a replica may take to sync, and a failover to complete.
 pub const SENTINEL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The flags that make a process of a setup listen for TLS on a port, and speak it to the
+/// others (`tls-replication yes`).
+pub type TlsFlags = fn(u16) -> Vec<String>;
+
 /// A master, a replica and 3 sentinels watching them.
 pub struct SentinelSetup {
     master: Server,
     replica: Server,
     sentinels: Vec<Server>,
+    /// With TLS, each process's TLS port: the master's, the replica's, then the sentinels'.
+    tls_ports: Option<Vec<u16>>,
     failover_lock: Mutex<()>,
 }
 
@@ -24,12 +32,37 @@ impl SentinelSetup {
     /// Starts a new private setup of `kind` (master, replica in sync, 3 sentinels) and waits
     /// until it is healthy ([`Self::wait_healthy`]).
     pub fn start(kind: ServerKind) -> SentinelSetup {
-        let sync = ["--repl-diskless-sync-delay", "0"];
-        let master = Server::launch(Spec::new(kind, "sentinel-master", &sync));
-        let master_port = master.port().to_string();
-        let mut replica_args = vec!["--replicaof", "127.0.0.1", &master_port];
-        replica_args.extend(sync);
-        let replica = Server::launch(Spec::new(kind, "sentinel-replica", &replica_args));
+        SentinelSetup::start_with(kind, None)
+    }
+
+    /// [`start`](Self::start); with `tls`, every process also listens for TLS with those
+    /// flags, and they speak it to each other: the sentinels then name the nodes by their
+    /// TLS ports, and the harness keeps to the plain ones.
+    pub fn start_with(kind: ServerKind, tls: Option<TlsFlags>) -> SentinelSetup {
+        let tls_ports: Option<Vec<u16>> = tls.map(|_| (0..5).map(|_| free_port()).collect());
+        let tls_args = |process: usize| match (tls, &tls_ports) {
+            (Some(flags), Some(ports)) => flags(ports[process]),
+            _ => Vec::new(),
+        };
+        let spec = |label: &str, mut args: Vec<String>, process: usize| {
+            args.extend(["--repl-diskless-sync-delay".to_owned(), "0".to_owned()]);
+            args.extend(tls_args(process));
+            let mut spec = Spec::new(kind, label, &[]);
+            spec.extra_args = args;
+            spec
+        };
+        let master = Server::launch(spec("sentinel-master", Vec::new(), 0));
+        let master_port = match &tls_ports {
+            Some(ports) => ports[0],
+            None => master.port(),
+        }
+        .to_string();
+        let replicaof = vec![
+            "--replicaof".to_owned(),
+            "127.0.0.1".to_owned(),
+            master_port.clone(),
+        ];
+        let replica = Server::launch(spec("sentinel-replica", replicaof, 1));
         // Sentinels learn replicas from the master's INFO, which they poll every 10 s: start
         // them once the replica is online, so their first INFO already lists it.
         wait_until(SENTINEL_TIMEOUT, "the replica to sync", || {
@@ -53,6 +86,7 @@ impl SentinelSetup {
             (0..3)
                 .map(|i| {
                     let mut spec = Spec::new(kind, format!("sentinel{i}"), &[]);
+                    spec.extra_args = tls_args(2 + i);
                     spec.sentinel_conf = Some(conf.clone());
                     spec
                 })
@@ -65,6 +99,7 @@ impl SentinelSetup {
             master,
             replica,
             sentinels,
+            tls_ports,
             failover_lock: Mutex::new(()),
         };
         setup.wait_healthy();
@@ -79,6 +114,26 @@ impl SentinelSetup {
     /// `redis://127.0.0.1:<port>` of every sentinel.
     pub fn sentinel_urls(&self) -> Vec<String> {
         self.sentinels.iter().map(Server::url).collect()
+    }
+
+    /// `rediss://127.0.0.1:<TLS port>` of every sentinel, for a setup started with TLS.
+    pub fn tls_sentinel_urls(&self) -> Vec<String> {
+        let ports = self.tls_ports.as_ref().expect("a setup started with TLS");
+        ports[2..]
+            .iter()
+            .map(|port| format!("rediss://127.0.0.1:{port}"))
+            .collect()
+    }
+
+    /// The data node the sentinels name by `port` (its plain port, or its TLS one).
+    fn data_node_at(&self, port: u16) -> Option<usize> {
+        (0..2).find(|&i| {
+            self.data_nodes()[i].port() == port
+                || self
+                    .tls_ports
+                    .as_ref()
+                    .is_some_and(|ports| ports[i] == port)
+        })
     }
 
     /// The sentinel processes.
@@ -106,10 +161,10 @@ impl SentinelSetup {
     /// The data node that is currently master (per the sentinels).
     pub fn current_master(&self) -> &Server {
         let port = self.master_port();
-        self.data_nodes()
-            .into_iter()
-            .find(|s| s.port() == port)
-            .unwrap_or_else(|| panic!("sentinels name an unknown master port {port}"))
+        let node = self
+            .data_node_at(port)
+            .unwrap_or_else(|| panic!("sentinels name an unknown master port {port}"));
+        self.data_nodes()[node]
     }
 
     /// A sentinel client for the master, as an application would build it.
@@ -219,9 +274,7 @@ impl SentinelSetup {
     pub async fn kill_primary(self: &std::sync::Arc<Self>) {
         let primary = self.master_port();
         let dead = self
-            .data_nodes()
-            .into_iter()
-            .position(|node| node.port() == primary)
+            .data_node_at(primary)
             .expect("the primary is a data node");
         self.data_nodes()[dead].stop();
         let waiting = self.clone();

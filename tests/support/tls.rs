@@ -6,6 +6,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use super::cluster::Cluster;
+use super::sentinel::SentinelSetup;
 use super::server::{Server, ServerKind, free_port};
 
 /// A certificate authority of the tests' own, a server certificate for `127.0.0.1` and a
@@ -162,20 +163,40 @@ pub fn server(clients_need_certificates: bool) -> (Server, u16) {
 /// `clients_need_certificates` as for [`server`].
 pub fn cluster(clients_need_certificates: bool) -> (Cluster, Vec<u16>) {
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let path = |name: &str| certificates().path(name).display().to_string();
     let cluster = Cluster::start_with(ServerKind::Redis7, |i| {
-        let mut args = flags(ports[i], clients_need_certificates);
-        args.extend([
-            "--tls-cluster".to_owned(),
-            "yes".to_owned(),
-            "--tls-client-cert-file".to_owned(),
-            path("client.crt"),
-            "--tls-client-key-file".to_owned(),
-            path("client.key"),
-        ]);
+        let mut args = peer_flags(ports[i], clients_need_certificates);
+        args.extend(["--tls-cluster".to_owned(), "yes".to_owned()]);
         args
     });
     (cluster, ports)
+}
+
+/// A Sentinel setup (master, replica, 3 sentinels) whose processes also listen for TLS,
+/// asking clients for certificates, and speak it to each other, presenting the client
+/// certificate.
+pub fn sentinel() -> SentinelSetup {
+    SentinelSetup::start_with(
+        ServerKind::Redis7,
+        Some(|port| {
+            let mut args = peer_flags(port, true);
+            args.extend(["--tls-replication".to_owned(), "yes".to_owned()]);
+            args
+        }),
+    )
+}
+
+/// [`flags`], and the client certificate that the server presents when it connects to
+/// another (a cluster's bus, a replica's link, a sentinel's).
+fn peer_flags(port: u16, clients_need_certificates: bool) -> Vec<String> {
+    let path = |name: &str| certificates().path(name).display().to_string();
+    let mut args = flags(port, clients_need_certificates);
+    args.extend([
+        "--tls-client-cert-file".to_owned(),
+        path("client.crt"),
+        "--tls-client-key-file".to_owned(),
+        path("client.key"),
+    ]);
+    args
 }
 
 /// The flags of a server that listens for TLS on `port` with the authority's server

@@ -128,9 +128,10 @@ impl RedisBackendBuilder {
     /// The certificates to trust and present over `rediss://` (see [`TlsSettings`]): a
     /// private certificate authority, a client certificate for mutual TLS. The URL must then
     /// be `rediss://` (a plain one is refused at [`connect`](Self::connect), never connected
-    /// in plain text, every node's for a cluster), and the `tls` feature on. A standalone
-    /// server or a cluster (their tracking connections too); a Sentinel deployment with
-    /// settings is refused at `connect`, for now.
+    /// in plain text; every node's for a cluster, every sentinel's for Sentinel), and the
+    /// `tls` feature on. Tracking connections use them too. Through Sentinel, the sentinels
+    /// and the primary are both reached over TLS with these certificates, and every sentinel
+    /// URL must carry the same credentials.
     pub fn tls(mut self, settings: TlsSettings) -> Self {
         self.tls = Some(settings);
         self
@@ -180,12 +181,8 @@ impl RedisBackendBuilder {
             match &self.target {
                 Target::Standalone(url) => tls.check([url.as_str()])?,
                 Target::Cluster(urls) => tls.check(urls.iter().map(String::as_str))?,
-                // Not yet: the Sentinel client dials the primary without TLS.
-                Target::Sentinel { .. } => {
-                    return Err(Error::invalid_argument(
-                        "TLS settings are supported for a standalone server and a cluster, \
-                         not yet for a Sentinel deployment",
-                    ));
+                Target::Sentinel { sentinels, .. } => {
+                    tls.check(sentinels.iter().map(String::as_str))?;
                 }
             }
         }

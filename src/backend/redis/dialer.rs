@@ -3,8 +3,7 @@
 
 use std::time::Duration;
 
-use redis::sentinel::{SentinelClient, SentinelServerType};
-use redis::{AsyncConnectionConfig, Value};
+use redis::{AsyncConnectionConfig, ProtocolVersion, Value};
 
 use super::connection::{Connection, Request};
 use super::endpoint;
@@ -152,13 +151,11 @@ impl Dialer {
                 "Sentinel needs at least one sentinel address",
             ));
         }
-        // Without the `tls` feature redis-rs takes the name as a `String`.
-        #[allow(clippy::unnecessary_to_owned)]
-        let mut client = SentinelClient::build(
-            sentinels.to_vec(),
-            service_name.to_owned(),
-            None,
-            SentinelServerType::Master,
+        let mut client = super::sentinel::client(
+            sentinels,
+            service_name,
+            self.tls.as_ref(),
+            ProtocolVersion::RESP2,
         )
         .map_err(error_map::invalid_config)?;
         // Asks the sentinels for the primary on every attempt: after a failover, the

@@ -31,6 +31,7 @@ mod persistence;
 mod replication;
 mod script;
 pub(crate) mod script_reply;
+mod sentinel;
 mod server_clock;
 mod server_version;
 mod target;

@@ -11,7 +11,8 @@ use crate::error::{Error, Result};
 /// [`RedisBackendBuilder::tls`](super::RedisBackendBuilder::tls); needs the `tls` feature.
 ///
 /// Without it, a `rediss://` URL trusts the public roots (webpki). With root certificates,
-/// only those are trusted. For a standalone server or a cluster, not yet Sentinel (see
+/// only those are trusted: by a standalone server, a cluster's nodes, and through Sentinel
+/// the sentinels and the primary (see
 /// [`RedisBackendBuilder::tls`](super::RedisBackendBuilder::tls)). A certificate that does
 /// not verify, or a server that refuses the client's, fails the connection with
 /// [`ErrorKind::Tls`](crate::ErrorKind::Tls) (refused: never failed open), and never falls

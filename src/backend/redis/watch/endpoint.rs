@@ -3,10 +3,10 @@
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+use redis::sentinel::SentinelClient;
 use redis::{
     AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, PushInfo,
-    RedisConnectionInfo, RedisResult, Value,
+    RedisResult, Value,
 };
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
@@ -49,18 +49,18 @@ impl Endpoint {
         Ok(Endpoint::Direct(Box::new(resp3(parse(url)?)), tls.cloned()))
     }
 
-    /// The primary named `service_name` by `sentinels`, over RESP3.
-    pub(super) fn sentinel(sentinels: &[String], service_name: &str) -> Result<Endpoint> {
-        let node = SentinelNodeConnectionInfo::default().set_redis_connection_info(
-            RedisConnectionInfo::default().set_protocol(redis::ProtocolVersion::RESP3),
-        );
-        // Without the `tls` feature redis-rs takes the name as a `String`.
-        #[allow(clippy::unnecessary_to_owned)]
-        let client = SentinelClient::build(
-            sentinels.to_vec(),
-            service_name.to_owned(),
-            Some(node),
-            SentinelServerType::Master,
+    /// The primary named `service_name` by `sentinels`, with `tls`'s certificates when
+    /// given, over RESP3.
+    pub(super) fn sentinel(
+        sentinels: &[String],
+        service_name: &str,
+        tls: Option<&TlsSettings>,
+    ) -> Result<Endpoint> {
+        let client = crate::backend::redis::sentinel::client(
+            sentinels,
+            service_name,
+            tls,
+            redis::ProtocolVersion::RESP3,
         )
         .map_err(crate::backend::redis::error_map::invalid_config)?;
         Ok(Endpoint::Sentinel(Box::new(client)))

@@ -404,7 +404,7 @@ impl Tracker {
                 service_name,
             } => Ok((
                 format!("sentinel primary {service_name}"),
-                Endpoint::sentinel(sentinels, service_name)?,
+                Endpoint::sentinel(sentinels, service_name, self.tls.as_ref())?,
             )),
             Target::Cluster(_) => Err(Error::invalid_argument(
                 "a cluster has a tracking connection per node",

@@ -1,0 +1,90 @@
+//! The Sentinel client that finds the primary, for the steps' connection and the watches'
+//! alike: plain, or over TLS to the sentinels and the primary with the handle's
+//! certificates.
+
+use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+use redis::{ProtocolVersion, RedisConnectionInfo};
+
+use super::tls::TlsSettings;
+
+/// A client for the primary that `sentinels` name `service_name`, spoken to in `protocol`.
+/// With TLS settings (whose check made every sentinel URL `rediss://`), the sentinels and
+/// the primary are both reached over TLS with their certificates; the sentinels'
+/// credentials are then those of the URLs, which must agree.
+pub(super) fn client(
+    sentinels: &[String],
+    service_name: &str,
+    tls: Option<&TlsSettings>,
+    protocol: ProtocolVersion,
+) -> redis::RedisResult<SentinelClient> {
+    match tls {
+        #[cfg(feature = "tls")]
+        Some(tls) => over_tls(sentinels, service_name, tls, protocol),
+        // Without the feature, settings are refused before any connection (see `check`).
+        _ => {
+            let primary = SentinelNodeConnectionInfo::default()
+                .set_redis_connection_info(RedisConnectionInfo::default().set_protocol(protocol));
+            // Without the `tls` feature redis-rs takes the name as a `String`.
+            #[allow(clippy::unnecessary_to_owned)]
+            SentinelClient::build(
+                sentinels.to_vec(),
+                service_name.to_owned(),
+                Some(primary),
+                SentinelServerType::Master,
+            )
+        }
+    }
+}
+
+/// redis-rs takes certificates for the sentinels and the primary only through its builder,
+/// which takes the sentinels' addresses and one set of credentials for all of them.
+#[cfg(feature = "tls")]
+fn over_tls(
+    sentinels: &[String],
+    service_name: &str,
+    tls: &TlsSettings,
+    protocol: ProtocolVersion,
+) -> redis::RedisResult<SentinelClient> {
+    use redis::IntoConnectionInfo as _;
+    use redis::TlsMode;
+    use redis::sentinel::SentinelClientBuilder;
+
+    let infos = sentinels
+        .iter()
+        .map(|url| url.as_str().into_connection_info())
+        .collect::<redis::RedisResult<Vec<_>>>()?;
+    let credentials = |info: &redis::ConnectionInfo| {
+        let settings = info.redis_settings();
+        (
+            settings.username().map(str::to_owned),
+            settings.password().map(str::to_owned),
+        )
+    };
+    let (username, password) = infos.first().map(credentials).unwrap_or_default();
+    if infos
+        .iter()
+        .any(|info| credentials(info) != (username.clone(), password.clone()))
+    {
+        return Err((
+            redis::ErrorKind::InvalidClientConfig,
+            "with TLS settings, every sentinel URL must carry the same credentials",
+        )
+            .into());
+    }
+    let mut builder = SentinelClientBuilder::new(
+        infos.iter().map(|info| info.addr().clone()),
+        service_name,
+        SentinelServerType::Master,
+    )?
+    .set_client_to_sentinel_certificates(tls.certificates())
+    .set_client_to_redis_tls_mode(TlsMode::Secure)
+    .set_client_to_redis_certificates(tls.certificates())
+    .set_client_to_redis_protocol(protocol);
+    if let Some(username) = username {
+        builder = builder.set_client_to_sentinel_username(username);
+    }
+    if let Some(password) = password {
+        builder = builder.set_client_to_sentinel_password(password);
+    }
+    builder.build()
+}
