@@ -5,9 +5,10 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold::Coordination;
 use leasehold::backend::redis::{RedisBackend, Script};
 use leasehold::coordination::lock::FencedLock;
+use leasehold::{Coordination, ErrorKind};
+use support::sentinel::SetupOptions;
 use support::{SentinelSetup, Server, sentinel, unique_prefix};
 
 /// The tests fail over one shared setup, and one counts the commands its primary took: one
@@ -167,4 +168,76 @@ async fn the_first_acquisition_after_a_failover_reads_the_new_primarys_clock() {
         "the first acquisition ran before the new primary's clock was read: {log:?}"
     );
     lease.release().await.expect("release");
+}
+
+/// A primary that asks for credentials: given with `primary_credentials` (the sentinels ask
+/// for none), the handle's connections to it, the steps' and the watches', are the ACL
+/// user's, on the first primary and on the one elected after it; a wrong password is a
+/// refusal at `connect` that says so.
+#[tokio::test]
+async fn the_primary_is_reached_with_its_own_credentials() {
+    let setup = std::sync::Arc::new(SentinelSetup::start_with(
+        support::ServerKind::Redis7,
+        SetupOptions {
+            data_args: "--user billing on >primary-secret ~* &* +@all"
+                .split(' ')
+                .map(str::to_owned)
+                .collect(),
+            ..SetupOptions::default()
+        },
+    ));
+    let connect = |password: &'static str| {
+        RedisBackend::sentinel(setup.sentinel_urls(), setup.service_name())
+            .primary_credentials(Some("billing"), password)
+            .key_prefix(unique_prefix("primary-credentials"))
+            .transient_retry(Duration::from_secs(10))
+            .connect()
+    };
+    let redis = connect("primary-secret").await.expect("connected");
+    let coordination = Coordination::from(redis.clone());
+    let _watch = redis.watch_key(b"watched").await.expect("a watch");
+    let users_on = |node: &Server| -> Vec<String> {
+        let clients: String = node.cmd(&["CLIENT", "LIST"]);
+        clients
+            .lines()
+            .filter_map(|line| line.split(' ').find_map(|f| f.strip_prefix("user=")))
+            .map(str::to_owned)
+            .collect()
+    };
+    for round in ["first primary", "after a failover"] {
+        // A lock of each round's own: the first one's release may be lost with its primary.
+        let lease = FencedLock::named(&coordination, round)
+            .try_acquire(Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|e| panic!("{round}: {e}"))
+            .acquired()
+            .unwrap_or_else(|| panic!("{round}: the lock is free"));
+        drop(lease);
+        let users = users_on(setup.current_master());
+        assert!(
+            users.iter().filter(|user| *user == "billing").count() >= 1,
+            "{round}: the handle's connection is the ACL user's: {users:?}"
+        );
+        if round == "first primary" {
+            setup.kill_primary().await;
+        }
+    }
+
+    let err = connect("wrong").await.expect_err("a wrong password");
+    assert_eq!(err.kind(), ErrorKind::Authentication, "{err:?}");
+    assert!(
+        !err.to_string().contains("wrong"),
+        "no password shown: {err}"
+    );
+    let standalone = RedisBackend::standalone(setup.data_nodes()[1].url())
+        .primary_credentials(None, "secret")
+        .key_prefix(unique_prefix("primary-credentials-standalone"))
+        .connect()
+        .await
+        .expect_err("primary credentials are for Sentinel");
+    assert_eq!(
+        standalone.kind(),
+        ErrorKind::InvalidArgument,
+        "{standalone:?}"
+    );
 }

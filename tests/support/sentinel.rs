@@ -18,6 +18,17 @@ pub const SENTINEL_TIMEOUT: Duration = Duration::from_secs(30);
 /// others (`tls-replication yes`).
 pub type TlsFlags = fn(u16) -> Vec<String>;
 
+/// How a private setup differs from the shared one.
+#[derive(Default)]
+pub struct SetupOptions {
+    /// Every process also listens for TLS with these flags, and they speak it to each other:
+    /// the sentinels then name the nodes by their TLS ports, and the harness keeps to the
+    /// plain ones.
+    pub tls: Option<TlsFlags>,
+    /// Flags for both data nodes besides (an ACL user, say).
+    pub data_args: Vec<String>,
+}
+
 /// A master, a replica and 3 sentinels watching them.
 pub struct SentinelSetup {
     master: Server,
@@ -32,13 +43,12 @@ impl SentinelSetup {
     /// Starts a new private setup of `kind` (master, replica in sync, 3 sentinels) and waits
     /// until it is healthy ([`Self::wait_healthy`]).
     pub fn start(kind: ServerKind) -> SentinelSetup {
-        SentinelSetup::start_with(kind, None)
+        SentinelSetup::start_with(kind, SetupOptions::default())
     }
 
-    /// [`start`](Self::start); with `tls`, every process also listens for TLS with those
-    /// flags, and they speak it to each other: the sentinels then name the nodes by their
-    /// TLS ports, and the harness keeps to the plain ones.
-    pub fn start_with(kind: ServerKind, tls: Option<TlsFlags>) -> SentinelSetup {
+    /// [`start`](Self::start), as `options` say.
+    pub fn start_with(kind: ServerKind, options: SetupOptions) -> SentinelSetup {
+        let SetupOptions { tls, data_args } = options;
         let tls_ports: Option<Vec<u16>> = tls.map(|_| (0..5).map(|_| free_port()).collect());
         let tls_args = |process: usize| match (tls, &tls_ports) {
             (Some(flags), Some(ports)) => flags(ports[process]),
@@ -51,17 +61,18 @@ impl SentinelSetup {
             spec.extra_args = args;
             spec
         };
-        let master = Server::launch(spec("sentinel-master", Vec::new(), 0));
+        let master = Server::launch(spec("sentinel-master", data_args.clone(), 0));
         let master_port = match &tls_ports {
             Some(ports) => ports[0],
             None => master.port(),
         }
         .to_string();
-        let replicaof = vec![
+        let mut replicaof = vec![
             "--replicaof".to_owned(),
             "127.0.0.1".to_owned(),
             master_port.clone(),
         ];
+        replicaof.extend(data_args);
         let replica = Server::launch(spec("sentinel-replica", replicaof, 1));
         // Sentinels learn replicas from the master's INFO, which they poll every 10 s: start
         // them once the replica is online, so their first INFO already lists it.

@@ -6,7 +6,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use super::cluster::Cluster;
-use super::sentinel::SentinelSetup;
+use super::sentinel::{SentinelSetup, SetupOptions};
 use super::server::{Server, ServerKind, free_port};
 
 /// A certificate authority of the tests' own, a server certificate for `127.0.0.1` and a
@@ -177,11 +177,14 @@ pub fn cluster(clients_need_certificates: bool) -> (Cluster, Vec<u16>) {
 pub fn sentinel() -> SentinelSetup {
     SentinelSetup::start_with(
         ServerKind::Redis7,
-        Some(|port| {
-            let mut args = peer_flags(port, true);
-            args.extend(["--tls-replication".to_owned(), "yes".to_owned()]);
-            args
-        }),
+        SetupOptions {
+            tls: Some(|port| {
+                let mut args = peer_flags(port, true);
+                args.extend(["--tls-replication".to_owned(), "yes".to_owned()]);
+                args
+            }),
+            ..SetupOptions::default()
+        },
     )
 }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::dialer::Dialer;
 use super::link::Link;
+use super::sentinel::PrimaryCredentials;
 use super::target::Target;
 use super::tls::TlsSettings;
 use super::watch::Watcher;
@@ -49,6 +50,7 @@ pub struct RedisBackendBuilder {
     connection_timeout: Duration,
     transient_retry: Duration,
     tls: Option<TlsSettings>,
+    primary: Option<PrimaryCredentials>,
 }
 
 impl RedisBackendBuilder {
@@ -60,6 +62,7 @@ impl RedisBackendBuilder {
             connection_timeout: DEFAULT_CONNECTION_TIMEOUT,
             transient_retry: DEFAULT_TRANSIENT_RETRY,
             tls: None,
+            primary: None,
         }
     }
 
@@ -75,6 +78,7 @@ impl RedisBackendBuilder {
         Self::new(Target::Sentinel {
             sentinels,
             service_name,
+            primary: None,
         })
     }
 
@@ -137,6 +141,32 @@ impl RedisBackendBuilder {
         self
     }
 
+    /// The credentials the primary asks for, through Sentinel: its password, as an ACL
+    /// user's when `username` is given (the default user's otherwise). A sentinel URL's
+    /// credentials are the sentinels' own and never reach the primary; without these, the
+    /// primary is reached without any. Refused at [`connect`](Self::connect) for a standalone
+    /// server or a cluster, whose URLs carry their credentials.
+    ///
+    /// ```no_run
+    /// # async fn run() -> leasehold::Result<()> {
+    /// use leasehold::backend::redis::RedisBackend;
+    ///
+    /// let redis = RedisBackend::sentinel(["redis://:sentinel-secret@10.0.0.5:26379"], "cache")
+    ///     .primary_credentials(Some("billing"), "primary-secret")
+    ///     .key_prefix("billing:")
+    ///     .connect()
+    ///     .await?;
+    /// # let _ = redis;
+    /// # Ok(()) }
+    /// ```
+    pub fn primary_credentials(mut self, username: Option<&str>, password: &str) -> Self {
+        self.primary = Some(PrimaryCredentials {
+            username: username.map(str::to_owned),
+            password: password.to_owned(),
+        });
+        self
+    }
+
     /// Connects and returns the backend.
     ///
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a
@@ -164,7 +194,18 @@ impl RedisBackendBuilder {
     /// # Cancel safety
     ///
     /// Cancel safe: dropping the future drops the half-made connection.
-    pub async fn connect(self) -> Result<RedisBackend> {
+    pub async fn connect(mut self) -> Result<RedisBackend> {
+        if let Some(credentials) = self.primary.take() {
+            match &mut self.target {
+                Target::Sentinel { primary, .. } => *primary = Some(credentials),
+                Target::Standalone(_) | Target::Cluster(_) => {
+                    return Err(Error::invalid_argument(
+                        "primary credentials are for a Sentinel deployment: a standalone \
+                         server's or a cluster's go in its URLs (redis://user:password@host)",
+                    ));
+                }
+            }
+        }
         if self.response_timeout.is_zero() || self.connection_timeout.is_zero() {
             return Err(Error::invalid_argument(
                 "timeouts must be greater than zero",
@@ -247,6 +288,7 @@ impl std::fmt::Debug for RedisBackendBuilder {
             .field("connection_timeout", &self.connection_timeout)
             .field("transient_retry", &self.transient_retry)
             .field("tls", &self.tls)
+            .field("primary_credentials", &self.primary.is_some())
             .finish()
     }
 }

@@ -8,6 +8,7 @@ use redis::{AsyncConnectionConfig, ProtocolVersion, Value};
 use super::connection::{Connection, Request};
 use super::endpoint;
 use super::error_map;
+use super::sentinel::PrimaryCredentials;
 use super::server_clock::ServerClock;
 use super::server_version::ServerVersion;
 use super::target::Target;
@@ -68,7 +69,11 @@ impl Dialer {
             Target::Sentinel {
                 sentinels,
                 service_name,
-            } => self.connect_sentinel(sentinels, service_name).await,
+                primary,
+            } => {
+                self.connect_sentinel(sentinels, service_name, primary.as_ref())
+                    .await
+            }
         }?;
         let server = server_version(&connection).await?;
         let clock = server_clock(&connection).await?;
@@ -145,6 +150,7 @@ impl Dialer {
         &self,
         sentinels: &[String],
         service_name: &str,
+        primary: Option<&PrimaryCredentials>,
     ) -> Result<Connection> {
         if sentinels.is_empty() {
             return Err(Error::invalid_argument(
@@ -154,6 +160,7 @@ impl Dialer {
         let mut client = super::sentinel::client(
             sentinels,
             service_name,
+            primary,
             self.tls.as_ref(),
             ProtocolVersion::RESP2,
         )

@@ -53,6 +53,7 @@ pub(crate) fn describe(target: &Target) -> String {
         Target::Sentinel {
             sentinels,
             service_name,
+            ..
         } => format!("primary {service_name:?} of sentinels {}", list(sentinels)),
     }
 }

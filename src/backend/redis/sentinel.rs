@@ -7,23 +7,38 @@ use redis::{ProtocolVersion, RedisConnectionInfo};
 
 use super::tls::TlsSettings;
 
-/// A client for the primary that `sentinels` name `service_name`, spoken to in `protocol`.
-/// With TLS settings (whose check made every sentinel URL `rediss://`), the sentinels and
-/// the primary are both reached over TLS with their certificates; the sentinels'
-/// credentials are then those of the URLs, which must agree.
+/// What the primary asks for: a password, an ACL user's when a user name is given.
+#[derive(Clone)]
+pub(super) struct PrimaryCredentials {
+    pub(super) username: Option<String>,
+    pub(super) password: String,
+}
+
+/// A client for the primary that `sentinels` name `service_name`, reached with `primary`'s
+/// credentials and spoken to in `protocol`. With TLS settings (whose check made every
+/// sentinel URL `rediss://`), the sentinels and the primary are both reached over TLS with
+/// their certificates; the sentinels' credentials are then those of the URLs, which must
+/// agree.
 pub(super) fn client(
     sentinels: &[String],
     service_name: &str,
+    primary: Option<&PrimaryCredentials>,
     tls: Option<&TlsSettings>,
     protocol: ProtocolVersion,
 ) -> redis::RedisResult<SentinelClient> {
     match tls {
         #[cfg(feature = "tls")]
-        Some(tls) => over_tls(sentinels, service_name, tls, protocol),
+        Some(tls) => over_tls(sentinels, service_name, primary, tls, protocol),
         // Without the feature, settings are refused before any connection (see `check`).
         _ => {
-            let primary = SentinelNodeConnectionInfo::default()
-                .set_redis_connection_info(RedisConnectionInfo::default().set_protocol(protocol));
+            let mut settings = RedisConnectionInfo::default().set_protocol(protocol);
+            if let Some(primary) = primary {
+                if let Some(username) = &primary.username {
+                    settings = settings.set_username(username);
+                }
+                settings = settings.set_password(&primary.password);
+            }
+            let primary = SentinelNodeConnectionInfo::default().set_redis_connection_info(settings);
             // Without the `tls` feature redis-rs takes the name as a `String`.
             #[allow(clippy::unnecessary_to_owned)]
             SentinelClient::build(
@@ -42,6 +57,7 @@ pub(super) fn client(
 fn over_tls(
     sentinels: &[String],
     service_name: &str,
+    primary: Option<&PrimaryCredentials>,
     tls: &TlsSettings,
     protocol: ProtocolVersion,
 ) -> redis::RedisResult<SentinelClient> {
@@ -85,6 +101,12 @@ fn over_tls(
     }
     if let Some(password) = password {
         builder = builder.set_client_to_sentinel_password(password);
+    }
+    if let Some(primary) = primary {
+        if let Some(username) = &primary.username {
+            builder = builder.set_client_to_redis_username(username);
+        }
+        builder = builder.set_client_to_redis_password(&primary.password);
     }
     builder.build()
 }

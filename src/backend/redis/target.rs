@@ -8,6 +8,8 @@ pub(super) enum Target {
     Sentinel {
         sentinels: Vec<String>,
         service_name: String,
+        /// What the primary asks for (the sentinels' URLs carry their own).
+        primary: Option<super::sentinel::PrimaryCredentials>,
     },
 }
 

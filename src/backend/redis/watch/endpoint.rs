@@ -10,6 +10,7 @@ use redis::{
 };
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
+use crate::backend::redis::sentinel::PrimaryCredentials;
 use crate::backend::redis::tls::TlsSettings;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -49,16 +50,18 @@ impl Endpoint {
         Ok(Endpoint::Direct(Box::new(resp3(parse(url)?)), tls.cloned()))
     }
 
-    /// The primary named `service_name` by `sentinels`, with `tls`'s certificates when
-    /// given, over RESP3.
+    /// The primary named `service_name` by `sentinels`, with its credentials and `tls`'s
+    /// certificates when given, over RESP3.
     pub(super) fn sentinel(
         sentinels: &[String],
         service_name: &str,
+        primary: Option<&PrimaryCredentials>,
         tls: Option<&TlsSettings>,
     ) -> Result<Endpoint> {
         let client = crate::backend::redis::sentinel::client(
             sentinels,
             service_name,
+            primary,
             tls,
             redis::ProtocolVersion::RESP3,
         )

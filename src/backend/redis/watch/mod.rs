@@ -402,9 +402,10 @@ impl Tracker {
             Target::Sentinel {
                 sentinels,
                 service_name,
+                primary,
             } => Ok((
                 format!("sentinel primary {service_name}"),
-                Endpoint::sentinel(sentinels, service_name, self.tls.as_ref())?,
+                Endpoint::sentinel(sentinels, service_name, primary.as_ref(), self.tls.as_ref())?,
             )),
             Target::Cluster(_) => Err(Error::invalid_argument(
                 "a cluster has a tracking connection per node",
