@@ -9,10 +9,7 @@ mod support;
 
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Body;
-use axum::routing::get;
-use http::{Request, StatusCode};
+use http::StatusCode;
 use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::ManagedOptions;
@@ -25,25 +22,10 @@ use leasehold::layer::rate_limit::RedisRateLimitLayer;
 use leasehold::layer::{CircuitBreaker, FailurePolicy};
 use leasehold::telemetry;
 use metrics_util::debugging::DebugValue;
+use support::http::{behind, status_of};
 use support::proxy::Proxy;
 use support::recorder::{Recorded, counter, decisions, gauge, latencies, value};
 use support::{Server, ServerKind, connect, shared, unique_prefix};
-use tower::ServiceExt as _;
-
-/// One request through `router`, its status.
-async fn status(router: &Router) -> StatusCode {
-    let request = Request::get("/").body(Body::empty()).expect("a request");
-    router
-        .clone()
-        .oneshot(request)
-        .await
-        .expect("infallible")
-        .status()
-}
-
-fn routed(layer: RedisRateLimitLayer) -> Router {
-    Router::new().route("/", get(|| async { "ok" }).layer(layer))
-}
 
 /// Every check counted once, with its decision, whichever path decided it: the backend,
 /// the deny cache, a wait in the queue; and a latency for each.
@@ -52,31 +34,31 @@ async fn every_check_is_counted_once_with_the_path_that_decided_it() {
     let recorded = Recorded::start();
     let coordination = connect(shared(ServerKind::Redis7).url(), "decisions").await;
     let minute = Duration::from_secs(60);
-    let cached = routed(
+    let cached = behind(
         RedisRateLimitLayer::fixed_window(&coordination, "cached", 2, minute)
             .expect("valid")
             .key(KeyExtractor::global())
             .deny_cache(10),
     );
     let statuses = [
-        status(&cached).await,
-        status(&cached).await,
-        status(&cached).await,
-        status(&cached).await,
+        status_of(&cached).await,
+        status_of(&cached).await,
+        status_of(&cached).await,
+        status_of(&cached).await,
     ];
     assert_eq!(
         statuses.map(|s| s.as_u16()),
         [200, 200, 429, 429],
         "the last from the deny cache"
     );
-    let queued = routed(
+    let queued = behind(
         RedisRateLimitLayer::fixed_window(&coordination, "queued", 1, Duration::from_millis(200))
             .expect("valid")
             .key(KeyExtractor::global())
             .wait(Duration::from_secs(1), 10),
     );
-    assert_eq!(status(&queued).await, StatusCode::OK);
-    assert_eq!(status(&queued).await, StatusCode::OK, "after a wait");
+    assert_eq!(status_of(&queued).await, StatusCode::OK);
+    assert_eq!(status_of(&queued).await, StatusCode::OK, "after a wait");
 
     let taken = recorded.take();
     assert_eq!(decisions(&taken, "cached", "allowed"), 2);
@@ -113,32 +95,32 @@ async fn checks_without_a_decision_are_counted_as_failing_open_or_closed() {
             .open_for(Duration::from_secs(60)),
     ));
     let minute = Duration::from_secs(60);
-    let closed = routed(
+    let closed = behind(
         RedisRateLimitLayer::fixed_window(&coordination, "closed", 10, minute)
             .expect("valid")
             .key(KeyExtractor::global()),
     );
-    let open = routed(
+    let open = behind(
         RedisRateLimitLayer::fixed_window(&coordination, "open", 1, minute)
             .expect("valid")
             .key(KeyExtractor::global())
             .failure_policy(FailurePolicy::FailOpen),
     );
-    assert_eq!(status(&closed).await, StatusCode::OK);
+    assert_eq!(status_of(&closed).await, StatusCode::OK);
     recorded.take();
 
     proxy.refuse();
     proxy.cut();
     for _ in 0..4 {
-        assert_eq!(status(&closed).await, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(status_of(&closed).await, StatusCode::SERVICE_UNAVAILABLE);
     }
     assert_eq!(
         coordination.circuit_state(),
         Some(leasehold::layer::CircuitState::Open)
     );
     // The fallback admits its quota of 1, then refuses.
-    assert_eq!(status(&open).await, StatusCode::OK);
-    assert_eq!(status(&open).await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(status_of(&open).await, StatusCode::OK);
+    assert_eq!(status_of(&open).await, StatusCode::TOO_MANY_REQUESTS);
 
     let taken = recorded.take();
     assert_eq!(decisions(&taken, "closed", "failed_closed"), 4);
@@ -287,9 +269,9 @@ async fn the_hot_key_tier_and_a_waiting_request_are_counted() {
         .with_hot_keys(HotKeys::new(10))
         .expect("valid");
     let layer = RedisRateLimitLayer::new(window).key(KeyExtractor::global());
-    let hot = routed(layer.clone());
+    let hot = behind(layer.clone());
     for _ in 0..5 {
-        assert_eq!(status(&hot).await, StatusCode::OK);
+        assert_eq!(status_of(&hot).await, StatusCode::OK);
     }
     let tier = layer
         .limiter()
@@ -301,16 +283,16 @@ async fn the_hot_key_tier_and_a_waiting_request_are_counted() {
     assert_eq!(decisions(&taken, "hot", "allowed"), 5);
     assert_eq!(latencies(&taken, "hot"), 5);
 
-    let queued = routed(
+    let queued = behind(
         RedisRateLimitLayer::fixed_window(&coordination, "waiting", 1, Duration::from_millis(300))
             .expect("valid")
             .key(KeyExtractor::global())
             .wait(Duration::from_secs(2), 10),
     );
-    assert_eq!(status(&queued).await, StatusCode::OK);
+    assert_eq!(status_of(&queued).await, StatusCode::OK);
     let waiting = tokio::spawn({
         let queued = queued.clone();
-        async move { status(&queued).await }
+        async move { status_of(&queued).await }
     });
     let waits = [("policy", "waiting")];
     support::eventually("the request waits in the queue", async || {
@@ -335,15 +317,15 @@ async fn the_breaker_gauge_follows_open_half_open_and_closed() {
             .open_for(Duration::from_millis(300)),
     ));
     let breaker = [("breaker", coordination.endpoint())];
-    let router = routed(
+    let router = behind(
         RedisRateLimitLayer::fixed_window(&coordination, "probed", 100, Duration::from_secs(60))
             .expect("valid")
             .key(KeyExtractor::global()),
     );
-    assert_eq!(status(&router).await, StatusCode::OK);
+    assert_eq!(status_of(&router).await, StatusCode::OK);
     proxy.refuse();
     proxy.cut();
-    assert_eq!(status(&router).await, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(status_of(&router).await, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(
         gauge(&recorded.take(), telemetry::CIRCUIT_STATE, &breaker),
         2.0
@@ -359,7 +341,7 @@ async fn the_breaker_gauge_follows_open_half_open_and_closed() {
     proxy.stall();
     let probe = tokio::spawn({
         let router = router.clone();
-        async move { status(&router).await }
+        async move { status_of(&router).await }
     });
     support::eventually("the probe is out", async || {
         gauge(&recorded.take(), telemetry::CIRCUIT_STATE, &breaker) == 1.0

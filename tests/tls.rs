@@ -8,22 +8,37 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold::backend::redis::{RedisBackend, TlsSettings};
+use leasehold::backend::redis::{RedisBackend, RedisBackendBuilder, TlsSettings};
 use leasehold::coordination::lock::FencedLock;
 use leasehold::coordination::rate_limit::FixedWindow;
 use leasehold::{Coordination, ErrorKind};
 use support::tls;
 use support::unique_prefix;
 
-async fn connect(port: u16, settings: TlsSettings, test: &str) -> leasehold::Result<Coordination> {
-    let redis = RedisBackend::standalone(format!("rediss://127.0.0.1:{port}"))
+/// `rediss://` to a port on this machine.
+fn tls_url(port: &u16) -> String {
+    format!("rediss://127.0.0.1:{port}")
+}
+
+/// `builder` with `settings` and a key prefix of `test`'s, connected and answering.
+async fn connect_with(
+    builder: RedisBackendBuilder,
+    settings: TlsSettings,
+    test: &str,
+) -> leasehold::Result<RedisBackend> {
+    let redis = builder
         .key_prefix(unique_prefix(test))
         .tls(settings)
         .connect()
         .await?;
-    let coordination = Coordination::from(redis);
-    coordination.ready().await?;
-    Ok(coordination)
+    Coordination::from(redis.clone()).ready().await?;
+    Ok(redis)
+}
+
+async fn connect(port: u16, settings: TlsSettings, test: &str) -> leasehold::Result<Coordination> {
+    connect_with(RedisBackend::standalone(tls_url(&port)), settings, test)
+        .await
+        .map(Coordination::from)
 }
 
 /// A step decided over TLS, counted on the server.
@@ -129,23 +144,18 @@ async fn connect_cluster(
     settings: TlsSettings,
     test: &str,
 ) -> leasehold::Result<RedisBackend> {
-    let urls = ports
-        .iter()
-        .map(|port| format!("rediss://127.0.0.1:{port}"));
-    let redis = RedisBackend::cluster(urls)
-        .key_prefix(unique_prefix(test))
-        .tls(settings)
-        .connect()
-        .await?;
-    Coordination::from(redis.clone()).ready().await?;
-    Ok(redis)
+    connect_with(
+        RedisBackend::cluster(ports.iter().map(tls_url)),
+        settings,
+        test,
+    )
+    .await
 }
 
 /// A cluster whose nodes a private authority vouches for, and that asks for client
 /// certificates: served over TLS on every node (keys in each third of the slots, a watch's
-/// tracking connection), and a
-/// certificate that does not verify, or none where one is asked for, is a refusal that
-/// says so, as on one server.
+/// tracking connection), and a certificate that does not verify, or none where one is
+/// asked for, is a refusal that says so, as on one server.
 #[tokio::test]
 async fn a_cluster_is_reached_over_tls_and_refuses_what_does_not_verify() {
     let (cluster, ports) = tls::cluster(true);
@@ -205,10 +215,7 @@ async fn a_cluster_is_reached_over_tls_and_refuses_what_does_not_verify() {
         assert!(err.is_refused(), "{what}: never failed open: {err}");
     }
     // One plain node URL among them: refused before anything is sent.
-    let mut urls = ports
-        .iter()
-        .map(|port| format!("rediss://127.0.0.1:{port}"))
-        .collect::<Vec<_>>();
+    let mut urls: Vec<String> = ports.iter().map(tls_url).collect();
     urls[1] = cluster.urls()[1].clone();
     let plain = RedisBackend::cluster(urls)
         .key_prefix(unique_prefix("tls-cluster-plain"))

@@ -10,30 +10,12 @@ mod support;
 
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Body;
-use axum::routing::get;
-use http::{Request, StatusCode};
+use http::StatusCode;
 use leasehold::layer::FailurePolicy;
 use leasehold::layer::key::KeyExtractor;
 use leasehold::layer::rate_limit::RedisRateLimitLayer;
+use support::http::{behind, status_of};
 use support::{ServerKind, connect, shared};
-use tower::ServiceExt as _;
-
-/// One request through `router`, its status.
-async fn status(router: &Router) -> StatusCode {
-    let request = Request::get("/").body(Body::empty()).expect("a request");
-    router
-        .clone()
-        .oneshot(request)
-        .await
-        .expect("infallible")
-        .status()
-}
-
-fn routed(layer: RedisRateLimitLayer) -> Router {
-    Router::new().route("/", get(|| async { "ok" }).layer(layer))
-}
 
 /// Rejections are no event above `DEBUG`; a server without `INCREX` is told at `INFO` once
 /// per handle, however many fixed windows meet it, without the reply's raw text (a client's
@@ -49,11 +31,11 @@ async fn a_rejection_is_no_warning_and_a_refusal_is_one_error() {
             .expect("valid")
             .key(KeyExtractor::global())
     };
-    let (first, second) = (routed(layer("first")), routed(layer("second")));
+    let (first, second) = (behind(layer("first")), behind(layer("second")));
     for router in [&first, &second] {
-        assert_eq!(status(router).await, StatusCode::OK);
+        assert_eq!(status_of(router).await, StatusCode::OK);
         for _ in 0..3 {
-            assert_eq!(status(router).await, StatusCode::TOO_MANY_REQUESTS);
+            assert_eq!(status_of(router).await, StatusCode::TOO_MANY_REQUESTS);
         }
     }
     assert_eq!(logs.count("WARN", ""), 0, "{:?}", logs.lines("WARN", ""));
@@ -67,7 +49,7 @@ async fn a_rejection_is_no_warning_and_a_refusal_is_one_error() {
 
     let url = shared(ServerKind::Redis7).acl_user(&["-@scripting", "-incr"]);
     let refusing = connect(url, "traces_refused").await;
-    let refused = routed(
+    let refused = behind(
         RedisRateLimitLayer::fixed_window(&refusing, "refused", 10, minute)
             .expect("valid")
             .key(KeyExtractor::global())
@@ -75,7 +57,7 @@ async fn a_rejection_is_no_warning_and_a_refusal_is_one_error() {
     );
     for _ in 0..5 {
         assert_eq!(
-            status(&refused).await,
+            status_of(&refused).await,
             StatusCode::SERVICE_UNAVAILABLE,
             "a refusal never fails open"
         );
@@ -102,13 +84,13 @@ async fn a_rejection_is_no_warning_and_a_refusal_is_one_error() {
 async fn a_server_without_peer_addresses_is_one_error_not_one_per_request() {
     let logs = support::logs::capture();
     let coordination = connect(shared(ServerKind::Redis7).url(), "traces_peer").await;
-    let router = routed(
+    let router = behind(
         RedisRateLimitLayer::fixed_window(&coordination, "peer", 10, Duration::from_secs(60))
             .expect("valid")
             .key(KeyExtractor::peer_ip()),
     );
     for _ in 0..5 {
-        assert_eq!(status(&router).await, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(status_of(&router).await, StatusCode::INTERNAL_SERVER_ERROR);
     }
     let errors = logs.lines("ERROR", "");
     assert_eq!(errors.len(), 1, "one line for five requests: {errors:?}");

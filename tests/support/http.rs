@@ -11,6 +11,26 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
+/// A router whose one route, `/`, answers `ok` behind the rate-limit `layer`.
+pub fn behind(layer: leasehold::layer::rate_limit::RedisRateLimitLayer) -> axum::Router {
+    axum::Router::new().route("/", axum::routing::get(|| async { "ok" }).layer(layer))
+}
+
+/// The status of one request to `/` through `router`, in process (no network, no peer
+/// address).
+pub async fn status_of(router: &axum::Router) -> StatusCode {
+    use tower::ServiceExt as _;
+    let request = Request::get("/")
+        .body(axum::body::Body::empty())
+        .expect("a request");
+    router
+        .clone()
+        .oneshot(request)
+        .await
+        .expect("infallible")
+        .status()
+}
+
 /// Serves `app` on a free loopback port, with the peer address available to extractors
 /// (`ConnectInfo<SocketAddr>`). The server runs until the test's runtime ends.
 pub async fn serve(app: axum::Router) -> SocketAddr {
