@@ -195,7 +195,6 @@ async fn the_primary_is_reached_with_its_own_credentials() {
     };
     let redis = connect("primary-secret").await.expect("connected");
     let coordination = Coordination::from(redis.clone());
-    let _watch = redis.watch_key(b"watched").await.expect("a watch");
     let users_on = |node: &Server| -> Vec<String> {
         let clients: String = node.cmd(&["CLIENT", "LIST"]);
         clients
@@ -213,11 +212,20 @@ async fn the_primary_is_reached_with_its_own_credentials() {
             .acquired()
             .unwrap_or_else(|| panic!("{round}: the lock is free"));
         drop(lease);
-        let users = users_on(setup.current_master());
-        assert!(
-            users.iter().filter(|user| *user == "billing").count() >= 1,
-            "{round}: the handle's connection is the ACL user's: {users:?}"
-        );
+        let _watch = redis
+            .watch_key(b"watched")
+            .await
+            .unwrap_or_else(|e| panic!("{round}: a watch: {e}"));
+        // The steps' connection and the watches' tracking one.
+        let primary = setup.current_master();
+        support::eventually("both connections are the ACL user's", async || {
+            users_on(primary)
+                .iter()
+                .filter(|user| *user == "billing")
+                .count()
+                >= 2
+        })
+        .await;
         if round == "first primary" {
             setup.kill_primary().await;
         }

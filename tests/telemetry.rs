@@ -317,10 +317,12 @@ async fn the_breaker_gauge_follows_open_half_open_and_closed() {
             .open_for(Duration::from_millis(300)),
     ));
     let breaker = [("breaker", coordination.endpoint())];
+    // A decision timeout that outlasts the probe's stall, however slow the machine.
     let router = behind(
         RedisRateLimitLayer::fixed_window(&coordination, "probed", 100, Duration::from_secs(60))
             .expect("valid")
-            .key(KeyExtractor::global()),
+            .key(KeyExtractor::global())
+            .timeout(Duration::from_secs(5)),
     );
     assert_eq!(status_of(&router).await, StatusCode::OK);
     proxy.refuse();

@@ -278,6 +278,13 @@ async fn sentinel_finds_the_primary_over_tls_across_a_failover() {
         .expect_err("the sentinels' certificates do not verify");
     assert_eq!(err.kind(), ErrorKind::Tls, "{err:?}");
     assert!(err.is_refused(), "never failed open: {err}");
+    // `rediss://` sentinels without settings: the public roots, which know none of these.
+    let err = RedisBackend::sentinel(setup.tls_sentinel_urls(), setup.service_name())
+        .key_prefix(unique_prefix("tls-sentinel-public"))
+        .connect()
+        .await
+        .expect_err("the public roots do not vouch for the sentinels");
+    assert_eq!(err.kind(), ErrorKind::Tls, "{err:?}");
 
     // Refused before anything is sent: a plain sentinel URL, and sentinel URLs whose
     // credentials differ (one set reaches every sentinel over TLS).

@@ -130,7 +130,8 @@ pub(crate) fn key_error_detail(err: &KeyError, server_text: &str) -> String {
 }
 
 /// Logs a key error that is the server's fault, which whoever runs the service must fix:
-/// at `ERROR` at most every ten seconds (every request meets it), the rest at `DEBUG`.
+/// at `ERROR` at most every ten seconds for the whole process, layers and extractors alike
+/// (every request meets it), the rest at `DEBUG`.
 pub(crate) fn log_key_error(err: &KeyError, server_text: &str) {
     static TOLD: Throttle = Throttle::every_secs(10);
     if TOLD.due() {

@@ -68,8 +68,8 @@
 //! in it: `ERROR` for a refusal (at most one every ten seconds, the rest at `DEBUG`: a
 //! misconfiguration refuses every request), `DEBUG` otherwise (an outage is told at `WARN`
 //! once by each layer and handle). A rejection is no event at all above `DEBUG`. A request
-//! whose key the server cannot derive (it records no peer address) is an `ERROR` event
-//! likewise at most every ten seconds, the rest at `DEBUG`.
+//! whose key or lease name the server cannot derive (it records no peer address) is an
+//! `ERROR` event likewise at most every ten seconds in the process, the rest at `DEBUG`.
 
 /// `leasehold_rate_limit_decisions_total`: see the [module](self).
 pub const DECISIONS: &str = "leasehold_rate_limit_decisions_total";

@@ -29,7 +29,8 @@ impl Throttle {
                 u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
             });
         let last = self.told_at_ms.load(Ordering::Relaxed);
-        now.saturating_sub(last) >= self.every_ms
+        // Either way: a wall clock stepped back does not silence the line for as long.
+        now.abs_diff(last) >= self.every_ms
             && self
                 .told_at_ms
                 .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)

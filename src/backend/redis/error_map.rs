@@ -332,11 +332,14 @@ mod tests {
             )
                 .into()
         };
-        for words in [
-            "invalid peer certificate: UnknownIssuer",
-            "received fatal alert: CertificateRequired",
+        // In rustls's own words, so that a rewording there fails here.
+        for refusal in [
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+            rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired),
+            rustls::Error::NoCertificatesPresented,
+            rustls::Error::UnsupportedNameType,
         ] {
-            row(initial(words), ErrorKind::Tls, false);
+            row(initial(&refusal.to_string()), ErrorKind::Tls, false);
         }
         row(
             initial("Connection refused (os error 111)"),

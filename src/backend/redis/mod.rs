@@ -129,6 +129,10 @@ impl RedisBackend {
     }
 
     /// Configures a backend for the primary that the given sentinels name `service_name`.
+    /// The URLs' credentials are the sentinels'; the primary's are given with
+    /// [`primary_credentials`](RedisBackendBuilder::primary_credentials). With `rediss://`
+    /// sentinel URLs (the `tls` feature), the primary is reached over TLS too, with the public
+    /// roots or the [`tls`](RedisBackendBuilder::tls) settings.
     pub fn sentinel<I, S>(sentinel_urls: I, service_name: impl Into<String>) -> RedisBackendBuilder
     where
         I: IntoIterator<Item = S>,

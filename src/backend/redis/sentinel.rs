@@ -15,10 +15,10 @@ pub(super) struct PrimaryCredentials {
 }
 
 /// A client for the primary that `sentinels` name `service_name`, reached with `primary`'s
-/// credentials and spoken to in `protocol`. With TLS settings (whose check made every
-/// sentinel URL `rediss://`), the sentinels and the primary are both reached over TLS with
-/// their certificates; the sentinels' credentials are then those of the URLs, which must
-/// agree.
+/// credentials and spoken to in `protocol`. Over TLS when there are TLS settings (whose
+/// check made every sentinel URL `rediss://`) or the sentinel URLs are `rediss://`: the
+/// sentinels and the primary alike, never the primary in plain text; the sentinels'
+/// credentials are then those of the URLs, which must agree.
 pub(super) fn client(
     sentinels: &[String],
     service_name: &str,
@@ -26,29 +26,33 @@ pub(super) fn client(
     tls: Option<&TlsSettings>,
     protocol: ProtocolVersion,
 ) -> redis::RedisResult<SentinelClient> {
-    match tls {
-        #[cfg(feature = "tls")]
-        Some(tls) => over_tls(sentinels, service_name, primary, tls, protocol),
-        // Without the feature, settings are refused before any connection (see `check`).
-        _ => {
-            let mut settings = RedisConnectionInfo::default().set_protocol(protocol);
-            if let Some(primary) = primary {
-                if let Some(username) = &primary.username {
-                    settings = settings.set_username(username);
-                }
-                settings = settings.set_password(&primary.password);
-            }
-            let primary = SentinelNodeConnectionInfo::default().set_redis_connection_info(settings);
-            // Without the `tls` feature redis-rs takes the name as a `String`.
-            #[allow(clippy::unnecessary_to_owned)]
-            SentinelClient::build(
-                sentinels.to_vec(),
-                service_name.to_owned(),
-                Some(primary),
-                SentinelServerType::Master,
-            )
+    #[cfg(feature = "tls")]
+    {
+        let public_roots = TlsSettings::new();
+        let over_rediss = sentinels.iter().any(|url| url.starts_with("rediss://"));
+        if let Some(tls) = tls.or(over_rediss.then_some(&public_roots)) {
+            return over_tls(sentinels, service_name, primary, tls, protocol);
         }
     }
+    // Without the feature, settings are refused before any connection (see `check`), and
+    // redis-rs refuses a `rediss://` URL.
+    let _ = tls;
+    let mut settings = RedisConnectionInfo::default().set_protocol(protocol);
+    if let Some(primary) = primary {
+        if let Some(username) = &primary.username {
+            settings = settings.set_username(username);
+        }
+        settings = settings.set_password(&primary.password);
+    }
+    let primary = SentinelNodeConnectionInfo::default().set_redis_connection_info(settings);
+    // Without the `tls` feature redis-rs takes the name as a `String`.
+    #[allow(clippy::unnecessary_to_owned)]
+    SentinelClient::build(
+        sentinels.to_vec(),
+        service_name.to_owned(),
+        Some(primary),
+        SentinelServerType::Master,
+    )
 }
 
 /// redis-rs takes certificates for the sentinels and the primary only through its builder,
@@ -76,16 +80,20 @@ fn over_tls(
             settings.password().map(str::to_owned),
         )
     };
+    let refuse = |words: &'static str| Err((redis::ErrorKind::InvalidClientConfig, words).into());
+    // (`#insecure`, which checks no certificate, is refused by redis-rs as built here.)
+    if infos
+        .iter()
+        .any(|info| !matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }))
+    {
+        return refuse("sentinel URLs are all `rediss://` or all `redis://`");
+    }
     let (username, password) = infos.first().map(credentials).unwrap_or_default();
     if infos
         .iter()
         .any(|info| credentials(info) != (username.clone(), password.clone()))
     {
-        return Err((
-            redis::ErrorKind::InvalidClientConfig,
-            "with TLS settings, every sentinel URL must carry the same credentials",
-        )
-            .into());
+        return refuse("over TLS, every sentinel URL must carry the same credentials");
     }
     let mut builder = SentinelClientBuilder::new(
         infos.iter().map(|info| info.addr().clone()),
