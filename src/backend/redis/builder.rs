@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use super::dialer::Dialer;
 use super::link::Link;
-use super::sentinel::PrimaryCredentials;
-use super::target::Target;
+use super::target::{PrimaryCredentials, Target};
 use super::tls::TlsSettings;
 use super::watch::Watcher;
 use super::{Capabilities, RedisBackend, Shared, endpoint};

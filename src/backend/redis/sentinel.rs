@@ -5,14 +5,8 @@
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::{ProtocolVersion, RedisConnectionInfo};
 
+use super::target::PrimaryCredentials;
 use super::tls::TlsSettings;
-
-/// What the primary asks for: a password, an ACL user's when a user name is given.
-#[derive(Clone)]
-pub(super) struct PrimaryCredentials {
-    pub(super) username: Option<String>,
-    pub(super) password: String,
-}
 
 /// A client for the primary that `sentinels` name `service_name`, reached with `primary`'s
 /// credentials and spoken to in `protocol`. Over TLS when there are TLS settings (whose

@@ -9,8 +9,16 @@ pub(super) enum Target {
         sentinels: Vec<String>,
         service_name: String,
         /// What the primary asks for (the sentinels' URLs carry their own).
-        primary: Option<super::sentinel::PrimaryCredentials>,
+        primary: Option<PrimaryCredentials>,
     },
+}
+
+/// What a primary found through Sentinel asks for: a password, an ACL user's when a user
+/// name is given. Not `Debug`, like the target.
+#[derive(Clone)]
+pub(super) struct PrimaryCredentials {
+    pub(super) username: Option<String>,
+    pub(super) password: String,
 }
 
 impl Target {

@@ -10,7 +10,7 @@ use redis::{
 };
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
-use crate::backend::redis::sentinel::PrimaryCredentials;
+use crate::backend::redis::target::PrimaryCredentials;
 use crate::backend::redis::tls::TlsSettings;
 use crate::error::{Error, ErrorKind, Result};
 
