@@ -82,13 +82,11 @@ fn over_tls(
     {
         return refuse("sentinel URLs are all `rediss://` or all `redis://`");
     }
-    let (username, password) = infos.first().map(credentials).unwrap_or_default();
-    if infos
-        .iter()
-        .any(|info| credentials(info) != (username.clone(), password.clone()))
-    {
+    let first = infos.first().map(credentials).unwrap_or_default();
+    if infos.iter().any(|info| credentials(info) != first) {
         return refuse("over TLS, every sentinel URL must carry the same credentials");
     }
+    let (username, password) = first;
     let mut builder = SentinelClientBuilder::new(
         infos.iter().map(|info| info.addr().clone()),
         service_name,
