@@ -559,6 +559,49 @@ async fn a_full_memory_backend_serves_new_clients_and_never_evicts_a_lease() {
     assert_503_with_retry_after(&refused, "full of held keys");
 }
 
+/// Held keys past three quarters of a memory backend's bound (800 lock names taken and
+/// released on a store of 1,000 keys: their fencing counters stay while their tokens can
+/// matter) leave every client's window in place: three interleaved clients of a limit of
+/// one per window are each admitted exactly once.
+#[tokio::test]
+async fn released_lock_names_past_three_quarters_of_the_bound_leave_every_limit_in_force() {
+    let backend = MemoryBackend::builder()
+        .max_keys(1_000)
+        .build()
+        .expect("valid");
+    let coordination: Coordination = backend.clone().into();
+    for id in 0..800 {
+        let mut lease = FencedLock::named(&coordination, format!("report:{id}"))
+            .try_acquire(Duration::from_secs(60))
+            .await
+            .expect("acquire")
+            .into_lease()
+            .expect("free");
+        lease.release().await.expect("release");
+    }
+    assert!(backend.len() >= 800, "{} keys", backend.len());
+    let rate =
+        RedisRateLimitLayer::fixed_window(&coordination, "rate", 1, Duration::from_secs(600))
+            .expect("valid")
+            .key(KeyExtractor::header_in_clear("x-client").expect("a header name"));
+    let addr = serve(Router::new().route("/rate", get(|| async { "ok" }).layer(rate))).await;
+    let client = client();
+    let mut admitted = [0; 3];
+    for _ in 0..5 {
+        for (i, count) in admitted.iter_mut().enumerate() {
+            let id = format!("client-{i}");
+            let reply = http_get(&client, addr, "/rate", &[("x-client", &id)]).await;
+            match reply.status.as_u16() {
+                200 => *count += 1,
+                429 => {}
+                other => panic!("{id}: {other} {reply:?}"),
+            }
+        }
+    }
+    assert_eq!(admitted, [1, 1, 1]);
+    assert_eq!(backend.evictions(), 0);
+}
+
 #[tokio::test]
 async fn a_huge_client_key_is_stored_hashed() {
     let server = shared(ServerKind::Redis7);

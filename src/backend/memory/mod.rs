@@ -9,16 +9,21 @@
 //! `tokio::time::pause()` and `advance()` to move windows and leases forward instantly.
 //! Deadlines reach some 584,000 years past the backend's creation, so a fixed window on it
 //! lasts at most 2^52 ms (about 142,000 years).
+//!
+//! # Capacity
 //! The number of live keys is bounded ([`DEFAULT_MAX_KEYS`]); expired keys are reclaimed as
-//! time passes. When the bound is reached, rate-limit state (windows, buckets) is evicted,
-//! the entry nearest its expiry first: a client whose state is forgotten may be admitted
-//! again within its window (one client per eviction, counted by
-//! [`MemoryBackend::evictions`]), rather than every new client being refused (a flood of
-//! client keys would otherwise lock every new client out). What is held (leases, permits,
-//! fencing counters) is never evicted: a new held key evicts rate-limit state for room, and
-//! rate-limit state leaves a quarter of the bound free for it while what is held leaves room
-//! for that. A step that would create a held key in a store full of held things fails with
-//! [`ErrorKind::CapacityExceeded`](crate::ErrorKind::CapacityExceeded).
+//! time passes. Two kinds of key share the bound, each bounded on its own terms:
+//! - **What is held** (leases, permits, latches, sessions, elections, fencing counters while
+//!   a token of theirs can still matter) is never evicted. It may take the whole bound: a
+//!   new held key evicts one rate-limit key when the store is full, and a step that would
+//!   create a held key in a store full of held things fails with
+//!   [`ErrorKind::CapacityExceeded`](crate::ErrorKind::CapacityExceeded).
+//! - **Rate-limit state** (windows, buckets, arrival times) takes at most what the held keys
+//!   leave, less a quarter of the bound kept free for held keys while they take less than
+//!   that. A new rate-limit key at that bound evicts exactly one, the rate-limit key nearest
+//!   its expiry: that client may be admitted again within its window (one client per
+//!   eviction, counted by [`MemoryBackend::evictions`]), rather than every new client being
+//!   refused. No other client's state is touched, however many keys are held.
 
 pub(crate) mod clock;
 mod store;

@@ -22,8 +22,12 @@ pub(crate) type AttachedKeys = std::collections::HashMap<Vec<u8>, (String, Vec<u
 #[allow(clippy::box_collection)]
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Value {
-    /// An integer counter.
+    /// An integer counter: a fixed window's.
     Int(i64),
+    /// A fencing counter: the last token handed out, kept until the clock has passed it (see
+    /// `fencing_counter`). Held, never evicted: a counter lost before then could hand out a
+    /// token that went back.
+    FencingCounter(i64),
     /// Sliding-window segments: (segment end, permits counted in it), oldest first. A
     /// boxed slice, no larger than the segments: a new one, or one dropped, is a new slice,
     /// at most once per segment and key.
@@ -82,17 +86,17 @@ pub(crate) struct LatchGeneration {
 impl Value {
     /// Whether an entry holding this may be evicted when the store is full: rate-limit state
     /// (a window, a bucket, GCRA's arrival time), which always expires and whose loss costs
-    /// a bounded over-admission. Never what is held (a lease, permits) nor a counter without
-    /// expiry (a lock's fencing counter), whose loss would be unsafe.
+    /// a bounded over-admission. Never what is held (a lease, permits) nor a fencing counter,
+    /// whose loss would be unsafe.
     fn is_evictable(&self, expires_at: Option<Moment>) -> bool {
         match self {
             Value::Segments(_)
             | Value::Bucket { .. }
             | Value::Tat(_)
             | Value::Windows(_)
-            // A fixed window's counter; a fencing counter has no expiry.
             | Value::Int(_) => expires_at.is_some(),
-            Value::Permits { .. }
+            Value::FencingCounter(_)
+            | Value::Permits { .. }
             | Value::LeaseOwner(_)
             | Value::Fenced { .. }
             | Value::Latch(_)
@@ -187,15 +191,20 @@ enum Popped {
 /// of two: the evictable entries', which eviction takes from, or the held ones'; one heap
 /// item per key, where rate-limit state is most of the keys.
 ///
-/// When the bound is reached and nothing has expired, rate-limit state is evicted (see
-/// [`Value::is_evictable`]), the entry nearest its expiry first: a client whose window is
-/// forgotten may be admitted again within it, a bounded over-admission counted in
-/// [`evictions`](Self::evictions), rather than every new client being refused. A new
-/// rate-limit key leaves a [reserve](held_reserve) of free keys for what is held while it
-/// can (evicting older rate-limit state), and a new held key evicts rate-limit state for
-/// room, so a flood of client keys can neither take the room of leases and permits nor
-/// evict them: a held key is refused with [`ErrorKind::CapacityExceeded`] only when the
-/// store is full of held things.
+/// The two kinds of entry are bounded apart:
+/// - **Held** entries (leases, permits, fencing counters: see [`Value::is_evictable`]) take
+///   up to `max_keys`; a new one evicts one rate-limit entry when the store is full, and is
+///   refused with [`ErrorKind::CapacityExceeded`] only when the store is full of held
+///   things.
+/// - **Rate-limit** entries take what the held ones leave, less a [reserve](held_reserve)
+///   kept free for held ones: at most `max_keys - max(held, reserve)`. A new one at that
+///   bound evicts exactly one, the rate-limit entry nearest its expiry, and never more: a
+///   client whose window is forgotten may be admitted again within it, a bounded
+///   over-admission counted in [`evictions`](Self::evictions), rather than every new client
+///   being refused.
+///
+/// So a flood of client keys can neither take the room of leases and permits nor evict
+/// them, and held keys, however many, leave every remaining rate-limit entry in place.
 #[derive(Debug)]
 pub(crate) struct Store {
     entries: HashTable<Slot>,
@@ -208,6 +217,8 @@ pub(crate) struct Store {
     /// The deadlines of evictable entries, the nearest first (superseded ones skipped).
     evictable: Deadlines,
     max_keys: usize,
+    /// How many entries are evictable (rate-limit state); the others are held.
+    evictable_len: usize,
     /// The number of the last schedule given (each is two more than the last, its lowest
     /// bit then set for an evictable entry's).
     next_schedule: u64,
@@ -247,6 +258,7 @@ impl Store {
             held: BinaryHeap::new(),
             evictable: BinaryHeap::new(),
             max_keys,
+            evictable_len: 0,
             next_schedule: 0,
             evictions: 0,
         }
@@ -323,6 +335,7 @@ impl Store {
         let hasher = &self.hasher;
         self.entries
             .insert_unique(hash, slot, |slot| hasher.hash_one(&*slot.key));
+        self.evictable_len += usize::from(evictable);
         // Only once the entry carries its schedule: a heap rebuilt before would leave its
         // new deadline out, and the entry would never be reclaimed nor evicted.
         self.compact_if_sparse();
@@ -340,7 +353,11 @@ impl Store {
     ) {
         let schedule = self.schedule(hash, expires_at, evictable);
         if let Some(entry) = self.entry_mut(hash, key) {
+            let was_evictable = entry.schedule.is_evictable();
             entry.schedule = schedule;
+            // A value that changed kind moves between the two bounds.
+            self.evictable_len =
+                self.evictable_len + usize::from(evictable) - usize::from(was_evictable);
         }
         self.compact_if_sparse();
     }
@@ -381,6 +398,7 @@ impl Store {
             !schedule.is_evictable() || entry.value.is_evictable(entry.expires_at()),
             "an entry in the evictable heap holds what is held"
         );
+        self.evictable_len -= usize::from(schedule.is_evictable());
         found.remove();
         Popped::Removed
     }
@@ -413,15 +431,19 @@ impl Store {
         Ok(())
     }
 
-    /// Makes room for one new rate-limit key: within the bound less the held reserve,
-    /// evicting the rate-limit entry nearest its expiry if need be. Without one to evict (what
-    /// is held takes the room), the key is refused as a held one would be.
+    /// Makes room for one new rate-limit key: rate-limit state takes at most what the held
+    /// entries leave, less the held reserve while they take less than it; at that bound the
+    /// rate-limit entry nearest its expiry is evicted, one for one. Without room at all (what
+    /// is held fills the store), the key is refused as a held one would be.
     fn make_room_for_rate_limit_state(&mut self, now: Moment) -> Result<()> {
         self.reclaim(now);
-        let room = self.max_keys.saturating_sub(held_reserve(self.max_keys));
-        while self.entries.len() >= room.max(1) {
+        let held = self.entries.len() - self.evictable_len;
+        let room = self
+            .max_keys
+            .saturating_sub(held.max(held_reserve(self.max_keys)));
+        while self.evictable_len >= room {
             if !self.evict_one() {
-                return self.ensure_room_for(1, now);
+                return Err(self.full(now));
             }
         }
         Ok(())
@@ -470,6 +492,7 @@ impl Store {
     pub(crate) fn remove(&mut self, key: &[u8]) {
         let hash = self.hash(key);
         if let Ok(found) = self.entries.find_entry(hash, |slot| *slot.key == *key) {
+            self.evictable_len -= usize::from(found.get().entry.schedule.is_evictable());
             found.remove();
         }
     }
@@ -704,6 +727,59 @@ mod tests {
         }
     }
 
+    /// Held keys past the held reserve leave every rate-limit entry in place: a new one takes
+    /// a free key, and evicts one of its own, the nearest its expiry, only at the bound.
+    #[tokio::test(start_paused = true)]
+    async fn held_keys_past_the_reserve_evict_no_rate_limit_state_for_free_room() {
+        let clock = Clock::new();
+        let mut store = Store::new(100);
+        let now = clock.now();
+        for i in 0..80u32 {
+            let key = [b"held:".as_slice(), &i.to_be_bytes()].concat();
+            store
+                .insert(&key, Value::LeaseOwner("o".into()), None, now)
+                .unwrap();
+        }
+        for (i, client) in [b"a", b"b", b"c"].into_iter().enumerate() {
+            let expiry = now + SECOND * (10 + u32::try_from(i).unwrap());
+            store
+                .insert(client, Value::Int(1), Some(expiry), now)
+                .unwrap();
+        }
+        for client in [b"a", b"b", b"c"] {
+            assert!(store.get_mut(client, now).is_some(), "{client:?} evicted");
+        }
+        assert_eq!(store.evictions(), 0);
+        // Up to the bound: 20 rate-limit keys beside 80 held ones, then one for one.
+        for i in 0..17u32 {
+            let key = [b"rl:".as_slice(), &i.to_be_bytes()].concat();
+            store
+                .insert(&key, Value::Int(1), Some(now + SECOND * 60), now)
+                .unwrap();
+        }
+        assert_eq!((store.len(now), store.evictions()), (100, 0));
+        store
+            .insert(b"d", Value::Int(1), Some(now + SECOND * 60), now)
+            .unwrap();
+        assert_eq!((store.len(now), store.evictions()), (100, 1));
+        assert!(
+            store.get_mut(b"a", now).is_none(),
+            "the nearest expiry goes"
+        );
+        assert!(store.get_mut(b"b", now).is_some());
+        // Held keys that fill the store leave no room for rate-limit state.
+        let mut store = Store::new(4);
+        for key in [b"h1", b"h2", b"h3", b"h4"] {
+            store
+                .insert(key, Value::LeaseOwner("o".into()), None, now)
+                .unwrap();
+        }
+        let err = store
+            .insert(b"w", Value::Int(1), Some(now + SECOND), now)
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
+    }
+
     /// An entry replaced in place keeps its schedule only for an expiry no earlier than its
     /// current one and the same heap; otherwise the value comes back untouched, for `insert`.
     #[tokio::test(start_paused = true)]
@@ -904,7 +980,8 @@ mod tests {
             .insert(b"client", Value::Int(1), Some(now + SECOND), now)
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
-        // A counter without expiry (a fencing counter) is held too.
+        // A fencing counter is held, with an expiry or without.
+        assert!(!Value::FencingCounter(1).is_evictable(Some(now + SECOND)));
         assert!(!Value::Int(1).is_evictable(None));
     }
 
