@@ -12,6 +12,7 @@ use leasehold::backend::memory::MemoryBackend;
 use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::lock::{FencedLease, FencedLock, LockAttempt, Release};
 use leasehold::coordination::ownership::abandoned_releases;
+use leasehold::coordination::rw_lease::ReadWriteLock;
 use leasehold::coordination::semaphore::{Capacity, KeyedSemaphore, Semaphore};
 use leasehold::{Coordination, ErrorKind};
 use support::proxy::Direction;
@@ -159,9 +160,61 @@ async fn fencing_tokens_strictly_increase(target: Target) {
         let lease = physical(&coordination, named.lease_key());
         let last = tokens.last().expect("six tokens").to_string();
         assert_eq!(target.raw(&[b"GET", &counter]), bulk(&last));
-        assert_eq!(target.pttl(&counter), -1, "the counter never expires");
+        // Kept an hour past the later of its lease's end and the clock passing its token.
+        let left = target.pttl(&counter);
+        assert!(
+            (KEEP_MS..=KEEP_MS + 60_000).contains(&left),
+            "the counter expires in {left} ms"
+        );
         assert_eq!(target.raw(&[b"EXISTS", &lease]), redis::Value::Int(0));
     }
+}
+
+/// How long a fencing counter outlives what its token can matter for, on Redis.
+const KEEP_MS: i64 = 3_600_000;
+
+// ---------------------------------------------------------------------------------------------
+
+scenario!(released_names_leave_no_key_without_an_expiry redis);
+
+/// Names a client chooses, each taken and released once (a lock's, a write lease's), leave
+/// no key without an expiry: each fencing counter expires within its keeping time, and a
+/// counter that had no expiry (kept by an older version) is given one by its next use.
+async fn released_names_leave_no_key_without_an_expiry(target: Target) {
+    let coordination = target.coordination("released-names").await;
+    let mut keys = Vec::new();
+    for id in 0..20 {
+        let lock = FencedLock::named(&coordination, format!("report:{id}"));
+        let mut lease = acquired(&lock, MINUTE).await;
+        lease.release().await.expect("release");
+        keys.push(physical(&coordination, lock.counter_key()));
+        keys.push(physical(&coordination, lock.lease_key()));
+        let rw = ReadWriteLock::named(&coordination, format!("report:{id}"));
+        let mut writer = rw
+            .try_write(MINUTE)
+            .await
+            .expect("write")
+            .into_lease()
+            .expect("free");
+        writer.release().await.expect("release");
+        keys.push(physical(&coordination, rw.counter_key()));
+        keys.push(physical(&coordination, rw.key()));
+    }
+    for key in &keys {
+        let left = target.pttl(key);
+        assert!(
+            left == -2 || (0..=KEEP_MS + 60_000).contains(&left),
+            "{}: PTTL {left}",
+            String::from_utf8_lossy(key)
+        );
+    }
+    // A counter without expiry, as an older version kept it, is given one by its next use.
+    let lock = FencedLock::named(&coordination, "legacy");
+    let counter = physical(&coordination, lock.counter_key());
+    target.raw(&[b"SET", &counter, b"5"]);
+    let mut lease = acquired(&lock, MINUTE).await;
+    lease.release().await.expect("release");
+    assert!(target.pttl(&counter) > KEEP_MS, "{}", target.pttl(&counter));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -359,7 +412,6 @@ async fn corrupt_state_fails_without_a_lease(target: Target) {
     let dump = |key: &[u8]| target.raw(&[b"DUMP", key]);
 
     let mut cases: Vec<(Vec<&[u8]>, &str)> = vec![
-        (vec![b"SET", &counter, b"5", b"PX", b"60000"], "expiry"),
         (vec![b"SET", &counter, b"-1"], "negative"),
         (vec![b"HSET", &counter, b"f", b"1"], "hash"),
         (vec![b"SET", &counter, b"9223372036854775807"], "largest"),
@@ -1123,7 +1175,7 @@ async fn waiting_acquisitions_ride_out_a_slot_move() {
 
 /// An acquisition delivered twice answers the counter's value as its token, checked as a
 /// new acquisition checks it: the largest token is granted again, and a counter that is not
-/// a decimal integer without expiry is corrupt state (the script run as the crate sends it,
+/// a decimal integer is corrupt state (the script run as the crate sends it,
 /// with the held lease's owner token).
 #[tokio::test]
 async fn a_duplicate_acquisition_checks_the_counter() {
@@ -1159,7 +1211,8 @@ async fn a_duplicate_acquisition_checks_the_counter() {
         ("12x", 0, "corrupt"),
         ("0", 0, "corrupt"),
         ("5", 0, "acquired"),
-        ("5", 60_000, "corrupt"),
+        // An expiry is a counter's own: it is kept while its tokens matter.
+        ("5", 60_000, "acquired"),
         ("hash", 0, "corrupt"),
     ] {
         let _: i64 = backend

@@ -53,14 +53,12 @@ use crate::layer::key::KeyError;
 /// (`sha256:<hex>`), so the lock's keys stay short whatever the request holds (see
 /// [`FencedLock::named`]).
 ///
-/// Every distinct name leaves a fencing counter in Redis that never expires. Name leases
-/// after a bounded set of resources (a tenant, a report kind), not after something unbounded
-/// such as a job id, or delete a resource's counter yourself once no lease of it is held: a
-/// counter that is gone starts again from the server's clock, above every token handed out
-/// before it (see [`FencedLock`](crate::coordination::lock::FencedLock#tokens-never-go-back)),
-/// so the fencing token never goes back, whether the counter was deleted, evicted or lost
-/// with Redis's memory (a restart without persistence, a failover that lost the last
-/// writes).
+/// Every distinct name leaves a fencing counter behind, which expires once no token of it
+/// can matter: an hour after its lease ended and the server's clock passed the token (on the
+/// memory backend, as soon as both have happened; see
+/// [`FencedLock`](crate::coordination::lock::FencedLock#storage)). A client that can choose
+/// names so costs at most the names it uses in an hour, and the fencing token never goes
+/// back, whether the counter expired, was deleted, evicted or lost with Redis's memory.
 ///
 /// # Example
 ///

@@ -46,6 +46,15 @@ impl Clock {
     pub(crate) fn since_epoch(&self, moment: Moment) -> Duration {
         self.origin_since_epoch + Duration::from_micros(moment.0)
     }
+
+    /// The first moment whose time since the epoch is past `micros` (the clock's start, for
+    /// a time before it).
+    pub(crate) fn past(&self, micros: u64) -> Moment {
+        let origin = u64::try_from(self.origin_since_epoch.as_micros()).unwrap_or(u64::MAX);
+        Moment::after(Duration::from_micros(
+            micros.saturating_add(1).saturating_sub(origin),
+        ))
+    }
 }
 
 /// A moment on a backend's [`Clock`]: whole microseconds since the clock was made, enough

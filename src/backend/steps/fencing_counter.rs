@@ -5,7 +5,9 @@
 //!
 //! The next token is the larger of the counter plus one and the clock in microseconds since
 //! the epoch (the floor): a counter that was lost starts again above every token handed out
-//! before it.
+//! before it. So a counter is kept only while a token of its can matter: until its lease
+//! ends and the clock has passed it ([`store_token`]); a name a client chooses leaves no key
+//! for ever.
 
 use crate::backend::memory::clock::{Clock, Moment};
 use crate::backend::memory::{Store, Value};
@@ -27,7 +29,7 @@ pub(crate) fn token_from_digits(digits: &[u8], script: &str) -> Result<u64> {
 }
 
 /// The counter stored at `key` (`None` when absent), or corrupt state naming `user_key`: a
-/// counter is a non-negative integer without expiry.
+/// counter is a non-negative integer.
 pub(crate) fn read(
     store: &mut Store,
     key: &[u8],
@@ -38,11 +40,8 @@ pub(crate) fn read(
         return Ok(None);
     };
     let reason = match entry.value {
-        Value::Int(value) if value < 0 => "the counter is negative",
-        Value::Int(_) if entry.expires_at().is_some() => {
-            "the counter has an expiry, so its history could be lost"
-        }
-        Value::Int(value) => return Ok(Some(value)),
+        Value::FencingCounter(value) if value < 0 => "the counter is negative",
+        Value::FencingCounter(value) => return Ok(Some(value)),
         _ => "the counter key holds another primitive's state",
     };
     Err(Error::corrupt_state(user_key, reason))
@@ -52,6 +51,25 @@ pub(crate) fn read(
 pub(crate) fn next(counter: Option<i64>, clock: Clock, now: Moment) -> i64 {
     let floor = i64::try_from(clock.since_epoch(now).as_micros()).unwrap_or(i64::MAX);
     counter.map_or(floor, |counter| (counter + 1).max(floor))
+}
+
+/// Stores `token` in the counter at `key`, kept until the later of `lasts_until` (the end of
+/// the lease it was taken for) and the moment the clock passes it, and never shorter than it
+/// was kept. After that the floor alone hands out a greater token: the backend's clock is
+/// monotonic, so no margin is needed here (the Redis scripts add one for a server's clock
+/// stepping back).
+pub(crate) fn store_token(
+    store: &mut Store,
+    key: &[u8],
+    token: i64,
+    lasts_until: Moment,
+    clock: Clock,
+    now: Moment,
+) -> Result<()> {
+    let passed = clock.past(token.unsigned_abs());
+    let kept = store.get_mut(key, now).and_then(|entry| entry.expires_at());
+    let until = lasts_until.max(passed).max(kept.unwrap_or(now));
+    store.insert(key, Value::FencingCounter(token), Some(until), now)
 }
 
 #[cfg(test)]

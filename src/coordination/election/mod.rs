@@ -16,10 +16,12 @@
 //! | `…:leader` | hash | the leader's candidate, term and value; it leads while that lease is live |
 //! | `…:terms` | string | the term counter, a fencing counter |
 //!
-//! None of them expires: a leader leads as long as its session lives, which the election's
-//! own steps do not see kept alive, so its record may not go sooner. The steps that meet a
-//! dead candidate remove it. The counter makes terms never go back (a lost counter starts
-//! again from the server's clock, above every earlier term, as a fenced lock's does).
+//! None of the first three expires: a leader leads as long as its session lives, which the
+//! election's own steps do not see kept alive, so its record may not go sooner. The steps
+//! that meet a dead candidate remove it. The counter makes terms never go back (a lost
+//! counter starts again from the server's clock, above every earlier term, as a fenced
+//! lock's does); it is kept as a fenced lock's is, an hour past the later of its leader's
+//! lease end when elected and the clock passing its term.
 //!
 //! # Failures
 //!

@@ -22,8 +22,7 @@ use crate::coordination::{ByOwner, DEFAULT_POLL_INTERVAL, ManagedOptions, OwnerT
 use crate::error::{Error, ErrorKind, Result};
 
 /// A mutual-exclusion lock shared through the backend, held under an expiring lease, whose
-/// every acquisition also takes the next value of a persistent counter: the **fencing
-/// token**.
+/// every acquisition also takes the next value of a counter: the **fencing token**.
 ///
 /// A lease alone cannot stop a holder that was paused (a long GC, a stalled VM, a slow
 /// network) past its lease and woke up believing it still holds the lock. The fencing token
@@ -45,13 +44,17 @@ use crate::error::{Error, ErrorKind, Result};
 /// - the **lease key**: a string holding the holder's owner token, with a `PX` expiry of
 ///   the lease; deleted on release, gone when the lease runs out;
 /// - the **counter key**: a string of decimal digits, the last fencing token granted. It
-///   never expires and is never deleted by this crate.
+///   expires an hour after the later of its lease's end and the moment the server's clock
+///   passes its value (a token counts microseconds since the epoch): until then it answers
+///   an acquisition delivered twice, and after that the clock alone hands out greater
+///   tokens (below). So a name used once leaves no key behind for long, whatever names
+///   clients choose. A renewal does not touch it.
 ///
 /// [`named`](Self::named) builds both from one name: `lock:{<name length>:<name>}:lease` and
 /// `lock:{<name length>:<name>}:fence`, whose common hash tag puts them in one slot. Every
 /// contender for one resource must use the same two keys, and nothing else may use them.
 ///
-/// Acquisition validates the counter before it writes: an expiring, negative, non-numeric,
+/// Acquisition validates the counter before it writes: a negative, non-numeric,
 /// wrongly typed or exhausted (`i64::MAX`) counter, or a lease key that is not a string,
 /// fails with [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState) and creates
 /// nothing.
@@ -70,13 +73,15 @@ use crate::error::{Error, ErrorKind, Result};
 /// clock of the one that handed out the token before it by more than the time between the
 /// two. A restart or a failover takes seconds, and servers kept by NTP agree within
 /// milliseconds; a server whose clock was set back by hand, or a restored backup read by a
-/// server whose clock is behind the backup's, can break it.
+/// server whose clock is behind the backup's, can break it. A counter that merely expired
+/// asks less: its clock passed the last token an hour before, so only a clock set back by
+/// more than an hour since could hand out a token that went back.
 ///
 /// What a lost counter does not change: a lease lost with the server's memory frees the lock
 /// while its holder may still be working, which is what the fencing token is for; the
 /// resource refuses that holder's writes once the next holder has written. The memory
-/// backend's counter lives as long as its process (each counter takes one of its bounded
-/// keys), its tokens from the same clock.
+/// backend's counter is kept until its lease ends and its clock, which never goes back, has
+/// passed the token (each counter takes one of its bounded keys meanwhile).
 ///
 /// # Example
 ///

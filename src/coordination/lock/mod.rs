@@ -1,7 +1,7 @@
 //! Fenced locks: mutual exclusion under an expiring lease, with a fencing token that lets
 //! the protected resource refuse a holder whose lease has run out.
 //!
-//! - [`FencedLock`]: the lock, over a lease key and a persistent counter key in one slot.
+//! - [`FencedLock`]: the lock, over a lease key and a fencing counter key in one slot.
 //! - [`FencedLease`]: one holder's lease, with its [fencing token](FencedLease::fencing_token)
 //!   and its random [owner token](FencedLease::owner_token).
 //!

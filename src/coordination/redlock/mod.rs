@@ -41,7 +41,8 @@
 //! misses its quorum fails the round. Any two majorities share a node, so a later holder's
 //! token is greater than every earlier one, **as long as the nodes keep their counters**
 //! (and, should they all lose them, the clock floor keeps tokens going up while their
-//! clocks do). That is the token the critique of Redlock found missing: send it with every
+//! clocks do). A node keeps its counter as a fenced lock does: an hour past the later of
+//! its lease's end and its clock passing the token written back. That is the token the critique of Redlock found missing: send it with every
 //! write, and have the resource refuse a lower one.
 //!
 //! # What Redlock does not give

@@ -39,8 +39,9 @@ use crate::error::{Error, Result};
 /// holder named by its owner token, and one per waiter that waits named by its waiter id,
 /// each scored by its deadline on the backend's clock. The key expires 1 ms after its
 /// latest deadline and is gone with its last member. Beside it, in its slot, the writers' fencing counter
-/// `rwlease:{<name length>:<name>}:fence`, created by the first write lease, which never
-/// expires. Acquisition, renewal, release and downgrade fail with
+/// `rwlease:{<name length>:<name>}:fence`, created by the first write lease and kept as a
+/// [fenced lock's](crate::coordination::lock::FencedLock#storage) counter is: an hour past
+/// the later of the last write lease's end and the clock passing its token. Acquisition, renewal, release and downgrade fail with
 /// [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState), changing nothing, when the
 /// set holds another type; a write acquisition does too when the counter is not one.
 ///

@@ -80,7 +80,7 @@ local function resolve(now, time, gone)
             if counter and not digits_below(counter, FENCING_MAX) then
                 return nil, dead, {'corrupt', 5, 'the counter has reached the largest term'}
             end
-            local term = take_fencing_token(KEYS[5], counter, time)
+            local term = take_fencing_token(KEYS[5], counter, time, at - now)
             local value = redis.call('HGET', KEYS[3], id) or ''
             redis.call('HSET', KEYS[4], 'id', id, 'term', term, 'value', value)
             return {id, term, value, at}, dead

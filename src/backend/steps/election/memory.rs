@@ -130,10 +130,10 @@ fn resolve(
         store.ensure_room_for(1, now)?;
     }
     let term = fencing_counter::next(counter, memory.clock(), now);
-    store.insert(&terms_key, Value::Int(term), None, now)?;
+    let at = election.live(&id, now).unwrap_or(now);
+    fencing_counter::store_token(store, &terms_key, term, at, memory.clock(), now)?;
     let term = term.unsigned_abs();
     election.leader = Some((id.clone(), term, value.clone()));
-    let at = election.live(&id, now).unwrap_or(now);
     Ok(Some((id, term, value, at)))
 }
 

@@ -3,7 +3,8 @@
 -- the next token is taken as fencing_counter.lua says, never below the server's clock.
 --
 -- KEYS[1]  the lease key (string: owner token, PX expiry)
--- KEYS[2]  the counter key (string of decimal digits, no expiry), in the lease key's slot
+-- KEYS[2]  the counter key (string of decimal digits, expiring as fencing_counter.lua says),
+--          in the lease key's slot
 -- ARGV[1]  owner token of the new lease
 -- ARGV[2]  lease in milliseconds (1 ..= 2^40)
 -- ARGV[3]  the server time (ms since the epoch) after which this step changes nothing; 0: none
@@ -58,6 +59,6 @@ if value and not digits_below(value, FENCING_MAX) then
     return {'corrupt', 2, 'the counter has reached the largest fencing token'}
 end
 
-local token = take_fencing_token(KEYS[2], value, time)
+local token = take_fencing_token(KEYS[2], value, time, tonumber(ARGV[2]))
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return {'acquired', token}

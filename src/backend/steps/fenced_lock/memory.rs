@@ -1,6 +1,6 @@
 //! The fenced lock steps in process, with the same answers and the same validation as the Lua
-//! scripts: a [`Value::LeaseOwner`] entry whose expiry is the lease's, and a [`Value::Int`]
-//! counter without expiry.
+//! scripts: a [`Value::LeaseOwner`] entry whose expiry is the lease's, and a
+//! [`Value::FencingCounter`] kept while a token of its can matter.
 
 use crate::backend::ensure_same_slot;
 use crate::backend::memory::clock::Moment;
@@ -64,7 +64,7 @@ impl MemoryStep for FencedAcquireStep<'_> {
             store.ensure_room_for(new_keys, now)?;
             // Below i64::MAX, checked above.
             let next = fencing_counter::next(counter, clock, now);
-            store.insert(&counter_key, Value::Int(next), None, now)?;
+            fencing_counter::store_token(store, &counter_key, next, deadline, clock, now)?;
             store.insert(
                 &lease_key,
                 Value::LeaseOwner(step.token.into()),
@@ -172,7 +172,7 @@ mod tests {
     }
 
     fn counter(token: u64) -> Value {
-        Value::Int(i64::try_from(token).expect("a token below i64::MAX"))
+        Value::FencingCounter(i64::try_from(token).expect("a token below i64::MAX"))
     }
 
     /// Tokens follow the clock, and the counter where it is ahead of the clock: each is
@@ -196,8 +196,9 @@ mod tests {
             }
             tokio::time::advance(Duration::from_micros(1)).await;
         }
-        // A counter ahead of the clock goes on from itself.
-        let ahead = floor(&backend) + 1_000_000;
+        // A counter ahead of the clock goes on from itself, and is kept until the clock has
+        // passed it, though its lease ended long before.
+        let ahead = floor(&backend) + 10_000_000;
         put(&backend, COUNTER, counter(ahead), None);
         assert_eq!(
             acquire(&backend, "b").expect("acquire"),
@@ -205,6 +206,25 @@ mod tests {
                 fencing_token: ahead + 1
             }
         );
+        assert_eq!(release(&backend, "b"), LeaseReleaseReply::Released);
+        tokio::time::advance(Duration::from_secs(9)).await;
+        let passed = backend.clock().past(ahead + 1);
+        assert_eq!(
+            stored(&backend, COUNTER),
+            Some((counter(ahead + 1), Some(passed)))
+        );
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(
+            stored(&backend, COUNTER),
+            None,
+            "gone once the clock passed it"
+        );
+        let FencedAcquireReply::Acquired { fencing_token } =
+            acquire(&backend, "c").expect("acquire")
+        else {
+            panic!("free")
+        };
+        assert!(fencing_token > ahead + 1);
     }
 
     fn stored(backend: &MemoryBackend, key: &[u8]) -> Option<(Value, Option<Moment>)> {
@@ -244,26 +264,37 @@ mod tests {
                 fencing_token: token
             }
         );
+        let lease_end = backend.clock().now() + Duration::from_secs(1);
         tokio::time::advance(Duration::from_millis(1)).await;
         assert_eq!(acquire(&backend, "a").expect("again"), first);
         assert!(matches!(
             acquire(&backend, "b").expect("another"),
             FencedAcquireReply::Held { .. }
         ));
-        assert_eq!(stored(&backend, COUNTER), Some((counter(token), None)));
+        // Kept as long as its lease at least.
+        assert_eq!(
+            stored(&backend, COUNTER),
+            Some((counter(token), Some(lease_end)))
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_duplicate_of_the_largest_token_is_granted_and_a_bad_counter_is_corrupt() {
         let backend = MemoryBackend::new();
-        put(&backend, COUNTER, Value::Int(i64::MAX - 1), None);
+        put(
+            &backend,
+            COUNTER,
+            counter(i64::MAX.unsigned_abs() - 1),
+            None,
+        );
         let largest = FencedAcquireReply::Acquired {
             fencing_token: i64::MAX.unsigned_abs(),
         };
         assert_eq!(acquire(&backend, "a").expect("acquire"), largest);
         assert_eq!(acquire(&backend, "a").expect("again"), largest);
         for (value, expiry) in [
-            (Value::Int(0), None),
+            (counter(0), None),
+            // A fixed window's counter.
             (Value::Int(5), Some(Duration::from_secs(60))),
         ] {
             put(&backend, COUNTER, value, expiry);
@@ -275,7 +306,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn tokens_up_to_the_largest_then_corrupt() {
         let backend = MemoryBackend::new();
-        put(&backend, COUNTER, Value::Int(i64::MAX - 2), None);
+        put(
+            &backend,
+            COUNTER,
+            counter(i64::MAX.unsigned_abs() - 2),
+            None,
+        );
         assert_eq!(
             acquire(&backend, "a").expect("acquire"),
             FencedAcquireReply::Acquired {
@@ -295,8 +331,8 @@ mod tests {
         assert!(err.to_string().contains("largest"), "{err}");
         assert_eq!(stored(&backend, LEASE), None);
         assert_eq!(
-            stored(&backend, COUNTER),
-            Some((Value::Int(i64::MAX), None))
+            stored(&backend, COUNTER).map(|(value, _)| value),
+            Some(counter(i64::MAX.unsigned_abs()))
         );
     }
 
@@ -305,8 +341,8 @@ mod tests {
         let backend = MemoryBackend::new();
         let minute = Some(Duration::from_secs(60));
         for (value, expiry, reason) in [
-            (Value::Int(-1), None, "negative"),
-            (Value::Int(5), minute, "expiry"),
+            (Value::FencingCounter(-1), None, "negative"),
+            (Value::Int(5), minute, "another primitive"),
             (Value::Tat(backend.clock().now()), None, "another primitive"),
         ] {
             put(&backend, COUNTER, value.clone(), expiry);
@@ -404,8 +440,15 @@ mod tests {
                 .expect("renew")
         );
         assert_eq!(release(&backend, "a"), LeaseReleaseReply::NoLease);
-        // The counter outlives its leases.
-        assert_eq!(stored(&backend, COUNTER), Some((counter(token), None)));
+        // The counter went when its first lease would have ended and the clock passed its
+        // token: the renewal left it alone, and the next token is above it all the same.
+        assert_eq!(stored(&backend, COUNTER), None);
+        let FencedAcquireReply::Acquired { fencing_token } =
+            acquire(&backend, "c").expect("acquire")
+        else {
+            panic!("free")
+        };
+        assert!(fencing_token > token);
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,9 +1,9 @@
 //! The fenced lock steps, shared by both backends: an expiring lease key that holds its
-//! owner's token, and a persistent counter key, in one slot, whose every increment is a
-//! fencing token.
+//! owner's token, and a counter key, in one slot, whose every increment is a fencing token,
+//! kept while a token of its can matter (see `fencing_counter.lua`).
 //!
 //! The counter is validated before anything is written: it must be absent, or a decimal
-//! integer from 0 to `i64::MAX - 1` with no expiry. Anything else is corrupt state, reported
+//! integer from 0 to `i64::MAX - 1`. Anything else is corrupt state, reported
 //! without creating a lease or touching the counter, because a fencing counter that went back
 //! (or could) would hand out a token a protected resource has already seen.
 

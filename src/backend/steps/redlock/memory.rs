@@ -1,6 +1,6 @@
 //! The Redlock group's step in process, as the script does it.
 
-use crate::backend::memory::{MemoryBackend, Value};
+use crate::backend::memory::MemoryBackend;
 use crate::backend::steps::redlock::RedlockRaiseStep;
 use crate::backend::steps::{MemoryStep, fencing_counter};
 use crate::error::{Error, Result};
@@ -17,7 +17,7 @@ impl MemoryStep for RedlockRaiseStep<'_> {
                 if counter.is_none() {
                     store.ensure_room_for(1, now)?;
                 }
-                store.insert(&key, Value::Int(token), None, now)?;
+                fencing_counter::store_token(store, &key, token, now, memory.clock(), now)?;
             }
             Ok(())
         })

@@ -13,5 +13,6 @@ if counter == nil then
 end
 if not counter or digits_below(counter, ARGV[1]) then
     redis.call('SET', KEYS[1], ARGV[1])
+    keep_fencing_counter(KEYS[1], ARGV[1], redis.call('TIME'), 0)
 end
 return {'raised'}

@@ -119,7 +119,7 @@ impl MemoryStep for RwAcquireStep<'_> {
             let new_keys = usize::from(members.is_empty()) + usize::from(counter.is_none());
             store.ensure_room_for(new_keys, now)?;
             let token = fencing_counter::next(counter, clock, now);
-            store.insert(&counter_key, Value::Int(token), None, now)?;
+            fencing_counter::store_token(store, &counter_key, token, deadline, clock, now)?;
             if let Some(waiting) = &waiting {
                 waiting.stop(members, &["q:"]);
             }

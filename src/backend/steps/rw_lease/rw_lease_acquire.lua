@@ -169,4 +169,4 @@ stop_waiting('q:')
 admit_waiting_readers()
 prune(now)
 settle(now)
-return {'granted', take_fencing_token(KEYS[2], counter, redis.call('TIME'))}
+return {'granted', take_fencing_token(KEYS[2], counter, redis.call('TIME'), tonumber(ARGV[3]))}
