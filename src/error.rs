@@ -40,7 +40,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// | [`Timeout`](ErrorKind::Timeout) | unavailable | yes, but for an acquisition that reached the server after its deadline, or a connection not made in time (nothing was sent) | no reply within the response timeout; an acquisition that arrived too late to take effect; no connection within its bound |
 /// | [`Transient`](ErrorKind::Transient) | unavailable | no | `READONLY`, `MASTERDOWN`, `CLUSTERDOWN`, `TRYAGAIN`, `LOADING`, `BUSY`, `NOREPLICAS`, an unfollowed `MOVED`/`ASK`; Sentinel naming no primary; a durable acquisition too few replicas confirmed (released; uncertain if the release failed) |
 /// | [`Authentication`](ErrorKind::Authentication) | refused | no | `WRONGPASS`, `NOAUTH`, a failed `AUTH` on (re)connect |
-/// | [`Tls`](ErrorKind::Tls) | refused | no | a server certificate that does not verify; a client certificate refused, or asked for and missing |
+/// | [`Tls`](ErrorKind::Tls) | refused | no | a server certificate that does not verify; a client certificate refused, or asked for and missing; any other TLS failure of a handshake, such as a `rediss://` URL for a port that speaks plain text |
 /// | [`Permission`](ErrorKind::Permission) | refused | no, unless a script met it part way | `NOPERM` (an ACL denies the command or a key) |
 /// | [`Script`](ErrorKind::Script) | refused | yes: a script that fails keeps the writes it made before | a Lua error (`ERR … user_script …`, `ERR Error running script`) |
 /// | [`OutOfMemory`](ErrorKind::OutOfMemory) | refused | no | `OOM` (`maxmemory` reached under `noeviction`) |
@@ -111,8 +111,9 @@ pub enum ErrorKind {
     Authentication,
     /// The TLS handshake failed: the server's certificate does not verify against the
     /// trusted roots (see [`TlsSettings`](crate::backend::redis::TlsSettings)), or the
-    /// server refused the client's certificate, or asked for one the client does not have.
-    /// *Refused*: nothing was sent, and asking again gets the same answer.
+    /// server refused the client's certificate, or asked for one the client does not have,
+    /// or the server speaks no TLS (a `rediss://` URL for a plaintext port). *Refused*:
+    /// nothing was sent, and asking again gets the same answer.
     Tls,
     /// An ACL denies the command or a key it touches (`NOPERM`). *Refused*.
     Permission,

@@ -151,7 +151,18 @@ async fn open(
     addr: SocketAddr,
     path: &str,
 ) -> (StatusCode, Incoming, http::HeaderMap) {
+    open_as(client, addr, path, "").await
+}
+
+/// [`open`] for the client that `x-client` names.
+async fn open_as(
+    client: &HttpClient,
+    addr: SocketAddr,
+    path: &str,
+    who: &str,
+) -> (StatusCode, Incoming, http::HeaderMap) {
     let request = Request::get(format!("http://{addr}{path}"))
+        .header("x-client", who)
         .body(Empty::new())
         .expect("valid request");
     let response = tokio::time::timeout(PROMPTLY, client.request(request))
@@ -681,17 +692,32 @@ async fn redis_restarted_mid_stream_fails_closed_then_recovers_with_nothing_leak
     .await;
 }
 
-#[tokio::test]
-async fn failing_open_grants_local_permits_up_to_the_capacity() {
-    let server = Server::start(ServerKind::Redis7, &[]);
-    let coordination = redis(server.url(), &unique_prefix("cl-open")).await;
-    let layer = RedisConcurrencyLimitLayer::new(&coordination, "open", Capacity::global(2))
+/// A handle through a proxy that refuses every connection from the start (Redis gone), and a
+/// layer of `capacity` failing open at once, with `x-client` as the client key.
+async fn failing_open(capacity: Capacity, test: &str) -> (support::proxy::Proxy, SocketAddr) {
+    let proxy = support::proxy::Proxy::to_port(support::shared(ServerKind::Redis7).port());
+    let coordination = redis(proxy.url(), &unique_prefix(test)).await;
+    let mut layer = RedisConcurrencyLimitLayer::new(&coordination, "open", capacity)
         .expect("valid")
         .failure_policy(FailurePolicy::FailOpen)
         .timeout(Duration::from_millis(300));
+    if capacity.of_each_key().is_some() {
+        layer = layer
+            .key(KeyExtractor::header_in_clear("x-client").expect("a header name"))
+            .fallback_keys(4);
+    }
     let addr = serve(app(layer)).await;
+    // Redis "down" behind a proxy that keeps its port (a stopped server's could be taken by
+    // another test's server, which the handle, connecting again, would reach).
+    proxy.refuse();
+    proxy.cut();
+    (proxy, addr)
+}
+
+#[tokio::test]
+async fn failing_open_grants_local_permits_up_to_the_capacity() {
+    let (_proxy, addr) = failing_open(Capacity::global(2), "cl-open").await;
     let client = client();
-    server.stop();
 
     let (first, _a, _) = open_stream(&client, addr).await;
     let (second, _b, _) = open_stream(&client, addr).await;
@@ -706,10 +732,40 @@ async fn failing_open_grants_local_permits_up_to_the_capacity() {
     );
 }
 
+/// A per-key capacity failing open keeps each client's capacity in this process: a client
+/// over its own is a 429, as with the backend up, but other clients are never blamed for an
+/// outage (it was one process-wide semaphore of the per-key capacity: every other client a
+/// 429); a client beyond the keys the fallback tracks is a 503.
+#[tokio::test]
+async fn a_per_key_limit_failing_open_keeps_each_clients_capacity_and_answers_no_429_for_an_outage()
+{
+    let (_proxy, addr) = failing_open(Capacity::per_key(2), "cl-open-key").await;
+    let client = client();
+    let mut held = Vec::new();
+    let mut statuses = Vec::new();
+    for who in ["a", "a", "a", "b", "c", "d", "e"] {
+        let (status, body, _) = open_as(&client, addr, "/stream", who).await;
+        statuses.push(status.as_u16());
+        held.push(body);
+    }
+    // a: two, then over its own capacity; b, c, d: their own; e: a fifth key, beyond the
+    // four the fallback tracks.
+    assert_eq!(statuses, [200, 200, 429, 200, 200, 200, 503]);
+    drop(held);
+    support::eventually("e is served once the others' streams end", async || {
+        let (status, _body, _) = open_as(&client, addr, "/stream", "e").await;
+        status == StatusCode::OK
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn the_circuit_breaker_fails_fast_then_heals_after_a_probe() {
-    let server = Server::start(ServerKind::Redis7, &[]);
-    let coordination = redis(server.url(), &unique_prefix("cl-breaker")).await;
+    // Redis "down" behind a proxy that keeps its port: a stopped server's port could be
+    // taken by another test's server meanwhile, which the handle, connecting again in the
+    // background, would reach.
+    let proxy = support::proxy::Proxy::to_port(support::shared(ServerKind::Redis7).port());
+    let coordination = redis(proxy.url(), &unique_prefix("cl-breaker")).await;
     let layer = RedisConcurrencyLimitLayer::new(&coordination, "breaker", Capacity::global(2))
         .expect("valid")
         .timeout(Duration::from_millis(300))
@@ -726,16 +782,16 @@ async fn the_circuit_breaker_fails_fast_then_heals_after_a_probe() {
     );
     assert_eq!(layer.circuit_state(), Some(CircuitState::Closed));
 
-    server.stop();
-    for _ in 0..2 {
+    proxy.refuse();
+    proxy.cut();
+    // Requests that outlived the layer's timeout count once the backend's own verdict is
+    // in, unless the server answered anything meanwhile (the last request's release, in the
+    // background): each is a 503 until the circuit opens.
+    support::eventually("the circuit opens", async || {
         assert_eq!(
             http_get(&client, addr, "/", &[]).await.status,
             StatusCode::SERVICE_UNAVAILABLE
         );
-    }
-    // Requests that outlived the layer's timeout count once the backend's own verdict (or
-    // its silence past the grace) is in.
-    support::eventually("the circuit opens", async || {
         layer.circuit_state() == Some(CircuitState::Open)
     })
     .await;
@@ -751,7 +807,7 @@ async fn the_circuit_breaker_fails_fast_then_heals_after_a_probe() {
         start.elapsed()
     );
 
-    server.start_again();
+    proxy.pass();
     let healed = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             if http_get(&client, addr, "/", &[]).await.status == StatusCode::OK {

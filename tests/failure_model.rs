@@ -214,6 +214,160 @@ async fn after_a_cut_requests_are_served_once_the_backend_reconnects() {
     );
 }
 
+/// A lease of a name of its own for each request, with the extractor's default timeout.
+struct EachRequestByDefault;
+
+impl<S: Sync> LeaseSpec<S> for EachRequestByDefault {
+    async fn lease(_parts: &mut Parts, _state: &S) -> Result<LeaseRequest, KeyError> {
+        Ok(each_request())
+    }
+}
+
+/// `/rate` behind a fixed window and `/lease` taking a `Lease`, everything at its defaults
+/// (timeouts, circuit breaker, fail closed) but for `breaker`, on a handle through `proxy`.
+async fn served_by_default(
+    proxy: &Proxy,
+    test: &str,
+    breaker: Option<CircuitBreaker>,
+) -> (SocketAddr, Coordination) {
+    let mut coordination = through(proxy.url(), test).await;
+    if breaker.is_some() {
+        coordination = coordination.circuit_breaker(breaker);
+    }
+    let rate =
+        RedisRateLimitLayer::fixed_window(&coordination, "rate", 1000, Duration::from_secs(60))
+            .expect("valid");
+    let router = Router::new()
+        .route("/rate", get(|| async { "ok" }).layer(rate))
+        .route(
+            LEASE,
+            get(|_lease: Lease<EachRequestByDefault>| async { "ok" }),
+        )
+        .with_state(coordination.clone());
+    let addr = serve(router).await;
+    for route in ["/rate", LEASE] {
+        let reply = http_get(&client(), addr, route, &[]).await;
+        assert_eq!(reply.status, 200, "{route}: {reply:?}");
+    }
+    (addr, coordination)
+}
+
+/// Requests to `route` every 20 ms (each within its own timeout) until one is served,
+/// every other answer a 503 with `Retry-After`; how long after `since` it was served.
+async fn served_again(addr: SocketAddr, route: &str, since: Instant) -> Duration {
+    let client = client();
+    loop {
+        let reply = http_get(&client, addr, route, &[]).await;
+        if reply.status == 200 {
+            return since.elapsed();
+        }
+        assert_503_with_retry_after(&reply, route);
+        assert!(
+            since.elapsed() < support::PATIENCE,
+            "{route} never served again"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Every connection the handle holds falls silent (no FIN, no RST: a host gone, a VIP
+/// moved) while new connections reach the same healthy server: the silent connection is
+/// replaced after a bounded number of unanswered steps, and both routes serve again within
+/// 5 s of the silence, at their defaults. Timed from the moment the silence starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_connection_is_replaced_and_served_again_within_five_seconds() {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let (addr, _coordination) = served_by_default(&proxy, "silent", None).await;
+    let connections = proxy.connections_accepted();
+
+    proxy.silence_open();
+    let silent_since = Instant::now();
+    let (rate, lease) = tokio::join!(
+        served_again(addr, "/rate", silent_since),
+        served_again(addr, LEASE, silent_since),
+    );
+    for (route, took) in [("/rate", rate), (LEASE, lease)] {
+        assert!(
+            took < Duration::from_secs(5),
+            "{route} served again {took:?} after the silence"
+        );
+    }
+    assert!(
+        proxy.connections_accepted() > connections,
+        "a new connection was made"
+    );
+}
+
+/// A cluster whose every connection falls silent, its nodes still reachable: the cluster
+/// client, which heals a node's broken connection but keeps a silent one, is replaced whole,
+/// and a fixed-window layer at its defaults serves again within 5 s of the silence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_cluster_is_replaced_and_served_again_within_five_seconds() {
+    let cluster = support::Cluster::start(ServerKind::Redis7);
+    let proxies = cluster.behind_proxies();
+    let coordination: Coordination = RedisBackend::cluster(proxies.iter().map(Proxy::url))
+        .key_prefix(unique_prefix("cluster-silent"))
+        .connect()
+        .await
+        .expect("connect")
+        .into();
+    let rate =
+        RedisRateLimitLayer::fixed_window(&coordination, "rate", 1000, Duration::from_secs(60))
+            .expect("valid");
+    let addr = serve(Router::new().route("/rate", get(|| async { "ok" }).layer(rate))).await;
+    assert_eq!(http_get(&client(), addr, "/rate", &[]).await.status, 200);
+    let connections: u64 = proxies.iter().map(Proxy::connections_accepted).sum();
+
+    for proxy in &proxies {
+        proxy.silence_open();
+    }
+    let silent_since = Instant::now();
+    let took = served_again(addr, "/rate", silent_since).await;
+    assert!(
+        took < Duration::from_secs(5),
+        "served again {took:?} after the silence"
+    );
+    let now: u64 = proxies.iter().map(Proxy::connections_accepted).sum();
+    assert!(now > connections, "new connections were made");
+}
+
+/// A server that restarts (its connections reset, new ones refused) long enough for the
+/// circuit breaker to open is served again within 0.5 s of answering: the handle keeps
+/// connecting in the background, and a connection made is a probe, however long the
+/// breaker's pause has still to run (ten seconds here, so that only that probe can serve).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_is_served_within_half_a_second_of_answering() {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let long_pause = CircuitBreaker::new().open_for(Duration::from_secs(10));
+    let coordination = through(proxy.url(), "restarted")
+        .await
+        .circuit_breaker(Some(long_pause));
+    let rate =
+        RedisRateLimitLayer::fixed_window(&coordination, "rate", 1000, Duration::from_secs(60))
+            .expect("valid");
+    let addr = serve(Router::new().route("/rate", get(|| async { "ok" }).layer(rate))).await;
+    assert_eq!(http_get(&client(), addr, "/rate", &[]).await.status, 200);
+
+    proxy.refuse();
+    proxy.cut();
+    let down_since = Instant::now();
+    // Down for long enough that the breaker opened.
+    let client = client();
+    while down_since.elapsed() < Duration::from_secs(2) {
+        let reply = http_get(&client, addr, "/rate", &[]).await;
+        assert_503_with_retry_after(&reply, "/rate");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(coordination.circuit_state(), Some(CircuitState::Open));
+    proxy.pass();
+    let up_since = Instant::now();
+    let took = served_again(addr, "/rate", up_since).await;
+    assert!(
+        took < Duration::from_millis(500),
+        "served again {took:?} after the server answered"
+    );
+}
+
 #[tokio::test]
 async fn refused_connections_under_fail_open_pass_and_open_the_breaker() {
     let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
@@ -725,6 +879,56 @@ async fn a_sentinel_failover_under_load_costs_503s_for_a_while_and_nothing_hangs
          (all 503 with Retry-After), failures spanning {window:?}",
         failed.len(),
         seen.len()
+    );
+}
+
+/// A Sentinel primary killed under load: requests are served again within 0.5 s of the
+/// sentinels naming the new primary, which the handle asks for in the background from the
+/// moment the old one's connection broke; a connection made is a probe, however long the
+/// breaker's pause has still to run (ten seconds here, so that only that probe can serve).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_sentinel_primary_is_served_within_half_a_second_of_being_named() {
+    let setup = std::sync::Arc::new(support::SentinelSetup::start(ServerKind::Redis7));
+    let coordination = Coordination::from(
+        RedisBackend::sentinel(setup.sentinel_urls(), setup.service_name())
+            .key_prefix(unique_prefix("sentinel-named"))
+            .connect()
+            .await
+            .expect("connect through sentinel"),
+    )
+    .circuit_breaker(Some(
+        CircuitBreaker::new().open_for(Duration::from_secs(10)),
+    ));
+    let rate =
+        RedisRateLimitLayer::fixed_window(&coordination, "rate", 1000, Duration::from_secs(60))
+            .expect("valid");
+    let addr = serve(Router::new().route("/rate", get(|| async { "ok" }).layer(rate))).await;
+    assert_eq!(http_get(&client(), addr, "/rate", &[]).await.status, 200);
+
+    // Load through the whole failover, so that the breaker has opened when the sentinels
+    // switch.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let client = client();
+            while !stop.load(Ordering::Relaxed) {
+                let reply = http_get(&client, addr, "/rate", &[]).await;
+                if reply.status != 200 {
+                    assert_503_with_retry_after(&reply, "/rate during the failover");
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    setup.kill_primary().await;
+    let named_at = Instant::now();
+    let took = served_again(addr, "/rate", named_at).await;
+    stop.store(true, Ordering::Relaxed);
+    load.await.expect("the load");
+    assert!(
+        took < Duration::from_millis(500),
+        "served again {took:?} after the sentinels named the new primary"
     );
 }
 

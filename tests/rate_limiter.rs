@@ -278,3 +278,26 @@ async fn many_concurrent_waiters_are_all_served_within_the_limit() {
     sorted.sort();
     assert!(sorted[5] >= Duration::from_millis(100), "{sorted:?}");
 }
+
+/// A limit refused at construction is named in the error: a service has several.
+#[test]
+fn an_invalid_limit_is_named_in_its_error() {
+    use leasehold::coordination::rate_limit::{Gcra, SlidingWindow};
+    use leasehold::layer::concurrency_limit::{Capacity, RedisConcurrencyLimitLayer};
+    let coordination = leasehold::Coordination::memory();
+    let minute = std::time::Duration::from_secs(60);
+    let errors = [
+        FixedWindow::new(&coordination, "checkout", 0, minute).map(drop),
+        SlidingWindow::new(&coordination, "search", 0, minute, 6).map(drop),
+        Gcra::new(&coordination, "login", 0, minute, 1).map(drop),
+        RedisConcurrencyLimitLayer::new(&coordination, "exports", Capacity::global(0)).map(drop),
+    ];
+    for (error, name) in errors
+        .into_iter()
+        .zip(["checkout", "search", "login", "exports"])
+    {
+        let error = error.expect_err("invalid");
+        assert_eq!(error.kind(), leasehold::ErrorKind::InvalidArgument);
+        assert!(error.to_string().contains(&format!("{name:?}")), "{error}");
+    }
+}

@@ -82,6 +82,58 @@ async fn every_check_is_counted_once_with_the_path_that_decided_it() {
     );
 }
 
+/// A concurrency limit's decisions are counted as a rate limit's are: a permit `allowed`, a
+/// full limit's 429 `limited`, and with Redis gone, a local permit or the local capacity's
+/// 429 `failed_open`, a 503 `failed_closed`; a latency for each.
+#[tokio::test(flavor = "current_thread")]
+async fn a_concurrency_limits_decisions_are_counted() {
+    use leasehold::layer::concurrency_limit::{Capacity, RedisConcurrencyLimitLayer};
+    let recorded = Recorded::start();
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = connect(proxy.url(), "concurrency-decisions").await;
+    let layer = |name: &str, capacity, policy| {
+        RedisConcurrencyLimitLayer::new(&coordination, name, capacity)
+            .expect("valid")
+            .timeout(Duration::from_millis(300))
+            .failure_policy(policy)
+    };
+    // The permit of each request is released when its response is dropped: one at a time.
+    let behind =
+        |layer| axum::Router::new().route("/", axum::routing::get(|| async { "ok" }).layer(layer));
+    let closed = behind(layer(
+        "closed",
+        Capacity::global(1),
+        FailurePolicy::default(),
+    ));
+    let open = behind(layer("open", Capacity::global(1), FailurePolicy::FailOpen));
+    assert_eq!(status_of(&closed).await, StatusCode::OK);
+    proxy.refuse();
+    proxy.cut();
+    assert_eq!(status_of(&closed).await, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(status_of(&open).await, StatusCode::OK, "a local permit");
+
+    let taken = recorded.take();
+    let count = |limit: &str, decision: &str| {
+        counter(
+            &taken,
+            telemetry::CONCURRENCY_DECISIONS,
+            &[("limit", limit), ("decision", decision)],
+        )
+    };
+    assert_eq!(count("closed", "allowed"), 1);
+    assert_eq!(count("closed", "failed_closed"), 1);
+    assert_eq!(count("open", "failed_open"), 1);
+    let latencies = |limit: &str| match value(
+        &taken,
+        telemetry::CONCURRENCY_DECISION_SECONDS,
+        &[("limit", limit)],
+    ) {
+        Some(DebugValue::Histogram(values)) => values.len(),
+        other => panic!("no histogram: {other:?}"),
+    };
+    assert_eq!((latencies("closed"), latencies("open")), (2, 1));
+}
+
 /// With Redis unreachable, every check is still counted once: `failed_closed` for a 503
 /// (the backend's failure, then the open circuit's), `failed_open` for the fail-open
 /// fallback's answers, whether it admits or refuses.

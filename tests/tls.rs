@@ -299,4 +299,96 @@ async fn sentinel_finds_the_primary_over_tls_across_a_failover() {
             .expect_err("refused");
         assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{what}: {err:?}");
     }
+
+    // Schemes as the URL parser reads them, whatever their case, and Valkey's: the
+    // sentinels and the primary over TLS (its port speaks nothing else), never refused as
+    // plain text.
+    for scheme in ["REDISS://", "valkeys://"] {
+        let urls: Vec<String> = setup
+            .tls_sentinel_urls()
+            .iter()
+            .map(|url| url.replacen("rediss://", scheme, 1))
+            .collect();
+        let redis = RedisBackend::sentinel(urls, setup.service_name())
+            .key_prefix(unique_prefix("tls-sentinel-scheme"))
+            .transient_retry(Duration::from_secs(10))
+            .tls(
+                TlsSettings::new()
+                    .root_certificates_pem(certificates.ca())
+                    .client_certificate_pem(certificate.clone(), key.clone()),
+            )
+            .connect()
+            .await
+            .unwrap_or_else(|err| panic!("{scheme}: {err:?}"));
+        decide(&Coordination::from(redis)).await;
+    }
+}
+
+/// `rediss://` pointed at a plaintext port: whether the server answers the handshake with an
+/// error line (which rustls reads as a corrupt message) or waits for the end of a command
+/// line that never comes, it is a refusal (`Tls`) at connect, never an outage that failing
+/// open would let through; each try sends a handshake of its own random bytes.
+#[tokio::test]
+async fn tls_to_a_plaintext_port_is_a_refusal_at_connect() {
+    let plain = support::shared(support::ServerKind::Redis7).port();
+    let settings = TlsSettings::new().root_certificates_pem(tls::certificates().ca());
+    for attempt in 0..4 {
+        let err = connect_with(
+            RedisBackend::standalone(tls_url(&plain))
+                .connection_timeout(Duration::from_millis(300)),
+            settings.clone(),
+            "tls-to-plain",
+        )
+        .await
+        .expect_err("no TLS there");
+        assert_eq!(err.kind(), ErrorKind::Tls, "attempt {attempt}: {err:?}");
+        assert!(err.is_refused(), "attempt {attempt}: {err}");
+    }
+}
+
+/// A handle connected over TLS whose server is replaced by a plaintext one (a proxy
+/// retargeted, then its connections cut): every step is a refusal, and a fail-open layer
+/// answers 503, never its local fallback.
+#[cfg(feature = "axum")]
+#[tokio::test]
+async fn a_tls_handle_that_meets_a_plaintext_port_fails_closed_under_fail_open() {
+    use axum::Router;
+    use axum::routing::get;
+    use leasehold::layer::FailurePolicy;
+    use leasehold::layer::rate_limit::RedisRateLimitLayer;
+    use support::http::{client, get as http_get, serve};
+
+    let (_server, port) = tls::server(false);
+    let proxy = support::proxy::Proxy::to_port(port);
+    let settings = TlsSettings::new().root_certificates_pem(tls::certificates().ca());
+    let coordination = Coordination::from(
+        connect_with(
+            RedisBackend::standalone(tls_url(&proxy.addr().port()))
+                .connection_timeout(Duration::from_millis(300)),
+            settings,
+            "tls-then-plain",
+        )
+        .await
+        .expect("connected over TLS"),
+    );
+    let rate =
+        RedisRateLimitLayer::fixed_window(&coordination, "rate", 100, Duration::from_secs(60))
+            .expect("valid")
+            .failure_policy(FailurePolicy::FailOpen);
+    let addr = serve(Router::new().route("/rate", get(|| async { "ok" }).layer(rate))).await;
+    let client = client();
+    assert_eq!(http_get(&client, addr, "/rate", &[]).await.status, 200);
+
+    proxy.retarget(support::shared(support::ServerKind::Redis7).port());
+    proxy.cut();
+    let mut statuses = Vec::new();
+    for _ in 0..6 {
+        statuses.push(http_get(&client, addr, "/rate", &[]).await.status.as_u16());
+    }
+    // The request on the cut connection may fail open (unavailable, as any cut is); none
+    // after it, once the reconnection meets the plaintext port.
+    assert!(
+        statuses[1..].iter().all(|&status| status == 503),
+        "{statuses:?}"
+    );
 }

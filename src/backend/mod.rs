@@ -150,6 +150,15 @@ impl Backend {
         }
     }
 
+    /// A step's caller gave up on it at its own timeout, with nothing answered since it
+    /// began: counted against the connection in use, which is replaced once silent (see
+    /// `redis::silence`); nothing in memory.
+    pub(crate) fn unanswered(&self) {
+        if let Kind::Redis(redis) = &self.0 {
+            redis.unanswered();
+        }
+    }
+
     /// The deadline an acquisition sent now carries on the server's clock (see
     /// [`RedisBackend::acquire_deadline`](redis::RedisBackend)); `None` in memory, where no
     /// command can be delayed.

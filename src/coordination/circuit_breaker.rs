@@ -69,7 +69,9 @@ impl CircuitBreaker {
     /// Five consecutive failures open the circuit for two seconds; one probe at a time. So
     /// a silent server costs the first few requests their timeouts, every request after them
     /// nothing, and one probe's timeout every two seconds; and a server back from an outage
-    /// is found within about two seconds (at once, if it answers a held lease's renewal).
+    /// is probed at once, whatever is left of the two seconds, when it answers anything (a
+    /// held lease's renewal) or the handle's connection, made again in the background, is
+    /// made.
     pub fn new() -> Self {
         CircuitBreaker {
             failure_threshold: 5,
@@ -311,6 +313,9 @@ impl Admission {
     /// one slow step leaves other answers arriving), no verdict otherwise.
     pub(crate) fn timed_out(self) {
         if self.answers.is_some() && self.breaker.backend.answers() == self.answers {
+            // The connection's silence too: given up on at the caller's timeout, the step
+            // met no response timer of its own.
+            self.breaker.backend.unanswered();
             self.failed();
         }
     }

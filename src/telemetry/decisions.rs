@@ -1,4 +1,5 @@
-//! A rate-limit layer's decisions: one count per check, and how long it took.
+//! A layer's decisions (a rate limit's, a concurrency limit's): one count per check, and
+//! how long it took.
 
 #[cfg(feature = "metrics")]
 use std::sync::OnceLock;
@@ -31,7 +32,7 @@ impl Clock {
     }
 }
 
-/// A layer's decision metrics, labelled with its limiter's name. The handles are taken from
+/// A layer's decision metrics, labelled with its limit's name. The handles are taken from
 /// the recorder at the first decision (not when the layer is built), so that a recorder
 /// installed between the two is the one that counts.
 #[derive(Debug)]
@@ -39,8 +40,33 @@ pub(crate) struct DecisionMetrics {
     #[cfg(feature = "metrics")]
     policy: std::sync::Arc<str>,
     #[cfg(feature = "metrics")]
+    names: &'static Names,
+    #[cfg(feature = "metrics")]
     handles: OnceLock<Handles>,
 }
+
+/// The names of one kind of layer's series, and of the label that names its limit.
+#[cfg(feature = "metrics")]
+#[derive(Debug)]
+struct Names {
+    decisions: &'static str,
+    latency: &'static str,
+    label: &'static str,
+}
+
+#[cfg(feature = "metrics")]
+static RATE_LIMIT: Names = Names {
+    decisions: super::DECISIONS,
+    latency: super::DECISION_SECONDS,
+    label: "policy",
+};
+
+#[cfg(feature = "metrics")]
+static CONCURRENCY_LIMIT: Names = Names {
+    decisions: super::CONCURRENCY_DECISIONS,
+    latency: super::CONCURRENCY_DECISION_SECONDS,
+    label: "limit",
+};
 
 #[cfg(feature = "metrics")]
 #[derive(Debug)]
@@ -51,13 +77,29 @@ struct Handles {
 }
 
 impl DecisionMetrics {
-    /// The metrics of a layer whose limiter is named `policy`.
+    /// The metrics of a rate-limit layer whose limiter is named `policy`.
     pub(crate) fn new(policy: &str) -> Self {
         #[cfg(not(feature = "metrics"))]
         let _ = policy;
         DecisionMetrics {
             #[cfg(feature = "metrics")]
             policy: policy.into(),
+            #[cfg(feature = "metrics")]
+            names: &RATE_LIMIT,
+            #[cfg(feature = "metrics")]
+            handles: OnceLock::new(),
+        }
+    }
+
+    /// The metrics of a concurrency-limit layer named `limit`.
+    pub(crate) fn concurrency(limit: &str) -> Self {
+        #[cfg(not(feature = "metrics"))]
+        let _ = limit;
+        DecisionMetrics {
+            #[cfg(feature = "metrics")]
+            policy: limit.into(),
+            #[cfg(feature = "metrics")]
+            names: &CONCURRENCY_LIMIT,
             #[cfg(feature = "metrics")]
             handles: OnceLock::new(),
         }
@@ -79,7 +121,8 @@ impl DecisionMetrics {
     #[cfg(feature = "metrics")]
     #[cold]
     fn register(&self) -> Handles {
-        let counter = |decision: &'static str| metrics::counter!(super::DECISIONS, "policy" => self.policy.clone(), "decision" => decision);
+        let names = self.names;
+        let counter = |decision: &'static str| metrics::counter!(names.decisions, names.label => self.policy.clone(), "decision" => decision);
         Handles {
             decisions: [
                 counter("allowed"),
@@ -88,7 +131,7 @@ impl DecisionMetrics {
                 counter("failed_closed"),
                 counter("shadow_limited"),
             ],
-            latency: metrics::histogram!(super::DECISION_SECONDS, "policy" => self.policy.clone()),
+            latency: metrics::histogram!(names.latency, names.label => self.policy.clone()),
         }
     }
 }
@@ -100,6 +143,8 @@ impl Clone for DecisionMetrics {
         DecisionMetrics {
             #[cfg(feature = "metrics")]
             policy: self.policy.clone(),
+            #[cfg(feature = "metrics")]
+            names: self.names,
             #[cfg(feature = "metrics")]
             handles: OnceLock::new(),
         }

@@ -12,6 +12,8 @@
 //! |---|---|---|---|
 //! | [`leasehold_rate_limit_decisions_total`](DECISIONS) | counter | `policy`, `decision` | one per check of a rate-limit layer, on every path (the backend, the deny cache, the hot-key tier, the queue, the fail-open fallback, an open circuit); a request dropped before its decision (its client went away) and one whose key cannot be derived are not counted |
 //! | [`leasehold_rate_limit_decision_duration_seconds`](DECISION_SECONDS) | histogram | `policy` | from the request's arrival at the layer to its decision |
+//! | [`leasehold_concurrency_decisions_total`](CONCURRENCY_DECISIONS) | counter | `limit`, `decision` | one per request a concurrency-limit layer decides, on every path (the backend, the fail-open fallback, an open circuit); a request whose key cannot be derived is not counted |
+//! | [`leasehold_concurrency_decision_duration_seconds`](CONCURRENCY_DECISION_SECONDS) | histogram | `limit` | from the request's arrival at the layer to its decision |
 //! | [`leasehold_rate_limit_queued_permits`](QUEUED_PERMITS) | gauge | `policy` | permits waiting in the layer's queue (`.wait(...)`) |
 //! | [`leasehold_backend_errors_total`](BACKEND_ERRORS) | counter | `primitive`, `step`, `class` | each backend step that failed (a step dropped at its caller's timeout has no outcome, and is not counted: a silent server shows as timeouts, in the decisions and the breaker's state) |
 //! | [`leasehold_leases_held`](LEASES_HELD) | gauge | `primitive` | leases and permits this process holds now: handles not yet released, lost or detached (one whose release may have run unanswered counts until it is settled) |
@@ -23,13 +25,16 @@
 //! Label values:
 //!
 //! - `policy`: the rate limiter's name, as given to its constructor (a stacked limiter's
-//!   own name, not its policies').
+//!   own name, not its policies'); `limit`: the concurrency limit's name.
 //! - `decision`: `allowed` and `limited` (the backend decided, or the deny cache or hot-key
 //!   tier for it), `failed_open` (the backend could not decide and the failure policy
 //!   answered in this process: the fail-open fallback admitted the request, or refused it
 //!   once its quota was spent), `failed_closed` (`503`: the backend could not decide, or
 //!   refused), `shadow_limited` (a rejection let through in
-//!   [shadow mode](crate::layer::rate_limit::RedisRateLimitLayer::shadow)).
+//!   [shadow mode](crate::layer::rate_limit::RedisRateLimitLayer::shadow)). A concurrency
+//!   limit's are the same but the last: `allowed` (a permit), `limited` (`429`: every slot
+//!   taken), `failed_open` (a local permit, or `429` once the local capacity is taken),
+//!   `failed_closed` (`503`).
 //! - `primitive`: a step's primitive, by its folder of steps (`fixed_window`,
 //!   `sliding_window`, `token_bucket`, `gcra`, `stacked_window`, `semaphore`, `fenced_lock`,
 //!   `fenced_value`, `rw_lease`, `hash_lease`, `latch`, `redlock`, `session`, `election`,
@@ -73,6 +78,10 @@
 
 /// `leasehold_rate_limit_decisions_total`: see the [module](self).
 pub const DECISIONS: &str = "leasehold_rate_limit_decisions_total";
+/// `leasehold_concurrency_decisions_total`: see the [module](self).
+pub const CONCURRENCY_DECISIONS: &str = "leasehold_concurrency_decisions_total";
+/// `leasehold_concurrency_decision_duration_seconds`: see the [module](self).
+pub const CONCURRENCY_DECISION_SECONDS: &str = "leasehold_concurrency_decision_duration_seconds";
 /// `leasehold_rate_limit_decision_duration_seconds`: see the [module](self).
 pub const DECISION_SECONDS: &str = "leasehold_rate_limit_decision_duration_seconds";
 /// `leasehold_rate_limit_queued_permits`: see the [module](self).

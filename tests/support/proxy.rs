@@ -62,6 +62,8 @@ struct Faults {
     severs: u64,
     /// Bumped by every `deliver_held`: severed connections deliver what they hold.
     deliveries: u64,
+    /// Bumped by every `silence_open`: connections opened before it drop every byte.
+    silences: u64,
     /// Where new connections go instead of the upstream the proxy started with.
     upstream: Option<SocketAddr>,
 }
@@ -153,11 +155,13 @@ impl Proxy {
     /// Clears every fault: no latency, held bytes delivered, answers again, the port open.
     pub fn pass(&self) {
         self.faults.send_modify(|f| {
-            let (cuts, severs, deliveries, upstream) = (f.cuts, f.severs, f.deliveries, f.upstream);
+            let (cuts, severs, deliveries, silences, upstream) =
+                (f.cuts, f.severs, f.deliveries, f.silences, f.upstream);
             *f = Faults {
                 cuts,
                 severs,
                 deliveries,
+                silences,
                 upstream,
                 ..Faults::default()
             };
@@ -184,6 +188,13 @@ impl Proxy {
     /// Accepts connections and never answers; bytes sent meanwhile are dropped.
     pub fn blackhole(&self) {
         self.faults.send_modify(|f| f.blackhole = true);
+    }
+
+    /// The connections open now fall silent for good, both ways, without a FIN or a RST (a
+    /// host gone, a partition, a VIP moved): they drop every byte. New connections are
+    /// forwarded as before.
+    pub fn silence_open(&self) {
+        self.faults.send_modify(|f| f.silences += 1);
     }
 
     /// Resets every open connection; later connections are accepted as usual.
@@ -384,9 +395,9 @@ async fn pump(
     counters: Arc<Counters>,
 ) {
     let side = direction.index();
-    let (severs, deliveries) = {
+    let (severs, deliveries, silences) = {
         let f = faults.borrow_and_update();
-        (f.severs, f.deliveries)
+        (f.severs, f.deliveries, f.silences)
     };
     // `None` marks the end of the source.
     let (queue, mut queued) = mpsc::unbounded_channel::<Option<(Instant, Vec<u8>)>>();
@@ -414,7 +425,12 @@ async fn pump(
                     let _ = queue.send(None);
                     return;
                 }
-                Ok(n) if reader_faults.borrow().blackhole => {
+                Ok(n)
+                    if {
+                        let f = reader_faults.borrow();
+                        f.blackhole || f.silences != silences
+                    } =>
+                {
                     reader_counters.received[side].fetch_add(n as u64, Ordering::SeqCst);
                 }
                 Ok(n) => {
@@ -443,7 +459,11 @@ async fn pump(
                 } else {
                     f.stalled[side]
                 };
-                (held, arrived + f.latency[side], f.blackhole)
+                (
+                    held,
+                    arrived + f.latency[side],
+                    f.blackhole || f.silences != silences,
+                )
             };
             if dropped {
                 break;

@@ -180,10 +180,14 @@ impl RedisBackendBuilder {
     /// more (a refused connection, 50 ms). A service that must not start without Redis awaits
     /// [`RedisBackend::ready`] after this. Every error names the deployment, passwords
     /// masked. Once connected, the backend reconnects by itself, the same way: a command
-    /// that meets a broken connection fails, and later ones make a new connection (one
-    /// attempt at a time, its failure the answer for half a second, a refused
-    /// connection's for 50 ms), so a server that refuses the credentials is every step's
-    /// answer at once, and a server that is back is used again within that time. A refused
+    /// that meets a broken connection fails, or the third in a row that gets no answer
+    /// (its response timeout, or its caller's timeout with nothing answered meanwhile),
+    /// and later ones make a new connection (one attempt at a time, its failure the answer
+    /// for half a second, a refused connection's for 50 ms), so a server that refuses the
+    /// credentials is every step's answer at once. Meanwhile attempts go on in the
+    /// background, every 250 ms at most (every 2 s while the server refuses them), until
+    /// one connects: a server that is back is used again within that time, and an open
+    /// circuit breaker probes it at once. A refused
     /// connection is tried again within
     /// [`transient_retry`](Self::transient_retry), so a restart shorter than that costs
     /// latency, not errors. Every new connection reads the server's version and clock
@@ -225,13 +229,6 @@ impl RedisBackendBuilder {
                     tls.check(sentinels.iter().map(String::as_str))?;
                 }
             }
-        }
-        #[cfg(feature = "tls")]
-        {
-            // rustls chooses no cryptography by itself when an application's dependencies
-            // enable more than one provider; ring is the one this crate brings. An
-            // application that installed its own keeps it.
-            let _ = rustls::crypto::ring::default_provider().install_default();
         }
         let endpoint = endpoint::describe(&self.target);
         let topology = self.target.topology();

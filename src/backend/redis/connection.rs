@@ -3,7 +3,6 @@
 use redis::aio::ConnectionLike;
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use redis::cluster_routing::SingleNodeRoutingInfo;
 use redis::{Cmd, ErrorKind as RedisKind, Pipeline, RedisError, ServerErrorKind, Value};
@@ -16,6 +15,9 @@ use super::error_map;
 use crate::backend::caller_bound;
 
 /// A live connection to a deployment. Cloning shares the underlying connection.
+///
+/// Whatever its kind, a connection that stops answering is replaced as one that broke is
+/// (see [`silence`](super::silence)).
 pub(crate) enum Connection {
     /// A standalone server. It never reconnects by itself: once a step finds it broken, the
     /// link makes a new one, so that nothing retries behind the steps' backs (see
@@ -29,13 +31,10 @@ pub(crate) enum Connection {
     /// The primary that Sentinel named, replaced as a standalone server's is, and also
     /// when it may no longer be the primary (see [`must_replace`](Self::must_replace)): the
     /// new connection asks the sentinels again.
-    Primary {
-        connection: MultiplexedConnection,
-        /// Requests timed out in a row since its last answer.
-        silent: AtomicU32,
-    },
-    /// A Redis Cluster. The client refreshes its slot map and reconnects to its nodes
-    /// itself, but sends nothing twice: it is built without retries (which would send again
+    Primary(MultiplexedConnection),
+    /// A Redis Cluster. The client refreshes its slot map and reconnects to nodes whose
+    /// connections broke itself (one that falls silent, it keeps: the whole client is then
+    /// replaced), but sends nothing twice: it is built without retries (which would send again
     /// a request whose connection broke after it was written), and [`query`](Self::query)
     /// follows `ASK` itself; `MOVED` and `TRYAGAIN` go back to [`send`], which sends again
     /// what certainly did not apply.
@@ -43,10 +42,6 @@ pub(crate) enum Connection {
     /// [`send`]: super::RedisBackend
     Cluster(ClusterConnection),
 }
-
-/// How many requests in a row Sentinel's primary may leave unanswered within the response
-/// timeout before its connection is replaced.
-pub(crate) const SILENT_TIMEOUTS: u32 = 3;
 
 /// What one round trip sends.
 #[derive(Clone, Copy)]
@@ -86,13 +81,7 @@ impl Connection {
                 }
                 .await
             }
-            Connection::Primary { connection, silent } => {
-                let reply = request.send(&mut connection.clone()).await;
-                if reply.is_ok() && silent.load(Ordering::Relaxed) != 0 {
-                    silent.store(0, Ordering::Relaxed);
-                }
-                reply
-            }
+            Connection::Primary(connection) => request.send(&mut connection.clone()).await,
             // Boxed: the cluster client's futures, and the redirection it may follow here,
             // would otherwise weigh on every step's future, standalone ones included; a
             // cluster request allocates several times already.
@@ -111,32 +100,25 @@ impl Connection {
 
     /// Sentinel's primary, on a new connection.
     pub(crate) fn primary(connection: MultiplexedConnection) -> Self {
-        Connection::Primary {
-            connection,
-            silent: AtomicU32::new(0),
-        }
+        Connection::Primary(connection)
     }
 
-    /// Whether a connection that failed a request so must be replaced by a new one:
+    /// Whether a connection that failed a request so must be replaced by a new one (beside
+    /// one that fell silent: see [`silence`](super::silence)):
     ///
-    /// - any that broke (a lost connection, a reply stream out of step);
+    /// - a standalone server's or Sentinel's primary's that broke (a lost connection, a
+    ///   reply stream out of step);
     /// - Sentinel's primary, also when it answers as a replica (`READONLY`, also from inside
-    ///   a script, or `MASTERDOWN`: it was demoted) or not at all, [`SILENT_TIMEOUTS`]
-    ///   requests in a row, within the response timeout (a primary that died without closing
-    ///   its connections: the sentinels have promoted another meanwhile, and the kernel would
-    ///   take minutes to notice; one slow reply is no reason for a new handshake);
-    /// - never a Cluster's, which the cluster client heals node by node.
+    ///   a script, or `MASTERDOWN`: it was demoted);
+    /// - never a Cluster's for one failure, which the cluster client heals node by node.
     ///
-    /// A standalone server that times out or answers `READONLY` is the one server there is:
-    /// a new connection would reach it again, at the cost of a handshake per reply.
+    /// A standalone server that times out once or answers `READONLY` is the one server there
+    /// is: a new connection would reach it again, at the cost of a handshake per reply.
     pub(crate) fn must_replace(&self, err: &RedisError) -> bool {
         match self {
             Connection::Server { .. } => error_map::breaks_connection(err),
-            Connection::Primary { silent, .. } => {
-                error_map::breaks_connection(err)
-                    || error_map::is_demoted(err)
-                    || (err.is_timeout()
-                        && silent.fetch_add(1, Ordering::Relaxed) + 1 >= SILENT_TIMEOUTS)
+            Connection::Primary(_) => {
+                error_map::breaks_connection(err) || error_map::is_demoted(err)
             }
             Connection::Cluster(_) => false,
         }

@@ -24,6 +24,8 @@ pub(super) struct Connected {
     /// it is, and again on the next connection, which may reach another server (a failover
     /// to an older one).
     pub(super) hash_field_expiry: std::sync::atomic::AtomicBool,
+    /// Whether it still answers: once silent, it is replaced.
+    pub(super) silence: super::silence::Silence,
 }
 
 /// What a connection attempt needs: the deployment and the bounds of each connection.
@@ -52,12 +54,65 @@ impl Dialer {
             .connection_timeout
             .saturating_mul(2)
             .saturating_add(self.response_timeout.saturating_mul(3));
-        match tokio::time::timeout(bound, self.open_within(&endpoint)).await {
-            Ok(opened) => opened.map_err(|err| at(err.uncertain(false))),
-            Err(_) => Err(at(Error::new(
+        #[cfg(feature = "tls")]
+        if self.tls_address().is_some() {
+            super::tls::ensure_provider();
+        }
+        let err = match tokio::time::timeout(bound, self.open_within(&endpoint)).await {
+            Ok(Ok(connected)) => return Ok(connected),
+            Ok(Err(err)) => err,
+            Err(_) => Error::new(
                 ErrorKind::Timeout,
                 format!("no connection within {bound:?}"),
-            ))),
+            ),
+        };
+        Err(at(self.no_tls_answer(err).await.uncertain(false)))
+    }
+
+    /// A TLS server whose dial timed out, and whose port answers a plain `PING` as Redis
+    /// does (`+PONG`, or an error line): a plaintext port, which waits for the end of a
+    /// command line that a TLS handshake never sends. A misconfiguration, a refusal
+    /// ([`ErrorKind::Tls`]), never an outage that failing open could cover. Anything else (a
+    /// proxy that accepts while its backend is down, a stalled server, no answer) is `err`
+    /// as it was. A standalone server only: a cluster's or Sentinel's timeout may come from
+    /// another node than the first URL's.
+    async fn no_tls_answer(&self, err: Error) -> Error {
+        #[cfg(feature = "tls")]
+        if (err.kind() == ErrorKind::Timeout
+            || (err.kind() == ErrorKind::Io && err.to_string().contains("timed out")))
+            && let Target::Standalone(_) = &self.target
+            && let Some((host, port)) = self.tls_address()
+            && tokio::time::timeout(self.connection_timeout, answers_in_plain_text(&host, port))
+                .await
+                .unwrap_or(false)
+        {
+            return Error::new(
+                ErrorKind::Tls,
+                format!(
+                    "{host}:{port} answers in plain text, not TLS: a `rediss://` URL for a \
+                     plaintext port"
+                ),
+            );
+        }
+        err
+    }
+
+    /// The host and port of the first server a TLS deployment is dialled at (a cluster's
+    /// first node, the first sentinel); `None` in plain text.
+    #[cfg(feature = "tls")]
+    fn tls_address(&self) -> Option<(String, u16)> {
+        use redis::IntoConnectionInfo as _;
+        let url = match &self.target {
+            Target::Standalone(url) => url,
+            Target::Cluster(urls) => urls.first()?,
+            Target::Sentinel { sentinels, .. } => sentinels.first()?,
+        };
+        if !super::tls::is_tls_url(url) {
+            return None;
+        }
+        match url.as_str().into_connection_info().ok()?.addr() {
+            redis::ConnectionAddr::TcpTls { host, port, .. } => Some((host.clone(), *port)),
+            _ => None,
         }
     }
 
@@ -88,6 +143,7 @@ impl Dialer {
             server,
             clock,
             hash_field_expiry: std::sync::atomic::AtomicBool::new(false),
+            silence: super::silence::Silence::default(),
         })
     }
 
@@ -112,7 +168,7 @@ impl Dialer {
         let connection = client
             .get_multiplexed_async_connection_with_config(&config)
             .await
-            .map_err(error_map::from_redis)?;
+            .map_err(error_map::from_handshake)?;
         Ok(Connection::server(connection, self.response_timeout))
     }
 
@@ -141,7 +197,7 @@ impl Dialer {
         let connection = client
             .get_async_connection()
             .await
-            .map_err(error_map::from_redis)?;
+            .map_err(error_map::from_handshake)?;
         Ok(Connection::Cluster(connection))
     }
 
@@ -169,7 +225,7 @@ impl Dialer {
         let connection = client
             .get_async_connection_with_config(&self.server_config())
             .await
-            .map_err(error_map::from_redis)?;
+            .map_err(error_map::from_handshake)?;
         Ok(Connection::primary(connection))
     }
 }
@@ -217,4 +273,28 @@ async fn server_version(connection: &Connection) -> Result<ServerVersion> {
     .and_then(|info| redis::from_redis_value::<String>(info).ok())
     .ok_or_else(|| Error::unexpected_reply("INFO server did not answer with text"))?;
     ServerVersion::parse(&text)
+}
+
+/// Whether `host:port` answers a plain `PING` as Redis does: the first byte of a simple
+/// string or an error line. A TLS server answers no such byte (an alert, or nothing).
+#[cfg(feature = "tls")]
+async fn answers_in_plain_text(host: &str, port: u16) -> bool {
+    let Ok(stream) = tokio::net::TcpStream::connect((host, port)).await else {
+        return false;
+    };
+    // Six bytes: one write takes them, on a new connection.
+    if stream.writable().await.is_err() || !matches!(stream.try_write(b"PING\r\n"), Ok(6)) {
+        return false;
+    }
+    let mut first = [0u8; 1];
+    loop {
+        if stream.readable().await.is_err() {
+            return false;
+        }
+        match stream.try_read(&mut first) {
+            Ok(1) => return matches!(first[0], b'+' | b'-'),
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
+            _ => return false,
+        }
+    }
 }

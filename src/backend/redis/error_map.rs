@@ -18,11 +18,27 @@ pub(crate) fn describe(err: &RedisError) -> String {
     crate::error::without_kind_tag(&err.to_string()).to_owned()
 }
 
-/// Whether the TLS layer refused the connection: the server's certificate does not verify,
-/// or the server sent an alert (it refused ours, or wanted one): rustls's error, inside the
-/// I/O error that redis-rs keeps behind an `Arc` as its source; or, from the cluster
-/// client, which keeps a node's error as words alone, those words.
-fn is_tls_refusal(err: &RedisError) -> bool {
+/// Converts a client error met while connecting (a handshake, before any command): every
+/// TLS failure there is a refusal ([`ErrorKind::Tls`]), whatever rustls calls it, since none
+/// passes by itself; the rest as [`from_redis`] says.
+pub(crate) fn from_handshake(err: RedisError) -> Error {
+    if is_tls_refusal(&err, true) {
+        return Error::new(ErrorKind::Tls, describe(&err))
+            .uncertain(false)
+            .with_source(err);
+    }
+    from_redis(err)
+}
+
+/// Whether the TLS layer refused the connection: rustls's error, inside the I/O error that
+/// redis-rs keeps behind an `Arc` as its source; or, from the cluster client, which keeps a
+/// node's error as words alone, those words. In a handshake (`in_handshake`), every TLS
+/// failure: a certificate, an alert, an incompatible peer, and a peer that does not speak
+/// TLS at all (a plaintext port answers a handshake with words that rustls reads as a
+/// corrupt message). On a connection in use, only what a handshake meets (a certificate, an
+/// alert, an incompatible peer): a record that does not decrypt there is a broken
+/// connection, and a request on it may have applied.
+fn is_tls_refusal(err: &RedisError, in_handshake: bool) -> bool {
     #[cfg(feature = "tls")]
     {
         type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
@@ -38,9 +54,8 @@ fn is_tls_refusal(err: &RedisError) -> bool {
                     .and_then(|io| io.downcast_ref::<rustls::Error>())
             })
         });
-        // What the handshake meets: a certificate, an alert, an incompatible peer. An error
-        // of a connection already in use (a record that does not decrypt) is no refusal.
         match rustls {
+            Some(_) if in_handshake => true,
             Some(rustls) => matches!(
                 rustls,
                 rustls::Error::InvalidCertificate(_)
@@ -49,30 +64,39 @@ fn is_tls_refusal(err: &RedisError) -> bool {
                     | rustls::Error::PeerIncompatible(_)
                     | rustls::Error::UnsupportedNameType
             ),
-            None => err.kind() == RedisKind::Io && says_tls_refusal(&err.to_string()),
+            None => err.kind() == RedisKind::Io && says_tls_refusal(&err.to_string(), in_handshake),
         }
     }
     #[cfg(not(feature = "tls"))]
     {
-        let _ = err;
+        let _ = (err, in_handshake);
         false
     }
 }
 
-/// Whether a client error's words are those of a TLS refusal (the same errors as above, in
-/// rustls's words): the cluster client keeps only the words of a node's connection error,
-/// not the error itself.
+/// Whether a client error's words are those of a TLS failure, in rustls's words (the
+/// refusals, and in a handshake the errors of a peer that speaks no TLS too): the cluster
+/// client keeps only the words of a node's connection error, not the error itself.
 #[cfg(feature = "tls")]
-fn says_tls_refusal(words: &str) -> bool {
-    [
+fn says_tls_refusal(words: &str, in_handshake: bool) -> bool {
+    const REFUSALS: [&str; 5] = [
         "invalid peer certificate: ",
         "peer sent no certificates",
         "received fatal alert: ",
         "peer is incompatible: ",
         "presented server name type wasn't supported",
-    ]
-    .iter()
-    .any(|refusal| words.contains(refusal))
+    ];
+    const NO_TLS: [&str; 7] = [
+        "received corrupt message of type ",
+        "peer misbehaved: ",
+        "received unexpected message: ",
+        "received unexpected handshake message: ",
+        "cannot decrypt peer's message",
+        "peer sent excess record size",
+        "peer doesn't support any known protocol",
+    ];
+    REFUSALS.iter().any(|refusal| words.contains(refusal))
+        || (in_handshake && NO_TLS.iter().any(|failure| words.contains(failure)))
 }
 
 /// An error in a line of its own: the first error reply's code and words for a reply (not
@@ -111,7 +135,7 @@ pub(crate) fn invalid_config(err: redis::RedisError) -> Error {
 /// The crate's kind for a client error, and whether the command may have run anyway; one row
 /// per redis-rs kind and server error code (see the failure classes on [`Error`]).
 fn classify(err: &RedisError) -> (ErrorKind, bool) {
-    if is_tls_refusal(err) {
+    if is_tls_refusal(err, false) {
         // Nothing was sent: the handshake is before any command.
         return (ErrorKind::Tls, false);
     }
@@ -340,11 +364,42 @@ mod tests {
             rustls::Error::UnsupportedNameType,
         ] {
             row(initial(&refusal.to_string()), ErrorKind::Tls, false);
+            assert_eq!(
+                from_handshake(initial(&refusal.to_string())).kind(),
+                ErrorKind::Tls
+            );
+        }
+        // A peer that speaks no TLS (a plaintext port, answering the handshake with an
+        // error line): a refusal in a handshake; on a connection in use, a broken one.
+        for no_tls in [
+            rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType),
+            rustls::Error::PeerMisbehaved(rustls::PeerMisbehaved::TooManyEmptyFragments),
+            rustls::Error::InappropriateMessage {
+                expect_types: vec![rustls::ContentType::Handshake],
+                got_type: rustls::ContentType::ApplicationData,
+            },
+            rustls::Error::InappropriateHandshakeMessage {
+                expect_types: vec![rustls::HandshakeType::ServerHello],
+                got_type: rustls::HandshakeType::Finished,
+            },
+            rustls::Error::DecryptError,
+            rustls::Error::PeerSentOversizedRecord,
+            rustls::Error::NoApplicationProtocol,
+        ] {
+            let words = no_tls.to_string();
+            let err = from_handshake(initial(&words));
+            assert_eq!(err.kind(), ErrorKind::Tls, "{words}");
+            assert!(!err.is_outcome_uncertain(), "{words}");
+            row(initial(&words), ErrorKind::Io, true);
         }
         row(
             initial("Connection refused (os error 111)"),
             ErrorKind::Io,
             true,
+        );
+        assert_eq!(
+            from_handshake(initial("Connection refused (os error 111)")).kind(),
+            ErrorKind::Io
         );
     }
 

@@ -18,9 +18,19 @@
 //! acquisition on the new connection carries a deadline read from the new server's clock.
 //! (The handle's [`Capabilities`](super::Capabilities) are kept: they are learned from
 //! refusals, and a refusal on the new server is learned again.) A Cluster connection follows
-//! its nodes by itself and is never made again.
+//! its nodes by itself, and is made again only when it falls silent.
+//!
+//! A connection that fell silent (see [`silence`](super::silence)) gets a successor, dialled
+//! in the background, which takes its place once made; until then the silent one is used.
+//! Once the connection is dropped (it broke), or an attempt failed, or the connection fell
+//! silent, attempts go on in the background, one at a time, every [`REDIAL_PAUSE`] at most,
+//! until one succeeds: a
+//! connection made is counted among the server's answers, so that an open circuit breaker
+//! probes at once (a server back from a restart, the new primary the sentinels named, a
+//! server reached again after a silence), not at the end of its pause.
 
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
@@ -36,6 +46,11 @@ const FAIL_FAST: Duration = Duration::from_millis(500);
 /// How long a refused connection (nothing listens: a server restarting, or gone) stays the
 /// answer.
 const FAIL_FAST_REFUSED: Duration = Duration::from_millis(50);
+/// The longest pause between two attempts in the background while the server cannot be
+/// reached.
+const REDIAL_PAUSE: Duration = Duration::from_millis(250);
+/// The pause between two attempts in the background while the server refuses them.
+const REFUSED_PAUSE: Duration = Duration::from_secs(2);
 
 /// The connection in use, made again when it breaks.
 pub(super) struct Link {
@@ -49,6 +64,13 @@ struct Inner {
     current: ArcSwapOption<Connected>,
     /// The latest attempt: `None` in the channel while it runs.
     attempt: Mutex<Option<watch::Receiver<Option<Outcome>>>>,
+    /// The latest attempt's refusal (credentials, an ACL, TLS): every step's answer, at
+    /// once, while attempts in the background meet it again, until one ends otherwise.
+    refused: Mutex<Option<Arc<Error>>>,
+    /// Connections made, ever.
+    made: AtomicU64,
+    /// Whether attempts go on in the background.
+    redialing: AtomicBool,
 }
 
 /// What a step that found no connection does.
@@ -83,6 +105,9 @@ impl Link {
                 dialer,
                 current: ArcSwapOption::empty(),
                 attempt: Mutex::new(None),
+                refused: Mutex::new(None),
+                made: AtomicU64::new(0),
+                redialing: AtomicBool::new(false),
             }),
         }
     }
@@ -105,7 +130,7 @@ impl Link {
             if let Some(connected) = self.get_now() {
                 return Ok(connected);
             }
-            let mut outcome = match self.attempt()? {
+            let mut outcome = match self.attempt(false)? {
                 Attempt::Made(connected) => return Ok(connected),
                 Attempt::Wait(outcome) => outcome,
             };
@@ -121,7 +146,10 @@ impl Link {
                     return Ok(connected);
                 }
                 Some(Outcome::Connected(_)) => {}
-                Some(Outcome::Failed { error, .. }) => return Err(error.clone_without_source()),
+                Some(Outcome::Failed { error, .. }) => {
+                    self.redial_in_background();
+                    return Err(error.clone_without_source());
+                }
                 // An attempt that ended without a word: its task was dropped with its
                 // runtime. The next step starts another.
                 None => {
@@ -148,33 +176,107 @@ impl Link {
         self.inner.current.load_full()
     }
 
-    /// Drops `connected` when `err` says it must be replaced (see
-    /// [`Connection::must_replace`]), so that the next step makes a new one. A connection
-    /// made since is kept.
-    pub(super) fn forget_if_broken(&self, connected: &Arc<Connected>, err: &RedisError) {
-        if connected.connection.must_replace(err) {
-            let _attempt = self.lock_attempt();
-            if self.is_current(connected) {
-                tracing::debug!(error = %err, "the connection must be replaced; the next step connects again");
-                self.inner.current.store(None);
-            }
+    /// A step on the connection in use was given up on unanswered (see
+    /// [`silence`](super::silence)): once it is silent, a successor is dialled.
+    pub(super) fn unanswered(&self) {
+        if let Some(current) = self.inner.current.load_full()
+            && current.silence.missed()
+        {
+            self.dial_successor();
         }
     }
 
+    /// The connection in use fell silent: a new one is dialled in the background, and takes
+    /// its place once it is made (it has answered its handshake, `INFO` and `TIME`); until
+    /// then the silent one stays in use. A host gone without a word, or a VIP moved, leaves
+    /// the new connection reaching a server that answers; a server that stalls every
+    /// client (a fork, a long script, `CLIENT PAUSE`) stalls the new one too, which then
+    /// takes nothing from the old, whose replies still come once the stall ends.
+    fn dial_successor(&self) {
+        if !self.inner.redialing.load(Ordering::SeqCst) {
+            tracing::info!(
+                steps = super::silence::SILENT_STEPS,
+                "steps in a row got no answer: dialling a new connection"
+            );
+        }
+        self.redial_in_background();
+    }
+
+    /// How many connections were made: each one an answer of the server.
+    pub(super) fn made(&self) -> u64 {
+        self.inner.made.load(Ordering::Relaxed)
+    }
+
+    /// Drops `connected` when `err` says it must be replaced (see
+    /// [`Connection::must_replace`]), so that a new one is made, or dials its successor when
+    /// it fell silent. A connection made since is kept.
+    pub(super) fn forget_if_broken(&self, connected: &Arc<Connected>, err: &RedisError) {
+        if connected.connection.must_replace(err) {
+            self.forget(connected, err);
+        } else if connected.silence.is_silent() {
+            self.dial_successor();
+        }
+    }
+
+    /// Drops `connected` if it is still the one in use, and makes a new one in the
+    /// background.
+    fn forget(&self, connected: &Arc<Connected>, err: &RedisError) {
+        {
+            let _attempt = self.lock_attempt();
+            if !self.is_current(connected) {
+                return;
+            }
+            self.inner.current.store(None);
+        }
+        tracing::debug!(
+            error = %err,
+            "the connection must be replaced; connecting again in the background"
+        );
+        self.redial_in_background();
+    }
+
+    /// Makes attempts in the background, one at a time, until one succeeds (see the
+    /// module's docs); nothing when they already go on, or outside a runtime (the next step
+    /// connects).
+    fn redial_in_background(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        // SeqCst, as the store that ends the attempts: one of the two sees the other.
+        if self.inner.redialing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // Made before the task, so that a task dropped before its first poll (its runtime
+        // shutting down) still lets attempts start again.
+        runtime.spawn(redial(Redialing(Arc::downgrade(&self.inner))));
+    }
+
     /// The attempt to wait for: the one running, or a new one, unless the latest failed
-    /// less than [`FAIL_FAST`] ago (then its failure is the answer) or made the connection
-    /// since the caller looked.
-    fn attempt(&self) -> Result<Attempt> {
+    /// less than [`FAIL_FAST`] ago (then its failure is the answer, unless `fresh`) or made
+    /// the connection since the caller looked.
+    fn attempt(&self, fresh: bool) -> Result<Attempt> {
         let mut latest = self.lock_attempt();
-        if let Some(connected) = self.get_now() {
+        // A silent connection is used until its successor is made; only the attempts in the
+        // background (`fresh`) dial one.
+        if let Some(connected) = self.get_now()
+            && !(fresh && connected.silence.is_silent())
+        {
             return Ok(Attempt::Made(connected));
+        }
+        if !fresh && let Some(error) = self.refusal() {
+            drop(latest);
+            // The attempts in the background meet it until one connects; they go on.
+            self.redial_in_background();
+            return Err(error.clone_without_source());
         }
         if let Some(outcome) = latest.as_ref() {
             // An attempt whose task is gone (dropped with its runtime) never ends: replaced.
             let running = outcome.has_changed().is_ok();
             match &*outcome.borrow() {
                 None if running => return Ok(Attempt::Wait(outcome.clone())),
-                Some(Outcome::Failed { at, error }) if at.elapsed() < answer_for(error) => {
+                Some(Outcome::Failed { at, error })
+                    if !fresh && at.elapsed() < answer_for(error) =>
+                {
                     return Err(error.clone_without_source());
                 }
                 _ => {}
@@ -189,12 +291,16 @@ impl Link {
                     // Stored before the outcome is told, so that a waiter woken by it and
                     // any step after it find the connection.
                     inner.current.store(Some(connected.clone()));
+                    inner.made.fetch_add(1, Ordering::Relaxed);
+                    *lock(&inner.refused) = None;
                     Outcome::Connected(connected)
                 }
-                Err(err) => Outcome::Failed {
-                    at: Instant::now(),
-                    error: Arc::new(err),
-                },
+                Err(err) => {
+                    let (at, error) = (Instant::now(), Arc::new(err));
+                    // A refusal stays the answer until an attempt ends otherwise.
+                    *lock(&inner.refused) = error.is_refused().then(|| error.clone());
+                    Outcome::Failed { at, error }
+                }
             };
             _ = tell.send(Some(ended));
         });
@@ -202,11 +308,79 @@ impl Link {
         Ok(Attempt::Wait(outcome))
     }
 
+    /// The latest attempt's refusal, if it was one.
+    fn refusal(&self) -> Option<Arc<Error>> {
+        lock(&self.inner.refused).clone()
+    }
+
     fn lock_attempt(&self) -> std::sync::MutexGuard<'_, Option<watch::Receiver<Option<Outcome>>>> {
-        // Holds only a receiver: a panic elsewhere cannot leave it inconsistent.
-        self.inner
-            .attempt
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.inner.attempt)
+    }
+}
+
+/// Locks a mutex that holds a plain value: a panic elsewhere cannot leave it inconsistent.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The attempts in the background, while they go on: ends them however their task ends (its
+/// runtime dropped, too), so that the next failure starts them again.
+struct Redialing(Weak<Inner>);
+
+impl Drop for Redialing {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.upgrade() {
+            inner.redialing.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Attempts in the background until one succeeds or the handle is gone, each after a pause
+/// that doubles from [`FAIL_FAST_REFUSED`] to [`REDIAL_PAUSE`] while the server cannot be
+/// reached, and of [`REFUSED_PAUSE`] once it refuses the connection (credentials, an ACL):
+/// each waits for the attempt running, or starts one, whatever failure a step still answers
+/// with.
+async fn redial(redialing: Redialing) {
+    let mut pause = FAIL_FAST_REFUSED;
+    loop {
+        tokio::time::sleep(pause).await;
+        // The handle is held only while an attempt runs: dropped, it ends this.
+        let Some(inner) = redialing.0.upgrade() else {
+            return;
+        };
+        let link = Link { inner };
+        let failed = match link.attempt(true) {
+            Ok(Attempt::Made(_)) => None,
+            Ok(Attempt::Wait(mut outcome)) => {
+                let ended = outcome.wait_for(Option::is_some).await;
+                match ended.as_deref() {
+                    Ok(Some(Outcome::Failed { error, .. })) => Some(error.kind()),
+                    Ok(_) => None,
+                    // Its task dropped with its runtime: so is this one, soon.
+                    Err(_) => return,
+                }
+            }
+            Err(error) => Some(error.kind()),
+        };
+        pause = match failed {
+            None => {
+                drop(redialing);
+                // Dropped again since it was made, or silent already, while these still went
+                // on: start again.
+                if link
+                    .get_now()
+                    .is_none_or(|current| current.silence.is_silent())
+                {
+                    link.redial_in_background();
+                }
+                return;
+            }
+            Some(ErrorKind::Io | ErrorKind::Timeout | ErrorKind::Transient) => {
+                (pause * 2).min(REDIAL_PAUSE)
+            }
+            Some(_) => REFUSED_PAUSE,
+        };
     }
 }

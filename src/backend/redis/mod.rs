@@ -3,9 +3,13 @@
 //! Every step is one script call (or one pipeline of native commands): decisions are taken on
 //! the server with the server's clock. The backend:
 //!
-//! - reconnects by itself: a standalone or Sentinel connection that breaks is replaced by a
-//!   new one (asking the sentinels again), one attempt at a time, whose refusal is every
-//!   step's answer at once; a Cluster connection heals itself through the cluster client;
+//! - reconnects by itself: a standalone or Sentinel connection that breaks is replaced by
+//!   a new one (asking the sentinels again), one attempt at a time, whose refusal is every
+//!   step's answer at once, and made again in the background until it is; one that falls
+//!   silent (three steps in a row without an answer, with nothing answered meanwhile) gets
+//!   a successor, dialled in the background, which takes its place once it answers; a
+//!   Cluster connection heals a broken node's connection through the cluster client, and
+//!   is replaced whole when it falls silent;
 //! - applies a binary-safe key prefix to every key;
 //! - sends scripts as `EVALSHA` and falls back to `EVAL` once on `NOSCRIPT`; the crate's
 //!   read-only steps go as `EVALSHA_RO` where the server has it (Redis 7.0+, Valkey) and the
@@ -34,6 +38,7 @@ pub(crate) mod script_reply;
 mod sentinel;
 mod server_clock;
 mod server_version;
+mod silence;
 mod target;
 mod tls;
 mod watch;
@@ -243,9 +248,13 @@ impl RedisBackend {
             .query(Request::Cmd(&redis::cmd("TIME")))
             .await
             .map_err(|err| {
+                if err.is_timeout() {
+                    connected.silence.missed();
+                }
                 self.shared.link.forget_if_broken(connected, &err);
                 error_map::from_redis(err)
             })?;
+        connected.silence.answered();
         let now = server_clock::time_reply(reply)?;
         connected
             .clock
@@ -610,7 +619,14 @@ impl RedisBackend {
 
     /// A count of the server's answers on this handle (see [`Backend::answers`](crate::backend::Backend::answers)).
     pub(crate) fn answers(&self) -> u64 {
-        self.shared.outage.answers()
+        // A connection made is an answer too: a server reached again.
+        self.shared.outage.answers() + self.shared.link.made()
+    }
+
+    /// A step's caller gave up on it at its own timeout with nothing answered on the handle
+    /// since it began: a step the connection in use left unanswered (see [`silence`]).
+    pub(crate) fn unanswered(&self) {
+        self.shared.link.unanswered();
     }
 
     /// Sends one native command and converts its reply.
@@ -657,15 +673,22 @@ impl RedisBackend {
             let connected = self.connected().await.map_err(SendError::Connect)?;
             let err = match connected.connection.query(request).await {
                 Ok(reply) => {
+                    connected.silence.answered();
                     self.shared.outage.end();
                     return Ok(reply);
                 }
                 Err(err) => err,
             };
+            let replied = error_map::is_reply(&err);
+            if replied {
+                connected.silence.answered();
+            } else if err.is_timeout() {
+                connected.silence.missed();
+            }
             self.shared.link.forget_if_broken(&connected, &err);
             if !error_map::may_pass_without_effect(&err) {
                 // An answer, if the server gave one, says it is there.
-                if error_map::is_reply(&err) {
+                if replied {
                     self.shared.outage.end();
                 }
                 return Err(SendError::Reply(err));

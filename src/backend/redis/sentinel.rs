@@ -23,7 +23,7 @@ pub(super) fn client(
     #[cfg(feature = "tls")]
     {
         let public_roots = TlsSettings::new();
-        let over_rediss = sentinels.iter().any(|url| url.starts_with("rediss://"));
+        let over_rediss = sentinels.iter().any(|url| super::tls::is_tls_url(url));
         if let Some(tls) = tls.or(over_rediss.then_some(&public_roots)) {
             return over_tls(sentinels, service_name, primary, tls, protocol);
         }

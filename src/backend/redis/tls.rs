@@ -78,10 +78,10 @@ impl TlsSettings {
             ));
         }
         for url in urls {
-            if !url.starts_with("rediss://") {
+            if !is_tls_url(url) {
                 return Err(Error::invalid_argument(format!(
-                    "TLS settings are given, but {} is not a `rediss://` URL: it would connect \
-                     in plain text",
+                    "TLS settings are given, but {} is not a `rediss://` (or `valkeys://`) URL: \
+                     it would connect in plain text",
                     super::endpoint::redact(url)
                 )));
             }
@@ -114,6 +114,32 @@ impl fmt::Debug for TlsSettings {
     }
 }
 
+/// Makes sure rustls has its cryptography before a TLS connection is made: ring, the one this
+/// crate brings, installed as the process's default only when none is (rustls cannot pick
+/// one by itself when an application's dependencies enable more than one). Called before
+/// each TLS connection, never for a plain one: an application that installs its own
+/// provider before its first TLS connection keeps it, and one that uses no TLS finds none
+/// installed.
+#[cfg(feature = "tls")]
+pub(super) fn ensure_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Another thread may install one meanwhile: then its is kept.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+/// Whether `url` asks for TLS: its scheme, read as redis-rs reads it (the URL parser's,
+/// whatever its case), is `rediss` or `valkeys`. Never a prefix of the text: `REDISS://`
+/// and `valkeys://` are TLS too, and must never leave a primary, or its password, in plain
+/// text.
+pub(super) fn is_tls_url(url: &str) -> bool {
+    // The URL parser drops leading spaces and control characters first.
+    let url = url.trim_start_matches(|c: char| c <= ' ');
+    url.split_once("://").is_some_and(|(scheme, _)| {
+        scheme.eq_ignore_ascii_case("rediss") || scheme.eq_ignore_ascii_case("valkeys")
+    })
+}
+
 /// A client for one server, with `tls`'s certificates when given.
 pub(super) fn client(
     info: impl redis::IntoConnectionInfo,
@@ -124,5 +150,34 @@ pub(super) fn client(
         Some(tls) => redis::Client::build_with_tls(info, tls.certificates()),
         // Without the feature, settings are refused before any connection (see `check`).
         _ => redis::Client::open(info),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_tls_url;
+
+    #[test]
+    fn a_scheme_is_read_whatever_its_case_and_valkeys_is_tls() {
+        for tls in [
+            "rediss://h:6379",
+            "REDISS://h:6379",
+            "Rediss://u:p@h",
+            "valkeys://h:6379",
+            "Valkeys://h",
+            " \trediss://h",
+        ] {
+            assert!(is_tls_url(tls), "{tls}");
+        }
+        for plain in [
+            "redis://h:6379",
+            "valkey://h",
+            "redis+unix:///tmp/r.sock",
+            "rediss",
+            "h:6379",
+            "redis://rediss://h",
+        ] {
+            assert!(!is_tls_url(plain), "{plain}");
+        }
     }
 }

@@ -105,6 +105,18 @@ impl FixedWindow {
         window: Duration,
     ) -> Result<Self> {
         let name = name.into();
+        // The error names the limit: a service has several.
+        let which = format!("the fixed-window limit {name:?}");
+        Self::checked(coordination, name, limit, window).map_err(|err| err.context(which))
+    }
+
+    /// [`new`](Self::new), its arguments checked.
+    fn checked(
+        coordination: &Coordination,
+        name: String,
+        limit: u64,
+        window: Duration,
+    ) -> Result<Self> {
         if limit == 0 || i64::try_from(limit).is_err() {
             return Err(Error::invalid_argument(format!(
                 "a fixed-window limit must be between 1 and {}, not {limit}",

@@ -97,6 +97,19 @@ impl Gcra {
         burst: u64,
     ) -> Result<Self> {
         let name = name.into();
+        // The error names the limit: a service has several.
+        let which = format!("the GCRA limit {name:?}");
+        Self::checked(coordination, name, limit, window, burst).map_err(|err| err.context(which))
+    }
+
+    /// [`new`](Self::new), its arguments checked.
+    fn checked(
+        coordination: &Coordination,
+        name: String,
+        limit: u64,
+        window: Duration,
+        burst: u64,
+    ) -> Result<Self> {
         if limit == 0 || burst == 0 {
             return Err(Error::invalid_argument(format!(
                 "a GCRA limit and burst must be at least 1, not {limit} and {burst}"

@@ -114,6 +114,19 @@ impl SlidingWindow {
         segments: u32,
     ) -> Result<Self> {
         let name = name.into();
+        // The error names the limit: a service has several.
+        let which = format!("the sliding-window limit {name:?}");
+        Self::checked(coordination, name, limit, window, segments).map_err(|err| err.context(which))
+    }
+
+    /// [`new`](Self::new), its arguments checked.
+    fn checked(
+        coordination: &Coordination,
+        name: String,
+        limit: u64,
+        window: Duration,
+        segments: u32,
+    ) -> Result<Self> {
         if limit == 0 || limit > MAX_LIMIT {
             return Err(Error::invalid_argument(format!(
                 "a sliding-window limit must be between 1 and {MAX_LIMIT}, not {limit}"

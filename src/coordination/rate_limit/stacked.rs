@@ -136,6 +136,17 @@ impl Stacked {
         policies: impl IntoIterator<Item = RateLimitPolicy>,
     ) -> Result<Self> {
         let name = name.into();
+        // The error names the limit: a service has several.
+        let which = format!("the stacked limiter {name:?}");
+        Self::checked(coordination, name, policies).map_err(|err| err.context(which))
+    }
+
+    /// [`new`](Self::new), its arguments checked.
+    fn checked(
+        coordination: &Coordination,
+        name: String,
+        policies: impl IntoIterator<Item = RateLimitPolicy>,
+    ) -> Result<Self> {
         let given: Vec<RateLimitPolicy> = policies.into_iter().collect();
         if given.is_empty() || given.len() > MAX_STACKED_POLICIES {
             return Err(Error::invalid_argument(format!(

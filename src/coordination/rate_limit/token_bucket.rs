@@ -103,6 +103,18 @@ impl TokenBucket {
         refill: Refill,
     ) -> Result<Self> {
         let name = name.into();
+        // The error names the limit: a service has several.
+        let which = format!("the token bucket {name:?}");
+        Self::checked(coordination, name, capacity, refill).map_err(|err| err.context(which))
+    }
+
+    /// [`new`](Self::new), its arguments checked.
+    fn checked(
+        coordination: &Coordination,
+        name: String,
+        capacity: u64,
+        refill: Refill,
+    ) -> Result<Self> {
         let Refill { tokens, interval } = refill;
         if capacity == 0 || capacity > MAX_EXACT {
             return Err(Error::invalid_argument(format!(

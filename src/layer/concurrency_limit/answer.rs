@@ -7,6 +7,7 @@ use http::request::Parts;
 use http::{Request, Response, StatusCode};
 
 use super::config::Config;
+use super::fallback::Shortage;
 use super::guard::StreamGuard;
 use crate::error::Error;
 use crate::layer::admission::decide::Failure;
@@ -15,6 +16,7 @@ use crate::layer::failure::Verdict;
 use crate::layer::headers::RATELIMIT_POLICY;
 use crate::layer::responses::Answer;
 use crate::layer::{Rejection, RejectionKind};
+use crate::telemetry::{Clock, Decided};
 
 /// The permit is held by the response body, until it ends.
 impl Grant for StreamGuard {
@@ -99,23 +101,40 @@ fn full(config: &Config, retry_after: Option<Duration>, request: &Parts) -> Answ
     }
 }
 
-/// What the failure policy makes of a request that got no permit from the backend: a
-/// worker-local permit (failing open), or 503.
-pub(crate) fn failed(config: Arc<Config>, failure: Failure) -> Decision<StreamGuard> {
-    match failure.verdict(config.failure, "concurrency limit", &config.outages) {
-        Verdict::Pass => match config.local.clone().try_acquire_owned() {
-            Ok(local) => Decision::Admit(StreamGuard::local(local, config.max_hold)),
-            Err(_) => {
+/// What the failure policy makes of a request for `key` that got no permit from the
+/// backend: a worker-local permit (failing open), or 503; 429 only when the key (or the
+/// process) holds its capacity locally.
+pub(crate) fn failed(
+    config: Arc<Config>,
+    key: &[u8],
+    failure: Failure,
+    clock: Clock,
+) -> Decision<StreamGuard> {
+    let retry_after = match failure.verdict(config.failure, "concurrency limit", &config.outages) {
+        Verdict::Pass => match config.local.take(key) {
+            Ok(local) => {
+                config.metrics.record(Decided::FailedOpen, clock);
+                return Decision::Admit(StreamGuard::local(local, config.max_hold));
+            }
+            Err(Shortage::Full) => {
+                config.metrics.record(Decided::FailedOpen, clock);
                 tracing::debug!(reason = %failure, "every local permit of the concurrency limit is taken");
-                Refused::full(config, None)
+                return Refused::full(config, None);
+            }
+            // The outage's answer, never the client's fault.
+            Err(Shortage::TooManyKeys) => {
+                tracing::debug!(reason = %failure, "the concurrency limit's fallback tracks as many client keys as it may");
+                crate::retry_after::at_least_a_second(None)
             }
         },
-        Verdict::Unavailable(retry_after) => Decision::Refuse(Refused {
-            config,
-            why: Why::Unavailable {
-                retry_after,
-                error: failure.into_error(),
-            },
-        }),
-    }
+        Verdict::Unavailable(retry_after) => retry_after,
+    };
+    config.metrics.record(Decided::FailedClosed, clock);
+    Decision::Refuse(Refused {
+        config,
+        why: Why::Unavailable {
+            retry_after,
+            error: failure.into_error(),
+        },
+    })
 }

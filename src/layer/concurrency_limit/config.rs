@@ -26,8 +26,10 @@ pub(crate) struct Config {
     pub(crate) breaker: Option<Arc<Breaker>>,
     /// The outages this layer met, told once each.
     pub(crate) outages: Arc<crate::outage_log::OutageLog>,
+    /// Its decisions, counted.
+    pub(crate) metrics: crate::telemetry::DecisionMetrics,
     /// The worker-local permits handed out while failing open.
-    pub(crate) local: Arc<tokio::sync::Semaphore>,
+    pub(crate) local: Arc<super::fallback::Fallback>,
     /// The `RateLimit-Policy` value, made once.
     pub(crate) policy_field: Option<HeaderValue>,
     pub(crate) responses: Responses,

@@ -17,6 +17,7 @@ use super::guard::StreamGuard;
 use crate::coordination::circuit_breaker::Admission;
 use crate::coordination::semaphore::Attempt;
 use crate::layer::admission::{self, Deciding, Decision, ResponseBody, decide};
+use crate::telemetry::{Clock, Decided};
 
 pin_project! {
     /// Response future for [`ConcurrencyLimit`](super::ConcurrencyLimit).
@@ -45,21 +46,25 @@ pub(crate) fn acquire(
     key: Vec<u8>,
     admission: Option<Admission>,
 ) -> Deciding<StreamGuard> {
+    let clock = Clock::start();
     Box::pin(async move {
         // Built here, in the boxed future, and moved once (into the timeout).
         let semaphore = config.semaphore.clone();
-        let lease = config.lease;
-        let attempt = async move { semaphore.try_acquire(&key, Some(lease)).await };
+        let attempt = semaphore.try_acquire(&key, Some(config.lease));
         let decided = decide::within(attempt, config.timeout, admission).await;
         if decided.is_ok() {
             config.outages.decided("concurrency limit");
         }
         match decided {
             Ok(Attempt::Acquired(permit)) => {
+                config.metrics.record(Decided::Allowed, clock);
                 Decision::Admit(StreamGuard::keep(permit, config.lease, config.max_hold))
             }
-            Ok(Attempt::Busy { retry_after }) => answer::Refused::full(config, retry_after),
-            Err(failure) => answer::failed(config, failure),
+            Ok(Attempt::Busy { retry_after }) => {
+                config.metrics.record(Decided::Limited, clock);
+                answer::Refused::full(config, retry_after)
+            }
+            Err(failure) => answer::failed(config, &key, failure, clock),
         }
     })
 }

@@ -6,9 +6,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, oneshot};
+use tokio::sync::oneshot;
 use tokio::time::Sleep;
 
+use super::fallback::LocalPermit;
 use super::{HoldLimitReached, PermitLost};
 use crate::BoxError;
 use crate::coordination::ManagedOptions;
@@ -31,7 +32,7 @@ pub(crate) struct StreamGuard {
     permit: Option<ManagedPermit>,
     lost: Option<Lost>,
     /// A worker-local permit granted while failing open.
-    local: Option<OwnedSemaphorePermit>,
+    local: Option<LocalPermit>,
     /// When a worker-local permit has been held for the layer's longest hold, if it has one.
     /// (A coordinated permit's keeper keeps that time itself, whether the body is polled or
     /// not, and tells it as a loss for its lifetime limit.)
@@ -74,7 +75,7 @@ impl StreamGuard {
 
     /// A guard for a permit of this process only, while the backend is unavailable, for at
     /// most `max_hold`.
-    pub(crate) fn local(permit: OwnedSemaphorePermit, max_hold: Option<Duration>) -> Self {
+    pub(crate) fn local(permit: LocalPermit, max_hold: Option<Duration>) -> Self {
         StreamGuard {
             permit: None,
             lost: None,

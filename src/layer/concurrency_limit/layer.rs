@@ -10,6 +10,7 @@ use http::request::Parts;
 use tower_layer::Layer;
 
 use super::config::Config;
+use super::fallback::{DEFAULT_FALLBACK_KEYS, Fallback};
 use super::service::ConcurrencyLimit;
 use crate::Coordination;
 use crate::coordination::MAX_MANAGED_LEASE;
@@ -53,9 +54,13 @@ pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_millis(500);
 ///   is free at once.
 /// - Backend failure or [timeout](Self::timeout): the [`FailurePolicy`]. Failing closed
 ///   (the default) answers 503 with `Retry-After`. Failing open grants a **worker-local**
-///   permit, counted against the global capacity (or, without one, the per-key capacity)
-///   within this process only: limits are not coordinated across replicas while the backend
-///   is down, and local permits are not registered with it when it comes back. Only
+///   permit, counted against the same capacities within this process only: the global
+///   capacity, and the per-key capacity for each client key (at most
+///   [`fallback_keys`](Self::fallback_keys) keys at once, [`DEFAULT_FALLBACK_KEYS`] by
+///   default). A client over its own capacity is answered 429, as with the backend up; one
+///   that finds every tracked key taken is answered 503, never 429. Limits are not
+///   coordinated across replicas while the backend is down, and local permits are not
+///   registered with it when it comes back. Only
 ///   unavailability ([`Error::is_unavailable`](crate::Error::is_unavailable): no connection,
 ///   no reply in time, a failover reply) fails open; a refusal (an ACL, credentials, a Lua
 ///   error, a full memory backend) answers 503 with `Retry-After` under either policy.
@@ -109,17 +114,19 @@ impl RedisConcurrencyLimitLayer {
         capacity: Capacity,
     ) -> Result<Self> {
         let name = name.into();
-        let semaphore = KeyedSemaphore::new(coordination, &name, capacity)?;
+        let semaphore = KeyedSemaphore::new(coordination, &name, capacity)
+            .map_err(|err| err.context(format_args!("the concurrency limit {name:?}")))?;
         let (per_key, global) = (capacity.of_each_key(), capacity.in_all());
-        let local = global.or(per_key).unwrap_or(1);
         let policy_field = headers::concurrency_policy(
             per_key
                 .map(|capacity| (name.clone(), capacity))
                 .into_iter()
                 .chain(global.map(|capacity| (format!("{name}-global"), capacity))),
         );
+        let metrics = crate::telemetry::DecisionMetrics::concurrency(&name);
         Ok(RedisConcurrencyLimitLayer {
             config: Arc::new(Config {
+                metrics,
                 name,
                 key: per_key.map(|_| KeyExtractor::peer_ip()),
                 semaphore,
@@ -129,9 +136,7 @@ impl RedisConcurrencyLimitLayer {
                 failure: FailurePolicy::default(),
                 breaker: coordination.breaker().cloned(),
                 outages: Arc::default(),
-                local: Arc::new(tokio::sync::Semaphore::new(
-                    usize::try_from(local).unwrap_or(usize::MAX),
-                )),
+                local: Arc::new(Fallback::new(per_key, global, DEFAULT_FALLBACK_KEYS)),
                 policy_field,
                 responses: Responses::default(),
             }),
@@ -170,6 +175,16 @@ impl RedisConcurrencyLimitLayer {
     /// next polled past the bound, or dropped. A bound under a millisecond counts as one.
     pub fn max_hold(mut self, limit: Duration) -> Self {
         self.config_mut().max_hold = Some(limit.max(Duration::from_millis(1)));
+        self
+    }
+
+    /// How many client keys a per-key capacity keeps permits for in this process while the
+    /// layer fails open (default [`DEFAULT_FALLBACK_KEYS`]): a new client beyond them is
+    /// answered 503, the outage's answer. Each tracked key costs its bytes and a count, and
+    /// leaves once its last local permit is given back. At least 1 (0 counts as 1).
+    pub fn fallback_keys(mut self, keys: usize) -> Self {
+        let local = self.config.local.with_max_keys(keys.max(1));
+        self.config_mut().local = Arc::new(local);
         self
     }
 

@@ -6,6 +6,7 @@
 mod answer;
 mod config;
 mod cut;
+mod fallback;
 mod future;
 mod guard;
 mod layer;
@@ -13,6 +14,7 @@ mod service;
 
 pub use crate::coordination::semaphore::Capacity;
 pub use cut::{HoldLimitReached, PermitLost};
+pub use fallback::DEFAULT_FALLBACK_KEYS;
 pub use future::ResponseFuture;
 pub use layer::{DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_LEASE, MIN_LEASE, RedisConcurrencyLimitLayer};
 pub use service::ConcurrencyLimit;

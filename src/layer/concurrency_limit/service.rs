@@ -119,7 +119,12 @@ impl<S> ConcurrencyLimit<S> {
             Ok(admission) => admission,
             // The circuit is open: nothing is sent, the failure policy answers at once.
             Err(failure) => {
-                let decision = answer::failed(config.clone(), failure);
+                let decision = answer::failed(
+                    config.clone(),
+                    &key,
+                    failure,
+                    crate::telemetry::Clock::start(),
+                );
                 return ResponseFuture::new(admission::ResponseFuture::decided(
                     decision,
                     request,

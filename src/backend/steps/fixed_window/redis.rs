@@ -85,8 +85,12 @@ impl RedisStep for FixedWindowStep<'_> {
 fn skip(way: &Reprobed, what: &str, err: &SendError) {
     let reprobe = crate::backend::redis::INCREX_REPROBE_AFTER;
     if way.first_refusal() {
+        // Without the arguments the server may quote ("unknown command 'INCREX', with args
+        // beginning with: '<key>'"): a client's key is no INFO line's.
+        let words = err.to_string();
+        let refusal = words.split(", with args").next().unwrap_or_default();
         tracing::info!(
-            error = %err,
+            error = refusal,
             "the server refuses {what}; the fixed window goes another way, and asks again every {reprobe:?}"
         );
     } else {
