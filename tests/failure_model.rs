@@ -368,6 +368,62 @@ async fn a_restarted_server_is_served_within_half_a_second_of_answering() {
     );
 }
 
+/// A half-open circuit's probe is settled by the backend's first answer, also when that
+/// answer is a rejection and the request then waits in the layer's queue: the breaker closes
+/// at once, and a request for another key is served meanwhile, not failed fast for as long
+/// as the first one waits.
+#[tokio::test]
+async fn a_probe_that_waits_in_the_queue_closes_the_circuit_with_its_first_answer() {
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = through(proxy.url(), "probe-waits")
+        .await
+        .circuit_breaker(Some(
+            CircuitBreaker::new()
+                .failure_threshold(1)
+                .open_for(Duration::from_millis(200)),
+        ));
+    let rate = RedisRateLimitLayer::fixed_window(&coordination, "rate", 1, Duration::from_secs(3))
+        .expect("valid")
+        .key(KeyExtractor::header_in_clear("x-client").expect("a header name"))
+        .timeout(DECISION_TIMEOUT)
+        .wait(Duration::from_secs(5), 10);
+    let addr = serve(Router::new().route("/rate", get(|| async { "ok" }).layer(rate))).await;
+    let client = client();
+    let ask = |who: &'static str| {
+        let client = client.clone();
+        async move { http_get(&client, addr, "/rate", &[("x-client", who)]).await }
+    };
+    assert_eq!(ask("a").await.status, 200, "a's one permit of the window");
+
+    // A silence opens the circuit; once the server answers again and the pause is over, the
+    // next request is the probe.
+    proxy.stall();
+    assert_eq!(ask("x").await.status, 503);
+    assert_eq!(coordination.circuit_state(), Some(CircuitState::Open));
+    proxy.pass();
+    support::eventually("the circuit half-opens", async || {
+        coordination.circuit_state() == Some(CircuitState::HalfOpen)
+    })
+    .await;
+    // The probe: a's window is spent, so it waits in the queue for the next one.
+    let probe = tokio::spawn(ask("a"));
+    support::eventually("the probe's first answer closes the circuit", async || {
+        coordination.circuit_state() == Some(CircuitState::Closed)
+    })
+    .await;
+    assert!(!probe.is_finished(), "the probe still waits in the queue");
+    let other = ask("b").await;
+    assert_eq!(
+        other.status, 200,
+        "another key, served meanwhile: {other:?}"
+    );
+    assert_eq!(
+        probe.await.expect("the probe").status,
+        200,
+        "after its wait"
+    );
+}
+
 #[tokio::test]
 async fn refused_connections_under_fail_open_pass_and_open_the_breaker() {
     let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());

@@ -104,10 +104,9 @@ impl FixedWindow {
         limit: u64,
         window: Duration,
     ) -> Result<Self> {
-        let name = name.into();
-        // The error names the limit: a service has several.
-        let which = format!("the fixed-window limit {name:?}");
-        Self::checked(coordination, name, limit, window).map_err(|err| err.context(which))
+        super::named("fixed-window limit", name.into(), |name| {
+            Self::checked(coordination, name, limit, window)
+        })
     }
 
     /// [`new`](Self::new), its arguments checked.

@@ -96,10 +96,9 @@ impl Gcra {
         window: Duration,
         burst: u64,
     ) -> Result<Self> {
-        let name = name.into();
-        // The error names the limit: a service has several.
-        let which = format!("the GCRA limit {name:?}");
-        Self::checked(coordination, name, limit, window, burst).map_err(|err| err.context(which))
+        super::named("GCRA limit", name.into(), |name| {
+            Self::checked(coordination, name, limit, window, burst)
+        })
     }
 
     /// [`new`](Self::new), its arguments checked.

@@ -178,7 +178,33 @@ impl RateLimiter {
         max_wait: Duration,
     ) -> Result<RateLimitDecision> {
         let deadline = crate::time::after(Instant::now(), max_wait);
-        let first = self.decide(key, permits).await?;
+        let first = self.first_of_a_wait(key, permits).await?;
+        self.wait_after(key, permits, first, deadline).await
+    }
+
+    /// The first decision of a request that may wait ([`acquire`](Self::acquire)'s), not
+    /// counted yet: [`wait_after`](Self::wait_after) counts the request.
+    pub(crate) async fn first_of_a_wait(
+        &self,
+        key: &[u8],
+        permits: u64,
+    ) -> Result<RateLimitDecision> {
+        self.decide(key, permits).await
+    }
+
+    /// [`acquire`](Self::acquire) after its first decision, `first`: a rejection waits in
+    /// the queue until `deadline`; the request is counted once, whatever it waited.
+    ///
+    /// # Cancel safety
+    ///
+    /// As `acquire`'s.
+    pub(crate) async fn wait_after(
+        &self,
+        key: &[u8],
+        permits: u64,
+        first: RateLimitDecision,
+        deadline: Instant,
+    ) -> Result<RateLimitDecision> {
         let (Some(queue), Some(wait)) = (&self.inner.queue, first.retry_after()) else {
             self.inner.counters.record(first.is_granted());
             return Ok(first);

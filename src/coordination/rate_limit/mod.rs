@@ -34,3 +34,14 @@ pub use sliding_window::SlidingWindow;
 pub use stacked::{MAX_STACKED_POLICIES, Stacked};
 pub use statistics::RateLimitStatistics;
 pub use token_bucket::{Refill, TokenBucket};
+
+/// Builds a limiter of `kind` named `name` with `checked`, whose error then names the limit:
+/// a service has several.
+fn named<T>(
+    kind: &str,
+    name: String,
+    checked: impl FnOnce(String) -> crate::error::Result<T>,
+) -> crate::error::Result<T> {
+    let which = format!("the {kind} {name:?}");
+    checked(name).map_err(|err| err.context(which))
+}

@@ -113,10 +113,9 @@ impl SlidingWindow {
         window: Duration,
         segments: u32,
     ) -> Result<Self> {
-        let name = name.into();
-        // The error names the limit: a service has several.
-        let which = format!("the sliding-window limit {name:?}");
-        Self::checked(coordination, name, limit, window, segments).map_err(|err| err.context(which))
+        super::named("sliding-window limit", name.into(), |name| {
+            Self::checked(coordination, name, limit, window, segments)
+        })
     }
 
     /// [`new`](Self::new), its arguments checked.

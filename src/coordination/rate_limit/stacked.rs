@@ -135,10 +135,9 @@ impl Stacked {
         name: impl Into<String>,
         policies: impl IntoIterator<Item = RateLimitPolicy>,
     ) -> Result<Self> {
-        let name = name.into();
-        // The error names the limit: a service has several.
-        let which = format!("the stacked limiter {name:?}");
-        Self::checked(coordination, name, policies).map_err(|err| err.context(which))
+        super::named("stacked limiter", name.into(), |name| {
+            Self::checked(coordination, name, policies)
+        })
     }
 
     /// [`new`](Self::new), its arguments checked.

@@ -102,10 +102,9 @@ impl TokenBucket {
         capacity: u64,
         refill: Refill,
     ) -> Result<Self> {
-        let name = name.into();
-        // The error names the limit: a service has several.
-        let which = format!("the token bucket {name:?}");
-        Self::checked(coordination, name, capacity, refill).map_err(|err| err.context(which))
+        super::named("token bucket", name.into(), |name| {
+            Self::checked(coordination, name, capacity, refill)
+        })
     }
 
     /// [`new`](Self::new), its arguments checked.

@@ -5,9 +5,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use http::{Request, Response};
 use pin_project_lite::pin_project;
+use tokio::time::Instant;
 use tower_service::Service;
 
 use super::answer::{self, Admitted, Granted};
@@ -60,29 +62,54 @@ async fn decision(
     admission: Option<Admission>,
     check: Check,
 ) -> Decision<Admitted> {
-    // Built here, in the boxed future, and moved once (into the timeout).
-    let limiter = config.limiter.clone();
-    let max_wait = config.max_wait;
-    let timeout = config.timeout.saturating_add(max_wait.unwrap_or_default());
     // Kept for the fail-open fallback only: a layer failing closed pays nothing for it.
     let kept = config.fallback.is_some().then(|| key.clone());
-    let attempt = async move {
-        match max_wait {
-            // Boxed: a wait in the queue is long next to an allocation, and inline its
-            // future would make every decision's as large, past the size that the
-            // allocator serves from its fast per-thread cache.
-            Some(max_wait) => Box::pin(limiter.acquire(&key, cost, max_wait)).await,
-            // Every shortcut was asked in `call`, before this was boxed.
-            None => limiter.decide_remotely(&key, cost).await,
+    let decided = match config.max_wait {
+        // Boxed: a wait in the queue is long next to an allocation, and inline its future
+        // would make every decision's as large, past the size that the allocator serves
+        // from its fast per-thread cache.
+        Some(max_wait) => Box::pin(waiting(&config, &key, cost, max_wait, admission)).await,
+        None => {
+            // Built here, in the boxed future, and moved once (into the timeout). Every
+            // shortcut was asked in `call`, before this was boxed.
+            let limiter = config.limiter.clone();
+            let attempt = async move { limiter.decide_remotely(&key, cost).await };
+            decide::within(attempt, config.timeout, admission).await
         }
     };
-    let decided = heard(
-        &config.outages,
-        decide::within(attempt, timeout, admission).await,
-    );
+    let decided = heard(&config.outages, decided);
     match settle(config, decided, kept, cost, check) {
         answer::Settled::Now(decision) => decision,
         answer::Settled::Later(fallback) => fallback.await,
+    }
+}
+
+/// A decision that may wait in the queue (`.wait(max_wait, …)`): the first answer within the
+/// layer's timeout, settling the circuit breaker's admission as any decision does; then, for
+/// a rejection, the wait, outside it. A half-open breaker's one probe is so settled by the
+/// backend's first answer, and never held for the wait while every other request on the
+/// handle fails fast. The retries of the wait are bounded as the whole always was: the
+/// timeout and `max_wait`.
+async fn waiting(
+    config: &Config,
+    key: &[u8],
+    cost: u64,
+    max_wait: Duration,
+    admission: Option<Admission>,
+) -> Result<RateLimitDecision, Failure> {
+    let limiter = &config.limiter;
+    let deadline = crate::time::after(Instant::now(), max_wait);
+    let bound = config.timeout.saturating_add(max_wait);
+    let ends = crate::time::after(Instant::now(), bound);
+    let first = decide::within(
+        limiter.first_of_a_wait(key, cost),
+        config.timeout,
+        admission,
+    )
+    .await?;
+    match tokio::time::timeout_at(ends, limiter.wait_after(key, cost, first, deadline)).await {
+        Ok(decided) => decided.map_err(Failure::Backend),
+        Err(_) => Err(Failure::TimedOut(bound)),
     }
 }
 

@@ -411,7 +411,9 @@ impl RedisRateLimitLayer {
     ///
     /// The wait follows the availability time the server computes (no polling). Queue order
     /// is local to this instance. The [decision timeout](Self::timeout) comes on top of
-    /// `max_wait`.
+    /// `max_wait`. The circuit breaker hears the backend's first answer, as for any
+    /// decision; the wait is outside it (a half-open circuit's probe closes it with that
+    /// answer, rather than holding the only probe for the wait).
     pub fn wait(mut self, max_wait: Duration, queue_limit: u64) -> Self {
         let config = self.config_mut();
         config.limiter = config
