@@ -548,3 +548,25 @@ async fn the_lease_extractor_takes_a_redlock_lease() {
         held.fencing_token()
     );
 }
+
+/// A node whose lease key has no expiry (something else's, or corrupt) never frees by
+/// itself: a waiting acquisition polls at its interval, never spins at round-trip speed
+/// across every node.
+#[tokio::test]
+async fn a_lease_key_without_expiry_is_waited_for_at_the_poll_interval() {
+    let servers = five("redlock-no-expiry");
+    let prefix = unique_prefix("redlock");
+    let nodes = handles(&servers, &prefix).await;
+    for (server, node) in servers.iter().zip(&nodes).take(3) {
+        let () = server.cmd(&["SET", &lease_key(node, "stuck"), "someone"]);
+    }
+    let group = RedlockGroup::new(nodes).expect("five nodes");
+    let free = &servers[4];
+    let before = support::target::command_calls(free, "evalsha");
+    let waited =
+        tokio::time::timeout(Duration::from_millis(500), group.acquire("stuck", LEASE)).await;
+    assert!(waited.is_err(), "three nodes are taken for good");
+    let rounds = support::target::command_calls(free, "evalsha") - before;
+    // A round every 50 ms or so, each an acquisition and its release on the free node.
+    assert!(rounds <= 40, "{rounds} scripts in 500 ms: a busy spin");
+}

@@ -453,10 +453,12 @@ fn settle_failed_round(keys: &GroupKeys, votes: &[Vote], granted: usize) -> Resu
             ),
         ));
     }
+    // A key without expiry (something else's, or corrupt) never frees by itself: it gives
+    // no time, and a round then waits the poll interval, never spins.
     let mut busy: Vec<u64> = votes
         .iter()
         .filter_map(|vote| match vote {
-            Vote::Busy(retry_after_ms) => Some(retry_after_ms.unwrap_or(0)),
+            Vote::Busy(retry_after_ms) => *retry_after_ms,
             _ => None,
         })
         .collect();
