@@ -54,7 +54,7 @@
 //!   the two it is: see [`Error::is_outcome_uncertain`](crate::Error::is_outcome_uncertain)).
 //! - `outcome`: `renewed`, `lost` (found gone or another's), `failed` (certainly not
 //!   applied), `uncertain` (no answer: it may have applied).
-//! - `reason`: `not_renewed`, `uncertain`, `lifetime_limit` (see
+//! - `reason`: `not_renewed`, `uncertain`, `lifetime_limit`, `deposed` (see
 //!   [`LossReason`](crate::coordination::ownership::LossReason)).
 //! - `stage`: `dropped`, `cancelled_release`, `uncertain_acquire`, `late_grant`; `cause`:
 //!   `no_runtime`, `unavailable`, `refused`.
