@@ -1,6 +1,7 @@
 //! Local memory of recent rejections, to answer a flood of a hot key without Redis.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -10,10 +11,10 @@ use super::RateLimitDecision;
 
 /// Keys rejected with a known retry time, rejected locally until then.
 ///
-/// Bounded: at most `max_keys` entries. When full, expired entries are swept (at most once
-/// per earliest expiry, so a full cache of live entries costs nothing per insert) and, if
-/// none expired, the new rejection is simply not cached: the cache is only a shortcut and
-/// the backend still decides.
+/// Bounded: at most `max_keys` entries. When full, the expired entries are taken from the top
+/// of a min-heap of their expiries (O(log n) each, never a scan of the cache, however many
+/// distinct keys flood it) and, if none expired, the new rejection is simply not cached:
+/// the cache is only a shortcut and the backend still decides.
 #[derive(Debug)]
 pub(crate) struct DenyCache {
     max_keys: usize,
@@ -23,8 +24,9 @@ pub(crate) struct DenyCache {
 #[derive(Debug)]
 struct State {
     entries: HashMap<Vec<u8>, Entry>,
-    /// No entry expires before this: sweeping earlier would find nothing.
-    next_sweep: Option<Instant>,
+    /// Each entry's expiry with its key, the earliest first; an item whose entry was
+    /// replaced or removed since is skipped when it comes up.
+    expiries: BinaryHeap<Reverse<(Instant, Vec<u8>)>>,
 }
 
 #[derive(Debug, Clone)]
@@ -43,7 +45,7 @@ impl DenyCache {
             max_keys,
             state: Mutex::new(State {
                 entries: HashMap::new(),
-                next_sweep: None,
+                expiries: BinaryHeap::new(),
             }),
         }
     }
@@ -80,11 +82,7 @@ impl DenyCache {
         let until = crate::time::after(now, wait);
         let mut state = self.lock();
         if !state.entries.contains_key(key) && state.entries.len() >= self.max_keys {
-            if state.next_sweep.is_some_and(|at| now < at) {
-                return;
-            }
-            state.entries.retain(|_, entry| entry.until > now);
-            state.next_sweep = state.entries.values().map(|entry| entry.until).min();
+            state.reclaim(now);
             if state.entries.len() >= self.max_keys {
                 return;
             }
@@ -103,6 +101,8 @@ impl DenyCache {
                 wait,
             },
         );
+        state.expiries.push(Reverse((until, key.to_vec())));
+        state.compact_if_sparse();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -110,6 +110,40 @@ impl DenyCache {
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl State {
+    /// Removes the entries expired by `now`, the earliest first, from the top of the heap.
+    fn reclaim(&mut self, now: Instant) {
+        while let Some(Reverse((until, _))) = self.expiries.peek() {
+            if *until > now {
+                break;
+            }
+            let Some(Reverse((until, key))) = self.expiries.pop() else {
+                break;
+            };
+            // Only the entry this item stands for: one remembered again since is kept.
+            if self
+                .entries
+                .get(&key)
+                .is_some_and(|entry| entry.until == until)
+            {
+                self.entries.remove(&key);
+            }
+        }
+    }
+
+    /// Entries remembered again, or removed, leave their old items in the heap: rebuilt
+    /// when those dominate, so that it stays proportional to the entries.
+    fn compact_if_sparse(&mut self) {
+        if self.expiries.len() > 2 * self.entries.len() + 64 {
+            self.expiries = self
+                .entries
+                .iter()
+                .map(|(key, entry)| Reverse((entry.until, key.clone())))
+                .collect();
+        }
     }
 }
 
@@ -161,5 +195,32 @@ mod tests {
         }
         // Expired entries made room for recent ones.
         assert!(cache.check(&9_999u32.to_be_bytes(), 1).is_some());
+    }
+
+    /// Full of live entries, a new key is not cached and nothing is scanned; an entry
+    /// remembered again keeps its place however its old expiry comes up; the heap stays
+    /// proportional to the entries.
+    #[tokio::test(start_paused = true)]
+    async fn expiries_come_off_the_heap_in_order_and_stay_proportional() {
+        let cache = DenyCache::new(3);
+        cache.remember(b"a", 1, &rejection(100));
+        cache.remember(b"b", 1, &rejection(200));
+        cache.remember(b"c", 1, &rejection(300));
+        cache.remember(b"d", 1, &rejection(300));
+        assert!(cache.check(b"d", 1).is_none(), "full of live entries");
+        // a again, for longer: its first expiry comes up first, and must not remove it.
+        cache.remember(b"a", 1, &rejection(1_000));
+        tokio::time::advance(Duration::from_millis(150)).await;
+        cache.remember(b"e", 1, &rejection(300));
+        assert!(cache.check(b"a", 1).is_some(), "remembered again, kept");
+        assert!(cache.check(b"e", 1).is_none(), "nothing had expired");
+        tokio::time::advance(Duration::from_millis(100)).await;
+        cache.remember(b"e", 1, &rejection(300));
+        assert!(cache.check(b"e", 1).is_some(), "b's room");
+        for _ in 0..1_000 {
+            cache.remember(b"a", 1, &rejection(1_000));
+        }
+        let state = cache.lock();
+        assert!(state.expiries.len() <= 2 * state.entries.len() + 64);
     }
 }
