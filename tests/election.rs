@@ -570,4 +570,14 @@ async fn a_leader_deposed_while_its_session_lives_is_told() {
     assert!(first.is_lost());
     assert!(!first.proclaim("a").await.expect("proclaim"));
     assert!(!a.ownership().is_lost(), "its session lives on");
+    // A resign is no deposition, though it changes the leader key.
+    let mut resigned = second.ownership();
+    assert!(second.resign().await.expect("resign"));
+    let reason = tokio::time::timeout(WAIT, resigned.lost())
+        .await
+        .expect("told");
+    assert_eq!(
+        reason,
+        leasehold::coordination::ownership::LossReason::Released
+    );
 }

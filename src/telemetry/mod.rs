@@ -39,7 +39,8 @@
 //!   `sliding_window`, `token_bucket`, `gcra`, `stacked_window`, `semaphore`, `fenced_lock`,
 //!   `fenced_value`, `rw_lease`, `hash_lease`, `latch`, `redlock`, `session`, `election`,
 //!   `server_time`), or a held one (`fenced_lease`, `semaphore_permit`, `read_write_lease`,
-//!   `hash_field_lease`, `redlock_lease`, `session`).
+//!   `hash_field_lease`, `redlock_lease`, `session`, and `election` for a deposed leader's
+//!   `deposed` loss).
 //! - `step`: the step, by its name in the crate: `fixed_window`, `fixed_window_reserve`,
 //!   `fixed_window_return`, `sliding_window`, `stacked_window`, `token_bucket`, `gcra`;
 //!   `semaphore_acquire`, `semaphore_held`, `permit_renew`, `permit_verify`,

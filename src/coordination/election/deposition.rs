@@ -25,6 +25,10 @@ pub const DEPOSITION_POLL: Duration = Duration::from_secs(1);
 /// A leadership's signal, fed by the session's and by the leader key.
 pub(super) struct Deposition {
     tell: Arc<watch::Sender<Option<LossReason>>>,
+    /// The session's signal, read first: the task forwards it, but may be busy reading.
+    session: OwnershipLost,
+    /// Whether a task watches the leader key (not without a runtime).
+    watched: bool,
 }
 
 impl Deposition {
@@ -33,32 +37,46 @@ impl Deposition {
     pub(super) fn watch(names: Arc<ElectionNames>, term: u64, session: OwnershipLost) -> Self {
         let (tell, _) = watch::channel(session.reason());
         let tell = Arc::new(tell);
-        match tokio::runtime::Handle::try_current() {
+        let watched = match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                runtime.spawn(watch_leader(names, term, session, Arc::downgrade(&tell)));
+                let task = watch_leader(names, term, session.clone(), Arc::downgrade(&tell));
+                runtime.spawn(task);
+                true
             }
-            Err(_) => tracing::warn!(
-                election = %names,
-                "no tokio runtime to watch the leader key on; a deposed leader is told only \
-                 when its session ends"
-            ),
+            Err(_) => {
+                tracing::warn!(
+                    election = %names,
+                    "no tokio runtime to watch the leader key on; a deposed leader is told \
+                     only when its session ends"
+                );
+                false
+            }
+        };
+        Deposition {
+            tell,
+            session,
+            watched,
         }
-        Deposition { tell }
     }
 
     /// The signal.
     pub(super) fn ownership(&self) -> OwnershipLost {
-        OwnershipLost::new(self.tell.subscribe())
+        if self.watched {
+            OwnershipLost::new(self.tell.subscribe())
+        } else {
+            self.session.clone()
+        }
+    }
+
+    /// Whether the leadership is known lost: its session's end is known at once, also while
+    /// the task is busy reading.
+    pub(super) fn is_lost(&self) -> bool {
+        self.session.is_lost() || self.tell.borrow().is_some()
     }
 
     /// The leadership ended by its own hand (a resign, or its handle dropped).
     pub(super) fn end(&self) {
-        self.tell.send_if_modified(|reason| {
-            reason.is_none() && {
-                *reason = Some(LossReason::Released);
-                true
-            }
-        });
+        tell_once(&self.tell, LossReason::Released);
     }
 }
 
@@ -69,6 +87,16 @@ impl Drop for Deposition {
     }
 }
 
+/// Sets the reason, unless one is set already.
+fn tell_once(tell: &watch::Sender<Option<LossReason>>, reason: LossReason) -> bool {
+    tell.send_if_modified(|told| {
+        told.is_none() && {
+            *told = Some(reason);
+            true
+        }
+    })
+}
+
 /// Reads the leader until it is another term's or nobody's, or the session ends, or the
 /// leadership does (its sender gone, or its reason set).
 async fn watch_leader(
@@ -77,59 +105,67 @@ async fn watch_leader(
     mut session: OwnershipLost,
     tell: Weak<watch::Sender<Option<LossReason>>>,
 ) {
-    let backend = names.backend().clone();
+    let ended = |tell: &Weak<watch::Sender<Option<LossReason>>>| {
+        tell.upgrade().is_none_or(|told| told.borrow().is_some())
+    };
+    let mut lost = std::pin::pin!(async move { session.lost().await });
     loop {
-        // Registered before the read: a change during it is not missed.
-        let watch = match backend.watch_key(names.watched()[0]).await {
-            Ok(watch) => watch,
-            Err(err) => {
-                tracing::debug!(error = %err, "cannot watch the leader key; polling instead");
-                None
-            }
-        };
-        let read = backend
-            .run_idempotent(LeaderStep { keys: names.keys() })
-            .await;
-        let deposed = match read {
-            Ok(Leading::Other { term: leading, .. }) => leading != term,
-            Ok(Leading::Nobody) => true,
-            // This step names no candidate of its own: never `This`.
-            Ok(Leading::This { .. }) => false,
-            // Unavailable or refused: the session's keeper tells what that costs.
-            Err(_) => false,
-        };
-        let Some(told) = tell.upgrade() else {
-            return;
-        };
-        if told.borrow().is_some() {
+        if ended(&tell) {
             return;
         }
-        if deposed {
-            tracing::warn!(election = %names, term, "this leader was deposed while its session lives");
-            told.send_replace(Some(LossReason::Deposed));
-            return;
-        }
-        drop(told);
-        let changed = async {
-            match watch {
-                Some(mut watch) => watch.changed().await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            reason = session.lost() => {
-                if let Some(tell) = tell.upgrade() {
-                    tell.send_if_modified(|told| {
-                        told.is_none() && {
-                            *told = Some(reason);
-                            true
-                        }
-                    });
+        // The session's end is told as it comes, whatever this reads meanwhile (a read can
+        // take the backend's timeouts in an outage).
+        let deposed = tokio::select! {
+            biased;
+            reason = &mut lost => {
+                if let Some(told) = tell.upgrade() {
+                    tell_once(&told, reason);
                 }
                 return;
             }
-            () = changed => {}
-            () = tokio::time::sleep(DEPOSITION_POLL) => {}
+            deposed = read_then_wait(&names, term) => deposed,
+        };
+        if deposed {
+            if let Some(told) = tell.upgrade()
+                && tell_once(&told, LossReason::Deposed)
+            {
+                tracing::warn!(election = %names, term, "this leader was deposed while its session lives");
+                crate::telemetry::lost("election", "deposed");
+            }
+            return;
         }
     }
+}
+
+/// Whether the leader key names another term than `term`, or nobody; when it names
+/// `term`, after waiting for the key to change (or for [`DEPOSITION_POLL`] where it cannot
+/// be watched), `false`.
+async fn read_then_wait(names: &ElectionNames, term: u64) -> bool {
+    let backend = names.backend();
+    // Registered before the read: a change during it is not missed.
+    let watch = match backend.watch_key(names.watched()[0]).await {
+        Ok(watch) => watch,
+        Err(err) => {
+            tracing::debug!(error = %err, "cannot watch the leader key; polling instead");
+            None
+        }
+    };
+    let deposed = match backend
+        .run_idempotent(LeaderStep { keys: names.keys() })
+        .await
+    {
+        Ok(Leading::Other { term: leading, .. }) => leading != term,
+        Ok(Leading::Nobody) => true,
+        // This step names no candidate of its own: never `This`.
+        Ok(Leading::This { .. }) => false,
+        // Unavailable or refused: the session's keeper tells what that costs.
+        Err(_) => false,
+    };
+    if !deposed {
+        match watch {
+            Some(mut watch) => watch.changed().await,
+            None => tokio::time::sleep(DEPOSITION_POLL).await,
+        }
+    }
+    deposed
 }

@@ -92,7 +92,7 @@ impl Leadership {
 
     /// Whether the leadership is known lost (its session, or a deposition).
     pub fn is_lost(&self) -> bool {
-        self.ownership().is_lost()
+        self.deposition.is_lost()
     }
 
     /// Gives the election a new value (what [`Election::leader`](super::Election::leader)
@@ -156,6 +156,8 @@ impl Leadership {
     /// Cancel safe in effect: dropped before it was answered, the resign goes on in the
     /// background.
     pub async fn resign(mut self) -> Result<bool> {
+        // Told first: the resign's own write must not read as a deposition.
+        self.deposition.end();
         let led = self
             .names
             .backend()
@@ -167,7 +169,6 @@ impl Leadership {
         if let Some(withdraw) = self.withdraw.take() {
             withdraw.disarm();
         }
-        self.deposition.end();
         Ok(led)
     }
 }
@@ -177,7 +178,7 @@ impl fmt::Debug for Leadership {
         f.debug_struct("Leadership")
             .field("election", &format_args!("{}", self.names))
             .field("term", &self.term)
-            .field("lost", &self.ownership().reason())
+            .field("lost", &self.is_lost())
             .finish_non_exhaustive()
     }
 }

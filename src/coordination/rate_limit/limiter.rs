@@ -178,18 +178,33 @@ impl RateLimiter {
         max_wait: Duration,
     ) -> Result<RateLimitDecision> {
         let deadline = crate::time::after(Instant::now(), max_wait);
-        let first = self.first_of_a_wait(key, permits).await?;
+        let first = self.decide(key, permits).await?;
         self.wait_after(key, permits, first, deadline).await
     }
 
-    /// The first decision of a request that may wait ([`acquire`](Self::acquire)'s), not
-    /// counted yet: [`wait_after`](Self::wait_after) counts the request.
-    pub(crate) async fn first_of_a_wait(
+    /// The first decision of a request that may wait ([`acquire`](Self::acquire)'s), when a
+    /// shortcut gives it without the backend (`None`: the backend must be asked, through
+    /// [`first_from_the_backend`](Self::first_from_the_backend)); not counted yet:
+    /// [`wait_after`](Self::wait_after) counts the request.
+    pub(crate) fn first_of_a_wait_locally(
+        &self,
+        key: &[u8],
+        permits: u64,
+    ) -> Option<Result<RateLimitDecision>> {
+        match self.shortcut(key, permits, Shortcuts::AWAITED) {
+            Now::Decided(decided) | Now::Stepped(decided) => Some(decided),
+            Now::Backend => None,
+        }
+    }
+
+    /// The first decision of a request that may wait, from the backend, no shortcut asked;
+    /// not counted yet.
+    pub(crate) async fn first_from_the_backend(
         &self,
         key: &[u8],
         permits: u64,
     ) -> Result<RateLimitDecision> {
-        self.decide(key, permits).await
+        self.step(key, permits).await
     }
 
     /// [`acquire`](Self::acquire) after its first decision, `first`: a rejection waits in

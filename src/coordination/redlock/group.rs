@@ -466,10 +466,8 @@ fn settle_failed_round(keys: &GroupKeys, votes: &[Vote], granted: usize) -> Resu
     // The nodes still needed beside those that granted (and will be released): the
     // earliest moment their holders' leases have all run out.
     let needed = quorum.saturating_sub(granted).max(1);
-    let retry_after = busy
-        .get(needed - 1)
-        .or(busy.last())
-        .map(|&ms| Duration::from_millis(ms));
+    // Fewer than that free by expiry: no time at all.
+    let retry_after = busy.get(needed - 1).map(|&ms| Duration::from_millis(ms));
     Ok(Attempt::Busy { retry_after })
 }
 

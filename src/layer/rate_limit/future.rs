@@ -101,12 +101,22 @@ async fn waiting(
     let deadline = crate::time::after(Instant::now(), max_wait);
     let bound = config.timeout.saturating_add(max_wait);
     let ends = crate::time::after(Instant::now(), bound);
-    let first = decide::within(
-        limiter.first_of_a_wait(key, cost),
-        config.timeout,
-        admission,
-    )
-    .await?;
+    let first = match limiter.first_of_a_wait_locally(key, cost) {
+        // A shortcut's answer (the deny cache, the hot-key tier) says nothing of the
+        // backend: the admission goes unsettled, freeing a probe's slot.
+        Some(decided) => {
+            drop(admission);
+            decided.map_err(Failure::Backend)?
+        }
+        None => {
+            decide::within(
+                limiter.first_from_the_backend(key, cost),
+                config.timeout,
+                admission,
+            )
+            .await?
+        }
+    };
     match tokio::time::timeout_at(ends, limiter.wait_after(key, cost, first, deadline)).await {
         Ok(decided) => decided.map_err(Failure::Backend),
         Err(_) => Err(Failure::TimedOut(bound)),
