@@ -102,3 +102,32 @@ async fn a_server_without_peer_addresses_is_one_error_not_one_per_request() {
     );
     assert_eq!(logs.count("DEBUG", "cannot derive the request's key"), 4);
 }
+
+/// A handler that asks for the decision of a rate limit the route does not have (or one
+/// that failed open and left none) answers 500 on every request: one `ERROR` every ten
+/// seconds says why, the rest at `DEBUG`.
+#[tokio::test(flavor = "current_thread")]
+async fn a_missing_decision_is_one_error_not_one_per_request() {
+    use leasehold::layer::rate_limit::RateLimitInfo;
+    use tower::ServiceExt as _;
+    let logs = support::logs::capture();
+    let router = axum::Router::new().route(
+        "/",
+        axum::routing::get(|_info: RateLimitInfo| async { "ok" }),
+    );
+    for _ in 0..5 {
+        let request = http::Request::get("/")
+            .body(axum::body::Body::empty())
+            .expect("a request");
+        let status = router
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("infallible")
+            .status();
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    }
+    let errors = logs.lines("ERROR", "no rate-limit decision");
+    assert_eq!(errors.len(), 1, "one line for five requests: {errors:?}");
+    assert_eq!(logs.count("DEBUG", "no rate-limit decision"), 4);
+}

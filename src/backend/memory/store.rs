@@ -240,6 +240,9 @@ type KeyHash = u64;
 /// A min-heap of deadlines: each with the schedule it stands for and its key's hash.
 type Deadlines = BinaryHeap<Reverse<(Moment, Schedule, KeyHash)>>;
 
+/// The longest wait a full store's error suggests.
+const FULL_RETRY_HINT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The share of a store's keys that rate-limit state cannot take: a quarter, at least one
 /// key when the store has more than one.
 fn held_reserve(max_keys: usize) -> usize {
@@ -472,11 +475,13 @@ impl Store {
         false
     }
 
-    /// The error of a store full of what is held.
+    /// The error of a store full of what is held. Its hint is when the first key expires,
+    /// at most [`FULL_RETRY_HINT`]: a long lease's expiry (a day) is no useful
+    /// `Retry-After`, and a release may free room much sooner.
     fn full(&mut self, now: Moment) -> Error {
         let frees_in = self
             .first_deadline()
-            .map(|first| first.saturating_duration_since(now));
+            .map(|first| first.saturating_duration_since(now).min(FULL_RETRY_HINT));
         Error::new(
             ErrorKind::CapacityExceeded,
             format!(
@@ -767,17 +772,24 @@ mod tests {
             "the nearest expiry goes"
         );
         assert!(store.get_mut(b"b", now).is_some());
-        // Held keys that fill the store leave no room for rate-limit state.
+        // Held keys that fill the store leave no room for rate-limit state; the hint is the
+        // first expiry, a minute at most.
         let mut store = Store::new(4);
         for key in [b"h1", b"h2", b"h3", b"h4"] {
             store
-                .insert(key, Value::LeaseOwner("o".into()), None, now)
+                .insert(
+                    key,
+                    Value::LeaseOwner("o".into()),
+                    Some(now + SECOND * 86_400),
+                    now,
+                )
                 .unwrap();
         }
         let err = store
             .insert(b"w", Value::Int(1), Some(now + SECOND), now)
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
+        assert_eq!(err.retry_after(), Some(SECOND * 60));
     }
 
     /// An entry replaced in place keeps its schedule only for an expiry no earlier than its

@@ -137,10 +137,17 @@ mod extract {
     impl std::error::Error for MissingRateLimitInfo {}
 
     /// A `500` whose body says only that: the explanation (which would tell a client that the
-    /// limits are off while the backend is away) goes to the log.
+    /// limits are off while the backend is away) goes to the log, at `ERROR` at most once
+    /// every ten seconds in the process (the rest at `DEBUG`): an outage failing open meets
+    /// it on every request.
     impl IntoResponse for MissingRateLimitInfo {
         fn into_response(self) -> Response {
-            tracing::error!("{self}");
+            static TOLD: crate::telemetry::Throttle = crate::telemetry::Throttle::every_secs(10);
+            if TOLD.due() {
+                tracing::error!("{self}");
+            } else {
+                tracing::debug!("{self}");
+            }
             (StatusCode::INTERNAL_SERVER_ERROR, "internal server error\n").into_response()
         }
     }
