@@ -24,7 +24,8 @@ pub(super) struct Connected {
     /// it is, and again on the next connection, which may reach another server (a failover
     /// to an older one).
     pub(super) hash_field_expiry: std::sync::atomic::AtomicBool,
-    /// Whether it still answers: once silent, it is replaced.
+    /// Whether it still answers: once silent, a successor is dialled, which takes its place
+    /// once made.
     pub(super) silence: super::silence::Silence,
 }
 

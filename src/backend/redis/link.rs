@@ -24,9 +24,8 @@
 //! in the background, which takes its place once made; until then the silent one is used.
 //! Once the connection is dropped (it broke), or an attempt failed, or the connection fell
 //! silent, attempts go on in the background, one at a time, every [`REDIAL_PAUSE`] at most,
-//! until one succeeds: a
-//! connection made is counted among the server's answers, so that an open circuit breaker
-//! probes at once (a server back from a restart, the new primary the sentinels named, a
+//! until one succeeds: a connection made is counted among the server's answers, so that an
+//! open circuit breaker probes at once (a server back from a restart, the new primary the sentinels named, a
 //! server reached again after a silence), not at the end of its pause.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
