@@ -40,7 +40,6 @@
 //! before the server's lease did), and a write it makes anyway carries the old term.
 
 mod campaign;
-mod deposition;
 mod leader;
 mod leadership;
 mod names;
@@ -48,7 +47,6 @@ mod observer;
 mod withdraw;
 
 pub use campaign::Election;
-pub use deposition::DEPOSITION_POLL;
 pub use leader::Leader;
 pub use leadership::Leadership;
 pub use observer::Observer;
