@@ -92,6 +92,51 @@ async fn candidates_lead_in_turn_with_increasing_terms(target: Target) {
     drop((b, c));
 }
 
+scenario!(dead_candidates_behind_a_live_leader_are_swept redis);
+
+/// Candidates that died without withdrawing (a killed process leaves its entry and value)
+/// behind a leader that lives on are removed by the campaign steps that follow: the
+/// election's keys hold the live candidates, not every process that ever campaigned.
+async fn dead_candidates_behind_a_live_leader_are_swept(target: Target) {
+    let coordination = target.coordination("election-sweep").await;
+    let sessions = Sessions::named(&coordination, "nodes");
+    let election = Election::named(&sessions, "primary");
+    let leader = session(&sessions, Duration::from_secs(30)).await;
+    let leadership = election
+        .campaign(&leader, "leader")
+        .await
+        .expect("campaign");
+    let key = |role: &str| {
+        coordination
+            .backend()
+            .physical_key(format!("session:{{5:nodes}}:election:7:primary:{role}").as_bytes())
+    };
+    let (candidates, values) = (key("candidates"), key("values"));
+    // What 200 killed candidate processes leave: an entry whose lease is gone, and a value.
+    let arrived = support::target::server_ms(&coordination).await.to_string();
+    let value = vec![b'v'; 1024];
+    for i in 0..200u32 {
+        let id = format!("{i:032x}{i:032x}");
+        target.raw(&[b"ZADD", &candidates, arrived.as_bytes(), id.as_bytes()]);
+        target.raw(&[b"HSET", &values, id.as_bytes(), &value]);
+    }
+    // Each campaign meets the leader, waits, and is withdrawn when given up.
+    for _ in 0..5 {
+        let waiting = session(&sessions, Duration::from_secs(30)).await;
+        let gave_up =
+            tokio::time::timeout(Duration::from_millis(100), election.campaign(&waiting, "w"))
+                .await;
+        assert!(gave_up.is_err(), "the leader leads");
+    }
+    support::eventually("only the leader is left", async || {
+        target.query::<i64>(&[b"ZCARD", &candidates]) == 1
+            && target.query::<i64>(&[b"HLEN", &values]) == 1
+    })
+    .await;
+    assert!(leadership.is_leader().await.expect("is leader"));
+    assert!(leadership.resign().await.expect("resign"));
+}
+
 scenario!(a_leader_leads_as_long_as_its_session_lives);
 
 /// A leader whose session is kept alive leads past many leases, however long, with the
@@ -217,6 +262,66 @@ async fn a_cancelled_campaign_withdraws_its_candidate() {
     assert!(leadership.resign().await.expect("resign"));
     assert_eq!(election.leader().await.expect("leader"), None);
     drop(waiting);
+}
+
+/// Out of memory, an election still moves: a leader resigns and the candidate already
+/// waiting leads (neither grows the data set); only a new candidate is refused.
+#[tokio::test]
+async fn out_of_memory_lets_a_leader_resign_and_the_waiting_candidate_lead() {
+    let server = support::Server::start(ServerKind::Redis7, &[]);
+    let coordination: Coordination =
+        leasehold::backend::redis::RedisBackend::standalone(server.url())
+            .key_prefix(support::unique_prefix("election-oom"))
+            .connect()
+            .await
+            .expect("connect")
+            .into();
+    let sessions = Sessions::named(&coordination, "nodes");
+    let election = Election::named(&sessions, "primary");
+    let lease = Duration::from_secs(30);
+    let (first, second, third) = (
+        session(&sessions, lease).await,
+        session(&sessions, lease).await,
+        session(&sessions, lease).await,
+    );
+    let leadership = election.campaign(&first, "first").await.expect("campaign");
+    let waiting = election.clone();
+    let next = tokio::spawn(async move {
+        waiting
+            .campaign(&second, "second")
+            .await
+            .map(|l| (l, second))
+    });
+    let candidates = String::from_utf8(
+        coordination
+            .backend()
+            .physical_key(b"session:{5:nodes}:election:7:primary:candidates"),
+    )
+    .expect("text");
+    support::eventually("the second candidate waits", async || {
+        server.cmd::<i64>(&["ZCARD", &candidates]) == 2
+    })
+    .await;
+
+    server.out_of_memory(true);
+    let refused = election
+        .campaign(&third, "third")
+        .await
+        .expect_err("a new candidate grows the data set");
+    assert_eq!(refused.kind(), ErrorKind::OutOfMemory);
+    assert!(leadership.resign().await.expect("a resign grows nothing"));
+    let (led, second) = tokio::time::timeout(WAIT, next)
+        .await
+        .expect("the waiting candidate leads")
+        .expect("task")
+        .expect("promoted while out of memory");
+    server.out_of_memory(false);
+    assert_eq!(
+        election.leader().await.expect("leader").map(|l| l.term()),
+        Some(led.term())
+    );
+    assert!(led.resign().await.expect("resign"));
+    drop((first, second, third));
 }
 
 // ---------------------------------------------------------------------------------------------

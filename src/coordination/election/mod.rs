@@ -18,7 +18,10 @@
 //!
 //! None of the first three expires: a leader leads as long as its session lives, which the
 //! election's own steps do not see kept alive, so its record may not go sooner. The steps
-//! that meet a dead candidate remove it. The counter makes terms never go back (a lost
+//! that meet a dead candidate remove it, and each campaign step sweeps the next 64
+//! candidates (from a cursor kept in the leader record) for dead ones: one that died behind
+//! a live leader, without withdrawing, is gone within `ceil(candidates / 64)` campaigns, so
+//! the candidates and their values stay bounded by the live ones. The counter makes terms never go back (a lost
 //! counter starts again from the server's clock, above every earlier term, as a fenced
 //! lock's does); it is kept as a fenced lock's is, an hour past the later of its leader's
 //! lease end when elected and the clock passing its term.
@@ -33,6 +36,11 @@
 //!
 //! Dropping a [`Leadership`] resigns it in the background; a campaign of the same session
 //! after it is another candidate, which that resign never touches.
+//!
+//! Out of memory (`maxmemory` under `noeviction`), a new candidate's campaign fails with
+//! [`ErrorKind::OutOfMemory`](crate::ErrorKind::OutOfMemory), certainly without effect; a
+//! resign, and the promotion of a candidate already entered, still pass (they grow
+//! nothing), so an election moves on while the server is full.
 //!
 //! A leader whose process stops (killed, paused) leads until its session's lease runs out
 //! on the server; the next candidate's campaign wakes then and leads with a greater term.

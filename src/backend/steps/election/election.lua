@@ -95,6 +95,46 @@ local function resolve(now, time, gone)
     return nil, dead
 end
 
+-- A write the server lets through when it is out of memory (removing a member that is
+-- never there, from a key the step reads anyway): a script's first write lets its later
+-- ones past the refusal, so a step that grows nothing (a resign; a candidate already
+-- entered, whose promotion rewrites keys that exist) runs it before them.
+local function pass_out_of_memory()
+    redis.call('ZREM', KEYS[2], 'out-of-memory pass')
+end
+
+-- How many candidates one campaign step sweeps.
+local SWEEP = 64
+
+-- Adds to `dead` the dead candidates among the next SWEEP from the cursor, and moves the
+-- cursor past the live ones (back to the start after the last). Ranks shift as candidates
+-- go, so a pass may skip one: the next pass meets it. Writes only the leader key, before
+-- the candidates' last access.
+local function sweep(now, dead)
+    local seen = {}
+    for _, id in ipairs(dead) do
+        seen[id] = true
+    end
+    local from = tonumber(redis.call('HGET', KEYS[4], 'sweep') or '0') or 0
+    local window = redis.call('ZRANGE', KEYS[2], from, from + SWEEP - 1)
+    local kept = 0
+    for _, id in ipairs(window) do
+        if live(id, now) then
+            kept = kept + 1
+        elseif not seen[id] then
+            seen[id] = true
+            dead[#dead + 1] = id
+        end
+    end
+    local next = 0
+    if #window == SWEEP then
+        next = from + kept
+    end
+    if next ~= from then
+        redis.call('HSET', KEYS[4], 'sweep', next)
+    end
+end
+
 -- Removes `ids` from the candidates: the last access of KEYS[2] and KEYS[3].
 local function remove(ids)
     if #ids > 0 then

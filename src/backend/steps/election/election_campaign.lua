@@ -1,6 +1,6 @@
 -- Election campaign: enters the candidate (once: a campaign delivered twice keeps its
 -- arrival) with its value, and answers who leads, promoting the first live candidate when
--- nobody does.
+-- nobody does; sweeps the next candidates for dead ones (election.lua says how).
 --
 -- KEYS[1..5] as election.lua says
 -- ARGV[1]  the candidate (its lease id and the campaign's own 32 characters)
@@ -28,8 +28,13 @@ local counter, problem = fencing_counter(KEYS[5])
 if counter == nil then
     return {'corrupt', 5, problem}
 end
-refuse_when_out_of_memory(KEYS[2])
-redis.call('ZADD', KEYS[2], 'NX', now, ARGV[1])
+-- Out of memory, a new candidate is refused; one already entered may still be promoted.
+if redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+    pass_out_of_memory()
+else
+    refuse_when_out_of_memory(KEYS[2])
+    redis.call('ZADD', KEYS[2], now, ARGV[1])
+end
 if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 0 then
     redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 end
@@ -37,5 +42,6 @@ local leader, dead, problem = resolve(now, time, nil)
 if problem then
     return problem
 end
+sweep(now, dead)
 remove(dead)
 return leader_reply(leader, ARGV[1], now)

@@ -12,6 +12,8 @@ if refused then
     return refused
 end
 local led = redis.call('HGET', KEYS[4], 'id') == ARGV[1]
+-- A resign grows nothing: it passes when the server is out of memory.
+pass_out_of_memory()
 local leader, dead, problem = resolve(now, time, ARGV[1])
 if problem then
     return problem

@@ -26,11 +26,23 @@ struct Election {
     leader: Option<(String, u64, Vec<u8>)>,
 }
 
+/// The deadline of candidate `id`'s lease in `leases`, when live.
+fn lease_of(leases: &HashMap<String, Moment>, id: &str, now: Moment) -> Option<Moment> {
+    let lease = id.get(..32).unwrap_or(id);
+    leases.get(lease).copied().filter(|at| *at > now)
+}
+
 impl Election {
     /// The deadline of candidate `id`'s lease, when live.
     fn live(&self, id: &str, now: Moment) -> Option<Moment> {
-        let lease = id.get(..32).unwrap_or(id);
-        self.leases.get(lease).copied().filter(|at| *at > now)
+        lease_of(&self.leases, id, now)
+    }
+
+    /// Removes the candidates whose lease is not live (and `gone`).
+    fn remove_dead(&mut self, now: Moment, gone: Option<&str>) {
+        let leases = &self.leases;
+        self.candidates
+            .retain(|(_, id, _)| Some(id.as_str()) != gone && lease_of(leases, id, now).is_some());
     }
 
     /// The leader while its lease lives (and it is not `gone`).
@@ -103,14 +115,7 @@ fn resolve(
     if let Some(leader) = election.current(now, gone) {
         return Ok(Some(leader));
     }
-    let leases = election.leases.clone();
-    let alive = |id: &str| {
-        let lease = id.get(..32).unwrap_or(id);
-        leases.get(lease).is_some_and(|at| *at > now)
-    };
-    election
-        .candidates
-        .retain(|(_, id, _)| Some(id.as_str()) != gone && alive(id));
+    election.remove_dead(now, gone);
     let Some((_, id, value)) = election.candidates.first().cloned() else {
         // Nobody leads: said only where someone did.
         if let Some(leader) = election.leader.as_mut() {
@@ -168,6 +173,8 @@ impl MemoryStep for CampaignStep<'_> {
             let terms_key = memory.physical_key(self.keys.terms);
             // A counter that is not one is refused before anything is written.
             fencing_counter::read(store, &terms_key, now, self.keys.terms)?;
+            // The script sweeps a window per step; here the whole list is at hand.
+            election.remove_dead(now, None);
             if !election.candidates.iter().any(|(_, id, _)| id == self.id) {
                 let arrival =
                     u64::try_from(memory.clock().since_epoch(now).as_millis()).unwrap_or(u64::MAX);
