@@ -519,3 +519,55 @@ fn the_worker_ownership_and_presence_examples_keep_their_word() {
         println!("{example}:\n{stdout}");
     }
 }
+
+/// A server that evicts keys when full evicts a session space's keys one at a time, which
+/// breaks its claims with no step noticing (an evicted `…:expiries` lets a claimed name be
+/// claimed again): a handle's first grant on such a server is refused, naming the policy,
+/// and a fenced lock is allowed with one warning (its holder learns of an evicted lease at
+/// its next renewal). A server that evicts nothing, or has no `maxmemory`, grants.
+#[tokio::test]
+async fn a_server_that_evicts_keys_refuses_sessions_and_warns_lock_holders() {
+    let server = support::Server::start(ServerKind::Redis7, &[]);
+    let connect = async || -> Coordination {
+        leasehold::backend::redis::RedisBackend::standalone(server.url())
+            .key_prefix(support::unique_prefix("session-eviction"))
+            .connect()
+            .await
+            .expect("connect")
+            .into()
+    };
+    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1gb"]);
+    let () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", "volatile-lru"]);
+    let logs = support::logs::capture();
+    let coordination = connect().await;
+    let refused = Sessions::named(&coordination, "jobs")
+        .grant(MINUTE)
+        .await
+        .expect_err("refused on a server that evicts");
+    assert_eq!(refused.kind(), ErrorKind::Unsupported);
+    assert!(refused.to_string().contains("volatile-lru"), "{refused}");
+    let lock = leasehold::coordination::lock::FencedLock::named(&coordination, "report");
+    let mut lease = lock.acquire(MINUTE).await.expect("a lock is allowed");
+    support::eventually("the lock's holder is warned", async || {
+        logs.count(
+            "WARN",
+            "evicts keys when full (maxmemory-policy volatile-lru)",
+        ) == 1
+    })
+    .await;
+    lease.release().await.expect("release");
+
+    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+    let mut session = Sessions::named(&connect().await, "jobs")
+        .grant(MINUTE)
+        .await
+        .expect("no maxmemory: nothing is evicted");
+    session.revoke().await.expect("revoke");
+    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1gb"]);
+    let () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    let mut session = Sessions::named(&connect().await, "jobs")
+        .grant(MINUTE)
+        .await
+        .expect("noeviction");
+    session.revoke().await.expect("revoke");
+}

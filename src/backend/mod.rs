@@ -211,6 +211,16 @@ impl Backend {
         }
     }
 
+    /// The server's eviction policy when it may evict keys (see
+    /// [`RedisBackend::eviction_policy`](redis::RedisBackend)); never in memory, whose bound
+    /// refuses rather than evicts what is held.
+    pub(crate) async fn eviction_policy(&self) -> Option<String> {
+        match &self.0 {
+            Kind::Redis(redis) => redis.eviction_policy().await,
+            Kind::Memory(_) => None,
+        }
+    }
+
     /// An acquisition arrived after its deadline: read the server's clock again, in case it
     /// is not the one the deadline was taken from (another node after a failover).
     pub(crate) fn deadline_missed(&self) {

@@ -250,6 +250,7 @@ impl RedisBackendBuilder {
                 capabilities: Capabilities::default(),
                 outage: super::outage::Outage::new(),
                 persistence_checked: std::sync::atomic::AtomicBool::new(false),
+                eviction: tokio::sync::OnceCell::new(),
                 watcher: Watcher::new(
                     self.target,
                     self.tls,

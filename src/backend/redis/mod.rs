@@ -29,6 +29,7 @@ mod connection;
 mod dialer;
 mod endpoint;
 pub(crate) mod error_map;
+mod eviction;
 mod link;
 mod outage;
 mod persistence;
@@ -114,6 +115,8 @@ struct Shared {
     /// Whether the server's persistence was asked about (see
     /// [`RedisBackend::check_persistence_once`]).
     persistence_checked: std::sync::atomic::AtomicBool,
+    /// The server's eviction policy, once known (see [`RedisBackend::eviction_policy`]).
+    eviction: tokio::sync::OnceCell<Option<String>>,
 }
 
 impl RedisBackend {

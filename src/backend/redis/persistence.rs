@@ -1,5 +1,6 @@
-//! Whether the server keeps its data across a restart: asked once per handle, so that a
-//! fenced lock on a server that keeps nothing is told of once.
+//! Whether the server keeps its data across a restart, and whether it evicts keys when
+//! full: asked once per handle, so that a fenced lock on a server that keeps nothing, or
+//! evicts, is told of once.
 
 use std::sync::atomic::Ordering;
 
@@ -12,6 +13,7 @@ impl RedisBackend {
     /// Warns once per handle (and its clones) when the server keeps nothing across a
     /// restart: no RDB snapshots (`save` empty) and no AOF. A restart then frees every fenced
     /// lock while its holder may still be working; the fencing tokens still never go back.
+    /// Warns too when the server may evict keys (see [`RedisBackend::eviction_policy`]).
     /// Asked in the background at the first acquisition, so that it costs no acquisition a
     /// round trip; a server that does not tell (`CONFIG` refused by a managed service or an
     /// ACL, a cluster answering for several nodes) is not asked again, and is logged at
@@ -43,6 +45,15 @@ impl RedisBackend {
                     error = %err,
                     "cannot tell whether Redis keeps its data across a restart"
                 ),
+            }
+            if let Some(policy) = backend.eviction_policy().await {
+                tracing::warn!(
+                    endpoint = %backend.shared.endpoint,
+                    policy = %policy,
+                    "Redis evicts keys when full (maxmemory-policy {policy}): an evicted \
+                     lease frees its lock or permit while its holder may still be working; \
+                     set maxmemory-policy noeviction"
+                );
             }
         });
     }

@@ -61,6 +61,16 @@
 //!
 //! A late keep-alive or put (delayed in the network past a revoke or an expiry) finds no
 //! live lease and changes nothing: nothing comes back.
+//!
+//! # Eviction
+//!
+//! A space's keys hold one invariant between them (a name's expiry is its lease's), which
+//! eviction breaks: under a `volatile-*` or `allkeys-*` policy Redis removes them one at a
+//! time, and a claimed name whose expiry was evicted could be claimed again with no step
+//! noticing. So sessions need a server that evicts nothing (`maxmemory-policy noeviction`,
+//! or no `maxmemory`): a handle's first [`Sessions::grant`] asks, and fails with
+//! [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported) on a server that may evict. A
+//! server that refuses `CONFIG GET` is trusted.
 
 mod keys;
 pub(crate) use keys::SpaceNames;

@@ -61,12 +61,29 @@ impl Sessions {
     /// unknown fails uncertain, and its lease is revoked in the background once the
     /// deadline has passed, so a late delivery leaves nothing.
     ///
+    /// On a Redis server that may evict keys (`maxmemory` set, `maxmemory-policy` other
+    /// than `noeviction`), the first grant of a handle fails with
+    /// [`ErrorKind::Unsupported`], naming the policy: the space's keys would be evicted one
+    /// at a time, and a claimed name could then be claimed again with no step noticing. The
+    /// policy is asked once per handle, with `CONFIG GET`; a server that does not answer it
+    /// (a managed service that renames `CONFIG`, an ACL) is trusted.
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe in effect: dropped after it was sent, a lease it may have granted is
     /// revoked in the background.
     pub async fn grant(&self, lease: Duration) -> Result<Session> {
         let lease_ms = expiry_ms("a session lease", lease)?;
+        if let Some(policy) = self.keys.backend().eviction_policy().await {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "sessions need a Redis that evicts nothing, and this one evicts keys when \
+                     full (maxmemory-policy {policy}): an evicted key of a session space lets \
+                     a claimed name be claimed again; set maxmemory-policy noeviction"
+                ),
+            ));
+        }
         match try_acquire(&self.keys, lease_ms, |holding, ()| Session::new(holding)).await? {
             Attempt::Acquired(session) => Ok(session),
             // Only a grant answered after its lease ran out by the local estimate.
