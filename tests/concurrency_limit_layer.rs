@@ -388,6 +388,44 @@ async fn a_body_that_stalls_is_cut_at_the_longest_hold_and_frees_its_slot() {
     assert_eq!(http_get(&client, addr, "/", &[]).await.status, 200);
 }
 
+/// By default a response holds its slot for at most [`DEFAULT_MAX_HOLD`] (an hour): a body
+/// that stalls while its client stays connected is cut then, and its slot comes back. On
+/// the memory backend with the clock paused, so the hour passes at once.
+#[tokio::test(start_paused = true)]
+async fn a_stalled_body_is_cut_at_the_default_longest_hold() {
+    use leasehold::layer::concurrency_limit::{DEFAULT_MAX_HOLD, HoldLimitReached};
+    use tower::{Layer, ServiceExt};
+    let coordination = Coordination::memory();
+    let layer = RedisConcurrencyLimitLayer::new(&coordination, "default-hold", Capacity::global(1))
+        .expect("valid");
+    let semaphore = layer.semaphore().clone();
+    let service = layer.layer(tower::service_fn(|_: Request<AxumBody>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(Stalls { sent: false }))
+    }));
+    let opened = tokio::time::Instant::now();
+    let response = service
+        .oneshot(Request::new(AxumBody::empty()))
+        .await
+        .expect("served");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(semaphore.held(b"").await.expect("held"), (None, Some(1)));
+    let mut body = response.into_body();
+    let cut = loop {
+        match body.frame().await {
+            Some(Ok(_)) => continue,
+            Some(Err(err)) => break err,
+            None => panic!("a stalled body completed"),
+        }
+    };
+    assert!(cut.is::<HoldLimitReached>(), "{cut}");
+    let held = opened.elapsed();
+    assert!(
+        held >= DEFAULT_MAX_HOLD && held < DEFAULT_MAX_HOLD + Duration::from_secs(1),
+        "cut after {held:?}"
+    );
+    assert_eq!(semaphore.held(b"").await.expect("held"), (None, Some(0)));
+}
+
 /// The longest hold frees a slot whatever the response is doing: a handler that never
 /// returns, and a body the client stops reading (its socket buffers fill, and the server
 /// stops polling the body), each with its client connected. Timed from the request.
@@ -641,7 +679,7 @@ async fn a_crashed_worker_frees_its_slot_within_one_lease() {
     );
     assert!(
         semaphore
-            .try_acquire(b"", None)
+            .try_acquire(b"", Duration::from_secs(60))
             .await
             .expect("acquire")
             .is_acquired()

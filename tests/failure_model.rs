@@ -1094,7 +1094,7 @@ async fn redis_6_2_with_verbatim_script_replication_runs_every_step_with_or_with
         lease.release().await.expect(what);
         let semaphore = Semaphore::new(&coordination, "verbatim", 1).expect("valid");
         let mut permit = semaphore
-            .try_acquire(Some(Duration::from_secs(10)))
+            .try_acquire(Duration::from_secs(10))
             .await
             .expect(what)
             .into_permit()
@@ -1523,7 +1523,7 @@ impl ClusterStep {
                 lease.release().await.map(drop)
             }
             ClusterStep::Permit(semaphore) => {
-                let permit = semaphore.try_acquire(Some(LEASE)).await?;
+                let permit = semaphore.try_acquire(LEASE).await?;
                 permit
                     .into_permit()
                     .expect("free")

@@ -540,18 +540,18 @@ async fn long_names_are_stored_as_their_digest(target: Target) {
     let _third = acquired(&FencedLock::named(&coordination, &lookalike), MINUTE).await;
 
     let semaphore = Semaphore::new(&coordination, &long, 1).expect("valid");
-    let permit = semaphore.try_acquire(Some(MINUTE)).await.expect("try");
+    let permit = semaphore.try_acquire(MINUTE).await.expect("try");
     assert!(permit.is_acquired());
     let keyed = KeyedSemaphore::new(&coordination, &long, Capacity::per_key(1)).expect("valid");
     let permit = keyed
-        .try_acquire(&long, Some(MINUTE))
+        .try_acquire(&long, MINUTE)
         .await
         .expect("try")
         .into_permit()
         .expect("free");
     assert!(
         !keyed
-            .try_acquire(&long, Some(MINUTE))
+            .try_acquire(&long, MINUTE)
             .await
             .expect("try")
             .is_acquired()
@@ -1294,12 +1294,9 @@ impl support::holding::Held for LockLease {
         held.release().await.is_ok()
     }
 
-    async fn try_take(
-        coordination: &Coordination,
-        expiry: Option<Duration>,
-    ) -> leasehold::Result<bool> {
+    async fn try_take(coordination: &Coordination) -> leasehold::Result<bool> {
         let lock = FencedLock::named(coordination, "resource");
-        let lease = expiry.unwrap_or(support::holding::LEASE);
+        let lease = support::holding::LEASE;
         Ok(lock.try_acquire(lease).await?.is_acquired())
     }
 

@@ -499,12 +499,9 @@ impl support::holding::Held for OneField {
         held.release().await.is_ok()
     }
 
-    async fn try_take(
-        coordination: &Coordination,
-        expiry: Option<Duration>,
-    ) -> leasehold::Result<bool> {
+    async fn try_take(coordination: &Coordination) -> leasehold::Result<bool> {
         let hash = LeaseHash::named(coordination, "resource");
-        let lease = expiry.unwrap_or(support::holding::LEASE);
+        let lease = support::holding::LEASE;
         Ok(hash.try_acquire("field", lease).await?.is_acquired())
     }
 

@@ -70,14 +70,11 @@ async fn every_primitive_stores_its_keys_where_it_did() {
         let lease = lock.try_acquire(MINUTE).await.expect("lock").into_lease();
         std::mem::forget(lease.expect("free"));
         let semaphore = Semaphore::new(c, "job", 2).expect("valid");
-        let permit = semaphore.try_acquire(Some(MINUTE)).await.expect("permit");
+        let permit = semaphore.try_acquire(MINUTE).await.expect("permit");
         std::mem::forget(permit.into_permit().expect("free"));
         let keyed =
             KeyedSemaphore::new(c, "job", Capacity::per_key(2).and_global(4)).expect("valid");
-        let permit = keyed
-            .try_acquire(b"client", Some(MINUTE))
-            .await
-            .expect("permit");
+        let permit = keyed.try_acquire(b"client", MINUTE).await.expect("permit");
         std::mem::forget(permit.into_permit().expect("free"));
         let rw = ReadWriteLock::named(c, "job");
         let lease = rw

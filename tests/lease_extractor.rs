@@ -1030,7 +1030,7 @@ async fn a_waiting_permit_polls_at_its_options_interval() {
         leasehold::coordination::semaphore::Semaphore::new(&coordination, "slow-poll", 1)
             .expect("valid");
     let mut held = semaphore
-        .try_acquire(Some(Duration::from_secs(60)))
+        .try_acquire(Duration::from_secs(60))
         .await
         .expect("try")
         .into_permit()

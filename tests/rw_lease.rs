@@ -1056,12 +1056,9 @@ impl support::holding::Held for WriteLease {
         held.release().await.is_ok()
     }
 
-    async fn try_take(
-        coordination: &Coordination,
-        expiry: Option<Duration>,
-    ) -> leasehold::Result<bool> {
+    async fn try_take(coordination: &Coordination) -> leasehold::Result<bool> {
         let lock = ReadWriteLock::named(coordination, "resource");
-        let lease = expiry.unwrap_or(support::holding::LEASE);
+        let lease = support::holding::LEASE;
         Ok(lock.try_write(lease).await?.is_acquired())
     }
 

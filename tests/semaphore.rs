@@ -29,7 +29,7 @@ async fn wait_for_server_time(coordination: &Coordination, at_ms: u64) {
     .await;
 }
 
-async fn acquired(semaphore: &Semaphore, expiry: Option<Duration>) -> SemaphorePermit {
+async fn acquired(semaphore: &Semaphore, expiry: Duration) -> SemaphorePermit {
     semaphore
         .try_acquire(expiry)
         .await
@@ -40,7 +40,7 @@ async fn acquired(semaphore: &Semaphore, expiry: Option<Duration>) -> SemaphoreP
 
 async fn is_full(semaphore: &Semaphore) -> bool {
     !semaphore
-        .try_acquire(Some(MINUTE))
+        .try_acquire(MINUTE)
         .await
         .expect("try_acquire")
         .is_acquired()
@@ -79,13 +79,13 @@ async fn capacity_is_respected_and_full_says_when_a_slot_frees(target: Target) {
     let semaphore = Semaphore::new(&coordination, "jobs", 3).expect("valid");
     assert_eq!(semaphore.capacity(), 3);
     assert_eq!(semaphore.held().await.expect("held"), 0);
-    let _long = acquired(&semaphore, Some(MINUTE)).await;
-    let mut short = acquired(&semaphore, Some(Duration::from_secs(30))).await;
-    let _forever = acquired(&semaphore, None).await;
+    let _long = acquired(&semaphore, MINUTE).await;
+    let mut short = acquired(&semaphore, Duration::from_secs(30)).await;
+    let _another = acquired(&semaphore, MINUTE).await;
     assert_eq!(semaphore.held().await.expect("held"), 3);
 
     for _ in 0..2 {
-        let full = semaphore.try_acquire(Some(MINUTE)).await.expect("try");
+        let full = semaphore.try_acquire(MINUTE).await.expect("try");
         assert!(!full.is_acquired());
         // The earliest expiry frees the first slot.
         let wait = full.retry_after().expect("a finite expiry frees a slot");
@@ -103,9 +103,9 @@ async fn capacity_is_respected_and_full_says_when_a_slot_frees(target: Target) {
 
     // Without the short one, the next slot frees when the minute is up.
     assert!(short.release().await.expect("release").was_held());
-    let third = acquired(&semaphore, None).await;
+    let third = acquired(&semaphore, MINUTE).await;
     let wait = semaphore
-        .try_acquire(None)
+        .try_acquire(MINUTE)
         .await
         .expect("try")
         .retry_after()
@@ -115,14 +115,6 @@ async fn capacity_is_respected_and_full_says_when_a_slot_frees(target: Target) {
         "{wait:?}"
     );
     drop(third);
-
-    // Permits that never expire: no retry time.
-    let single = Semaphore::new(&coordination, "single", 1).expect("valid");
-    let _held = acquired(&single, None).await;
-    match single.try_acquire(Some(MINUTE)).await.expect("try") {
-        Attempt::Busy { retry_after } => assert_eq!(retry_after, None),
-        Attempt::Acquired(permit) => panic!("over capacity: {permit:?}"),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -132,29 +124,25 @@ scenario!(release_frees_a_slot_once);
 async fn release_frees_a_slot_once(target: Target) {
     let coordination = target.coordination("release").await;
     let semaphore = Semaphore::new(&coordination, "jobs", 1).expect("valid");
-    let mut permit = acquired(&semaphore, Some(MINUTE)).await;
+    let mut permit = acquired(&semaphore, MINUTE).await;
     assert!(!permit.is_released());
-    assert_eq!(permit.expiry(), Some(MINUTE));
-    assert!(
-        permit
-            .remaining_estimate()
-            .is_some_and(|left| left <= MINUTE)
-    );
+    assert_eq!(permit.expiry(), MINUTE);
+    assert!(permit.remaining_estimate() <= MINUTE);
     assert!(is_full(&semaphore).await);
 
     assert!(permit.release().await.expect("release").was_held());
     assert!(permit.is_released());
-    assert_eq!(permit.remaining_estimate(), Some(Duration::ZERO));
+    assert_eq!(permit.remaining_estimate(), Duration::ZERO);
     assert!(
         !permit.release().await.expect("again").was_held(),
         "released twice"
     );
     assert!(!permit.verify_still_held().await.expect("verify"));
-    assert!(!permit.renew(Some(MINUTE)).await.expect("renew"));
+    assert!(!permit.renew(MINUTE).await.expect("renew"));
 
-    let mut next = acquired(&semaphore, None).await;
+    let mut next = acquired(&semaphore, MINUTE).await;
     assert_ne!(next.owner_token(), permit.owner_token());
-    assert_eq!(next.remaining_estimate(), None, "no expiry");
+    assert!(next.remaining_estimate() > Duration::ZERO);
     assert!(next.release().await.expect("release").was_held());
     assert_eq!(semaphore.held().await.expect("held"), 0);
     assert_eq!(target.count_keys(&coordination), 0);
@@ -167,12 +155,12 @@ scenario!(capacities_must_agree_while_permits_are_held);
 async fn capacities_must_agree_while_permits_are_held(target: Target) {
     let coordination = target.coordination("mismatch").await;
     let three = Semaphore::new(&coordination, "jobs", 3).expect("valid");
-    let mut first = acquired(&three, Some(MINUTE)).await;
-    let mut second = acquired(&three, None).await;
+    let mut first = acquired(&three, MINUTE).await;
+    let mut second = acquired(&three, MINUTE).await;
 
     for other in [1, 2, 4] {
         let lower = Semaphore::new(&coordination, "jobs", other).expect("valid");
-        let err = lower.try_acquire(Some(MINUTE)).await.expect_err("mismatch");
+        let err = lower.try_acquire(MINUTE).await.expect_err("mismatch");
         assert_eq!(err.kind(), ErrorKind::CapacityMismatch, "{err}");
         let text = err.to_string();
         assert!(
@@ -184,7 +172,7 @@ async fn capacities_must_agree_while_permits_are_held(target: Target) {
     assert_eq!(three.held().await.expect("held"), 2);
     assert!(first.verify_still_held().await.expect("verify"));
     assert!(second.verify_still_held().await.expect("verify"));
-    assert!(three.try_acquire(None).await.expect("try").is_acquired());
+    assert!(three.try_acquire(MINUTE).await.expect("try").is_acquired());
 
     // Once every permit is gone, a new capacity applies.
     assert!(first.release().await.expect("release").was_held());
@@ -194,9 +182,9 @@ async fn capacities_must_agree_while_permits_are_held(target: Target) {
     })
     .await;
     let one = Semaphore::new(&coordination, "jobs", 1).expect("valid");
-    let _only = acquired(&one, Some(MINUTE)).await;
+    let _only = acquired(&one, MINUTE).await;
     assert!(is_full(&one).await);
-    let err = three.try_acquire(None).await.expect_err("now 1");
+    let err = three.try_acquire(MINUTE).await.expect_err("now 1");
     assert_eq!(err.kind(), ErrorKind::CapacityMismatch);
 }
 
@@ -208,10 +196,10 @@ async fn expired_permits_are_pruned_by_the_next_step(target: Target) {
     const EXPIRY: Duration = Duration::from_millis(150);
     let coordination = target.coordination("expiry").await;
     let semaphore = Semaphore::new(&coordination, "jobs", 1).expect("valid");
-    let mut first = acquired(&semaphore, Some(EXPIRY)).await;
+    let mut first = acquired(&semaphore, EXPIRY).await;
     let granted_by = server_ms(&coordination).await;
     let wait = semaphore
-        .try_acquire(None)
+        .try_acquire(MINUTE)
         .await
         .expect("try")
         .retry_after()
@@ -222,22 +210,22 @@ async fn expired_permits_are_pruned_by_the_next_step(target: Target) {
     wait_for_server_time(&coordination, granted_by + 151).await;
     assert_eq!(semaphore.held().await.expect("held"), 0);
     assert!(!first.verify_still_held().await.expect("verify"));
-    let mut second = acquired(&semaphore, Some(MINUTE)).await;
+    let mut second = acquired(&semaphore, MINUTE).await;
     // The lost permit cannot come back: past its estimate, no renewal is sent, and its
     // release (which settles it) says it was no longer held.
-    assert!(!first.renew(Some(MINUTE)).await.expect("renew"));
+    assert!(!first.renew(MINUTE).await.expect("renew"));
     assert!(
         !first.is_released(),
         "past its estimate, only a release settles it"
     );
-    assert_eq!(first.remaining_estimate(), Some(Duration::ZERO));
+    assert_eq!(first.remaining_estimate(), Duration::ZERO);
     assert!(!first.release().await.expect("release").was_held());
     assert!(first.is_released());
     assert!(second.verify_still_held().await.expect("verify"));
     assert!(second.release().await.expect("release").was_held());
 
     // A permit that expired with nobody stepping on it leaves no key behind.
-    let forgotten = acquired(&semaphore, Some(EXPIRY)).await;
+    let forgotten = acquired(&semaphore, EXPIRY).await;
     let granted_by = server_ms(&coordination).await;
     std::mem::forget(forgotten); // no background release: expiry alone must clean up
     wait_for_server_time(&coordination, granted_by + 152).await;
@@ -251,40 +239,35 @@ async fn expired_permits_are_pruned_by_the_next_step(target: Target) {
 async fn memory_permits_follow_the_paused_clock() {
     let coordination = Coordination::memory();
     let semaphore = Semaphore::new(&coordination, "jobs", 1).expect("valid");
-    let first = acquired(&semaphore, Some(Duration::from_secs(10))).await;
+    let first = acquired(&semaphore, Duration::from_secs(10)).await;
     tokio::time::advance(Duration::from_secs(4)).await;
     assert_eq!(
         first.remaining_estimate(),
-        Some(Duration::from_secs(6)),
+        Duration::from_secs(6),
         "measured from the request"
     );
-    let full = semaphore.try_acquire(None).await.expect("try");
+    let full = semaphore.try_acquire(MINUTE).await.expect("try");
     assert_eq!(full.retry_after(), Some(Duration::from_secs(6)));
     tokio::time::advance(Duration::from_secs(6) - Duration::from_millis(1)).await;
     assert!(is_full(&semaphore).await);
     assert_eq!(semaphore.held().await.expect("held"), 1);
     tokio::time::advance(Duration::from_millis(1)).await;
     assert_eq!(semaphore.held().await.expect("held"), 0);
-    assert_eq!(first.remaining_estimate(), Some(Duration::ZERO));
+    assert_eq!(first.remaining_estimate(), Duration::ZERO);
     assert!(!first.verify_still_held().await.expect("verify"));
-    let mut second = acquired(&semaphore, Some(Duration::from_secs(10))).await;
+    let mut second = acquired(&semaphore, Duration::from_secs(10)).await;
 
     // Renewal counts from the renewal.
     tokio::time::advance(Duration::from_secs(8)).await;
-    assert!(
-        second
-            .renew(Some(Duration::from_secs(5)))
-            .await
-            .expect("renew")
-    );
-    assert_eq!(second.expiry(), Some(Duration::from_secs(5)));
-    assert_eq!(second.remaining_estimate(), Some(Duration::from_secs(5)));
+    assert!(second.renew(Duration::from_secs(5)).await.expect("renew"));
+    assert_eq!(second.expiry(), Duration::from_secs(5));
+    assert_eq!(second.remaining_estimate(), Duration::from_secs(5));
     tokio::time::advance(Duration::from_secs(4)).await;
     assert!(second.verify_still_held().await.expect("verify"));
     tokio::time::advance(Duration::from_secs(1)).await;
     assert!(!second.verify_still_held().await.expect("verify"));
     // Past its estimate: nothing is sent; the release settles it.
-    assert!(!second.renew(Some(MINUTE)).await.expect("lost"));
+    assert!(!second.renew(MINUTE).await.expect("lost"));
     assert!(!second.is_released());
     assert!(!second.release().await.expect("release").was_held());
     assert!(second.is_released());
@@ -307,38 +290,34 @@ scenario!(renewal_extends_or_finds_the_permit_lost);
 async fn renewal_extends_or_finds_the_permit_lost(target: Target) {
     let coordination = target.coordination("renew").await;
     let semaphore = Semaphore::new(&coordination, "jobs", 2).expect("valid");
-    let mut permit = acquired(&semaphore, Some(Duration::from_secs(30))).await;
-    assert!(permit.renew(Some(2 * MINUTE)).await.expect("renew"));
-    assert_eq!(permit.expiry(), Some(2 * MINUTE));
-    let left = permit.remaining_estimate().expect("an expiry");
+    let mut permit = acquired(&semaphore, Duration::from_secs(30)).await;
+    assert!(permit.renew(2 * MINUTE).await.expect("renew"));
+    assert_eq!(permit.expiry(), 2 * MINUTE);
+    let left = permit.remaining_estimate();
     assert!(left <= 2 * MINUTE && left > MINUTE, "{left:?}");
     let wait = semaphore_full_wait(&semaphore).await;
     assert!(wait > MINUTE && wait <= 2 * MINUTE, "{wait:?}");
 
-    assert!(permit.renew(None).await.expect("renew"));
-    assert_eq!(permit.expiry(), None);
-    assert_eq!(permit.remaining_estimate(), None);
+    // A shorter expiry shortens it.
+    assert!(permit.renew(MINUTE).await.expect("renew"));
+    assert_eq!(permit.expiry(), MINUTE);
+    assert!(permit.remaining_estimate() <= MINUTE);
     assert!(permit.verify_still_held().await.expect("verify"));
 
     // An invalid expiry is refused before anything is sent: the permit is still held.
     for invalid in [Duration::ZERO, Duration::from_micros(999), Duration::MAX] {
-        let err = permit.renew(Some(invalid)).await.expect_err("invalid");
+        let err = permit.renew(invalid).await.expect_err("invalid");
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
         assert!(!permit.is_released());
     }
 
     // Lost: expired on the server before the renewal came.
-    assert!(
-        permit
-            .renew(Some(Duration::from_millis(1)))
-            .await
-            .expect("renew")
-    );
+    assert!(permit.renew(Duration::from_millis(1)).await.expect("renew"));
     let renewed_by = server_ms(&coordination).await;
     wait_for_server_time(&coordination, renewed_by + 2).await;
     // Past its estimate: no renewal is sent; the release finds it gone and settles it.
-    assert!(!permit.renew(Some(MINUTE)).await.expect("lost"));
-    assert_eq!(permit.remaining_estimate(), Some(Duration::ZERO));
+    assert!(!permit.renew(MINUTE).await.expect("lost"));
+    assert_eq!(permit.remaining_estimate(), Duration::ZERO);
     assert!(!permit.release().await.expect("release").was_held());
     assert!(permit.is_released());
     assert_eq!(semaphore.held().await.expect("held"), 0);
@@ -348,9 +327,10 @@ async fn renewal_extends_or_finds_the_permit_lost(target: Target) {
 /// Fills the semaphore's last slot with a permit that never expires, reads the retry time
 /// of the next acquisition, and gives the slot back.
 async fn semaphore_full_wait(semaphore: &Semaphore) -> Duration {
-    let mut filler = acquired(semaphore, None).await;
+    // A filler that outlasts every permit the tests measure.
+    let mut filler = acquired(semaphore, 10 * MINUTE).await;
     let wait = semaphore
-        .try_acquire(None)
+        .try_acquire(MINUTE)
         .await
         .expect("try")
         .retry_after()
@@ -370,10 +350,10 @@ async fn a_waiting_acquire_is_woken_by_a_release(target: Target) {
     let handles = target.handles(&coordination, 2).await;
     let holder = Semaphore::new(&handles[0], "wake", 1).expect("valid");
     let waiter = Semaphore::new(&handles[1], "wake", 1).expect("valid");
-    let mut held = acquired(&holder, Some(MINUTE)).await;
+    let mut held = acquired(&holder, MINUTE).await;
 
     let waiting = tokio::spawn(async move {
-        let permit = waiter.acquire(Some(MINUTE)).await;
+        let permit = waiter.acquire(MINUTE).await;
         (permit, std::time::Instant::now())
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -401,9 +381,9 @@ scenario!(a_waiting_acquire_takes_the_slot_an_expiry_frees);
 async fn a_waiting_acquire_takes_the_slot_an_expiry_frees(target: Target) {
     let coordination = target.coordination("sem-expiry").await;
     let semaphore = Semaphore::new(&coordination, "expiry", 1).expect("valid");
-    let _held = acquired(&semaphore, Some(Duration::from_millis(300))).await;
+    let _held = acquired(&semaphore, Duration::from_millis(300)).await;
     let started = std::time::Instant::now();
-    let permit = tokio::time::timeout(Duration::from_secs(3), semaphore.acquire(Some(MINUTE)))
+    let permit = tokio::time::timeout(Duration::from_secs(3), semaphore.acquire(MINUTE))
         .await
         .expect("acquired within a bounded time")
         .expect("acquired");
@@ -427,12 +407,12 @@ async fn a_keyed_waiter_is_woken_by_a_release_of_another_key(target: Target) {
     let holder = KeyedSemaphore::new(&handles[0], "exports", capacity).expect("valid");
     let waiter = KeyedSemaphore::new(&handles[1], "exports", capacity).expect("valid");
     let mut held = holder
-        .try_acquire(b"alice", Some(MINUTE))
+        .try_acquire(b"alice", MINUTE)
         .await
         .expect("try")
         .into_permit()
         .expect("free");
-    let waiting = tokio::spawn(async move { waiter.acquire(b"bob", Some(MINUTE)).await });
+    let waiting = tokio::spawn(async move { waiter.acquire(b"bob", MINUTE).await });
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!waiting.is_finished(), "the global slot is alice's");
     assert!(held.release().await.expect("release").was_held());
@@ -451,29 +431,26 @@ async fn storage_follows_the_permits(target: Target) {
     let semaphore = Semaphore::new(&coordination, "jobs", 3).expect("valid");
     let key = physical(&coordination, &semaphore_key(b"jobs"));
 
-    let mut forever = acquired(&semaphore, None).await;
-    assert_eq!(
-        target.pttl(&key),
-        -1,
-        "a permit without expiry persists the key"
-    );
-    let mut minute = acquired(&semaphore, Some(MINUTE)).await;
-    assert_eq!(target.pttl(&key), -1);
-    assert!(forever.release().await.expect("release").was_held());
+    // Every permit expires, so the key always does: with its latest permit.
+    let mut long = acquired(&semaphore, 2 * MINUTE).await;
+    let ttl = target.pttl(&key);
+    assert!(ttl > 115_000 && ttl <= 120_001, "{ttl}");
+    let mut minute = acquired(&semaphore, MINUTE).await;
+    let ttl = target.pttl(&key);
+    assert!(ttl > 115_000 && ttl <= 120_001, "{ttl}");
+    assert!(long.release().await.expect("release").was_held());
     let ttl = target.pttl(&key);
     assert!(ttl > 55_000 && ttl <= 60_001, "{ttl}");
 
     // The latest expiry decides, renewals included.
-    let mut short = acquired(&semaphore, Some(Duration::from_secs(5))).await;
+    let mut short = acquired(&semaphore, Duration::from_secs(5)).await;
     let ttl = target.pttl(&key);
     assert!(ttl > 55_000 && ttl <= 60_001, "{ttl}");
-    assert!(short.renew(Some(2 * MINUTE)).await.expect("renew"));
+    assert!(short.renew(2 * MINUTE).await.expect("renew"));
     let ttl = target.pttl(&key);
     assert!(ttl > 115_000 && ttl <= 120_001, "{ttl}");
-    assert!(short.renew(None).await.expect("renew"));
-    assert_eq!(target.pttl(&key), -1);
 
-    // Members: the capacity (negative score) and one per permit.
+    // Members: the capacity (negative score) and one per permit, scored by its expiry.
     let members: Vec<(Vec<u8>, String)> =
         target.query(&[b"ZRANGE", &key, b"0", b"-1", b"WITHSCORES"]);
     assert_eq!(members.len(), 3, "{members:?}");
@@ -483,12 +460,12 @@ async fn storage_follows_the_permits(target: Target) {
         format!("p:{}", minute.owner_token()).into_bytes()
     );
     assert_eq!(
-        members[2],
-        (
-            format!("p:{}", short.owner_token()).into_bytes(),
-            "inf".to_owned()
-        )
+        members[2].0,
+        format!("p:{}", short.owner_token()).into_bytes()
     );
+    let server_now = server_ms(&coordination).await;
+    let expires: u64 = members[2].1.parse().expect("a time");
+    assert!(expires > server_now + 115_000, "{expires} vs {server_now}");
 
     assert!(minute.release().await.expect("release").was_held());
     assert!(short.release().await.expect("release").was_held());
@@ -505,18 +482,18 @@ async fn nothing_is_left_behind(target: Target) {
     let keyed = KeyedSemaphore::new(&coordination, "api", Capacity::per_key(2).and_global(4))
         .expect("valid");
 
-    let mut released = acquired(&semaphore, None).await;
-    let dropped = acquired(&semaphore, None).await;
-    let expiring = acquired(&semaphore, Some(Duration::from_millis(100))).await;
+    let mut released = acquired(&semaphore, MINUTE).await;
+    let dropped = acquired(&semaphore, MINUTE).await;
+    let expiring = acquired(&semaphore, Duration::from_millis(100)).await;
     let mut keyed_released = keyed
-        .try_acquire(b"a", Some(MINUTE))
+        .try_acquire(b"a", MINUTE)
         .await
         .expect("try")
         .into_permit()
         .expect("free");
-    let keyed_dropped = keyed.try_acquire(b"b", None).await.expect("try");
+    let keyed_dropped = keyed.try_acquire(b"b", MINUTE).await.expect("try");
     let keyed_expiring = keyed
-        .try_acquire(b"c", Some(Duration::from_millis(100)))
+        .try_acquire(b"c", Duration::from_millis(100))
         .await
         .expect("try")
         .into_permit()
@@ -551,16 +528,13 @@ async fn keyed_capacity_is_per_key_and_global_all_or_nothing(target: Target) {
     assert_eq!((keyed.per_key(), keyed.global()), (Some(1), Some(2)));
 
     let alice = keyed
-        .try_acquire(b"alice", Some(Duration::from_secs(30)))
+        .try_acquire(b"alice", Duration::from_secs(30))
         .await
         .expect("try");
     assert!(alice.is_acquired());
     // Alice's own semaphore is full: nothing is taken from the global one.
     for _ in 0..3 {
-        let full = keyed
-            .try_acquire(b"alice", Some(MINUTE))
-            .await
-            .expect("try");
+        let full = keyed.try_acquire(b"alice", MINUTE).await.expect("try");
         let wait = full.retry_after().expect("alice's permit expires");
         assert!(wait <= Duration::from_secs(30) && wait > Duration::from_secs(25));
     }
@@ -569,11 +543,11 @@ async fn keyed_capacity_is_per_key_and_global_all_or_nothing(target: Target) {
         (Some(1), Some(1))
     );
 
-    let bob = keyed.try_acquire(b"bob", Some(MINUTE)).await.expect("try");
+    let bob = keyed.try_acquire(b"bob", MINUTE).await.expect("try");
     assert!(bob.is_acquired());
     // The global semaphore is full: carol's own one stays empty. Its slot frees when the
     // earliest global permit (alice's) expires.
-    let full = keyed.try_acquire(b"carol", None).await.expect("try");
+    let full = keyed.try_acquire(b"carol", MINUTE).await.expect("try");
     let wait = full.retry_after().expect("global permits expire");
     assert!(
         wait <= Duration::from_secs(30) && wait > Duration::from_secs(25),
@@ -586,7 +560,7 @@ async fn keyed_capacity_is_per_key_and_global_all_or_nothing(target: Target) {
 
     // Both full: the later of the two frees decides.
     let wait = keyed
-        .try_acquire(b"bob", None)
+        .try_acquire(b"bob", MINUTE)
         .await
         .expect("try")
         .retry_after()
@@ -603,14 +577,14 @@ async fn keyed_capacity_is_per_key_and_global_all_or_nothing(target: Target) {
         keyed.held(b"alice").await.expect("held"),
         (Some(0), Some(1))
     );
-    let carol = keyed.try_acquire(b"carol", None).await.expect("try");
+    let carol = keyed.try_acquire(b"carol", MINUTE).await.expect("try");
     assert!(carol.is_acquired());
 
     // A mismatch on either side takes nothing from the other.
     let other = KeyedSemaphore::new(&coordination, "exports", Capacity::per_key(1).and_global(5))
         .expect("valid");
     let err = other
-        .try_acquire(b"dave", None)
+        .try_acquire(b"dave", MINUTE)
         .await
         .expect_err("global mismatch");
     assert_eq!(err.kind(), ErrorKind::CapacityMismatch);
@@ -620,21 +594,21 @@ async fn keyed_capacity_is_per_key_and_global_all_or_nothing(target: Target) {
     // One side only.
     let per_key =
         KeyedSemaphore::new(&coordination, "per-key", Capacity::per_key(1)).expect("valid");
-    let _p = per_key.try_acquire(b"k", None).await.expect("try");
+    let _p = per_key.try_acquire(b"k", MINUTE).await.expect("try");
     assert_eq!(per_key.held(b"k").await.expect("held"), (Some(1), None));
     assert!(
         per_key
-            .try_acquire(b"other", None)
+            .try_acquire(b"other", MINUTE)
             .await
             .expect("try")
             .is_acquired()
     );
     let global = KeyedSemaphore::new(&coordination, "global", Capacity::global(1)).expect("valid");
-    let _g = global.try_acquire(b"k", None).await.expect("try");
+    let _g = global.try_acquire(b"k", MINUTE).await.expect("try");
     assert_eq!(global.held(b"other").await.expect("held"), (None, Some(1)));
     assert!(
         !global
-            .try_acquire(b"other", None)
+            .try_acquire(b"other", MINUTE)
             .await
             .expect("try")
             .is_acquired()
@@ -658,7 +632,7 @@ async fn keyed_keys_share_a_slot(target: Target) {
         );
         assert_eq!(key_slot(&per_key), key_slot(&global));
         let mut permit = keyed
-            .try_acquire(b"client}{", Some(MINUTE))
+            .try_acquire(b"client}{", MINUTE)
             .await
             .expect("one slot")
             .into_permit()
@@ -683,7 +657,7 @@ async fn binary_names_and_keys(target: Target) {
     let coordination = target.coordination("binary").await;
     let name = b"\x00\xff{bin}\n".as_slice();
     let semaphore = Semaphore::new(&coordination, name, 1).expect("valid");
-    let mut permit = acquired(&semaphore, Some(MINUTE)).await;
+    let mut permit = acquired(&semaphore, MINUTE).await;
     assert!(is_full(&semaphore).await);
     if !matches!(target, Target::Memory) {
         let key = physical(&coordination, &semaphore_key(name));
@@ -700,7 +674,7 @@ async fn binary_names_and_keys(target: Target) {
     .expect("valid");
     let client = b"\xfe\x00:key".as_slice();
     let mut permit = keyed
-        .try_acquire(client, None)
+        .try_acquire(client, MINUTE)
         .await
         .expect("try")
         .into_permit()
@@ -730,7 +704,7 @@ async fn corrupt_state_fails_without_change(target: Target) {
     let text = redis::Value::BulkString(b"not a set".to_vec());
 
     target.raw(&[b"SET", &key, b"not a set"]);
-    let err = semaphore.try_acquire(None).await.expect_err("corrupt");
+    let err = semaphore.try_acquire(MINUTE).await.expect_err("corrupt");
     assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
     let err = semaphore.held().await.expect_err("corrupt");
     assert_eq!(err.kind(), ErrorKind::CorruptState, "{err}");
@@ -750,7 +724,7 @@ async fn corrupt_state_fails_without_change(target: Target) {
         zadd.extend(members.iter().copied());
         target.raw(&zadd);
         let before = target.raw(&[b"ZRANGE", &key, b"0", b"-1", b"WITHSCORES"]);
-        let err = semaphore.try_acquire(None).await.expect_err("corrupt");
+        let err = semaphore.try_acquire(MINUTE).await.expect_err("corrupt");
         assert_eq!(err.kind(), ErrorKind::CorruptState, "{members:?}: {err}");
         assert_eq!(
             target.raw(&[b"ZRANGE", &key, b"0", b"-1", b"WITHSCORES"]),
@@ -767,7 +741,7 @@ async fn corrupt_state_fails_without_change(target: Target) {
         physical(&coordination, &global),
     );
     target.raw(&[b"SET", &global, b"not a set"]);
-    let err = keyed.try_acquire(b"k", None).await.expect_err("corrupt");
+    let err = keyed.try_acquire(b"k", MINUTE).await.expect_err("corrupt");
     assert_eq!(err.kind(), ErrorKind::CorruptState);
     assert!(err.to_string().contains(":global"), "{err}");
     assert_eq!(target.raw(&[b"EXISTS", &per_key]), redis::Value::Int(0));
@@ -794,7 +768,7 @@ async fn concurrent_holders_never_exceed_the_capacity(target: Target) {
                 let semaphore = Semaphore::new(&coordination, "hot", CAPACITY).expect("valid");
                 let mut granted = 0u32;
                 for _ in 0..ATTEMPTS {
-                    let attempt = semaphore.try_acquire(Some(MINUTE)).await.expect("try");
+                    let attempt = semaphore.try_acquire(MINUTE).await.expect("try");
                     let Some(mut permit) = attempt.into_permit() else {
                         tokio::task::yield_now().await;
                         continue;
@@ -833,12 +807,12 @@ async fn a_dropped_permit_is_released_in_the_background(target: Target) {
     let semaphore = Semaphore::new(&coordination, "jobs", 1).expect("valid");
     let abandoned =
         abandoned_releases().of(leasehold::coordination::ownership::Primitive::SemaphorePermit);
-    drop(acquired(&semaphore, None).await);
+    drop(acquired(&semaphore, MINUTE).await);
     eventually("the dropped permit is released", async || {
         semaphore.held().await.expect("held") == 0
     })
     .await;
-    let _next = acquired(&semaphore, None).await;
+    let _next = acquired(&semaphore, MINUTE).await;
     assert_eq!(
         abandoned_releases().of(leasehold::coordination::ownership::Primitive::SemaphorePermit),
         abandoned
@@ -852,27 +826,27 @@ scenario!(a_cancelled_renewal_keeps_the_permit_with_the_narrower_estimate redis)
 async fn a_cancelled_renewal_keeps_the_permit_with_the_narrower_estimate(target: Target) {
     let coordination = target.coordination("cancel").await;
     let semaphore = Semaphore::new(&coordination, "jobs", 1).expect("valid");
-    let mut permit = acquired(&semaphore, None).await;
+    let mut permit = acquired(&semaphore, 5 * MINUTE).await;
     {
         // Poll the renewal once (its request is on its way), then drop it.
-        let renewal = permit.renew(Some(MINUTE));
+        let renewal = permit.renew(MINUTE);
         tokio::select! {
             biased;
             result = renewal => panic!("a round trip finished in one poll: {result:?}"),
             () = std::future::ready(()) => {}
         }
     }
-    // The renewal may have run (an expiry of a minute) or not (no expiry): the estimate keeps
-    // what both guarantee, and the permit is still held.
+    // The renewal may have run (an expiry of a minute) or not (five minutes): the estimate
+    // keeps what both guarantee, and the permit is still held.
     assert!(!permit.is_released());
-    let estimate = permit.remaining_estimate().expect("an expiry now");
+    let estimate = permit.remaining_estimate();
     assert!(
         estimate <= MINUTE && estimate > MINUTE - Duration::from_secs(5),
         "{estimate:?}"
     );
     assert!(permit.verify_still_held().await.expect("verify"));
     // Renewing again is safe: a late renewal only extends a permit it still finds.
-    assert!(permit.renew(Some(MINUTE)).await.expect("renew"));
+    assert!(permit.renew(MINUTE).await.expect("renew"));
     assert!(permit.release().await.expect("release").was_held());
     assert_eq!(target.count_keys(&coordination), 0);
 }
@@ -899,16 +873,13 @@ async fn invalid_arguments_are_refused_before_anything_is_sent() {
         Duration::from_micros(999),
         Duration::from_secs(40 * 365 * 24 * 3600),
     ] {
-        let err = semaphore
-            .try_acquire(Some(invalid))
-            .await
-            .expect_err("invalid");
+        let err = semaphore.try_acquire(invalid).await.expect_err("invalid");
         assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{invalid:?}");
     }
     assert!(coordination_is_empty(&coordination));
     // Sub-millisecond parts are dropped.
-    let permit = acquired(&semaphore, Some(Duration::from_micros(1_500))).await;
-    assert_eq!(permit.expiry(), Some(Duration::from_millis(1)));
+    let permit = acquired(&semaphore, Duration::from_micros(1_500)).await;
+    assert_eq!(permit.expiry(), Duration::from_millis(1));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -932,9 +903,9 @@ impl Stalling {
     async fn start() -> Stalling {
         let on = support::stalling::Stalling::start().await;
         let semaphore = Semaphore::new(&on.coordination, "jobs", 1).expect("valid");
-        let mut warm = acquired(&semaphore, None).await;
+        let mut warm = acquired(&semaphore, MINUTE).await;
         assert!(warm.verify_still_held().await.expect("verify"));
-        assert!(warm.renew(None).await.expect("renew"));
+        assert!(warm.renew(MINUTE).await.expect("renew"));
         assert!(warm.release().await.expect("release").was_held());
         assert_eq!(semaphore.held().await.expect("held"), 0);
         Stalling { on, semaphore }
@@ -956,7 +927,7 @@ impl Stalling {
 async fn an_acquisition_without_an_answer_is_sent_again_and_granted_once() {
     let stalling = Stalling::start().await;
     stalling.server.pause_clients(400);
-    let mut permit = acquired(&stalling.semaphore, None).await;
+    let mut permit = acquired(&stalling.semaphore, MINUTE).await;
     assert_eq!(stalling.semaphore.held().await.expect("held"), 1);
     assert!(permit.release().await.expect("release").was_held());
     assert_eq!(stalling.semaphore.held().await.expect("held"), 0);
@@ -972,7 +943,7 @@ async fn an_acquisition_without_an_answer_for_the_bound_is_released() {
     stalling.server.pause_clients(1500);
     let err = stalling
         .semaphore
-        .try_acquire(None)
+        .try_acquire(MINUTE)
         .await
         .expect_err("no answer in time");
     assert!(err.is_outcome_uncertain(), "{err}");
@@ -990,28 +961,20 @@ async fn an_acquisition_without_an_answer_for_the_bound_is_released() {
 #[tokio::test]
 async fn an_unanswered_renewal_keeps_the_permit_and_can_be_retried() {
     let stalling = Stalling::start().await;
-    let mut permit = acquired(&stalling.semaphore, None).await;
+    let mut permit = acquired(&stalling.semaphore, 5 * MINUTE).await;
     stalling.server.pause_clients(400);
-    let err = permit
-        .renew(Some(MINUTE))
-        .await
-        .expect_err("no answer in time");
+    let err = permit.renew(MINUTE).await.expect_err("no answer in time");
     assert!(err.is_outcome_uncertain(), "{err}");
     // Held, with the estimate both outcomes guarantee: the renewal's minute, from before it
     // was sent.
     assert!(!permit.is_released());
-    let estimate = permit.remaining_estimate().expect("an expiry now");
+    let estimate = permit.remaining_estimate();
     assert!(estimate <= MINUTE && !estimate.is_zero(), "{estimate:?}");
     eventually("the stall is over", async || {
         stalling.semaphore.held().await.is_ok_and(|held| held == 1)
     })
     .await;
-    assert!(
-        permit
-            .renew(Some(MINUTE))
-            .await
-            .expect("renew after the stall")
-    );
+    assert!(permit.renew(MINUTE).await.expect("renew after the stall"));
     assert!(permit.verify_still_held().await.expect("verify"));
     assert!(permit.release().await.expect("release").was_held());
 }
@@ -1019,15 +982,15 @@ async fn an_unanswered_renewal_keeps_the_permit_and_can_be_retried() {
 #[tokio::test]
 async fn a_failed_release_is_retried_once_then_uncertain() {
     let stalling = Stalling::start().await;
-    let mut permit = acquired(&stalling.semaphore, None).await;
+    let mut permit = acquired(&stalling.semaphore, MINUTE).await;
     stalling.server.pause_clients(600);
     let err = permit.release().await.expect_err("no answer in time");
     assert!(err.is_outcome_uncertain(), "{err}");
     // The retry (bounded) could not confirm it either: uncertain, unusable for work.
     assert!(!permit.is_released());
-    assert_eq!(permit.remaining_estimate(), Some(Duration::ZERO));
+    assert_eq!(permit.remaining_estimate(), Duration::ZERO);
     assert!(!permit.verify_still_held().await.expect("uncertain"));
-    assert!(!permit.renew(Some(MINUTE)).await.expect("uncertain"));
+    assert!(!permit.renew(MINUTE).await.expect("uncertain"));
     // Only release may be retried; once the server answers, the cleanup is confirmed (the
     // stalled releases ran first, so the permit is no longer held).
     let mut answer = None;
@@ -1047,7 +1010,7 @@ async fn a_failed_release_is_retried_once_then_uncertain() {
 #[tokio::test]
 async fn a_failed_verification_leaves_the_permit_held() {
     let stalling = Stalling::start().await;
-    let permit = acquired(&stalling.semaphore, None).await;
+    let permit = acquired(&stalling.semaphore, MINUTE).await;
     // A verification only reads: one without an answer is sent again while
     // `transient_retry` lasts, and fails as uncertain once it has not answered for longer.
     stalling.server.pause_clients(300);
@@ -1059,7 +1022,7 @@ async fn a_failed_verification_leaves_the_permit_held() {
         .expect_err("no answer in time");
     assert!(err.is_outcome_uncertain(), "{err}");
     assert!(!permit.is_released());
-    assert_eq!(permit.remaining_estimate(), None);
+    assert!(permit.remaining_estimate() > Duration::ZERO);
     let mut answer = None;
     eventually("a verification answers", async || {
         answer = permit.verify_still_held().await.ok();
@@ -1085,7 +1048,7 @@ async fn a_lost_delivery_landing_after_the_release_is_released_too() {
     let watching = Semaphore::new(&direct, "late", 1).expect("valid");
     let semaphore = Semaphore::new(&through, "late", 1).expect("valid");
     // Warm: the script is cached, the connection made.
-    let mut warm = acquired(&semaphore, None).await;
+    let mut warm = acquired(&semaphore, MINUTE).await;
     assert!(warm.release().await.expect("release").was_held());
     let scripts = || {
         support::target::command_calls(&behind.server, "evalsha")
@@ -1094,7 +1057,7 @@ async fn a_lost_delivery_landing_after_the_release_is_released_too() {
 
     behind.proxy.stall();
     let sent = behind.proxy.bytes_received(Direction::ToServer);
-    let acquiring = tokio::spawn(async move { semaphore.try_acquire(None).await });
+    let acquiring = tokio::spawn(async move { semaphore.try_acquire(MINUTE).await });
     eventually("the first delivery is in the network", async || {
         behind.proxy.bytes_received(Direction::ToServer) > sent
     })
@@ -1130,7 +1093,7 @@ async fn a_grant_that_arrives_after_its_expiry_is_released_and_answered_as_busy(
     let holder = behind.through_proxy(|builder| builder).await;
     let semaphore = Semaphore::new(&holder, "late", 1).expect("valid");
     // The script is loaded: the acquisition below is one EVALSHA, the release another.
-    drop(acquired(&semaphore, Some(MINUTE)).await);
+    drop(acquired(&semaphore, MINUTE).await);
     eventually("the first permit is released", async || {
         semaphore.held().await.expect("held") == 0
     })
@@ -1143,7 +1106,7 @@ async fn a_grant_that_arrives_after_its_expiry_is_released_and_answered_as_busy(
         Duration::from_millis(400),
     );
     let attempt = semaphore
-        .try_acquire(Some(Duration::from_millis(200)))
+        .try_acquire(Duration::from_millis(200))
         .await
         .expect("answered");
     assert!(
@@ -1155,13 +1118,7 @@ async fn a_grant_that_arrives_after_its_expiry_is_released_and_answered_as_busy(
     proxy.latency(support::proxy::Direction::ToClient, Duration::ZERO);
     let contender = behind.direct().await;
     let other = Semaphore::new(&contender, "late", 1).expect("valid");
-    assert!(
-        other
-            .try_acquire(Some(MINUTE))
-            .await
-            .expect("try")
-            .is_acquired()
-    );
+    assert!(other.try_acquire(MINUTE).await.expect("try").is_acquired());
 }
 
 /// Redis out of memory (`noeviction`): a new permit is refused (`OutOfMemory`, certainly
@@ -1178,7 +1135,7 @@ async fn out_of_memory_refuses_new_permits_and_renews_held_ones() {
         .expect("connect")
         .into();
     let held_semaphore = Semaphore::new(&coordination, "held", 2).expect("valid");
-    let mut held = acquired(&held_semaphore, Some(MINUTE)).await;
+    let mut held = acquired(&held_semaphore, MINUTE).await;
     let other = Semaphore::new(&coordination, "new", 2).expect("valid");
     let other_key = physical(&coordination, &semaphore_key(b"new"));
     let other_key = String::from_utf8(other_key).expect("a text key");
@@ -1188,14 +1145,11 @@ async fn out_of_memory_refuses_new_permits_and_renews_held_ones() {
             let _: i64 = server.cmd(&["ZADD", &other_key, "-2", "c", "1", "p:expired"]);
         }
         server.out_of_memory(true);
-        let err = other
-            .try_acquire(Some(MINUTE))
-            .await
-            .expect_err("out of memory");
+        let err = other.try_acquire(MINUTE).await.expect_err("out of memory");
         assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{err}");
         assert!(err.is_refused() && !err.is_outcome_uncertain(), "{err}");
         let err = held_semaphore
-            .try_acquire(Some(MINUTE))
+            .try_acquire(MINUTE)
             .await
             .expect_err("out of memory");
         assert_eq!(err.kind(), ErrorKind::OutOfMemory, "{err}");
@@ -1205,11 +1159,7 @@ async fn out_of_memory_refuses_new_permits_and_renews_held_ones() {
         assert_eq!(members, expected, "nothing changed");
     }
     server.out_of_memory(true);
-    assert!(
-        held.renew(Some(MINUTE))
-            .await
-            .expect("renewed out of memory")
-    );
+    assert!(held.renew(MINUTE).await.expect("renewed out of memory"));
     assert!(
         held.release()
             .await
@@ -1252,7 +1202,7 @@ async fn permit_turn(
 ) -> Result<(), String> {
     let semaphore = Semaphore::new(&coordination, "moving", 1).expect("valid");
     let mut permit = semaphore
-        .acquire(Some(Duration::from_secs(2)))
+        .acquire(Duration::from_secs(2))
         .await
         .map_err(|err| format!("acquire: {err}"))?;
     let stay = occupancy.stay().await;
@@ -1303,7 +1253,6 @@ struct OnePermit;
 
 impl support::holding::Held for OnePermit {
     const WHAT: &'static str = "permit";
-    const EXPIRIES: &'static [Option<Duration>] = &[Some(support::holding::LEASE), None];
     type Managed = leasehold::coordination::semaphore::ManagedPermit;
 
     async fn hold(
@@ -1312,7 +1261,7 @@ impl support::holding::Held for OnePermit {
     ) -> Self::Managed {
         let semaphore = Semaphore::new(coordination, "resource", 1).expect("valid");
         let permit = semaphore
-            .try_acquire(Some(support::holding::LEASE))
+            .try_acquire(support::holding::LEASE)
             .await
             .expect("acquire")
             .into_permit()
@@ -1328,18 +1277,18 @@ impl support::holding::Held for OnePermit {
         held.release().await.is_ok()
     }
 
-    async fn try_take(
-        coordination: &Coordination,
-        expiry: Option<Duration>,
-    ) -> leasehold::Result<bool> {
+    async fn try_take(coordination: &Coordination) -> leasehold::Result<bool> {
         let semaphore = Semaphore::new(coordination, "resource", 1).expect("valid");
-        Ok(semaphore.try_acquire(expiry).await?.is_acquired())
+        Ok(semaphore
+            .try_acquire(support::holding::LEASE)
+            .await?
+            .is_acquired())
     }
 
     async fn contend(coordination: &Coordination) -> bool {
         let semaphore = Semaphore::new(coordination, "resource", 1).expect("valid");
         match semaphore
-            .try_acquire(Some(support::holding::LEASE))
+            .try_acquire(support::holding::LEASE)
             .await
             .expect("try")
             .into_permit()

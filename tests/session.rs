@@ -134,7 +134,7 @@ async fn a_detached_session_is_kept_alive_and_revoked_by_its_id(target: Target) 
     assert!(session.put("k", "v").await.expect("put"));
     let granted = Instant::now();
     let detached = session.detach().await.expect("held");
-    assert_eq!(detached.expiry(), Some(lease));
+    assert_eq!(detached.expiry(), lease);
     let by_id = Sessions::named(&coordination, "detached").by_owner(detached.into_owner_token());
     assert!(by_id.verify().await.expect("verify"));
     assert!(by_id.renew(MINUTE).await.expect("keep alive"));

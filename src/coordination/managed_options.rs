@@ -14,9 +14,16 @@ use crate::error::{Error, Result};
 pub(crate) const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// The shortest lease a managed holding keeps (renewed every 50 ms).
+///
+/// Wider than the common 1 s to 5 min of peer lockers on both sides, on purpose: below a
+/// second for tests and for local work whose takeover must be quick (a lease of 100 ms
+/// costs 20 renewals a second per holding, which is why it goes no lower); above five
+/// minutes for holders that may pause that long (see [`MAX_MANAGED_LEASE`]).
 pub const MIN_MANAGED_LEASE: Duration = Duration::from_millis(100);
 /// The longest lease a managed holding keeps: a crashed holder keeps its lease or its
-/// permit this long.
+/// permit this long. An hour, not five minutes, so that a process paused longer than five
+/// minutes (a VM migration, a debugger, a full garbage collection of a neighbour) can keep
+/// what it holds if its owner chose so; the price is that a crash keeps it as long.
 pub const MAX_MANAGED_LEASE: Duration = Duration::from_secs(3600);
 
 /// How a managed holding ([`ManagedLease`](super::lock::ManagedLease),
@@ -63,8 +70,8 @@ impl ManagedOptions {
     }
 
     /// The lease asked of the backend on acquisition and on each renewal, renewed at half of
-    /// it; from [`MIN_MANAGED_LEASE`] to [`MAX_MANAGED_LEASE`]. A permit acquired without an
-    /// expiry gets it at its first renewal.
+    /// it; from [`MIN_MANAGED_LEASE`] to [`MAX_MANAGED_LEASE`] (the constants say why the
+    /// range is wider than the usual 1 s to 5 min). Default 30 s.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.keep.lease = lease;
         self

@@ -241,7 +241,7 @@ where
     let PermitRequest { semaphore, taking } =
         R::permit(parts, state).await.map_err(Reason::InvalidName)?;
     let options = &taking.options;
-    let expiry = Some(options.lease_duration());
+    let expiry = options.lease_duration();
     let permit = match semaphore {
         SemaphoreName::Plain { name, capacity } => {
             let name = request_name(name, "semaphore")?;

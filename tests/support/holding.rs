@@ -30,8 +30,6 @@ pub trait Held {
     const WHAT: &'static str;
     /// The server its rules run on.
     const SERVER: ServerKind = ServerKind::Redis7;
-    /// The expiries its late-acquisition rule runs with (`None`: a holding without one).
-    const EXPIRIES: &'static [Option<Duration>] = &[Some(LEASE)];
     /// Its managed holding.
     type Managed: Send + 'static;
 
@@ -47,11 +45,10 @@ pub trait Held {
     /// Releases the managed holding: whether the release was answered.
     fn release(held: Self::Managed) -> impl Future<Output = bool> + Send + 'static;
 
-    /// Tries to take the resource with `expiry` (the lease when it needs one and `None` is
-    /// given): `Ok(true)` when taken, which is then dropped (released in the background).
+    /// Tries to take the resource for [`LEASE`]: `Ok(true)` when taken, which is then
+    /// dropped (released in the background).
     fn try_take(
         coordination: &Coordination,
-        expiry: Option<Duration>,
     ) -> impl Future<Output = leasehold::Result<bool>> + Send;
 
     /// Whether another holder can take the resource now; it releases at once when it could.
@@ -264,12 +261,6 @@ pub async fn the_lifetime_limit_is_told_before_the_release<H: Held>() {
 /// An acquisition held back by the network until after its client gave up, reconnected and
 /// cleaned up: delivered then, it must not take what nobody holds.
 pub async fn a_late_acquisition_leaves_nothing_once_delivered<H: Held>() {
-    for &expiry in H::EXPIRIES {
-        a_late_acquisition_with::<H>(expiry).await;
-    }
-}
-
-async fn a_late_acquisition_with<H: Held>(expiry: Option<Duration>) {
     let what = H::WHAT;
     let behind = support::Behind::start_on(H::SERVER, "late");
     let (server, proxy, prefix) = (&behind.server, &behind.proxy, &behind.prefix);
@@ -288,7 +279,7 @@ async fn a_late_acquisition_with<H: Held>(expiry: Option<Duration>) {
     let keys = server.count_keys(prefix.as_bytes());
 
     proxy.stall();
-    let err = H::try_take(&holder, expiry)
+    let err = H::try_take(&holder)
         .await
         .expect_err("no answer within the response timeout");
     assert!(err.is_outcome_uncertain(), "{what}: {err}");
@@ -411,8 +402,8 @@ pub async fn a_detached_holding_goes_on_by_its_owner_token_elsewhere<H: Held>() 
         .await
         .expect("told");
     assert_eq!(reason, LossReason::Detached, "{what}");
-    assert_eq!(detached.expiry(), Some(LEASE), "{what}");
-    let left = detached.remaining_estimate().expect("an expiry");
+    assert_eq!(detached.expiry(), LEASE, "{what}");
+    let left = detached.remaining_estimate();
     assert!(left <= LEASE && left > LEASE / 2, "{what}: {left:?} left");
     assert!(
         !H::contend(&other).await,
@@ -549,7 +540,7 @@ pub async fn a_detach_asked_during_a_renewal_waits_for_its_answer<H: Held>() {
         None,
         "{what}: a renewal left unanswered"
     );
-    let left = detached.remaining_estimate().expect("an expiry");
+    let left = detached.remaining_estimate();
     assert!(
         left > LEASE - Duration::from_millis(500),
         "{what}: renewed: {left:?} left"

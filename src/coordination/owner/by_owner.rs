@@ -124,7 +124,7 @@ impl ByOwner {
     /// another holder's (nothing changed). A quorum lease is renewed on every node and
     /// counts as renewed when a quorum renewed it (a node's error counts as a no);
     /// otherwise it ends: `Ok(false)`, and the token is removed in the background from the
-    /// nodes that did renew it, as its handle does. A permit without expiry gets one.
+    /// nodes that did renew it, as its handle does.
     ///
     /// An expiry under a millisecond or over about 34 years (or, for a quorum lease, too
     /// short for its nodes' timeouts) fails with

@@ -26,7 +26,7 @@ use super::OwnerToken;
 ///
 /// // The request ends; the session goes on, and its token goes to the client.
 /// let detached = lease.detach().await.expect("still held");
-/// assert!(detached.remaining_estimate() <= Some(Duration::from_secs(30)));
+/// assert!(detached.remaining_estimate() <= Duration::from_secs(30));
 /// let token = detached.owner_token().to_string();
 ///
 /// // A later request, on any replica: the token renews and ends the session.
@@ -76,10 +76,9 @@ impl Detached {
         self.owner_token
     }
 
-    /// The expiry asked at acquisition or at the last renewal the handle saw answered;
-    /// `None` for a permit without expiry.
-    pub fn expiry(&self) -> Option<Duration> {
-        self.expiry
+    /// The expiry asked at acquisition or at the last renewal the handle saw answered.
+    pub fn expiry(&self) -> Duration {
+        self.expiry.unwrap_or_default()
     }
 
     /// The fencing token of what it holds (a lock's lease, a Redlock lease, a write lease),
@@ -99,9 +98,9 @@ impl Detached {
 
     /// The handle's conservative estimate of what the holding had left when it let go of
     /// it (measured from before the request that set its expiry was sent, so never later
-    /// than the backend's expiry); `None` for a permit without expiry. Count from the
+    /// than the backend's expiry). Count from the
     /// moment `detach` returned.
-    pub fn remaining_estimate(&self) -> Option<Duration> {
-        self.remaining
+    pub fn remaining_estimate(&self) -> Duration {
+        self.remaining.unwrap_or_default()
     }
 }

@@ -466,8 +466,8 @@ mod tests {
         .expect("granted in time");
         let detached = held.detach().await.expect("held");
         assert_eq!(Instant::now(), passed_at, "waited for the deadline");
-        assert_eq!(detached.expiry(), Some(Duration::from_secs(60)));
-        assert_eq!(detached.remaining_estimate(), Some(Duration::from_secs(58)));
+        assert_eq!(detached.expiry(), Duration::from_secs(60));
+        assert_eq!(detached.remaining_estimate(), Duration::from_secs(58));
         tokio::time::sleep(Duration::from_secs(120)).await;
         assert_eq!(
             keys.releases

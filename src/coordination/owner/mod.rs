@@ -59,7 +59,10 @@ mod tests {
                 .try_acquire(Duration::from_secs(60))
                 .await
                 .expect("try");
-            let permit = semaphore.try_acquire(None).await.expect("try");
+            let permit = semaphore
+                .try_acquire(Duration::from_secs(60))
+                .await
+                .expect("try");
             (
                 lease.into_lease().expect("free"),
                 permit.into_permit().expect("free"),

@@ -178,7 +178,7 @@ impl AbandonedReleases {
 
 /// The background releases of every primitive given up since the process started: a
 /// metric to export. Each one is a lease or a permit left held on the backend until it
-/// expires (or, for a permit without expiry, until removed by hand); a warning is logged
+/// expires; a warning is logged
 /// through `tracing` for each. A release is given up when it finds no tokio runtime (the
 /// handle was dropped outside one), when the backend refuses it, or after a minute of
 /// failed retries; it covers dropped handles, cancelled releases, and acquisitions whose

@@ -9,15 +9,16 @@ use super::SemaphorePermit;
 /// # Example
 ///
 /// ```
+/// use std::time::Duration;
 /// use leasehold::Coordination;
 /// use leasehold::coordination::semaphore::{Attempt, Semaphore};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> leasehold::Result<()> {
 /// let semaphore = Semaphore::new(&Coordination::memory(), "exports", 1)?;
-/// let first: Attempt = semaphore.try_acquire(None).await?;
+/// let first: Attempt = semaphore.try_acquire(Duration::from_secs(30)).await?;
 /// let permit = first.into_permit().expect("a free slot");
-/// assert!(!semaphore.try_acquire(None).await?.is_acquired());
+/// assert!(!semaphore.try_acquire(Duration::from_secs(30)).await?.is_acquired());
 /// # drop(permit);
 /// # Ok(()) }
 /// ```

@@ -51,7 +51,7 @@ use crate::error::{Error, Result};
 /// // At most 1 report per client, and 2 in all.
 /// let capacity = Capacity::per_key(1).and_global(2);
 /// let reports = KeyedSemaphore::new(&Coordination::memory(), "reports", capacity)?;
-/// let expiry = Some(Duration::from_secs(60));
+/// let expiry = Duration::from_secs(60);
 ///
 /// let alice = reports.try_acquire(b"alice", expiry).await?;
 /// assert!(alice.is_acquired());
@@ -125,7 +125,7 @@ impl KeyedSemaphore {
     ///
     /// As for [`Semaphore::try_acquire`](super::Semaphore::try_acquire): a permit whose
     /// answer was lost or whose future was dropped mid-flight is released in the background.
-    pub async fn try_acquire(&self, key: &[u8], expiry: Option<Duration>) -> Result<Attempt> {
+    pub async fn try_acquire(&self, key: &[u8], expiry: Duration) -> Result<Attempt> {
         SemaphorePermit::try_acquire(&Arc::new(self.sets(key)), expiry).await
     }
 
@@ -145,7 +145,7 @@ impl KeyedSemaphore {
     /// Cancel safe: dropping the future stops waiting; an attempt in flight then is not
     /// replayed, and a permit it may have been granted is released by owner token in the
     /// background (see [`try_acquire`](Self::try_acquire)).
-    pub async fn acquire(&self, key: &[u8], expiry: Option<Duration>) -> Result<SemaphorePermit> {
+    pub async fn acquire(&self, key: &[u8], expiry: Duration) -> Result<SemaphorePermit> {
         SemaphorePermit::acquire(&Arc::new(self.sets(key)), expiry, DEFAULT_POLL_INTERVAL).await
     }
 

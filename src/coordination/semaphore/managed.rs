@@ -90,7 +90,7 @@ impl ManagedPermit {
     ) -> Result<Option<ManagedPermit>> {
         options.validate()?;
         match semaphore
-            .try_acquire(Some(options.lease_duration()))
+            .try_acquire(options.lease_duration())
             .await?
             .into_permit()
         {

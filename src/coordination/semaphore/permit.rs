@@ -56,8 +56,7 @@ use crate::error::Result;
 /// current tokio runtime that releases the permit, retrying with capped, jittered backoff
 /// (50 ms doubling to 2 s) for up to a minute. A release given up then, or that finds no
 /// runtime, is counted by [`abandoned_releases`](crate::coordination::ownership::abandoned_releases) and logged as a
-/// warning; the permit is then held until it expires, or until removed by hand when it has
-/// no expiry. Prefer a finite expiry.
+/// warning; the permit is then held until it expires.
 ///
 /// # Example
 ///
@@ -70,20 +69,20 @@ use crate::error::Result;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> leasehold::Result<()> {
 /// let semaphore = Semaphore::new(&Coordination::memory(), "exports", 1)?;
-/// let Some(mut permit) = semaphore.try_acquire(Some(Duration::from_secs(30))).await?.into_permit()
+/// let Some(mut permit) = semaphore.try_acquire(Duration::from_secs(30)).await?.into_permit()
 /// else {
 ///     return Ok(()); // someone else is exporting
 /// };
 /// assert_eq!(permit.owner_token().len(), 32);
-/// assert!(permit.remaining_estimate() <= Some(Duration::from_secs(30)));
+/// assert!(permit.remaining_estimate() <= Duration::from_secs(30));
 ///
 /// // Long work: check in, and extend the expiry.
 /// assert!(permit.verify_still_held().await?);
-/// assert!(permit.renew(Some(Duration::from_secs(30))).await?);
+/// assert!(permit.renew(Duration::from_secs(30)).await?);
 ///
 /// assert_eq!(permit.release().await?, Release::Released);
 /// assert!(permit.is_released());
-/// assert_eq!(permit.remaining_estimate(), Some(Duration::ZERO));
+/// assert_eq!(permit.remaining_estimate(), Duration::ZERO);
 /// # Ok(()) }
 /// ```
 pub struct SemaphorePermit {
@@ -111,19 +110,19 @@ impl SemaphorePermit {
     /// A conservative local estimate of the time the permit has left: measured from
     /// **before** the request that set its expiry was sent, since the server counted from
     /// a later moment, and after a renewal without an answer, the earlier of the expiry before
-    /// it and the one it asked for. `None` when the permit has no expiry (it is held until
-    /// released); `Some(Duration::ZERO)` once released, lost, uncertain, or past its expiry.
+    /// it and the one it asked for; zero once released, lost, uncertain, or past its
+    /// expiry.
     ///
     /// An estimate only: the server's clock decides, and the permit may have been removed
     /// meanwhile; [`verify_still_held`](Self::verify_still_held) asks the server.
-    pub fn remaining_estimate(&self) -> Option<Duration> {
-        self.holding.remaining_estimate()
+    pub fn remaining_estimate(&self) -> Duration {
+        self.holding.remaining_estimate().unwrap_or_default()
     }
 
     /// The expiry asked for at acquisition or at the last successful renewal, in whole
-    /// milliseconds; `None` for no expiry.
-    pub fn expiry(&self) -> Option<Duration> {
-        self.holding.expiry()
+    /// milliseconds.
+    pub fn expiry(&self) -> Duration {
+        self.holding.expiry().unwrap_or_default()
     }
 
     /// Releases the permit by its owner token: [`Release::Released`] when it was still held
@@ -176,7 +175,7 @@ impl SemaphorePermit {
     ///
     /// Cancel safe in effect: dropping the future after the renewal was sent leaves the
     /// permit as an unanswered renewal does, held with the narrower estimate.
-    pub async fn renew(&mut self, expiry: Option<Duration>) -> Result<bool> {
+    pub async fn renew(&mut self, expiry: Duration) -> Result<bool> {
         let expiry_ms = expiry_ms(expiry)?;
         self.holding.renew(expiry_ms).await
     }
@@ -210,10 +209,7 @@ impl SemaphorePermit {
     /// fails too. The step carries a deadline on the server's clock (Redis), and the release
     /// waits until it has passed: a request delayed in the network past the release is then
     /// a no-op, so it cannot leave a permit nobody holds either.
-    pub(super) async fn try_acquire(
-        sets: &Arc<PermitSets>,
-        expiry: Option<Duration>,
-    ) -> Result<Attempt> {
+    pub(super) async fn try_acquire(sets: &Arc<PermitSets>, expiry: Duration) -> Result<Attempt> {
         let expiry_ms = expiry_ms(expiry)?;
         try_acquire(sets, expiry_ms, |holding, ()| SemaphorePermit::new(holding)).await
     }
@@ -221,7 +217,7 @@ impl SemaphorePermit {
     /// Takes a permit as [`try_acquire`](Self::try_acquire) does, waiting for one to free.
     pub(super) async fn acquire(
         sets: &Arc<PermitSets>,
-        expiry: Option<Duration>,
+        expiry: Duration,
         poll: Duration,
     ) -> Result<SemaphorePermit> {
         let keys: Vec<&[u8]> = sets.keys().iter().map(Vec::as_slice).collect();
@@ -239,7 +235,7 @@ impl SemaphorePermit {
         options: &crate::coordination::ManagedOptions,
     ) -> Result<SemaphorePermit> {
         options.validate()?;
-        let expiry = Some(options.lease_duration());
+        let expiry = options.lease_duration();
         Self::acquire(sets, expiry, options.poll()).await
     }
 
@@ -249,11 +245,10 @@ impl SemaphorePermit {
     }
 }
 
-/// A permit's expiry in whole milliseconds (`None`: no expiry), within the one bound.
-pub(super) fn expiry_ms(expiry: Option<Duration>) -> Result<Option<u64>> {
-    expiry
-        .map(|expiry| crate::coordination::owner::expiry_ms("a permit expiry", expiry))
-        .transpose()
+/// A permit's expiry in whole milliseconds, within the one bound (as the holding kit takes
+/// it: every permit this crate takes expires).
+pub(super) fn expiry_ms(expiry: Duration) -> Result<Option<u64>> {
+    crate::coordination::owner::expiry_ms("a permit expiry", expiry).map(Some)
 }
 
 impl fmt::Debug for SemaphorePermit {

@@ -58,10 +58,10 @@ use crate::error::{Error, Result};
 /// let coordination = Coordination::memory();
 /// let semaphore = Semaphore::new(&coordination, "{batch:42}:workers", 2)?;
 ///
-/// let a = semaphore.try_acquire(Some(Duration::from_secs(30))).await?;
-/// let b = semaphore.try_acquire(None).await?; // held until released
+/// let a = semaphore.try_acquire(Duration::from_secs(30)).await?;
+/// let b = semaphore.try_acquire(Duration::from_secs(30)).await?;
 /// assert!(a.is_acquired() && b.is_acquired());
-/// assert!(!semaphore.try_acquire(None).await?.is_acquired());
+/// assert!(!semaphore.try_acquire(Duration::from_secs(30)).await?.is_acquired());
 /// assert_eq!(semaphore.held().await?, 2);
 ///
 /// let mut a = a.into_permit().expect("acquired");
@@ -110,10 +110,10 @@ impl Semaphore {
     /// Takes a permit now if one is free, in one atomic step; never waits or queues.
     ///
     /// `expiry` is how long the permit lasts unless renewed, in whole milliseconds of the
-    /// backend's clock (sub-millisecond parts are dropped); `None` for a permit held until
-    /// released. Prefer a finite expiry: a permit without one that is never released (its
-    /// process crashed, or its background release failed for a minute) takes a slot, and
-    /// blocks capacity changes, until it is removed by hand.
+    /// backend's clock (sub-millisecond parts are dropped). Every permit expires, so a
+    /// process that crashes holding one, or whose background release fails, frees its slot
+    /// at that expiry at the latest; for work of unknown length, keep it renewed with a
+    /// [`ManagedPermit`](super::ManagedPermit).
     ///
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for an
     /// expiry under 1 ms or over about 34 years (nothing is sent),
@@ -136,7 +136,7 @@ impl Semaphore {
     /// does not stay taken; its expiry is the fallback if that release fails too. On Redis the
     /// request carries a deadline on the server's clock and the release waits until it has
     /// passed, so a request delayed past its release is a no-op when it arrives.
-    pub async fn try_acquire(&self, expiry: Option<Duration>) -> Result<Attempt> {
+    pub async fn try_acquire(&self, expiry: Duration) -> Result<Attempt> {
         SemaphorePermit::try_acquire(&self.sets, expiry).await
     }
 
@@ -156,7 +156,7 @@ impl Semaphore {
     /// Cancel safe: dropping the future stops waiting; an attempt in flight then is not
     /// replayed, and a permit it may have been granted is released by owner token in the
     /// background (see [`try_acquire`](Self::try_acquire)).
-    pub async fn acquire(&self, expiry: Option<Duration>) -> Result<SemaphorePermit> {
+    pub async fn acquire(&self, expiry: Duration) -> Result<SemaphorePermit> {
         SemaphorePermit::acquire(&self.sets, expiry, DEFAULT_POLL_INTERVAL).await
     }
 

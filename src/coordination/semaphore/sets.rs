@@ -104,8 +104,7 @@ impl HoldingKeys for PermitSets {
     type Released = bool;
     const PRIMITIVE: crate::coordination::ownership::Primitive =
         crate::coordination::ownership::Primitive::SemaphorePermit;
-    const LEFT_HELD: &'static str =
-        "it stays held until it expires (or until removed by hand if it has no expiry)";
+    const LEFT_HELD: &'static str = "it stays held until it expires";
 
     fn backend(&self) -> &Backend {
         &self.backend

@@ -145,7 +145,7 @@ async fn held_filler(
 ) -> crate::coordination::semaphore::SemaphorePermit {
     crate::coordination::semaphore::Semaphore::new(coordination, "filler", 1)
         .expect("valid")
-        .try_acquire(Some(MINUTE))
+        .try_acquire(MINUTE)
         .await
         .expect("the only key")
         .into_permit()

@@ -19,8 +19,8 @@ pub(crate) struct Config {
     /// `None` without a per-key capacity: every request then shares the global semaphore.
     pub(crate) key: Option<KeyExtractor>,
     pub(crate) lease: Duration,
-    /// The longest a response holds its slot; `None`: as long as its body lasts.
-    pub(crate) max_hold: Option<Duration>,
+    /// The longest a response holds its slot.
+    pub(crate) max_hold: Duration,
     pub(crate) timeout: Duration,
     pub(crate) failure: FailurePolicy,
     pub(crate) breaker: Option<Arc<Breaker>>,

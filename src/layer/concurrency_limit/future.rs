@@ -50,7 +50,7 @@ pub(crate) fn acquire(
     Box::pin(async move {
         // Built here, in the boxed future, and moved once (into the timeout).
         let semaphore = config.semaphore.clone();
-        let attempt = semaphore.try_acquire(&key, Some(config.lease));
+        let attempt = semaphore.try_acquire(&key, config.lease);
         let decided = decide::within(attempt, config.timeout, admission).await;
         if decided.is_ok() {
             config.outages.decided("concurrency limit");

@@ -43,12 +43,10 @@ impl StreamGuard {
     /// Keeps `permit` renewed to an expiry of `lease`, for at most `max_hold`: past it, its
     /// keeper releases it, whatever the response is doing (its handler still running, its
     /// body not polled because the client does not read), and says so to the body.
-    pub(crate) fn keep(
-        permit: SemaphorePermit,
-        lease: Duration,
-        max_hold: Option<Duration>,
-    ) -> Self {
-        let options = ManagedOptions::new().lease(lease).hold_limit(max_hold);
+    pub(crate) fn keep(permit: SemaphorePermit, lease: Duration, max_hold: Duration) -> Self {
+        let options = ManagedOptions::new()
+            .lease(lease)
+            .hold_limit(Some(max_hold));
         match ManagedPermit::keep(permit, &options) {
             Ok(permit) => {
                 let mut ownership = permit.ownership();
@@ -75,7 +73,7 @@ impl StreamGuard {
 
     /// A guard for a permit of this process only, while the backend is unavailable, for at
     /// most `max_hold`.
-    pub(crate) fn local(permit: LocalPermit, max_hold: Option<Duration>) -> Self {
+    pub(crate) fn local(permit: LocalPermit, max_hold: Duration) -> Self {
         StreamGuard {
             permit: None,
             lost: None,
@@ -135,9 +133,10 @@ impl BodyGuard for StreamGuard {
     }
 }
 
-/// The timer of the longest hold, from now.
-fn hold_limit(max_hold: Option<Duration>) -> Option<Pin<Box<Sleep>>> {
-    max_hold.map(|limit| Box::pin(tokio::time::sleep(limit)))
+/// The timer of the longest hold, from now; none for a bound too far to count.
+fn hold_limit(max_hold: Duration) -> Option<Pin<Box<Sleep>>> {
+    let end = tokio::time::Instant::now().checked_add(max_hold)?;
+    Some(Box::pin(tokio::time::sleep_until(end)))
 }
 
 impl fmt::Debug for StreamGuard {

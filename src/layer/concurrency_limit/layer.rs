@@ -27,6 +27,12 @@ use crate::layer::{FailurePolicy, headers};
 /// worker's slots take to come back.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
+/// The longest a response holds its slot unless
+/// [`max_hold`](RedisConcurrencyLimitLayer::max_hold) says otherwise: an hour, so that a
+/// response that stalls while its client stays connected frees its slot in the end, while
+/// a download or an event stream of less than an hour is never cut.
+pub const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(60 * 60);
+
 /// The shortest lease; shorter ones are raised to it (renewals would outnumber requests).
 pub const MIN_LEASE: Duration = Duration::from_millis(100);
 
@@ -131,7 +137,7 @@ impl RedisConcurrencyLimitLayer {
                 key: per_key.map(|_| KeyExtractor::peer_ip()),
                 semaphore,
                 lease: DEFAULT_LEASE,
-                max_hold: None,
+                max_hold: DEFAULT_MAX_HOLD,
                 timeout: DEFAULT_ACQUIRE_TIMEOUT,
                 failure: FailurePolicy::default(),
                 breaker: coordination.breaker().cloned(),
@@ -162,19 +168,21 @@ impl RedisConcurrencyLimitLayer {
         self
     }
 
-    /// The longest a response may hold its slot, from the moment its permit was taken: past
-    /// it, the permit is released and the body ends with a
-    /// [`HoldLimitReached`](super::HoldLimitReached) error. Off by default: a response holds
-    /// its slot for as long as its body streams, renewed, which is what a long download or
-    /// an event stream wants. Set it where a response that stalls while its client stays
-    /// connected (a stuck handler or upstream, a client that stops reading without closing)
-    /// must not hold a slot without bound: the upstream cleanup timeout of a proxy's
-    /// concurrency limit. The permit's keeper releases it at the bound whatever the response
-    /// is doing (its handler still running, its body not polled because the client's
-    /// buffers are full); a worker-local permit (failing open) is released when its body is
-    /// next polled past the bound, or dropped. A bound under a millisecond counts as one.
+    /// The longest a response may hold its slot, from the moment its permit was taken
+    /// (default [`DEFAULT_MAX_HOLD`], an hour): past it, the permit is released and the body
+    /// ends with a [`HoldLimitReached`](super::HoldLimitReached) error. Within it, a response
+    /// holds its slot for as long as its body streams, renewed. The bound is what frees the
+    /// slot of a response that stalls while its client stays connected (a stuck handler or
+    /// upstream, a client that stops reading without closing), as a proxy's upstream
+    /// cleanup timeout does: lower it where responses are short, raise it for event streams
+    /// that run longer (`Duration::MAX` for none, which leaves a stalled response its slot
+    /// for as long as its connection lasts). The permit's keeper releases it at the bound
+    /// whatever the response is doing (its handler still running, its body not polled
+    /// because the client's buffers are full); a worker-local permit (failing open) is
+    /// released when its body is next polled past the bound, or dropped. A bound under a
+    /// millisecond counts as one.
     pub fn max_hold(mut self, limit: Duration) -> Self {
-        self.config_mut().max_hold = Some(limit.max(Duration::from_millis(1)));
+        self.config_mut().max_hold = limit.max(Duration::from_millis(1));
         self
     }
 

@@ -16,5 +16,7 @@ pub use crate::coordination::semaphore::Capacity;
 pub use cut::{HoldLimitReached, PermitLost};
 pub use fallback::DEFAULT_FALLBACK_KEYS;
 pub use future::ResponseFuture;
-pub use layer::{DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_LEASE, MIN_LEASE, RedisConcurrencyLimitLayer};
+pub use layer::{
+    DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_HOLD, MIN_LEASE, RedisConcurrencyLimitLayer,
+};
 pub use service::ConcurrencyLimit;
