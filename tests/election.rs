@@ -137,6 +137,58 @@ async fn dead_candidates_behind_a_live_leader_are_swept(target: Target) {
     assert!(leadership.resign().await.expect("resign"));
 }
 
+/// More candidates than a sweep's window waiting behind a live leader cost nothing while
+/// they wait: a sweep writes no key they watch, so no step wakes them (a cursor kept in
+/// the leader key woke every waiter on every step, and each step wrote it again).
+#[tokio::test]
+async fn candidates_beyond_a_sweep_window_wait_quietly() {
+    let server = support::Server::start(ServerKind::Redis7, &[]);
+    let coordination: Coordination =
+        leasehold::backend::redis::RedisBackend::standalone(server.url())
+            .key_prefix(support::unique_prefix("election-quiet"))
+            .connect()
+            .await
+            .expect("connect")
+            .into();
+    let sessions = Sessions::named(&coordination, "nodes");
+    let election = Election::named(&sessions, "primary");
+    let lease = Duration::from_secs(60);
+    let leader = session(&sessions, lease).await;
+    let leadership = election
+        .campaign(&leader, "leader")
+        .await
+        .expect("campaign");
+    let mut waiting = Vec::new();
+    for i in 0..70 {
+        let own = session(&sessions, lease).await;
+        let election = election.clone();
+        waiting.push(tokio::spawn(async move {
+            let _leads = election.campaign(&own, format!("w{i}")).await;
+        }));
+    }
+    let candidates = String::from_utf8(
+        coordination
+            .backend()
+            .physical_key(b"session:{5:nodes}:election:7:primary:candidates"),
+    )
+    .expect("text");
+    support::eventually("every candidate waits", async || {
+        server.cmd::<i64>(&["ZCARD", &candidates]) == 71
+    })
+    .await;
+    let calls = || support::target::command_calls(&server, "evalsha");
+    // Let the last wake-ups of the arrivals settle, then count a quiet second.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = calls();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let steps = calls() - before;
+    assert!(steps < 20, "{steps} scripts in a second of waiting");
+    for task in waiting {
+        task.abort();
+    }
+    assert!(leadership.resign().await.expect("resign"));
+}
+
 scenario!(a_leader_leads_as_long_as_its_session_lives);
 
 /// A leader whose session is kept alive leads past many leases, however long, with the
@@ -420,14 +472,25 @@ async fn a_killed_leader_is_replaced_within_its_lease() {
         }
     };
     let mut handovers = Vec::new();
+    let mut seen = vec![(
+        String::from_utf8_lossy(leader.value()).into_owned(),
+        leader.term(),
+    )];
     for run in 0..20 {
         let name = String::from_utf8(leader.value().to_vec()).expect("a name");
-        let killed = candidates.remove(&name).expect("the leader's process");
+        let killed = candidates.remove(&name).unwrap_or_else(|| {
+            panic!("run {run}: {name:?} is not running; leaders seen: {seen:?}")
+        });
         let killed_at = Instant::now();
         drop(killed);
         start(&mut candidates);
         let next = loop {
-            match next_change(&mut observer).await {
+            let change = next_change(&mut observer).await;
+            seen.push(change.as_ref().map_or_else(
+                || ("nobody".to_owned(), 0),
+                |c| (String::from_utf8_lossy(c.value()).into_owned(), c.term()),
+            ));
+            match change {
                 Some(next) if next.term() != leader.term() => break next,
                 _ => {}
             }
@@ -466,7 +529,8 @@ async fn a_killed_leader_is_replaced_within_its_lease() {
 }
 
 /// A leader process frozen (SIGSTOP) past its lease: another candidate leads with a greater
-/// term and writes; thawed, the frozen one finds its ownership signal fired, and every
+/// term and writes; thawed, the frozen one finds its ownership signal fired (its session's
+/// estimate ran out, or it read that it was deposed), and every
 /// write it makes from then on is refused by the fenced value, which holds the new term.
 #[tokio::test]
 async fn a_paused_leader_learns_it_lost_and_is_fenced() {
@@ -502,7 +566,9 @@ async fn a_paused_leader_learns_it_lost_and_is_fenced() {
             assert!(wrote <= 1, "a stale leader wrote after the thaw: {line}");
         }
         if line.starts_with("lost ") {
-            assert_eq!(line, "lost Uncertain");
+            // Its session's estimate ran out, or it read another term leading: whichever
+            // the thawed process meets first.
+            assert!(line == "lost Uncertain" || line == "lost Deposed", "{line}");
             break;
         }
     }
@@ -625,4 +691,60 @@ async fn an_observer_resyncs_after_its_connections_are_cut() {
         .expect("task");
     assert_eq!(change.expect("a leads").value(), b"a, moved");
     assert!(first.resign().await.expect("resign"));
+}
+
+/// A leader whose session lives but whose leadership is gone from the server (a failover
+/// that lost its promotion, its keys evicted or deleted: here deleted) is told: its signal
+/// fires with `Deposed` once another candidate leads, at once where the server tracks keys.
+#[tokio::test]
+async fn a_leader_deposed_while_its_session_lives_is_told() {
+    let target = Target::Server(ServerKind::Redis7);
+    let coordination = target.coordination("deposed").await;
+    let sessions = Sessions::named(&coordination, "nodes");
+    let election = Election::named(&sessions, "primary");
+    let lease = Duration::from_secs(10);
+    let (a, b) = (
+        session(&sessions, lease).await,
+        session(&sessions, lease).await,
+    );
+    let first = election.campaign(&a, "a").await.expect("campaign");
+    let mut lost = first.ownership();
+    assert!(!first.is_lost());
+
+    // What a failover that lost the promotion leaves: the session, without the election.
+    // This election's own keys only: the server is shared with other tests' elections.
+    for role in ["leader", "candidates", "values"] {
+        let key = coordination
+            .backend()
+            .physical_key(format!("session:{{5:nodes}}:election:7:primary:{role}").as_bytes());
+        target.raw(&[b"DEL", &key]);
+    }
+    let second = tokio::time::timeout(WAIT, election.campaign(&b, "b"))
+        .await
+        .expect("b's campaign in time")
+        .expect("b leads");
+    assert!(second.term() > first.term());
+    let reason = tokio::time::timeout(
+        leasehold::coordination::election::DEPOSITION_POLL * 3,
+        lost.lost(),
+    )
+    .await
+    .expect("the deposed leader is told");
+    assert_eq!(
+        reason,
+        leasehold::coordination::ownership::LossReason::Deposed
+    );
+    assert!(first.is_lost());
+    assert!(!first.proclaim("a").await.expect("proclaim"));
+    assert!(!a.ownership().is_lost(), "its session lives on");
+    // A resign is no deposition, though it changes the leader key.
+    let mut resigned = second.ownership();
+    assert!(second.resign().await.expect("resign"));
+    let reason = tokio::time::timeout(WAIT, resigned.lost())
+        .await
+        .expect("told");
+    assert_eq!(
+        reason,
+        leasehold::coordination::ownership::LossReason::Released
+    );
 }

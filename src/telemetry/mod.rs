@@ -39,7 +39,8 @@
 //!   `sliding_window`, `token_bucket`, `gcra`, `stacked_window`, `semaphore`, `fenced_lock`,
 //!   `fenced_value`, `rw_lease`, `hash_lease`, `latch`, `redlock`, `session`, `election`,
 //!   `server_time`), or a held one (`fenced_lease`, `semaphore_permit`, `read_write_lease`,
-//!   `hash_field_lease`, `redlock_lease`, `session`).
+//!   `hash_field_lease`, `redlock_lease`, `session`, and `election` for a deposed leader's
+//!   `deposed` loss).
 //! - `step`: the step, by its name in the crate: `fixed_window`, `fixed_window_reserve`,
 //!   `fixed_window_return`, `sliding_window`, `stacked_window`, `token_bucket`, `gcra`;
 //!   `semaphore_acquire`, `semaphore_held`, `permit_renew`, `permit_verify`,
@@ -54,7 +55,7 @@
 //!   the two it is: see [`Error::is_outcome_uncertain`](crate::Error::is_outcome_uncertain)).
 //! - `outcome`: `renewed`, `lost` (found gone or another's), `failed` (certainly not
 //!   applied), `uncertain` (no answer: it may have applied).
-//! - `reason`: `not_renewed`, `uncertain`, `lifetime_limit` (see
+//! - `reason`: `not_renewed`, `uncertain`, `lifetime_limit`, `deposed` (see
 //!   [`LossReason`](crate::coordination::ownership::LossReason)).
 //! - `stage`: `dropped`, `cancelled_release`, `uncertain_acquire`, `late_grant`; `cause`:
 //!   `no_runtime`, `unavailable`, `refused`.

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use super::deposition::Deposition;
 use super::names::ElectionNames;
 use super::withdraw::Withdraw;
 use crate::backend::steps::election::{LeaderStep, Leading, ProclaimStep, ResignStep};
@@ -20,10 +21,15 @@ use crate::error::{Error, Result};
 /// does, for a value in Redis): a leader paused past its lease, and replaced, is then
 /// refused whatever it believes.
 ///
-/// Leadership ends when the session does: [`ownership`](Self::ownership) is the session's
-/// signal, which fires when a keep-alive finds it gone or its local estimate runs out,
-/// before the server lets another candidate lead. [`resign`](Self::resign) hands the
-/// leadership on at once; dropping the handle resigns in the background.
+/// Leadership ends when the session does, or when another term leads while the session
+/// lives (a failover that lost this leader's promotion, the election's keys lost):
+/// [`ownership`](Self::ownership) fires for either. For the session, when a keep-alive finds
+/// it gone or its local estimate runs out, before the server lets another candidate lead;
+/// for a deposition ([`LossReason::Deposed`](crate::coordination::ownership::LossReason)),
+/// as soon as the leader key names another term or nobody: at once where the server tracks
+/// keys, within [`DEPOSITION_POLL`](super::DEPOSITION_POLL) elsewhere. The term fences what
+/// a deposed leader writes meanwhile. [`resign`](Self::resign) hands the leadership on at
+/// once; dropping the handle resigns in the background.
 ///
 /// # Example
 ///
@@ -50,7 +56,8 @@ pub struct Leadership {
     names: Arc<ElectionNames>,
     id: String,
     term: u64,
-    ownership: OwnershipLost,
+    /// The signal: the session's, and the leader key's.
+    deposition: Deposition,
     /// Resigns in the background unless a resign was answered.
     withdraw: Option<Withdraw>,
 }
@@ -60,14 +67,14 @@ impl Leadership {
         names: Arc<ElectionNames>,
         id: String,
         term: u64,
-        ownership: OwnershipLost,
+        session: OwnershipLost,
         withdraw: Withdraw,
     ) -> Self {
         Leadership {
+            deposition: Deposition::watch(Arc::clone(&names), term, session),
             names,
             id,
             term,
-            ownership,
             withdraw: Some(withdraw),
         }
     }
@@ -77,14 +84,15 @@ impl Leadership {
         self.term
     }
 
-    /// The signal that fires when the session, and with it the leadership, ends.
+    /// The signal that fires when the leadership ends: its session ended, or another term
+    /// leads.
     pub fn ownership(&self) -> OwnershipLost {
-        self.ownership.clone()
+        self.deposition.ownership()
     }
 
-    /// Whether the session is known lost (so the leadership is).
+    /// Whether the leadership is known lost (its session, or a deposition).
     pub fn is_lost(&self) -> bool {
-        self.ownership.is_lost()
+        self.deposition.is_lost()
     }
 
     /// Gives the election a new value (what [`Election::leader`](super::Election::leader)
@@ -148,6 +156,8 @@ impl Leadership {
     /// Cancel safe in effect: dropped before it was answered, the resign goes on in the
     /// background.
     pub async fn resign(mut self) -> Result<bool> {
+        // Told first: the resign's own write must not read as a deposition.
+        self.deposition.end();
         let led = self
             .names
             .backend()
@@ -168,7 +178,7 @@ impl fmt::Debug for Leadership {
         f.debug_struct("Leadership")
             .field("election", &format_args!("{}", self.names))
             .field("term", &self.term)
-            .field("lost", &self.ownership.reason())
+            .field("lost", &self.is_lost())
             .finish_non_exhaustive()
     }
 }

@@ -41,6 +41,9 @@ pub enum LossReason {
     /// The holder let go of it unreleased (`detach`), for another owner to go on with by
     /// its owner token: it is still held, by whoever has the token.
     Detached,
+    /// An election's leader found another term leading, or nobody, while its session lives
+    /// (a failover that lost its promotion, its keys lost): another may lead now.
+    Deposed,
 }
 
 impl LossReason {
@@ -50,6 +53,7 @@ impl LossReason {
             LossReason::NotRenewed => Some("not_renewed"),
             LossReason::Uncertain => Some("uncertain"),
             LossReason::LifetimeLimit => Some("lifetime_limit"),
+            LossReason::Deposed => Some("deposed"),
             LossReason::Released | LossReason::Detached => None,
         }
     }
@@ -63,6 +67,7 @@ impl fmt::Display for LossReason {
             LossReason::LifetimeLimit => "it reached its lifetime limit",
             LossReason::Released => "it was released",
             LossReason::Detached => "it was detached from its handle, unreleased",
+            LossReason::Deposed => "another term leads the election, or nobody",
         })
     }
 }

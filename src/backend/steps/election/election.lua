@@ -7,15 +7,20 @@
 --          so that the one waiting longest leads next (ties: by candidate). A candidate is
 --          its session's lease id (32 characters) and a campaign's own 32 characters, so
 --          that a late withdrawal of one campaign never ends another of the same session
--- KEYS[3]  the candidates' values: a hash, candidate to value
+-- KEYS[3]  the candidates' values: a hash, candidate to value (and, under '', the sweep's
+--          cursor while a pass is under way)
 -- KEYS[4]  the leader: a hash {id, term, value}; `id` leads while its lease is live ('':
 --          nobody)
 -- KEYS[5]  the term counter: the fencing counter
 --
 -- A leader leads while its lease lives; the next step of any candidate after that promotes
--- the first live candidate, with the next term from the counter (never going back). No key
--- expires: a leader's keys must live as long as its session, which the election's steps do
--- not see kept alive; dead candidates are removed by the steps that meet them. While a
+-- the first live candidate, with the next term from the counter (never going back). Only
+-- the counter expires: a leader's keys must live as long as its session, which the
+-- election's steps do not see kept alive. Dead candidates are removed by the steps that
+-- meet them, and each campaign step also sweeps the next 64 candidates from a cursor: a
+-- candidate that died behind a live one (a killed process, a withdrawal given up) is gone
+-- within a pass of ceil(n / 64) campaign steps, or the next pass, so the candidates and
+-- their values stay within the live ones and what died since the last pass. While a
 -- cluster slot migrates a script may not touch a key of it that is not there: each key's
 -- last access is the write that may empty it, which comes last.
 
@@ -97,25 +102,31 @@ end
 
 -- A write the server lets through when it is out of memory (removing a member that is
 -- never there, from a key the step reads anyway): a script's first write lets its later
--- ones past the refusal, so a step that grows nothing (a resign; a candidate already
--- entered, whose promotion rewrites keys that exist) runs it before them.
+-- ones past the refusal, so a step that must not be stopped by a full server (a resign; a
+-- candidate already entered, whose promotion grows memory by a bounded amount at most:
+-- the value copied into the leader key, the counter, the sweep's cursor) runs it first.
 local function pass_out_of_memory()
     redis.call('ZREM', KEYS[2], 'out-of-memory pass')
 end
 
 -- How many candidates one campaign step sweeps.
 local SWEEP = 64
+-- The values hash's field that keeps the sweep's cursor while a pass is under way: no
+-- candidate is empty, and the leader key, which waiters and observers watch, is never
+-- written by a sweep (a write there would wake them all, and their steps would write it
+-- again).
+local CURSOR = ''
 
 -- Adds to `dead` the dead candidates among the next SWEEP from the cursor, and moves the
--- cursor past the live ones (back to the start after the last). Ranks shift as candidates
--- go, so a pass may skip one: the next pass meets it. Writes only the leader key, before
--- the candidates' last access.
+-- cursor past the live ones (its field goes after the last). Ranks shift as candidates go,
+-- so a pass may skip one: the next pass meets it. Writes only the cursor, before the
+-- candidates' and values' last access.
 local function sweep(now, dead)
     local seen = {}
     for _, id in ipairs(dead) do
         seen[id] = true
     end
-    local from = tonumber(redis.call('HGET', KEYS[4], 'sweep') or '0') or 0
+    local from = tonumber(redis.call('HGET', KEYS[3], CURSOR) or '0') or 0
     local window = redis.call('ZRANGE', KEYS[2], from, from + SWEEP - 1)
     local kept = 0
     for _, id in ipairs(window) do
@@ -126,12 +137,10 @@ local function sweep(now, dead)
             dead[#dead + 1] = id
         end
     end
-    local next = 0
-    if #window == SWEEP then
-        next = from + kept
-    end
-    if next ~= from then
-        redis.call('HSET', KEYS[4], 'sweep', next)
+    if #window == SWEEP and kept > 0 then
+        redis.call('HSET', KEYS[3], CURSOR, from + kept)
+    elseif from ~= 0 and #window < SWEEP then
+        redis.call('HDEL', KEYS[3], CURSOR)
     end
 end
 
