@@ -1,5 +1,6 @@
 //! Streaming: a server-sent-events route where each client may hold 2 streams at once, and
-//! every replica together 100. A stream holds its slot until it ends or the client leaves.
+//! every replica together 100. A stream holds its slot until it ends or the client leaves,
+//! for an hour at most (the layer's default `max_hold`).
 //!
 //! ```sh
 //! cargo run --example streaming                                   # in-process limits

@@ -522,9 +522,10 @@ fn the_worker_ownership_and_presence_examples_keep_their_word() {
 
 /// A server that evicts keys when full evicts a session space's keys one at a time, which
 /// breaks its claims with no step noticing (an evicted `…:expiries` lets a claimed name be
-/// claimed again): a handle's first grant on such a server is refused, naming the policy,
-/// and a fenced lock is allowed with one warning (its holder learns of an evicted lease at
-/// its next renewal). A server that evicts nothing, or has no `maxmemory`, grants.
+/// claimed again): a grant on such a server is refused, naming the policy, and a fenced
+/// lock is allowed with one warning (its holder learns of an evicted lease at its next
+/// renewal). Once the policy is `noeviction` the same handle grants; a server with no
+/// `maxmemory` grants too.
 #[tokio::test]
 async fn a_server_that_evicts_keys_refuses_sessions_and_warns_lock_holders() {
     let server = support::Server::start(ServerKind::Redis7, &[]);
@@ -557,17 +558,18 @@ async fn a_server_that_evicts_keys_refuses_sessions_and_warns_lock_holders() {
     .await;
     lease.release().await.expect("release");
 
+    // The same handle grants once the policy is mended, without a restart.
+    let () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    let mut session = Sessions::named(&coordination, "jobs")
+        .grant(MINUTE)
+        .await
+        .expect("noeviction");
+    session.revoke().await.expect("revoke");
     let () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+    let () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
     let mut session = Sessions::named(&connect().await, "jobs")
         .grant(MINUTE)
         .await
         .expect("no maxmemory: nothing is evicted");
-    session.revoke().await.expect("revoke");
-    let () = server.cmd(&["CONFIG", "SET", "maxmemory", "1gb"]);
-    let () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
-    let mut session = Sessions::named(&connect().await, "jobs")
-        .grant(MINUTE)
-        .await
-        .expect("noeviction");
     session.revoke().await.expect("revoke");
 }

@@ -250,7 +250,7 @@ impl RedisBackendBuilder {
                 capabilities: Capabilities::default(),
                 outage: super::outage::Outage::new(),
                 persistence_checked: std::sync::atomic::AtomicBool::new(false),
-                eviction: tokio::sync::OnceCell::new(),
+                evicts_nothing: std::sync::atomic::AtomicBool::new(false),
                 watcher: Watcher::new(
                     self.target,
                     self.tls,

@@ -1,7 +1,9 @@
-//! Whether the server may evict keys when full: asked once per handle. An evicted key frees
-//! what it held (a lease, a permit) before its time; a session space's keys are evicted one
-//! at a time, which breaks the invariant its steps rely on without any step noticing, so a
-//! session is refused on such a server.
+//! Whether the server may evict keys when full. An evicted key frees what it held (a
+//! lease, a permit) before its time; a session space's keys are evicted one at a time,
+//! which breaks the invariant its steps rely on without any step noticing, so a session is
+//! refused on such a server.
+
+use std::sync::atomic::Ordering;
 
 use redis::Cmd;
 
@@ -11,36 +13,31 @@ use crate::error::Result;
 impl RedisBackend {
     /// The server's `maxmemory-policy` when it may evict keys: `maxmemory` is set and the
     /// policy is not `noeviction`. `None` when it evicts nothing, or when it does not tell
-    /// (`CONFIG` refused by a managed service or an ACL, a cluster answering for several
-    /// nodes: logged at `DEBUG`). Asked once per handle (and its clones); an unanswered
-    /// question is asked again next time.
+    /// (`CONFIG` refused by a managed service or an ACL: logged at `DEBUG`, and trusted from
+    /// then on), or does not answer (asked again next time). Only "evicts nothing" and
+    /// "does not tell" are kept for the handle: a server that evicts is asked again each
+    /// time, so a policy changed to `noeviction` is seen at once. On a cluster, one node
+    /// answers (the client picks it).
     pub(crate) async fn eviction_policy(&self) -> Option<String> {
-        let asked = self
-            .shared
-            .eviction
-            .get_or_try_init(|| async {
-                match self.evicts().await {
-                    Ok(policy) => Ok(policy),
-                    Err(err) if err.is_unavailable() => Err(err),
-                    Err(err) => {
-                        tracing::debug!(
-                            endpoint = %self.shared.endpoint,
-                            error = %err,
-                            "cannot tell whether Redis evicts keys"
-                        );
-                        Ok(None)
-                    }
-                }
-            })
-            .await;
-        match asked {
-            Ok(policy) => policy.clone(),
+        let trusted = &self.shared.evicts_nothing;
+        if trusted.load(Ordering::Relaxed) {
+            return None;
+        }
+        match self.evicts().await {
+            Ok(None) => {
+                trusted.store(true, Ordering::Relaxed);
+                None
+            }
+            Ok(Some(policy)) => Some(policy),
             Err(err) => {
                 tracing::debug!(
                     endpoint = %self.shared.endpoint,
                     error = %err,
                     "cannot tell whether Redis evicts keys"
                 );
+                if !err.is_unavailable() {
+                    trusted.store(true, Ordering::Relaxed);
+                }
                 None
             }
         }

@@ -115,8 +115,9 @@ struct Shared {
     /// Whether the server's persistence was asked about (see
     /// [`RedisBackend::check_persistence_once`]).
     persistence_checked: std::sync::atomic::AtomicBool,
-    /// The server's eviction policy, once known (see [`RedisBackend::eviction_policy`]).
-    eviction: tokio::sync::OnceCell<Option<String>>,
+    /// Whether the server is known to evict nothing, or not to tell (see
+    /// [`RedisBackend::eviction_policy`]).
+    evicts_nothing: std::sync::atomic::AtomicBool,
 }
 
 impl RedisBackend {

@@ -11,19 +11,19 @@ use crate::error::Result;
 
 impl RedisBackend {
     /// Warns once per handle (and its clones) when the server keeps nothing across a
-    /// restart: no RDB snapshots (`save` empty) and no AOF. A restart then frees every fenced
-    /// lock while its holder may still be working; the fencing tokens still never go back.
-    /// Warns too when the server may evict keys (see [`RedisBackend::eviction_policy`]).
-    /// Asked in the background at the first acquisition, so that it costs no acquisition a
-    /// round trip; a server that does not tell (`CONFIG` refused by a managed service or an
-    /// ACL, a cluster answering for several nodes) is not asked again, and is logged at
-    /// `DEBUG`.
+    /// restart: no RDB snapshots (`save` empty) and no AOF. A restart then frees every lease
+    /// and permit while its holder may still be working; the fencing tokens still never go
+    /// back. Warns too when the server may evict keys (see
+    /// [`RedisBackend::eviction_policy`]). Asked in the background at the first acquisition
+    /// of any held primitive, so that it costs no acquisition a round trip; a server that
+    /// does not tell (`CONFIG` refused by a managed service or an ACL, or a reply that is
+    /// not one setting) is not asked again, and is logged at `DEBUG`. On a cluster, one
+    /// node answers (the client picks it).
     pub(crate) fn check_persistence_once(&self) {
-        if self
-            .shared
-            .persistence_checked
-            .swap(true, Ordering::Relaxed)
-        {
+        // A load first: on the hot path of every acquisition, a swap would write the
+        // shared flag each time.
+        let checked = &self.shared.persistence_checked;
+        if checked.load(Ordering::Relaxed) || checked.swap(true, Ordering::Relaxed) {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -35,9 +35,9 @@ impl RedisBackend {
                 Ok(true) => tracing::warn!(
                     endpoint = %backend.shared.endpoint,
                     "Redis keeps nothing across a restart (no RDB snapshots, no AOF): a restart \
-                     frees every fenced lock while its holder may still be working; fencing \
-                     tokens still never go back, so a resource that checks them refuses a \
-                     stale holder"
+                     frees every lease and permit while its holder may still be working; \
+                     fencing tokens still never go back, so a resource that checks them \
+                     refuses a stale holder"
                 ),
                 Ok(false) => {}
                 Err(err) => tracing::debug!(

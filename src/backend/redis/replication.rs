@@ -108,7 +108,7 @@ impl RedisBackend {
                 capabilities: super::Capabilities::default(),
                 outage: super::outage::Outage::new(),
                 persistence_checked: std::sync::atomic::AtomicBool::new(false),
-                eviction: tokio::sync::OnceCell::new(),
+                evicts_nothing: std::sync::atomic::AtomicBool::new(false),
                 watcher: super::watch::Watcher::new(
                     dialer.target.clone(),
                     dialer.tls.clone(),

@@ -440,7 +440,6 @@ impl Acquire for LockKeys {
         lease_ms: &u64,
         not_after_ms: u64,
     ) -> Result<Acquisition<u64>> {
-        self.backend.check_persistence_once();
         let reply = self
             .backend
             .run(FencedAcquireStep {

@@ -61,6 +61,9 @@ pub(crate) async fn try_acquire<K: Acquire, T>(
     hold: impl FnOnce(Holding<K>, K::Granted) -> T,
 ) -> Result<Attempt<T>> {
     let token = new_token()?;
+    // Whatever is held is freed by a restart that keeps nothing, or by an eviction: told
+    // once per handle.
+    keys.backend().check_persistence_once();
     let sent = send_acquisition(keys, &token, |not_after_ms| {
         Box::pin(keys.acquire(&token, &ask, not_after_ms))
     })

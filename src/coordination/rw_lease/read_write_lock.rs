@@ -340,10 +340,6 @@ impl Acquire for RwKeys {
         ask: &RwAsk,
         not_after_ms: u64,
     ) -> Result<Acquisition<Option<u64>>> {
-        if ask.write {
-            // A write lease hands out fencing tokens, as a fenced lock does.
-            self.backend.check_persistence_once();
-        }
         let reply = self
             .backend
             .run(RwAcquireStep {

@@ -16,7 +16,7 @@ use crate::error::Result;
 /// estimate lasts, so a stall shorter than the estimate costs nothing; the permit is lost
 /// ([`OwnershipLost`] fires) only when a renewal finds it gone, or when the estimate runs out
 /// (never later than the server lets it go). The signal fires before the permit is released.
-/// The first renewal gives a permit acquired without an expiry the managed expiry.
+/// The first renewal gives the permit the managed lease as its expiry.
 ///
 /// This is what holds the slot of each streaming response behind
 /// [`RedisConcurrencyLimitLayer`](crate::layer::concurrency_limit::RedisConcurrencyLimitLayer).

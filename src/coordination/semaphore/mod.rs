@@ -8,7 +8,7 @@
 //! [`try_acquire`](Semaphore::try_acquire) is immediate ([`Attempt`]);
 //! [`acquire`](Semaphore::acquire) waits for a permit. Neither queues nor promises fairness.
 //! Each permit ([`SemaphorePermit`]) is held under its own owner token, expires at a time on
-//! the backend's clock (or never), and is pruned by the next step once expired, so capacity
+//! the backend's clock, and is pruned by the next step once expired, so capacity
 //! abandoned by a crashed holder comes back without a cleanup worker. A permit that its
 //! holder drops, or that may have been granted without an answer, is released in the
 //! background;

@@ -160,8 +160,8 @@ impl SemaphorePermit {
         self.holding.verify().await
     }
 
-    /// Gives the permit a new expiry, counted from now on the server's clock (`None`: no
-    /// expiry): `Ok(true)` when renewed; `Ok(false)` when the permit was lost (expired or
+    /// Gives the permit a new expiry, counted from now on the server's clock: `Ok(true)`
+    /// when renewed; `Ok(false)` when the permit was lost (expired or
     /// removed; the handle is then lost), or when nothing was sent because this handle is
     /// released, lost or uncertain, or past its [estimate](Self::remaining_estimate).
     ///

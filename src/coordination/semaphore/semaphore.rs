@@ -30,9 +30,9 @@ use crate::error::{Error, Result};
 /// # Storage
 ///
 /// One Redis key, `<prefix>sem:<name length>:<name>`: a sorted set of the permits (member `p:<token>`,
-/// score = expiry in server milliseconds, or `+inf`) and of the capacity (member `c`,
-/// score = -capacity). It expires 1 ms after its latest permit (never while a permit has no
-/// expiry) and is deleted with its last permit. Expired permits are pruned by the next step
+/// score = expiry in server milliseconds; `+inf` only for a permit taken without expiry by
+/// an earlier version) and of the capacity (member `c`, score = -capacity). It expires 1 ms
+/// after its latest permit and is deleted with its last permit. Expired permits are pruned by the next step
 /// on the key, so abandoned capacity comes back without a cleanup worker. The name is binary
 /// safe; give it a hash tag (`{...}`) to choose its cluster slot. Use a name no other
 /// primitive uses.

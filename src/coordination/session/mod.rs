@@ -68,9 +68,9 @@
 //! eviction breaks: under a `volatile-*` or `allkeys-*` policy Redis removes them one at a
 //! time, and a claimed name whose expiry was evicted could be claimed again with no step
 //! noticing. So sessions need a server that evicts nothing (`maxmemory-policy noeviction`,
-//! or no `maxmemory`): a handle's first [`Sessions::grant`] asks, and fails with
-//! [`ErrorKind::Unsupported`](crate::ErrorKind::Unsupported) on a server that may evict. A
-//! server that refuses `CONFIG GET` is trusted.
+//! or no `maxmemory`): [`Sessions::grant`] asks until the server says it evicts nothing,
+//! and fails with [`ErrorKind::Unsupported`] on a server
+//! that may evict. A server that refuses `CONFIG GET` is trusted.
 
 mod keys;
 pub(crate) use keys::SpaceNames;

@@ -62,11 +62,12 @@ impl Sessions {
     /// deadline has passed, so a late delivery leaves nothing.
     ///
     /// On a Redis server that may evict keys (`maxmemory` set, `maxmemory-policy` other
-    /// than `noeviction`), the first grant of a handle fails with
-    /// [`ErrorKind::Unsupported`], naming the policy: the space's keys would be evicted one
-    /// at a time, and a claimed name could then be claimed again with no step noticing. The
-    /// policy is asked once per handle, with `CONFIG GET`; a server that does not answer it
-    /// (a managed service that renames `CONFIG`, an ACL) is trusted.
+    /// than `noeviction`), a grant fails with [`ErrorKind::Unsupported`], naming the policy:
+    /// the space's keys would be evicted one at a time, and a claimed name could then be
+    /// claimed again with no step noticing. The policy is asked with `CONFIG GET` (two
+    /// round trips) until the server says it evicts nothing, which the handle keeps; so a
+    /// policy changed to `noeviction` is seen at the next grant. A server that refuses
+    /// `CONFIG GET` (a managed service that renames it, an ACL) is trusted.
     ///
     /// # Cancel safety
     ///

@@ -42,7 +42,7 @@ pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Limits how many requests are in flight at once, per client key and/or in all, across
 /// every replica sharing the backend; a request holds its slot until its response **body**
-/// ends.
+/// ends, for at most [`max_hold`](Self::max_hold) ([`DEFAULT_MAX_HOLD`], an hour, unless set).
 ///
 /// Each request takes a permit of a [`KeyedSemaphore`] before the inner service is called.
 /// The permit lives as long as the response body: it is released when the body ends, fails
