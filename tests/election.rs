@@ -388,6 +388,7 @@ const CANDIDATE: &str = "LEASEHOLD_ELECTION_CANDIDATE";
 /// its ownership signal fires: then `lost <reason>`, and one more write, whose outcome it
 /// prints (`after-loss written` or `after-loss stale`).
 #[tokio::test]
+#[ignore = "a role process, run by its test with the setting it needs"]
 async fn candidate_process() {
     let Ok(setting) = std::env::var(CANDIDATE) else {
         return;
@@ -629,20 +630,18 @@ async fn leading_turn(
 ) -> Result<(), String> {
     let sessions = Sessions::named(&coordination, "nodes");
     let election = Election::named(&sessions, "primary");
+    // Any error fails the turn but one: a session lost with the old primary's tail ends
+    // its campaign with `NotHeld`, as documented; another session campaigns then.
     loop {
-        let session = match ManagedSession::grant(
+        let session = ManagedSession::grant(
             &sessions,
             &ManagedOptions::new().lease(Duration::from_secs(2)),
         )
         .await
-        {
-            Ok(session) => session,
-            Err(err) if err.is_unavailable() => continue,
-            Err(err) => return Err(format!("grant: {err}")),
-        };
+        .map_err(|err| format!("grant: {err}"))?;
         let leadership = match election.campaign(&session, "x").await {
             Ok(leadership) => leadership,
-            Err(err) if err.is_unavailable() || err.kind() == ErrorKind::NotHeld => continue,
+            Err(err) if err.kind() == ErrorKind::NotHeld => continue,
             Err(err) => return Err(format!("campaign: {err}")),
         };
         let stay = occupancy.stay().await;

@@ -1484,9 +1484,10 @@ async fn a_server_that_keeps_nothing_across_a_restart_is_told_of_once() {
             let mut lease = acquired(&lock, MINUTE).await;
             assert_eq!(lease.release().await.expect("release"), Release::Released);
         }
-        // Asked once, in two settings.
+        // Asked once: persistence in two settings, eviction in one (no `maxmemory`, so
+        // its policy is not asked).
         eventually("the settings were read", async || {
-            support::target::command_calls(&server, "config|get") == 2
+            support::target::command_calls(&server, "config|get") == 3
         })
         .await;
         assert_eq!(warned() - before, warnings, "{args:?}");

@@ -1175,6 +1175,7 @@ fn doc_replica(replica: DocReplica) -> Router {
 /// where, and serves until it is killed. A test of its own only so that the test binary can
 /// run it; without the variable it does nothing.
 #[tokio::test]
+#[ignore = "a role process, run by its test with the setting it needs"]
 async fn paused_replica_process() {
     let Ok(setting) = std::env::var(PAUSED_REPLICA) else {
         return;

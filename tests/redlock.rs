@@ -39,6 +39,58 @@ async fn handles(servers: &[Server], prefix: &str) -> Vec<Coordination> {
     handles
 }
 
+/// The keyspace events of `key` on `server` from now on (`set`, `del`, ...): to see a write
+/// land and then go, which a read now and then could miss. Subscribed before it returns.
+fn keyspace_events(server: &Server, key: &str) -> Arc<Mutex<Vec<String>>> {
+    let () = server.cmd(&["CONFIG", "SET", "notify-keyspace-events", "Kg$"]);
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let (ready, subscribed) = std::sync::mpsc::channel();
+    let (url, channel, sink) = (
+        server.url(),
+        format!("__keyspace@0__:{key}"),
+        Arc::clone(&events),
+    );
+    std::thread::spawn(move || {
+        let client = redis::Client::open(url).expect("a url");
+        let mut connection = client.get_connection().expect("connect");
+        let mut pubsub = connection.as_pubsub();
+        pubsub.subscribe(&channel).expect("subscribe");
+        let _ = ready.send(());
+        // Until the server stops with its test.
+        while let Ok(message) = pubsub.get_message() {
+            if let Ok(event) = message.get_payload::<String>() {
+                sink.lock().unwrap_or_else(|e| e.into_inner()).push(event);
+            }
+        }
+    });
+    subscribed
+        .recv_timeout(Duration::from_secs(5))
+        .expect("subscribed to the key's events");
+    events
+}
+
+/// A round taken and released on every node, so that each handle has read its server's
+/// clock: a node's next acquisition is then sent at once (rather than first waiting on
+/// the clock of a stalled server past the node timeout, which would send nothing at all).
+async fn warm_up(group: &RedlockGroup) {
+    let mut lease = group
+        .try_acquire("warm-up", LEASE)
+        .await
+        .expect("try")
+        .into_lease()
+        .expect("free");
+    assert!(lease.release().await.expect("release").was_held());
+}
+
+/// Whether `events` hold a write of the key (`set`) followed by its removal (`del`).
+fn landed_then_removed(events: &Mutex<Vec<String>>) -> bool {
+    let events = events.lock().unwrap_or_else(|e| e.into_inner());
+    events
+        .iter()
+        .position(|event| event == "set")
+        .is_some_and(|at| events[at..].iter().any(|event| event == "del"))
+}
+
 /// The lease key of `name` on a node, as a fenced lock of that name stores it.
 fn lease_key(node: &Coordination, name: &str) -> String {
     let key = format!("redlock:{{{}:{name}}}:lease", name.len());
@@ -167,6 +219,8 @@ async fn a_node_slower_than_the_node_timeout_counts_as_failed() {
     let group = RedlockGroup::new(nodes)
         .and_then(|group| group.node_timeout(timeout))
         .expect("five nodes");
+    warm_up(&group).await;
+    let events = keyspace_events(&servers[4], &key);
     servers[4].pause_clients(1_500);
     let started = Instant::now();
     let mut held = group
@@ -180,14 +234,133 @@ async fn a_node_slower_than_the_node_timeout_counts_as_failed() {
         "took {:?}",
         started.elapsed()
     );
-    // Once the stall ends the late acquisition may land (before its deadline): it is then
-    // removed by its owner token, once that deadline has passed.
-    eventually("the slow node holds nothing of it", async || {
-        let value: Option<String> = servers[4].cmd(&["GET", &key]);
-        value.as_deref() != Some(held.owner_token())
+    // Once the stall ends the late acquisition lands (before its deadline, which the
+    // default timeouts put past the stall): it is then removed by its owner token, once
+    // that deadline has passed.
+    eventually("the late grant landed, then was removed", async || {
+        landed_then_removed(&events)
     })
     .await;
+    let value: Option<String> = servers[4].cmd(&["GET", &key]);
+    assert_ne!(value.as_deref(), Some(held.owner_token()));
     assert!(held.release().await.expect("release").was_held());
+}
+
+/// A renewal that a quorum answered while one node's answer was lost may still land on that
+/// node later, and end its copy at that renewal's expiry from then: the holder counts on no
+/// more than it from then on, whatever longer renewal follows, as a single-node lease does
+/// (and a detached lease hands the bound on as its renewal cap).
+#[tokio::test]
+async fn a_renewal_one_node_left_unanswered_bounds_the_estimate_from_then_on() {
+    let servers = launch_all(
+        (0..3)
+            .map(|i| Spec::new(ServerKind::Redis7, format!("redlock-unanswered-{i}"), &[]))
+            .collect(),
+    );
+    let prefix = unique_prefix("redlock");
+    let proxy = support::proxy::Proxy::to_port(servers[2].port());
+    let mut nodes = handles(&servers[..2], &prefix).await;
+    nodes.push(
+        RedisBackend::standalone(proxy.url())
+            .key_prefix(&prefix)
+            .connect()
+            .await
+            .expect("connect")
+            .into(),
+    );
+    let group = RedlockGroup::new(nodes)
+        .and_then(|group| group.node_timeout(Duration::from_millis(100)))
+        .expect("three nodes");
+    let mut lease = group
+        .try_acquire("bounded", Duration::from_secs(60))
+        .await
+        .expect("try")
+        .into_lease()
+        .expect("free");
+    proxy.stall();
+    let short = Duration::from_secs(2);
+    assert!(lease.renew(short).await.expect("two of three renew it"));
+    proxy.pass();
+    assert!(lease.renew(Duration::from_secs(60)).await.expect("renew"));
+    let left = lease.remaining_estimate();
+    assert!(
+        left <= short,
+        "counts on {left:?} after a renewal of {short:?} may still land"
+    );
+    let detached = lease.detach().await.expect("held");
+    assert_eq!(detached.renewal_cap(), Some(short));
+    group
+        .by_owner("bounded", detached.owner_token().clone())
+        .release()
+        .await
+        .expect("release");
+}
+
+/// A node that forgets its counter (restarted without persistence) hands out its clock as
+/// its next token, and a later majority may share only that node with the one the last
+/// token was written back to. Tokens then keep rising only while the nodes' clocks agree:
+/// with the clocks of one machine, the second holder's token is the greater; with one
+/// node's clock ten seconds ahead of the others' (its counter set where that clock's token
+/// would be), the second holder's token is below the first's, as the module docs say.
+#[tokio::test]
+async fn a_node_that_forgets_its_counter_keeps_tokens_rising_only_while_clocks_agree() {
+    let servers = launch_all(
+        (0..3)
+            .map(|i| Spec::new(ServerKind::Redis7, format!("redlock-forget-{i}"), &[]))
+            .collect(),
+    );
+    let prefix = unique_prefix("redlock");
+    let lease = Duration::from_secs(1);
+    let group = RedlockGroup::new(handles(&servers, &prefix).await)
+        .and_then(|group| group.node_timeout(Duration::from_millis(200)))
+        .expect("three nodes");
+    let node_a = &handles(&servers[..1], &prefix).await[0];
+    for (name, ahead_us) in [("agreeing", 0u64), ("skewed", 10_000_000)] {
+        if ahead_us > 0 {
+            let time: Vec<String> = servers[0].cmd(&["TIME"]);
+            let now_us = time[0].parse::<u64>().expect("s") * 1_000_000
+                + time[1].parse::<u64>().expect("us");
+            let key = format!("redlock:{{{}:{name}}}:fence", name.len());
+            let counter =
+                String::from_utf8(node_a.backend().physical_key(key.as_bytes())).expect("text");
+            let () = servers[0].cmd(&["SET", &counter, &(now_us + ahead_us).to_string()]);
+        }
+        // The first holder's majority: A and B.
+        servers[2].stop();
+        let first = taken(&group, name, lease).await;
+        // B forgets everything, and is back after the longest lease (as the docs ask); A
+        // is gone: the next majority, B and C, shares only B with the first.
+        servers[0].stop();
+        servers[1].stop();
+        servers[1].start_again();
+        tokio::time::sleep(lease + Duration::from_millis(100)).await;
+        servers[2].start_again();
+        let second = taken(&group, name, lease).await;
+        if ahead_us == 0 {
+            assert!(second > first, "{name}: {second} after {first}");
+        } else {
+            assert!(second < first, "{name}: {second} after {first}");
+        }
+        servers[0].start_again();
+    }
+}
+
+/// The fencing token of a lease on `name`, taken (retried while nodes come back) and
+/// released.
+async fn taken(group: &RedlockGroup, name: &str, lease: Duration) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match group.try_acquire(name, lease).await {
+            Ok(attempt) => {
+                let mut held = attempt.into_lease().expect("free");
+                let token = held.fencing_token();
+                held.release().await.expect("release");
+                return token;
+            }
+            Err(err) => assert!(Instant::now() < deadline, "{name}: {err}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// With two nodes down, the three left are all needed: a third that stalls past the node
@@ -201,8 +374,11 @@ async fn a_stalled_node_fails_the_round_within_the_node_timeout() {
     let group = RedlockGroup::new(handles(&servers, &prefix).await)
         .and_then(|group| group.node_timeout(timeout))
         .expect("five nodes");
+    warm_up(&group).await;
     servers[0].stop();
     servers[1].stop();
+    let key = lease_key(&handles(&servers[2..3], &prefix).await[0], "stalled");
+    let events = keyspace_events(&servers[2], &key);
     servers[2].pause_clients(2_000);
     let started = Instant::now();
     let err = group
@@ -217,16 +393,16 @@ async fn a_stalled_node_fails_the_round_within_the_node_timeout() {
     assert!(err.to_string().contains("node 2"), "{err}");
     // The stalled node applies the acquisition once the stall ends, before its deadline:
     // the failed round's cleanup removes it once that deadline has passed.
-    let key = lease_key(&handles(&servers[2..3], &prefix).await[0], "stalled");
-    tokio::time::sleep(Duration::from_millis(2_100)).await;
     eventually(
-        "the failed round left nothing on the stalled node",
-        async || {
-            let value: Option<String> = servers[2].cmd(&["GET", &key]);
-            value.is_none()
-        },
+        "the late grant landed on the stalled node, then was removed",
+        async || landed_then_removed(&events),
     )
     .await;
+    let value: Option<String> = servers[2].cmd(&["GET", &key]);
+    assert_eq!(
+        value, None,
+        "the failed round left nothing on the stalled node"
+    );
 }
 
 /// Two contenders with connections of their own, on two threads, take the lease in turns

@@ -615,6 +615,7 @@ const TAKING_TURNS: &str = "LEASEHOLD_TEST_TAKING_TURNS";
 /// kind, and when it asked, got in and left (µs since the epoch). A test of its own only so
 /// that the test binary can run it; without the variable it does nothing.
 #[tokio::test]
+#[ignore = "a role process, run by its test with the setting it needs"]
 async fn taking_turns_process() {
     let Ok(setting) = std::env::var(TAKING_TURNS) else {
         return;
@@ -763,6 +764,7 @@ const FROZEN_HOLDER: &str = "LEASEHOLD_TEST_FROZEN_HOLDER";
 /// killed. A test of its own only so that the test binary can run it; without the variable
 /// it does nothing.
 #[tokio::test]
+#[ignore = "a role process, run by its test with the setting it needs"]
 async fn frozen_holder_process() {
     let Ok(setting) = std::env::var(FROZEN_HOLDER) else {
         return;

@@ -476,20 +476,22 @@ async fn claim_turn(
     occupancy: Arc<support::turns::Occupancy>,
 ) -> Result<(), String> {
     let jobs = Sessions::named(&coordination, "jobs");
+    // Any error fails the turn: a slot move or a failover costs latency, not errors.
     'session: loop {
-        let mut session = match jobs.grant(Duration::from_secs(2)).await {
-            Ok(session) => session,
-            Err(err) if err.is_unavailable() => continue,
-            Err(err) => return Err(format!("grant: {err}")),
-        };
+        let mut session = jobs
+            .grant(Duration::from_secs(2))
+            .await
+            .map_err(|err| format!("grant: {err}"))?;
         loop {
-            match session.claim("job", "mine").await {
-                Ok(Claim::Claimed) => break,
-                Ok(Claim::Taken) => tokio::time::sleep(Duration::from_millis(5)).await,
-                // Lost with the old primary's tail.
-                Ok(_) => continue 'session,
-                Err(err) if err.is_unavailable() => continue,
-                Err(err) => return Err(format!("claim: {err}")),
+            match session
+                .claim("job", "mine")
+                .await
+                .map_err(|err| format!("claim: {err}"))?
+            {
+                Claim::Claimed => break,
+                Claim::Taken => tokio::time::sleep(Duration::from_millis(5)).await,
+                // The lease lost with the old primary's tail: an answer, not an error.
+                _ => continue 'session,
             }
         }
         let stay = occupancy.stay().await;

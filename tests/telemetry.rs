@@ -351,6 +351,10 @@ async fn the_hot_key_tier_and_a_waiting_request_are_counted() {
         gauge(&recorded.take(), telemetry::QUEUED_PERMITS, &waits) == 1.0
     })
     .await;
+    // The debugging recorder hands a gauge over and resets it to 0: a sentinel written now
+    // (before the waiting task runs again, on this one thread) reads back as 0 only if the
+    // queue sets the gauge once the permit is given back.
+    metrics::gauge!(telemetry::QUEUED_PERMITS, "policy" => "waiting").set(99.0);
     assert_eq!(waiting.await.expect("the request"), StatusCode::OK);
     let taken = recorded.take();
     assert_eq!(gauge(&taken, telemetry::QUEUED_PERMITS, &waits), 0.0);

@@ -22,7 +22,7 @@ impl TestProcess {
     pub fn start(role: &str, variable: &str, setting: &str) -> TestProcess {
         let mut command = Command::new(std::env::current_exe().expect("the test binary"));
         command
-            .args(["--exact", role, "--nocapture"])
+            .args(["--exact", role, "--ignored", "--nocapture"])
             .env(variable, setting)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());

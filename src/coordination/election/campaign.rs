@@ -132,8 +132,11 @@ impl Election {
         let backend = self.names.backend();
         let deadline = backend.acquire_deadline().await?;
         withdraw.sending(deadline);
+        // A campaign step counts once however often it is delivered (its candidate enters
+        // once, keeps its arrival, and a promotion found again is the same term): one lost
+        // on the way (a failover, a connection cut) is sent again, with the same deadline.
         let reply = backend
-            .run(CampaignStep {
+            .run_idempotent(CampaignStep {
                 keys: self.names.keys(),
                 id,
                 value,

@@ -147,9 +147,11 @@ impl Leadership {
     }
 
     /// Leaves the election: the first live candidate leads at once, with the next term (or
-    /// nobody). `Ok(true)` when this term still led. Repeat-safe on the backend; a resign
-    /// that fails goes on in the background (retried for up to a minute), and until it
-    /// lands the term still fences.
+    /// nobody). `Ok(true)` when this term still led. Repeat-safe on the backend: a resign
+    /// whose answer is lost on the way (a failover, a connection cut) is sent again within
+    /// the backend's `transient_retry`, and answers `Ok(false)` when the delivery that
+    /// resigned was the lost one. A resign that fails goes on in the background (retried
+    /// for up to a minute), and until it lands the term still fences.
     ///
     /// # Cancel safety
     ///
@@ -161,7 +163,7 @@ impl Leadership {
         let led = self
             .names
             .backend()
-            .run(ResignStep {
+            .run_idempotent(ResignStep {
                 keys: self.names.keys(),
                 id: &self.id,
             })

@@ -22,7 +22,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{
-    Detached, HoldingKeys, OwnerToken, ReleaseOnDrop, ReleaseStage, release_bounded, worth_retrying,
+    Detached, HoldingKeys, OwnerToken, ReleaseOnDrop, ReleaseStage, Renewed, release_bounded,
+    worth_retrying,
 };
 use crate::error::Result;
 use crate::telemetry::Renewal;
@@ -170,10 +171,14 @@ impl<K: HoldingKeys> Holding<K> {
         self.expires_by = least(before.0, asked.map(|asked| sent_at + asked));
         // Counted as unanswered until an answer comes: a cancelled renewal stays so.
         self.unanswered_floor = least(before.1, asked);
-        match self.keys.renew(&self.token, expiry_ms).await {
-            Ok(true) => {
+        match self.keys.renew_settled(&self.token, expiry_ms).await {
+            Ok(renewed @ (Renewed::Fully | Renewed::WithPartUnanswered)) => {
                 self.expiry = asked;
-                self.unanswered_floor = before.1;
+                // A part of this renewal that was not answered may still land, as a
+                // renewal lost whole may: the floor keeps it then.
+                if renewed == Renewed::Fully {
+                    self.unanswered_floor = before.1;
+                }
                 // A renewal lost earlier may still arrive and shorten this one.
                 let counted = least(asked, self.unanswered_floor);
                 self.expires_by = counted.map(|counted| sent_at + counted);
@@ -181,7 +186,7 @@ impl<K: HoldingKeys> Holding<K> {
                 crate::telemetry::renewed(K::PRIMITIVE.label(), Renewal::Renewed);
                 Ok(true)
             }
-            Ok(false) => {
+            Ok(Renewed::Gone) => {
                 self.set_state(State::Lost);
                 tracing::debug!(keys = %self.keys, "{} lost before its renewal", K::WHAT);
                 crate::telemetry::renewed(K::PRIMITIVE.label(), Renewal::Lost);

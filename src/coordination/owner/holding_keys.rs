@@ -54,9 +54,40 @@ pub(crate) trait HoldingKeys: fmt::Display + Send + Sync + 'static {
         expiry_ms: Option<u64>,
     ) -> impl Future<Output = Result<bool>> + Send;
 
+    /// Renews as [`renew`](Self::renew) does, and says whether a part of the renewal may
+    /// still land later although its answer is in: a node of a quorum whose answer was
+    /// lost, while the others renewed. The holder counts on no more than that renewal's
+    /// expiry from then on, since it may arrive at any time and shorten what the node
+    /// keeps. Where one answer decides (one key), no part can land later.
+    fn renew_settled(
+        &self,
+        token: &str,
+        expiry_ms: Option<u64>,
+    ) -> impl Future<Output = Result<Renewed>> + Send {
+        let renewed = self.renew(token, expiry_ms);
+        async move {
+            Ok(if renewed.await? {
+                Renewed::Fully
+            } else {
+                Renewed::Gone
+            })
+        }
+    }
+
     /// Whether `token` still holds it.
     fn verify(&self, token: &str) -> impl Future<Output = Result<bool>> + Send;
 
     /// Releases what `token` holds, and nothing another token holds.
     fn release(&self, token: &str) -> impl Future<Output = Result<Self::Released>> + Send;
+}
+
+/// What a renewal found (see [`HoldingKeys::renew_settled`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Renewed {
+    /// Renewed, every part of it answered.
+    Fully,
+    /// Renewed, but a part of it was not answered and may still land later.
+    WithPartUnanswered,
+    /// Gone, or another holder's: nothing renewed.
+    Gone,
 }

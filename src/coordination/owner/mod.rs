@@ -24,7 +24,7 @@ pub use by_owner::ByOwner;
 pub use detached::Detached;
 pub(crate) use guard::ReleaseOnDrop;
 pub(crate) use holding::Holding;
-pub(crate) use holding_keys::HoldingKeys;
+pub(crate) use holding_keys::{HoldingKeys, Renewed};
 pub(crate) use keeper::{KeepOptions, Keeper};
 pub(crate) use lease::{expiry_ms, lease_expiry};
 pub(crate) use managed::Managed;

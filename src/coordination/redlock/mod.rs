@@ -39,11 +39,24 @@
 //! clock in microseconds), takes the largest of the majority's, and writes it back to that
 //! majority (a counter only moves up) before the lease is returned; a write-back that
 //! misses its quorum fails the round. Any two majorities share a node, so a later holder's
-//! token is greater than every earlier one, **as long as the nodes keep their counters**
-//! (and, should they all lose them, the clock floor keeps tokens going up while their
-//! clocks do). A node keeps its counter as a fenced lock does: an hour past the later of
-//! its lease's end and its clock passing the token written back. That is the token the critique of Redlock found missing: send it with every
-//! write, and have the resource refuse a lower one.
+//! token is greater than every earlier one, **as long as the nodes keep their counters**.
+//! A node keeps its counter as a fenced lock does: an hour past the later of its lease's
+//! end and its clock passing the token written back. That is the token the critique of
+//! Redlock found missing: send it with every write, and have the resource refuse a lower
+//! one.
+//!
+//! When a node forgets its counter (a restart without persistence, a failover that lost
+//! the last writes, an eviction), its next token is its own clock in microseconds. A later
+//! majority may share only that node with the majority the last token was written back to,
+//! and its token is then greater only if **that node's clock is ahead of the clock that
+//! made the last token** (another node's) by the time between the rounds. So the tokens
+//! keep increasing across one node's loss only while the nodes' clocks agree to better than
+//! the time between a loss and the next round; a node whose clock runs seconds behind the
+//! others' may hand out, after losing its counter, a token below one already used, which a
+//! fenced resource then refuses (the holder is stale to it, not the other way round). Keep
+//! the nodes' clocks synchronised (NTP), and give them persistence (below).
+//! `a_node_that_forgets_its_counter_keeps_tokens_rising_only_while_clocks_agree` in
+//! `tests/redlock.rs` shows both sides.
 //!
 //! # What Redlock does not give
 //!
@@ -53,8 +66,12 @@
 //! a node whose clock jumps ahead expires its key early. A node restarted **without
 //! persistence** comes back empty: if it was part of a holder's majority, another
 //! contender can now win a majority that overlaps it only there, and two hold the lease.
-//! Delay a node's restart by the longest lease (or give the nodes an AOF with `fsync
-//! always`). A node that cannot be reached during a release keeps its key until it expires.
+//! Delay a node's restart by the longest lease plus the largest clock skew between the
+//! nodes (or give the nodes an AOF with `appendfsync always`). A node that is a Sentinel
+//! primary loses the same on every failover that drops the last writes (replication is
+//! asynchronous), and a failover cannot be delayed: give Redlock nodes without replicas,
+//! with an AOF. A node that cannot be reached during a release keeps its key until it
+//! expires.
 //!
 //! # Failures
 //!

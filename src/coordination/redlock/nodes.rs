@@ -13,7 +13,7 @@ use super::check_lease;
 use crate::backend::Backend;
 use crate::backend::steps::lease_release::LeaseReleaseReply;
 use crate::coordination::lock::LockKeys;
-use crate::coordination::owner::HoldingKeys;
+use crate::coordination::owner::{HoldingKeys, Renewed};
 use crate::coordination::ownership::Primitive;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -123,6 +123,13 @@ impl HoldingKeys for GroupKeys {
     /// told the holder: [`RELEASE_WHEN_LOST`](HoldingKeys::RELEASE_WHEN_LOST)). A node's
     /// error counts as a no.
     async fn renew(&self, token: &str, expiry_ms: Option<u64>) -> Result<bool> {
+        Ok(self.renew_settled(token, expiry_ms).await? != Renewed::Gone)
+    }
+
+    /// A quorum's renewal with a node whose answer was lost (a timeout, a connection lost
+    /// mid-flight) is renewed with a part unanswered: that node may still apply it later,
+    /// at any time, and end its copy at the renewal's expiry from then.
+    async fn renew_settled(&self, token: &str, expiry_ms: Option<u64>) -> Result<Renewed> {
         let lease_ms = expiry_ms
             .ok_or_else(|| Error::invalid_argument("a Redlock lease always has an expiry"))?;
         let node_ms = with_drift(lease_ms);
@@ -139,10 +146,17 @@ impl HoldingKeys for GroupKeys {
             .await;
         let renewed = Self::yes(&answers);
         if renewed >= self.quorum() {
-            return Ok(true);
+            let unanswered = answers
+                .iter()
+                .any(|answer| matches!(answer, Some(Err(err)) if err.may_have_applied()));
+            return Ok(if unanswered {
+                Renewed::WithPartUnanswered
+            } else {
+                Renewed::Fully
+            });
         }
         tracing::debug!(keys = %self, renewed, "a Redlock renewal missed its quorum; the lease ends");
-        Ok(false)
+        Ok(Renewed::Gone)
     }
 
     /// Held when a quorum says so.

@@ -107,8 +107,10 @@ impl Session {
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: dropped after it was sent, the claim may or may not apply (it is
-    /// never sent again); claiming again settles it.
+    /// Not cancel safe: dropped after it was sent, the claim may or may not apply; claiming
+    /// again settles it. A claim whose answer is lost on the way (a failover, a connection
+    /// cut) is sent again within the backend's `transient_retry` (a delivery that finds the
+    /// name its own claims it), so a failover costs latency.
     pub async fn claim(
         &mut self,
         name: impl AsRef<[u8]>,

@@ -56,6 +56,7 @@
 //! |---|---|---|---|
 //! | grant | fails, nothing granted | fails, nothing granted | sent again under the same id within the retry bound; else fails, and the lease is revoked once the grant's deadline has passed |
 //! | put | fails, nothing written | fails (`CapacityExceeded` at the bound), nothing written | fails; never sent again; put again to settle |
+//! | claim, delete | fails, nothing written | fails, nothing written | sent again within the retry bound (a claim that finds the name its own claims it; a delete that finds nothing says so); else fails; claim or delete again to settle |
 //! | keep-alive | the handle keeps its estimate; a managed one retries while the estimate lasts, and its signal fires when it runs out, even with no server to ask | as unavailable | the handle keeps what both outcomes guarantee |
 //! | revoke | tried once more, bounded; else the handle is uncertain and revokes again (or in the background when dropped) | fails, the handle as before | as unavailable |
 //!
@@ -195,16 +196,22 @@ async fn put_on(
         )));
     }
     let names = keys.names_of(id);
-    let reply = keys
-        .backend()
-        .run(SessionPutStep {
-            lease: keys.lease(id, &names),
-            name,
-            value,
-            max_keys: MAX_KEYS_PER_SESSION,
-            only_if_free,
-        })
-        .await?;
+    let step = SessionPutStep {
+        lease: keys.lease(id, &names),
+        name,
+        value,
+        max_keys: MAX_KEYS_PER_SESSION,
+        only_if_free,
+    };
+    // A claim counts once however often it is delivered (a delivery that finds the name
+    // its own claims it again, with the same value): one lost on the way (a failover, a
+    // connection cut) is sent again. A put is not: a copy landing after a later put of the
+    // same name would overwrite it.
+    let reply = if only_if_free {
+        keys.backend().run_idempotent(step).await?
+    } else {
+        keys.backend().run(step).await?
+    };
     match reply {
         SessionPutReply::Put => Ok(Claim::Claimed),
         SessionPutReply::Taken => Ok(Claim::Taken),
@@ -220,8 +227,10 @@ async fn put_on(
 async fn delete_on(keys: &SpaceNames, id: &str, name: &[u8]) -> Result<bool> {
     check_name(name)?;
     let names = keys.names_of(id);
+    // A delete counts once however often it is delivered: one lost on the way is sent
+    // again (a second delivery finds nothing, and says so).
     keys.backend()
-        .run(SessionDeleteStep {
+        .run_idempotent(SessionDeleteStep {
             lease: keys.lease(id, &names),
             name,
         })
