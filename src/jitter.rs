@@ -1,7 +1,26 @@
 //! Random spreads for retry and wake-up times, so that many clients failing or waiting
-//! together do not act together.
+//! together do not act together; and the cheap random numbers they and the layers' random
+//! choices draw.
 
+use std::cell::Cell;
 use std::time::Duration;
+
+/// A random number from this thread's generator (xorshift64*, seeded once per thread from
+/// the operating system): no system call per draw, which a rejection or a retry may ask
+/// for on every request. Not for secrets.
+pub(crate) fn fast_u64() -> u64 {
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(getrandom::u64().unwrap_or(0x9E37_79B9_7F4A_7C15) | 1);
+    }
+    STATE.with(|state| {
+        let mut x = state.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        state.set(x);
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    })
+}
 
 /// A random duration from `low` up to (not including) `high`; `low` when the range is empty.
 pub(crate) fn between(low: Duration, high: Duration) -> Duration {
@@ -9,8 +28,8 @@ pub(crate) fn between(low: Duration, high: Duration) -> Duration {
     if span == 0 {
         return low;
     }
-    // Jitter needs no strong randomness; a zero on failure only drops it once.
-    low.saturating_add(Duration::from_micros(getrandom::u64().unwrap_or(0) % span))
+    // Jitter needs no strong randomness.
+    low.saturating_add(Duration::from_micros(fast_u64() % span))
 }
 
 /// `base` plus or minus up to `base / parts`, at random.

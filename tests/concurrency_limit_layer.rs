@@ -709,8 +709,14 @@ async fn redis_restarted_mid_stream_fails_closed_then_recovers_with_nothing_leak
     let (status, mut stream, _) = open_stream(&client, addr).await;
     assert_eq!(status, StatusCode::OK);
     server.stop();
-    // New requests fail closed.
+    // New requests fail closed, within the layer's timeout of the restart's start.
+    let stopped = Instant::now();
     let reply = http_get(&client, addr, "/", &[]).await;
+    assert!(
+        stopped.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        stopped.elapsed()
+    );
     assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(reply.retry_after_secs(), 1);
     // The stream in flight cannot renew: it is cut once its permit would have expired.

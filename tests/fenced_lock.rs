@@ -728,31 +728,49 @@ async fn a_dropped_lease_is_released_in_the_background(target: Target) {
 
 // ---------------------------------------------------------------------------------------------
 
-scenario!(a_cancelled_acquisition_is_released redis);
-
-async fn a_cancelled_acquisition_is_released(target: Target) {
-    let coordination = target.coordination("cancel").await;
+/// An acquisition dropped after its request was sent (held by the network until then): the
+/// request runs once delivered and takes the lock, and the release spawned at the drop
+/// frees it once the acquisition's deadline has passed, long before its minute.
+#[tokio::test]
+async fn a_cancelled_acquisition_is_released() {
+    use support::proxy::Direction;
+    let behind = support::Behind::start("cancel");
+    let coordination = behind.through_proxy(|builder| builder).await;
+    let direct = behind.direct().await;
     let lock = FencedLock::named(&coordination, "cancel");
-    {
-        // Poll the acquisition once (its request is on its way), then drop it.
-        let attempt = lock.try_acquire(MINUTE);
-        tokio::select! {
-            biased;
-            result = attempt => panic!("a round trip finished in one poll: {result:?}"),
-            () = std::future::ready(()) => {}
-        }
-    }
-    // Whether or not the request ran, the lock is free well before the minute is up.
+    // Connected, its script loaded and the clock read: the next acquisition is one request.
+    let mut warm = acquired(&lock, MINUTE).await;
+    let warm_token = warm.fencing_token();
+    warm.release().await.expect("release");
+    let counter = String::from_utf8(physical(&direct, lock.counter_key())).expect("text");
+    let sent = behind.proxy.bytes_received(Direction::ToServer);
+    behind.proxy.stall();
+    let attempt = tokio::spawn(async move { lock.try_acquire(MINUTE).await.map(|_| ()) });
+    eventually("the acquisition is sent", async || {
+        behind.proxy.bytes_received(Direction::ToServer) > sent
+    })
+    .await;
+    attempt.abort();
+    assert!(attempt.await.is_err(), "dropped before its answer");
+    behind.proxy.pass();
+    // The request ran: the counter moved past the warm-up's token.
+    eventually("the cancelled acquisition ran", async || {
+        let token: Option<u64> = behind.server.cmd(&["GET", &counter]);
+        token.is_some_and(|token| token > warm_token)
+    })
+    .await;
+    // And the lock is free well before its minute is up.
+    let other = FencedLock::named(&direct, "cancel");
     let mut lease = None;
     eventually("the cancelled acquisition is released", async || {
-        lease = lock.try_acquire(MINUTE).await.expect("try").into_lease();
+        lease = other.try_acquire(MINUTE).await.expect("try").into_lease();
         lease.is_some()
     })
     .await;
     let Some(mut lease) = lease else {
         unreachable!("eventually returned")
     };
-    assert!(lease.fencing_token() > 0);
+    assert!(lease.fencing_token() > warm_token);
     assert_eq!(lease.release().await.expect("release"), Release::Released);
 }
 

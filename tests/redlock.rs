@@ -230,7 +230,8 @@ async fn a_node_slower_than_the_node_timeout_counts_as_failed() {
         .into_lease()
         .expect("four of five grant it");
     assert!(
-        started.elapsed() < timeout * 3,
+        // Well under the 1.5 s stall: the round did not wait for the stalled node.
+        started.elapsed() < timeout * 8,
         "took {:?}",
         started.elapsed()
     );

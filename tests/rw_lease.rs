@@ -750,7 +750,7 @@ async fn four_reader_and_two_writer_processes_take_turns() {
     ] {
         assert!(count >= 100, "{side}s got in {count} times");
         assert!(p99 <= 10 * bound, "a {side}'s p99 wait: {p99} ms");
-        assert!(worst <= 1_000, "a {side} waited {worst} ms");
+        assert!(worst <= 3_000, "a {side} waited {worst} ms");
     }
 }
 

@@ -131,3 +131,38 @@ async fn a_missing_decision_is_one_error_not_one_per_request() {
     assert_eq!(errors.len(), 1, "one line for five requests: {errors:?}");
     assert_eq!(logs.count("DEBUG", "no rate-limit decision"), 4);
 }
+
+/// A release given up names no key at `WARN`: a lease named from a request (here a client's
+/// address) leaves its name at `DEBUG` only, and the warning says which holding by its
+/// token. A handle dropped with no runtime to release it on is such a release.
+#[test]
+fn a_release_given_up_names_no_client_key_above_debug() {
+    use leasehold::coordination::lock::FencedLock;
+    let logs = support::logs::capture();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let coordination = leasehold::Coordination::memory();
+    let lock = FencedLock::named(&coordination, "client:203.0.113.9");
+    let lease = runtime.block_on(async {
+        lock.try_acquire(Duration::from_secs(60))
+            .await
+            .expect("try")
+            .into_lease()
+            .expect("free")
+    });
+    let token = lease.owner_token().to_string();
+    drop(runtime);
+    drop(lease);
+    let warnings = logs.lines("WARN", "gave up releasing");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains(&token),
+        "says which holding: {warnings:?}"
+    );
+    for level in ["INFO", "WARN", "ERROR"] {
+        assert_eq!(logs.count(level, "203.0.113.9"), 0, "{level}");
+    }
+    assert!(logs.count("DEBUG", "the keys of the release given up") == 1);
+}

@@ -1,6 +1,7 @@
 //! A circuit breaker for the acquisitions made through one handle or layer, so that a dead or
 //! silent backend is not hammered and does not cost every request its timeout.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -137,6 +138,9 @@ pub enum CircuitState {
 pub(crate) struct Breaker {
     settings: CircuitBreaker,
     state: Mutex<State>,
+    /// Whether the state is closed with no failure counted: what nearly every request
+    /// finds, read without the lock. Written under it, after every change of the state.
+    clean: AtomicBool,
     /// The backend it guards, asked whether the server answered anything between two
     /// moments (see [`Backend::answers`]).
     backend: Backend,
@@ -190,6 +194,7 @@ impl Breaker {
                 failures: 0,
                 round: 0,
             }),
+            clean: AtomicBool::new(true),
             backend: backend.clone(),
             name: name.into(),
         };
@@ -204,6 +209,9 @@ impl Breaker {
     }
 
     pub(crate) fn state(&self) -> CircuitState {
+        if self.clean.load(Ordering::Acquire) {
+            return CircuitState::Closed;
+        }
         match &*self.lock() {
             State::Closed { .. } => CircuitState::Closed,
             State::Open { until, answers, .. }
@@ -219,6 +227,16 @@ impl Breaker {
     /// Admits one acquisition, or `None` while the circuit is open (or half-open with every
     /// probe slot taken).
     pub(crate) fn admit(self: &Arc<Self>) -> Option<Admission> {
+        // Closed with nothing counted: admitted without the lock. One that opens meanwhile
+        // admitted this acquisition just before, which it may.
+        if self.clean.load(Ordering::Acquire) {
+            return Some(Admission {
+                breaker: self.clone(),
+                probe: None,
+                answers: self.backend.answers(),
+                settled: false,
+            });
+        }
         let mut state = self.lock();
         let probe = match &mut *state {
             State::Closed { .. } => None,
@@ -232,6 +250,7 @@ impl Breaker {
                 }
                 let round = *round + 1;
                 *state = State::HalfOpen { probes: 1, round };
+                self.changed(&state);
                 crate::telemetry::circuit(&self.name, 1);
                 Some(round)
             }
@@ -268,6 +287,7 @@ impl Breaker {
             round,
             answers: self.backend.answers(),
         };
+        self.changed(state);
         crate::telemetry::circuit(&self.name, 2);
         // The outage itself is told at WARN by each layer's outage log, once; the breaker's
         // opening is a detail of it, and a failed probe every few seconds is no news.
@@ -279,6 +299,12 @@ impl Breaker {
                 "the backend keeps failing: circuit open, acquisitions fail fast"
             );
         }
+    }
+
+    /// Keeps [`clean`](Self::clean) true to `state`, just changed under the lock.
+    fn changed(&self, state: &State) {
+        let clean = matches!(state, State::Closed { failures: 0, .. });
+        self.clean.store(clean, Ordering::Release);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -295,13 +321,22 @@ impl Admission {
     /// the circuit opened says nothing about the backend now.
     pub(crate) fn succeeded(mut self) {
         self.settled = true;
+        // Closed with nothing counted, as nearly always: nothing to reset, no lock. A
+        // failure counted meanwhile was counted after this answer, which it may be.
+        if self.probe.is_none() && self.breaker.clean.load(Ordering::Acquire) {
+            return;
+        }
         let mut state = self.breaker.lock();
         match &mut *state {
-            State::Closed { failures, .. } => *failures = 0,
+            State::Closed { failures, .. } => {
+                *failures = 0;
+                self.breaker.changed(&state);
+            }
             State::HalfOpen { round, .. } if self.probe == Some(*round) => {
                 tracing::info!("the backend answered a probe: circuit closed");
                 let round = *round;
                 *state = State::Closed { failures: 0, round };
+                self.breaker.changed(&state);
                 crate::telemetry::circuit(&self.breaker.name, 0);
             }
             State::HalfOpen { .. } | State::Open { .. } => {}
@@ -330,6 +365,8 @@ impl Admission {
                 *failures += 1;
                 if *failures >= breaker.settings.failure_threshold {
                     breaker.open(&mut state);
+                } else {
+                    breaker.changed(&state);
                 }
             }
             State::HalfOpen { round, .. } if self.probe == Some(*round) => breaker.open(&mut state),

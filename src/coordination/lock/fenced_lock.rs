@@ -475,7 +475,9 @@ impl LockKeys {
             .map_or_else(String::new, Replication::describe);
         let message = format!("the replicas did not confirm the acquisition ({what}: {short})");
         let released = release_bounded(self, token).await;
-        tracing::warn!(keys = %self, %message, released = released.is_ok(), "a durable acquisition was not confirmed; its lease is released");
+        // The lock's name may be a client's (a lease named from a request): at `DEBUG`.
+        tracing::warn!(token, %message, released = released.is_ok(), "a durable acquisition was not confirmed; its lease is released");
+        tracing::debug!(keys = %self, token, "the keys of the unconfirmed acquisition");
         match released {
             Ok(_) => Error::new(
                 ErrorKind::Transient,

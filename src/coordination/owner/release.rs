@@ -151,8 +151,9 @@ fn abandon<T: HoldingKeys>(
     reason: impl fmt::Display,
 ) {
     keys.abandoned().add(T::PRIMITIVE, why, cause);
+    // The keys may carry a client's name (a lease named from a request, a client key's
+    // permit): at `DEBUG` only, the token says which holding it was.
     tracing::warn!(
-        keys = %keys,
         token,
         %why,
         %reason,
@@ -160,6 +161,7 @@ fn abandon<T: HoldingKeys>(
         T::WHAT,
         T::LEFT_HELD
     );
+    tracing::debug!(keys = %keys, token, "the keys of the release given up");
 }
 
 #[cfg(test)]

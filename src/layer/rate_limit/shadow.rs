@@ -50,12 +50,10 @@ pub(crate) fn enforces(share: f64) -> bool {
     if share <= 0.0 {
         return false;
     }
-    // A 53-bit fraction; randomness need not be strong. A failure enforces.
-    getrandom::u64().map_or(true, |random| {
-        #[allow(clippy::cast_precision_loss)]
-        let fraction = (random >> 11) as f64 / (1u64 << 53) as f64;
-        fraction < share
-    })
+    // A 53-bit fraction; randomness need not be strong (no system call per rejection).
+    #[allow(clippy::cast_precision_loss)]
+    let fraction = (crate::jitter::fast_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    fraction < share
 }
 
 #[cfg(test)]
