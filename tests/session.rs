@@ -154,7 +154,8 @@ async fn a_detached_session_is_kept_alive_and_revoked_by_its_id(target: Target) 
 scenario!(a_lease_holds_a_bounded_number_of_keys);
 
 /// The bound on names per lease: the next name is refused with nothing written; a name it
-/// holds can still be written.
+/// holds can still be written; a name another lease took from it counts again when taken
+/// back (on Redis and in memory alike).
 async fn a_lease_holds_a_bounded_number_of_keys(target: Target) {
     let coordination = target.coordination("session-bound").await;
     let space = Sessions::named(&coordination, "bound");
@@ -168,6 +169,16 @@ async fn a_lease_holds_a_bounded_number_of_keys(target: Target) {
     assert!(session.put("0", "again").await.expect("a name it holds"));
     let state = session.state().await.expect("state").expect("live");
     assert_eq!(state.keys().len(), MAX_KEYS_PER_SESSION as usize);
+    // A name another lease took is no longer this one's: taking it back counts, though the
+    // lease's own set may still list it.
+    let mut other = space.grant(MINUTE).await.expect("grant");
+    assert!(other.put("1", "stolen").await.expect("put"));
+    assert!(session.put("refill", "v").await.expect("room for one"));
+    let err = session.put("1", "back").await.expect_err("full again");
+    assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
+    let state = session.state().await.expect("state").expect("live");
+    assert_eq!(state.keys().len(), MAX_KEYS_PER_SESSION as usize);
+    assert_eq!(other.revoke().await.expect("revoke"), Release::Released);
     assert_eq!(session.revoke().await.expect("revoke"), Release::Released);
     assert!(space.list().await.expect("list").is_empty());
 }

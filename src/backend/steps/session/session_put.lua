@@ -28,9 +28,11 @@ if ARGV[5] == '1' then
         return {'taken'}
     end
 end
-if redis.call('SISMEMBER', KEYS[4], ARGV[2]) == 0
-    and redis.call('SCARD', KEYS[4]) >= tonumber(ARGV[4]) then
-    -- The set may still list names another lease took since: count this lease's own.
+-- The bound counts this lease's own names; a name is one of them when its entry is this
+-- lease's (the set may still list a name another lease took since, which is not).
+local entry = redis.call('HGET', KEYS[3], ARGV[2])
+local own_already = entry and split(entry) == ARGV[1]
+if not own_already and redis.call('SCARD', KEYS[4]) >= tonumber(ARGV[4]) then
     local own = 0
     for _, name in ipairs(redis.call('SMEMBERS', KEYS[4])) do
         local entry = redis.call('HGET', KEYS[3], name)
