@@ -59,7 +59,10 @@
 //!
 //! - `latch:{<name length>:<name>}`: a hash with the current generation's random id
 //!   (`gen`), its count (`count`) and, for each of its count-downs, `d:<count-down id>` with
-//!   the count it left; with the expiry its creator gave it.
+//!   the count it left; with the expiry its creator gave it. Started with no expiry
+//!   (`None`), it stays until a reset with one, or until deleted by hand: the one key of a
+//!   latch that can outlive its use, so give an expiry to latches named by what a client
+//!   chooses (a job id from a request).
 //! - `latch:{<name length>:<name>}:done`: a sorted set of the completed generations (and
 //!   beside each one the id of the count-down that completed it), scored by the server time
 //!   of completion; it expires ten minutes after the latest completion and keeps at most
