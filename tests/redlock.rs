@@ -364,6 +364,46 @@ async fn taken(group: &RedlockGroup, name: &str, lease: Duration) -> u64 {
     }
 }
 
+/// One server reached twice (by its socket and by its TCP address: different endpoints, so
+/// the group takes them) votes once: each node holds a token of its own, and the second
+/// entry finds the first's. With the third node down, no quorum, where one token for both
+/// entries made one server two votes.
+#[tokio::test]
+async fn one_server_reached_twice_votes_once() {
+    let servers = launch_all(
+        (0..2)
+            .map(|i| Spec::new(ServerKind::Redis7, format!("redlock-twice-{i}"), &[]))
+            .collect(),
+    );
+    let prefix = unique_prefix("redlock");
+    let connect = async |url: String| -> Coordination {
+        RedisBackend::standalone(url)
+            .key_prefix(&prefix)
+            .connect()
+            .await
+            .expect("connect")
+            .into()
+    };
+    let group = RedlockGroup::new([
+        connect(servers[0].unix_url()).await,
+        connect(servers[0].url()).await,
+        connect(servers[1].url()).await,
+    ])
+    .and_then(|group| group.node_timeout(Duration::from_millis(200)))
+    .expect("three entries the group cannot tell apart");
+    servers[1].stop();
+    match group.try_acquire("twice", LEASE).await {
+        Ok(attempt) => assert!(
+            attempt.into_lease().is_none(),
+            "one server made a quorum of two"
+        ),
+        Err(err) => assert!(
+            err.is_unavailable() || err.kind() == ErrorKind::Transient,
+            "{err}"
+        ),
+    }
+}
+
 /// With two nodes down, the three left are all needed: a third that stalls past the node
 /// timeout fails the round within about that timeout, its failure named, rather than
 /// holding it for the stall.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::nodes::release_everywhere;
-use super::nodes::{GroupKeys, with_drift};
+use super::nodes::{GroupKeys, node_token, with_drift};
 use crate::Coordination;
 use crate::backend::steps::redlock::RedlockRaiseStep;
 use crate::coordination::lock::{FencedLease, LockAttempt, LockKeys};
@@ -68,7 +68,9 @@ impl RedlockGroup {
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for
     /// fewer than three nodes, an even number (a quorum of an even group tolerates no more
     /// failures than the odd group one smaller), or two Redis handles on the same
-    /// deployment with the same key prefix (they would count one lease twice).
+    /// deployment with the same key prefix (they would count one lease twice). Two handles
+    /// on one server that this cannot tell apart (one by its address, one by its name) still
+    /// vote once: each node holds a token of its own, so the second finds the first's.
     pub fn new(nodes: impl IntoIterator<Item = Coordination>) -> Result<Self> {
         let nodes: Arc<[Coordination]> = nodes.into_iter().collect();
         if nodes.len() < 3 || nodes.len().is_multiple_of(2) {
@@ -186,7 +188,9 @@ impl RedlockGroup {
     /// (a quorum deciding, the lease let go everywhere when it misses one), verified by a
     /// quorum and released on every node, with the checks a Redlock [`FencedLease`]'s own
     /// steps make (see [`ByOwner`]), for a lease whose handle was
-    /// [detached](FencedLease::detach). Nothing is sent until a step is asked.
+    /// [detached](FencedLease::detach). Nothing is sent until a step is asked. The group must
+    /// list the same nodes in the same order as the one that took the lease: each node holds
+    /// a token of its own, derived from `owner` and the node's place.
     pub fn by_owner(&self, name: impl AsRef<[u8]>, owner: OwnerToken) -> ByOwner {
         ByOwner::new(Arc::new(self.keys(name.as_ref())), owner)
     }
@@ -243,8 +247,8 @@ async fn round(keys: &Arc<GroupKeys>, token: String, lease_ms: u64) -> Result<Lo
     let nodes = keys.nodes.len();
     let answers = keys
         .on_every_node(
-            move |_, node| {
-                let token = owned.clone();
+            move |index, node| {
+                let token = node_token(&owned, index);
                 async move {
                     let deadline = node.backend().acquire_deadline().await?;
                     // Armed before the acquisition is sent: dropped (the node too slow, the

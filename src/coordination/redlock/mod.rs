@@ -23,6 +23,10 @@
 //! and again once a late delivery can no longer land on the node (each acquisition carries
 //! a deadline on its node's clock, past which it changes nothing).
 //!
+//! Each node holds the lease under a token of its own, derived from the lease's owner token
+//! and the node's place in the group: two entries of a group that reach one server (by
+//! address and by name) are then two holders there, and one server never votes twice.
+//!
 //! A renewal is compare-and-extend on every node: renewed when a quorum renewed. One that
 //! misses its quorum ends the lease: its token is removed from every node, the handle is
 //! lost, and a managed lease's ownership signal fires. A renewal never takes a

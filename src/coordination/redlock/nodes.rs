@@ -136,8 +136,8 @@ impl HoldingKeys for GroupKeys {
         let owned = token.to_owned();
         let answers = self
             .on_every_node(
-                move |_, node| {
-                    let token = owned.clone();
+                move |index, node| {
+                    let token = node_token(&owned, index);
                     async move { node.renew(&token, Some(node_ms)).await }
                 },
                 // Every node waited for, so that each renews what it holds.
@@ -164,8 +164,8 @@ impl HoldingKeys for GroupKeys {
         let owned = token.to_owned();
         let answers = self
             .on_every_node(
-                move |_, node| {
-                    let token = owned.clone();
+                move |index, node| {
+                    let token = node_token(&owned, index);
                     async move { node.verify(&token).await }
                 },
                 |answers| self.decided(answers),
@@ -184,8 +184,8 @@ impl HoldingKeys for GroupKeys {
         // Every node waited for: each removes what it holds.
         let answers: Vec<Result<LeaseReleaseReply>> = self
             .on_every_node(
-                move |_, node| {
-                    let token = owned.clone();
+                move |index, node| {
+                    let token = node_token(&owned, index);
                     async move { node.release(&token).await }
                 },
                 |_| false,
@@ -254,8 +254,8 @@ pub(crate) fn release_everywhere(keys: &GroupKeys, token: &str) {
     runtime.spawn(async move {
         let answers = nodes
             .on_every_node(
-                move |_, node| {
-                    let token = token.clone();
+                move |index, node| {
+                    let token = node_token(&token, index);
                     async move { node.release(&token).await }
                 },
                 |_| false,
@@ -266,4 +266,43 @@ pub(crate) fn release_everywhere(keys: &GroupKeys, token: &str) {
             tracing::debug!(keys = %nodes, missed, "a Redlock token was left to expire on some nodes");
         }
     });
+}
+
+/// The owner token a group's holding has on node `index`: the group's token with its last
+/// two hex digits XORed with the index. Each node keeps a token of its own, so that two
+/// entries of a group that reach one server (one by its address, one by its name, say) are
+/// two holders there: the second finds the first's token and gives no vote, where one
+/// token for both would count one server twice. Derived, never stored: any handle on the
+/// same nodes, in the same order, finds them from the group's token.
+pub(crate) fn node_token(token: &str, index: usize) -> String {
+    let split = token.len().saturating_sub(2);
+    match (token.get(..split), token.get(split..)) {
+        (Some(head), Some(tail)) => match u8::from_str_radix(tail, 16) {
+            // Groups are small: more than 256 nodes would wrap, not collide the first 256.
+            #[allow(clippy::cast_possible_truncation)]
+            Ok(last) => format!("{head}{:02x}", last ^ (index as u8)),
+            Err(_) => format!("{token}:{index}"),
+        },
+        _ => format!("{token}:{index}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::node_token;
+
+    #[test]
+    fn each_node_has_a_token_of_its_own_derived_from_the_groups() {
+        let token = "0123456789abcdef0123456789abcdef";
+        assert_eq!(node_token(token, 0), token);
+        let tokens: std::collections::HashSet<String> =
+            (0..9).map(|index| node_token(token, index)).collect();
+        assert_eq!(tokens.len(), 9);
+        assert!(
+            tokens
+                .iter()
+                .all(|t| t.len() == 32 && t.starts_with("0123456789abcdef0123456789abcd"))
+        );
+        assert_eq!(node_token(token, 3), node_token(token, 3));
+    }
 }
