@@ -50,18 +50,40 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Past several leases: kept alive in the background.
     tokio::time::sleep(3 * LEASE).await;
-    print_live("three leases later", &instances).await?;
+    let live = print_live("three leases later", &instances).await?;
+    expect(&live, &["a", "b", "c"])?;
 
     let c = announced.pop().ok_or("three sessions")?;
     let b = announced.pop().ok_or("three sessions")?;
     c.revoke().await?;
-    print_live("c left cleanly", &instances).await?;
-    let _ = b.detach().await; // b dies: nothing keeps its session alive any more
-    print_live("b died", &instances).await?;
+    let live = print_live("c left cleanly", &instances).await?;
+    expect(&live, &["a", "b"])?;
+    // b dies: nothing keeps its session alive any more. It stays listed until its lease
+    // runs out, and no longer.
+    let left = b
+        .detach()
+        .await
+        .ok_or("b still held its session")?
+        .remaining_estimate();
+    let died = tokio::time::Instant::now();
+    let live = print_live("b died", &instances).await?;
+    if died.elapsed() < left {
+        expect(&live, &["a", "b"])?;
+    }
     tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
     let live = print_live("one lease later", &instances).await?;
-    if live != [b"instance:a".to_vec()] {
-        return Err(format!("expected only a, found {live:?}").into());
+    expect(&live, &["a"])?;
+    Ok(())
+}
+
+/// An error unless `live` names exactly the instances `names`.
+fn expect(live: &[Vec<u8>], names: &[&str]) -> Result<(), Box<dyn std::error::Error>> {
+    let expected: Vec<Vec<u8>> = names
+        .iter()
+        .map(|name| format!("instance:{name}").into_bytes())
+        .collect();
+    if live != expected.as_slice() {
+        return Err(format!("expected {names:?}, found {live:?}").into());
     }
     Ok(())
 }

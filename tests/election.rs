@@ -32,6 +32,23 @@ async fn next_change(observer: &mut leasehold::coordination::election::Observer)
         .expect("observe")
 }
 
+/// Until `count` candidates have entered the election `primary` of the space `nodes`: read
+/// on Redis; in memory, where nothing can be read from outside, after a pause that a
+/// campaign's first step (no round trip) never takes.
+async fn candidates_entered(target: Target, coordination: &Coordination, count: i64) {
+    if let Target::Memory = target {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        return;
+    }
+    let key = coordination
+        .backend()
+        .physical_key(b"session:{5:nodes}:election:7:primary:candidates");
+    support::eventually("the candidates have entered", async || {
+        target.query::<i64>(&[b"ZCARD", &key]) == count
+    })
+    .await;
+}
+
 scenario!(candidates_lead_in_turn_with_increasing_terms);
 
 /// Three candidates: the first leads, the others wait in the order they began; proclaim
@@ -55,10 +72,10 @@ async fn candidates_lead_in_turn_with_increasing_terms(target: Target) {
     assert_eq!((leader.value(), leader.term()), (&b"a"[..], first.term()));
     let (election_b, election_c) = (election.clone(), election.clone());
     let second = tokio::spawn(async move { election_b.campaign(&b, "b").await.map(|l| (l, b)) });
-    // b began first (its first step has long landed): c waits behind it.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // b began first (its first step has landed): c waits behind it.
+    candidates_entered(target, &coordination, 2).await;
     let third = tokio::spawn(async move { election_c.campaign(&c, "c").await.map(|l| (l, c)) });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    candidates_entered(target, &coordination, 3).await;
     assert!(!second.is_finished() && !third.is_finished(), "a leads");
 
     assert!(first.proclaim("a, draining").await.expect("proclaim"));

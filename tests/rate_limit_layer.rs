@@ -730,10 +730,20 @@ async fn the_partition_key_is_an_opaque_tag_of_the_client_key() {
             .expect("valid")
             .key(KeyExtractor::header_in_clear("x-api-key").expect("valid"))
             .partition_keys_in_fields(secret)
+            .expect("a long enough secret")
     };
-    let replica = serve(app(layer("shared secret"))).await;
-    let other_replica = serve(app(layer("shared secret"))).await;
-    let rotated = serve(app(layer("another secret"))).await;
+    // A secret too short to keep an address from being found again is refused.
+    for short in ["", "fifteen bytes.."] {
+        let refused =
+            RedisRateLimitLayer::fixed_window(&coordination, "pk", 2, Duration::from_secs(60))
+                .expect("valid")
+                .partition_keys_in_fields(short)
+                .expect_err("too short");
+        assert_eq!(refused.kind(), leasehold::ErrorKind::InvalidArgument);
+    }
+    let replica = serve(app(layer("a shared secret, 16+ bytes"))).await;
+    let other_replica = serve(app(layer("a shared secret, 16+ bytes"))).await;
+    let rotated = serve(app(layer("another secret, 16+ bytes"))).await;
     let client = client();
     let pk = |reply: &support::http::Reply| {
         let field = reply

@@ -494,22 +494,22 @@ async fn claim_turn(
     occupancy: Arc<support::turns::Occupancy>,
 ) -> Result<(), String> {
     let jobs = Sessions::named(&coordination, "jobs");
-    // Any error fails the turn: a slot move or a failover costs latency, not errors.
+    // A grant costs latency, not errors (it is sent again when lost). A claim whose answer
+    // is lost is never sent again: it fails uncertain (or unavailable), and the worker
+    // claims again, as documented; any other error fails the turn.
     'session: loop {
         let mut session = jobs
             .grant(Duration::from_secs(2))
             .await
             .map_err(|err| format!("grant: {err}"))?;
         loop {
-            match session
-                .claim("job", "mine")
-                .await
-                .map_err(|err| format!("claim: {err}"))?
-            {
-                Claim::Claimed => break,
-                Claim::Taken => tokio::time::sleep(Duration::from_millis(5)).await,
+            match session.claim("job", "mine").await {
+                Ok(Claim::Claimed) => break,
+                Ok(Claim::Taken) => tokio::time::sleep(Duration::from_millis(5)).await,
                 // The lease lost with the old primary's tail: an answer, not an error.
-                _ => continue 'session,
+                Ok(_) => continue 'session,
+                Err(err) if err.is_outcome_uncertain() || err.is_unavailable() => {}
+                Err(err) => return Err(format!("claim: {err}")),
             }
         }
         let stay = occupancy.stay().await;

@@ -229,4 +229,29 @@ async fn a_shadow_policy_of_a_stacked_layer_is_counted_apart() {
     assert_eq!(decisions(&taken, "stack", "allowed"), 1);
     assert_eq!(decisions(&taken, "stack", "shadow_limited"), 2);
     assert_eq!(decisions(&taken, "stack", "limited"), 1);
+
+    // The handler's `RateLimitInfo` names the policy the fields name, never the one on
+    // trial, though it alone has nothing left.
+    let named = Router::new().route(
+        "/",
+        get(|info: RateLimitInfo| async move { info.policy().name().to_owned() }).layer(
+            RedisRateLimitLayer::stacked(
+                &coordination,
+                "named",
+                [
+                    RateLimitPolicy::new("minute", 3, Duration::from_secs(60)),
+                    RateLimitPolicy::new("trial", 1, Duration::from_secs(60)).shadow(),
+                ],
+            )
+            .expect("valid")
+            .key(KeyExtractor::global()),
+        ),
+    );
+    for _ in 0..2 {
+        let named_policy = body(call(&named).await).await;
+        assert!(
+            named_policy.contains("minute") && !named_policy.contains("trial"),
+            "{named_policy}"
+        );
+    }
 }

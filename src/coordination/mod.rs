@@ -173,8 +173,12 @@ impl Coordination {
     /// Whether the backend answers now: for a readiness probe, without matching on the
     /// backend. On Redis it connects if the handle has not yet (see
     /// [`RedisBackend::ready`]) and then asks the server's clock, so that a server that
-    /// accepts connections but does not answer (stopped, overloaded) fails as unavailable
-    /// within the handle's response timeout; in memory it is always ready.
+    /// accepts connections but does not answer (stopped, overloaded) fails as unavailable;
+    /// in memory it is always ready. On a connected handle that takes at most the response
+    /// timeout; one still connecting may first wait for its connection attempt (up to two
+    /// connection timeouts and three response timeouts: 5 s by default). A readiness probe
+    /// with a shorter timeout (Kubernetes' default is 1 s) should bound the call with
+    /// `tokio::time::timeout` and count running out as not ready.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

@@ -24,7 +24,9 @@ use crate::error::{Error, Result};
 /// Leadership ends when the session does, or when another term leads while the session
 /// lives (a failover that lost this leader's promotion, the election's keys lost):
 /// [`ownership`](Self::ownership) fires for either. For the session, when a keep-alive finds
-/// it gone or its local estimate runs out, before the server lets another candidate lead;
+/// it gone or its local estimate runs out, before the server lets another candidate lead
+/// (as long as the primary's clock does not step forward and no failover loses a
+/// keep-alive; the deposition below covers what such a failover leaves);
 /// for a deposition ([`LossReason::Deposed`](crate::coordination::ownership::LossReason)),
 /// as soon as the leader key names another term or nobody: at once where the server tracks
 /// keys, within [`DEPOSITION_POLL`](super::DEPOSITION_POLL) elsewhere. The term fences what
@@ -169,7 +171,7 @@ impl Leadership {
             })
             .await?;
         if let Some(withdraw) = self.withdraw.take() {
-            withdraw.disarm();
+            withdraw.resigned();
         }
         Ok(led)
     }

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
+use tokio::time::Instant;
 
 use super::names::ElectionNames;
 use crate::backend::redis::Deadline;
@@ -43,9 +44,15 @@ impl Withdraw {
         *self.deadline.lock().unwrap_or_else(|e| e.into_inner()) = deadline;
     }
 
-    /// The candidate left, or leads with a handle that will: nothing to do.
-    pub(super) fn disarm(mut self) {
-        self.armed = false;
+    /// The candidate left by a resign that was answered: nothing to do, unless a campaign
+    /// step may still be on its way (one sent again when its first copy's answer was lost,
+    /// whose first copy could still land before its deadline and enter the candidate
+    /// anew). Then it stays armed, and withdraws the candidate again once that deadline has
+    /// passed.
+    pub(super) fn resigned(mut self) {
+        let deadline = *self.deadline.lock().unwrap_or_else(|e| e.into_inner());
+        let in_flight = deadline.is_some_and(|deadline| Instant::now() < deadline.passed_at);
+        self.armed = in_flight;
     }
 }
 

@@ -124,7 +124,10 @@ impl ByOwner {
     /// another holder's (nothing changed). A quorum lease is renewed on every node and
     /// counts as renewed when a quorum renewed it (a node's error counts as a no);
     /// otherwise it ends: `Ok(false)`, and the token is removed in the background from the
-    /// nodes that did renew it, as its handle does.
+    /// nodes that did renew it, as its handle does. `Ok(true)` does not say whether a node
+    /// left the renewal unanswered (it may still land there, at any time): with a quorum
+    /// lease, count on no more than the shortest expiry renewed by owner since, as a
+    /// handle counts on its own.
     ///
     /// An expiry under a millisecond or over about 34 years (or, for a quorum lease, too
     /// short for its nodes' timeouts) fails with

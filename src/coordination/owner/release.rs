@@ -152,9 +152,10 @@ fn abandon<T: HoldingKeys>(
 ) {
     keys.abandoned().add(T::PRIMITIVE, why, cause);
     // The keys may carry a client's name (a lease named from a request, a client key's
-    // permit): at `DEBUG` only, the token says which holding it was.
+    // permit): at `DEBUG` only. The token is a credential while the holding lives: its
+    // first eight digits say which holding it was.
     tracing::warn!(
-        token,
+        token = token.get(..8).unwrap_or(token),
         %why,
         %reason,
         "gave up releasing a {}: {}",

@@ -99,7 +99,10 @@ impl Session {
     }
 
     /// Attaches `name` to the lease with `value` only if no other live lease holds it: the
-    /// step that makes a name (a job, a role) this lease's alone while it lives.
+    /// step that makes a name (a job, a role) this lease's alone while it lives, against
+    /// every other claim. A plain [`put`](Self::put) of the name by another lease still
+    /// moves it there (and this lease's next keep-alive drops it): where names are owned,
+    /// every process takes them with `claim`.
     /// [`Claim::Claimed`] when it is this lease's now (also when it already was: claiming
     /// again is safe); [`Claim::Taken`] when another live lease holds it; and
     /// [`Claim::NotHeld`], nothing written, as [`put`](Self::put) answers `false`. Bounds
@@ -107,10 +110,9 @@ impl Session {
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: dropped after it was sent, the claim may or may not apply; claiming
-    /// again settles it. A claim whose answer is lost on the way (a failover, a connection
-    /// cut) is sent again within the backend's `transient_retry` (a delivery that finds the
-    /// name its own claims it), so a failover costs latency.
+    /// Not cancel safe: dropped after it was sent, the claim may or may not apply (it is
+    /// never sent again: a copy landing after a later step of this lease would undo it);
+    /// claiming again settles it.
     pub async fn claim(
         &mut self,
         name: impl AsRef<[u8]>,

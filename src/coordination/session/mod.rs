@@ -2,8 +2,11 @@
 //! `concurrency.Session`. A lease is granted with a time to live; keys put with it live
 //! exactly as long as it does; one keep-alive extends it and every key attached to it in
 //! one step; revoking it, or letting it expire, removes them all, with no cleanup worker.
-//! The patterns built on it: a worker owns a job while its lease lives (a key marks it);
-//! the live instances of a service are the keys of their leases (presence).
+//! The patterns built on it: a worker owns a job while its lease lives (a key marks it,
+//! taken with `claim`); the live instances of a service are the keys of their leases
+//! (presence). A claim keeps a name from other claims, not from a plain `put`, which moves
+//! the name to its own lease whoever holds it: where names are owned, take them with
+//! `claim` only.
 //!
 //! ```
 //! use std::time::Duration;
@@ -56,7 +59,7 @@
 //! |---|---|---|---|
 //! | grant | fails, nothing granted | fails, nothing granted | sent again under the same id within the retry bound; else fails, and the lease is revoked once the grant's deadline has passed |
 //! | put | fails, nothing written | fails (`CapacityExceeded` at the bound), nothing written | fails; never sent again; put again to settle |
-//! | claim, delete | fails, nothing written | fails, nothing written | sent again within the retry bound (a claim that finds the name its own claims it; a delete that finds nothing says so); else fails; claim or delete again to settle |
+//! | claim, delete | fails, nothing written | fails, nothing written | fails; never sent again (a copy landing after a later step of the lease would undo it); claim or delete again to settle |
 //! | keep-alive | the handle keeps its estimate; a managed one retries while the estimate lasts, and its signal fires when it runs out, even with no server to ask | as unavailable | the handle keeps what both outcomes guarantee |
 //! | revoke | tried once more, bounded; else the handle is uncertain and revokes again (or in the background when dropped) | fails, the handle as before | as unavailable |
 //!
@@ -203,15 +206,9 @@ async fn put_on(
         max_keys: MAX_KEYS_PER_SESSION,
         only_if_free,
     };
-    // A claim counts once however often it is delivered (a delivery that finds the name
-    // its own claims it again, with the same value): one lost on the way (a failover, a
-    // connection cut) is sent again. A put is not: a copy landing after a later put of the
-    // same name would overwrite it.
-    let reply = if only_if_free {
-        keys.backend().run_idempotent(step).await?
-    } else {
-        keys.backend().run(step).await?
-    };
+    // Never sent again: a first copy whose answer was lost may still land after a later
+    // step of this lease (a delete of the name, another put), and undo it.
+    let reply = keys.backend().run(step).await?;
     match reply {
         SessionPutReply::Put => Ok(Claim::Claimed),
         SessionPutReply::Taken => Ok(Claim::Taken),
@@ -227,10 +224,8 @@ async fn put_on(
 async fn delete_on(keys: &SpaceNames, id: &str, name: &[u8]) -> Result<bool> {
     check_name(name)?;
     let names = keys.names_of(id);
-    // A delete counts once however often it is delivered: one lost on the way is sent
-    // again (a second delivery finds nothing, and says so).
     keys.backend()
-        .run_idempotent(SessionDeleteStep {
+        .run(SessionDeleteStep {
             lease: keys.lease(id, &names),
             name,
         })

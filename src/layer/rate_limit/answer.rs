@@ -354,7 +354,10 @@ fn insert_fields(
 /// The binding policy among the enforced ones (shadow policies are not shown to clients):
 /// the fewest permits left, and on a tie the longest reset; the decision's own binding
 /// policy when every one is a shadow.
-fn enforced_binding(policies: &[RateLimitPolicy], decision: &RateLimitDecision) -> usize {
+pub(super) fn enforced_binding(
+    policies: &[RateLimitPolicy],
+    decision: &RateLimitDecision,
+) -> usize {
     decision
         .binding_among(|index| {
             policies

@@ -64,11 +64,12 @@ impl RateLimitInfo {
     }
 
     /// The binding policy: for a single-policy limiter its policy, for a stacked one the
-    /// policy with the fewest permits left (see [`RateLimitDecision`]).
+    /// enforced policy with the fewest permits left (see [`RateLimitDecision`]): the one the
+    /// answer's fields and problem body name, never a shadow policy unless every one is.
     pub fn policy(&self) -> &RateLimitPolicy {
         let policies = self.policies.as_slice();
         policies
-            .get(self.decision.binding())
+            .get(super::answer::enforced_binding(policies, &self.decision))
             .unwrap_or(&policies[0])
     }
 

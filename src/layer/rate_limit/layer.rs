@@ -25,6 +25,9 @@ use crate::layer::responses::Responses;
 /// Default bound on the wait for a decision.
 pub const DEFAULT_DECISION_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// The shortest secret [`RedisRateLimitLayer::partition_keys_in_fields`] takes.
+const MIN_PARTITION_SECRET_LEN: usize = 16;
+
 /// Applies a rate limit to every request of the wrapped service, deciding in the backend
 /// (Redis, shared by every replica) with one atomic step per request.
 ///
@@ -362,21 +365,33 @@ impl RedisRateLimitLayer {
     /// trying every address). Give every replica the same secret, so that a client sees one
     /// tag; changing it changes every tag. Default: no `pk`.
     ///
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a
+    /// secret under 16 bytes: with none, or a short one, the tag of an IPv4 address could be
+    /// reversed by trying every address.
+    ///
     /// ```
     /// use std::time::Duration;
     /// use leasehold::Coordination;
     /// use leasehold::layer::rate_limit::RedisRateLimitLayer;
     ///
     /// # fn main() -> leasehold::Result<()> {
-    /// let secret = std::env::var("PARTITION_KEY_SECRET").unwrap_or_default();
+    /// let secret = std::env::var("PARTITION_KEY_SECRET")
+    ///     .unwrap_or_else(|_| "at least sixteen bytes, the same in every replica".to_owned());
     /// let layer = RedisRateLimitLayer::fixed_window(&Coordination::memory(), "api", 100, Duration::from_secs(60))?
-    ///     .partition_keys_in_fields(secret.as_bytes());
+    ///     .partition_keys_in_fields(secret.as_bytes())?;
     /// # let _ = layer;
     /// # Ok(()) }
     /// ```
-    pub fn partition_keys_in_fields(mut self, secret: impl AsRef<[u8]>) -> Self {
-        self.config_mut().partition = Some(super::partition::PartitionKeys::new(secret.as_ref()));
-        self
+    pub fn partition_keys_in_fields(mut self, secret: impl AsRef<[u8]>) -> crate::Result<Self> {
+        let secret = secret.as_ref();
+        if secret.len() < MIN_PARTITION_SECRET_LEN {
+            return Err(crate::Error::invalid_argument(format!(
+                "a partition-key secret is at least {MIN_PARTITION_SECRET_LEN} bytes, not {}",
+                secret.len()
+            )));
+        }
+        self.config_mut().partition = Some(super::partition::PartitionKeys::new(secret));
+        Ok(self)
     }
 
     /// Whether responses also carry the legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining`
