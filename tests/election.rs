@@ -160,13 +160,7 @@ async fn dead_candidates_behind_a_live_leader_are_swept(target: Target) {
 #[tokio::test]
 async fn candidates_beyond_a_sweep_window_wait_quietly() {
     let server = support::Server::start(ServerKind::Redis7, &[]);
-    let coordination: Coordination =
-        leasehold::backend::redis::RedisBackend::standalone(server.url())
-            .key_prefix(support::unique_prefix("election-quiet"))
-            .connect()
-            .await
-            .expect("connect")
-            .into();
+    let coordination = support::connect(server.url(), "election-quiet").await;
     let sessions = Sessions::named(&coordination, "nodes");
     let election = Election::named(&sessions, "primary");
     let lease = Duration::from_secs(60);
@@ -338,13 +332,7 @@ async fn a_cancelled_campaign_withdraws_its_candidate() {
 #[tokio::test]
 async fn out_of_memory_lets_a_leader_resign_and_the_waiting_candidate_lead() {
     let server = support::Server::start(ServerKind::Redis7, &[]);
-    let coordination: Coordination =
-        leasehold::backend::redis::RedisBackend::standalone(server.url())
-            .key_prefix(support::unique_prefix("election-oom"))
-            .connect()
-            .await
-            .expect("connect")
-            .into();
+    let coordination = support::connect(server.url(), "election-oom").await;
     let sessions = Sessions::named(&coordination, "nodes");
     let election = Election::named(&sessions, "primary");
     let lease = Duration::from_secs(30);

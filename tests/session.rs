@@ -224,13 +224,7 @@ async fn attached_keys_are_gone_within_50_ms_of_their_lease(target: Target) {
 #[tokio::test]
 async fn edges_of_the_bound_and_of_memory() {
     let server = support::Server::start(ServerKind::Redis7, &[]);
-    let coordination: Coordination =
-        leasehold::backend::redis::RedisBackend::standalone(server.url())
-            .key_prefix(support::unique_prefix("session-edges"))
-            .connect()
-            .await
-            .expect("connect")
-            .into();
+    let coordination = support::connect(server.url(), "session-edges").await;
     let space = Sessions::named(&coordination, "edges");
     let mut first = space.grant(MINUTE).await.expect("grant");
     let mut second = space.grant(MINUTE).await.expect("grant");
@@ -288,13 +282,7 @@ async fn edges_of_the_bound_and_of_memory() {
 #[tokio::test]
 async fn a_keep_alive_extends_every_key_in_one_command() {
     let server = support::Server::start(ServerKind::Redis7, &[]);
-    let coordination: Coordination =
-        leasehold::backend::redis::RedisBackend::standalone(server.url())
-            .key_prefix(support::unique_prefix("session-one-step"))
-            .connect()
-            .await
-            .expect("connect")
-            .into();
+    let coordination = support::connect(server.url(), "session-one-step").await;
     let space = Sessions::named(&coordination, "one-step");
     let lease = Duration::from_millis(500);
     let mut session = space.grant(MINUTE).await.expect("grant");

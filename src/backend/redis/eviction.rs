@@ -5,8 +5,6 @@
 
 use std::sync::atomic::Ordering;
 
-use redis::Cmd;
-
 use super::RedisBackend;
 use crate::error::Result;
 
@@ -44,20 +42,11 @@ impl RedisBackend {
     }
 
     async fn evicts(&self) -> Result<Option<String>> {
-        let setting = async |name: &str| -> Result<String> {
-            let mut cmd = Cmd::new();
-            cmd.arg("CONFIG").arg("GET").arg(name);
-            let reply: Vec<String> = self.query(&cmd).await?;
-            Ok(match reply.as_slice() {
-                [key, value] if key == name => value.clone(),
-                _ => String::new(),
-            })
-        };
-        let maxmemory = setting("maxmemory").await?;
+        let maxmemory = self.config_setting("maxmemory").await?;
         if maxmemory.trim().is_empty() || maxmemory.trim() == "0" {
             return Ok(None);
         }
-        let policy = setting("maxmemory-policy").await?;
+        let policy = self.config_setting("maxmemory-policy").await?;
         Ok((!policy.is_empty() && policy != "noeviction").then_some(policy))
     }
 }

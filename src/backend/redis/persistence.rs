@@ -58,20 +58,22 @@ impl RedisBackend {
         });
     }
 
-    /// Whether the server has neither RDB snapshots nor an AOF. One setting per `CONFIG GET`,
-    /// as Redis 6.2 takes.
+    /// Whether the server has neither RDB snapshots nor an AOF.
     async fn keeps_nothing(&self) -> Result<bool> {
-        let setting = async |name: &str| -> Result<String> {
-            let mut cmd = Cmd::new();
-            cmd.arg("CONFIG").arg("GET").arg(name);
-            let reply: Vec<String> = self.query(&cmd).await?;
-            Ok(match reply.as_slice() {
-                [key, value] if key == name => value.clone(),
-                _ => String::new(),
-            })
-        };
-        let snapshots = setting("save").await?;
-        let append_only = setting("appendonly").await?;
+        let snapshots = self.config_setting("save").await?;
+        let append_only = self.config_setting("appendonly").await?;
         Ok(snapshots.trim().is_empty() && append_only == "no")
+    }
+
+    /// The server's setting `name` (`CONFIG GET`, one setting per call, as Redis 6.2
+    /// takes); empty when the reply is not that one setting.
+    pub(super) async fn config_setting(&self, name: &str) -> Result<String> {
+        let mut cmd = Cmd::new();
+        cmd.arg("CONFIG").arg("GET").arg(name);
+        let reply: Vec<String> = self.query(&cmd).await?;
+        Ok(match reply.as_slice() {
+            [key, value] if key == name => value.clone(),
+            _ => String::new(),
+        })
     }
 }
