@@ -159,13 +159,14 @@ async fn the_limits_answer_with_their_fields_and_one_json_convention() {
 
     // API keys are stored as digests; client keys are the address behind the trusted
     // proxy: the rightmost address not trusted, whatever the client wrote further left.
-    let _ = get(
+    let reply = get(
         &client,
         addr,
         "/",
         &[("x-forwarded-for", "198.51.100.9, 203.0.113.3")],
     )
     .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", text(&reply));
     let keys: Vec<String> = server.cmd(&["KEYS", "api-service:*"]);
     assert!(
         keys.iter()

@@ -175,9 +175,6 @@ scenario!(a_return_gives_back_exactly_what_was_held_after_rejections);
 /// `INCREX`) take nothing from a return: the permits given back are the ones the window has
 /// left, exactly.
 async fn a_return_gives_back_exactly_what_was_held_after_rejections(target: Target) {
-    if !returns(target) {
-        return;
-    }
     let coordination = target.coordination("hot-rejections").await;
     let plain = FixedWindow::new(&coordination, "hot", 40, MINUTE).expect("valid");
     let limiter = tiered(&coordination, 40, MINUTE, 4);
@@ -197,6 +194,13 @@ async fn a_return_gives_back_exactly_what_was_held_after_rejections(target: Targ
             target.raw(&[b"GET", &key]),
             redis::Value::BulkString(b"43".to_vec())
         );
+    }
+    if !returns(target) {
+        // Redis 6.2 cannot name a window (no `PEXPIRETIME`): nothing is given back, and the
+        // reserved permits lapse with their window.
+        assert_eq!(limiter.return_reserved().await.expect("return"), 0);
+        assert_eq!(left_in_window(&coordination, 40, b"k").await, 0);
+        return;
     }
     assert_eq!(limiter.return_reserved().await.expect("return"), 4);
     assert_eq!(left_in_window(&coordination, 40, b"k").await, 4);

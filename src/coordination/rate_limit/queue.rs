@@ -38,10 +38,41 @@ pub(crate) struct WaitQueue {
 #[derive(Debug, Default)]
 struct State {
     /// Per key, the front is the next to be served.
-    lines: HashMap<Vec<u8>, VecDeque<Waiter>>,
+    lines: HashMap<Vec<u8>, Line>,
     queued_permits: u64,
     next_id: u64,
     closed: bool,
+}
+
+/// One key's waiters, with the permits they hold in all: kept as they come and go, so that
+/// making room never sums a line again.
+#[derive(Debug, Default)]
+struct Line {
+    waiters: VecDeque<Waiter>,
+    permits: u64,
+}
+
+impl Line {
+    fn push(&mut self, waiter: Waiter, order: QueueOrder) {
+        self.permits += waiter.permits;
+        match order {
+            QueueOrder::OldestFirst => self.waiters.push_back(waiter),
+            QueueOrder::NewestFirst => self.waiters.push_front(waiter),
+        }
+    }
+
+    /// Takes its last to be served off.
+    fn pop_back(&mut self) -> Option<Waiter> {
+        let waiter = self.waiters.pop_back()?;
+        self.permits -= waiter.permits;
+        Some(waiter)
+    }
+
+    fn remove(&mut self, position: usize) -> Option<Waiter> {
+        let waiter = self.waiters.remove(position)?;
+        self.permits -= waiter.permits;
+        Some(waiter)
+    }
 }
 
 #[derive(Debug)]
@@ -118,11 +149,11 @@ impl WaitQueue {
             permits,
             wake: wake.clone(),
         };
-        let line = state.lines.entry(key.to_vec()).or_default();
-        match self.order {
-            QueueOrder::OldestFirst => line.push_back(waiter),
-            QueueOrder::NewestFirst => line.push_front(waiter),
-        }
+        state
+            .lines
+            .entry(key.to_vec())
+            .or_default()
+            .push(waiter, self.order);
         state.queued_permits += permits;
         crate::telemetry::queued_permits(&self.policy, state.queued_permits);
         Some(Ticket {
@@ -137,7 +168,7 @@ impl WaitQueue {
     pub(crate) fn close(&self) {
         let mut state = self.lock();
         state.closed = true;
-        for waiter in state.lines.values().flatten() {
+        for waiter in state.lines.values().flat_map(|line| &line.waiters) {
             waiter.wake.notify_one();
         }
     }
@@ -152,10 +183,7 @@ impl WaitQueue {
 
 /// The permits `key`'s line holds.
 fn line_permits(state: &State, key: &[u8]) -> u64 {
-    state
-        .lines
-        .get(key)
-        .map_or(0, |line| line.iter().map(|waiter| waiter.permits).sum())
+    state.lines.get(key).map_or(0, |line| line.permits)
 }
 
 /// Takes waiters off the back of the largest line other than `key`'s (its last to be served:
@@ -167,7 +195,7 @@ fn push_back_the_largest(state: &mut State, key: &[u8], half: u64, room: u64) {
             .lines
             .iter()
             .filter(|(other, _)| other.as_slice() != key)
-            .map(|(other, line)| (line.iter().map(|w| w.permits).sum::<u64>(), other))
+            .map(|(other, line)| (line.permits, other))
             .filter(|(held, _)| *held > half)
             .max()
             .map(|(_, other)| other.clone())
@@ -194,7 +222,7 @@ fn evict_back(state: &mut State, key: &[u8]) {
         state.queued_permits -= evicted.permits;
         evicted.wake.notify_one();
     }
-    if line.is_empty() {
+    if line.waiters.is_empty() {
         state.lines.remove(key);
     }
 }
@@ -207,7 +235,7 @@ fn evict_oldest(state: &mut State, room: u64) {
         let Some(key) = state
             .lines
             .iter()
-            .filter_map(|(key, line)| line.back().map(|w| (w.id, key)))
+            .filter_map(|(key, line)| line.waiters.back().map(|w| (w.id, key)))
             .min()
             .map(|(_, key)| key.clone())
         else {
@@ -220,7 +248,7 @@ fn evict_oldest(state: &mut State, room: u64) {
             state.queued_permits -= evicted.permits;
             evicted.wake.notify_one();
         }
-        if line.is_empty() {
+        if line.waiters.is_empty() {
             state.lines.remove(&key);
         }
     }
@@ -245,7 +273,7 @@ impl Ticket<'_> {
         let Some(line) = state.lines.get(&self.key) else {
             return Role::Evicted;
         };
-        match line.iter().position(|w| w.id == self.id) {
+        match line.waiters.iter().position(|w| w.id == self.id) {
             Some(0) => Role::Head,
             Some(_) => Role::Behind,
             None => Role::Evicted,
@@ -265,18 +293,18 @@ impl Drop for Ticket<'_> {
         let Some(line) = state.lines.get_mut(&self.key) else {
             return;
         };
-        let Some(position) = line.iter().position(|w| w.id == self.id) else {
+        let Some(position) = line.waiters.iter().position(|w| w.id == self.id) else {
             return;
         };
         let Some(waiter) = line.remove(position) else {
             return;
         };
         if position == 0
-            && let Some(next) = line.front()
+            && let Some(next) = line.waiters.front()
         {
             next.wake.notify_one();
         }
-        if line.is_empty() {
+        if line.waiters.is_empty() {
             state.lines.remove(&self.key);
         }
         state.queued_permits -= waiter.permits;
@@ -287,6 +315,44 @@ impl Drop for Ticket<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every line's kept sum is its waiters' permits, and the queue's is the lines'.
+    fn sums_agree(queue: &WaitQueue) {
+        let state = queue.lock();
+        let mut all = 0;
+        for line in state.lines.values() {
+            let summed: u64 = line.waiters.iter().map(|waiter| waiter.permits).sum();
+            assert_eq!(line.permits, summed);
+            all += summed;
+        }
+        assert_eq!(state.queued_permits, all);
+    }
+
+    #[test]
+    fn the_kept_sums_follow_every_arrival_departure_and_eviction() {
+        for order in [QueueOrder::OldestFirst, QueueOrder::NewestFirst] {
+            let queue = WaitQueue::new(8, order, "q");
+            let mut held = Vec::new();
+            for (key, permits) in [
+                (b"a", 3),
+                (b"a", 2),
+                (b"b", 1),
+                (b"a", 2),
+                (b"c", 2),
+                (b"b", 3),
+            ] {
+                if let Some(ticket) = queue.enqueue(key, permits) {
+                    held.push(ticket);
+                }
+                sums_agree(&queue);
+            }
+            while let Some(ticket) = held.pop() {
+                drop(ticket);
+                sums_agree(&queue);
+            }
+            assert!(queue.lock().lines.is_empty());
+        }
+    }
 
     #[test]
     fn oldest_first_serves_in_arrival_order_and_refuses_overflow() {
