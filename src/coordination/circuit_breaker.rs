@@ -229,14 +229,22 @@ impl Breaker {
     pub(crate) fn admit(self: &Arc<Self>) -> Option<Admission> {
         // Closed with nothing counted: admitted without the lock. One that opens meanwhile
         // admitted this acquisition just before, which it may.
-        if self.clean.load(Ordering::Acquire) {
-            return Some(Admission {
-                breaker: self.clone(),
-                probe: None,
-                answers: self.backend.answers(),
-                settled: false,
-            });
-        }
+        let probe = if self.clean.load(Ordering::Acquire) {
+            None
+        } else {
+            self.probe_slot()?
+        };
+        Some(Admission {
+            breaker: self.clone(),
+            probe,
+            answers: self.backend.answers(),
+            settled: false,
+        })
+    }
+
+    /// Under the lock, the half-open round an admission probes in (`Some(None)`: admitted
+    /// while closed), or `None` while the circuit is open or every probe slot is taken.
+    fn probe_slot(&self) -> Option<Option<u64>> {
         let mut state = self.lock();
         let probe = match &mut *state {
             State::Closed { .. } => None,
@@ -262,12 +270,7 @@ impl Breaker {
                 Some(*round)
             }
         };
-        Some(Admission {
-            breaker: self.clone(),
-            probe,
-            answers: self.backend.answers(),
-            settled: false,
-        })
+        Some(probe)
     }
 
     fn open(&self, state: &mut State) {

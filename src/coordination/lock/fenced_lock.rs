@@ -476,7 +476,7 @@ impl LockKeys {
         let message = format!("the replicas did not confirm the acquisition ({what}: {short})");
         let released = release_bounded(self, token).await;
         // The lock's name may be a client's (a lease named from a request): at `DEBUG`.
-        tracing::warn!(token = token.get(..8).unwrap_or(token), %message, released = released.is_ok(), "a durable acquisition was not confirmed; its lease is released");
+        tracing::warn!(token = crate::coordination::owner::shown_token(token), %message, released = released.is_ok(), "a durable acquisition was not confirmed; its lease is released");
         tracing::debug!(keys = %self, token, "the keys of the unconfirmed acquisition");
         match released {
             Ok(_) => Error::new(

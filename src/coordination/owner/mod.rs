@@ -33,7 +33,7 @@ pub(crate) use release::{
     worth_retrying,
 };
 pub use token::OwnerToken;
-pub(crate) use token::new_token;
+pub(crate) use token::{new_token, shown as shown_token};
 pub(crate) use wait::acquire_waiting;
 
 #[cfg(test)]

@@ -155,7 +155,7 @@ fn abandon<T: HoldingKeys>(
     // permit): at `DEBUG` only. The token is a credential while the holding lives: its
     // first eight digits say which holding it was.
     tracing::warn!(
-        token = token.get(..8).unwrap_or(token),
+        token = super::shown_token(token),
         %why,
         %reason,
         "gave up releasing a {}: {}",

@@ -106,6 +106,12 @@ impl fmt::Display for OwnerToken {
 }
 
 /// Not the token itself, which is a credential: its first four digits.
+/// The first digits of an owner token, enough to tell holdings apart in a log line: the
+/// whole token is a credential while its holding lives.
+pub(crate) fn shown(token: &str) -> &str {
+    token.get(..8).unwrap_or(token)
+}
+
 impl fmt::Debug for OwnerToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "OwnerToken({}…)", self.0.get(..4).unwrap_or_default())

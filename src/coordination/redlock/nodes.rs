@@ -276,13 +276,11 @@ pub(crate) fn release_everywhere(keys: &GroupKeys, token: &str) {
 /// same nodes, in the same order, finds them from the group's token.
 pub(crate) fn node_token(token: &str, index: usize) -> String {
     let split = token.len().saturating_sub(2);
-    match (token.get(..split), token.get(split..)) {
-        (Some(head), Some(tail)) => match u8::from_str_radix(tail, 16) {
-            // Groups are small: more than 256 nodes would wrap, not collide the first 256.
-            #[allow(clippy::cast_possible_truncation)]
-            Ok(last) => format!("{head}{:02x}", last ^ (index as u8)),
-            Err(_) => format!("{token}:{index}"),
-        },
+    let last = token.get(split..).map(|tail| u8::from_str_radix(tail, 16));
+    match (token.get(..split), last) {
+        // Groups are small: more than 256 nodes would wrap, not collide the first 256.
+        #[allow(clippy::cast_possible_truncation)]
+        (Some(head), Some(Ok(last))) => format!("{head}{:02x}", last ^ (index as u8)),
         _ => format!("{token}:{index}"),
     }
 }
