@@ -485,11 +485,14 @@ async fn claim_turn(
     // A grant costs latency, not errors (it is sent again when lost). A claim whose answer
     // is lost is never sent again: it fails uncertain (or unavailable), and the worker
     // claims again, as documented; any other error fails the turn.
+    // A grant answered after its 2 s lease ran out fails `Timeout` (the lease revoked), a
+    // documented answer to the failover's latency: the worker asks again.
     'session: loop {
-        let mut session = jobs
-            .grant(Duration::from_secs(2))
-            .await
-            .map_err(|err| format!("grant: {err}"))?;
+        let mut session = match jobs.grant(Duration::from_secs(2)).await {
+            Ok(session) => session,
+            Err(err) if err.kind() == ErrorKind::Timeout => continue,
+            Err(err) => return Err(format!("grant: {err}")),
+        };
         loop {
             match session.claim("job", "mine").await {
                 Ok(Claim::Claimed) => break,
