@@ -45,7 +45,7 @@ STEP_SECONDS="${STEP_SECONDS:-3}"
 REDIS_SERVER="${LEASEHOLD_REDIS7_SERVER:-/usr/bin/redis-server}"
 ALL_MODES=(bare governor-allowed governor-headers-allowed governor-rejected memory-allowed
     memory-rejected floor fixed-window floor-sliding sliding-window floor-token token-bucket
-    floor-gcra gcra peer-gcra floor-stacked stacked deny hot-key)
+    floor-gcra gcra peer-gcra floor-stacked stacked deny hot-key deny-one deny-distinct)
 read -ra MODES <<<"${MODES:-${ALL_MODES[*]}}"
 
 work="$(mktemp -d /tmp/leasehold-instructions.XXXXXX)"
@@ -103,15 +103,24 @@ last_dump() { # out
 
 uses_redis() {
     case "$1" in
-        bare | governor-* | memory-*) return 1 ;;
+        bare | governor-* | memory-* | deny-one | deny-distinct) return 1 ;;
         *) return 0 ;;
     esac
 }
 
 rejects() {
     case "$1" in
-        governor-rejected | memory-rejected | deny) return 0 ;;
+        governor-rejected | memory-rejected | deny | deny-one | deny-distinct) return 0 ;;
         *) return 1 ;;
+    esac
+}
+
+# The wrk arguments of a mode: a script naming the client of each request for the deny-*
+# modes, nothing for the others.
+wrk_script() { # mode
+    case "$1" in
+        deny-one) echo "-s bench/peers/one-client.lua" ;;
+        deny-distinct) echo "-s bench/peers/distinct-clients.lua" ;;
     esac
 }
 
@@ -135,13 +144,16 @@ run() {
         >"$work/app-$mode.log" 2>&1 &
     app_pid=$!
     pids+=("$app_pid")
-    # Under valgrind the server takes seconds to start: wait up to a minute.
-    wait_alive "$app_pid" "$work/app-$mode.log" 600 curl -s -o /dev/null "http://127.0.0.1:$port/"
-    wrk -t1 -c8 -d1s "http://127.0.0.1:$port/" >/dev/null
+    # Under valgrind the server takes seconds to start (the deny-* modes minutes: they
+    # reject 100,000 clients first): wait up to five minutes.
+    wait_alive "$app_pid" "$work/app-$mode.log" 3000 curl -s -o /dev/null "http://127.0.0.1:$port/"
+    local script
+    read -ra script <<<"$(wrk_script "$mode")"
+    wrk -t1 -c8 -d1s "${script[@]}" "http://127.0.0.1:$port/" >/dev/null
 
     callgrind_control --zero "$app_pid" >/dev/null 2>&1
     if [[ -n "$redis_pid" ]]; then callgrind_control --zero "$redis_pid" >/dev/null 2>&1; fi
-    out="$(wrk -t1 -c8 -d"${DURATION}s" "http://127.0.0.1:$port/")"
+    out="$(wrk -t1 -c8 -d"${DURATION}s" "${script[@]}" "http://127.0.0.1:$port/")"
     callgrind_control --dump "$app_pid" >/dev/null 2>&1
     if [[ -n "$redis_pid" ]]; then callgrind_control --dump "$redis_pid" >/dev/null 2>&1; fi
 
@@ -298,6 +310,8 @@ label() {
         stacked) echo "Redis stacked layer (two fixed windows)" ;;
         deny) echo "deny cache: flood of one exhausted key (429s)" ;;
         hot-key) echo "hot-key tier: one hot key, batches of 1000" ;;
+        deny-one) echo "deny cache of 100k clients: flood of one (429s)" ;;
+        deny-distinct) echo "deny cache of 100k clients: each in turn (429s)" ;;
     esac
 }
 for mode in "${MODES[@]}"; do
@@ -345,6 +359,12 @@ if ran deny bare; then
     # The process alone: Redis's share here is its housekeeping over the run, which no
     # request of the flood causes.
     target "deny cache flood, process / bare route" "${app[deny]}" "${app[bare]}" 1.10
+fi
+if ran deny-distinct deny-one; then
+    # The same server and cache, only the clients the flood names differ: what a flood of
+    # distinct keys costs beyond one key's (a scan or a global lock would show here).
+    target "deny cache, 100k distinct clients / one client" \
+        "${app[deny-distinct]}" "${app[deny-one]}" 1.10
 fi
 if ran hot-key bare; then
     target "hot-key tier: process + Redis, amortised / bare route" \

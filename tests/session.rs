@@ -584,3 +584,56 @@ async fn a_server_that_evicts_keys_refuses_sessions_and_warns_lock_holders() {
         .expect("no maxmemory: nothing is evicted");
     session.revoke().await.expect("revoke");
 }
+
+/// A session's expiries key evicted (as a server that evicts despite the refusal above, or
+/// an operator's `DEL`, removes it) leaves names whose holder lives: a claim of one by
+/// another session, and a read, are refused as corrupt state rather than finding the name
+/// free, and the holder's
+/// keep-alive fails the same way (a managed session is then told it lost its lease when
+/// its estimate runs out), before it writes anything.
+#[tokio::test]
+async fn a_name_whose_expiry_was_evicted_is_neither_claimed_again_nor_kept_silently() {
+    let server = support::Server::start(ServerKind::Redis7, &[]);
+    let prefix = support::unique_prefix("session-evicted");
+    let coordination: Coordination =
+        leasehold::backend::redis::RedisBackend::standalone(server.url())
+            .key_prefix(&prefix)
+            .connect()
+            .await
+            .expect("connect")
+            .into();
+    let space = Sessions::named(&coordination, "jobs");
+    let mut first = space.grant(MINUTE).await.expect("grant");
+    assert_eq!(
+        first.claim("job:42", "a").await.expect("claim"),
+        Claim::Claimed
+    );
+    let expiries: Vec<Vec<u8>> = server
+        .keys(prefix.as_bytes())
+        .into_iter()
+        .filter(|key| key.ends_with(b":expiries"))
+        .collect();
+    assert_eq!(expiries.len(), 1, "one expiries key under {prefix}");
+    let _: u64 = redis::cmd("DEL")
+        .arg(&expiries[0])
+        .query(&mut server.connection())
+        .expect("DEL");
+
+    let mut second = space.grant(MINUTE).await.expect("grant");
+    let refused = second
+        .claim("job:42", "b")
+        .await
+        .expect_err("a live holder's name is not free");
+    assert_eq!(refused.kind(), ErrorKind::CorruptState, "{refused}");
+    let unreadable = space.get("job:42").await.expect_err("nor read as absent");
+    assert_eq!(unreadable.kind(), ErrorKind::CorruptState, "{unreadable}");
+    let told = first.keep_alive().await.expect_err("the holder is told");
+    assert_eq!(told.kind(), ErrorKind::CorruptState, "{told}");
+    assert_eq!(
+        server.cmd::<i64>(&["EXISTS", &String::from_utf8_lossy(&expiries[0])]),
+        0,
+        "nothing written before the refusal"
+    );
+    first.revoke().await.expect("revoke");
+    second.revoke().await.expect("revoke");
+}

@@ -15,8 +15,9 @@
 //! | `stacked` | leasehold's stacked layer over Redis: two fixed windows (a minute and an hour), every request granted |
 //! | `deny` | leasehold's fixed window on one exhausted key, with the deny cache: every answer a local 429 |
 //! | `hot-key` | leasehold's fixed window over Redis on one hot key, every request granted, with the hot-key tier: batches of up to 1000 permits reserved, spent in process |
+//! | `deny-one`, `deny-distinct` | leasehold's fixed window on the memory backend keyed by the `x-client` header, with a deny cache holding 100,000 exhausted clients (`0` to `99999`, rejected once each at start): the load sends one client (`deny-one`) or each in turn (`deny-distinct`, wrk's `bench/peers/distinct-clients.lua`); every answer a local 429 |
 //!
-//! The limited modes but `deny` and `hot-key` key on the peer's IP address, as users do. Arguments: `MODE PORT`;
+//! The limited modes but `deny`, `hot-key` and the two `deny-*` key on the peer's IP address, as users do. Arguments: `MODE PORT`;
 //! `REDIS_URL` for the Redis modes (default `redis://127.0.0.1:6379`).
 
 use std::net::SocketAddr;
@@ -27,6 +28,7 @@ use axum::extract::ConnectInfo;
 use axum::http::StatusCode;
 use axum::routing::get;
 use leasehold::Coordination;
+use leasehold::backend::memory::MemoryBackend;
 use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::rate_limit::{FixedWindow, HotKeys, RateLimitPolicy, Refill};
 use leasehold::layer::key::KeyExtractor;
@@ -103,6 +105,9 @@ const HOUR: Duration = Duration::from_secs(3600);
 /// 1 µs, the shortest leasehold takes) with a burst of a million, which no run uses up.
 const GCRA_RATE: u32 = 1_000_000;
 const GCRA_PERIOD: Duration = Duration::from_secs(1);
+
+/// The clients the `deny-*` modes hold in the deny cache.
+const DENIED_CLIENTS: usize = 100_000;
 
 /// The hot-key tier's largest batch: a Redis step per thousand requests at most.
 const HOT_KEY_BATCH: u64 = 1_000;
@@ -237,6 +242,30 @@ async fn main() -> Result<(), Error> {
             .deny_cache(1024);
             layer.limiter().try_acquire(b"global", 1).await?;
             layer.limiter().try_acquire(b"global", 1).await?;
+            route.layer(layer)
+        }
+        "deny-one" | "deny-distinct" => {
+            let backend = MemoryBackend::builder()
+                .max_keys(2 * DENIED_CLIENTS)
+                .build()?;
+            let coordination = Coordination::new(backend);
+            let layer = RedisRateLimitLayer::fixed_window(
+                &coordination,
+                "clients",
+                1,
+                Duration::from_secs(3600),
+            )?
+            .key(KeyExtractor::header_in_clear("x-client")?)
+            // Room to spare: the cache's shares are filled by a hash, not evenly.
+            .deny_cache(2 * DENIED_CLIENTS);
+            for client in 0..DENIED_CLIENTS {
+                let key = format!("hdr:x-client:{client}");
+                layer.limiter().try_acquire(key.as_bytes(), 1).await?;
+                let rejected = layer.limiter().try_acquire(key.as_bytes(), 1).await?;
+                if rejected.is_granted() {
+                    return Err(format!("client {client} was not exhausted").into());
+                }
+            }
             route.layer(layer)
         }
         "hot-key" => {

@@ -1,7 +1,9 @@
 //! Local memory of recent rejections, to answer a flood of a hot key without Redis.
 
 use std::cmp::Reverse;
+use std::collections::hash_map::RandomState;
 use std::collections::{BinaryHeap, HashMap};
+use std::hash::BuildHasher;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -11,15 +13,25 @@ use super::RateLimitDecision;
 
 /// Keys rejected with a known retry time, rejected locally until then.
 ///
-/// Bounded: at most `max_keys` entries. When full, the expired entries are taken from the top
-/// of a min-heap of their expiries (O(log n) each, never a scan of the cache, however many
-/// distinct keys flood it) and, if none expired, the new rejection is simply not cached:
-/// the cache is only a shortcut and the backend still decides.
+/// Bounded: at most `max_keys` entries, spread over [`SHARDS`] shards by a hash of the key,
+/// each bounded by its share (rounded down). When a shard is full, its expired entries are taken from the
+/// top of a min-heap of their expiries (O(log n) each, never a scan of the cache, however
+/// many distinct keys flood it) and, if none expired, the new rejection is simply not
+/// cached: the cache is only a shortcut and the backend still decides.
+///
+/// Sharded because every request of a layer asks it: with one lock, a flood answered from
+/// the cache on several cores would queue every decision behind one mutex.
 #[derive(Debug)]
 pub(crate) struct DenyCache {
-    max_keys: usize,
-    state: Mutex<State>,
+    max_keys_per_shard: usize,
+    hasher: RandomState,
+    shards: Box<[Mutex<State>]>,
 }
+
+/// How many locks share a cache's entries: enough that the cores of a large machine rarely
+/// meet on one, few enough that a small cache keeps room in each (a cache of fewer keys
+/// than this has fewer shards).
+const SHARDS: usize = 16;
 
 #[derive(Debug)]
 struct State {
@@ -41,12 +53,25 @@ struct Entry {
 
 impl DenyCache {
     pub(crate) fn new(max_keys: usize) -> Self {
+        Self::sharded(max_keys, SHARDS)
+    }
+
+    /// At most `max_keys` entries over at most `shards` shards, each with room for one at
+    /// least (the shares round down: never more than `max_keys` in all).
+    fn sharded(max_keys: usize, shards: usize) -> Self {
+        let max_keys = max_keys.max(1);
+        let shards = shards.clamp(1, max_keys);
         DenyCache {
-            max_keys,
-            state: Mutex::new(State {
-                entries: HashMap::new(),
-                expiries: BinaryHeap::new(),
-            }),
+            max_keys_per_shard: max_keys / shards,
+            hasher: RandomState::new(),
+            shards: (0..shards)
+                .map(|_| {
+                    Mutex::new(State {
+                        entries: HashMap::new(),
+                        expiries: BinaryHeap::new(),
+                    })
+                })
+                .collect(),
         }
     }
 
@@ -54,7 +79,7 @@ impl DenyCache {
     /// retry time has not come yet; the times in it are brought up to date.
     pub(crate) fn check(&self, key: &[u8], permits: u64) -> Option<RateLimitDecision> {
         let now = Instant::now();
-        let mut state = self.lock();
+        let mut state = self.lock(key);
         let entry = state.entries.get(key)?;
         if now >= entry.until {
             state.entries.remove(key);
@@ -80,10 +105,10 @@ impl DenyCache {
         };
         let now = Instant::now();
         let until = crate::time::after(now, wait);
-        let mut state = self.lock();
-        if !state.entries.contains_key(key) && state.entries.len() >= self.max_keys {
+        let mut state = self.lock(key);
+        if !state.entries.contains_key(key) && state.entries.len() >= self.max_keys_per_shard {
             state.reclaim(now);
-            if state.entries.len() >= self.max_keys {
+            if state.entries.len() >= self.max_keys_per_shard {
                 return;
             }
         }
@@ -105,11 +130,22 @@ impl DenyCache {
         state.compact_if_sparse();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    /// The shard that holds `key`, locked.
+    fn lock(&self, key: &[u8]) -> std::sync::MutexGuard<'_, State> {
+        // The shard count is at most SHARDS: the hash's remainder fits a usize anywhere.
+        let shard = (self.hasher.hash_one(key) % self.shards.len() as u64) as usize;
         // Entries are plain values: a panic cannot leave one half-written.
-        self.state
+        self.shards[shard]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| shard.lock().map_or(0, |state| state.entries.len()))
+            .sum()
     }
 }
 
@@ -191,7 +227,7 @@ mod tests {
         for i in 0..10_000u32 {
             cache.remember(&i.to_be_bytes(), 1, &rejection(50));
             tokio::time::advance(Duration::from_millis(1)).await;
-            assert!(cache.lock().entries.len() <= 100);
+            assert!(cache.len() <= 100);
         }
         // Expired entries made room for recent ones.
         assert!(cache.check(&9_999u32.to_be_bytes(), 1).is_some());
@@ -202,7 +238,8 @@ mod tests {
     /// proportional to the entries.
     #[tokio::test(start_paused = true)]
     async fn expiries_come_off_the_heap_in_order_and_stay_proportional() {
-        let cache = DenyCache::new(3);
+        // One shard: which entries share one decides what a full one does.
+        let cache = DenyCache::sharded(3, 1);
         cache.remember(b"a", 1, &rejection(100));
         cache.remember(b"b", 1, &rejection(200));
         cache.remember(b"c", 1, &rejection(300));
@@ -220,7 +257,31 @@ mod tests {
         for _ in 0..1_000 {
             cache.remember(b"a", 1, &rejection(1_000));
         }
-        let state = cache.lock();
+        let state = cache.lock(b"a");
         assert!(state.expiries.len() <= 2 * state.entries.len() + 64);
+    }
+
+    /// A decision held up in one shard (a long remember, a preempted thread) holds up no
+    /// decision on a key of another: with one lock for the cache, this check would wait.
+    #[test]
+    fn a_key_of_another_shard_is_decided_while_one_is_locked() {
+        let cache = std::sync::Arc::new(DenyCache::new(1_000));
+        cache.remember(b"held", 1, &rejection(1_000));
+        let shard_of = |key: &[u8]| cache.hasher.hash_one(key) % cache.shards.len() as u64;
+        let other = (0u32..)
+            .map(|i| i.to_be_bytes())
+            .find(|key| shard_of(key) != shard_of(b"held"))
+            .expect("16 shards: a key of another one comes up");
+        cache.remember(&other, 1, &rejection(1_000));
+        let held = cache.lock(b"held");
+        let (answered, answer) = std::sync::mpsc::channel();
+        let checker = std::sync::Arc::clone(&cache);
+        let thread = std::thread::spawn(move || {
+            let _ = answered.send(checker.check(&other, 1).is_some());
+        });
+        let cached = answer.recv_timeout(Duration::from_secs(10));
+        drop(held);
+        let _ = thread.join();
+        assert_eq!(cached, Ok(true), "decided while another shard was locked");
     }
 }

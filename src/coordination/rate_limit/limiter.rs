@@ -106,6 +106,11 @@ impl RateLimiter {
     /// noticing permits that come back early (a window that another process resets, a
     /// smaller request that would fit is still sent). The new limiter has its own
     /// statistics.
+    ///
+    /// The keys are spread over up to 16 locks by a hash, each with an equal share of
+    /// `max_keys` (rounded down), so that decisions on several cores rarely wait for one
+    /// another. A rejection whose share is full of live entries is not remembered (the
+    /// backend keeps deciding for that key); expired entries make room without a scan.
     pub fn with_deny_cache(self, max_keys: usize) -> Self {
         let mut settings = self.inner.settings;
         settings.deny_cache = Some(max_keys.max(1));

@@ -34,6 +34,9 @@ local KINDS = {'zset', 'zset', 'hash', 'set'}
 local ROLES = {'the leases key', 'the expiries key', 'the attached keys key', 'the key set of a lease'}
 
 -- {'corrupt', ...} when a key holds another type than its role's.
+-- What a step says of a held name whose expiry is gone (see session_keep_alive.lua).
+local LOST_EXPIRY = 'a held name has lost its expiry (keys evicted?)'
+
 local function corrupt()
     for i = 1, #KEYS do
         local kind = redis.call('TYPE', KEYS[i])['ok']

@@ -9,7 +9,14 @@ if refused then
     return refused
 end
 local at = redis.call('ZSCORE', KEYS[2], ARGV[1])
-if not at or tonumber(at) <= now_ms() then
+if not at then
+    -- An entry without an expiry: its holder may live (see session_keep_alive.lua).
+    if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then
+        return {'corrupt', 2, LOST_EXPIRY}
+    end
+    return {'none'}
+end
+if tonumber(at) <= now_ms() then
     return {'none'}
 end
 local entry = redis.call('HGET', KEYS[3], ARGV[1])

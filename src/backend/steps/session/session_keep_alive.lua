@@ -6,7 +6,10 @@
 -- ARGV[2]  the lease in milliseconds (1 ..= 2^40)
 --
 -- Returns {'renewed'}, {'gone'} (no live lease under the id: nothing renewed), or
---         {'corrupt', i, what}.
+--         {'corrupt', i, what}: also when a name this lease holds has lost its expiry (its
+--         entry is the lease's, its score gone), which no step leaves behind and eviction
+--         of the expiries key does: the holder is told rather than renewed while another
+--         session could claim the name.
 local now = now_ms()
 local refused = corrupt()
 if refused then
@@ -15,20 +18,27 @@ end
 if not lease_expiry(ARGV[1], now) then
     return {'gone'}
 end
+-- The lease's own names, read before any write: one that lost its expiry is refused whole.
+local own, stale = {}, {}
+for _, name in ipairs(redis.call('SMEMBERS', KEYS[4])) do
+    local entry = redis.call('HGET', KEYS[3], name)
+    if entry and split(entry) == ARGV[1] then
+        if not redis.call('ZSCORE', KEYS[2], name) then
+            return {'corrupt', 2, LOST_EXPIRY}
+        end
+        own[#own + 1] = name
+    else
+        stale[#stale + 1] = name
+    end
+end
 -- A first write the server never refuses out of memory (a removal; the lease is live, so
 -- the set stays): the writes after it go through, and a keep-alive, which grows nothing,
 -- never costs its holder the lease.
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local at = digits(now + tonumber(ARGV[2]))
 redis.call('ZADD', KEYS[1], 'XX', at, ARGV[1])
-local stale = {}
-for _, name in ipairs(redis.call('SMEMBERS', KEYS[4])) do
-    local entry = redis.call('HGET', KEYS[3], name)
-    if entry and split(entry) == ARGV[1] then
-        redis.call('ZADD', KEYS[2], 'XX', at, name)
-    else
-        stale[#stale + 1] = name
-    end
+for _, name in ipairs(own) do
+    redis.call('ZADD', KEYS[2], 'XX', at, name)
 end
 redis.call('PEXPIREAT', KEYS[4], at)
 if #stale > 0 then

@@ -24,8 +24,15 @@ end
 if ARGV[5] == '1' then
     local entry = redis.call('HGET', KEYS[3], ARGV[2])
     local expiry = redis.call('ZSCORE', KEYS[2], ARGV[2])
-    if entry and split(entry) ~= ARGV[1] and expiry and tonumber(expiry) > now then
-        return {'taken'}
+    if entry and split(entry) ~= ARGV[1] then
+        -- An entry without an expiry is what eviction of the expiries key leaves: its
+        -- holder may be live, so the name is not free.
+        if not expiry then
+            return {'corrupt', 2, LOST_EXPIRY}
+        end
+        if tonumber(expiry) > now then
+            return {'taken'}
+        end
     end
 end
 -- The bound counts this lease's own names; a name is one of them when its entry is this
