@@ -769,3 +769,60 @@ async fn the_partition_key_is_an_opaque_tag_of_the_client_key() {
     assert_eq!(refused.status, 429);
     assert_eq!(pk(&refused), alice);
 }
+
+/// Two nested layers with the legacy fields: the outer one, which has more left, does not
+/// overwrite the inner one's fields, so the inner layer's 429 says `X-RateLimit-Remaining: 0`
+/// of its own limit; where the outer one binds, its fields are shown.
+#[tokio::test]
+async fn nested_layers_show_the_legacy_fields_of_the_limit_that_binds() {
+    use tower::ServiceExt;
+    let coordination = Coordination::memory();
+    let minute = Duration::from_secs(60);
+    let layer = |name: &str, limit: u64| {
+        RedisRateLimitLayer::fixed_window(&coordination, name, limit, minute)
+            .expect("valid")
+            .key(KeyExtractor::global())
+            .legacy_headers(true)
+    };
+    let router = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer("inner", 1))
+        .layer(layer("outer", 100));
+    let send = async || {
+        router
+            .clone()
+            .oneshot(axum::http::Request::new(axum::body::Body::empty()))
+            .await
+            .expect("infallible")
+    };
+    let field = |response: &axum::response::Response, name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+    };
+    let first = send().await;
+    assert_eq!(first.status(), 200);
+    assert_eq!(field(&first, "x-ratelimit-limit").as_deref(), Some("1"));
+    assert_eq!(field(&first, "x-ratelimit-remaining").as_deref(), Some("0"));
+    let second = send().await;
+    assert_eq!(second.status(), 429);
+    assert_eq!(field(&second, "x-ratelimit-limit").as_deref(), Some("1"));
+    assert_eq!(
+        field(&second, "x-ratelimit-remaining").as_deref(),
+        Some("0")
+    );
+
+    // The outer layer binds: its fields replace the inner one's.
+    let router = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer("inner-wide", 100))
+        .layer(layer("outer-narrow", 2));
+    let reply = router
+        .oneshot(axum::http::Request::new(axum::body::Body::empty()))
+        .await
+        .expect("infallible");
+    assert_eq!(field(&reply, "x-ratelimit-limit").as_deref(), Some("2"));
+    assert_eq!(field(&reply, "x-ratelimit-remaining").as_deref(), Some("1"));
+}

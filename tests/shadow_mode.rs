@@ -16,7 +16,9 @@ use http::{Request, Response, StatusCode};
 use leasehold::coordination::rate_limit::RateLimitPolicy;
 use leasehold::layer::FailurePolicy;
 use leasehold::layer::key::KeyExtractor;
-use leasehold::layer::rate_limit::{RateLimitInfo, RedisRateLimitLayer, set_shadow_mode};
+use leasehold::layer::rate_limit::{
+    RateLimitInfo, RedisRateLimitLayer, ShadowSwitch, set_shadow_mode,
+};
 use support::proxy::Proxy;
 use support::recorder::{Recorded, decisions};
 use support::{ServerKind, connect, shared};
@@ -52,8 +54,8 @@ async fn body(response: Response<Body>) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// A layer in shadow mode lets its rejections through, with the `RateLimit` fields of the
-/// rejection and `RateLimitInfo` saying so; the metrics count them `shadow_limited`, not
+/// A layer in shadow mode lets its rejections through, without rate-limit fields (clients
+/// would hold back for a limit on trial) and with `RateLimitInfo` saying so; the metrics count them `shadow_limited`, not
 /// `limited`, on the backend's path and the deny cache's. The shadow rejections consume
 /// nothing: the limit's state is the one enforcement would leave.
 #[tokio::test(flavor = "current_thread")]
@@ -79,13 +81,20 @@ async fn a_shadow_layer_lets_rejections_through_marked_and_counted() {
                 .headers()
                 .get("ratelimit")
                 .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-                .expect("the RateLimit field");
+                .map(str::to_owned);
             answers.push((body(response).await, fields));
         }
         let bodies: Vec<&str> = answers.iter().map(|(b, _)| b.as_str()).collect();
         assert_eq!(bodies, ["granted", "granted", "shadow", "shadow"]);
-        assert!(answers[2].1.contains(";r=0"), "{:?}", answers[2].1);
+        // The grants show the limit; the shadow rejections show nothing a client would
+        // hold back for (their `r=0`).
+        assert!(
+            answers[1].1.as_deref().is_some_and(|f| f.contains(";r=0")),
+            "{:?}",
+            answers[1].1
+        );
+        assert_eq!(answers[2].1, None);
+        assert_eq!(answers[3].1, None);
     }
     let taken = recorded.take();
     for policy in ["stored", "cached"] {
@@ -178,6 +187,53 @@ async fn the_switch_for_every_layer_and_a_share_enforce_as_told() {
     let taken = recorded.take();
     assert_eq!(decisions(&taken, "half", "limited"), refused);
     assert_eq!(decisions(&taken, "half", "shadow_limited"), 400 - refused);
+}
+
+/// A layer given a switch of its own follows it alone: the switch puts it (and the other
+/// layer given a clone) in shadow mode and leaves a layer of another switch enforced, and
+/// the process-wide switch leaves it enforced. This test takes turns with the ones that flip
+/// the process's switch only to show that it does not follow it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_layer_on_its_own_switch_follows_that_switch_alone() {
+    let _switch = SWITCH.lock().await;
+    let coordination = connect(shared(ServerKind::Redis7).url(), "shadow-own-switch").await;
+    let (tenant, other) = (ShadowSwitch::new(), ShadowSwitch::new());
+    let layer = |name: &str, switch: &ShadowSwitch| {
+        routed(
+            RedisRateLimitLayer::fixed_window(&coordination, name, 1, Duration::from_secs(60))
+                .expect("valid")
+                .key(KeyExtractor::global())
+                .shadow_switch(switch),
+        )
+    };
+    let (search, export, billing) = (
+        layer("search", &tenant),
+        layer("export", &tenant.clone()),
+        layer("billing", &other),
+    );
+    for router in [&search, &export, &billing] {
+        assert_eq!(call(router).await.status(), StatusCode::OK);
+    }
+    tenant.set(true);
+    for router in [&search, &export] {
+        let response = call(router).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(body(response).await, "shadow");
+    }
+    assert_eq!(
+        call(&billing).await.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "another switch's layer stays enforced"
+    );
+    tenant.set(false);
+    set_shadow_mode(true);
+    let under_global = call(&search).await.status();
+    set_shadow_mode(false);
+    assert_eq!(
+        under_global,
+        StatusCode::TOO_MANY_REQUESTS,
+        "the process's switch does not govern a layer with its own"
+    );
 }
 
 /// A stacked layer with a shadow policy beside an enforced one: the shadow policy's

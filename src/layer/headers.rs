@@ -242,11 +242,22 @@ fn push_sf_integer(out: &mut Vec<u8>, n: u64) {
 /// `X-RateLimit-Reset` counts the seconds until the quota is fully available again (rounded
 /// up), as most API gateways do, rather than giving a Unix timestamp as some APIs do: a
 /// delay does not depend on the client's clock agreeing with the server's.
+///
+/// The fields hold one policy where the draft's fields list each: when a layer nested
+/// inside this one already wrote them with no more remaining, they are left as they are, so
+/// that a client sees the limit that binds it (an inner layer's 429 keeps its
+/// `X-RateLimit-Remaining: 0`).
 pub(crate) fn insert_legacy_headers(
     headers: &mut HeaderMap,
     policy: &RateLimitPolicy,
     state: &PolicyState,
 ) {
+    let written = headers
+        .get(X_RATELIMIT_REMAINING)
+        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+    if written.is_some_and(|written| written <= state.remaining()) {
+        return;
+    }
     headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(policy.quota()));
     headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(state.remaining()));
     headers.insert(

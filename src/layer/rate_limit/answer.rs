@@ -98,7 +98,7 @@ pub(crate) fn limited(
     decision: RateLimitDecision,
     check: Check,
 ) -> Decision<Admitted> {
-    if super::shadow::enforces(config.enforced_share) {
+    if super::shadow::enforces(config.enforced_share, config.shadow_switch.as_ref()) {
         config.metrics.record(Decided::Limited, check.clock);
         return Refused::limited(config, decision, check.partition);
     }
@@ -130,7 +130,10 @@ impl Granted {
                 .get(index)
                 .is_none_or(|state| state.remaining() <= at_most)
         });
-        if low || self.info.is_shadow_rejection() {
+        // A layer in shadow mode lets its rejection through without the fields: its limit
+        // is on trial, and clients that follow them would hold back for it (as the fields
+        // of a stack leave out its shadow policies, whose decision is granted).
+        if low && decision.is_granted() {
             insert_fields(
                 &self.config,
                 self.info.policies(),
@@ -317,7 +320,7 @@ async fn fall_back(
         Ok(local) if local.is_granted() => Decision::Admit(Admitted::FailedOpen),
         // Shadow mode lets the fallback's rejections through too: no decision of the
         // backend's to show, so none in the request.
-        Ok(_) if !super::shadow::enforces(config.enforced_share) => {
+        Ok(_) if !super::shadow::enforces(config.enforced_share, config.shadow_switch.as_ref()) => {
             Decision::Admit(Admitted::FailedOpen)
         }
         Ok(local) => Refused::limited(config, local, check.partition),

@@ -45,6 +45,8 @@ pub(crate) struct Config {
     /// The share of its rejections the layer enforces: 1 (all) by default, 0 in shadow
     /// mode.
     pub(crate) enforced_share: f64,
+    /// The layer's own shadow-mode switch; `None`: the process's.
+    pub(crate) shadow_switch: Option<super::ShadowSwitch>,
     /// One count per check, labelled with the limiter's name.
     pub(crate) metrics: crate::telemetry::DecisionMetrics,
 }

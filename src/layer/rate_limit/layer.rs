@@ -99,6 +99,7 @@ impl RedisRateLimitLayer {
                 fail_open_share: 1.0,
                 fallback: None,
                 enforced_share: 1.0,
+                shadow_switch: None,
                 metrics,
             }),
         }
@@ -292,8 +293,9 @@ impl RedisRateLimitLayer {
     /// Shadow mode (`true`): decides and records every request as enforced, but lets the
     /// ones it would reject through, each marked as a shadow rejection
     /// ([`RateLimitInfo::is_shadow_rejection`](super::RateLimitInfo::is_shadow_rejection),
-    /// the `shadow_limited` decision of the [metrics](crate::telemetry)), with the
-    /// `RateLimit` fields of its decision. A shadow rejection consumes what an enforced one
+    /// the `shadow_limited` decision of the [metrics](crate::telemetry)), without
+    /// rate-limit fields: clients that follow them would hold back for a limit on trial. A
+    /// shadow rejection consumes what an enforced one
     /// does (nothing), so the limit's state is the one enforcement would leave; a layer that
     /// [waits](Self::wait) still waits. Default: enforced. See also
     /// [`set_shadow_mode`](super::set_shadow_mode), the switch for every layer.
@@ -312,6 +314,15 @@ impl RedisRateLimitLayer {
     /// ```
     pub fn shadow(mut self, shadow: bool) -> Self {
         self.config_mut().enforced_share = if shadow { 0.0 } else { 1.0 };
+        self
+    }
+
+    /// Follows `switch` for shadow mode in place of the process-wide
+    /// [`set_shadow_mode`](super::set_shadow_mode): while it is on, the layer is in
+    /// [shadow mode](Self::shadow) whatever its own setting. Give one switch to the layers
+    /// that should change together (a tenant's, a router's, a test's).
+    pub fn shadow_switch(mut self, switch: &super::ShadowSwitch) -> Self {
+        self.config_mut().shadow_switch = Some(switch.clone());
         self
     }
 
@@ -337,8 +348,8 @@ impl RedisRateLimitLayer {
 
     /// Adds the rate-limit fields to an allowed response only when its decision's binding
     /// policy has at most `remaining` permits left: clients hear of the limit as they near
-    /// it, and most responses go without the bytes. `429` answers (and shadow rejections)
-    /// always carry them. Default: every response.
+    /// it, and most responses go without the bytes. `429` answers always carry them (shadow
+    /// rejections never: see [`shadow`](Self::shadow)). Default: every response.
     ///
     /// ```
     /// use std::time::Duration;

@@ -20,4 +20,4 @@ pub use info::RateLimitInfo;
 pub use layer::{DEFAULT_DECISION_TIMEOUT, RedisRateLimitLayer};
 pub(crate) use partition::PartitionTag;
 pub use service::RateLimit;
-pub use shadow::{set_shadow_mode, shadow_mode};
+pub use shadow::{ShadowSwitch, set_shadow_mode, shadow_mode};
