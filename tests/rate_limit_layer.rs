@@ -826,3 +826,57 @@ async fn nested_layers_show_the_legacy_fields_of_the_limit_that_binds() {
     assert_eq!(field(&reply, "x-ratelimit-limit").as_deref(), Some("2"));
     assert_eq!(field(&reply, "x-ratelimit-remaining").as_deref(), Some("1"));
 }
+
+/// The fallback of a layer failing open counts `fallback_keys` clients at once: each is
+/// admitted its quota and no more while Redis cannot be reached; one client beyond them
+/// takes the place of the client whose window ends first, which may then be admitted
+/// again, as the bound's docs say.
+#[tokio::test]
+async fn the_fail_open_fallback_counts_its_bound_of_clients_apart() {
+    use tower::ServiceExt;
+    // Nothing listens on this port: every step fails at once, unavailable.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let coordination = redis(
+        format!("redis://127.0.0.1:{port}"),
+        &unique_prefix("fallback"),
+    )
+    .await;
+    let router = |keys: usize| {
+        Router::new().route("/", get(|| async { "ok" })).layer(
+            RedisRateLimitLayer::fixed_window(&coordination, "outage", 1, Duration::from_secs(60))
+                .expect("valid")
+                .key(KeyExtractor::header_in_clear("x-client").expect("a header name"))
+                .failure_policy(FailurePolicy::FailOpen)
+                .fallback_keys(keys),
+        )
+    };
+    let status = async |router: &Router, client: &str| {
+        let request = http::Request::get("/")
+            .header("x-client", client)
+            .body(axum::body::Body::empty())
+            .expect("request");
+        router
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("infallible")
+            .status()
+            .as_u16()
+    };
+    for (keys, forgotten) in [(4, 429), (3, 200)] {
+        let router = router(keys);
+        for client in ["a", "b", "c"] {
+            assert_eq!(status(&router, client).await, 200, "{client}, bound {keys}");
+            assert_eq!(status(&router, client).await, 429, "{client}, bound {keys}");
+        }
+        assert_eq!(status(&router, "d").await, 200, "bound {keys}");
+        assert_eq!(
+            status(&router, "a").await,
+            forgotten,
+            "a, whose window ends first, with a bound of {keys}"
+        );
+    }
+}

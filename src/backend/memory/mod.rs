@@ -85,9 +85,19 @@ impl MemoryBackend {
     }
 
     fn with_settings(max_keys: usize, prefix: KeyPrefix) -> Self {
+        Self::with_store(Store::new(max_keys), prefix)
+    }
+
+    /// A backend for rate-limit state alone, all of whose `max_keys` keys it may take (a
+    /// layer's fail-open fallback, which holds nothing).
+    pub(crate) fn for_rate_limits(max_keys: usize) -> Self {
+        Self::with_store(Store::for_rate_limits(max_keys), KeyPrefix::default())
+    }
+
+    fn with_store(store: Store, prefix: KeyPrefix) -> Self {
         MemoryBackend {
             shared: Arc::new(Shared {
-                store: Mutex::new(Store::new(max_keys)),
+                store: Mutex::new(store),
                 clock: Clock::new(),
                 prefix,
             }),

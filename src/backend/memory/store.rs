@@ -217,6 +217,9 @@ pub(crate) struct Store {
     /// The deadlines of evictable entries, the nearest first (superseded ones skipped).
     evictable: Deadlines,
     max_keys: usize,
+    /// The keys rate-limit state leaves free for held keys ([`held_reserve`] of `max_keys`,
+    /// or none in a store for rate-limit state alone).
+    held_reserve: usize,
     /// How many entries are evictable (rate-limit state); the others are held.
     evictable_len: usize,
     /// The number of the last schedule given (each is two more than the last, its lowest
@@ -255,12 +258,23 @@ fn held_reserve(max_keys: usize) -> usize {
 
 impl Store {
     pub(crate) fn new(max_keys: usize) -> Self {
+        Self::with_reserve(max_keys, held_reserve(max_keys))
+    }
+
+    /// A store for rate-limit state alone (a layer's fail-open fallback): every key of the
+    /// bound is rate-limit state's, none kept for held keys.
+    pub(crate) fn for_rate_limits(max_keys: usize) -> Self {
+        Self::with_reserve(max_keys, 0)
+    }
+
+    fn with_reserve(max_keys: usize, held_reserve: usize) -> Self {
         Store {
             entries: HashTable::new(),
             hasher: RandomState::new(),
             held: BinaryHeap::new(),
             evictable: BinaryHeap::new(),
             max_keys,
+            held_reserve,
             evictable_len: 0,
             next_schedule: 0,
             evictions: 0,
@@ -441,9 +455,7 @@ impl Store {
     fn make_room_for_rate_limit_state(&mut self, now: Moment) -> Result<()> {
         self.reclaim(now);
         let held = self.entries.len() - self.evictable_len;
-        let room = self
-            .max_keys
-            .saturating_sub(held.max(held_reserve(self.max_keys)));
+        let room = self.max_keys.saturating_sub(held.max(self.held_reserve));
         while self.evictable_len >= room {
             if !self.evict_one() {
                 return Err(self.full(now));

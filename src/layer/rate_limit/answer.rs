@@ -324,7 +324,9 @@ async fn fall_back(
             Decision::Admit(Admitted::FailedOpen)
         }
         Ok(local) => Refused::limited(config, local, check.partition),
-        // The fallback is full (a flood of distinct keys): no budget to admit from.
+        // The fallback could not count the request (its store full of a policy whose
+        // state it cannot evict, an invalid cost): no budget to admit from. A flood of
+        // distinct keys is not this: their counts evict one another (`fallback_keys`).
         Err(err) => {
             let retry_after = crate::retry_after::at_least_a_second(err.retry_after());
             Refused::unavailable(config, retry_after, Some(err))

@@ -39,6 +39,8 @@ pub(crate) struct Config {
     pub(crate) fields: crate::layer::headers::RateLimitFields,
     /// This instance's share of each policy, for the fallback.
     pub(crate) fail_open_share: f64,
+    /// How many client keys the fallback counts at once.
+    pub(crate) fallback_keys: usize,
     /// What admits requests while failing open: each policy's share, counted in this process
     /// (see [`RedisRateLimitLayer::fail_open_share`]). `Some` under [`FailurePolicy::FailOpen`].
     pub(crate) fallback: Option<RateLimiter>,

@@ -11,6 +11,7 @@ use tower_layer::Layer;
 use super::RateLimit;
 use super::config::Config;
 use crate::Coordination;
+use crate::backend::memory::MemoryBackend;
 use crate::coordination::circuit_breaker::{Breaker, CircuitBreaker, CircuitState};
 use crate::coordination::rate_limit::{
     FixedWindow, Gcra, QueueOrder, RateLimitPolicy, RateLimiter, Refill, SlidingWindow, Stacked,
@@ -24,6 +25,10 @@ use crate::layer::responses::Responses;
 
 /// Default bound on the wait for a decision.
 pub const DEFAULT_DECISION_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// How many client keys a failing-open layer counts in this process by default (see
+/// [`RedisRateLimitLayer::fallback_keys`]).
+pub const DEFAULT_FALLBACK_KEYS: usize = 100_000;
 
 /// The shortest secret [`RedisRateLimitLayer::partition_keys_in_fields`] takes.
 const MIN_PARTITION_SECRET_LEN: usize = 16;
@@ -97,6 +102,7 @@ impl RedisRateLimitLayer {
                 partition: None,
                 max_wait: None,
                 fail_open_share: 1.0,
+                fallback_keys: DEFAULT_FALLBACK_KEYS,
                 fallback: None,
                 enforced_share: 1.0,
                 shadow_switch: None,
@@ -258,7 +264,8 @@ impl RedisRateLimitLayer {
     /// fixed windows. A request over it is answered `429` with `Retry-After`. So a flood that
     /// pushes decisions past the timeout (expensive over-limit requests, a co-tenant's long
     /// script making Redis answer `BUSY`) cannot switch the limit off: while the backend
-    /// cannot decide, at most the fallback's budget is admitted per instance.
+    /// cannot decide, at most the fallback's budget is admitted per instance, for each of
+    /// up to [`fallback_keys`](Self::fallback_keys) clients counted at once.
     pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
         let config = self.config_mut();
         config.failure = policy;
@@ -278,6 +285,20 @@ impl RedisRateLimitLayer {
         } else {
             share.clamp(0.0, 1.0)
         };
+        config.fallback = fallback(config);
+        self
+    }
+
+    /// How many client keys the fallback of a layer failing open counts at once (default
+    /// [`DEFAULT_FALLBACK_KEYS`]; at least 1). Each costs its bytes and a window's count in
+    /// this process. A new client beyond them takes the place of the one whose window ends
+    /// first: that client's count is forgotten, and it may be admitted again within its
+    /// window. So a flood of more distinct clients than this admits more than their quotas
+    /// in all, never more than one quota per client per window at a time: size it to the
+    /// clients an outage should keep apart.
+    pub fn fallback_keys(mut self, keys: usize) -> Self {
+        let config = self.config_mut();
+        config.fallback_keys = keys.max(1);
         config.fallback = fallback(config);
         self
     }
@@ -522,7 +543,8 @@ fn fallback(config: &Config) -> Option<RateLimiter> {
             kept
         }
     });
-    match Stacked::new(&Coordination::memory(), "fail-open", policies) {
+    let store = Coordination::new(MemoryBackend::for_rate_limits(config.fallback_keys));
+    match Stacked::new(&store, "fail-open", policies) {
         Ok(stacked) => Some(RateLimiter::from(stacked)),
         // Every policy was brought within the stacked windows' bounds; names are distinct.
         Err(err) => {

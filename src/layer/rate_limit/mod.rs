@@ -17,7 +17,7 @@ pub use future::ResponseFuture;
 #[cfg(feature = "axum")]
 pub use info::MissingRateLimitInfo;
 pub use info::RateLimitInfo;
-pub use layer::{DEFAULT_DECISION_TIMEOUT, RedisRateLimitLayer};
+pub use layer::{DEFAULT_DECISION_TIMEOUT, DEFAULT_FALLBACK_KEYS, RedisRateLimitLayer};
 pub(crate) use partition::PartitionTag;
 pub use service::RateLimit;
 pub use shadow::{ShadowSwitch, set_shadow_mode, shadow_mode};
