@@ -361,8 +361,8 @@ async fn the_hot_key_tier_and_a_waiting_request_are_counted() {
     assert_eq!(decisions(&taken, "waiting", "allowed"), 1, "{taken:?}");
 }
 
-/// The breaker's gauge through a whole round: open (2), half-open while a probe is out
-/// (1), closed once it is answered (0).
+/// The breaker's gauge through a whole round: open (2), half-open once the open time is
+/// over (1, before a probe goes) and while a probe is out, closed once it is answered (0).
 #[tokio::test(flavor = "current_thread")]
 async fn the_breaker_gauge_follows_open_half_open_and_closed() {
     let recorded = Recorded::start();
@@ -396,6 +396,11 @@ async fn the_breaker_gauge_follows_open_half_open_and_closed() {
         coordination.circuit_state() == Some(leasehold::layer::CircuitState::HalfOpen)
     })
     .await;
+    // Shown half-open from the look that found the open time over, before any probe.
+    assert_eq!(
+        gauge(&recorded.take(), telemetry::CIRCUIT_STATE, &breaker),
+        1.0
+    );
     proxy.stall();
     let probe = tokio::spawn({
         let router = router.clone();

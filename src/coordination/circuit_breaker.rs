@@ -219,8 +219,13 @@ impl Breaker {
             {
                 CircuitState::Open
             }
-            // Past its end, an open circuit admits probes on the next acquisition.
-            State::Open { .. } | State::HalfOpen { .. } => CircuitState::HalfOpen,
+            // Past its end, an open circuit admits probes on the next acquisition: its gauge
+            // says so from the first look, not from that acquisition.
+            State::Open { .. } => {
+                crate::telemetry::circuit(&self.name, 1);
+                CircuitState::HalfOpen
+            }
+            State::HalfOpen { .. } => CircuitState::HalfOpen,
         }
     }
 

@@ -61,9 +61,13 @@
 //!   `no_runtime`, `unavailable`, `refused`.
 //! - `breaker`: the deployment a [`Coordination`](crate::Coordination)'s reaches (its
 //!   [`endpoint`](crate::Coordination::endpoint)), the layer's name for a layer's own. The
-//!   gauge moves when a breaker changes state: an open one moves at the next acquisition
-//!   after its open time, or after the server answered anything. A breaker that never
-//!   changed has no series yet; handles on one endpoint share theirs.
+//!   gauge moves when a breaker changes state, and an open one shows half-open from the
+//!   first look after its open time (a request of a layer, an acquisition,
+//!   [`circuit_state`](crate::Coordination::circuit_state)) or after the server answered
+//!   anything. A breaker that never changed has no series yet. Each handle made by
+//!   `connect` has a breaker of its own (its clones share it): two handles on one endpoint
+//!   write one series, which shows the last change of either. Share one handle, or give a
+//!   layer a breaker of its own, for a series per breaker.
 //!
 //! Limiters given the same name share their series.
 //!
