@@ -402,6 +402,81 @@ async fn late_puts_and_keep_alives_bring_nothing_back() {
     );
 }
 
+/// A put held in the network while the holder puts the name again (its answer lost, the
+/// second put settles it, as the failure table says): delivered once its deadline has
+/// passed on the server's clock, the first put changes nothing, and the second value stays.
+/// The same for a delete held while the name is put again.
+#[tokio::test]
+async fn a_put_or_delete_delivered_after_its_deadline_undoes_nothing() {
+    let behind = support::Behind::start("session-put-deadline");
+    // A deadline of at most 600 ms past the server's clock at sending (and its 100 ms margin).
+    let bounds = |builder: leasehold::backend::redis::RedisBackendBuilder| {
+        builder
+            .response_timeout(Duration::from_millis(300))
+            .connection_timeout(Duration::from_millis(300))
+            .transient_retry(Duration::ZERO)
+    };
+    let late = behind.through_proxy(bounds).await;
+    let space = Sessions::named(&late, "deadline");
+    let mut session = space.grant(MINUTE).await.expect("grant");
+    let server_ms = || {
+        let (seconds, micros): (u64, u64) = behind.server.cmd(&["TIME"]);
+        seconds * 1000 + micros / 1000
+    };
+    let calls = || support::target::command_calls(&behind.server, "evalsha");
+    // Both scripts loaded: a held first use would be refused `NOSCRIPT` when delivered.
+    assert!(!session.delete("absent").await.expect("delete"));
+    for held_step in ["put", "delete"] {
+        assert!(session.put("job", "settled").await.expect("put"));
+        let sent = behind
+            .proxy
+            .bytes_received(support::proxy::Direction::ToServer);
+        behind.proxy.stall();
+        let held = tokio::spawn(async move {
+            let outcome = if held_step == "put" {
+                session.put("job", "first").await.map(|_| ())
+            } else {
+                session.delete("job").await.map(|_| ())
+            };
+            (session, outcome)
+        });
+        support::eventually("the step is sent", async || {
+            behind
+                .proxy
+                .bytes_received(support::proxy::Direction::ToServer)
+                > sent
+        })
+        .await;
+        let sent_by = server_ms();
+        behind.proxy.sever();
+        behind.proxy.pass();
+        let (returned, outcome) = held.await.expect("the step's task");
+        session = returned;
+        assert!(
+            outcome.expect_err("no answer").is_outcome_uncertain(),
+            "{held_step}"
+        );
+        // Settled by putting again, as the failure table says.
+        assert!(session.put("job", "second").await.expect("put again"));
+        support::eventually("the deadline has passed on the server", async || {
+            server_ms() > sent_by + 1_000
+        })
+        .await;
+        let before = calls();
+        behind.proxy.deliver_held();
+        support::eventually(&format!("the held {held_step} runs"), async || {
+            calls() > before
+        })
+        .await;
+        assert_eq!(
+            space.get("job").await.expect("get"),
+            Some(b"second".to_vec()),
+            "the held {held_step} undid the put that settled it"
+        );
+    }
+    session.revoke().await.expect("revoke");
+}
+
 /// A managed session's keeper keeps it alive past many leases; with the server stalled it
 /// tells the holder at its estimate, before the server lets the lease (and its keys) go.
 #[tokio::test]

@@ -60,8 +60,9 @@ struct Faults {
     cuts: u64,
     /// Bumped by every sever: connections opened before it reset their client side.
     severs: u64,
-    /// Bumped by every `deliver_held`: severed connections deliver what they hold.
-    deliveries: u64,
+    /// Set to `severs` by every `deliver_held`: the connections severed by the severs up to
+    /// it deliver what they hold (one severed later holds on until the next delivery).
+    delivered_severs: u64,
     /// Bumped by every `silence_open`: connections opened before it drop every byte.
     silences: u64,
     /// Where new connections go instead of the upstream the proxy started with.
@@ -155,12 +156,12 @@ impl Proxy {
     /// Clears every fault: no latency, held bytes delivered, answers again, the port open.
     pub fn pass(&self) {
         self.faults.send_modify(|f| {
-            let (cuts, severs, deliveries, silences, upstream) =
-                (f.cuts, f.severs, f.deliveries, f.silences, f.upstream);
+            let (cuts, severs, delivered_severs, silences, upstream) =
+                (f.cuts, f.severs, f.delivered_severs, f.silences, f.upstream);
             *f = Faults {
                 cuts,
                 severs,
-                deliveries,
+                delivered_severs,
                 silences,
                 upstream,
                 ..Faults::default()
@@ -213,7 +214,7 @@ impl Proxy {
 
     /// Delivers to the server what severed connections still hold, then closes them.
     pub fn deliver_held(&self) {
-        self.faults.send_modify(|f| f.deliveries += 1);
+        self.faults.send_modify(|f| f.delivered_severs = f.severs);
     }
 
     /// Sends new connections to the server on loopback `port` from now on (a failover to
@@ -395,9 +396,9 @@ async fn pump(
     counters: Arc<Counters>,
 ) {
     let side = direction.index();
-    let (severs, deliveries, silences) = {
+    let (severs, silences) = {
         let f = faults.borrow_and_update();
-        (f.severs, f.deliveries, f.silences)
+        (f.severs, f.silences)
     };
     // `None` marks the end of the source.
     let (queue, mut queued) = mpsc::unbounded_channel::<Option<(Instant, Vec<u8>)>>();
@@ -453,9 +454,10 @@ async fn pump(
         loop {
             let (held, deliver_at, dropped) = {
                 let f = faults.borrow_and_update();
-                // Severed, what is held waits for `deliver_held`, whatever else changes.
+                // Severed (by the first sever after it opened), what is held waits for a
+                // `deliver_held` after that sever, whatever else changes.
                 let held = if f.severs != severs {
-                    f.deliveries == deliveries
+                    f.delivered_severs <= severs
                 } else {
                     f.stalled[side]
                 };

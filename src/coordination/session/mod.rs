@@ -58,13 +58,16 @@
 //! | step | unavailable (no answer) | refused | uncertain (may have applied) |
 //! |---|---|---|---|
 //! | grant | fails, nothing granted | fails, nothing granted | sent again under the same id within the retry bound; else fails, and the lease is revoked once the grant's deadline has passed |
-//! | put | fails, nothing written | fails (`CapacityExceeded` at the bound), nothing written | fails; never sent again; put again to settle |
-//! | claim, delete | fails, nothing written | fails, nothing written | fails; never sent again (a copy landing after a later step of the lease would undo it); claim or delete again to settle |
+//! | put | fails, nothing written | fails (`CapacityExceeded` at the bound), nothing written | fails; never sent again, and it lands before its deadline (the response timeout on the server's clock) or not at all: put again to settle |
+//! | claim, delete | fails, nothing written | fails, nothing written | fails; never sent again (a copy landing after a later step of the lease would undo it), and it lands before its deadline or not at all: claim or delete again to settle |
 //! | keep-alive | the handle keeps its estimate; a managed one retries while the estimate lasts, and its signal fires when it runs out, even with no server to ask | as unavailable | the handle keeps what both outcomes guarantee |
 //! | revoke | tried once more, bounded; else the handle is uncertain and revokes again (or in the background when dropped) | fails, the handle as before | as unavailable |
 //!
 //! A late keep-alive or put (delayed in the network past a revoke or an expiry) finds no
-//! live lease and changes nothing: nothing comes back.
+//! live lease and changes nothing: nothing comes back. A put, claim or delete also carries
+//! a deadline on the server's clock, past which it changes nothing (it fails `Timeout`
+//! when it arrives late and is answered): a copy held in the network cannot land after the
+//! step that settles it.
 //!
 //! # Eviction
 //!
@@ -205,9 +208,11 @@ async fn put_on(
         value,
         max_keys: MAX_KEYS_PER_SESSION,
         only_if_free,
+        not_after_ms: not_after_ms(keys).await?,
     };
-    // Never sent again: a first copy whose answer was lost may still land after a later
-    // step of this lease (a delete of the name, another put), and undo it.
+    // Never sent again, and bounded by a deadline on the server's clock: a first copy whose
+    // answer was lost must not land after a later step of this lease (a delete of the name,
+    // another put) and undo it.
     let reply = keys.backend().run(step).await?;
     match reply {
         SessionPutReply::Put => Ok(Claim::Claimed),
@@ -224,12 +229,25 @@ async fn put_on(
 async fn delete_on(keys: &SpaceNames, id: &str, name: &[u8]) -> Result<bool> {
     check_name(name)?;
     let names = keys.names_of(id);
+    let not_after_ms = not_after_ms(keys).await?;
+    // As a put: never sent again, and bounded by a deadline.
     keys.backend()
         .run(SessionDeleteStep {
             lease: keys.lease(id, &names),
             name,
+            not_after_ms,
         })
         .await
+}
+
+/// The server time after which a put or a delete sent now changes nothing (0 in memory,
+/// where nothing is delayed): what the backend's response timeout leaves it.
+async fn not_after_ms(keys: &SpaceNames) -> Result<u64> {
+    Ok(keys
+        .backend()
+        .acquire_deadline()
+        .await?
+        .map_or(0, |deadline| deadline.server_ms))
 }
 
 /// The time to live and the keys of the lease `id`.

@@ -71,6 +71,8 @@ pub(crate) struct SessionPutStep<'a> {
     pub(crate) max_keys: u32,
     /// Only if no other live lease holds the name (a claim).
     pub(crate) only_if_free: bool,
+    /// The server time after which the put changes nothing; 0: none.
+    pub(crate) not_after_ms: u64,
 }
 
 /// What a put answered.
@@ -90,6 +92,8 @@ pub(crate) enum SessionPutReply {
 pub(crate) struct SessionDeleteStep<'a> {
     pub(crate) lease: LeaseKeys<'a>,
     pub(crate) name: &'a [u8],
+    /// The server time after which the delete changes nothing; 0: none.
+    pub(crate) not_after_ms: u64,
 }
 
 /// The value of a live attached key.

@@ -9,7 +9,7 @@ use super::{
 };
 use crate::backend::redis::{RedisBackend, Script, script};
 use crate::backend::steps::RedisStep;
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 
 static GRANT: LazyLock<Script> = script!(
     writes,
@@ -58,6 +58,16 @@ static LEASE: LazyLock<Script> = script!(
     "session.lua",
     "session_lease.lua"
 );
+
+/// The error of a put or a delete that reached the server after its deadline: certainly
+/// without effect. The clock estimate that set the deadline is read again.
+fn arrived_late(redis: &RedisBackend) -> Error {
+    redis.refresh_clock();
+    Error::new(
+        ErrorKind::Timeout,
+        "the step reached the server after its deadline; nothing was changed",
+    )
+}
 
 impl SpaceKeys<'_> {
     fn keys(&self) -> [&[u8]; 3] {
@@ -132,10 +142,12 @@ impl RedisStep for SessionPutStep<'_> {
                     self.value,
                     self.max_keys,
                     if self.only_if_free { "1" } else { "0" },
+                    self.not_after_ms,
                 ),
             )
             .await?;
         match (outcome.status(), outcome.len()) {
+            (b"late", 0) => Err(arrived_late(redis)),
             (b"put", 0) => Ok(SessionPutReply::Put),
             (b"no_lease", 0) => Ok(SessionPutReply::NoLease),
             (b"full", 0) => Ok(SessionPutReply::Full),
@@ -148,10 +160,17 @@ impl RedisStep for SessionPutStep<'_> {
 impl RedisStep for SessionDeleteStep<'_> {
     async fn on_redis(&self, redis: &RedisBackend) -> Result<bool> {
         let keys = self.lease.keys();
-        redis
-            .script_outcome(&DELETE, &keys, (self.lease.id, self.name))
-            .await?
-            .flag(b"deleted", b"none")
+        let outcome = redis
+            .script_outcome(
+                &DELETE,
+                &keys,
+                (self.lease.id, self.name, self.not_after_ms),
+            )
+            .await?;
+        if (outcome.status(), outcome.len()) == (b"late", 0) {
+            return Err(arrived_late(redis));
+        }
+        outcome.flag(b"deleted", b"none")
     }
 }
 

@@ -30,6 +30,11 @@ local function now_ms()
     return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
 
+-- Whether a step's deadline (ms since the epoch; '0': none) is past at `now`.
+local function past(deadline, now)
+    return deadline ~= '0' and now > tonumber(deadline)
+end
+
 local KINDS = {'zset', 'zset', 'hash', 'set'}
 local ROLES = {'the leases key', 'the expiries key', 'the attached keys key', 'the key set of a lease'}
 

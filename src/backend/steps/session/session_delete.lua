@@ -3,10 +3,16 @@
 -- KEYS[1..4] the space's keys and the lease's key set
 -- ARGV[1]  the lease id
 -- ARGV[2]  the name
+-- ARGV[3]  the server time (ms since the epoch) after which this delete changes nothing; 0:
+--          none (see session_put.lua)
 --
 -- Returns {'deleted'} (it was live), {'none'} (not this lease's, or not live: a dead one
--- of this lease's is removed all the same), or {'corrupt', i, what}.
+-- of this lease's is removed all the same), {'late'} (past ARGV[3]: nothing removed), or
+-- {'corrupt', i, what}.
 local now = now_ms()
+if past(ARGV[3], now) then
+    return {'late'}
+end
 local refused = corrupt()
 if refused then
     return refused

@@ -7,12 +7,18 @@
 -- ARGV[3]  the value
 -- ARGV[4]  the most names a lease may hold
 -- ARGV[5]  '1': only if no other live lease holds the name (a claim); '0': whatever holds it
+-- ARGV[6]  the server time (ms since the epoch) after which this put changes nothing; 0:
+--          none. A put delayed past its sender's answer must not land after a later step
+--          of the lease (another put of the name, its delete) and undo it.
 --
 -- Returns {'put'}, {'taken'} (a claim of a name another live lease holds: nothing written),
 --         {'no_lease'} (no live lease under the id: nothing written), {'full'}
---         (the lease holds ARGV[4] names and this is not one: nothing written), or
---         {'corrupt', i, what}.
+--         (the lease holds ARGV[4] names and this is not one: nothing written), {'late'}
+--         (past ARGV[6]: nothing written), or {'corrupt', i, what}.
 local now = now_ms()
+if past(ARGV[6], now) then
+    return {'late'}
+end
 local refused = corrupt()
 if refused then
     return refused
