@@ -66,9 +66,15 @@ fn with_election<R>(
     let leases_key = memory.physical_key(keys.leases);
     let election_key = memory.physical_key(keys.candidates);
     memory.step(|store, now| {
-        let leases = match store.get_mut(&leases_key, now).map(|entry| &entry.value) {
+        // Taken out for the step and given back after it: a step reads the leases and
+        // writes the election and the terms, never the space, and a copy would cost
+        // O(sessions) per step in a space that may serve thousands of instances.
+        let leases = match store
+            .get_mut(&leases_key, now)
+            .map(|entry| &mut entry.value)
+        {
             None => HashMap::new(),
-            Some(Value::Sessions { leases, .. }) => HashMap::clone(leases),
+            Some(Value::Sessions { leases, .. }) => std::mem::take(&mut **leases),
             Some(_) => return Err(other_state(keys.leases, "session space")),
         };
         let (candidates, leader) = match store.get_mut(&election_key, now).map(|e| &mut e.value) {
@@ -85,6 +91,12 @@ fn with_election<R>(
             leader,
         };
         let answer = step(&mut election, store, now);
+        if let Some(Value::Sessions { leases, .. }) = store
+            .get_mut(&leases_key, now)
+            .map(|entry| &mut entry.value)
+        {
+            **leases = std::mem::take(&mut election.leases);
+        }
         if election.candidates.is_empty() && election.leader.is_none() {
             store.remove(&election_key);
         } else {
@@ -104,6 +116,12 @@ fn with_election<R>(
 
 /// The leader, the first live candidate promoted with the next term when there is none
 /// (`gone` counting as dead); dead candidates removed.
+///
+/// Every candidate is looked at, where the script reads at most 64 per step to bound its
+/// time on the server: behind more than 64 dead candidates the script answers that nobody
+/// leads while it removes the ones it read, and the campaign asks again at once, one step
+/// per 64 dead. The same leader comes out, a few steps later on Redis; a memory step takes
+/// the process's time, not a server's.
 fn resolve(
     election: &mut Election,
     store: &mut Store,
