@@ -476,6 +476,7 @@ async fn binary_hash_names(target: Target) {
 struct OneField;
 
 impl support::holding::Held for OneField {
+    const EXCLUSIVE: bool = true;
     const WHAT: &'static str = "field lease";
     const SERVER: support::ServerKind = support::ServerKind::Redis8;
     type Managed = ManagedFieldLease;
