@@ -10,8 +10,10 @@ use leasehold::backend::redis::RedisBackend;
 
 use super::{Server, ServerKind};
 
-/// The handle's response timeout: shorter than every pause the tests ask for.
-pub const RESPONSE_TIMEOUT: Duration = Duration::from_millis(50);
+/// The handle's response timeout: at most half of every pause the tests ask for (300 ms and
+/// more), and long enough that the steps before and after a pause, which must succeed on
+/// this handle, ride out a scheduler's hiccup on a loaded machine.
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_millis(150);
 
 /// The server and a handle to it with [`RESPONSE_TIMEOUT`], keys unprefixed.
 pub struct Stalling {
