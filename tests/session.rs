@@ -511,11 +511,29 @@ async fn a_managed_session_is_kept_and_told_lost_when_the_server_stalls() {
         reason,
         leasehold::coordination::ownership::LossReason::Uncertain
     );
-    // Told before the server lets the lease go: its key is still read.
+    // Told before the server lets the lease go: the server's clock when told (at most its
+    // reading now less the time since, however late this read comes) is before the lease's
+    // expiry on the server, which no renewal moved since the stall.
+    let leases = behind
+        .server
+        .keys(behind.prefix.as_bytes())
+        .into_iter()
+        .find(|key| key.ends_with(b":leases"))
+        .expect("the space's leases key");
+    let asked_at = Instant::now();
+    let (seconds, micros): (u64, u64) = behind.server.cmd(&["TIME"]);
+    let expiry: f64 = redis::cmd("ZSCORE")
+        .arg(&leases)
+        .arg(session.id())
+        .query(&mut behind.server.connection())
+        .expect("the lease's expiry");
+    let told_ms = (seconds * 1000 + micros / 1000)
+        .saturating_sub(u64::try_from((asked_at - told_at).as_millis()).expect("ms"));
     assert!(
-        reader.get("instance").await.expect("get").is_some(),
-        "told {:?} after the stall, once the key was gone",
-        told_at - stalled_at
+        (told_ms as f64) < expiry,
+        "told {:?} after the stall, {} ms after the lease's expiry",
+        told_at - stalled_at,
+        told_ms as f64 - expiry
     );
     behind.proxy.pass();
     assert!(!session.put("after", "x").await.expect("put"));
