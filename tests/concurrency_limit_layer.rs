@@ -811,6 +811,9 @@ async fn a_per_key_limit_failing_open_keeps_each_clients_capacity_and_answers_no
     .await;
 }
 
+/// Repeated unavailability opens the breaker (each request until then answered within the
+/// decision timeout, timed from the cut), an open circuit answers at once, a failed probe
+/// opens it again, and only a probe that succeeds closes it.
 #[tokio::test]
 async fn the_circuit_breaker_fails_fast_then_heals_after_a_probe() {
     // Redis "down" behind a proxy that keeps its port: a stopped server's port could be
@@ -818,9 +821,10 @@ async fn the_circuit_breaker_fails_fast_then_heals_after_a_probe() {
     // background, would reach.
     let proxy = support::proxy::Proxy::to_port(support::shared(ServerKind::Redis7).port());
     let coordination = redis(proxy.url(), &unique_prefix("cl-breaker")).await;
+    let timeout = Duration::from_secs(1);
     let layer = RedisConcurrencyLimitLayer::new(&coordination, "breaker", Capacity::global(2))
         .expect("valid")
-        .timeout(Duration::from_millis(300))
+        .timeout(timeout)
         .circuit_breaker(
             CircuitBreaker::new()
                 .failure_threshold(2)
@@ -838,25 +842,39 @@ async fn the_circuit_breaker_fails_fast_then_heals_after_a_probe() {
     proxy.cut();
     // Requests that outlived the layer's timeout count once the backend's own verdict is
     // in, unless the server answered anything meanwhile (the last request's release, in the
-    // background): each is a 503 until the circuit opens.
+    // background): each is a 503 until the circuit opens, and none waits past the timeout.
     support::eventually("the circuit opens", async || {
+        let started = Instant::now();
         assert_eq!(
             http_get(&client, addr, "/", &[]).await.status,
             StatusCode::SERVICE_UNAVAILABLE
         );
+        let took = started.elapsed();
+        assert!(took < timeout + Duration::from_millis(500), "{took:?}");
         layer.circuit_state() == Some(CircuitState::Open)
     })
     .await;
-    // Open: answered without waiting for the backend.
+    // Open: answered without waiting for the backend (a quarter of its timeout at most).
     let start = Instant::now();
     assert_eq!(
         http_get(&client, addr, "/", &[]).await.status,
         StatusCode::SERVICE_UNAVAILABLE
     );
-    assert!(
-        start.elapsed() < Duration::from_millis(250),
-        "{:?}",
-        start.elapsed()
+    assert!(start.elapsed() < timeout / 4, "{:?}", start.elapsed());
+
+    // Past the open time the next request probes; it fails, and the circuit opens again.
+    support::eventually("the open time is over", async || {
+        layer.circuit_state() == Some(CircuitState::HalfOpen)
+    })
+    .await;
+    assert_eq!(
+        http_get(&client, addr, "/", &[]).await.status,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    assert_eq!(
+        layer.circuit_state(),
+        Some(CircuitState::Open),
+        "a failed probe opens it again"
     );
 
     proxy.pass();

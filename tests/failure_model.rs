@@ -145,10 +145,17 @@ async fn a_stall_shorter_than_the_decision_timeout_gives_normal_answers() {
         served_through_a_proxy("stall", FailurePolicy::default()).await;
 
     for route in ALL_ROUTES {
+        let sent = proxy.bytes_received(Direction::ToServer);
         proxy.stall();
         let client = client();
         let request = tokio::spawn(async move { http_get(&client, addr, route, &[]).await });
-        tokio::time::sleep(DECISION_TIMEOUT / 2).await;
+        // The request's step is held by the stall (it met the fault), for a quarter of the
+        // decision timeout.
+        support::eventually("the step is held", async || {
+            proxy.bytes_received(Direction::ToServer) > sent
+        })
+        .await;
+        tokio::time::sleep(DECISION_TIMEOUT / 4).await;
         proxy.pass();
         let reply = request.await.expect("the request task");
         assert_eq!(reply.status, 200, "{route} after a short stall: {reply:?}");
@@ -176,11 +183,11 @@ async fn a_blackhole_answers_503_within_the_decision_timeout_and_nothing_hangs()
         let (route, reply, took) = request.await.expect("the request task");
         assert_503_with_retry_after(&reply, route);
         assert!(
-            took < DECISION_TIMEOUT + Duration::from_millis(300),
+            took < DECISION_TIMEOUT + Duration::from_millis(600),
             "{route} answered after {took:?}"
         );
     }
-    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(started.elapsed() < Duration::from_secs(3));
     proxy.pass();
 }
 
@@ -463,22 +470,32 @@ async fn refused_connections_under_fail_open_pass_and_open_the_breaker() {
     proxy.cut();
     // Unreachable, the backend cannot decide: the rate limit admits by its fallback in this
     // process (its quota of 1, fresh here), the concurrency limit by local permits; a lease
-    // never fails open.
+    // never fails open. Every request from the cut on is answered within the decision
+    // timeout (and a scheduler's slack), before the breaker opens as after.
+    let cut = Instant::now();
+    let timed = async |route: &str| {
+        let started = Instant::now();
+        let reply = http_get(&client, addr, route, &[]).await;
+        let took = started.elapsed();
+        assert!(
+            took < DECISION_TIMEOUT + Duration::from_millis(500),
+            "{route}, {:?} after the cut, answered in {took:?}",
+            started - cut
+        );
+        reply
+    };
     let rate: Vec<u16> = {
         let mut statuses = Vec::new();
         for _ in 0..3 {
-            statuses.push(http_get(&client, addr, "/rate", &[]).await.status.as_u16());
+            statuses.push(timed("/rate").await.status.as_u16());
         }
         statuses
     };
     assert_eq!(rate, [200, 429, 429], "the fallback's quota");
     for _ in 0..3 {
-        assert_eq!(
-            http_get(&client, addr, "/concurrent", &[]).await.status,
-            200
-        );
+        assert_eq!(timed("/concurrent").await.status, 200);
         for route in EXTRACTORS {
-            assert_503_with_retry_after(&http_get(&client, addr, route, &[]).await, route);
+            assert_503_with_retry_after(&timed(route).await, route);
         }
     }
     support::eventually("the circuit opens", async || {
@@ -525,7 +542,7 @@ async fn an_outage_costs_no_timeout_once_it_outlasts_the_retry_bound() {
             let took = started.elapsed();
             assert_503_with_retry_after(&reply, route);
             assert!(
-                took < DECISION_TIMEOUT + Duration::from_millis(100),
+                took < DECISION_TIMEOUT + Duration::from_millis(500),
                 "{route}: {took:?}"
             );
             if started.duration_since(cut) > settled {
@@ -595,13 +612,15 @@ async fn a_restart_within_the_retry_bound_costs_latency_not_errors() {
     let passed = cut.elapsed();
     for request in requests {
         let (route, reply, sent, answered) = request.await.expect("the request task");
-        assert_eq!(
-            reply.status, 200,
+        let what = format!(
             "{route} during a short restart (sent {sent:?} after the cut, answered {answered:?}, \
              the port open again at {passed:?}): {reply:?}"
         );
+        // Sent while the port refused: the restart's window was lived through.
+        assert!(sent < passed, "{what}");
+        // A 200 is an answer within the layer's decision timeout (past it: 503).
+        assert_eq!(reply.status, 200, "{what}");
     }
-    assert!(cut.elapsed() < DECISION_TIMEOUT + Duration::from_millis(200));
 }
 
 /// An answer that waited for nothing: well under the decision timeout, with room for a
@@ -1276,10 +1295,7 @@ async fn a_backend_slower_than_the_layer_timeout_is_a_503_at_the_timeout_then_at
         let started = Instant::now();
         let reply = http_get(&client(), addr, route, &[]).await;
         assert_503_with_retry_after(&reply, route);
-        assert!(
-            started.elapsed() < Duration::from_millis(100),
-            "{route}: at once while open"
-        );
+        assert!(started.elapsed() < FAST, "{route}: at once while open");
     }
     for route in ROUTES {
         support::eventually("a probe closes the circuit", async || {
@@ -1990,7 +2006,9 @@ async fn an_open_circuit_probes_once_a_renewal_is_answered() {
                 .open_for(Duration::from_secs(60)),
         ));
     let lock = FencedLock::named(&coordination, "renewed");
-    let options = leasehold::coordination::ManagedOptions::new().lease(Duration::from_secs(1));
+    // Renewed every 1.5 s: the stall below (the first request's second of decision timeout)
+    // costs it nothing, and a renewal comes soon after it.
+    let options = leasehold::coordination::ManagedOptions::new().lease(Duration::from_secs(3));
     let lease = leasehold::coordination::lock::ManagedLease::try_acquire(&lock, &options)
         .await
         .expect("acquired")
@@ -1999,7 +2017,7 @@ async fn an_open_circuit_probes_once_a_renewal_is_answered() {
         RedisRateLimitLayer::fixed_window(&coordination, "rate", 1000, Duration::from_secs(60))
             .expect("valid")
             .key(KeyExtractor::global())
-            .timeout(Duration::from_millis(200));
+            .timeout(Duration::from_secs(1));
     let addr = serve(Router::new().route("/rate", get(|| async { "ok" }).layer(rate))).await;
     assert_eq!(http_get(&client(), addr, "/rate", &[]).await.status, 200);
 
@@ -2008,10 +2026,8 @@ async fn an_open_circuit_probes_once_a_renewal_is_answered() {
     assert_eq!(coordination.circuit_state(), Some(CircuitState::Open));
     let started = Instant::now();
     assert_eq!(http_get(&client(), addr, "/rate", &[]).await.status, 503);
-    assert!(
-        started.elapsed() < Duration::from_millis(100),
-        "open: at once"
-    );
+    // Well under the decision timeout it would otherwise wait.
+    assert!(started.elapsed() < FAST, "open: at once");
 
     // The stall ends: the renewal held in it (or the next one) is answered.
     proxy.pass();

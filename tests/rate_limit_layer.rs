@@ -443,16 +443,19 @@ async fn stacked_policies_are_all_listed_in_the_fields() {
 }
 
 /// The rate-limit layer's circuit breaker, as the concurrency layer's: repeated
-/// unavailability opens it, an open circuit answers at once, and only a probe closes it.
+/// unavailability opens it (each request until then answered within the decision timeout),
+/// an open circuit answers at once, a failed probe opens it again, and only a probe that
+/// succeeds closes it.
 #[tokio::test]
 async fn the_circuit_breaker_fails_fast_then_heals_after_a_probe() {
     let server = Server::start(ServerKind::Redis7, &[]);
     let coordination = redis(server.url(), &unique_prefix("rl-breaker")).await;
+    let timeout = Duration::from_secs(1);
     let layer =
         RedisRateLimitLayer::fixed_window(&coordination, "breaker", 100, Duration::from_secs(60))
             .expect("valid")
             .key(KeyExtractor::global())
-            .timeout(Duration::from_millis(300))
+            .timeout(timeout)
             .circuit_breaker(
                 CircuitBreaker::new()
                     .failure_threshold(2)
@@ -464,22 +467,36 @@ async fn the_circuit_breaker_fails_fast_then_heals_after_a_probe() {
     assert_eq!(http_get(&client, addr, "/", &[]).await.status, 200);
 
     server.stop();
+    let stopped = Instant::now();
     for _ in 0..2 {
         assert_eq!(http_get(&client, addr, "/", &[]).await.status, 503);
+        assert!(
+            stopped.elapsed() < 2 * timeout + Duration::from_millis(500),
+            "{:?} after the stop",
+            stopped.elapsed()
+        );
     }
     support::eventually("the circuit opens", async || {
         layer.circuit_state() == Some(CircuitState::Open)
     })
     .await;
-    // Open: answered without waiting for the backend.
+    // Open: answered without waiting for the backend (a quarter of its timeout at most).
     let start = Instant::now();
     let reply = http_get(&client, addr, "/", &[]).await;
     assert_eq!(reply.status, 503);
     assert!(reply.header("retry-after").is_some());
-    assert!(
-        start.elapsed() < Duration::from_millis(250),
-        "{:?}",
-        start.elapsed()
+    assert!(start.elapsed() < timeout / 4, "{:?}", start.elapsed());
+
+    // Past the open time the next request probes; it fails, and the circuit opens again.
+    support::eventually("the open time is over", async || {
+        layer.circuit_state() == Some(CircuitState::HalfOpen)
+    })
+    .await;
+    assert_eq!(http_get(&client, addr, "/", &[]).await.status, 503);
+    assert_eq!(
+        layer.circuit_state(),
+        Some(CircuitState::Open),
+        "a failed probe opens it again"
     );
 
     server.start_again();
