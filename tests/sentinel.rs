@@ -54,34 +54,57 @@ async fn follows_the_primary_across_a_failover() {
         .expect("first");
     assert_eq!(first, 1);
 
-    fail_over(setup);
-
-    // Commands may fail while the old primary demotes itself (READONLY, dropped connection);
-    // the backend then asks the sentinels again and reaches the new primary.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    let mut failures = Vec::new();
-    let value = loop {
-        match backend
-            .eval::<i64, _, _>(&script, &["n"], &[] as &[&str; 0])
-            .await
-        {
-            Ok(value) => break value,
-            Err(err) => {
-                // A failover is unavailability (a lost connection, a timeout, a failover
-                // reply outlasting the retry bound), never a refusal.
-                assert!(
-                    err.is_unavailable(),
-                    "unexpected error during failover: {err}"
-                );
-                failures.push(err.to_string());
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "never reached the new primary: {failures:?}"
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
+    // Commands run throughout the failover, one after another. They may fail while the old
+    // primary demotes itself (READONLY, a dropped connection), as unavailability only; the
+    // backend then asks the sentinels again and reaches the new primary.
+    let started = tokio::time::Instant::now();
+    let switched = std::sync::Arc::new(std::sync::OnceLock::new());
+    let load = tokio::spawn({
+        let (backend, script, switched) = (backend.clone(), script.clone(), switched.clone());
+        async move {
+            let mut outcomes = Vec::new();
+            loop {
+                let sent = tokio::time::Instant::now();
+                let outcome = backend
+                    .eval::<i64, _, _>(&script, &["n"], &[] as &[&str; 0])
+                    .await;
+                let done = switched.get().is_some_and(|at| sent > *at) && outcome.is_ok();
+                outcomes.push((sent, outcome));
+                if done || sent > started + Duration::from_secs(60) {
+                    return outcomes;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
+    });
+    tokio::task::spawn_blocking(move || fail_over(setup))
+        .await
+        .expect("the failover");
+    let switched_at = tokio::time::Instant::now();
+    let _ = switched.set(switched_at);
+    let outcomes = load.await.expect("the load");
+    let during = outcomes.iter().filter(|(sent, _)| *sent < switched_at).count();
+    assert!(during >= 1, "no command in flight during the failover");
+    for (sent, outcome) in &outcomes {
+        if let Err(err) = outcome {
+            // A failover is unavailability (a lost connection, a timeout, a failover reply
+            // outlasting the retry bound), never a refusal.
+            assert!(
+                err.is_unavailable(),
+                "{:?} into the failover: {err}",
+                *sent - started
+            );
+        }
+    }
+    let (served_at, value) = match outcomes.last() {
+        Some((sent, Ok(value))) => (*sent, *value),
+        other => panic!("never reached the new primary: {other:?}"),
     };
+    assert!(
+        served_at - switched_at < Duration::from_secs(5),
+        "served {:?} after the old primary was demoted",
+        served_at - switched_at
+    );
     assert!(value >= 1);
     // The write landed on the node the sentinels now name as primary.
     let key = format!("{prefix}|n");
