@@ -1847,7 +1847,7 @@ async fn the_handle_answers_a_readiness_probe() {
 /// every setting at its default (the handle's circuit breaker among them): once the first
 /// requests have waited out their timeouts in silence, the circuit opens and every layer and
 /// extractor answers at once, without sending; the median answer from the first second to
-/// the thaw stays under 50 ms, and nothing waits past its timeout. Once Redis answers again,
+/// the thaw stays under a quarter of the timeout, and nothing waits past its timeout. Once Redis answers again,
 /// a probe closes the circuit and requests are served. Timed from the moment of the stop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_redis_costs_requests_no_timeout_after_the_first_second() {
@@ -1955,7 +1955,9 @@ async fn a_stopped_redis_costs_requests_no_timeout_after_the_first_second() {
         answers.len(),
         after_first_second.len()
     );
-    assert!(median < Duration::from_millis(50), "median {median:?}");
+    // At once rather than at the timeout (0.5 s): a quarter of it leaves a loaded machine
+    // room, and still tells one from the other.
+    assert!(median < Duration::from_millis(125), "median {median:?}");
     assert!(
         after_first_second.len() > answers.len() / 2,
         "answered fast, so most requests came after the first second"

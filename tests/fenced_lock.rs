@@ -1597,15 +1597,13 @@ async fn durable_fencing_grants_only_what_a_replica_holds() {
     let strict = durable_within(within).await;
     let lease = Duration::from_secs(10);
 
-    // The cost, the same acquisitions with and without the option, taken in turns.
+    // The same acquisitions with and without the option, taken in turns (what the option
+    // costs in time is the replica's round trip, which the benchmarks measure, not a test).
     let waits = || support::target::command_calls(&primary, "wait");
-    let (mut with, mut without) = (Vec::new(), Vec::new());
     let before = waits();
-    for _ in 0..100 {
-        for (lock, times) in [(&durable, &mut with), (&plain, &mut without)] {
-            let started = std::time::Instant::now();
+    for _ in 0..10 {
+        for lock in [&durable, &plain] {
             let mut held = lock.acquire(lease).await.expect("acquire");
-            times.push(started.elapsed());
             assert!(held.release().await.expect("release").was_held());
         }
     }
@@ -1613,16 +1611,7 @@ async fn durable_fencing_grants_only_what_a_replica_holds() {
     // NOSCRIPT on the lock's new connection (sent again with the script); none from the
     // plain lock (`strict`, probed before, sends none meanwhile).
     let sent = waits() - before;
-    assert!((100..=101).contains(&sent), "{sent} WAITs");
-    let p50 = |times: &mut Vec<Duration>| {
-        times.sort();
-        times[times.len() / 2]
-    };
-    println!(
-        "an acquisition with one replica to confirm: p50 {:?}, without durable fencing {:?}",
-        p50(&mut with),
-        p50(&mut without)
-    );
+    assert!((10..=11).contains(&sent), "{sent} WAITs");
 
     // No replica to confirm: nothing is granted, and nothing is left held.
     let stopped = replica.freeze();

@@ -313,45 +313,6 @@ async fn fires_when_a_write_races_the_read_on_threads() {
     fires_when_a_write_races_the_read(Target::Cluster).await;
 }
 
-/// Informal: time from the other client's DEL reply to `changed` completing.
-async fn wake_latency(target: Target) {
-    let backend = backend(target, "wake_latency").await;
-    let key = backend.physical_key(b"k");
-    let mut other = Other::to_target(target).await;
-    let (mut after_reply, mut after_send) = (Vec::new(), Vec::new());
-    for _ in 0..50 {
-        other.set(&key).await;
-        let mut watch = watch(&backend, b"k").await;
-        let sent = Instant::now();
-        other.run::<i64>(&[b"DEL", &key]).await;
-        let replied = Instant::now();
-        fires(&mut watch, "DEL").await;
-        after_reply.push(replied.elapsed());
-        after_send.push(sent.elapsed());
-    }
-    let summary = |mut latencies: Vec<Duration>| {
-        latencies.sort();
-        format!(
-            "median {:?}, p90 {:?}, max {:?}",
-            latencies[latencies.len() / 2],
-            latencies[latencies.len() * 9 / 10],
-            latencies[latencies.len() - 1]
-        )
-    };
-    eprintln!(
-        "{target:?}: wake after the DEL reply: {}; after sending the DEL: {}",
-        summary(after_reply),
-        summary(after_send)
-    );
-}
-scenario!(wake_latency redis);
-
-/// The same, with the dispatcher free to run on another thread than the writer.
-#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
-async fn wake_latency_on_threads() {
-    wake_latency(Target::Server(ServerKind::Redis7)).await;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Private servers: flushes, restarts, an expiry cycle turned off, a dropped backend
 
@@ -594,23 +555,15 @@ async fn sentinel_watches_follow_the_primary_across_a_failover() {
         .await
         .expect("the failover woke the watch");
 
-    // The tracking connection now reaches the new primary: its writes wake watches.
-    let deadline = Instant::now() + PATIENCE;
-    for attempt in 1.. {
-        let mut watch = watch_when_back(&backend, b"k").await;
-        Other::to_url(&primary_url(setup))
-            .await
-            .run::<()>(&[b"SET", &key, b"after the failover"])
-            .await;
-        if timeout(FIRES_WITHIN, watch.changed()).await.is_ok() {
-            eprintln!("a write on the new primary woke watch number {attempt}");
-            break;
-        }
-        // Only a primary about to be demoted (whose clients are about to be killed) may
-        // miss a write made on the new one.
-        assert!(
-            Instant::now() < deadline,
-            "watches never followed the new primary"
-        );
-    }
+    // The old primary's clients were killed as it was demoted (which woke the watch): the
+    // tracking connection made since reaches the new primary, and the first watch made on it
+    // wakes on its writes; none is missed.
+    let mut watch = watch_when_back(&backend, b"k").await;
+    Other::to_url(&primary_url(setup))
+        .await
+        .run::<()>(&[b"SET", &key, b"after the failover"])
+        .await;
+    timeout(FIRES_WITHIN, watch.changed())
+        .await
+        .expect("a write on the new primary wakes the first watch made after the failover");
 }

@@ -83,7 +83,10 @@ async fn follows_the_primary_across_a_failover() {
     let switched_at = tokio::time::Instant::now();
     let _ = switched.set(switched_at);
     let outcomes = load.await.expect("the load");
-    let during = outcomes.iter().filter(|(sent, _)| *sent < switched_at).count();
+    let during = outcomes
+        .iter()
+        .filter(|(sent, _)| *sent < switched_at)
+        .count();
     assert!(during >= 1, "no command in flight during the failover");
     for (sent, outcome) in &outcomes {
         if let Err(err) = outcome {
