@@ -80,6 +80,8 @@ struct Inner {
     unsupported: Option<UnsupportedFeature>,
     uncertain: bool,
     retry_after: Option<Duration>,
+    /// The stored key a corrupt state was found under: kept out of the message.
+    key: Option<Box<[u8]>>,
     source: Option<Box<dyn StdError + Send + Sync>>,
 }
 
@@ -231,6 +233,7 @@ impl Error {
                 unsupported: None,
                 uncertain: false,
                 retry_after: None,
+                key: None,
                 source: None,
             }),
         }
@@ -240,16 +243,16 @@ impl Error {
         Self::new(ErrorKind::InvalidArgument, message)
     }
 
-    /// Stored state of the wrong shape under the user key `key`, found before anything was
-    /// written: `what` says what is wrong with it.
+    /// Stored state of the wrong shape under the key `key`, found before anything was
+    /// written: `what` says what is wrong with it (and which of the step's keys it is).
+    /// The key itself is kept out of the message (see [`key`](Self::key)).
     pub(crate) fn corrupt_state(key: &[u8], what: impl fmt::Display) -> Self {
-        Error::new(
+        let mut err = Error::new(
             ErrorKind::CorruptState,
-            format!(
-                "{:?}: {what}; nothing was changed",
-                String::from_utf8_lossy(key)
-            ),
-        )
+            format!("{what}; nothing was changed"),
+        );
+        err.inner.key = Some(key.into());
+        err
     }
 
     /// The same error without its source, for an answer several callers receive (the
@@ -262,6 +265,7 @@ impl Error {
                 unsupported: self.inner.unsupported,
                 uncertain: self.inner.uncertain,
                 retry_after: self.inner.retry_after,
+                key: self.inner.key.clone(),
                 source: None,
             }),
         }
@@ -346,6 +350,26 @@ impl Error {
         self.inner.retry_after
     }
 
+    /// The stored key a [`CorruptState`](ErrorKind::CorruptState) error was found under, as
+    /// the step names it (without the handle's key prefix); `None` for other errors.
+    ///
+    /// It is not in the message, which logs carry at `ERROR` (the crate's own among them):
+    /// a key can hold a client's key, an address or an API key. Show it where such keys may
+    /// go. [`Debug`](fmt::Debug) shows it too.
+    ///
+    /// ```
+    /// # async fn example(lock: leasehold::coordination::lock::FencedLock) {
+    /// if let Err(err) = lock.try_acquire(std::time::Duration::from_secs(30)).await {
+    ///     if let Some(key) = err.key() {
+    ///         tracing::debug!(key = %String::from_utf8_lossy(key), "corrupt state");
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn key(&self) -> Option<&[u8]> {
+        self.inner.key.as_deref()
+    }
+
     /// Whether the step may have taken effect on the server although it failed here.
     ///
     /// True when the request was (or may have been) sent but no reply arrived (a timeout or
@@ -377,6 +401,9 @@ impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if !f.alternate() {
             write!(f, "{self}")?;
+            if let Some(key) = &self.inner.key {
+                write!(f, " (key {:?})", String::from_utf8_lossy(key))?;
+            }
             if self.may_have_applied() {
                 f.write_str(" (it may have applied)")?;
             }
@@ -401,6 +428,9 @@ impl fmt::Debug for Error {
         }
         if let Some(retry_after) = self.inner.retry_after {
             s.field("retry_after", &retry_after);
+        }
+        if let Some(key) = &self.inner.key {
+            s.field("key", &String::from_utf8_lossy(key));
         }
         if let Some(source) = &self.inner.source {
             s.field("source", source);

@@ -356,7 +356,7 @@ async fn a_waiting_acquire_is_woken_by_a_release(target: Target) {
         let permit = waiter.acquire(MINUTE).await;
         (permit, std::time::Instant::now())
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    support::until_waiting(&handles[1..2], 1).await;
     assert!(!waiting.is_finished(), "the only slot is held for a minute");
 
     let released_at = std::time::Instant::now();
@@ -413,7 +413,7 @@ async fn a_keyed_waiter_is_woken_by_a_release_of_another_key(target: Target) {
         .into_permit()
         .expect("free");
     let waiting = tokio::spawn(async move { waiter.acquire(b"bob", MINUTE).await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    support::until_waiting(&handles[1..2], 1).await;
     assert!(!waiting.is_finished(), "the global slot is alice's");
     assert!(held.release().await.expect("release").was_held());
     let permit = tokio::time::timeout(Duration::from_secs(2), waiting)
@@ -736,6 +736,7 @@ async fn corrupt_state_fails_without_change(target: Target) {
     let keyed = KeyedSemaphore::new(&coordination, "api", Capacity::per_key(1).and_global(2))
         .expect("valid");
     let (per_key, global) = keyed_keys(b"api", b"k");
+    let user_global = global.clone();
     let (per_key, global) = (
         physical(&coordination, &per_key),
         physical(&coordination, &global),
@@ -743,7 +744,13 @@ async fn corrupt_state_fails_without_change(target: Target) {
     target.raw(&[b"SET", &global, b"not a set"]);
     let err = keyed.try_acquire(b"k", MINUTE).await.expect_err("corrupt");
     assert_eq!(err.kind(), ErrorKind::CorruptState);
-    assert!(err.to_string().contains(":global"), "{err}");
+    // The key is named apart from the message, which logs carry at ERROR.
+    assert_eq!(err.key(), Some(&user_global[..]), "{err:?}");
+    assert!(
+        !err.to_string()
+            .contains(&*String::from_utf8_lossy(&user_global)),
+        "{err}"
+    );
     assert_eq!(target.raw(&[b"EXISTS", &per_key]), redis::Value::Int(0));
     assert_eq!(target.raw(&[b"GET", &global]), text);
 }

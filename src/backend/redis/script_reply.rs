@@ -7,8 +7,8 @@
 //!   strings;
 //! - **corrupt state** `{'corrupt', i, what}`: `KEYS[i]` holds something the step cannot read,
 //!   `what` says what is wrong with it, and the script changed nothing. The decoder turns it
-//!   into [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState) naming the user key (see
-//!   [`Error::corrupt_state`]), so no step writes that error itself;
+//!   into [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState) carrying the user key as
+//!   [`Error::key`] (see [`Error::corrupt_state`]), so no step writes that error itself;
 //! - **a packed grant**, the rate limiters' fast path, two numbers `(a, b)` in one integer,
 //!   exact in a Lua number (below 2^53 in magnitude): the non-negative `a * 2^32 + b` when
 //!   `a < 2^21` and `b < 2^32`, which covers most grants; else the negative
@@ -275,8 +275,9 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::CorruptState);
         assert_eq!(
             err.to_string(),
-            "corrupt state: \"b\": holds a hash; nothing was changed"
+            "corrupt state: holds a hash; nothing was changed"
         );
+        assert_eq!(err.key(), Some(&b"b"[..]));
         for index in [0, 3, -1] {
             let err = table(vec![text("corrupt"), Value::Int(index), text("x")])
                 .expect_err("no such key");
