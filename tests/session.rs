@@ -681,9 +681,9 @@ async fn a_server_that_evicts_keys_refuses_sessions_and_warns_lock_holders() {
 /// A session's expiries key evicted (as a server that evicts despite the refusal above, or
 /// an operator's `DEL`, removes it) leaves names whose holder lives: a claim of one by
 /// another session, and a read, are refused as corrupt state rather than finding the name
-/// free, and the holder's
-/// keep-alive fails the same way (a managed session is then told it lost its lease when
-/// its estimate runs out), before it writes anything.
+/// free, and the holder's keep-alive fails the same way (a managed session is then told it
+/// lost its lease when its estimate runs out), before it writes anything. Once the holder
+/// is gone, the name is free again.
 #[tokio::test]
 async fn a_name_whose_expiry_was_evicted_is_neither_claimed_again_nor_kept_silently() {
     let server = support::Server::start(ServerKind::Redis7, &[]);
@@ -720,13 +720,40 @@ async fn a_name_whose_expiry_was_evicted_is_neither_claimed_again_nor_kept_silen
     assert_eq!(refused.kind(), ErrorKind::CorruptState, "{refused}");
     let unreadable = space.get("job:42").await.expect_err("nor read as absent");
     assert_eq!(unreadable.kind(), ErrorKind::CorruptState, "{unreadable}");
+    let leases = expiries[0][..expiries[0].len() - b"expiries".len()]
+        .iter()
+        .chain(b"leases")
+        .copied()
+        .collect::<Vec<u8>>();
+    let first_id = first.id().to_owned();
+    let lease_expiry = || -> Option<String> {
+        redis::cmd("ZSCORE")
+            .arg(&leases)
+            .arg(&first_id)
+            .query(&mut server.connection())
+            .expect("ZSCORE")
+    };
+    let before = lease_expiry();
+    assert!(before.is_some(), "the holder's lease is live");
     let told = first.keep_alive().await.expect_err("the holder is told");
     assert_eq!(told.kind(), ErrorKind::CorruptState, "{told}");
     assert_eq!(
-        server.cmd::<i64>(&["EXISTS", &String::from_utf8_lossy(&expiries[0])]),
-        0,
-        "nothing written before the refusal"
+        lease_expiry(),
+        before,
+        "nothing written before the refusal: the lease kept its expiry"
     );
-    first.revoke().await.expect("revoke");
+
+    // Its holder gone (its lease's record removed, as an expiry would), the name is free
+    // again: an entry left without an expiry does not block it forever.
+    let _: u64 = redis::cmd("ZREM")
+        .arg(&leases)
+        .arg(&first_id)
+        .query(&mut server.connection())
+        .expect("ZREM");
+    assert_eq!(space.get("job:42").await.expect("get"), None);
+    assert_eq!(
+        second.claim("job:42", "b").await.expect("claim"),
+        Claim::Claimed
+    );
     second.revoke().await.expect("revoke");
 }

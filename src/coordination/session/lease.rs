@@ -93,8 +93,8 @@ impl Session {
     /// # Cancel safety
     ///
     /// Not cancel safe: dropped after it was sent, the write may or may not apply (it is
-    /// never sent again) until its deadline, the response timeout on the server's clock;
-    /// putting again settles it.
+    /// never sent again) until its deadline on the server's clock (see the
+    /// [failures](super#failures)); putting again after it settles it.
     pub async fn put(&mut self, name: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<bool> {
         Ok(self.write(name.as_ref(), value.as_ref(), false).await? == Claim::Claimed)
     }
@@ -141,7 +141,7 @@ impl Session {
     /// # Cancel safety
     ///
     /// Cancel safe in effect: dropped after it was sent, the removal may or may not apply
-    /// until its deadline, as a [`put`](Self::put)'s; deleting again settles it.
+    /// until its deadline, as a [`put`](Self::put)'s; deleting again after it settles it.
     pub async fn delete(&mut self, name: impl AsRef<[u8]>) -> Result<bool> {
         delete_on(self.holding.keys(), self.holding.token(), name.as_ref()).await
     }

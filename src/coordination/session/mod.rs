@@ -58,26 +58,30 @@
 //! | step | unavailable (no answer) | refused | uncertain (may have applied) |
 //! |---|---|---|---|
 //! | grant | fails, nothing granted | fails, nothing granted | sent again under the same id within the retry bound; else fails, and the lease is revoked once the grant's deadline has passed |
-//! | put | fails, nothing written | fails (`CapacityExceeded` at the bound), nothing written | fails; never sent again, and it lands before its deadline (the response timeout on the server's clock) or not at all: put again to settle |
-//! | claim, delete | fails, nothing written | fails, nothing written | fails; never sent again (a copy landing after a later step of the lease would undo it), and it lands before its deadline or not at all: claim or delete again to settle |
+//! | put | fails, nothing written | fails (`CapacityExceeded` at the bound), nothing written | fails; never sent again, and it lands before its deadline on the server's clock or not at all: put again once the error's `retry_after` has passed to settle |
+//! | claim, delete | fails, nothing written | fails, nothing written | fails; never sent again (a copy landing after a later step of the lease would undo it), and it lands before its deadline or not at all: claim or delete again once the error's `retry_after` has passed to settle |
 //! | keep-alive | the handle keeps its estimate; a managed one retries while the estimate lasts, and its signal fires when it runs out, even with no server to ask | as unavailable | the handle keeps what both outcomes guarantee |
 //! | revoke | tried once more, bounded; else the handle is uncertain and revokes again (or in the background when dropped) | fails, the handle as before | as unavailable |
 //!
 //! A late keep-alive or put (delayed in the network past a revoke or an expiry) finds no
 //! live lease and changes nothing: nothing comes back. A put, claim or delete also carries
 //! a deadline on the server's clock, past which it changes nothing (it fails `Timeout`
-//! when it arrives late and is answered): a copy held in the network cannot land after the
-//! step that settles it.
+//! when it arrives late and is answered): the handle's response timeout, connection timeout
+//! and transient-retry bound, and a margin for the clocks. An uncertain one fails with
+//! [`Error::retry_after`] set to the wait until that deadline has certainly passed: the
+//! step sent again after it settles the name, and no copy held in the network can undo it.
 //!
 //! # Eviction
 //!
 //! A space's keys hold one invariant between them (a name's expiry is its lease's), which
 //! eviction breaks: under a `volatile-*` or `allkeys-*` policy Redis removes them one at a
-//! time, and a claimed name whose expiry was evicted could be claimed again with no step
-//! noticing. So sessions need a server that evicts nothing (`maxmemory-policy noeviction`,
-//! or no `maxmemory`): [`Sessions::grant`] asks until the server says it evicts nothing,
-//! and fails with [`ErrorKind::Unsupported`] on a server
-//! that may evict. A server that refuses `CONFIG GET` is trusted.
+//! time. So sessions need a server that evicts nothing (`maxmemory-policy noeviction`, or
+//! no `maxmemory`): [`Sessions::grant`] asks until the server says it evicts nothing, and
+//! fails with [`ErrorKind::Unsupported`] on a server that may evict. A server that refuses
+//! `CONFIG GET` is trusted. Where an expiry goes anyway (evicted, deleted by hand), a name
+//! whose holder lives is not taken for free: a claim or a read of it, and its holder's
+//! keep-alive, fail with [`ErrorKind::CorruptState`]. A lease's set of names evicted is not
+//! noticed: its names lapse with the lease's next keep-alive.
 
 mod keys;
 pub(crate) use keys::SpaceNames;
@@ -92,6 +96,7 @@ pub use sessions::Sessions;
 
 use std::time::Duration;
 
+use crate::backend::redis::Deadline;
 use crate::backend::steps::session::{
     SessionDeleteStep, SessionLeaseStep, SessionPutReply, SessionPutStep,
 };
@@ -202,18 +207,23 @@ async fn put_on(
         )));
     }
     let names = keys.names_of(id);
+    let deadline = keys.backend().acquire_deadline().await?;
     let step = SessionPutStep {
         lease: keys.lease(id, &names),
         name,
         value,
         max_keys: MAX_KEYS_PER_SESSION,
         only_if_free,
-        not_after_ms: not_after_ms(keys).await?,
+        not_after_ms: not_after_ms(deadline),
     };
     // Never sent again, and bounded by a deadline on the server's clock: a first copy whose
     // answer was lost must not land after a later step of this lease (a delete of the name,
     // another put) and undo it.
-    let reply = keys.backend().run(step).await?;
+    let reply = keys
+        .backend()
+        .run(step)
+        .await
+        .map_err(|err| settled_after(err, deadline))?;
     match reply {
         SessionPutReply::Put => Ok(Claim::Claimed),
         SessionPutReply::Taken => Ok(Claim::Taken),
@@ -229,25 +239,37 @@ async fn put_on(
 async fn delete_on(keys: &SpaceNames, id: &str, name: &[u8]) -> Result<bool> {
     check_name(name)?;
     let names = keys.names_of(id);
-    let not_after_ms = not_after_ms(keys).await?;
+    let deadline = keys.backend().acquire_deadline().await?;
     // As a put: never sent again, and bounded by a deadline.
     keys.backend()
         .run(SessionDeleteStep {
             lease: keys.lease(id, &names),
             name,
-            not_after_ms,
+            not_after_ms: not_after_ms(deadline),
         })
         .await
+        .map_err(|err| settled_after(err, deadline))
 }
 
 /// The server time after which a put or a delete sent now changes nothing (0 in memory,
-/// where nothing is delayed): what the backend's response timeout leaves it.
-async fn not_after_ms(keys: &SpaceNames) -> Result<u64> {
-    Ok(keys
-        .backend()
-        .acquire_deadline()
-        .await?
-        .map_or(0, |deadline| deadline.server_ms))
+/// where nothing is delayed).
+fn not_after_ms(deadline: Option<Deadline>) -> u64 {
+    deadline.map_or(0, |deadline| deadline.server_ms)
+}
+
+/// `err`, when the step may still land, with the wait until its deadline has certainly
+/// passed as its [`retry_after`](Error::retry_after): a put or delete sent again after it
+/// settles the name, which the first copy can no longer undo.
+fn settled_after(err: Error, deadline: Option<Deadline>) -> Error {
+    match deadline {
+        Some(deadline) if err.is_outcome_uncertain() => {
+            let left = deadline
+                .passed_at
+                .saturating_duration_since(tokio::time::Instant::now());
+            err.with_retry_after(Some(left))
+        }
+        _ => err,
+    }
 }
 
 /// The time to live and the keys of the lease `id`.

@@ -156,7 +156,7 @@ enum Why {
     /// The limit: 429 with the decision's fields.
     Limited(RateLimitDecision, Option<PartitionTag>),
     /// No decision to go by and the failure policy fails closed (or the fail-open fallback
-    /// is full): 503.
+    /// could not count the request): 503.
     Unavailable {
         retry_after: Duration,
         error: Option<Error>,

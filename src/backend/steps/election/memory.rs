@@ -66,17 +66,13 @@ fn with_election<R>(
     let leases_key = memory.physical_key(keys.leases);
     let election_key = memory.physical_key(keys.candidates);
     memory.step(|store, now| {
-        // Taken out for the step and given back after it: a step reads the leases and
-        // writes the election and the terms, never the space, and a copy would cost
-        // O(sessions) per step in a space that may serve thousands of instances.
-        let leases = match store
-            .get_mut(&leases_key, now)
-            .map(|entry| &mut entry.value)
+        // Both keys' kinds checked before anything is taken out of them: a refusal changes
+        // nothing.
+        if let Some(entry) = store.get_mut(&leases_key, now)
+            && !matches!(entry.value, Value::Sessions { .. })
         {
-            None => HashMap::new(),
-            Some(Value::Sessions { leases, .. }) => std::mem::take(&mut **leases),
-            Some(_) => return Err(other_state(keys.leases, "session space")),
-        };
+            return Err(other_state(keys.leases, "session space"));
+        }
         let (candidates, leader) = match store.get_mut(&election_key, now).map(|e| &mut e.value) {
             None => (Vec::new(), None),
             Some(Value::Election { candidates, leader }) => (
@@ -84,6 +80,16 @@ fn with_election<R>(
                 leader.take().map(|leader| *leader),
             ),
             Some(_) => return Err(other_state(keys.candidates, "election")),
+        };
+        // Taken out for the step and given back after it: a step reads the leases and
+        // writes the election and the terms, never the space, and a copy would cost
+        // O(sessions) per step in a space that may serve thousands of instances.
+        let leases = match store
+            .get_mut(&leases_key, now)
+            .map(|entry| &mut entry.value)
+        {
+            Some(Value::Sessions { leases, .. }) => std::mem::take(&mut **leases),
+            _ => HashMap::new(),
         };
         let mut election = Election {
             leases,

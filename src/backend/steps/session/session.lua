@@ -13,7 +13,8 @@
 -- Writing steps remove what ran out, a bounded number of keys at a time, and the space's
 -- keys expire with its latest lease, so an idle space leaves nothing behind. Every script
 -- replies with a table whose first element names the outcome; {'corrupt', i, what} means
--- KEYS[i] holds something else, and the script changed nothing.
+-- KEYS[i] holds something else, or lacks what the others say it holds (a live holder's
+-- name without its expiry), and the script changed nothing.
 --
 -- While a cluster slot migrates, a script may not touch a key of it that is not there (the
 -- server takes it for one already moved, and fails the command): a script runs there only
@@ -38,10 +39,10 @@ end
 local KINDS = {'zset', 'zset', 'hash', 'set'}
 local ROLES = {'the leases key', 'the expiries key', 'the attached keys key', 'the key set of a lease'}
 
--- {'corrupt', ...} when a key holds another type than its role's.
 -- What a step says of a held name whose expiry is gone (see session_keep_alive.lua).
 local LOST_EXPIRY = 'a held name has lost its expiry (keys evicted?)'
 
+-- {'corrupt', ...} when a key holds another type than its role's.
 local function corrupt()
     for i = 1, #KEYS do
         local kind = redis.call('TYPE', KEYS[i])['ok']

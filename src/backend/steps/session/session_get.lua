@@ -9,14 +9,17 @@ if refused then
     return refused
 end
 local at = redis.call('ZSCORE', KEYS[2], ARGV[1])
+local now = now_ms()
 if not at then
-    -- An entry without an expiry: its holder may live (see session_keep_alive.lua).
-    if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then
+    -- An entry without an expiry (see session_keep_alive.lua): a live holder's name is not
+    -- read as absent; a gone holder's is.
+    local orphan = redis.call('HGET', KEYS[3], ARGV[1])
+    if orphan and lease_expiry(split(orphan), now) then
         return {'corrupt', 2, LOST_EXPIRY}
     end
     return {'none'}
 end
-if tonumber(at) <= now_ms() then
+if tonumber(at) <= now then
     return {'none'}
 end
 local entry = redis.call('HGET', KEYS[3], ARGV[1])

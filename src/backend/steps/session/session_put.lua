@@ -31,12 +31,13 @@ if ARGV[5] == '1' then
     local entry = redis.call('HGET', KEYS[3], ARGV[2])
     local expiry = redis.call('ZSCORE', KEYS[2], ARGV[2])
     if entry and split(entry) ~= ARGV[1] then
-        -- An entry without an expiry is what eviction of the expiries key leaves: its
-        -- holder may be live, so the name is not free.
+        -- An entry without an expiry is what eviction of the expiries key leaves: a name
+        -- whose holder lives is not free; one whose holder is gone is.
         if not expiry then
-            return {'corrupt', 2, LOST_EXPIRY}
-        end
-        if tonumber(expiry) > now then
+            if lease_expiry(split(entry), now) then
+                return {'corrupt', 2, LOST_EXPIRY}
+            end
+        elseif tonumber(expiry) > now then
             return {'taken'}
         end
     end
