@@ -1463,6 +1463,11 @@ async fn tokens_never_go_back_across_sentinel_failovers_that_lose_writes() {
         ]);
         released_or_lapsed(alone.release().await);
         let port = primary.port();
+        // Dead, the primary can give the replica nothing more: its password is mended at
+        // once, so that whatever Sentinel makes of it (promoted, or left a replica of the
+        // primary restarted below) it can link.
+        primary.stop();
+        let () = replica.cmd(&["CONFIG", "SET", "masterauth", ""]);
         setup.kill_primary().await;
         // The node that was killed comes back as a replica of the new primary.
         let restarting = setup.clone();
@@ -1477,9 +1482,6 @@ async fn tokens_never_go_back_across_sentinel_failovers_that_lose_writes() {
         })
         .await
         .expect("the setup heals");
-        let () = setup
-            .current_master()
-            .cmd(&["CONFIG", "SET", "masterauth", ""]);
         let now: Option<String> = setup.current_master().cmd(&[
             "GET",
             std::str::from_utf8(&handle.backend().physical_key(lock.counter_key()))

@@ -152,7 +152,7 @@ async fn a_waiter_gets_the_field_when_it_is_released(target: Target) {
         let hash = hash.clone();
         async move { hash.acquire("f", MINUTE).await }
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    support::until_waiting(std::slice::from_ref(&coordination), 1).await;
     assert!(!waiter.is_finished(), "the field is held");
     // A change to another field (which wakes the waiter on Redis: see
     // `a_waiter_is_woken_by_the_hash_and_at_the_fields_expiry`) leaves it waiting.

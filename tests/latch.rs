@@ -94,7 +94,7 @@ async fn a_reset_makes_the_old_generation_stale(target: Target) {
         let old = old.clone();
         async move { old.wait().await }
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    support::until_waiting(&handles[..1], 1).await;
     assert!(!waiter.is_finished(), "three count-downs to go");
     // A wait dropped midway changes nothing.
     let dropped = tokio::spawn({
@@ -150,7 +150,7 @@ async fn every_waiter_on_every_connection_completes_at_the_last_count_down(targe
             }));
         }
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    support::until_waiting(&handles[3..], 2).await;
     assert!(waiters.iter().all(|w| !w.is_finished()), "three to go");
 
     // Three participants count down at once, each on its own connection.

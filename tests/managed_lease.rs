@@ -35,7 +35,7 @@ async fn a_waiter_is_woken_by_the_release_not_by_the_expiry(target: Target) {
         (lease, Instant::now())
     });
     // The waiter has tried once and is waiting (on Redis: for an invalidation).
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    support::until_waiting(&handles[1..2], 1).await;
     assert!(!waiter.is_finished(), "the lock is held for 30 s");
 
     let released_at = Instant::now();

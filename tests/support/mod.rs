@@ -62,6 +62,25 @@ pub async fn connect(url: String, test: &str) -> leasehold::Coordination {
         .into()
 }
 
+/// Waits until each of `handles` has `each` waits that tried once and now wait for a change:
+/// on Redis, that many pending key watches on the handle's backend (a wait that has not
+/// tried yet has none). In memory, whose waits poll and register nothing, it gives them a
+/// few polls' time.
+#[allow(dead_code)]
+pub async fn until_waiting(handles: &[leasehold::Coordination], each: usize) {
+    for handle in handles {
+        match handle.backend().as_redis() {
+            Some(redis) => {
+                eventually("the waits wait for a change", async || {
+                    redis.watch_count() >= each
+                })
+                .await;
+            }
+            None => tokio::time::sleep(Duration::from_millis(150)).await,
+        }
+    }
+}
+
 /// Polls `check` every 10 ms until it holds; panics after [`PATIENCE`].
 pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + PATIENCE;
