@@ -145,16 +145,13 @@ async fn a_stall_shorter_than_the_decision_timeout_gives_normal_answers() {
         served_through_a_proxy("stall", FailurePolicy::default()).await;
 
     for route in ALL_ROUTES {
-        let sent = proxy.bytes_received(Direction::ToServer);
+        let sent = proxy.sent();
         proxy.stall();
         let client = client();
         let request = tokio::spawn(async move { http_get(&client, addr, route, &[]).await });
         // The request's step is held by the stall (it met the fault), for a quarter of the
         // decision timeout.
-        support::eventually("the step is held", async || {
-            proxy.bytes_received(Direction::ToServer) > sent
-        })
-        .await;
+        proxy.until_sent(sent, "the step is held").await;
         tokio::time::sleep(DECISION_TIMEOUT / 4).await;
         proxy.pass();
         let reply = request.await.expect("the request task");

@@ -733,7 +733,6 @@ async fn a_dropped_lease_is_released_in_the_background(target: Target) {
 /// frees it once the acquisition's deadline has passed, long before its minute.
 #[tokio::test]
 async fn a_cancelled_acquisition_is_released() {
-    use support::proxy::Direction;
     let behind = support::Behind::start("cancel");
     let coordination = behind.through_proxy(|builder| builder).await;
     let direct = behind.direct().await;
@@ -743,13 +742,13 @@ async fn a_cancelled_acquisition_is_released() {
     let warm_token = warm.fencing_token();
     warm.release().await.expect("release");
     let counter = String::from_utf8(physical(&direct, lock.counter_key())).expect("text");
-    let sent = behind.proxy.bytes_received(Direction::ToServer);
+    let sent = behind.proxy.sent();
     behind.proxy.stall();
     let attempt = tokio::spawn(async move { lock.try_acquire(MINUTE).await.map(|_| ()) });
-    eventually("the acquisition is sent", async || {
-        behind.proxy.bytes_received(Direction::ToServer) > sent
-    })
-    .await;
+    behind
+        .proxy
+        .until_sent(sent, "the acquisition is sent")
+        .await;
     attempt.abort();
     assert!(attempt.await.is_err(), "dropped before its answer");
     behind.proxy.pass();

@@ -480,7 +480,7 @@ mod fault_proxy {
             Duration::from_secs(5),
             "the proxy holds the command",
             || {
-                let received = proxy.bytes_received(Direction::ToServer);
+                let received = proxy.sent();
                 (received == 6 + command.len() as u64)
                     .then_some(())
                     .ok_or_else(|| format!("{received} bytes"))

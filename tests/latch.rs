@@ -547,18 +547,13 @@ async fn a_cancelled_count_down_counts_at_most_once() {
         .expect("join")
         .expect("started");
 
-    let sent = behind
-        .proxy
-        .bytes_received(support::proxy::Direction::ToServer);
+    let sent = behind.proxy.sent();
     behind.proxy.stall();
     let counting = tokio::spawn(async move { generation.count_down().await });
-    support::eventually("the count-down is sent", async || {
-        behind
-            .proxy
-            .bytes_received(support::proxy::Direction::ToServer)
-            > sent
-    })
-    .await;
+    behind
+        .proxy
+        .until_sent(sent, "the count-down is sent")
+        .await;
     counting.abort();
     assert!(counting.await.expect_err("dropped").is_cancelled());
     // The held count-down reaches the server now, on its connection, which stayed open.

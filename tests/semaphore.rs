@@ -16,7 +16,6 @@ use leasehold::coordination::semaphore::{
 };
 use leasehold::{Coordination, ErrorKind};
 use support::eventually;
-use support::proxy::Direction;
 use support::target::{Target, scenario, server_ms};
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -1063,12 +1062,12 @@ async fn a_lost_delivery_landing_after_the_release_is_released_too() {
     };
 
     behind.proxy.stall();
-    let sent = behind.proxy.bytes_received(Direction::ToServer);
+    let sent = behind.proxy.sent();
     let acquiring = tokio::spawn(async move { semaphore.try_acquire(MINUTE).await });
-    eventually("the first delivery is in the network", async || {
-        behind.proxy.bytes_received(Direction::ToServer) > sent
-    })
-    .await;
+    behind
+        .proxy
+        .until_sent(sent, "the first delivery is in the network")
+        .await;
     behind.proxy.sever();
     behind.proxy.pass();
     let mut permit = tokio::time::timeout(Duration::from_secs(5), acquiring)

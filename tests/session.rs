@@ -332,21 +332,13 @@ async fn late_puts_and_keep_alives_bring_nothing_back() {
     assert!(session.put("kept", "v").await.expect("put"));
     let id = session.id().to_owned();
     let calls = || support::target::command_calls(&behind.server, "evalsha");
-    let sent = behind
-        .proxy
-        .bytes_received(support::proxy::Direction::ToServer);
+    let sent = behind.proxy.sent();
     behind.proxy.stall();
     let held = tokio::spawn(async move {
         let put = session.put("late", "v").await;
         (session, put)
     });
-    support::eventually("the put is sent", async || {
-        behind
-            .proxy
-            .bytes_received(support::proxy::Direction::ToServer)
-            > sent
-    })
-    .await;
+    behind.proxy.until_sent(sent, "the put is sent").await;
     behind.proxy.sever();
     behind.proxy.pass();
     let (session, put) = held.await.expect("the put task");
@@ -354,19 +346,14 @@ async fn late_puts_and_keep_alives_bring_nothing_back() {
     // The keep-alive, held the same way, on a connection made first (a step that reads):
     // the bytes waited for are then the keep-alive's, not a new connection's handshake.
     space.list().await.expect("connected again");
-    let sent = behind
-        .proxy
-        .bytes_received(support::proxy::Direction::ToServer);
+    let sent = behind.proxy.sent();
     behind.proxy.stall();
     let keeper = space.by_owner(id.parse().expect("id"));
     let kept = tokio::spawn(async move { keeper.renew(MINUTE).await });
-    support::eventually("the keep-alive is sent", async || {
-        behind
-            .proxy
-            .bytes_received(support::proxy::Direction::ToServer)
-            > sent
-    })
-    .await;
+    behind
+        .proxy
+        .until_sent(sent, "the keep-alive is sent")
+        .await;
     behind.proxy.sever();
     behind.proxy.pass();
     let kept = kept.await.expect("the keep-alive task");
@@ -424,9 +411,7 @@ async fn a_put_or_delete_delivered_after_its_deadline_undoes_nothing() {
     assert!(!session.delete("absent").await.expect("delete"));
     for held_step in ["put", "delete"] {
         assert!(session.put("job", "settled").await.expect("put"));
-        let sent = behind
-            .proxy
-            .bytes_received(support::proxy::Direction::ToServer);
+        let sent = behind.proxy.sent();
         behind.proxy.stall();
         let held = tokio::spawn(async move {
             let outcome = if held_step == "put" {
@@ -436,13 +421,7 @@ async fn a_put_or_delete_delivered_after_its_deadline_undoes_nothing() {
             };
             (session, outcome)
         });
-        support::eventually("the step is sent", async || {
-            behind
-                .proxy
-                .bytes_received(support::proxy::Direction::ToServer)
-                > sent
-        })
-        .await;
+        behind.proxy.until_sent(sent, "the step is sent").await;
         behind.proxy.sever();
         behind.proxy.pass();
         let (returned, outcome) = held.await.expect("the step's task");
@@ -450,7 +429,9 @@ async fn a_put_or_delete_delivered_after_its_deadline_undoes_nothing() {
         let err = outcome.expect_err("no answer");
         assert!(err.is_outcome_uncertain(), "{held_step}: {err}");
         // Settled as the docs say: sent again once the error's retry time has passed.
-        let settle_after = err.retry_after().expect("the wait until the deadline has passed");
+        let settle_after = err
+            .retry_after()
+            .expect("the wait until the deadline has passed");
         assert!(settle_after <= Duration::from_secs(2), "{settle_after:?}");
         tokio::time::sleep(settle_after).await;
         assert!(session.put("job", "second").await.expect("put again"));
@@ -679,14 +660,13 @@ async fn a_server_that_evicts_keys_refuses_sessions_and_warns_lock_holders() {
 #[tokio::test]
 async fn a_name_whose_expiry_was_evicted_is_neither_claimed_again_nor_kept_silently() {
     let server = support::Server::start(ServerKind::Redis7, &[]);
-    let prefix = support::unique_prefix("session-evicted");
-    let coordination: Coordination =
-        leasehold::backend::redis::RedisBackend::standalone(server.url())
-            .key_prefix(&prefix)
-            .connect()
-            .await
-            .expect("connect")
-            .into();
+    let coordination = support::connect(server.url(), "session-evicted").await;
+    let prefix = coordination
+        .backend()
+        .as_redis()
+        .expect("on Redis")
+        .key_prefix()
+        .to_vec();
     let space = Sessions::named(&coordination, "jobs");
     let mut first = space.grant(MINUTE).await.expect("grant");
     assert_eq!(
@@ -694,11 +674,11 @@ async fn a_name_whose_expiry_was_evicted_is_neither_claimed_again_nor_kept_silen
         Claim::Claimed
     );
     let expiries: Vec<Vec<u8>> = server
-        .keys(prefix.as_bytes())
+        .keys(&prefix)
         .into_iter()
         .filter(|key| key.ends_with(b":expiries"))
         .collect();
-    assert_eq!(expiries.len(), 1, "one expiries key under {prefix}");
+    assert_eq!(expiries.len(), 1, "one expiries key");
     let _: u64 = redis::cmd("DEL")
         .arg(&expiries[0])
         .query(&mut server.connection())

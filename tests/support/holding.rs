@@ -329,20 +329,14 @@ pub async fn a_release_asked_during_a_renewal_frees_it_and_the_late_renewal_chan
     let calls = || support::target::command_calls(server, "evalsha");
     // Held from just before the renewal (due at half the lease) until it has left the client.
     tokio::time::sleep(LEASE / 2 - Duration::from_millis(300)).await;
-    let sent = proxy.bytes_received(support::proxy::Direction::ToServer);
+    let sent = proxy.sent();
     let ran = calls();
     proxy.stall();
-    support::eventually("the renewal is sent", async || {
-        proxy.bytes_received(support::proxy::Direction::ToServer) > sent
-    })
-    .await;
-    let renewal_sent = proxy.bytes_received(support::proxy::Direction::ToServer);
+    proxy.until_sent(sent, "the renewal is sent").await;
+    let renewal_sent = proxy.sent();
     let released = release();
     // The release is held too; the client's connection breaks, and the release goes again.
-    support::eventually("the release is sent", async || {
-        proxy.bytes_received(support::proxy::Direction::ToServer) > renewal_sent
-    })
-    .await;
+    proxy.until_sent(renewal_sent, "the release is sent").await;
     proxy.sever();
     proxy.pass();
     assert!(
@@ -481,16 +475,13 @@ pub async fn a_renewal_by_owner_token_delivered_after_the_release_brings_nothing
             .expect("verify")
     );
     let calls = || support::target::command_calls(server, "evalsha");
-    let sent = proxy.bytes_received(support::proxy::Direction::ToServer);
+    let sent = proxy.sent();
     proxy.stall();
     let renewal = tokio::spawn({
         let renewal = H::by_owner(&late, token.clone());
         async move { renewal.renew(LEASE).await }
     });
-    support::eventually("the renewal is sent", async || {
-        proxy.bytes_received(support::proxy::Direction::ToServer) > sent
-    })
-    .await;
+    proxy.until_sent(sent, "the renewal is sent").await;
     // The client's connection breaks; the renewal is still on its way.
     proxy.sever();
     proxy.pass();
@@ -527,12 +518,9 @@ pub async fn a_detach_asked_during_a_renewal_waits_for_its_answer<H: Held>() {
     let acquired = Instant::now();
     // Held from just before the renewal (due at half the lease) until it has left.
     tokio::time::sleep_until(acquired + LEASE / 2 - Duration::from_millis(200)).await;
-    let sent = proxy.bytes_received(support::proxy::Direction::ToServer);
+    let sent = proxy.sent();
     proxy.stall();
-    support::eventually("the renewal is sent", async || {
-        proxy.bytes_received(support::proxy::Direction::ToServer) > sent
-    })
-    .await;
+    proxy.until_sent(sent, "the renewal is sent").await;
     let detach = tokio::spawn(H::detach(held));
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(

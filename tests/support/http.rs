@@ -19,10 +19,17 @@ pub fn behind(layer: leasehold::layer::rate_limit::RedisRateLimitLayer) -> axum:
 /// The status of one request to `/` through `router`, in process (no network, no peer
 /// address).
 pub async fn status_of(router: &axum::Router) -> StatusCode {
+    status_with(router, &[]).await
+}
+
+/// The status `router` answers a `GET /` with `headers`, without a network.
+pub async fn status_with(router: &axum::Router, headers: &[(&str, &str)]) -> StatusCode {
     use tower::ServiceExt as _;
-    let request = Request::get("/")
-        .body(axum::body::Body::empty())
-        .expect("a request");
+    let mut request = Request::get("/");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request.body(axum::body::Body::empty()).expect("a request");
     router
         .clone()
         .oneshot(request)

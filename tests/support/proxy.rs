@@ -254,6 +254,17 @@ impl Proxy {
     pub fn bytes_received(&self, direction: Direction) -> u64 {
         self.counters.received[direction.index()].load(Ordering::SeqCst)
     }
+
+    /// Bytes the proxy has taken in from clients so far: a mark for [`until_sent`](Self::until_sent).
+    pub fn sent(&self) -> u64 {
+        self.bytes_received(Direction::ToServer)
+    }
+
+    /// Waits (bounded) until a client has sent the proxy more than `mark` bytes: a step
+    /// reached the proxy (held there, if it stalls), `what` says which.
+    pub async fn until_sent(&self, mark: u64, what: &str) {
+        super::eventually(what, async || self.sent() > mark).await;
+    }
 }
 
 impl Drop for Proxy {
