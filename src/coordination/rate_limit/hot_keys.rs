@@ -243,6 +243,13 @@ pub(crate) struct Reservations {
     unsettled: AtomicU64,
     /// Set by a return of everything: no more batches in the background.
     closing: AtomicBool,
+    /// While the map is full of live reservations, the earliest moment one of them can
+    /// lapse: a new key before it goes without a scan of the map (one is O(max_keys), and a
+    /// flood of distinct keys would pay it per request). Written under the entries' lock.
+    no_room_until: Mutex<Option<Instant>>,
+    /// Scans of a full map, for the tests.
+    #[cfg(test)]
+    sweeps: AtomicU64,
 }
 
 /// What this instance holds for one client key.
@@ -303,6 +310,9 @@ impl Reservations {
             lapsed: AtomicU64::new(0),
             unsettled: AtomicU64::new(0),
             closing: AtomicBool::new(false),
+            no_room_until: Mutex::new(None),
+            #[cfg(test)]
+            sweeps: AtomicU64::new(0),
         }
     }
 
@@ -368,17 +378,37 @@ impl Reservations {
             }
             if entries.len() >= self.settings.max_keys {
                 // Forget the keys whose reservations lapsed; if every one is live, this key
-                // goes without.
+                // goes without, and so does every new key until the first can lapse.
+                let mut no_room_until = self
+                    .no_room_until
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if no_room_until.is_some_and(|until| now < until) {
+                    return Spend::Plain;
+                }
+                #[cfg(test)]
+                self.sweeps.fetch_add(1, Ordering::Relaxed);
+                let mut earliest: Option<Instant> = None;
                 entries.retain(|_, entry| {
-                    if entry.reserving || entry.is_live(now) {
+                    if entry.reserving {
+                        return true;
+                    }
+                    if entry.is_live(now) {
+                        earliest = Some(
+                            earliest.map_or(entry.usable_until, |at| at.min(entry.usable_until)),
+                        );
                         return true;
                     }
                     self.lapse(entry);
                     false
                 });
                 if entries.len() >= self.settings.max_keys {
+                    // Every one reserving: they settle within a round trip, a short wait.
+                    *no_room_until =
+                        Some(earliest.unwrap_or_else(|| now + Duration::from_millis(10)));
                     return Spend::Plain;
                 }
+                *no_room_until = None;
             }
             entries.insert(
                 key.into(),
@@ -790,5 +820,38 @@ mod tests {
             Spend::Reserve(_)
         ));
         assert_eq!(tier.statistics().lapsed(), 5);
+    }
+
+    /// A map full of live reservations is scanned once per moment one can lapse, not once
+    /// per new key: a flood of distinct keys goes without reservations at O(1) each, and a
+    /// key comes in once the first reservation lapsed.
+    #[tokio::test(start_paused = true)]
+    async fn a_full_map_is_scanned_once_until_a_reservation_can_lapse() {
+        let tier = Arc::new(Reservations::new(HotKeys::new(10).max_keys(3)));
+        for (key, ttl_ms) in [(b"a", 1_000), (b"b", 2_000), (b"c", 3_000)] {
+            let Spend::Reserve(pending) = tier.spend(key, 1, 1_000, true, true) else {
+                panic!("a cold key reserves");
+            };
+            pending.settle(&reservation(10, 10, ttl_ms, 7), 1_000, STOP);
+        }
+        for i in 0..1_000u32 {
+            let key = i.to_be_bytes();
+            assert!(matches!(
+                tier.spend(&key, 1, 1_000, true, true),
+                Spend::Plain
+            ));
+        }
+        assert_eq!(
+            tier.sweeps.load(Ordering::Relaxed),
+            1,
+            "one scan for 1,000 keys"
+        );
+        // Past a's end (less the stop its window keeps): a new key takes its place.
+        tokio::time::advance(Duration::from_millis(1_000)).await;
+        assert!(matches!(
+            tier.spend(b"d", 1, 1_000, true, true),
+            Spend::Reserve(_)
+        ));
+        assert_eq!(tier.sweeps.load(Ordering::Relaxed), 2);
     }
 }
