@@ -1778,3 +1778,59 @@ async fn durable_fencing_on_a_cluster_without_replicas_fails_closed() {
         assert!(free.release().await.expect("release").was_held());
     }
 }
+
+/// A waiter whose connections fall silent while it waits (no FIN, no RST: a host gone, a VIP
+/// moved; new connections reach the same healthy server), the holder releasing from
+/// elsewhere: the silent tracking connection is found out and the wait ends, taken or failed
+/// as unavailable, within 5 s of the release, not at the holder's expiry a minute later;
+/// the same handle takes the lock again within 5 s more (the silent connection replaced).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_connections_fall_silent_hears_of_the_release_within_seconds() {
+    let behind = support::Behind::start("silent-waiter");
+    let waiting_side = behind.through_proxy(|builder| builder).await;
+    let direct = behind.direct().await;
+    let mut held = FencedLock::named(&direct, "silent")
+        .try_acquire(Duration::from_secs(60))
+        .await
+        .expect("acquire")
+        .into_lease()
+        .expect("free");
+    let lock = FencedLock::named(&waiting_side, "silent");
+    let waiter = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire(Duration::from_secs(60)).await }
+    });
+    support::until_waiting(std::slice::from_ref(&waiting_side), 1).await;
+    behind.proxy.silence_open();
+    let released_at = std::time::Instant::now();
+    assert_eq!(held.release().await.expect("release"), Release::Released);
+    let waited = tokio::time::timeout(Duration::from_secs(30), waiter)
+        .await
+        .expect("the wait ended within 30 s")
+        .expect("the waiter");
+    let ended = released_at.elapsed();
+    assert!(
+        ended < Duration::from_secs(5),
+        "the wait ended {ended:?} after the release"
+    );
+    let mut lease = match waited {
+        Ok(lease) => lease,
+        Err(err) => {
+            assert!(err.is_unavailable(), "{err}");
+            let mut taken = None;
+            while taken.is_none() {
+                assert!(
+                    released_at.elapsed() < Duration::from_secs(10),
+                    "not taken again within 10 s of the release"
+                );
+                taken = lock
+                    .try_acquire(Duration::from_secs(60))
+                    .await
+                    .ok()
+                    .and_then(|attempt| attempt.into_lease());
+            }
+            taken.expect("taken")
+        }
+    };
+    lease.release().await.expect("release");
+}

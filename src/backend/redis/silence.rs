@@ -16,7 +16,9 @@
 //! every connection fell silent is caught, but one node that falls silent while the others
 //! answer is not (its steps keep timing out until the kernel gives up on its socket), since
 //! the cluster client tells no step which node it went to. The watch connections (for
-//! waits) have their own rules.
+//! waits) are asked a `PING` after a second without a word, and one without an answer within
+//! the response timeout is replaced and its watches woken (see
+//! [`RedisBackend::watch_key`](super::RedisBackend::watch_key)).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

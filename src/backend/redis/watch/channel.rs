@@ -28,6 +28,11 @@ const MIN_RETRY_DELAY: Duration = Duration::from_millis(50);
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(2);
 /// How long a connection must have lived for the backoff to start over.
 const HEALTHY_AFTER: Duration = Duration::from_secs(5);
+/// How long a tracking connection may go without a word before it is asked whether it
+/// still answers: one that fell silent (a host gone without a FIN or a RST, a VIP moved)
+/// delivers no invalidation, and its waiters would sleep until their keys' expiries while
+/// the kernel takes minutes to give up on the socket.
+const QUIET_BEFORE_PING: Duration = Duration::from_secs(1);
 
 /// What a dispatcher does once its connection is lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,6 +226,7 @@ pub(super) async fn run(
             }) => {
                 generation += 1;
                 last_error = None;
+                let mut pinged = connection.clone();
                 channel.link.send_replace(Link::Ready {
                     generation,
                     connection,
@@ -231,7 +237,14 @@ pub(super) async fn run(
                     "client tracking enabled"
                 );
                 let connected_at = Instant::now();
-                let ended = serve(&channel, &tracker, &mut pushes, &mut shutdown).await;
+                let ended = serve(
+                    &channel,
+                    &tracker,
+                    &mut pushes,
+                    &mut shutdown,
+                    (&mut pinged, timeouts.response),
+                )
+                .await;
                 // Unpublish before waking: a watch that registers after the wake sees that
                 // its connection is no longer current.
                 channel.link.send_replace(Link::Connecting {
@@ -290,19 +303,35 @@ pub(super) async fn run(
     }
 }
 
-/// Dispatches the pushes of one connection until it is lost or the tracker is dropped.
+/// Dispatches the pushes of one connection until it is lost (broken, or silent: no answer
+/// to a `PING` within the response timeout after [`QUIET_BEFORE_PING`] without a word) or
+/// the tracker is dropped.
 async fn serve(
     channel: &Channel,
     tracker: &Weak<Tracker>,
     pushes: &mut UnboundedReceiver<PushInfo>,
     shutdown: &mut watch::Receiver<()>,
+    (connection, response_timeout): (&mut MultiplexedConnection, Duration),
 ) -> Ended {
+    let mut quiet_until = Instant::now() + QUIET_BEFORE_PING;
     loop {
         let push = tokio::select! {
             biased;
             _ = shutdown.changed() => return Ended::Shutdown,
             push = pushes.recv() => push,
+            () = tokio::time::sleep_until(quiet_until) => {
+                if !answers(connection, response_timeout).await {
+                    tracing::debug!(
+                        channel = channel.name(),
+                        "tracking connection silent: no answer to PING within {response_timeout:?}"
+                    );
+                    return Ended::Lost;
+                }
+                quiet_until = Instant::now() + QUIET_BEFORE_PING;
+                continue;
+            }
         };
+        quiet_until = Instant::now() + QUIET_BEFORE_PING;
         // redis-rs sends `Disconnection` when the connection breaks, then drops the sender.
         let Some(PushInfo { kind, data }) = push else {
             return Ended::Lost;
@@ -317,6 +346,16 @@ async fn serve(
             PushKind::Disconnection => return Ended::Lost,
             _ => {}
         }
+    }
+}
+
+/// Whether `connection` answers a `PING` within `timeout`; an error reply is an answer.
+async fn answers(connection: &mut MultiplexedConnection, timeout: Duration) -> bool {
+    let ping = redis::cmd("PING");
+    match tokio::time::timeout(timeout, ping.query_async::<Value>(connection)).await {
+        Ok(Ok(_)) => true,
+        Ok(Err(err)) => !(err.is_io_error() || err.is_connection_dropped() || err.is_timeout()),
+        Err(_) => false,
     }
 }
 
