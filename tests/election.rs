@@ -760,3 +760,52 @@ async fn a_leader_deposed_while_its_session_lives_is_told() {
         leasehold::coordination::ownership::LossReason::Released
     );
 }
+
+scenario!(a_leadership_answers_no_once_its_term_no_longer_leads);
+
+/// What a leadership and a leader answer: the leader's time to live within the session's
+/// lease; a value over the bound refused before anything is sent, by `campaign` and by
+/// `proclaim`; once the session is revoked from elsewhere (by its id, as another process
+/// would), `proclaim` and `is_leader` answer no, and the resign answers that it no longer
+/// led.
+async fn a_leadership_answers_no_once_its_term_no_longer_leads(target: Target) {
+    let coordination = target.coordination("election-answers").await;
+    let sessions = Sessions::named(&coordination, "nodes");
+    let election = Election::named(&sessions, "primary");
+    let lease = Duration::from_secs(10);
+    let holder = session(&sessions, lease).await;
+    let too_long = vec![b'x'; leasehold::coordination::session::MAX_VALUE_LEN + 1];
+    let refused = election
+        .campaign(&holder, &too_long)
+        .await
+        .expect_err("too long");
+    assert_eq!(refused.kind(), ErrorKind::InvalidArgument, "{refused}");
+    let leadership = election.campaign(&holder, "a").await.expect("campaign");
+    let leader = election.leader().await.expect("leader").expect("a leads");
+    assert_eq!(leader.term(), leadership.term());
+    assert!(
+        leader.time_to_live() > Duration::ZERO && leader.time_to_live() <= lease,
+        "{:?}",
+        leader.time_to_live()
+    );
+    assert!(leadership.is_leader().await.expect("is leader"));
+    assert!(!leadership.is_lost());
+    let refused = leadership.proclaim(&too_long).await.expect_err("too long");
+    assert_eq!(refused.kind(), ErrorKind::InvalidArgument, "{refused}");
+
+    // Revoked by its id from another handle: the term no longer leads.
+    let elsewhere = Sessions::named(&target.handles(&coordination, 1).await[0], "nodes");
+    let id = holder.id().parse().expect("an owner token");
+    assert!(
+        elsewhere
+            .by_owner(id)
+            .release()
+            .await
+            .expect("revoke")
+            .was_held()
+    );
+    assert!(!leadership.proclaim("b").await.expect("proclaim"));
+    assert!(!leadership.is_leader().await.expect("is leader"));
+    assert!(!leadership.resign().await.expect("resign"), "no longer led");
+    assert_eq!(election.leader().await.expect("leader"), None);
+}

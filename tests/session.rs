@@ -729,3 +729,43 @@ async fn a_name_whose_expiry_was_evicted_is_neither_claimed_again_nor_kept_silen
     );
     second.revoke().await.expect("revoke");
 }
+
+scenario!(a_sessions_own_answers_and_the_order_of_a_list);
+
+/// The plain handle's accessors and bounds, and the list's order: the lease it was granted,
+/// an estimate within it, verified while held; a renewal out of bounds refused before
+/// anything is sent; the list names the soonest to expire first; once revoked, the handle
+/// is released, a claim answers `NotHeld` and a verification no.
+async fn a_sessions_own_answers_and_the_order_of_a_list(target: Target) {
+    let coordination = target.coordination("session-answers").await;
+    let space = Sessions::named(&coordination, "answers");
+    let lease = Duration::from_secs(5);
+    let mut soon = space.grant(lease).await.expect("grant");
+    let mut late = space.grant(MINUTE).await.expect("grant");
+    assert_eq!(soon.lease(), lease);
+    let left = soon.remaining_estimate();
+    assert!(left <= lease && left > lease / 2, "{left:?}");
+    assert!(!soon.is_released());
+    assert!(soon.verify_still_held().await.expect("verify"));
+    assert!(late.put("late", "l").await.expect("put"));
+    assert!(soon.put("soon", "s").await.expect("put"));
+    let names: Vec<Vec<u8>> = space
+        .list()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(names, [b"soon".to_vec(), b"late".to_vec()], "soonest first");
+    let refused = soon
+        .renew(Duration::ZERO)
+        .await
+        .expect_err("under a millisecond");
+    assert_eq!(refused.kind(), ErrorKind::InvalidArgument, "{refused}");
+
+    assert_eq!(soon.revoke().await.expect("revoke"), Release::Released);
+    assert!(soon.is_released());
+    assert_eq!(soon.claim("x", "v").await.expect("claim"), Claim::NotHeld);
+    assert!(!soon.verify_still_held().await.expect("verify"));
+    late.revoke().await.expect("revoke");
+}

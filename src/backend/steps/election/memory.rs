@@ -238,10 +238,12 @@ impl MemoryStep for ProclaimStep<'_> {
 impl MemoryStep for ResignStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
         with_election(memory, self.keys, |election, store, now| {
+            // Led: named the leader, and its lease lives (a gone lease led nothing).
             let led = election
                 .leader
                 .as_ref()
-                .is_some_and(|(id, _, _)| id == self.id);
+                .is_some_and(|(id, _, _)| id == self.id)
+                && election.live(self.id, now).is_some();
             resolve(election, store, memory, self.keys, now, Some(self.id))?;
             election.candidates.retain(|(_, id, _)| id != self.id);
             Ok(led)
