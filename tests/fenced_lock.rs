@@ -1289,6 +1289,7 @@ async fn lock_turn(
 struct LockLease;
 
 impl support::holding::Held for LockLease {
+    const FENCED: bool = true;
     const EXCLUSIVE: bool = true;
     const WHAT: &'static str = "lease";
     type Managed = leasehold::coordination::lock::ManagedLease;

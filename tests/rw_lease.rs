@@ -1036,6 +1036,7 @@ async fn a_dropped_lease_is_released_in_the_background(target: Target) {
 struct WriteLease;
 
 impl support::holding::Held for WriteLease {
+    const FENCED: bool = true;
     const WHAT: &'static str = "write lease";
     type Managed = ManagedRwLease;
 

@@ -1322,3 +1322,52 @@ impl support::holding::Held for OnePermit {
 }
 
 holding_rules!(OnePermit);
+
+scenario!(a_detached_keyed_permit_goes_on_by_its_owner_token);
+
+/// A keyed permit's plain handle detached: another handle finds it by its client key and
+/// owner token, verifies, renews and releases it in both its sets, and the slots are free
+/// again; a permit carries no fencing token.
+async fn a_detached_keyed_permit_goes_on_by_its_owner_token(target: Target) {
+    let coordination = target.coordination("keyed-detached").await;
+    let capacity = Capacity::per_key(1).and_global(1);
+    let keyed = KeyedSemaphore::new(&coordination, "exports", capacity).expect("valid");
+    let permit = keyed
+        .try_acquire(b"alice", MINUTE)
+        .await
+        .expect("try")
+        .into_permit()
+        .expect("free");
+    let detached = permit.detach().await.expect("held");
+    assert_eq!(detached.fencing_token(), None);
+    let other = KeyedSemaphore::new(
+        &target.handles(&coordination, 1).await[0],
+        "exports",
+        capacity,
+    )
+    .expect("valid");
+    assert_eq!(
+        other.held(b"alice").await.expect("held"),
+        (Some(1), Some(1))
+    );
+    let owner = other.by_owner(b"alice", detached.owner_token().clone());
+    assert!(owner.verify().await.expect("verify"));
+    assert!(owner.renew(2 * MINUTE).await.expect("renew"));
+    // Another key's owner token finds nothing under alice's.
+    let stranger = other.by_owner(b"bob", detached.owner_token().clone());
+    assert!(!stranger.verify().await.expect("verify"));
+    assert_eq!(owner.release().await.expect("release"), Release::Released);
+    assert_eq!(
+        other.held(b"alice").await.expect("held"),
+        (Some(0), Some(0))
+    );
+    assert!(
+        other
+            .try_acquire(b"bob", MINUTE)
+            .await
+            .expect("try")
+            .into_permit()
+            .is_some(),
+        "the global slot is free again"
+    );
+}

@@ -34,6 +34,9 @@ pub trait Held {
     /// by another owner token finds another holder's lease there: `NotOwned` rather than
     /// `AlreadyReleased`.
     const EXCLUSIVE: bool = false;
+    /// Whether its holder writes with a fencing token (a lock's lease, a write lease), which
+    /// a detached holding carries.
+    const FENCED: bool = false;
     /// Its managed holding.
     type Managed: Send + 'static;
 
@@ -405,6 +408,11 @@ pub async fn a_detached_holding_goes_on_by_its_owner_token_elsewhere<H: Held>() 
         .expect("told");
     assert_eq!(reason, LossReason::Detached, "{what}");
     assert_eq!(detached.expiry(), LEASE, "{what}");
+    assert_eq!(
+        detached.fencing_token().is_some(),
+        H::FENCED,
+        "{what}: its fencing token"
+    );
     let left = detached.remaining_estimate();
     assert!(left <= LEASE && left > LEASE / 2, "{what}: {left:?} left");
     assert!(
@@ -425,6 +433,16 @@ pub async fn a_detached_holding_goes_on_by_its_owner_token_elsewhere<H: Held>() 
     assert!(!H::contend(&other).await, "{what}: a stranger freed it");
 
     let owner = H::by_owner(&other, detached.owner_token().clone());
+    assert_eq!(owner.owner_token(), detached.owner_token(), "{what}");
+    let refused = owner
+        .renew(Duration::ZERO)
+        .await
+        .expect_err("a renewal under a millisecond");
+    assert_eq!(
+        refused.kind(),
+        leasehold::ErrorKind::InvalidArgument,
+        "{what}: {refused}"
+    );
     assert!(owner.verify().await.expect("verify"), "{what}");
     let renewed_at = Instant::now();
     assert!(owner.renew(2 * LEASE).await.expect("renew"), "{what}");
