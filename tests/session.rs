@@ -769,3 +769,23 @@ async fn a_sessions_own_answers_and_the_order_of_a_list(target: Target) {
     assert!(!soon.verify_still_held().await.expect("verify"));
     late.revoke().await.expect("revoke");
 }
+
+/// A server that will not say whether it evicts (`CONFIG` refused, as managed services
+/// refuse it) is trusted, with one warning per handle that sessions need `noeviction`.
+#[tokio::test]
+async fn a_server_that_refuses_config_is_trusted_with_one_warning() {
+    let server = support::Server::start(ServerKind::Redis7, &[]);
+    let url = server.acl_user(&["-config"]);
+    let logs = support::logs::capture();
+    let coordination = support::connect(url, "session-no-config").await;
+    let space = Sessions::named(&coordination, "jobs");
+    for _ in 0..3 {
+        let mut session = space.grant(MINUTE).await.expect("granted");
+        session.revoke().await.expect("revoke");
+    }
+    assert_eq!(
+        logs.count("WARN", "cannot tell whether Redis evicts keys"),
+        1,
+        "one warning per handle"
+    );
+}

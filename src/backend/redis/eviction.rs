@@ -11,8 +11,8 @@ use crate::error::Result;
 impl RedisBackend {
     /// The server's `maxmemory-policy` when it may evict keys: `maxmemory` is set and the
     /// policy is not `noeviction`. `None` when it evicts nothing, or when it does not tell
-    /// (`CONFIG` refused by a managed service or an ACL: logged at `DEBUG`, and trusted from
-    /// then on), or does not answer (asked again next time). Only "evicts nothing" and
+    /// (`CONFIG` refused by a managed service or an ACL: one `WARN` per handle, and trusted
+    /// from then on), or does not answer (asked again next time). Only "evicts nothing" and
     /// "does not tell" are kept for the handle: a server that evicts is asked again each
     /// time, so a policy changed to `noeviction` is seen at once. On a cluster, one node
     /// answers (the client picks it).
@@ -27,15 +27,26 @@ impl RedisBackend {
                 None
             }
             Ok(Some(policy)) => Some(policy),
-            Err(err) => {
+            Err(err) if err.is_unavailable() => {
                 tracing::debug!(
                     endpoint = %self.shared.endpoint,
                     error = %err,
-                    "cannot tell whether Redis evicts keys"
+                    "cannot tell whether Redis evicts keys; asking again next time"
                 );
-                if !err.is_unavailable() {
-                    trusted.store(true, Ordering::Relaxed);
-                }
+                None
+            }
+            Err(err) => {
+                // Once per handle (trusted from then on): managed services that refuse
+                // `CONFIG` often default to an evicting policy (`volatile-lru`), which the
+                // operator must set to `noeviction` for sessions to hold.
+                tracing::warn!(
+                    endpoint = %self.shared.endpoint,
+                    error = %err,
+                    "cannot tell whether Redis evicts keys (CONFIG GET refused); sessions need \
+                     maxmemory-policy noeviction: an evicted session key lets a held name be \
+                     taken silently"
+                );
+                trusted.store(true, Ordering::Relaxed);
                 None
             }
         }

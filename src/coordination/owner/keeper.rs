@@ -216,6 +216,7 @@ async fn keep<K: HoldingKeys>(
         if lifetime_end.is_some_and(|end| Instant::now() >= end) {
             tracing::info!(
                 what = K::WHAT,
+                token = super::shown_token(holding.token()),
                 "managed holding reached its lifetime limit; telling the holder, then releasing it"
             );
             return end(holding, &lost, LossReason::LifetimeLimit).await;
@@ -223,6 +224,7 @@ async fn keep<K: HoldingKeys>(
         if left_of(&holding).is_zero() {
             tracing::warn!(
                 what = K::WHAT,
+                token = super::shown_token(holding.token()),
                 "managed holding not renewed before its estimate ran out; treating it as lost"
             );
             return end(holding, &lost, LossReason::Uncertain).await;
@@ -264,6 +266,7 @@ async fn keep<K: HoldingKeys>(
             Event::Renewal(Ok(Ok(false))) if holding.is_released() => {
                 tracing::warn!(
                     what = K::WHAT,
+                    token = super::shown_token(holding.token()),
                     "managed holding lost: gone or another holder's at renewal"
                 );
                 if K::RELEASE_WHEN_LOST {

@@ -105,7 +105,6 @@ impl fmt::Display for OwnerToken {
     }
 }
 
-/// Not the token itself, which is a credential: its first four digits.
 /// The first digits of an owner token, enough to tell holdings apart in a log line: the
 /// whole token is a credential while its holding lives.
 pub(crate) fn shown(token: &str) -> &str {

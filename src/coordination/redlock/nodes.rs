@@ -45,6 +45,8 @@ impl GroupKeys {
     {
         let mut asked = JoinSet::new();
         for (index, node) in self.nodes.iter().enumerate() {
+            // Named by its address in the error, so that a slow node can be told apart.
+            let endpoint = HoldingKeys::backend(&**node).endpoint().to_owned();
             let answer = step(index, Arc::clone(node));
             let timeout = self.node_timeout;
             asked.spawn(async move {
@@ -53,7 +55,7 @@ impl GroupKeys {
                     .unwrap_or_else(|_| {
                         Err(Error::new(
                             ErrorKind::Timeout,
-                            format!("the node did not answer within {timeout:?}"),
+                            format!("the node at {endpoint} did not answer within {timeout:?}"),
                         )
                         .uncertain(true))
                     });
