@@ -344,6 +344,25 @@ async fn tls_to_a_plaintext_port_is_a_refusal_at_connect() {
         assert_eq!(err.kind(), ErrorKind::Tls, "attempt {attempt}: {err:?}");
         assert!(err.is_refused(), "attempt {attempt}: {err}");
     }
+    // The same behind a cluster's seed node and a sentinel: whichever address the dial
+    // timed out on, one that speaks plain text behind `rediss://` is a refusal too.
+    for (what, builder) in [
+        ("cluster", RedisBackend::cluster([tls_url(&plain)])),
+        (
+            "sentinel",
+            RedisBackend::sentinel([tls_url(&plain)], "mymaster"),
+        ),
+    ] {
+        let err = connect_with(
+            builder.connection_timeout(Duration::from_millis(300)),
+            settings.clone(),
+            "tls-to-plain",
+        )
+        .await
+        .expect_err("no TLS there");
+        assert_eq!(err.kind(), ErrorKind::Tls, "{what}: {err:?}");
+        assert!(err.is_refused(), "{what}: {err}");
+    }
 }
 
 /// A handle connected over TLS whose server is replaced by a plaintext one (a proxy

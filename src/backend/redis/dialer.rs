@@ -56,7 +56,7 @@ impl Dialer {
             .saturating_mul(2)
             .saturating_add(self.response_timeout.saturating_mul(3));
         #[cfg(feature = "tls")]
-        if self.tls_address().is_some() {
+        if !self.tls_addresses().is_empty() {
             super::tls::ensure_provider();
         }
         let err = match tokio::time::timeout(bound, self.open_within(&endpoint)).await {
@@ -70,51 +70,70 @@ impl Dialer {
         Err(at(self.no_tls_answer(err).await.uncertain(false)))
     }
 
-    /// A TLS server whose dial timed out, and whose port answers a plain `PING` as Redis
-    /// does (`+PONG`, or an error line): a plaintext port, which waits for the end of a
-    /// command line that a TLS handshake never sends. A misconfiguration, a refusal
-    /// ([`ErrorKind::Tls`]), never an outage that failing open could cover. Anything else (a
-    /// proxy that accepts while its backend is down, a stalled server, no answer) is `err`
-    /// as it was. A standalone server only: a cluster's or Sentinel's timeout may come from
-    /// another node than the first URL's.
+    /// A TLS deployment whose dial timed out, one of whose configured addresses answers a
+    /// plain `PING` as Redis does (`+PONG`, or an error line): a plaintext port, which waits
+    /// for the end of a command line that a TLS handshake never sends. A misconfiguration, a
+    /// refusal ([`ErrorKind::Tls`]), never an outage that failing open could cover. Every
+    /// configured address is asked at once (a cluster's seed nodes, the sentinels): which
+    /// one the dial timed out on is not known, and any that speaks plain text behind a
+    /// `rediss://` URL is a mistake. Anything else (a proxy that accepts while its backend
+    /// is down, a stalled server, no answer) is `err` as it was.
     async fn no_tls_answer(&self, err: Error) -> Error {
         #[cfg(feature = "tls")]
-        if (err.kind() == ErrorKind::Timeout
-            || (err.kind() == ErrorKind::Io && err.to_string().contains("timed out")))
-            && let Target::Standalone(_) = &self.target
-            && let Some((host, port)) = self.tls_address()
-            && tokio::time::timeout(self.connection_timeout, answers_in_plain_text(&host, port))
-                .await
-                .unwrap_or(false)
+        if err.kind() == ErrorKind::Timeout
+            || (err.kind() == ErrorKind::Io && err.to_string().contains("timed out"))
         {
-            return Error::new(
-                ErrorKind::Tls,
-                format!(
-                    "{host}:{port} answers in plain text, not TLS: a `rediss://` URL for a \
-                     plaintext port"
-                ),
-            );
+            let mut probes = tokio::task::JoinSet::new();
+            for (host, port) in self.tls_addresses() {
+                probes.spawn(async move {
+                    answers_in_plain_text(&host, port)
+                        .await
+                        .then(|| format!("{host}:{port}"))
+                });
+            }
+            let plain = tokio::time::timeout(self.connection_timeout, async {
+                while let Some(probe) = probes.join_next().await {
+                    if let Ok(Some(address)) = probe {
+                        return Some(address);
+                    }
+                }
+                None
+            })
+            .await
+            .ok()
+            .flatten();
+            if let Some(address) = plain {
+                return Error::new(
+                    ErrorKind::Tls,
+                    format!(
+                        "{address} answers in plain text, not TLS: a `rediss://` URL for a \
+                         plaintext port"
+                    ),
+                );
+            }
         }
         err
     }
 
-    /// The host and port of the first server a TLS deployment is dialled at (a cluster's
-    /// first node, the first sentinel); `None` in plain text.
+    /// The hosts and ports a TLS deployment is dialled at (the server, a cluster's seed
+    /// nodes, the sentinels); none in plain text.
     #[cfg(feature = "tls")]
-    fn tls_address(&self) -> Option<(String, u16)> {
+    fn tls_addresses(&self) -> Vec<(String, u16)> {
         use redis::IntoConnectionInfo as _;
-        let url = match &self.target {
-            Target::Standalone(url) => url,
-            Target::Cluster(urls) => urls.first()?,
-            Target::Sentinel { sentinels, .. } => sentinels.first()?,
+        let urls: &[String] = match &self.target {
+            Target::Standalone(url) => std::slice::from_ref(url),
+            Target::Cluster(urls) => urls,
+            Target::Sentinel { sentinels, .. } => sentinels,
         };
-        if !super::tls::is_tls_url(url) {
-            return None;
-        }
-        match url.as_str().into_connection_info().ok()?.addr() {
-            redis::ConnectionAddr::TcpTls { host, port, .. } => Some((host.clone(), *port)),
-            _ => None,
-        }
+        urls.iter()
+            .filter(|url| super::tls::is_tls_url(url))
+            .filter_map(
+                |url| match url.as_str().into_connection_info().ok()?.addr() {
+                    redis::ConnectionAddr::TcpTls { host, port, .. } => Some((host.clone(), *port)),
+                    _ => None,
+                },
+            )
+            .collect()
     }
 
     async fn open_within(&self, endpoint: &str) -> Result<Connected> {
