@@ -549,8 +549,9 @@ async fn claim_turn(
 ) -> Result<(), String> {
     let jobs = Sessions::named(&coordination, "jobs");
     // A grant costs latency, not errors (it is sent again when lost). A claim whose answer
-    // is lost is never sent again: it fails uncertain (or unavailable), and the worker
-    // claims again, as documented; any other error fails the turn.
+    // is lost is never sent again: it fails uncertain, and the worker claims again, as
+    // documented; any other error fails the turn (a claim certainly not applied is sent
+    // again within the handle's transient-retry bound, longer than the failover).
     // A grant answered after its 2 s lease ran out fails `Timeout` (the lease revoked), a
     // documented answer to the failover's latency: the worker asks again.
     'session: loop {
@@ -565,7 +566,7 @@ async fn claim_turn(
                 Ok(Claim::Taken) => tokio::time::sleep(Duration::from_millis(5)).await,
                 // The lease lost with the old primary's tail: an answer, not an error.
                 Ok(_) => continue 'session,
-                Err(err) if err.is_outcome_uncertain() || err.is_unavailable() => {}
+                Err(err) if err.is_outcome_uncertain() => {}
                 Err(err) => return Err(format!("claim: {err}")),
             }
         }
