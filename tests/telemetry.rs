@@ -309,6 +309,74 @@ async fn a_held_lease_is_counted_held_renewed_then_lost() {
     drop(lease);
 }
 
+/// The other two ways a managed lease ends are counted by their reasons: its lifetime limit
+/// reached (`lifetime_limit`), and a stall that outlasts its estimate (its renewal counted
+/// `uncertain`, its loss `uncertain`).
+#[tokio::test(flavor = "current_thread")]
+async fn a_lease_ended_by_its_lifetime_or_a_stall_is_counted_by_reason() {
+    let recorded = Recorded::start();
+    let proxy = Proxy::to_port(shared(ServerKind::Redis7).port());
+    let coordination = connect(proxy.url(), "lost-reasons").await;
+    let lock = FencedLock::named(&coordination, "reasons");
+    let lease = Duration::from_millis(600);
+    let limited = ManagedLease::try_acquire(
+        &lock,
+        &ManagedOptions::new()
+            .lease(lease)
+            .release_on_drop(false)
+            .max_lifetime(Some(Duration::from_millis(400))),
+    )
+    .await
+    .expect("acquired")
+    .expect("free");
+    let reason = tokio::time::timeout(Duration::from_secs(2), limited.ownership().lost())
+        .await
+        .expect("told at its lifetime limit");
+    assert_eq!(reason, LossReason::LifetimeLimit);
+    drop(limited);
+    let lost = |reason: &'static str| [("primitive", "fenced_lease"), ("reason", reason)];
+    support::eventually("the lifetime limit is counted", async || {
+        counter(
+            &recorded.take(),
+            telemetry::LEASES_LOST,
+            &lost("lifetime_limit"),
+        ) == 1
+    })
+    .await;
+
+    let mut taken_again = None;
+    support::eventually("the lock free again", async || {
+        taken_again = ManagedLease::try_acquire(&lock, &ManagedOptions::new().lease(lease))
+            .await
+            .ok()
+            .flatten();
+        taken_again.is_some()
+    })
+    .await;
+    let stalled = taken_again.expect("taken again");
+    proxy.stall();
+    let reason = tokio::time::timeout(Duration::from_secs(5), stalled.ownership().lost())
+        .await
+        .expect("told when its estimate ran out");
+    assert_eq!(reason, LossReason::Uncertain);
+    let taken = recorded.take();
+    assert_eq!(
+        counter(&taken, telemetry::LEASES_LOST, &lost("uncertain")),
+        1,
+        "{taken:?}"
+    );
+    assert!(
+        counter(
+            &taken,
+            telemetry::RENEWALS,
+            &[("primitive", "fenced_lease"), ("outcome", "uncertain")]
+        ) >= 1,
+        "{taken:?}"
+    );
+    proxy.pass();
+    drop(stalled);
+}
+
 /// The hot-key tier's local grants are checks like any other: one decision each, and a
 /// latency; a request waiting in the queue shows in its gauge while it waits.
 #[tokio::test(flavor = "current_thread")]

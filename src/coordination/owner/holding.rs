@@ -171,7 +171,12 @@ impl<K: HoldingKeys> Holding<K> {
         self.expires_by = least(before.0, asked.map(|asked| sent_at + asked));
         // Counted as unanswered until an answer comes: a cancelled renewal stays so.
         self.unanswered_floor = least(before.1, asked);
-        match self.keys.renew_settled(&self.token, expiry_ms).await {
+        // A renewal dropped before its answer (cut off at the keeper's estimate, or its
+        // caller gone) may have run: counted uncertain, as one answered by no reply.
+        let mut unanswered = UncertainIfDropped(Some(K::PRIMITIVE.label()));
+        let settled = self.keys.renew_settled(&self.token, expiry_ms).await;
+        unanswered.0 = None;
+        match settled {
             Ok(renewed @ (Renewed::Fully | Renewed::WithPartUnanswered)) => {
                 self.expiry = asked;
                 // A part of this renewal that was not answered may still land, as a
@@ -334,6 +339,18 @@ impl<K: HoldingKeys> Drop for Holding<K> {
                 std::mem::take(&mut self.token),
                 ReleaseStage::Dropped,
             );
+        }
+    }
+}
+
+/// Counts a renewal of the primitive it names as uncertain when dropped: one whose future
+/// was dropped before its answer came.
+struct UncertainIfDropped(Option<&'static str>);
+
+impl Drop for UncertainIfDropped {
+    fn drop(&mut self) {
+        if let Some(primitive) = self.0 {
+            crate::telemetry::renewed(primitive, Renewal::Uncertain);
         }
     }
 }
