@@ -28,6 +28,11 @@ impl Throttle {
             .map_or(0, |since| {
                 u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
             });
+        self.due_at(now)
+    }
+
+    /// [`due`](Self::due) at `now`, in ms since the epoch on the wall clock.
+    fn due_at(&self, now: u64) -> bool {
         let last = self.told_at_ms.load(Ordering::Relaxed);
         // Either way: a wall clock stepped back does not silence the line for as long.
         now.abs_diff(last) >= self.every_ms
@@ -49,5 +54,18 @@ mod tests {
         assert!(!throttle.due(), "the next, within the interval, is not");
         let never = Throttle::every_secs(0);
         assert!(never.due() && never.due(), "no interval: each is told");
+    }
+
+    /// A wall clock stepped back (an NTP correction, a VM restored) silences the line for
+    /// no longer than the interval, either way it moved.
+    #[test]
+    fn a_clock_stepped_back_does_not_silence_the_line() {
+        let throttle = Throttle::every_secs(60);
+        assert!(throttle.due_at(1_000_000));
+        assert!(!throttle.due_at(1_000_500), "within the interval");
+        assert!(!throttle.due_at(999_000), "a small step back is within it too");
+        assert!(throttle.due_at(900_000), "stepped back by more: told");
+        assert!(!throttle.due_at(900_001));
+        assert!(throttle.due_at(960_000), "an interval after, on the new clock");
     }
 }
