@@ -377,6 +377,69 @@ async fn a_lease_ended_by_its_lifetime_or_a_stall_is_counted_by_reason() {
     drop(stalled);
 }
 
+/// Every kind of held thing is counted in the held gauge while it is held, each under its
+/// primitive's label (a field lease, a read lease, a session, a Redlock lease), and no
+/// longer once released.
+#[tokio::test(flavor = "current_thread")]
+async fn every_kind_of_holding_is_counted_held_while_it_is() {
+    use leasehold::coordination::hash_lease::{LeaseHash, ManagedFieldLease};
+    use leasehold::coordination::redlock::RedlockGroup;
+    use leasehold::coordination::rw_lease::{ManagedRwLease, ReadWriteLock};
+    use leasehold::coordination::session::{ManagedSession, Sessions};
+    let recorded = Recorded::start();
+    // Redis 8: field leases need hash field expiry (7.4+).
+    let coordination = connect(shared(ServerKind::Redis8).url(), "held-kinds").await;
+    let lease = Duration::from_secs(30);
+    let options = ManagedOptions::new().lease(lease);
+    let field =
+        ManagedFieldLease::try_acquire(&LeaseHash::named(&coordination, "fields"), "f", &options)
+            .await
+            .expect("acquire")
+            .expect("free");
+    let read = ManagedRwLease::read(&ReadWriteLock::named(&coordination, "rw"), &options)
+        .await
+        .expect("read");
+    let session = ManagedSession::grant(&Sessions::named(&coordination, "nodes"), &options)
+        .await
+        .expect("grant");
+    // Three independent servers: the shared ones of three kinds.
+    let mut nodes = Vec::new();
+    for kind in [ServerKind::Redis7, ServerKind::Redis8, ServerKind::Valkey8] {
+        nodes.push(connect(shared(kind).url(), "held-kinds-redlock").await);
+    }
+    let group = RedlockGroup::new(nodes).expect("three nodes");
+    let redlock = ManagedLease::keep(
+        group
+            .try_acquire("r", lease)
+            .await
+            .expect("try")
+            .into_lease()
+            .expect("free"),
+        &options,
+    )
+    .expect("keep");
+    let kinds = [
+        "hash_field_lease",
+        "read_write_lease",
+        "session",
+        "redlock_lease",
+    ];
+    let taken = recorded.take();
+    for kind in kinds {
+        let held = [("primitive", kind)];
+        assert_eq!(gauge(&taken, telemetry::LEASES_HELD, &held), 1.0, "{kind}");
+    }
+    assert!(field.release().await.expect("release").was_held());
+    assert!(read.release().await.expect("release").was_held());
+    assert!(session.revoke().await.expect("revoke").was_held());
+    assert!(redlock.release().await.expect("release").was_held());
+    let taken = recorded.take();
+    for kind in kinds {
+        let held = [("primitive", kind)];
+        assert_eq!(gauge(&taken, telemetry::LEASES_HELD, &held), -1.0, "{kind}");
+    }
+}
+
 /// The hot-key tier's local grants are checks like any other: one decision each, and a
 /// latency; a request waiting in the queue shows in its gauge while it waits.
 #[tokio::test(flavor = "current_thread")]

@@ -63,9 +63,15 @@ mod tests {
         let throttle = Throttle::every_secs(60);
         assert!(throttle.due_at(1_000_000));
         assert!(!throttle.due_at(1_000_500), "within the interval");
-        assert!(!throttle.due_at(999_000), "a small step back is within it too");
+        assert!(
+            !throttle.due_at(999_000),
+            "a small step back is within it too"
+        );
         assert!(throttle.due_at(900_000), "stepped back by more: told");
         assert!(!throttle.due_at(900_001));
-        assert!(throttle.due_at(960_000), "an interval after, on the new clock");
+        assert!(
+            throttle.due_at(960_000),
+            "an interval after, on the new clock"
+        );
     }
 }
