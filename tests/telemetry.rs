@@ -220,7 +220,8 @@ async fn checks_without_a_decision_are_counted_as_failing_open_or_closed() {
     proxy.pass();
 }
 
-/// A refusal (an ACL that denies the scripts) is counted as `refused`, by primitive and step.
+/// A refusal (an ACL that denies the scripts) is counted as `refused`, by primitive and step:
+/// a lock's, a session's and a fenced value's.
 #[tokio::test(flavor = "current_thread")]
 async fn a_refused_step_is_counted_by_class_primitive_and_step() {
     let recorded = Recorded::start();
@@ -232,20 +233,37 @@ async fn a_refused_step_is_counted_by_class_primitive_and_step() {
         .await
         .expect_err("scripts are denied");
     assert!(err.is_refused(), "{err}");
+    // The newer primitives' steps are counted the same way.
+    let err = leasehold::coordination::session::Sessions::named(&coordination, "nodes")
+        .grant(Duration::from_secs(5))
+        .await
+        .expect_err("scripts are denied");
+    assert!(err.is_refused(), "{err}");
+    let err = leasehold::coordination::fenced_value::FencedValue::named(&coordination, "config")
+        .write(1, "v")
+        .await
+        .expect_err("scripts are denied");
+    assert!(err.is_refused(), "{err}");
     let taken = recorded.take();
-    assert_eq!(
-        counter(
-            &taken,
-            telemetry::BACKEND_ERRORS,
-            &[
-                ("primitive", "fenced_lock"),
-                ("step", "fenced_acquire"),
-                ("class", "refused")
-            ]
-        ),
-        1,
-        "{taken:?}"
-    );
+    for (primitive, step) in [
+        ("fenced_lock", "fenced_acquire"),
+        ("session", "session_grant"),
+        ("fenced_value", "fenced_write"),
+    ] {
+        assert_eq!(
+            counter(
+                &taken,
+                telemetry::BACKEND_ERRORS,
+                &[
+                    ("primitive", primitive),
+                    ("step", step),
+                    ("class", "refused")
+                ]
+            ),
+            1,
+            "{primitive} {step}: {taken:?}"
+        );
+    }
 }
 
 /// A managed lease is counted held while it is, its renewals by outcome, and its loss by
