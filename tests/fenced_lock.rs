@@ -1802,6 +1802,11 @@ async fn a_waiter_whose_connections_fall_silent_hears_of_the_release_within_seco
         async move { lock.acquire(Duration::from_secs(60)).await }
     });
     support::until_waiting(std::slice::from_ref(&waiting_side), 1).await;
+    // A step answered on the waiter's connection after its first attempt: that attempt was
+    // answered too (one connection, in order), and the waiter sleeps on its watch, which
+    // only its tracking connection can end before the lock's expiry a minute away.
+    waiting_side.ready().await.expect("ready");
+    assert!(!waiter.is_finished(), "the lock is held for a minute");
     behind.proxy.silence_open();
     let released_at = std::time::Instant::now();
     assert_eq!(held.release().await.expect("release"), Release::Released);

@@ -345,12 +345,21 @@ async fn tls_to_a_plaintext_port_is_a_refusal_at_connect() {
         assert!(err.is_refused(), "attempt {attempt}: {err}");
     }
     // The same behind a cluster's seed node and a sentinel: whichever address the dial
-    // timed out on, one that speaks plain text behind `rediss://` is a refusal too.
+    // timed out on, one that speaks plain text behind `rediss://` is a refusal too. Every
+    // address is asked: an unreachable one first does not hide the plaintext one.
+    let unreachable = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
     for (what, builder) in [
         ("cluster", RedisBackend::cluster([tls_url(&plain)])),
         (
             "sentinel",
             RedisBackend::sentinel([tls_url(&plain)], "mymaster"),
+        ),
+        (
+            "sentinels, the first unreachable",
+            RedisBackend::sentinel([tls_url(&unreachable), tls_url(&plain)], "mymaster"),
         ),
     ] {
         let err = connect_with(

@@ -36,17 +36,19 @@ impl RedisBackend {
                 None
             }
             Err(err) => {
-                // Once per handle (trusted from then on): managed services that refuse
-                // `CONFIG` often default to an evicting policy (`volatile-lru`), which the
-                // operator must set to `noeviction` for sessions to hold.
-                tracing::warn!(
-                    endpoint = %self.shared.endpoint,
-                    error = %err,
-                    "cannot tell whether Redis evicts keys (CONFIG GET refused); sessions need \
-                     maxmemory-policy noeviction: an evicted session key lets a held name be \
-                     taken silently"
-                );
-                trusted.store(true, Ordering::Relaxed);
+                // Once per handle (trusted from then on; of two first asks at once, one
+                // tells): managed services that refuse `CONFIG` often default to an evicting
+                // policy (`volatile-lru`), which the operator must set to `noeviction` for
+                // sessions to hold.
+                if !trusted.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        endpoint = %self.shared.endpoint,
+                        error = %err,
+                        "cannot tell whether Redis evicts keys (the server refused to say); \
+                         sessions need maxmemory-policy noeviction: an evicted session key lets \
+                         a held name be taken silently"
+                    );
+                }
                 None
             }
         }

@@ -244,8 +244,9 @@ pub(crate) struct Reservations {
     /// Set by a return of everything: no more batches in the background.
     closing: AtomicBool,
     /// While the map is full of live reservations, the earliest moment one of them can
-    /// lapse: a new key before it goes without a scan of the map (one is O(max_keys), and a
-    /// flood of distinct keys would pay it per request). Written under the entries' lock.
+    /// lapse (capped: see `spend`): a new key before it goes without a scan of the map (one
+    /// is O(max_keys), and a flood of distinct keys would pay it per request). Written under
+    /// the entries' lock.
     no_room_until: Mutex<Option<Instant>>,
     /// Scans of a full map, for the tests.
     #[cfg(test)]
@@ -389,8 +390,10 @@ impl Reservations {
                 #[cfg(test)]
                 self.sweeps.fetch_add(1, Ordering::Relaxed);
                 let mut earliest: Option<Instant> = None;
+                let mut reserving = false;
                 entries.retain(|_, entry| {
                     if entry.reserving {
+                        reserving = true;
                         return true;
                     }
                     if entry.is_live(now) {
@@ -403,9 +406,16 @@ impl Reservations {
                     false
                 });
                 if entries.len() >= self.settings.max_keys {
-                    // Every one reserving: they settle within a round trip, a short wait.
-                    *no_room_until =
-                        Some(earliest.unwrap_or_else(|| now + Duration::from_millis(10)));
+                    // A reservation in flight may settle (or fail) with an earlier end, and a
+                    // settled one may be shortened: the wait is capped, 10 ms while one is in
+                    // flight, 100 ms otherwise, so a scan comes at most that often.
+                    let cap = now
+                        + if reserving {
+                            Duration::from_millis(10)
+                        } else {
+                            Duration::from_millis(100)
+                        };
+                    *no_room_until = Some(earliest.map_or(cap, |at| at.min(cap)));
                     return Spend::Plain;
                 }
                 *no_room_until = None;
@@ -822,9 +832,9 @@ mod tests {
         assert_eq!(tier.statistics().lapsed(), 5);
     }
 
-    /// A map full of live reservations is scanned once per moment one can lapse, not once
-    /// per new key: a flood of distinct keys goes without reservations at O(1) each, and a
-    /// key comes in once the first reservation lapsed.
+    /// A map full of live reservations is scanned once per moment one can lapse (at most
+    /// every 100 ms), not once per new key: a flood of distinct keys goes without
+    /// reservations at O(1) each, and a key comes in once the first reservation lapsed.
     #[tokio::test(start_paused = true)]
     async fn a_full_map_is_scanned_once_until_a_reservation_can_lapse() {
         let tier = Arc::new(Reservations::new(HotKeys::new(10).max_keys(3)));

@@ -28,10 +28,10 @@ const MIN_RETRY_DELAY: Duration = Duration::from_millis(50);
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(2);
 /// How long a connection must have lived for the backoff to start over.
 const HEALTHY_AFTER: Duration = Duration::from_secs(5);
-/// How long a tracking connection may go without a word before it is asked whether it
-/// still answers: one that fell silent (a host gone without a FIN or a RST, a VIP moved)
-/// delivers no invalidation, and its waiters would sleep until their keys' expiries while
-/// the kernel takes minutes to give up on the socket.
+/// How long a tracking connection may go without a word, while watches are pending, before
+/// it is asked whether it still answers: one that fell silent (a host gone without a FIN or
+/// a RST, a VIP moved) delivers no invalidation, and its waiters would sleep until their
+/// keys' expiries while the kernel takes minutes to give up on the socket.
 const QUIET_BEFORE_PING: Duration = Duration::from_secs(1);
 
 /// What a dispatcher does once its connection is lost.
@@ -320,14 +320,27 @@ async fn serve(
             _ = shutdown.changed() => return Ended::Shutdown,
             push = pushes.recv() => push,
             () = tokio::time::sleep_until(quiet_until) => {
-                if !answers(connection, response_timeout).await {
+                quiet_until = Instant::now() + QUIET_BEFORE_PING;
+                // Asked only while someone waits on what it says.
+                let Some(tracker) = tracker.upgrade() else {
+                    return Ended::Shutdown;
+                };
+                if tracker.registry.is_empty() {
+                    continue;
+                }
+                drop(tracker);
+                let answered = tokio::select! {
+                    biased;
+                    _ = shutdown.changed() => return Ended::Shutdown,
+                    answered = answers(connection, response_timeout) => answered,
+                };
+                if !answered {
                     tracing::debug!(
                         channel = channel.name(),
                         "tracking connection silent: no answer to PING within {response_timeout:?}"
                     );
                     return Ended::Lost;
                 }
-                quiet_until = Instant::now() + QUIET_BEFORE_PING;
                 continue;
             }
         };

@@ -228,10 +228,12 @@ impl RedisBackend {
     /// A reconnected connection starts with tracking off and the server forgets what the old
     /// one tracked: a new connection is used only once `CLIENT TRACKING ON` succeeded, and a
     /// lost one wakes every watch read through it. A connection that says nothing for a
-    /// second is asked a `PING`, and one that does not answer within the response timeout
-    /// counts as lost: a connection that fell silent (a host gone without a FIN or a RST, a
-    /// VIP moved) delivers no invalidation, and its waiters would otherwise sleep until
-    /// their keys' expiries. A standalone or Sentinel connection is reopened in the
+    /// second while watches are pending is asked a `PING`, and one that does not answer
+    /// within the response timeout counts as lost: a connection that fell silent (a host
+    /// gone without a FIN or a RST, a VIP moved) delivers no invalidation, and its waiters
+    /// would otherwise sleep until their keys' expiries. A server stalled for as long looks
+    /// the same: its waiters are woken and ask again, and a wait whose server still does not
+    /// answer ends with the step's error (unavailable) rather than sleeping through. A standalone or Sentinel connection is reopened in the
     /// background with a backoff from 50 ms to 2 s; a watch that finds no connection asks
     /// for an attempt at once and waits for that one attempt.
     ///

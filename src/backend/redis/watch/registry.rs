@@ -139,6 +139,11 @@ impl Registry {
         self.lock().len
     }
 
+    /// Whether no watch is pending: then nobody waits on what a tracking connection says.
+    pub(super) fn is_empty(&self) -> bool {
+        self.lock().len == 0
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // Every update leaves the map and its count consistent before anything can panic.
         self.inner
