@@ -366,16 +366,27 @@ async fn a_waiter_that_crashes_holds_the_others_back_for_its_bound_at_most(targe
     let lock = ReadWriteLock::named(&coordination, "crashed")
         .waiting_bound(BOUND)
         .expect("valid");
-    // Polled until it has recorded itself, then forgotten as a crashed process is.
-    async fn crash(waiting: impl std::future::Future<Output = leasehold::Result<RwLease>>) {
+    // Polled until it has recorded itself (on Redis, read from the set), then forgotten as
+    // a crashed process is.
+    async fn crash(
+        waiting: impl std::future::Future<Output = leasehold::Result<RwLease>>,
+        recorded: impl std::future::Future<Output = ()>,
+    ) {
         let mut waiting = Box::pin(waiting);
-        let polled = tokio::time::timeout(Duration::from_millis(300), &mut waiting).await;
-        assert!(polled.is_err(), "still waiting");
+        tokio::select! {
+            done = &mut waiting => panic!("still waiting: {:?}", done.map(|_| ())),
+            () = recorded => {}
+        }
         std::mem::forget(waiting);
     }
 
     let mut reader = read(&lock, MINUTE).await;
-    crash(lock.write(MINUTE)).await;
+    // A writer waiting behind a reader records itself in the queue (`q:`).
+    crash(
+        lock.write(MINUTE),
+        waiters(target, &coordination, &lock, "q:", 1),
+    )
+    .await;
     let crashed = Instant::now();
     assert!(
         !readable(&lock).await,
@@ -391,7 +402,12 @@ async fn a_waiter_that_crashes_holds_the_others_back_for_its_bound_at_most(targe
     assert!(reader.release().await.expect("release").was_held());
 
     let mut writer = write(&lock, MINUTE).await;
-    crash(lock.read(MINUTE)).await;
+    // A reader waiting behind a writer records itself as admitted next (`a:`).
+    crash(
+        lock.read(MINUTE),
+        waiters(target, &coordination, &lock, "a:", 1),
+    )
+    .await;
     assert!(writer.release().await.expect("release").was_held());
     let crashed = Instant::now();
     assert!(
