@@ -243,6 +243,16 @@ impl Error {
         Self::new(ErrorKind::InvalidArgument, message)
     }
 
+    /// A step (`what`: "the acquisition", "the write") that reached the server after its
+    /// deadline on the server's clock: certainly without effect, and *unavailable* (the
+    /// backend did not answer in time for it to count).
+    pub(crate) fn arrived_late(what: &str) -> Self {
+        Self::new(
+            ErrorKind::Timeout,
+            format!("{what} reached the server after its deadline; nothing was changed"),
+        )
+    }
+
     /// Stored state of the wrong shape under the key `key`, found before anything was
     /// written: `what` says what is wrong with it (and which of the step's keys it is).
     /// The key itself is kept out of the message (see [`key`](Self::key)).
@@ -468,6 +478,18 @@ impl StdError for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_late_step_certainly_took_nothing_and_is_unavailability() {
+        let err = Error::arrived_late("the acquisition");
+        assert!(!err.may_have_applied());
+        assert!(err.is_unavailable());
+        assert_eq!(
+            err.to_string(),
+            "backend timed out: the acquisition reached the server after its deadline; \
+             nothing was changed"
+        );
+    }
 
     #[test]
     fn unsupported_names_feature_and_version() {

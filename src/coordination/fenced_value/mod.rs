@@ -50,7 +50,7 @@ use crate::Coordination;
 use crate::backend::Backend;
 use crate::backend::steps::fenced_value::{FencedReadStep, FencedWriteReply, FencedWriteStep};
 use crate::coordination::name;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
 /// A value in the backend that only a writer with a fencing token at least as high as the
 /// highest it has seen can change (see the [module documentation](self)).
@@ -200,10 +200,7 @@ impl FencedValue {
             FencedWriteReply::Stale { highest } => FencedWrite::Stale { highest },
             FencedWriteReply::Late => {
                 self.backend.deadline_missed();
-                return Err(Error::new(
-                    ErrorKind::Timeout,
-                    "the write reached the server after its deadline; nothing was written",
-                ));
+                return Err(Error::arrived_late("the write"));
             }
         })
     }

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::{Holding, HoldingKeys, ReleaseOnDrop, ReleaseStage, new_token};
 use crate::backend::redis::Resends;
 use crate::coordination::Attempt;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
 /// What an acquisition step answered, in the terms every held primitive shares.
 #[derive(Debug)]
@@ -220,7 +220,7 @@ impl<K: HoldingKeys, G> Sent<K, G> {
                 took_nothing(in_flight);
                 keys.backend().deadline_missed();
                 tracing::debug!(keys = %keys, "{} acquisition arrived after its deadline; nothing changed", K::WHAT);
-                Err(arrived_late())
+                Err(Error::arrived_late("the acquisition"))
             }
             Acquisition::Refused(err) => {
                 took_nothing(in_flight);
@@ -228,26 +228,5 @@ impl<K: HoldingKeys, G> Sent<K, G> {
                 Err(err)
             }
         }
-    }
-}
-
-/// The error for an acquisition that reached the server after its deadline: certainly
-/// without effect, and *unavailable* (the backend did not answer in time for it to count).
-fn arrived_late() -> Error {
-    Error::new(
-        ErrorKind::Timeout,
-        "the acquisition reached the server after its deadline; nothing was taken",
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_late_acquisition_certainly_took_nothing_and_is_unavailability() {
-        let err = arrived_late();
-        assert!(!err.may_have_applied());
-        assert!(err.is_unavailable());
     }
 }

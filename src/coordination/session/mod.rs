@@ -98,7 +98,7 @@ use std::time::Duration;
 
 use crate::backend::redis::Deadline;
 use crate::backend::steps::session::{
-    SessionDeleteStep, SessionLeaseStep, SessionPutReply, SessionPutStep,
+    SessionDeleteReply, SessionDeleteStep, SessionLeaseStep, SessionPutReply, SessionPutStep,
 };
 use crate::error::{Error, ErrorKind, Result};
 
@@ -225,6 +225,10 @@ async fn put_on(
         .await
         .map_err(|err| settled_after(err, deadline))?;
     match reply {
+        SessionPutReply::Late => {
+            keys.backend().deadline_missed();
+            Err(Error::arrived_late("the put"))
+        }
         SessionPutReply::Put => Ok(Claim::Claimed),
         SessionPutReply::Taken => Ok(Claim::Taken),
         SessionPutReply::NoLease => Ok(Claim::NotHeld),
@@ -241,14 +245,23 @@ async fn delete_on(keys: &SpaceNames, id: &str, name: &[u8]) -> Result<bool> {
     let names = keys.names_of(id);
     let deadline = keys.backend().acquire_deadline().await?;
     // As a put: never sent again, and bounded by a deadline.
-    keys.backend()
+    let reply = keys
+        .backend()
         .run(SessionDeleteStep {
             lease: keys.lease(id, &names),
             name,
             not_after_ms: not_after_ms(deadline),
         })
         .await
-        .map_err(|err| settled_after(err, deadline))
+        .map_err(|err| settled_after(err, deadline))?;
+    match reply {
+        SessionDeleteReply::Deleted => Ok(true),
+        SessionDeleteReply::NotLive => Ok(false),
+        SessionDeleteReply::Late => {
+            keys.backend().deadline_missed();
+            Err(Error::arrived_late("the delete"))
+        }
+    }
 }
 
 /// The server time after which a put or a delete sent now changes nothing (0 in memory,

@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use crate::backend::memory::clock::Moment;
 
 use super::{
-    LeaseState, SessionDeleteStep, SessionGetStep, SessionGrantReply, SessionGrantStep,
-    SessionKeepAliveStep, SessionLeaseStep, SessionListStep, SessionPutReply, SessionPutStep,
-    SessionRevokeStep, SessionVerifyStep, SpaceKeys,
+    LeaseState, SessionDeleteReply, SessionDeleteStep, SessionGetStep, SessionGrantReply,
+    SessionGrantStep, SessionKeepAliveStep, SessionLeaseStep, SessionListStep, SessionPutReply,
+    SessionPutStep, SessionRevokeStep, SessionVerifyStep, SpaceKeys,
 };
 use crate::backend::memory::clock::{self, millis_until};
 use crate::backend::memory::{MemoryBackend, Value, other_state};
@@ -150,7 +150,7 @@ impl MemoryStep for SessionPutStep<'_> {
 }
 
 impl MemoryStep for SessionDeleteStep<'_> {
-    fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<SessionDeleteReply> {
         let id = self.lease.id;
         with_space(memory, self.lease.space, |space, _| {
             let attached = space
@@ -159,8 +159,9 @@ impl MemoryStep for SessionDeleteStep<'_> {
                 .is_some_and(|(owner, _)| owner == id);
             if attached {
                 space.entries.remove(self.name);
+                return Ok(SessionDeleteReply::Deleted);
             }
-            Ok(attached)
+            Ok(SessionDeleteReply::NotLive)
         })
     }
 }

@@ -85,6 +85,19 @@ pub(crate) enum SessionPutReply {
     Full,
     /// A claim of a name another live lease holds: nothing written.
     Taken,
+    /// It reached the server after its deadline: nothing written.
+    Late,
+}
+
+/// What a delete answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SessionDeleteReply {
+    /// The name was this lease's, live, and is gone.
+    Deleted,
+    /// Not this lease's, or not live (a dead one of this lease's is removed all the same).
+    NotLive,
+    /// It reached the server after its deadline: nothing removed.
+    Late,
 }
 
 /// Detaches and removes a name attached to the lease: whether it was live.
@@ -156,7 +169,7 @@ impl Step for SessionPutStep<'_> {
 impl Step for SessionDeleteStep<'_> {
     const PRIMITIVE: &'static str = "session";
     const NAME: &'static str = "session_delete";
-    type Reply = bool;
+    type Reply = SessionDeleteReply;
 }
 
 impl Step for SessionGetStep<'_> {

@@ -3,13 +3,13 @@
 use std::sync::LazyLock;
 
 use super::{
-    LeaseKeys, LeaseState, SessionDeleteStep, SessionGetStep, SessionGrantReply, SessionGrantStep,
-    SessionKeepAliveStep, SessionLeaseStep, SessionListStep, SessionPutReply, SessionPutStep,
-    SessionRevokeStep, SessionVerifyStep, SpaceKeys,
+    LeaseKeys, LeaseState, SessionDeleteReply, SessionDeleteStep, SessionGetStep,
+    SessionGrantReply, SessionGrantStep, SessionKeepAliveStep, SessionLeaseStep, SessionListStep,
+    SessionPutReply, SessionPutStep, SessionRevokeStep, SessionVerifyStep, SpaceKeys,
 };
 use crate::backend::redis::{RedisBackend, Script, script};
 use crate::backend::steps::RedisStep;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 
 static GRANT: LazyLock<Script> = script!(
     writes,
@@ -58,16 +58,6 @@ static LEASE: LazyLock<Script> = script!(
     "session.lua",
     "session_lease.lua"
 );
-
-/// The error of a put or a delete that reached the server after its deadline: certainly
-/// without effect. The clock estimate that set the deadline is read again.
-fn arrived_late(redis: &RedisBackend) -> Error {
-    redis.refresh_clock();
-    Error::new(
-        ErrorKind::Timeout,
-        "the step reached the server after its deadline; nothing was changed",
-    )
-}
 
 impl SpaceKeys<'_> {
     fn keys(&self) -> [&[u8]; 3] {
@@ -147,7 +137,7 @@ impl RedisStep for SessionPutStep<'_> {
             )
             .await?;
         match (outcome.status(), outcome.len()) {
-            (b"late", 0) => Err(arrived_late(redis)),
+            (b"late", 0) => Ok(SessionPutReply::Late),
             (b"put", 0) => Ok(SessionPutReply::Put),
             (b"no_lease", 0) => Ok(SessionPutReply::NoLease),
             (b"full", 0) => Ok(SessionPutReply::Full),
@@ -158,7 +148,7 @@ impl RedisStep for SessionPutStep<'_> {
 }
 
 impl RedisStep for SessionDeleteStep<'_> {
-    async fn on_redis(&self, redis: &RedisBackend) -> Result<bool> {
+    async fn on_redis(&self, redis: &RedisBackend) -> Result<SessionDeleteReply> {
         let keys = self.lease.keys();
         let outcome = redis
             .script_outcome(
@@ -167,10 +157,12 @@ impl RedisStep for SessionDeleteStep<'_> {
                 (self.lease.id, self.name, self.not_after_ms),
             )
             .await?;
-        if (outcome.status(), outcome.len()) == (b"late", 0) {
-            return Err(arrived_late(redis));
+        match (outcome.status(), outcome.len()) {
+            (b"deleted", 0) => Ok(SessionDeleteReply::Deleted),
+            (b"none", 0) => Ok(SessionDeleteReply::NotLive),
+            (b"late", 0) => Ok(SessionDeleteReply::Late),
+            _ => Err(outcome.unexpected()),
         }
-        outcome.flag(b"deleted", b"none")
     }
 }
 
