@@ -61,7 +61,7 @@ use crate::error::{Error, Result};
 /// slot of the fenced lock of the same name): the field `token` holds the highest token a
 /// write carried (decimal digits), and `value` what that write stored. A key that holds
 /// another type, a hash with an expiry (it would forget its highest token), without a valid
-/// token or without a value is [`ErrorKind::CorruptState`],
+/// token or without a value is [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState),
 /// changing nothing. Only one lock's tokens order its writes: tokens of two locks are not
 /// comparable. Deleting the key by hand, an eviction (give it a policy that spares keys
 /// without expiry) or a failover that loses it forgets the highest token.
@@ -162,9 +162,9 @@ impl FencedValue {
     /// atomic step, and records `token` as the highest: [`FencedWrite::Written`], or
     /// [`FencedWrite::Stale`] with the highest, nothing changed.
     ///
-    /// Fails with [`ErrorKind::InvalidArgument`] for a
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a
     /// token of 0 or above `i64::MAX` (no lock hands one out), before anything is sent, and
-    /// with [`ErrorKind::CorruptState`] when the key holds
+    /// with [`ErrorKind::CorruptState`](crate::ErrorKind::CorruptState) when the key holds
     /// something else.
     ///
     /// A write without an answer (no reply in time, a connection lost after sending) fails
