@@ -7,6 +7,7 @@
 mod support;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -302,15 +303,19 @@ async fn a_silent_connection_is_replaced_and_served_again_within_five_seconds() 
     );
 }
 
-/// A cluster whose every connection falls silent, its nodes still reachable: the cluster
-/// client, which heals a node's broken connection but keeps a silent one, is replaced whole,
-/// and a fixed-window layer at its defaults serves again within 5 s of the silence.
+/// A cluster's node falls silent alone (its connections hold their requests, new ones reach
+/// it), then every node does: the cluster client heals a node's broken connection but keeps
+/// a silent one, so it is replaced whole, both times, and a fixed-window layer at its
+/// defaults serves again within 5 s of the silence. The first time, the other nodes answer
+/// all along (a request each time the layer's own key waits), so that their answers cannot
+/// hide the silent node. Timed from the moment the silence starts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_silent_cluster_is_replaced_and_served_again_within_five_seconds() {
+async fn a_silent_cluster_node_is_replaced_and_served_again_within_five_seconds() {
     let cluster = support::Cluster::start(ServerKind::Redis7);
     let proxies = cluster.behind_proxies();
+    let prefix = unique_prefix("cluster-silent");
     let coordination: Coordination = RedisBackend::cluster(proxies.iter().map(Proxy::url))
-        .key_prefix(unique_prefix("cluster-silent"))
+        .key_prefix(prefix.clone())
         .connect()
         .await
         .expect("connect")
@@ -320,7 +325,63 @@ async fn a_silent_cluster_is_replaced_and_served_again_within_five_seconds() {
             .expect("valid");
     let addr = serve(Router::new().route("/rate", get(|| async { "ok" }).layer(rate))).await;
     assert_eq!(http_get(&client(), addr, "/rate", &[]).await.status, 200);
+    // The node that holds the layer's key, found by the key itself.
+    let pattern = format!("{prefix}*");
+    let holder = cluster
+        .nodes()
+        .iter()
+        .position(|node| !node.cmd::<Vec<Vec<u8>>>(&["KEYS", &pattern]).is_empty())
+        .expect("the layer's key is on a node");
+
+    // Another node keeps answering steps on keys of its own meanwhile: the client keys of
+    // a second limiter that its keys show are not on the silent node.
+    let other = leasehold::coordination::rate_limit::RateLimiter::from(
+        FixedWindow::new(&coordination, "other", 1_000_000, Duration::from_secs(60))
+            .expect("valid"),
+    );
+    for i in 0..20 {
+        other
+            .try_acquire(format!("k{i}").as_bytes(), 1)
+            .await
+            .expect("answered");
+    }
+    let elsewhere: Vec<Vec<u8>> = cluster
+        .nodes()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != holder)
+        .flat_map(|(_, node)| node.cmd::<Vec<Vec<u8>>>(&["KEYS", &format!("{prefix}*other*")]))
+        .filter_map(|key| Some(key.rsplit(|b| *b == b':').next()?.to_vec()))
+        .collect();
+    assert!(!elsewhere.is_empty(), "a client key on another node");
+    let answered = Arc::new(AtomicU64::new(0));
+    let answering = tokio::spawn({
+        let answered = answered.clone();
+        async move {
+            for key in elsewhere.iter().cycle() {
+                if other.try_acquire(key, 1).await.is_ok() {
+                    answered.fetch_add(1, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    });
     let connections: u64 = proxies.iter().map(Proxy::connections_accepted).sum();
+    proxies[holder].silence_open();
+    let silent_since = Instant::now();
+    let answered_before = answered.load(Ordering::Relaxed);
+    let took = served_again(addr, "/rate", silent_since).await;
+    answering.abort();
+    assert!(
+        answered.load(Ordering::Relaxed) > answered_before,
+        "the other nodes answered meanwhile"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "served again {took:?} after one node fell silent"
+    );
+    let now: u64 = proxies.iter().map(Proxy::connections_accepted).sum();
+    assert!(now > connections, "new connections were made");
 
     for proxy in &proxies {
         proxy.silence_open();
@@ -329,10 +390,10 @@ async fn a_silent_cluster_is_replaced_and_served_again_within_five_seconds() {
     let took = served_again(addr, "/rate", silent_since).await;
     assert!(
         took < Duration::from_secs(5),
-        "served again {took:?} after the silence"
+        "served again {took:?} after every node fell silent"
     );
-    let now: u64 = proxies.iter().map(Proxy::connections_accepted).sum();
-    assert!(now > connections, "new connections were made");
+    let later: u64 = proxies.iter().map(Proxy::connections_accepted).sum();
+    assert!(later > now, "new connections were made");
 }
 
 /// A server that restarts (its connections reset, new ones refused) long enough for the

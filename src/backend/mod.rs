@@ -159,6 +159,15 @@ impl Backend {
         }
     }
 
+    /// A step's caller gave up on it at its own timeout while the server answered others:
+    /// a slow step, or on a Cluster one node silent among answering ones, which the backend
+    /// tells apart (see `redis::silence`); nothing in memory.
+    pub(crate) fn unanswered_among_answers(&self) {
+        if let Kind::Redis(redis) = &self.0 {
+            redis.unanswered_among_answers();
+        }
+    }
+
     /// The deadline an acquisition sent now carries on the server's clock (see
     /// [`RedisBackend::acquire_deadline`](redis::RedisBackend)); `None` in memory, where no
     /// command can be delayed.

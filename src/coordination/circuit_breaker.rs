@@ -360,6 +360,8 @@ impl Admission {
             // met no response timer of its own.
             self.breaker.backend.unanswered();
             self.failed();
+        } else {
+            self.breaker.backend.unanswered_among_answers();
         }
     }
 

@@ -4,7 +4,9 @@ use redis::aio::ConnectionLike;
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 
-use redis::cluster_routing::SingleNodeRoutingInfo;
+use redis::cluster_routing::{
+    MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo, SingleNodeRoutingInfo,
+};
 use redis::{Cmd, ErrorKind as RedisKind, Pipeline, RedisError, ServerErrorKind, Value};
 use std::future::Future;
 use std::pin::Pin;
@@ -101,6 +103,34 @@ impl Connection {
     /// Sentinel's primary, on a new connection.
     pub(crate) fn primary(connection: MultiplexedConnection) -> Self {
         Connection::Primary(connection)
+    }
+
+    /// Whether a census of a cluster's nodes finds one silent: `PING` sent to every node,
+    /// and one left unanswered within `bound` (see [`silence`](super::silence)). A node
+    /// whose connection broke or that refused is no silence (the cluster client heals
+    /// it); nor is anything on a connection to one server, which its steps' count covers.
+    ///
+    /// Cancel safe: it only reads.
+    pub(crate) async fn has_silent_node(&self, bound: Duration) -> bool {
+        let Connection::Cluster(cluster) = self else {
+            return false;
+        };
+        let every_node = RoutingInfo::MultiNode((
+            MultipleNodeRoutingInfo::AllNodes,
+            Some(ResponsePolicy::AllSucceeded),
+        ));
+        let mut cluster = cluster.clone();
+        let census = cluster.route_command(redis::cmd("PING"), every_node);
+        match tokio::time::timeout(bound, census).await {
+            Ok(Ok(_)) => false,
+            Ok(Err(err)) => err.is_timeout(),
+            Err(_) => true,
+        }
+    }
+
+    /// Whether this is a cluster's connection, on which one node may fall silent alone.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Connection::Cluster(_))
     }
 
     /// Whether a connection that failed a request so must be replaced by a new one (beside

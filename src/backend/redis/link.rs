@@ -178,11 +178,64 @@ impl Link {
     /// A step on the connection in use was given up on unanswered (see
     /// [`silence`](super::silence)): once it is silent, a successor is dialled.
     pub(super) fn unanswered(&self) {
-        if let Some(current) = self.inner.current.load_full()
-            && current.silence.missed()
-        {
-            self.dial_successor();
+        if let Some(current) = self.inner.current.load_full() {
+            self.missed(&current);
+            if current.silence.is_silent() {
+                self.dial_successor();
+            }
         }
+    }
+
+    /// A step on `connected` got no answer (its response timer fired, or its caller gave up
+    /// on it with nothing answered meanwhile): counted, and on a Cluster a census of the
+    /// nodes taken (see [`silence`](super::silence)). The caller then dials a successor if
+    /// the connection is silent.
+    pub(super) fn missed(&self, connected: &Arc<Connected>) {
+        if !connected.silence.missed() {
+            self.census(connected);
+        }
+    }
+
+    /// A step on the connection in use was given up on at its caller's timeout while the
+    /// server answered others: a slow step, or on a Cluster one node silent among answering
+    /// ones, which a census tells apart (see [`silence`](super::silence)).
+    pub(super) fn unanswered_among_answers(&self) {
+        if let Some(current) = self.inner.current.load_full() {
+            self.census(&current);
+        }
+    }
+
+    /// On a Cluster, asks every node for an answer in the background, one census at a time
+    /// per connection; a node that gives none makes the connection silent, and a successor
+    /// is dialled. Nothing elsewhere.
+    fn census(&self, connected: &Arc<Connected>) {
+        if !connected.connection.is_cluster() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !connected.silence.begin_census() {
+            return;
+        }
+        // Twice the response timeout: the node's own timer fires first, this one only when
+        // the cluster client holds the request elsewhere (a slot-map refresh).
+        let bound = self.inner.dialer.response_timeout.saturating_mul(2);
+        let (connected, inner) = (connected.clone(), Arc::downgrade(&self.inner));
+        runtime.spawn(async move {
+            let silent = connected.connection.has_silent_node(bound).await;
+            connected.silence.end_census();
+            if silent {
+                connected.silence.node_fell_silent();
+                if let Some(inner) = inner.upgrade() {
+                    let link = Link { inner };
+                    if link.is_current(&connected) {
+                        tracing::info!("a cluster node left a PING unanswered: dialling a new cluster connection");
+                        link.redial_in_background();
+                    }
+                }
+            }
+        });
     }
 
     /// The connection in use fell silent: a new one is dialled in the background, and takes

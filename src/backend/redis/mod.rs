@@ -9,7 +9,8 @@
 //!   silent (three steps in a row without an answer, with nothing answered meanwhile) gets
 //!   a successor, dialled in the background, which takes its place once it answers; a
 //!   Cluster connection heals a broken node's connection through the cluster client, and
-//!   is replaced whole when it falls silent;
+//!   is replaced whole when it falls silent, or one of its nodes does (a step that times
+//!   out asks every node for a `PING`);
 //! - applies a binary-safe key prefix to every key;
 //! - sends scripts as `EVALSHA` and falls back to `EVAL` once on `NOSCRIPT`; the crate's
 //!   read-only steps go as `EVALSHA_RO` where the server has it (Redis 7.0+, Valkey) and the
@@ -253,7 +254,7 @@ impl RedisBackend {
             .await
             .map_err(|err| {
                 if err.is_timeout() {
-                    connected.silence.missed();
+                    self.shared.link.missed(connected);
                 }
                 self.shared.link.forget_if_broken(connected, &err);
                 error_map::from_redis(err)
@@ -633,6 +634,12 @@ impl RedisBackend {
         self.shared.link.unanswered();
     }
 
+    /// A step's caller gave up on it at its own timeout while the server answered others:
+    /// on a Cluster, one node may have fallen silent (see [`silence`]).
+    pub(crate) fn unanswered_among_answers(&self) {
+        self.shared.link.unanswered_among_answers();
+    }
+
     /// Sends one native command and converts its reply.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
         let reply = self.query_raw(cmd).await.map_err(SendError::into_error)?;
@@ -687,7 +694,7 @@ impl RedisBackend {
             if replied {
                 connected.silence.answered();
             } else if err.is_timeout() {
-                connected.silence.missed();
+                self.shared.link.missed(&connected);
             }
             self.shared.link.forget_if_broken(&connected, &err);
             if !error_map::may_pass_without_effect(&err) {
