@@ -312,8 +312,8 @@ async fn waiting_writers_go_in_the_order_they_began(target: Target) {
     assert_eq!(*order.lock().expect("not poisoned"), ["earlier", "later"]);
 }
 
-/// Waits until `count` waiters of the kind `prefix` names are recorded in the set: on
-/// Redis, read from the set; in memory, `count` pauses of the backend's poll interval later.
+/// Waits until `count` waiters of the kind `prefix` names are recorded in the set, read
+/// from the set itself on either backend.
 async fn waiters(
     target: Target,
     coordination: &Coordination,
@@ -321,16 +321,15 @@ async fn waiters(
     prefix: &'static str,
     count: usize,
 ) {
-    let recorded = async || match coordination.backend().as_redis() {
-        Some(_) => {
-            let key = physical(coordination, lock);
-            let members: Vec<String> = target.query(&[b"ZRANGE", &key, b"0", b"-1"]);
-            members.iter().filter(|m| m.starts_with(prefix)).count() >= count
-        }
-        None => {
-            tokio::time::sleep(Duration::from_millis(120)).await;
-            true
-        }
+    let recorded = async || {
+        let members: Vec<String> = match coordination.backend().as_memory() {
+            Some(memory) => memory.rw_lease_members(lock.key()),
+            None => {
+                let key = physical(coordination, lock);
+                target.query(&[b"ZRANGE", &key, b"0", b"-1"])
+            }
+        };
+        members.iter().filter(|m| m.starts_with(prefix)).count() >= count
     };
     eventually("the waiters are recorded", recorded).await;
 }

@@ -117,6 +117,23 @@ impl MemoryBackend {
         self.lock_store().len(now)
     }
 
+    /// The members of the read-write lease set stored under the user key `key` (holders
+    /// and waiters, as Redis names them: `w:`, `r:`, `q:`, ...), empty when there is none.
+    /// A test hook (feature `test-util`), for tests that wait until a waiter is recorded.
+    #[cfg(feature = "test-util")]
+    pub fn rw_lease_members(&self, key: &[u8]) -> Vec<String> {
+        let now = self.shared.clock.now();
+        let physical = self.physical_key(key);
+        match self
+            .lock_store()
+            .get_mut(&physical, now)
+            .map(|entry| &entry.value)
+        {
+            Some(store::Value::RwLease(members)) => members.keys().cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Whether no key is live. A test hook (feature `test-util`).
     #[cfg(feature = "test-util")]
     pub fn is_empty(&self) -> bool {
