@@ -15,10 +15,12 @@ use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::ManagedOptions;
 use leasehold::coordination::lock::{FencedLock, ManagedLease};
 use leasehold::coordination::ownership::LossReason;
-use leasehold::coordination::rate_limit::{FixedWindow, HotKeys};
+use leasehold::coordination::rate_limit::{
+    FixedWindow, HotKeys, PlanAlgorithm, PlanChoice, Quota, RateLimitPlans,
+};
 use leasehold::coordination::semaphore::{ManagedPermit, Semaphore};
 use leasehold::layer::key::KeyExtractor;
-use leasehold::layer::rate_limit::RedisRateLimitLayer;
+use leasehold::layer::rate_limit::{PlanChooser, RedisRateLimitLayer};
 use leasehold::layer::{CircuitBreaker, FailurePolicy};
 use leasehold::telemetry;
 use metrics_util::debugging::DebugValue;
@@ -80,6 +82,43 @@ async fn every_check_is_counted_once_with_the_path_that_decided_it() {
         value(&taken, telemetry::QUEUED_PERMITS, &[("policy", "queued")]).is_some(),
         "the queue's gauge was set"
     );
+}
+
+/// With plans, each check is counted under the plan that decided it (an override under
+/// its own name): the `policy` label is the plan's, bounded by the plans.
+#[tokio::test(flavor = "current_thread")]
+async fn a_plans_checks_are_counted_under_the_plan_that_decided_them() {
+    let recorded = Recorded::start();
+    let coordination = Coordination::memory();
+    let minute = Duration::from_secs(60);
+    let plans = RateLimitPlans::builder(&coordination, "tiers", PlanAlgorithm::FixedWindow)
+        .plan("basic", Quota::per_minute(1))
+        .plan("gold", Quota::per_minute(10))
+        .customer_override("acme", Quota::new(2, minute))
+        .build()
+        .expect("valid");
+    let router = |chooser| {
+        behind(
+            RedisRateLimitLayer::plans(plans.clone())
+                .key(KeyExtractor::global())
+                .choose_plan(chooser),
+        )
+    };
+    let basic = router(PlanChooser::from_fn(|_| PlanChoice::plan("basic")));
+    let acme = router(PlanChooser::from_fn(|_| {
+        PlanChoice::plan("gold").customer("acme")
+    }));
+    assert_eq!(status_of(&basic).await, StatusCode::OK);
+    assert_eq!(status_of(&basic).await, StatusCode::TOO_MANY_REQUESTS);
+    // Its own count: the key's state is shared, 1 spent of the override's 2.
+    assert_eq!(status_of(&acme).await, StatusCode::OK);
+
+    let taken = recorded.take();
+    assert_eq!(decisions(&taken, "basic", "allowed"), 1);
+    assert_eq!(decisions(&taken, "basic", "limited"), 1);
+    assert_eq!(decisions(&taken, "override", "allowed"), 1);
+    assert_eq!(decisions(&taken, "gold", "allowed"), 0);
+    assert_eq!(decisions(&taken, "tiers", "allowed"), 0);
 }
 
 /// A concurrency limit's decisions are counted as a rate limit's are: a permit `allowed`, a

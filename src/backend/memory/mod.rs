@@ -301,6 +301,7 @@ mod tests {
                     permits,
                     limit: 5,
                     window_ms: 1_000,
+                    admitted_only: false,
                 },
                 &backend,
             )

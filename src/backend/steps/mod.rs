@@ -181,6 +181,7 @@ pub(crate) mod tests {
                         permits: 1,
                         limit: 10,
                         window_ms: 1_000,
+                        admitted_only: false,
                     },
                     &redis,
                 ),

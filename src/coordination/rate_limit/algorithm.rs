@@ -28,6 +28,20 @@ impl Algorithm {
         }
     }
 
+    /// The same limiter, its single policy shown under `name` (a plan's): its keys stay the
+    /// limiter's. A stacked limiter keeps its policies' names.
+    pub(crate) fn shown_as(mut self, name: std::sync::Arc<str>) -> Self {
+        let policy = match &mut self {
+            Algorithm::FixedWindow(limiter) => &mut limiter.policy,
+            Algorithm::SlidingWindow(limiter) => &mut limiter.policy,
+            Algorithm::TokenBucket(limiter) => &mut limiter.policy,
+            Algorithm::Gcra(limiter) => &mut limiter.policy,
+            Algorithm::Stacked(_) => return self,
+        };
+        *policy = policy.clone().renamed(name);
+        self
+    }
+
     /// Its name: a single policy's, or a stacked limiter's own.
     pub(crate) fn name(&self) -> &str {
         match self {

@@ -83,10 +83,13 @@ const MAX_MEMORY_WINDOW_MS: u64 = 1 << 52;
 pub struct FixedWindow {
     coordination: Coordination,
     keys: LimiterKeys,
-    policy: RateLimitPolicy,
+    pub(super) policy: RateLimitPolicy,
     window_ms: u64,
     /// The hot-key tier, shared by clones.
     hot_keys: Option<Arc<Reservations>>,
+    /// Whether the count holds only admitted requests, on every server (a plan's limiter,
+    /// whose count another plan may judge): see [`FixedWindowStep`].
+    pub(super) admitted_only: bool,
 }
 
 impl FixedWindow {
@@ -141,6 +144,7 @@ impl FixedWindow {
             policy: RateLimitPolicy::new(name, limit, Duration::from_millis(window_ms)),
             window_ms,
             hot_keys: None,
+            admitted_only: false,
         })
     }
 
@@ -319,6 +323,7 @@ impl FixedWindow {
                 permits: asked,
                 limit,
                 window_ms: self.window_ms,
+                admitted_only: self.admitted_only,
             })
             .await?;
         Ok(self.decision(permits, &reply))

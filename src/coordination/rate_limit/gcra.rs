@@ -75,7 +75,7 @@ use crate::error::{Error, Result};
 pub struct Gcra {
     coordination: Coordination,
     keys: LimiterKeys,
-    policy: RateLimitPolicy,
+    pub(super) policy: RateLimitPolicy,
     interval_us: u64,
     burst: u64,
 }

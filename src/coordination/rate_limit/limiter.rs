@@ -117,6 +117,12 @@ impl RateLimiter {
         Self::build(self.inner.algorithm.clone(), settings)
     }
 
+    /// A new limiter of this one's algorithm with `other`'s queue and deny cache settings
+    /// (a plan's limiter, as its layer configured the default plan's).
+    pub(crate) fn with_settings_of(&self, other: &RateLimiter) -> Self {
+        Self::build(self.inner.algorithm.clone(), other.inner.settings)
+    }
+
     /// The limiter's policy; for a [`Stacked`](super::Stacked) limiter, its first policy
     /// (see [`policies`](Self::policies)).
     pub fn policy(&self) -> &RateLimitPolicy {

@@ -4,7 +4,8 @@
 //! answers a [`RateLimitDecision`]. Permits are consumptive: nothing is given back (except
 //! the unspent permits a [`FixedWindow`]'s hot-key tier reserved, see [`HotKeys`]).
 //! [`Stacked`] checks several fixed-window policies on one client key at once (for example
-//! 10 per second and 1000 per day), all or nothing.
+//! 10 per second and 1000 per day), all or nothing. [`RateLimitPlans`] gives one limit
+//! several quotas (plans, a default, overrides for single clients), one chosen per request.
 
 mod algorithm;
 mod decision;
@@ -14,8 +15,10 @@ mod gcra;
 mod hot_keys;
 mod key;
 mod limiter;
+mod plans;
 mod policy;
 mod queue;
+mod quota;
 mod sliding_window;
 pub(crate) mod stacked;
 mod statistics;
@@ -27,9 +30,15 @@ pub use gcra::Gcra;
 pub use hot_keys::{HotKeyStatistics, HotKeys};
 pub use limiter::RateLimiter;
 pub(crate) use limiter::{Now, Shortcuts};
+pub(crate) use plans::Table as PlanTable;
+pub use plans::{
+    MAX_PLAN_NAME_LEN, MAX_PLANS, OVERRIDE_POLICY_NAME, PlanAlgorithm, PlanChoice, RateLimitPlans,
+    RateLimitPlansBuilder,
+};
 pub(crate) use policy::Policies;
 pub use policy::{QuotaUnit, RateLimitPolicy};
 pub use queue::QueueOrder;
+pub use quota::Quota;
 pub use sliding_window::SlidingWindow;
 pub use stacked::{MAX_STACKED_POLICIES, Stacked};
 pub use statistics::RateLimitStatistics;

@@ -81,6 +81,12 @@ impl RateLimitPolicy {
         self
     }
 
+    /// The same policy under another name (a plan's, over its limiter's keys).
+    pub(crate) fn renamed(mut self, name: Arc<str>) -> Self {
+        self.name = name;
+        self
+    }
+
     /// Whether it is in [shadow mode](Self::shadow).
     pub fn is_shadow(&self) -> bool {
         self.shadow

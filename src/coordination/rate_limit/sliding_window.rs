@@ -91,7 +91,7 @@ const MAX_WINDOW_MS: u64 = 1 << 40;
 pub struct SlidingWindow {
     coordination: Coordination,
     keys: LimiterKeys,
-    policy: RateLimitPolicy,
+    pub(super) policy: RateLimitPolicy,
     window_ms: u64,
     segment_ms: u64,
 }

@@ -77,7 +77,7 @@ const MAX_REFILL_MS: u64 = 1 << 52;
 pub struct TokenBucket {
     coordination: Coordination,
     keys: LimiterKeys,
-    policy: RateLimitPolicy,
+    pub(super) policy: RateLimitPolicy,
     /// Capped at the token limit: a refill never exceeds the bucket anyway.
     tokens_per_period: u64,
     period_ms: u64,

@@ -51,6 +51,8 @@ pub(crate) struct Config {
     pub(crate) shadow_switch: Option<super::ShadowSwitch>,
     /// One count per check, labelled with the limiter's name.
     pub(crate) metrics: crate::telemetry::DecisionMetrics,
+    /// The plans a request's quota is chosen from; `None`: one quota for every request.
+    pub(crate) plans: Option<Arc<super::plan::Plans>>,
 }
 
 impl Config {

@@ -8,14 +8,14 @@ use bytes::Bytes;
 use http::request::Parts;
 use tower_layer::Layer;
 
-use super::RateLimit;
 use super::config::Config;
+use super::{PlanChooser, RateLimit};
 use crate::Coordination;
 use crate::backend::memory::MemoryBackend;
 use crate::coordination::circuit_breaker::{Breaker, CircuitBreaker, CircuitState};
 use crate::coordination::rate_limit::{
-    FixedWindow, Gcra, QueueOrder, RateLimitPolicy, RateLimiter, Refill, SlidingWindow, Stacked,
-    TokenBucket,
+    FixedWindow, Gcra, QueueOrder, RateLimitPlans, RateLimitPolicy, RateLimiter, Refill,
+    SlidingWindow, Stacked, TokenBucket,
 };
 use crate::error::Result;
 use crate::layer::FailurePolicy;
@@ -107,6 +107,7 @@ impl RedisRateLimitLayer {
                 enforced_share: 1.0,
                 shadow_switch: None,
                 metrics,
+                plans: None,
             }),
         }
     }
@@ -199,6 +200,79 @@ impl RedisRateLimitLayer {
             window,
             burst,
         )?))
+    }
+
+    /// A layer whose quota is chosen per request among `plans` (see [`RateLimitPlans`]), by
+    /// what the [chooser](Self::choose_plan) reads from the request: its customer's override
+    /// if there is one, else the plan it names, else the default plan. The
+    /// chosen plan's name and quota are the `RateLimit-Policy` and `RateLimit` fields',
+    /// [`RateLimitInfo`](super::RateLimitInfo)'s, the problem body's and the metrics'
+    /// `policy` label (an override's name is
+    /// [`OVERRIDE_POLICY_NAME`](crate::coordination::rate_limit::OVERRIDE_POLICY_NAME)).
+    /// Everything else the layer is given (key, cost, failure policy, queue, deny cache, ...)
+    /// applies under every plan; each plan has a queue, a deny cache and a fail-open
+    /// fallback of its own, so that a client whose plan changes is judged by the new one at
+    /// once.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[cfg(feature = "axum")]
+    /// # fn main() -> leasehold::Result<()> {
+    /// use axum::{Router, routing::get};
+    /// use leasehold::Coordination;
+    /// use leasehold::coordination::rate_limit::{PlanAlgorithm, PlanChoice, Quota, RateLimitPlans};
+    /// use leasehold::layer::key::KeyExtractor;
+    /// use leasehold::layer::rate_limit::{ChoosesPlan, PlanChooser, RedisRateLimitLayer};
+    ///
+    /// /// What your authentication layer stores in the request's extensions.
+    /// #[derive(Clone)]
+    /// struct Account {
+    ///     id: String,
+    ///     plan: String,
+    /// }
+    ///
+    /// impl ChoosesPlan for Account {
+    ///     fn plan_choice(&self) -> PlanChoice<'_> {
+    ///         PlanChoice::plan(&self.plan).customer(&self.id)
+    ///     }
+    /// }
+    ///
+    /// let coordination = Coordination::memory(); // or Coordination::connect(redis_url, "myapp:").await?
+    /// let plans = RateLimitPlans::builder(&coordination, "api", PlanAlgorithm::FixedWindow)
+    ///     .plan("free", Quota::per_minute(10))
+    ///     .plan("pro", Quota::per_minute(100))
+    ///     .customer_override("acme", Quota::per_minute(1000))
+    ///     .build()?;
+    /// let app: Router = Router::new().route("/", get(|| async { "hello" })).layer(
+    ///     RedisRateLimitLayer::plans(plans)
+    ///         .key(KeyExtractor::header("x-api-key")?)
+    ///         .choose_plan(PlanChooser::extension::<Account>()),
+    /// );
+    /// # Ok(()) }
+    /// # #[cfg(not(feature = "axum"))]
+    /// # fn main() {}
+    /// ```
+    pub fn plans(plans: RateLimitPlans) -> Self {
+        let mut layer = Self::new(plans.default_limiter());
+        layer.config_mut().plans = Some(Arc::new(super::plan::Plans::new(plans)));
+        layer
+    }
+
+    /// Reads the plan of each request with `chooser`, for a layer built with
+    /// [`plans`](Self::plans); without it, every request gets the default plan (or its
+    /// key's override). Ignored by a layer of one quota.
+    pub fn choose_plan(mut self, chooser: PlanChooser) -> Self {
+        let config = self.config_mut();
+        if let Some(plans) = &config.plans {
+            config.plans = Some(Arc::new(plans.choosing(chooser)));
+        }
+        self
+    }
+
+    /// The plans of a layer built with [`plans`](Self::plans).
+    pub fn plan_set(&self) -> Option<&RateLimitPlans> {
+        self.config.plans.as_deref().map(super::plan::Plans::plans)
     }
 
     /// A layer with a [`Stacked`] limiter: several fixed-window policies on each client key
@@ -505,19 +579,25 @@ impl RedisRateLimitLayer {
         self.config.breaker.as_ref().map(|breaker| breaker.state())
     }
 
-    /// The limiter this layer applies.
+    /// The limiter this layer applies; with [plans](Self::plans), the default plan's as
+    /// this layer configured it (each plan decides through a limiter of its own).
     pub fn limiter(&self) -> &RateLimiter {
         &self.config.limiter
     }
 
     fn config_mut(&mut self) -> &mut Config {
-        Arc::make_mut(&mut self.config)
+        let config = Arc::make_mut(&mut self.config);
+        // The plans' configurations are made from this one: made again once it changed.
+        if let Some(plans) = &config.plans {
+            config.plans = Some(Arc::new(plans.for_changed_layer()));
+        }
+        config
     }
 }
 
 /// The fallback of a failing-open layer: its policies scaled by its share, as fixed windows
 /// on a backend of this process.
-fn fallback(config: &Config) -> Option<RateLimiter> {
+pub(super) fn fallback(config: &Config) -> Option<RateLimiter> {
     if config.failure != FailurePolicy::FailOpen {
         return None;
     }

@@ -77,6 +77,16 @@ where
                 return ResponseFuture::new(admission::ResponseFuture::answer(answer));
             }
         };
+        // With plans, the configuration of the request's plan (its limiter, fields, metrics
+        // and fallback); the key extractor and the rest are the layer's under every plan.
+        let chosen;
+        let config = match &config.plans {
+            None => config,
+            Some(plans) => {
+                chosen = plans.config_for(config, &parts);
+                &chosen
+            }
+        };
         let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
         let check = Check {
             clock,

@@ -16,6 +16,10 @@ pub(crate) struct FixedWindowStep<'a> {
     pub(crate) limit: u64,
     /// The window in whole milliseconds, at least 1.
     pub(crate) window_ms: u64,
+    /// Whether the count must hold only what was admitted: the plain commands' `INCR`
+    /// counts a rejected request too (past the limit, where it turns no decision of this
+    /// limit), which a plan with a larger limit would then hold against the client.
+    pub(crate) admitted_only: bool,
 }
 
 /// The step's answer, from the backend's clock.

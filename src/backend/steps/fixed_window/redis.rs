@@ -29,7 +29,10 @@ static FIXED_WINDOW_RETURN: LazyLock<Script> =
 /// rejected request counted before anyone sees it. So does every step on a Cluster: while a
 /// slot moves, redis-rs follows `ASK` with one `ASKING` and the whole pipeline, which lets
 /// only its first command through to the importing node; the rest would go back and forth
-/// until the move ends, and the pipeline be sent again, counting again.
+/// until the move ends, and the pipeline be sent again, counting again. A plan's step
+/// (`admitted_only`) goes through Lua too where `INCREX` is missing: `INCR` would keep a
+/// rejected request in the count, which a plan with a larger limit would hold against the
+/// client.
 ///
 /// A server that answers `INCREX` with "unknown command", or an ACL that denies it or one of
 /// the plain commands (`NOPERM`: an allow-list written without them), makes every user of
@@ -59,7 +62,11 @@ impl RedisStep for FixedWindowStep<'_> {
                 Err(err) => return Err(Box::pin(corrupt_or(redis, step, err.into_error())).await),
             }
         }
-        if step.permits == 1 && pipelines && capabilities.native_counting().should_try() {
+        if step.permits == 1
+            && pipelines
+            && !step.admitted_only
+            && capabilities.native_counting().should_try()
+        {
             match one_permit(redis, step).await {
                 Ok(counted) => {
                     capabilities.native_counting().accepted();
@@ -300,6 +307,7 @@ mod tests {
             permits: 1,
             limit: 5,
             window_ms: 60_000,
+            admitted_only: false,
         }
     }
 

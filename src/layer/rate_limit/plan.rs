@@ -1,0 +1,218 @@
+//! A quota chosen per request: which plan a request names, and the layer's configuration for
+//! each plan.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use http::request::Parts;
+
+use super::config::Config;
+use crate::coordination::rate_limit::{PlanChoice, PlanTable, RateLimitPlans};
+
+/// Reads the [`PlanChoice`] of a request (its plan, and its customer), for a layer built with
+/// [`RedisRateLimitLayer::plans`](super::RedisRateLimitLayer::plans): from an extension an
+/// authentication layer set, a header, or a function of the request. A request that names no
+/// plan, or one the plans do not have, gets the default plan; a customer with an override
+/// gets its override whatever plan it names.
+///
+/// Cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::coordination::rate_limit::PlanChoice;
+/// use leasehold::layer::rate_limit::PlanChooser;
+///
+/// /// What the authentication layer found out about the caller.
+/// #[derive(Clone)]
+/// struct Account {
+///     id: String,
+///     plan: String,
+/// }
+///
+/// let by_account = PlanChooser::from_fn(|parts| match parts.extensions.get::<Account>() {
+///     Some(account) => PlanChoice::plan(&account.plan).customer(&account.id),
+///     None => PlanChoice::default_plan(),
+/// });
+/// let by_header = PlanChooser::header("x-plan");
+///
+/// let request = http::Request::builder().header("x-plan", "pro").body(()).unwrap();
+/// let (mut parts, ()) = request.into_parts();
+/// assert_eq!(by_header.choose(&parts), PlanChoice::plan("pro"));
+/// assert_eq!(by_account.choose(&parts), PlanChoice::default_plan());
+/// parts.extensions.insert(Account { id: "acme".into(), plan: "free".into() });
+/// assert_eq!(by_account.choose(&parts), PlanChoice::plan("free").customer("acme"));
+/// ```
+#[derive(Clone)]
+pub struct PlanChooser(Arc<ChooseFn>);
+
+type ChooseFn = dyn for<'a> Fn(&'a Parts) -> PlanChoice<'a> + Send + Sync;
+
+impl PlanChooser {
+    /// The choice a function of the request makes (from an extension, a claim of a token
+    /// an earlier layer checked).
+    pub fn from_fn<F>(choose: F) -> Self
+    where
+        F: for<'a> Fn(&'a Parts) -> PlanChoice<'a> + Send + Sync + 'static,
+    {
+        PlanChooser(Arc::new(choose))
+    }
+
+    /// The plan named by the request's header `name` (its value, when it is visible
+    /// ASCII); no customer. Only behind something that sets it (a gateway, an
+    /// authentication layer): a client that sets it itself chooses its own plan.
+    pub fn header(name: &'static str) -> Self {
+        PlanChooser::from_fn(move |parts| {
+            let value = parts
+                .headers
+                .get(name)
+                .and_then(|value| value.to_str().ok());
+            PlanChoice::plan_or_default(value)
+        })
+    }
+
+    /// The choice the request's extension of type `T` makes (set by an authentication
+    /// layer before this one): see [`ChoosesPlan`].
+    pub fn extension<T: ChoosesPlan>() -> Self {
+        PlanChooser::from_fn(|parts| {
+            parts
+                .extensions
+                .get::<T>()
+                .map_or_else(PlanChoice::default_plan, ChoosesPlan::plan_choice)
+        })
+    }
+
+    /// The choice the request makes.
+    pub fn choose<'a>(&self, parts: &'a Parts) -> PlanChoice<'a> {
+        (self.0)(parts)
+    }
+}
+
+/// A request extension that says which plan its request is on (and for which customer), for
+/// [`PlanChooser::extension`]: what an authentication layer stores about the caller.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::coordination::rate_limit::PlanChoice;
+/// use leasehold::layer::rate_limit::{ChoosesPlan, PlanChooser};
+///
+/// #[derive(Clone)]
+/// struct Account {
+///     id: String,
+///     plan: String,
+/// }
+///
+/// impl ChoosesPlan for Account {
+///     fn plan_choice(&self) -> PlanChoice<'_> {
+///         PlanChoice::plan(&self.plan).customer(&self.id)
+///     }
+/// }
+///
+/// let chooser = PlanChooser::extension::<Account>();
+/// # let _ = chooser;
+/// ```
+pub trait ChoosesPlan: Clone + Send + Sync + 'static {
+    /// The plan, and the customer, of the request that carries this extension.
+    fn plan_choice(&self) -> PlanChoice<'_>;
+}
+
+impl fmt::Debug for PlanChooser {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PlanChooser").finish_non_exhaustive()
+    }
+}
+
+/// A layer's plans: the chooser, and the layer's configuration for each plan, made from the
+/// layer's own for the plans in force and made again once they change.
+pub(crate) struct Plans {
+    plans: RateLimitPlans,
+    chooser: Option<PlanChooser>,
+    /// The configuration of each plan (by its index in the table), and the table it was
+    /// made for.
+    configs: ArcSwapOption<Configs>,
+}
+
+struct Configs {
+    table: Arc<PlanTable>,
+    by_plan: Vec<Arc<Config>>,
+}
+
+impl Plans {
+    pub(crate) fn new(plans: RateLimitPlans) -> Self {
+        Plans {
+            plans,
+            chooser: None,
+            configs: ArcSwapOption::empty(),
+        }
+    }
+
+    /// The plans, the chooser replaced.
+    pub(crate) fn choosing(&self, chooser: PlanChooser) -> Self {
+        Plans {
+            plans: self.plans.clone(),
+            chooser: Some(chooser),
+            configs: ArcSwapOption::empty(),
+        }
+    }
+
+    /// The same plans and chooser, for a layer whose configuration changed: the plans'
+    /// configurations are made again from it.
+    pub(crate) fn for_changed_layer(&self) -> Self {
+        Plans {
+            plans: self.plans.clone(),
+            chooser: self.chooser.clone(),
+            configs: ArcSwapOption::empty(),
+        }
+    }
+
+    /// The plans.
+    pub(crate) fn plans(&self) -> &RateLimitPlans {
+        &self.plans
+    }
+
+    /// The configuration a request is decided under: its plan's, made from `layer`'s.
+    #[inline]
+    pub(crate) fn config_for(&self, layer: &Config, parts: &Parts) -> Arc<Config> {
+        let table = self.plans.table();
+        let choice = self
+            .chooser
+            .as_ref()
+            .map_or_else(PlanChoice::default_plan, |chooser| chooser.choose(parts));
+        let index = table.choose(choice);
+        let configs = self.configs.load();
+        if let Some(configs) = &*configs
+            && Arc::ptr_eq(&configs.table, &*table)
+        {
+            return configs.by_plan[index].clone();
+        }
+        let made = self.made_for(layer, &table);
+        let chosen = made.by_plan[index].clone();
+        self.configs.store(Some(Arc::new(made)));
+        chosen
+    }
+
+    /// Each plan's configuration: `layer`'s, with the plan's limiter (its queue and deny
+    /// cache as the layer's), fields, metrics label and fail-open fallback.
+    fn made_for(&self, layer: &Config, table: &Arc<PlanTable>) -> Configs {
+        let by_plan = table
+            .plans()
+            .iter()
+            .map(|plan| {
+                let mut config = layer.clone();
+                config.plans = None;
+                config.limiter = plan.limiter().with_settings_of(&layer.limiter);
+                config.fields =
+                    crate::layer::headers::RateLimitFields::new(config.limiter.policies());
+                config.metrics = crate::telemetry::DecisionMetrics::new(config.limiter.name());
+                config.fallback = super::layer::fallback(&config);
+                Arc::new(config)
+            })
+            .collect();
+        Configs {
+            table: table.clone(),
+            by_plan,
+        }
+    }
+}
