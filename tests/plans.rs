@@ -236,3 +236,264 @@ async fn three_replicas_admit_each_client_its_plans_quota(target: Target) {
         assert_eq!(admitted, quota, "{key} on {shown}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Plans stored in the backend and followed by every process.
+
+/// Plans free (5) and pro (50) of a fixed window, stored, on `coordination`.
+async fn stored(coordination: &Coordination) -> RateLimitPlans {
+    RateLimitPlans::builder(coordination, "stored", PlanAlgorithm::FixedWindow)
+        .plan("free", Quota::new(5, WINDOW))
+        .plan("pro", Quota::new(50, WINDOW))
+        .build_stored()
+        .await
+        .expect("stored plans")
+}
+
+/// Waits until `plans` has `free` at `limit` per window; how long that took. Bounded.
+async fn until_free_is(plans: &RateLimitPlans, limit: u64) -> Duration {
+    let started = std::time::Instant::now();
+    loop {
+        if plans.quota("free") == Some(Quota::new(limit, WINDOW)) {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < support::PATIENCE,
+            "free never became {limit}: {plans:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+scenario!(a_plan_changed_in_one_replica_applies_in_every_other:
+    memory => Target::Memory,
+    redis7 => Target::Server(support::ServerKind::Redis7),
+    valkey8 => Target::Server(support::ServerKind::Valkey8),
+    cluster => Target::Cluster);
+
+/// Three replicas follow one stored plan set: a change made in one is in force there at
+/// once, and in the two others as soon as they hear of it (the times are the benchmark's;
+/// here each change must arrive, in order). A customer's override and a new default follow
+/// the same way, and a replica built later takes the stored plans, not its configuration.
+async fn a_plan_changed_in_one_replica_applies_in_every_other(target: Target) {
+    let first = target.coordination("plans-stored").await;
+    let handles = target.handles(&first, 3).await;
+    let mut replicas = Vec::new();
+    for handle in &handles {
+        replicas.push(stored(handle).await);
+    }
+    for limit in 6..16 {
+        replicas[limit as usize % 3]
+            .set_plan("free", Quota::new(limit, WINDOW))
+            .await
+            .expect("stored");
+        assert_eq!(
+            replicas[limit as usize % 3].quota("free"),
+            Some(Quota::new(limit, WINDOW)),
+            "in force at once where it was made"
+        );
+        for replica in &replicas {
+            until_free_is(replica, limit).await;
+        }
+    }
+    let versions: Vec<u64> = replicas.iter().map(RateLimitPlans::version).collect();
+    assert!(
+        versions.iter().all(|v| *v == versions[0] && *v > 1),
+        "{versions:?}"
+    );
+
+    replicas[1]
+        .set_customer_override("acme", Quota::new(20, WINDOW))
+        .await
+        .expect("stored");
+    replicas[2].set_default_plan("pro").await.expect("stored");
+    for replica in &replicas {
+        support::eventually("the override and the default arrive", async || {
+            replica.customer_override("acme") == Some(Quota::new(20, WINDOW))
+                && &*replica.default_plan() == "pro"
+        })
+        .await;
+    }
+    // A replica started now takes the stored plans over its configuration.
+    let later = stored(&target.handles(&first, 1).await[0]).await;
+    assert_eq!(later.quota("free"), Some(Quota::new(15, WINDOW)));
+    assert_eq!(&*later.default_plan(), "pro");
+    // Decided under them: the override's 20.
+    let decision = later
+        .try_acquire(PlanChoice::plan("free").customer("acme"), b"acme-key", 1)
+        .await
+        .expect("decided");
+    assert_eq!(decision.remaining(), 19);
+}
+
+scenario!(a_limit_the_algorithm_refuses_is_refused_when_set_and_nothing_is_stored:
+    memory => Target::Memory,
+    redis7 => Target::Server(support::ServerKind::Redis7));
+
+/// An invalid limit is refused by the call that sets it, naming the plan and the value,
+/// before anything is stored: the replicas keep deciding under the plans in force.
+async fn a_limit_the_algorithm_refuses_is_refused_when_set_and_nothing_is_stored(target: Target) {
+    let coordination = target.coordination("plans-refused").await;
+    let plans = stored(&coordination).await;
+    let version = plans.version();
+    let err = plans
+        .set_plan("free", Quota::new(0, WINDOW))
+        .await
+        .expect_err("a limit of 0");
+    assert_eq!(err.kind(), leasehold::ErrorKind::InvalidArgument);
+    let message = err.to_string();
+    assert!(
+        message.contains("\"free\"") && message.contains("0/600s"),
+        "{message}"
+    );
+    let err = plans.remove_plan("free").await.expect_err("the default");
+    assert!(err.to_string().contains("default"), "{err}");
+    let err = plans
+        .set_plan("pro", Quota::new(5, WINDOW).with_burst(9))
+        .await
+        .expect_err("a window's burst");
+    assert!(err.to_string().contains("burst"), "{err}");
+    assert_eq!(plans.version(), version, "nothing stored");
+    let again = stored(&coordination).await;
+    assert_eq!(again.quota("free"), Some(Quota::new(5, WINDOW)));
+    assert_eq!(again.version(), version);
+}
+
+/// On a private server: checks under stored plans send the server no more commands than
+/// under plans kept in process (no read of the plans per check: the server's command
+/// statistics show it), and a plan set that is gone (deleted) is stored again from the plans
+/// in force.
+#[tokio::test]
+async fn a_check_under_stored_plans_costs_no_extra_command() {
+    let behind = support::Behind::start("plans-commands");
+    let coordination = behind.direct().await;
+    let in_process = RateLimitPlans::builder(&coordination, "local", PlanAlgorithm::FixedWindow)
+        .plan("free", Quota::new(7, WINDOW))
+        .build()
+        .expect("valid");
+    let plans = stored(&coordination).await;
+    plans
+        .set_plan("free", Quota::new(7, WINDOW))
+        .await
+        .expect("stored");
+    let calls = || -> u64 {
+        let stats: String = behind.server.cmd(&["INFO", "commandstats"]);
+        stats
+            .lines()
+            .filter_map(|line| {
+                line.split_once("calls=")?
+                    .1
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    };
+    let mut spent = Vec::new();
+    for plans in [&in_process, &plans] {
+        let before = calls();
+        for i in 0..1000 {
+            let key = format!("client-{i}");
+            plans
+                .try_acquire(PlanChoice::plan("free"), key.as_bytes(), 1)
+                .await
+                .expect("decided");
+        }
+        spent.push(calls() - before);
+    }
+    // Commands (and those of scripts) per check: the followers' own reads, at a change, are
+    // a few in all, where a read per check would be one more per check.
+    #[allow(clippy::cast_precision_loss)]
+    let extra = (spent[1] as f64 - spent[0] as f64) / 1000.0;
+    assert!(extra < 0.05, "{spent:?} for 1000 checks each");
+
+    let key = String::from_utf8_lossy(&coordination.backend().physical_key(b"rl:plans:6:stored"))
+        .into_owned();
+    let () = behind.server.cmd(&["DEL", &key]);
+    support::eventually("the plan set is stored again", async || {
+        let free: Option<String> = behind.server.cmd(&["HGET", &key, "plan:free"]);
+        free.as_deref() == Some("7/600s")
+    })
+    .await;
+    assert_eq!(plans.quota("free"), Some(Quota::new(7, WINDOW)));
+}
+
+/// A limit set while Redis cannot be reached is refused (unavailable), never kept in one
+/// process alone; the plans in force stay. A replica started during the outage serves its
+/// configured plans, and takes the stored ones once Redis answers.
+#[tokio::test]
+async fn a_change_during_an_outage_is_refused_and_a_replica_started_then_catches_up() {
+    let behind = support::Behind::start("plans-outage");
+    let direct = behind.direct().await;
+    let writer = stored(&direct).await;
+    writer
+        .set_plan("free", Quota::new(9, WINDOW))
+        .await
+        .expect("stored");
+    let follower = stored(&behind.through_proxy(|builder| builder).await).await;
+    assert_eq!(follower.quota("free"), Some(Quota::new(9, WINDOW)));
+
+    behind.proxy.refuse();
+    behind.proxy.cut();
+    // Once the handle has met the cut (a change sent just before it may have landed, its
+    // answer lost: uncertain), the change is certainly not stored.
+    support::eventually("the handle meets the cut", async || {
+        follower
+            .try_acquire(PlanChoice::plan("free"), b"probe", 0)
+            .await
+            .is_err()
+    })
+    .await;
+    let err = follower
+        .set_plan("free", Quota::new(11, WINDOW))
+        .await
+        .expect_err("Redis away");
+    assert!(err.is_unavailable() && !err.is_outcome_uncertain(), "{err}");
+    assert_eq!(follower.quota("free"), Some(Quota::new(9, WINDOW)), "kept");
+
+    // Started during the outage: its configuration, until Redis answers.
+    let started = stored(&behind.through_proxy(|builder| builder).await).await;
+    assert_eq!(started.quota("free"), Some(Quota::new(5, WINDOW)));
+    behind.proxy.pass();
+    until_free_is(&started, 9).await;
+    writer
+        .set_plan("free", Quota::new(12, WINDOW))
+        .await
+        .expect("stored");
+    until_free_is(&started, 12).await;
+    until_free_is(&follower, 12).await;
+}
+
+/// A layer over stored plans follows a change made in another replica: its fields show the
+/// new quota and its decisions keep to it.
+#[tokio::test]
+async fn a_layer_follows_a_plan_raised_in_another_replica() {
+    let first = Target::Server(support::ServerKind::Redis7)
+        .coordination("plans-layer")
+        .await;
+    let handles = Target::Server(support::ServerKind::Redis7)
+        .handles(&first, 2)
+        .await;
+    let admin = stored(&handles[0]).await;
+    let router = support::http::behind(
+        RedisRateLimitLayer::plans(stored(&handles[1]).await).key(KeyExtractor::global()),
+    );
+    let status = async || support::http::status_of(&router).await;
+    for _ in 0..5 {
+        assert_eq!(status().await, StatusCode::OK);
+    }
+    assert_eq!(status().await, StatusCode::TOO_MANY_REQUESTS);
+    admin
+        .set_plan("free", Quota::new(8, WINDOW))
+        .await
+        .expect("stored");
+    support::eventually("the layer admits under the raised plan", async || {
+        status().await == StatusCode::OK
+    })
+    .await;
+    // 8 in all: the count carried over.
+    assert_eq!(status().await, StatusCode::OK);
+    assert_eq!(status().await, StatusCode::OK);
+    assert_eq!(status().await, StatusCode::TOO_MANY_REQUESTS);
+}

@@ -50,6 +50,35 @@ async fn rate_limiting_a_router() -> Outcome {
     Ok(())
 }
 
+/// Plans: a quota per customer.
+#[rustfmt::skip]
+async fn plans_a_quota_per_customer(coordination: Coordination) -> Outcome {
+    use leasehold::coordination::rate_limit::{PlanAlgorithm, PlanChoice, Quota, RateLimitPlans};
+    use leasehold::layer::rate_limit::{ChoosesPlan, PlanChooser};
+
+    // What your authentication layer puts in the request's extensions.
+    #[derive(Clone)]
+    struct Account { id: String, plan: String }
+
+    impl ChoosesPlan for Account {
+        fn plan_choice(&self) -> PlanChoice<'_> {
+            PlanChoice::plan(&self.plan).customer(&self.id)
+        }
+    }
+
+    let plans = RateLimitPlans::builder(&coordination, "api", PlanAlgorithm::FixedWindow)
+        .plan("free", Quota::per_minute(10)) // the first plan is the default
+        .plan("pro", Quota::per_minute(100))
+        .customer_override("acme", Quota::per_minute(1000))
+        .build()?;
+    let app: Router = Router::new().route("/api", get(handler)).layer(
+        RedisRateLimitLayer::plans(plans)
+            .key(KeyExtractor::header("x-api-key")?)
+            .choose_plan(PlanChooser::extension::<Account>()),
+    );
+    Ok(())
+}
+
 /// A concurrency limit for streams.
 #[rustfmt::skip]
 async fn concurrency_limits_for_streaming_responses(coordination: Coordination) -> Outcome {

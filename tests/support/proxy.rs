@@ -73,6 +73,11 @@ struct Faults {
 struct Counters {
     accepted: AtomicU64,
     open: AtomicU64,
+    /// The connections open now, by their number: a cut waits until those it found are gone.
+    open_ids: std::sync::Mutex<std::collections::HashSet<u64>>,
+    next_id: AtomicU64,
+    /// Whether the port is closed (`refuse`): a refusal waits until it is.
+    closed: std::sync::atomic::AtomicBool,
     /// Bytes read from their source (held or not).
     received: [AtomicU64; 2],
     /// Bytes written to their destination.
@@ -200,7 +205,17 @@ impl Proxy {
 
     /// Resets every open connection; later connections are accepted as usual.
     pub fn cut(&self) {
+        let open: Vec<u64> = self.open_ids().into_iter().collect();
         self.faults.send_modify(|f| f.cuts += 1);
+        // Returns once every connection open at the call was reset.
+        self.until_applied("its connections reset", || {
+            let now = self.open_ids();
+            open.iter().all(|id| !now.contains(id))
+        });
+    }
+
+    fn open_ids(&self) -> std::collections::HashSet<u64> {
+        self.counters.open_ids.lock().expect("not poisoned").clone()
     }
 
     /// Resets the client side of every open connection, while the bytes it sent that a stall
@@ -224,9 +239,26 @@ impl Proxy {
         self.faults.send_modify(|f| f.upstream = Some(upstream));
     }
 
-    /// Closes the port, so that new connections are refused; open ones go on.
+    /// Closes the port, so that new connections are refused; open ones go on. Returns once
+    /// the port is closed: a connection made after the call is refused.
     pub fn refuse(&self) {
         self.faults.send_modify(|f| f.refuse = true);
+        self.until_applied("the port closed", || {
+            self.counters.closed.load(Ordering::SeqCst)
+        });
+    }
+
+    /// Waits (blocking: the proxy has a thread of its own) until `applied`, bounded.
+    fn until_applied(&self, what: &str, applied: impl Fn() -> bool) {
+        // The wall clock: a test may pause tokio's.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !applied() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the proxy never had {what}"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Connections accepted so far.
@@ -301,10 +333,14 @@ async fn serve(
         let refuse = faults.borrow_and_update().refuse;
         if refuse {
             listener = None;
+            counters.closed.store(true, Ordering::SeqCst);
         } else if listener.is_none() {
             // The port was ours a moment ago; SO_REUSEADDR lets it be bound again at once.
             match TcpListener::bind(addr).await {
-                Ok(l) => listener = Some(l),
+                Ok(l) => {
+                    listener = Some(l);
+                    counters.closed.store(false, Ordering::SeqCst);
+                }
                 Err(e) => panic!("the fault proxy cannot reopen {addr}: {e}"),
             }
         }
@@ -345,6 +381,8 @@ async fn connection(
         return;
     };
     counters.open.fetch_add(1, Ordering::SeqCst);
+    let id = counters.next_id.fetch_add(1, Ordering::SeqCst);
+    counters.open_ids.lock().expect("not poisoned").insert(id);
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
     // The sockets stay open while the pumps hold their halves, so the fds stay valid.
@@ -393,6 +431,7 @@ async fn connection(
             done = pumps.join_next() => if done.is_none() { break },
         }
     }
+    counters.open_ids.lock().expect("not poisoned").remove(&id);
     counters.open.fetch_sub(1, Ordering::SeqCst);
 }
 

@@ -60,6 +60,9 @@ pub(crate) enum Value {
     /// A lease hash: each field with its owner token and its deadline; the entry expires with
     /// the latest.
     FieldLeases(Box<std::collections::HashMap<Vec<u8>, (String, Moment)>>),
+    /// A rate limit's stored plan set: each field with its value, `version` among them;
+    /// without expiry, held (it is configuration).
+    PlanSet(Box<std::collections::BTreeMap<Vec<u8>, Vec<u8>>>),
     /// A session space: each lease id with its deadline, and each attached name with its
     /// lease id and value (live while its lease is); the entry expires with the latest lease.
     Sessions {
@@ -103,6 +106,7 @@ impl Value {
             | Value::LatchCompletions(_)
             | Value::RwLease(_)
             | Value::FieldLeases(_)
+            | Value::PlanSet(_)
             | Value::Sessions { .. }
             | Value::Election { .. } => false,
         }

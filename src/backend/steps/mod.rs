@@ -27,6 +27,7 @@ pub(crate) mod gcra;
 pub(crate) mod hash_lease;
 pub(crate) mod latch;
 pub(crate) mod lease_release;
+pub(crate) mod rate_limit_plans;
 pub(crate) mod rate_limit_reply;
 pub(crate) mod redlock;
 pub(crate) mod rw_lease;

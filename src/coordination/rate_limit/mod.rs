@@ -32,8 +32,8 @@ pub use limiter::RateLimiter;
 pub(crate) use limiter::{Now, Shortcuts};
 pub(crate) use plans::Table as PlanTable;
 pub use plans::{
-    MAX_PLAN_NAME_LEN, MAX_PLANS, OVERRIDE_POLICY_NAME, PlanAlgorithm, PlanChoice, RateLimitPlans,
-    RateLimitPlansBuilder,
+    MAX_CUSTOMER_LEN, MAX_PLAN_NAME_LEN, MAX_PLANS, OVERRIDE_POLICY_NAME, PlanAlgorithm,
+    PlanChoice, RateLimitPlans, RateLimitPlansBuilder,
 };
 pub(crate) use policy::Policies;
 pub use policy::{QuotaUnit, RateLimitPolicy};

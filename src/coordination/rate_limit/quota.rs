@@ -113,6 +113,70 @@ impl fmt::Display for Quota {
     }
 }
 
+impl std::str::FromStr for Quota {
+    type Err = crate::Error;
+
+    /// Reads a quota as configuration writes it: `<limit>/<window>`, then optionally
+    /// `burst <n>`. The window is a unit (`ms`, `s`, `sec`, `second`, `min`, `minute`, `h`,
+    /// `hour`, `d`, `day`, plurals too) with an optional whole number before it: `100/min`,
+    /// `10/s burst 20`, `5000/day`, `7/90s`, `3/250ms`. Only the form is checked here; the
+    /// algorithm checks the values when a plan is built.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use leasehold::coordination::rate_limit::Quota;
+    ///
+    /// # fn main() -> leasehold::Result<()> {
+    /// let quota: Quota = "10/s burst 20".parse()?;
+    /// assert_eq!(quota, Quota::per_second(10).with_burst(20));
+    /// assert_eq!("7/90s".parse::<Quota>()?.window(), Duration::from_secs(90));
+    /// assert!("ten per minute".parse::<Quota>().is_err());
+    /// # Ok(()) }
+    /// ```
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        parse(text).ok_or_else(|| {
+            crate::Error::invalid_argument(format!(
+                "a quota is written `<limit>/<window>` with an optional `burst <n>` (as in \
+                 `100/min`, `10/s burst 20`, `5000/day`, `7/90s`), not {text:?}"
+            ))
+        })
+    }
+}
+
+/// [`Quota::from_str`]'s reading; `None` for any other form.
+fn parse(text: &str) -> Option<Quota> {
+    let mut words = text.split_whitespace();
+    let (limit, window) = words.next()?.split_once('/')?;
+    let limit = limit.parse::<u64>().ok()?;
+    let window = parse_window(window)?;
+    let quota = Quota::new(limit, window);
+    match (words.next(), words.next(), words.next()) {
+        (None, _, _) => Some(quota),
+        (Some("burst"), Some(burst), None) => Some(quota.with_burst(burst.parse().ok()?)),
+        _ => None,
+    }
+}
+
+/// `90s`, `min`, `250ms`, `2h`: an optional whole count of a unit.
+fn parse_window(text: &str) -> Option<Duration> {
+    let unit_at = text.find(|c: char| !c.is_ascii_digit())?;
+    let (count, unit) = text.split_at(unit_at);
+    let count = if count.is_empty() {
+        1
+    } else {
+        count.parse::<u64>().ok()?
+    };
+    let unit_ms: u64 = match unit {
+        "ms" | "millisecond" | "milliseconds" => 1,
+        "s" | "sec" | "second" | "seconds" => 1000,
+        "m" | "min" | "minute" | "minutes" => 60_000,
+        "h" | "hour" | "hours" => 3_600_000,
+        "d" | "day" | "days" => 86_400_000,
+        _ => return None,
+    };
+    Some(Duration::from_millis(count.checked_mul(unit_ms)?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -202,7 +202,7 @@ impl Plans {
             .map(|plan| {
                 let mut config = layer.clone();
                 config.plans = None;
-                config.limiter = plan.limiter().with_settings_of(&layer.limiter);
+                config.limiter = plan.limiter.with_settings_of(&layer.limiter);
                 config.fields =
                     crate::layer::headers::RateLimitFields::new(config.limiter.policies());
                 config.metrics = crate::telemetry::DecisionMetrics::new(config.limiter.name());

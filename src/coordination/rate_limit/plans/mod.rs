@@ -1,17 +1,20 @@
 //! Quotas that follow the business: named plans over one rate limit's keys, a default, and
 //! overrides for single clients, one of them chosen per request.
 
-use std::collections::HashMap;
+mod stored;
+mod table;
+
 use std::fmt;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::algorithm::Algorithm;
-use super::{
-    FixedWindow, Gcra, Quota, RateLimitDecision, RateLimiter, Refill, SlidingWindow, TokenBucket,
-};
+pub use self::table::MAX_CUSTOMER_LEN;
+pub(crate) use self::table::Table;
+use self::table::{Kit, Spec};
+use super::{Quota, RateLimitDecision, RateLimiter};
 use crate::Coordination;
+use crate::backend::steps::rate_limit_plans::FieldChange;
 use crate::error::{Error, Result};
 
 /// The most plans one [`RateLimitPlans`] holds: their names are the bounded `policy` label of
@@ -49,17 +52,17 @@ pub const OVERRIDE_POLICY_NAME: &str = "override";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum PlanAlgorithm {
-    /// [`FixedWindow`]: `limit` per window, counted from the window's first request.
+    /// [`FixedWindow`](super::FixedWindow): `limit` per window, counted from the window's first request.
     FixedWindow,
-    /// [`SlidingWindow`] of `segments` segments: `limit` in any window. Its plans share one
+    /// [`SlidingWindow`](super::SlidingWindow) of `segments` segments: `limit` in any window. Its plans share one
     /// window (the segments' length is the limit's), and differ in their limit.
     SlidingWindow {
-        /// Segments per window (see [`SlidingWindow::new`]).
+        /// Segments per window (see [`SlidingWindow::new`](super::SlidingWindow::new)).
         segments: u32,
     },
-    /// [`Gcra`]: `limit` per window, evenly spaced, bursts of the quota's burst.
+    /// [`Gcra`](super::Gcra): `limit` per window, evenly spaced, bursts of the quota's burst.
     Gcra,
-    /// [`TokenBucket`]: a bucket of the quota's burst, `limit` tokens added per window.
+    /// [`TokenBucket`](super::TokenBucket): a bucket of the quota's burst, `limit` tokens added per window.
     TokenBucket,
 }
 
@@ -182,62 +185,14 @@ pub struct RateLimitPlans {
     inner: Arc<Inner>,
 }
 
-struct Inner {
-    name: Arc<str>,
+pub(crate) struct Inner {
+    kit: Kit,
     table: ArcSwap<Table>,
-}
-
-/// The plans in force, replaced whole when they change.
-pub(crate) struct Table {
-    /// The plans, then the overrides: a request is decided by one of them, by its index.
-    plans: Vec<Plan>,
-    /// How many of them are named plans; the overrides follow.
-    named: usize,
-    default: usize,
-    /// Each customer's override, by index.
-    overrides: HashMap<Box<[u8]>, usize>,
-}
-
-/// One quota and the limiter that decides under it.
-pub(crate) struct Plan {
-    name: Arc<str>,
-    quota: Quota,
-    limiter: RateLimiter,
-}
-
-impl Plan {
-    /// The limiter that decides under this plan.
-    pub(crate) fn limiter(&self) -> &RateLimiter {
-        &self.limiter
-    }
-}
-
-impl Table {
-    /// The index of the plan a request that made `choice` is decided by: its customer's
-    /// override, else the plan it names, else the default.
-    #[inline]
-    pub(crate) fn choose(&self, choice: PlanChoice<'_>) -> usize {
-        if !self.overrides.is_empty()
-            && let Some(customer) = choice.customer
-            && let Some(index) = self.overrides.get(customer)
-        {
-            return *index;
-        }
-        // A few plans, found by their name faster than by a hash of it.
-        choice
-            .plan
-            .and_then(|wanted| {
-                self.plans[..self.named]
-                    .iter()
-                    .position(|plan| &*plan.name == wanted)
-            })
-            .unwrap_or(self.default)
-    }
-
-    /// Every plan and override, in index order.
-    pub(crate) fn plans(&self) -> &[Plan] {
-        &self.plans
-    }
+    /// Where the plans are stored, when they are (see [`build_stored`](RateLimitPlansBuilder::build_stored)).
+    store: Option<stored::Store>,
+    /// Held while a change made in this process is checked and applied: two at once on
+    /// the plans in force would lose one.
+    editing: tokio::sync::Mutex<()>,
 }
 
 impl RateLimitPlans {
@@ -252,28 +207,24 @@ impl RateLimitPlans {
             coordination: coordination.clone(),
             name: name.into(),
             algorithm,
-            plans: Vec::new(),
-            default: None,
-            overrides: Vec::new(),
+            spec: Spec::default(),
         }
     }
 
     /// The limit's name, which its keys carry.
     pub fn name(&self) -> &str {
-        &self.inner.name
+        &self.inner.kit.name
     }
 
     /// The default plan's name.
     pub fn default_plan(&self) -> Arc<str> {
-        let table = self.inner.table.load();
-        table.plans[table.default].name.clone()
+        self.inner.table.load().default_plan().name.clone()
     }
 
-    /// The named plans and their quotas, in the order they were given.
+    /// The named plans and their quotas, in order (the stored ones by name).
     pub fn plans(&self) -> Vec<(Arc<str>, Quota)> {
         let table = self.inner.table.load();
-        table.plans[..table.named]
-            .iter()
+        (table.named().iter())
             .map(|plan| (plan.name.clone(), plan.quota))
             .collect()
     }
@@ -281,8 +232,7 @@ impl RateLimitPlans {
     /// The quota of the plan named `plan`, if there is one.
     pub fn quota(&self, plan: &str) -> Option<Quota> {
         let table = self.inner.table.load();
-        table.plans[..table.named]
-            .iter()
+        (table.named().iter())
             .find(|candidate| &*candidate.name == plan)
             .map(|plan| plan.quota)
     }
@@ -290,7 +240,13 @@ impl RateLimitPlans {
     /// The quota that overrides the plans for `customer`, if one does.
     pub fn customer_override(&self, customer: impl AsRef<[u8]>) -> Option<Quota> {
         let table = self.inner.table.load();
-        (table.overrides.get(customer.as_ref())).map(|index| table.plans[*index].quota)
+        table.override_of(customer.as_ref()).map(|plan| plan.quota)
+    }
+
+    /// The version of the stored plan set in force: a count of its writes, the same in
+    /// every process once they have read it; 0 for plans never stored.
+    pub fn version(&self) -> u64 {
+        self.inner.table.load().version
     }
 
     /// The limiter a request that made `choice` is decided by (see the type's docs); its
@@ -298,7 +254,7 @@ impl RateLimitPlans {
     /// and quota. For [`RateLimiter::acquire`]'s waits.
     pub fn limiter(&self, choice: PlanChoice<'_>) -> RateLimiter {
         let table = self.inner.table.load();
-        table.plans[table.choose(choice)].limiter.clone()
+        table.plans()[table.choose(choice)].limiter.clone()
     }
 
     /// Asks for `permits` permits for the client `key` now, under the plan `choice` gets
@@ -316,6 +272,149 @@ impl RateLimitPlans {
         self.limiter(choice).try_acquire(key, permits).await
     }
 
+    /// Sets the plan `name`'s quota, adding the plan if it is new: in this process at once,
+    /// and for stored plans in the store, from which every process following it takes the
+    /// change (see [`build_stored`](RateLimitPlansBuilder::build_stored)). The clients of the
+    /// plan keep their state, which the new quota judges (see the type's docs).
+    ///
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument), naming
+    /// the plan and the quota, when the algorithm refuses the quota (nothing is changed);
+    /// with the backend's error when the change could not be stored: an
+    /// [unavailable](crate::Error::is_unavailable) backend changes nothing, in this process
+    /// or any other, and an [uncertain](crate::Error::is_outcome_uncertain) one may have
+    /// stored it (the processes then take it as any change).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped once sent, the change may be stored without this process
+    /// taking it until its next read of the store.
+    pub async fn set_plan(&self, name: &str, quota: Quota) -> Result<()> {
+        self.change(
+            |spec| {
+                spec.set_plan(name, quota);
+                Ok(vec![(
+                    stored::plan_field(name),
+                    Some(quota.to_string().into_bytes()),
+                )])
+            },
+            format_args!("setting the plan {name:?} to {quota}"),
+        )
+        .await
+    }
+
+    /// Removes the plan `name`: its requests get the default plan. The default plan cannot
+    /// be removed (name another first); a plan there is not is no error. Stored and failing
+    /// as [`set_plan`](Self::set_plan).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`set_plan`](Self::set_plan)'s.
+    pub async fn remove_plan(&self, name: &str) -> Result<()> {
+        self.change(
+            |spec| {
+                if spec.default_name() == Some(name) {
+                    return Err(Error::invalid_argument(
+                        "the default plan cannot be removed: name another default first",
+                    ));
+                }
+                spec.plans.retain(|(known, _)| known != name);
+                Ok(vec![(stored::plan_field(name), None)])
+            },
+            format_args!("removing the plan {name:?}"),
+        )
+        .await
+    }
+
+    /// Makes the plan `name` the default. Stored and failing as
+    /// [`set_plan`](Self::set_plan).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`set_plan`](Self::set_plan)'s.
+    pub async fn set_default_plan(&self, name: &str) -> Result<()> {
+        self.change(
+            |spec| {
+                spec.default = Some(name.to_owned());
+                Ok(vec![stored::default_field(name)])
+            },
+            format_args!("making {name:?} the default plan"),
+        )
+        .await
+    }
+
+    /// Sets `customer`'s override (see [`PlanChoice::customer`]). Stored and failing as
+    /// [`set_plan`](Self::set_plan).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`set_plan`](Self::set_plan)'s.
+    pub async fn set_customer_override(
+        &self,
+        customer: impl AsRef<[u8]>,
+        quota: Quota,
+    ) -> Result<()> {
+        let customer = customer.as_ref();
+        self.change(
+            |spec| {
+                spec.overrides.insert(customer.to_vec(), quota);
+                let value = Some(quota.to_string().into_bytes());
+                Ok(vec![(stored::override_field(customer), value)])
+            },
+            format_args!(
+                "setting the override of {:?} to {quota}",
+                String::from_utf8_lossy(customer)
+            ),
+        )
+        .await
+    }
+
+    /// Removes `customer`'s override: its requests get the plan they name again. Stored
+    /// and failing as [`set_plan`](Self::set_plan).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`set_plan`](Self::set_plan)'s.
+    pub async fn remove_customer_override(&self, customer: impl AsRef<[u8]>) -> Result<()> {
+        let customer = customer.as_ref();
+        self.change(
+            |spec| {
+                spec.overrides.remove(customer);
+                Ok(vec![(stored::override_field(customer), None)])
+            },
+            format_args!(
+                "removing the override of {:?}",
+                String::from_utf8_lossy(customer)
+            ),
+        )
+        .await
+    }
+
+    /// One change of the plans in force: `edit` applied to them and checked (every plan
+    /// built), then stored, or for plans not stored, put in force here.
+    async fn change(
+        &self,
+        edit: impl FnOnce(&mut Spec) -> Result<Vec<FieldChange>>,
+        what: std::fmt::Arguments<'_>,
+    ) -> Result<()> {
+        let context = format!("{what} of the rate-limit plans {:?}", self.name());
+        let _editing = self.inner.editing.lock().await;
+        let current = self.inner.table.load_full();
+        let mut spec = current.spec.clone();
+        let changes = edit(&mut spec).map_err(|err| err.context(&context))?;
+        let table = Table::build(&self.inner.kit, spec.clone(), current.version)
+            .map_err(|err| err.context(&context))?;
+        match &self.inner.store {
+            None => {
+                self.inner.table.store(Arc::new(table));
+                Ok(())
+            }
+            Some(store) => self
+                .write(store, &changes, spec)
+                .await
+                .map_err(|err| err.context(&context)),
+        }
+    }
+
     /// The plans in force now.
     pub(crate) fn table(&self) -> arc_swap::Guard<Arc<Table>> {
         self.inner.table.load()
@@ -323,8 +422,7 @@ impl RateLimitPlans {
 
     /// The default plan's limiter.
     pub(crate) fn default_limiter(&self) -> RateLimiter {
-        let table = self.inner.table.load();
-        table.plans[table.default].limiter.clone()
+        self.inner.table.load().default_plan().limiter.clone()
     }
 }
 
@@ -351,9 +449,7 @@ pub struct RateLimitPlansBuilder {
     coordination: Coordination,
     name: String,
     algorithm: PlanAlgorithm,
-    plans: Vec<(String, Quota)>,
-    default: Option<String>,
-    overrides: Vec<(Vec<u8>, Quota)>,
+    spec: Spec,
 }
 
 impl RateLimitPlansBuilder {
@@ -361,188 +457,136 @@ impl RateLimitPlansBuilder {
     /// [`default_plan`](Self::default_plan) names another. A name given twice keeps the
     /// later quota.
     pub fn plan(mut self, name: impl Into<String>, quota: Quota) -> Self {
-        let name = name.into();
-        match self.plans.iter_mut().find(|(known, _)| *known == name) {
-            Some((_, known)) => *known = quota,
-            None => self.plans.push((name, quota)),
-        }
+        self.spec.set_plan(&name.into(), quota);
         self
     }
 
     /// The plan a request that names none (or one there is not) is decided by.
     pub fn default_plan(mut self, name: impl Into<String>) -> Self {
-        self.default = Some(name.into());
+        self.spec.default = Some(name.into());
         self
     }
 
     /// A quota for one customer (as a [`PlanChoice`] names it), whatever plan its requests
     /// name: a customer's own deal. A customer given twice keeps the later quota.
     pub fn customer_override(mut self, customer: impl AsRef<[u8]>, quota: Quota) -> Self {
-        let customer = customer.as_ref();
-        match self
+        self.spec
             .overrides
-            .iter_mut()
-            .find(|(known, _)| known == customer)
-        {
-            Some((_, known)) => *known = quota,
-            None => self.overrides.push((customer.to_vec(), quota)),
-        }
+            .insert(customer.as_ref().to_vec(), quota);
         self
     }
 
-    /// The plans, each quota checked by the algorithm's rules.
+    /// The plans, each quota checked by the algorithm's rules, kept in this process: the
+    /// changes made through them ([`RateLimitPlans::set_plan`], ...) are this process's
+    /// alone. See [`build_stored`](Self::build_stored) for plans every process shares.
     ///
     /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument), naming
-    /// the plan (or the override's customer) and the value, when: there is no plan; more than
-    /// [`MAX_PLANS`]; a name is empty or longer than [`MAX_PLAN_NAME_LEN`] bytes, or is
-    /// [`OVERRIDE_POLICY_NAME`]; the default names no plan; a quota is refused by the
-    /// algorithm (see its `new`), or sets a burst for a window, or (sliding window) has a
-    /// window other than the default plan's; or the limit's name is refused.
+    /// the plan (or the override's customer) and the value, when: there is no plan; more
+    /// than [`MAX_PLANS`]; a plan name is empty, longer than [`MAX_PLAN_NAME_LEN`] bytes,
+    /// made of other than letters, digits, `-`, `_` and `.`, or is [`OVERRIDE_POLICY_NAME`];
+    /// a customer's name is empty or longer than [`MAX_CUSTOMER_LEN`] bytes; the default
+    /// names no plan; a quota is refused by the algorithm (see its `new`), sets a burst for
+    /// a window, or (sliding window) has a window other than the default plan's; or the
+    /// limit's name is refused.
     pub fn build(self) -> Result<RateLimitPlans> {
-        let which = format!("the rate-limit plans {:?}", self.name);
-        self.checked().map_err(|err| err.context(which))
-    }
-
-    fn checked(self) -> Result<RateLimitPlans> {
-        if self.plans.is_empty() {
-            return Err(Error::invalid_argument("at least one plan is needed"));
-        }
-        if self.plans.len() > MAX_PLANS {
-            return Err(Error::invalid_argument(format!(
-                "at most {MAX_PLANS} plans, not {}",
-                self.plans.len()
-            )));
-        }
-        let default = match &self.default {
-            None => 0,
-            Some(name) => self
-                .plans
-                .iter()
-                .position(|(known, _)| known == name)
-                .ok_or_else(|| {
-                    Error::invalid_argument(format!("the default plan {name:?} is not a plan"))
-                })?,
-        };
-        let window = self.plans[default].1.window();
-        let mut plans = Vec::with_capacity(self.plans.len() + self.overrides.len());
-        for (name, quota) in &self.plans {
-            check_name(name)?;
-            plans.push(
-                self.built(Arc::from(name.as_str()), *quota, window)
-                    .map_err(|err| err.context(format_args!("the plan {name:?} ({quota})")))?,
-            );
-        }
-        let named = plans.len();
-        let mut overrides = HashMap::with_capacity(self.overrides.len());
-        for (key, quota) in &self.overrides {
-            plans.push(
-                self.built(Arc::from(OVERRIDE_POLICY_NAME), *quota, window)
-                    .map_err(|err| {
-                        err.context(format_args!(
-                            "the override of the customer {:?} ({quota})",
-                            String::from_utf8_lossy(key)
-                        ))
-                    })?,
-            );
-            overrides.insert(key.clone().into_boxed_slice(), plans.len() - 1);
-        }
+        let (kit, spec) = self.parts();
+        let table = built(&kit, spec)?;
         Ok(RateLimitPlans {
             inner: Arc::new(Inner {
-                name: Arc::from(self.name.as_str()),
-                table: ArcSwap::from_pointee(Table {
-                    plans,
-                    named,
-                    default,
-                    overrides,
-                }),
+                kit,
+                table: ArcSwap::from_pointee(table),
+                store: None,
+                editing: tokio::sync::Mutex::new(()),
             }),
         })
     }
 
-    /// The plan `name` with `quota`, its limiter over the limit's keys; `window`: the
-    /// default plan's.
-    fn built(&self, name: Arc<str>, quota: Quota, window: std::time::Duration) -> Result<Plan> {
-        let (c, limit) = (&self.coordination, self.name.as_str());
-        let windows_only = || {
-            if quota.has_burst() {
-                Err(Error::invalid_argument(
-                    "a window takes no burst (GCRA and the token bucket do)",
-                ))
-            } else {
-                Ok(())
-            }
+    /// The plans, checked as by [`build`](Self::build), stored in the backend and followed
+    /// by every process that builds them so: a change made in one process
+    /// ([`RateLimitPlans::set_plan`], ...) is stored, and the others take it within
+    /// milliseconds (on Redis, the server pushes an invalidation of the stored set to every
+    /// process at each write; the memory backend is read every 50 ms). A check costs no
+    /// more than with [`build`](Self::build): the plans are read at each change, not per
+    /// request.
+    ///
+    /// **The stored plans win**: where the backend holds plans for this limit already, they
+    /// are taken, and this configuration is only what stands in while the backend cannot
+    /// be reached; where it holds none, this configuration is stored. The algorithm and the
+    /// limit's name are the configuration's. While the backend is away, the last plans read
+    /// stay in force (the fail-open fallback follows them too); once it answers again, the
+    /// plans are read again. Plans the backend lost (a server restarted without
+    /// persistence) are stored again from the plans in force.
+    ///
+    /// The stored plan set is one hash with no expiry, `<prefix>rl:plans:<name length>:<name>`
+    /// (a held entry on the memory backend): configuration, as a fenced value is data.
+    ///
+    /// Fails as [`build`](Self::build), or with the backend's refusal (an ACL, a script
+    /// error; `CorruptState` for a key of another type). A backend that cannot be reached is
+    /// no error: the configured plans are in force until it answers. Spawns the follower on
+    /// the current runtime, which ends once every clone of the plans is dropped.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped before it answers, nothing is followed; a seed it sent may have
+    /// stored this configuration, which the next build then takes.
+    pub async fn build_stored(self) -> Result<RateLimitPlans> {
+        let (kit, spec) = self.parts();
+        let table = built(&kit, spec)?;
+        let (store, stopped) = stored::store(&kit);
+        let plans = RateLimitPlans {
+            inner: Arc::new(Inner {
+                kit,
+                table: ArcSwap::from_pointee(table),
+                store: Some(store),
+                editing: tokio::sync::Mutex::new(()),
+            }),
         };
-        let algorithm: Algorithm = match self.algorithm {
-            PlanAlgorithm::FixedWindow => {
-                windows_only()?;
-                let mut window = FixedWindow::new(c, limit, quota.limit(), quota.window())?;
-                // A count another plan may judge holds only what was admitted.
-                window.admitted_only = true;
-                window.into()
-            }
-            PlanAlgorithm::SlidingWindow { segments } => {
-                windows_only()?;
-                if quota.window() != window {
-                    return Err(Error::invalid_argument(format!(
-                        "a sliding window's plans share the default plan's window, {window:?}"
-                    )));
-                }
-                SlidingWindow::new(c, limit, quota.limit(), quota.window(), segments)?.into()
-            }
-            PlanAlgorithm::Gcra => {
-                Gcra::new(c, limit, quota.limit(), quota.window(), quota.burst())?.into()
-            }
-            PlanAlgorithm::TokenBucket => {
-                let refill = Refill::new(quota.limit(), quota.window());
-                TokenBucket::new(c, limit, quota.burst(), refill)?.into()
-            }
+        let which = format!("the rate-limit plans {:?}", plans.name());
+        let Some(store) = plans.inner.store.as_ref() else {
+            unreachable!("stored plans have a store");
         };
-        Ok(Plan {
-            limiter: RateLimiter::new(algorithm.shown_as(name.clone())),
-            name,
-            quota,
-        })
+        match plans.seed_or_adopt(store).await {
+            Ok(()) => {}
+            Err(err) if err.is_unavailable() => {
+                tracing::warn!(limit = %plans.name(), error = %err, "the stored rate-limit plans cannot be read; the configured plans are in force until they can");
+            }
+            Err(err) => return Err(err.context(which)),
+        }
+        tokio::spawn(stored::follow(Arc::downgrade(&plans.inner), stopped));
+        Ok(plans)
+    }
+
+    fn parts(self) -> (Kit, Spec) {
+        let kit = Kit {
+            coordination: self.coordination,
+            name: Arc::from(self.name.as_str()),
+            algorithm: self.algorithm,
+        };
+        (kit, self.spec)
     }
 }
 
-/// A plan's name: shown to clients and as a metrics label, so short and printable.
-fn check_name(name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > MAX_PLAN_NAME_LEN {
-        return Err(Error::invalid_argument(format!(
-            "a plan name must have 1 to {MAX_PLAN_NAME_LEN} bytes, not {} ({name:?})",
-            name.len()
-        )));
-    }
-    if name == OVERRIDE_POLICY_NAME {
-        return Err(Error::invalid_argument(format!(
-            "{OVERRIDE_POLICY_NAME:?} names the overrides, not a plan"
-        )));
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
-    {
-        return Err(Error::invalid_argument(format!(
-            "a plan name is made of letters, digits and - _ . :, not {name:?}"
-        )));
-    }
-    Ok(())
+/// The table `spec` says, its errors naming the plans.
+fn built(kit: &Kit, spec: Spec) -> Result<Table> {
+    Table::build(kit, spec, 0)
+        .map_err(|err| err.context(format_args!("the rate-limit plans {:?}", &*kit.name)))
 }
 
 impl fmt::Debug for RateLimitPlans {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let table = self.inner.table.load();
         f.debug_struct("RateLimitPlans")
-            .field("name", &self.inner.name)
+            .field("name", &self.inner.kit.name)
             .field(
                 "plans",
-                &table.plans[..table.named]
-                    .iter()
+                &(table.named().iter())
                     .map(|plan| (&plan.name, plan.quota.to_string()))
                     .collect::<Vec<_>>(),
             )
-            .field("default", &table.plans[table.default].name)
-            .field("overrides", &table.overrides.len())
+            .field("default", &table.default_plan().name)
+            .field("overrides", &table.override_count())
+            .field("version", &table.version)
+            .field("stored", &self.inner.store.is_some())
             .finish()
     }
 }
@@ -552,8 +596,8 @@ impl fmt::Debug for RateLimitPlansBuilder {
         f.debug_struct("RateLimitPlansBuilder")
             .field("name", &self.name)
             .field("algorithm", &self.algorithm)
-            .field("plans", &self.plans.len())
-            .field("overrides", &self.overrides.len())
+            .field("plans", &self.spec.plans.len())
+            .field("overrides", &self.spec.overrides.len())
             .finish_non_exhaustive()
     }
 }

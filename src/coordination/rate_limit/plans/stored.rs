@@ -1,0 +1,310 @@
+//! Plans stored in the backend and followed by every process: the plan set's fields, the
+//! first write that seeds it, and the task that reads it again at each change.
+//!
+//! The plan set is one hash (`<prefix>rl:plans:<name length>:<name>`; a held entry on the
+//! memory backend) with the fields `version` (a count of its writes), `default`,
+//! `plan:<name>` and `override:<customer>`, each quota as configuration writes it
+//! (`100/min`). It has no expiry: it is configuration, as a fenced value is the user's data.
+//!
+//! A process follows it through a watch of its key (client tracking on Redis: the server
+//! pushes an invalidation at every write), reading the whole set once the watch is set and
+//! again at each change; on the memory backend, which announces nothing, it reads the
+//! version every [`MEMORY_POLL`]. While the backend cannot be reached, the last plans read
+//! stay in force; once it answers, the set is read again before anything else. A set that is
+//! gone (deleted, or lost with a server restarted without persistence) is stored again from
+//! the plans in force, so that no runtime change is lost to it.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::table::{Kit, Spec, Table, check_name};
+use super::{Inner, RateLimitPlans};
+use crate::backend::steps::rate_limit_plans::{
+    FieldChange, PlanSetReadStep, PlanSetWriteStep, PlanSetWritten, VERSION_FIELD,
+};
+use crate::coordination::name;
+use crate::coordination::rate_limit::Quota;
+use crate::error::Result;
+
+/// How often a process on the memory backend reads the plan set's version.
+pub(crate) const MEMORY_POLL: Duration = Duration::from_millis(50);
+/// The longest pause between two attempts to follow the plan set while the backend fails.
+const MOST_PAUSE: Duration = Duration::from_secs(2);
+
+const DEFAULT_FIELD: &[u8] = b"default";
+const PLAN_PREFIX: &[u8] = b"plan:";
+const OVERRIDE_PREFIX: &[u8] = b"override:";
+
+/// Where a set of plans is stored, and the end of its follower.
+pub(crate) struct Store {
+    pub(crate) key: Vec<u8>,
+    /// Dropped with the plans: ends the follower.
+    _stop: watch::Sender<()>,
+}
+
+/// The plan set's key for the limit `name`.
+pub(crate) fn key(limit: &str) -> Vec<u8> {
+    name::length_prefixed(b"rl:plans", limit.as_bytes())
+}
+
+/// The fields that store `spec` whole.
+pub(crate) fn fields(spec: &Spec) -> Vec<FieldChange> {
+    let mut fields = Vec::with_capacity(1 + spec.plans.len() + spec.overrides.len());
+    if let Some(default) = spec.default_name() {
+        fields.push((DEFAULT_FIELD.to_vec(), Some(default.as_bytes().to_vec())));
+    }
+    for (name, quota) in &spec.plans {
+        fields.push((plan_field(name), Some(quota.to_string().into_bytes())));
+    }
+    for (customer, quota) in &spec.overrides {
+        fields.push((
+            override_field(customer),
+            Some(quota.to_string().into_bytes()),
+        ));
+    }
+    fields
+}
+
+pub(crate) fn plan_field(name: &str) -> Vec<u8> {
+    [PLAN_PREFIX, name.as_bytes()].concat()
+}
+
+pub(crate) fn override_field(customer: &[u8]) -> Vec<u8> {
+    [OVERRIDE_PREFIX, customer].concat()
+}
+
+pub(crate) fn default_field(name: &str) -> FieldChange {
+    (DEFAULT_FIELD.to_vec(), Some(name.as_bytes().to_vec()))
+}
+
+/// The spec and version the stored `fields` say. An entry that cannot be read (a quota
+/// or a name written by hand, say) is left out with an error in the log, and a default that
+/// names no plan gives way to the first plan by name: a request never meets a stored mistake.
+fn spec_of(limit: &str, fields: &[(Vec<u8>, Vec<u8>)]) -> (Spec, u64) {
+    let mut spec = Spec::default();
+    let mut version = 0;
+    let mut default = None;
+    for (field, value) in fields {
+        let text = std::str::from_utf8(value).unwrap_or_default();
+        let quota = || {
+            let quota = text.parse::<Quota>();
+            if let Err(err) = &quota {
+                tracing::error!(limit, field = %String::from_utf8_lossy(field), error = %err, "a stored rate-limit plan cannot be read; it is left out");
+            }
+            quota.ok()
+        };
+        if field == VERSION_FIELD {
+            version = text.parse().unwrap_or(0);
+        } else if field == DEFAULT_FIELD {
+            default = Some(text.to_owned());
+        } else if let Some(name) = field.strip_prefix(PLAN_PREFIX) {
+            let name = String::from_utf8_lossy(name).into_owned();
+            if let Err(err) = check_name(&name) {
+                tracing::error!(limit, error = %err, "a stored rate-limit plan cannot be read; it is left out");
+            } else if let Some(quota) = quota() {
+                spec.plans.push((name, quota));
+            }
+        } else if let Some(customer) = field.strip_prefix(OVERRIDE_PREFIX)
+            && let Some(quota) = quota()
+        {
+            spec.overrides.insert(customer.to_vec(), quota);
+        }
+    }
+    spec.plans.sort_by(|a, b| a.0.cmp(&b.0));
+    spec.default = default.filter(|name| spec.plans.iter().any(|(known, _)| known == name));
+    (spec, version)
+}
+
+impl RateLimitPlans {
+    /// Stores the plans in force where there is no plan set yet, and takes the stored ones
+    /// where there is.
+    pub(crate) async fn seed_or_adopt(&self, store: &Store) -> Result<()> {
+        let spec = self.inner.table.load().spec.clone();
+        let seed = PlanSetWriteStep {
+            key: &store.key,
+            changes: &fields(&spec),
+            seed: true,
+        };
+        match self.inner.kit.coordination.backend().run(seed).await? {
+            PlanSetWritten::Written(version) => {
+                self.adopt_built(spec, version);
+                Ok(())
+            }
+            PlanSetWritten::Exists(_) => self.reload(store).await,
+        }
+    }
+
+    /// Reads the plan set and takes it, unless it is the version in force; stores the plans
+    /// in force again when it is gone.
+    pub(crate) async fn reload(&self, store: &Store) -> Result<()> {
+        let read = PlanSetReadStep { key: &store.key };
+        let Some(fields) = self
+            .inner
+            .kit
+            .coordination
+            .backend()
+            .run_idempotent(read)
+            .await?
+        else {
+            tracing::warn!(limit = %self.inner.kit.name, "the stored rate-limit plans are gone; storing this process's again");
+            return Box::pin(self.seed_or_adopt(store)).await;
+        };
+        let (spec, version) = spec_of(&self.inner.kit.name, &fields);
+        // The content too: a set stored again after a loss counts its versions anew.
+        let current = self.inner.table.load();
+        if current.version == version && current.spec == spec {
+            return Ok(());
+        }
+        drop(current);
+        match Table::build(&self.inner.kit, spec, version) {
+            Ok(table) => {
+                tracing::info!(limit = %self.inner.kit.name, version, "rate-limit plans changed");
+                self.inner.table.store(Arc::new(table));
+            }
+            Err(err) => {
+                tracing::error!(limit = %self.inner.kit.name, version, error = %err, "the stored rate-limit plans cannot be used; the plans in force stay");
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes `spec`, checked already, as the stored set's `version`: what this process has
+    /// just stored.
+    fn adopt_built(&self, spec: Spec, version: u64) {
+        if let Ok(table) = Table::build(&self.inner.kit, spec, version) {
+            self.inner.table.store(Arc::new(table));
+        }
+    }
+
+    /// Writes `changes` to the stored plan set, then reads it back (with what other processes
+    /// wrote meanwhile); `checked`: the plans in force with the changes, taken if the read
+    /// fails.
+    pub(crate) async fn write(
+        &self,
+        store: &Store,
+        changes: &[FieldChange],
+        checked: Spec,
+    ) -> Result<()> {
+        let write = PlanSetWriteStep {
+            key: &store.key,
+            changes,
+            seed: false,
+        };
+        let version = match self.inner.kit.coordination.backend().run(write).await? {
+            PlanSetWritten::Written(version) | PlanSetWritten::Exists(version) => version,
+        };
+        if self.reload(store).await.is_err() {
+            self.adopt_built(checked, version);
+        }
+        Ok(())
+    }
+}
+
+/// A store for the plans of `kit`, and its follower's end.
+pub(crate) fn store(kit: &Kit) -> (Store, watch::Receiver<()>) {
+    let (stop, stopped) = watch::channel(());
+    let store = Store {
+        key: key(&kit.name),
+        _stop: stop,
+    };
+    (store, stopped)
+}
+
+/// Follows the plan set of `plans` until they are dropped: a watch of its key, then a read;
+/// again at each change (see the module's docs).
+pub(crate) async fn follow(plans: Weak<Inner>, mut stopped: watch::Receiver<()>) {
+    let mut pause = MEMORY_POLL;
+    loop {
+        let Some(inner) = plans.upgrade() else {
+            return;
+        };
+        let plans_now = RateLimitPlans { inner };
+        let Some(store) = plans_now.inner.store.as_ref() else {
+            return;
+        };
+        let backend = plans_now.inner.kit.coordination.backend().clone();
+        let watched = backend.watch_key(&store.key).await;
+        let read = plans_now.reload(store).await;
+        drop(plans_now);
+        let waited = match (watched, read) {
+            (Ok(Some(mut watch)), Ok(())) => {
+                pause = MEMORY_POLL;
+                tokio::select! {
+                    () = watch.changed() => continue,
+                    stopped = stopped.changed() => stopped,
+                }
+            }
+            (Ok(None), Ok(())) => {
+                pause = MEMORY_POLL;
+                tokio::select! {
+                    () = tokio::time::sleep(MEMORY_POLL) => continue,
+                    stopped = stopped.changed() => stopped,
+                }
+            }
+            (Err(err), _) | (_, Err(err)) => {
+                tracing::debug!(error = %err, ?pause, "cannot follow the stored rate-limit plans; the plans in force stay");
+                let waited = tokio::select! {
+                    () = tokio::time::sleep(pause) => Ok(()),
+                    stopped = stopped.changed() => stopped,
+                };
+                pause = (pause * 2).min(MOST_PAUSE);
+                waited
+            }
+        };
+        // The plans were dropped.
+        if waited.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fields_of_a_spec_read_back_as_it() {
+        let mut spec = Spec::default();
+        spec.set_plan("pro", Quota::per_minute(50));
+        spec.set_plan("free", Quota::per_second(1).with_burst(5));
+        spec.default = Some("pro".into());
+        spec.overrides
+            .insert(b"acme".to_vec(), Quota::per_day(5000));
+        let mut stored: Vec<(Vec<u8>, Vec<u8>)> = fields(&spec)
+            .into_iter()
+            .filter_map(|(field, value)| Some((field, value?)))
+            .collect();
+        stored.push((VERSION_FIELD.to_vec(), b"7".to_vec()));
+        let (read, version) = spec_of("api", &stored);
+        assert_eq!(version, 7);
+        assert_eq!(read.default.as_deref(), Some("pro"));
+        // Stored plans come back in the order of their names.
+        assert_eq!(
+            read.plans,
+            [
+                ("free".to_owned(), Quota::per_second(1).with_burst(5)),
+                ("pro".to_owned(), Quota::per_minute(50))
+            ]
+        );
+        assert_eq!(read.overrides, spec.overrides);
+    }
+
+    #[test]
+    fn a_stored_mistake_is_left_out_not_met_by_a_request() {
+        let stored = [
+            (b"version".to_vec(), b"3".to_vec()),
+            (b"default".to_vec(), b"gone".to_vec()),
+            (b"plan:free".to_vec(), b"10/min".to_vec()),
+            (b"plan:bad".to_vec(), b"lots".to_vec()),
+            (b"plan:a b".to_vec(), b"1/s".to_vec()),
+            (b"override:acme".to_vec(), b"?".to_vec()),
+        ];
+        let (spec, version) = spec_of("api", &stored);
+        assert_eq!(version, 3);
+        assert_eq!(spec.plans, [("free".to_owned(), Quota::per_minute(10))]);
+        assert_eq!(spec.default, None, "a default that names no plan gives way");
+        assert!(spec.overrides.is_empty());
+    }
+}
