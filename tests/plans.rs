@@ -497,3 +497,120 @@ async fn a_layer_follows_a_plan_raised_in_another_replica() {
     assert_eq!(status().await, StatusCode::OK);
     assert_eq!(status().await, StatusCode::TOO_MANY_REQUESTS);
 }
+
+/// Every future of the plans' API is `Send`, as a handler's must be (checked at compile
+/// time).
+#[allow(dead_code)]
+fn the_plans_futures_are_send(
+    plans: &RateLimitPlans,
+    builder: leasehold::coordination::rate_limit::RateLimitPlansBuilder,
+) {
+    fn send<T: Send>(_: T) {}
+    let quota = Quota::per_minute(1);
+    send(plans.try_acquire(PlanChoice::default_plan(), b"k", 1));
+    send(plans.set_plan("a", quota));
+    send(plans.remove_plan("a"));
+    send(plans.set_default_plan("a"));
+    send(plans.set_customer_override("c", quota));
+    send(plans.remove_customer_override("c"));
+    send(builder.build_stored());
+}
+
+/// `PUT` of `body` to `path` at `addr`, over one HTTP/1.1 connection: the status.
+async fn put(addr: std::net::SocketAddr, path: &str, body: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!(
+        "PUT {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut reply = String::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut reply))
+        .await
+        .expect("a reply within 10 s")
+        .expect("read");
+    reply
+        .split_whitespace()
+        .nth(1)
+        .and_then(|status| status.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {reply:?}"))
+}
+
+/// The plans example reads its limits from its file, serves them per plan, and its admin
+/// route changes a plan at runtime (and refuses a quota it cannot read, naming it).
+#[tokio::test]
+async fn the_plans_example_reads_its_file_and_changes_a_plan_at_runtime() {
+    let running = support::example::start("plans", &[]);
+    let client = support::http::client();
+    let api = async |plan: &str| {
+        support::http::get(
+            &client,
+            running.addr,
+            "/api",
+            &[("x-api-key", "k1"), ("x-plan", plan)],
+        )
+        .await
+    };
+    for _ in 0..5 {
+        let reply = api("free").await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.header("ratelimit-policy"), Some("\"free\";q=5;w=60"));
+    }
+    assert_eq!(api("free").await.status, 429);
+    assert_eq!(
+        put(running.addr, "/admin/plans/free", "ten a minute").await,
+        400
+    );
+    assert_eq!(put(running.addr, "/admin/plans/free", "8/min").await, 200);
+    for _ in 0..3 {
+        let reply = api("free").await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.header("ratelimit-policy"), Some("\"free\";q=8;w=60"));
+    }
+    assert_eq!(api("free").await.status, 429);
+    // Pro's 50, counted from the same key's 8.
+    assert_eq!(
+        api("pro").await.header("ratelimit"),
+        Some("\"pro\";r=41;t=60")
+    );
+}
+
+/// A configuration names the field and the value it cannot read.
+#[test]
+fn a_configuration_error_names_the_field_and_the_value() {
+    use leasehold::coordination::rate_limit::RateLimitPlansConfig;
+    let read = |text: &str| toml::from_str::<RateLimitPlansConfig>(text).map_err(|e| e.to_string());
+    let config = read("algorithm = \"sliding_window\"\nsegments = 6\n[plans]\nfree = \"6/min\"\npro = \"60/min\"\n[overrides]\nacme = \"600/min\"\n")
+        .expect("valid");
+    assert_eq!(
+        config.algorithm,
+        PlanAlgorithm::SlidingWindow { segments: 6 }
+    );
+    assert_eq!(config.plans[1], ("pro".to_owned(), Quota::per_minute(60)));
+    assert_eq!(config.overrides[0].0, "acme");
+    for (text, names) in [
+        (
+            "algorithm = \"leaky\"\n[plans]\nfree = \"1/s\"",
+            ["algorithm", "leaky"],
+        ),
+        (
+            "algorithm = \"gcra\"\n[plans]\nfree = \"1 per s\"",
+            ["plans.free", "1 per s"],
+        ),
+        (
+            "algorithm = \"gcra\"\n[plans]\nfree = \"1/s\"\n[overrides]\nacme = \"x\"",
+            ["overrides.acme", "\"x\""],
+        ),
+        (
+            "algorithm = \"gcra\"\nsegments = 3\n[plans]\nfree = \"1/s\"",
+            ["segments", "gcra"],
+        ),
+        ("algorithm = \"gcra\"\nplan = 3", ["plan", "plans"]),
+    ] {
+        let err = read(text).expect_err(text);
+        for name in names {
+            assert!(err.contains(name), "{text:?}: {err}");
+        }
+    }
+}

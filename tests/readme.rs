@@ -273,7 +273,7 @@ fn every_rust_example_of_the_readme_is_compiled_here() {
         );
         examples += 1;
     }
-    assert_eq!(examples, 10, "every example is listed here");
+    assert_eq!(examples, 11, "every example is listed here");
 }
 
 /// Redlock over five independent servers.

@@ -1,6 +1,8 @@
 //! Quotas that follow the business: named plans over one rate limit's keys, a default, and
 //! overrides for single clients, one of them chosen per request.
 
+#[cfg(feature = "serde")]
+mod config;
 mod stored;
 mod table;
 
@@ -16,6 +18,8 @@ use super::{Quota, RateLimitDecision, RateLimiter};
 use crate::Coordination;
 use crate::backend::steps::rate_limit_plans::FieldChange;
 use crate::error::{Error, Result};
+#[cfg(feature = "serde")]
+pub use config::{DEFAULT_SLIDING_SEGMENTS, RateLimitPlansConfig};
 
 /// The most plans one [`RateLimitPlans`] holds: their names are the bounded `policy` label of
 /// the [metrics](crate::telemetry), and a request's plan is found by its name among them.
@@ -297,7 +301,7 @@ impl RateLimitPlans {
                     Some(quota.to_string().into_bytes()),
                 )])
             },
-            format_args!("setting the plan {name:?} to {quota}"),
+            format!("setting the plan {name:?} to {quota}"),
         )
         .await
     }
@@ -320,7 +324,7 @@ impl RateLimitPlans {
                 spec.plans.retain(|(known, _)| known != name);
                 Ok(vec![(stored::plan_field(name), None)])
             },
-            format_args!("removing the plan {name:?}"),
+            format!("removing the plan {name:?}"),
         )
         .await
     }
@@ -337,7 +341,7 @@ impl RateLimitPlans {
                 spec.default = Some(name.to_owned());
                 Ok(vec![stored::default_field(name)])
             },
-            format_args!("making {name:?} the default plan"),
+            format!("making {name:?} the default plan"),
         )
         .await
     }
@@ -360,7 +364,7 @@ impl RateLimitPlans {
                 let value = Some(quota.to_string().into_bytes());
                 Ok(vec![(stored::override_field(customer), value)])
             },
-            format_args!(
+            format!(
                 "setting the override of {:?} to {quota}",
                 String::from_utf8_lossy(customer)
             ),
@@ -381,7 +385,7 @@ impl RateLimitPlans {
                 spec.overrides.remove(customer);
                 Ok(vec![(stored::override_field(customer), None)])
             },
-            format_args!(
+            format!(
                 "removing the override of {:?}",
                 String::from_utf8_lossy(customer)
             ),
@@ -394,7 +398,7 @@ impl RateLimitPlans {
     async fn change(
         &self,
         edit: impl FnOnce(&mut Spec) -> Result<Vec<FieldChange>>,
-        what: std::fmt::Arguments<'_>,
+        what: String,
     ) -> Result<()> {
         let context = format!("{what} of the rate-limit plans {:?}", self.name());
         let _editing = self.inner.editing.lock().await;
