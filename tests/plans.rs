@@ -417,6 +417,44 @@ async fn a_check_under_stored_plans_costs_no_extra_command() {
     })
     .await;
     assert_eq!(plans.quota("free"), Some(Quota::new(7, WINDOW)));
+
+    // Lost again, and changed at once (before the follower may store it again): stored
+    // whole, the change with the rest, never a set of the one field changed.
+    let () = behind.server.cmd(&["DEL", &key]);
+    plans
+        .set_plan("pro", Quota::new(60, WINDOW))
+        .await
+        .expect("stored");
+    let stored: Vec<String> =
+        behind
+            .server
+            .cmd(&["HMGET", &key, "plan:free", "plan:pro", "default"]);
+    assert_eq!(stored, ["7/600s", "60/600s", "free"]);
+
+    // An entry written by hand that the algorithm refuses is left out; the rest go on.
+    let () = behind.server.cmd(&[
+        "HSET",
+        &key,
+        "plan:broken",
+        "0/600s",
+        "plan:gold",
+        "90/600s",
+    ]);
+    let () = behind.server.cmd(&["HINCRBY", &key, "version", "1"]);
+    support::eventually("the usable entries are taken", async || {
+        plans.quota("gold") == Some(Quota::new(90, WINDOW))
+    })
+    .await;
+    assert_eq!(plans.quota("broken"), None);
+    assert_eq!(plans.quota("free"), Some(Quota::new(7, WINDOW)));
+
+    // Dropped, the plans' follower ends, and with it its watch.
+    let redis = coordination.backend().as_redis().expect("Redis").clone();
+    drop(plans);
+    support::eventually("the follower's watch is gone", async || {
+        redis.watch_count() == 0
+    })
+    .await;
 }
 
 /// A limit set while Redis cannot be reached is refused (unavailable), never kept in one

@@ -105,8 +105,8 @@ impl Connection {
         Connection::Primary(connection)
     }
 
-    /// Whether a census of a cluster's nodes finds one silent: `PING` sent to every node,
-    /// and one left unanswered within `bound` (see [`silence`](super::silence)). A node
+    /// Whether a census of a cluster's primaries finds one silent: `PING` sent to every
+    /// primary, and one left unanswered within `bound` (see [`silence`](super::silence)). A node
     /// whose connection broke or that refused is no silence (the cluster client heals
     /// it); nor is anything on a connection to one server, which its steps' count covers.
     ///
@@ -115,8 +115,9 @@ impl Connection {
         let Connection::Cluster(cluster) = self else {
             return false;
         };
+        // The primaries: the crate reads from no replica, whose silence is not its own.
         let every_node = RoutingInfo::MultiNode((
-            MultipleNodeRoutingInfo::AllNodes,
+            MultipleNodeRoutingInfo::AllMasters,
             Some(ResponsePolicy::AllSucceeded),
         ));
         let mut cluster = cluster.clone();

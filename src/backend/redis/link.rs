@@ -223,14 +223,17 @@ impl Link {
         let bound = self.inner.dialer.response_timeout.saturating_mul(2);
         let (connected, inner) = (connected.clone(), Arc::downgrade(&self.inner));
         runtime.spawn(async move {
-            let silent = connected.connection.has_silent_node(bound).await;
+            // Two rounds in a row, as a standalone connection is given three steps: one slow
+            // answer is no silence.
+            let silent = connected.connection.has_silent_node(bound).await
+                && connected.connection.has_silent_node(bound).await;
             connected.silence.end_census();
             if silent {
                 connected.silence.node_fell_silent();
                 if let Some(inner) = inner.upgrade() {
                     let link = Link { inner };
                     if link.is_current(&connected) {
-                        tracing::info!("a cluster node left a PING unanswered: dialling a new cluster connection");
+                        tracing::info!("a cluster primary left two PINGs in a row unanswered: dialling a new cluster connection");
                         link.redial_in_background();
                     }
                 }

@@ -9,8 +9,8 @@
 //!   silent (three steps in a row without an answer, with nothing answered meanwhile) gets
 //!   a successor, dialled in the background, which takes its place once it answers; a
 //!   Cluster connection heals a broken node's connection through the cluster client, and
-//!   is replaced whole when it falls silent, or one of its nodes does (a step that times
-//!   out asks every node for a `PING`);
+//!   is replaced whole when it falls silent, or one of its primaries does (a step that
+//!   times out asks every primary for a `PING`);
 //! - applies a binary-safe key prefix to every key;
 //! - sends scripts as `EVALSHA` and falls back to `EVAL` once on `NOSCRIPT`; the crate's
 //!   read-only steps go as `EVALSHA_RO` where the server has it (Redis 7.0+, Valkey) and the

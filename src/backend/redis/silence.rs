@@ -16,10 +16,11 @@
 //! cluster whose every connection fell silent; the cluster client tells no step which node
 //! it went to, so one node that falls silent while the others answer is caught by a census
 //! instead: a step that times out (at its response timer, or its caller's timeout while
-//! other steps were answered) sends `PING` to every node, one census at a time, and a node
-//! that leaves it unanswered within twice the response timeout makes the client silent at
-//! once (two unanswered requests to one node, the step's and the census's, while the steps
-//! to the other nodes are answered). A server that stalls every client (a long script) is
+//! other steps were answered) sends `PING` to every primary, one census at a time, and a
+//! primary that leaves two such rounds in a row unanswered, each within twice the response
+//! timeout, makes the client silent (three unanswered requests to one node, the step's and
+//! the census's, while the steps to the other nodes are answered). A replica's silence is
+//! not the crate's: it reads from none. A server that stalls every client (a long script) is
 //! so also silent; its successor then stalls too, and takes nothing from the old client
 //! until it answers (see [`Link`](super::link::Link)). The watch connections (for
 //! waits) are asked a `PING` after a second without a word, and one without an answer within

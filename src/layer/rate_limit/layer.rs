@@ -259,9 +259,9 @@ impl RedisRateLimitLayer {
         layer
     }
 
-    /// Reads the plan of each request with `chooser`, for a layer built with
-    /// [`plans`](Self::plans); without it, every request gets the default plan (or its
-    /// key's override). Ignored by a layer of one quota.
+    /// Reads the plan (and the customer) of each request with `chooser`, for a layer built
+    /// with [`plans`](Self::plans); without it, every request gets the default plan. Ignored
+    /// by a layer of one quota.
     pub fn choose_plan(mut self, chooser: PlanChooser) -> Self {
         let config = self.config_mut();
         if let Some(plans) = &config.plans {

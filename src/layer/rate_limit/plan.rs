@@ -2,13 +2,15 @@
 //! each plan.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwapOption;
 use http::request::Parts;
 
 use super::config::Config;
-use crate::coordination::rate_limit::{PlanChoice, PlanTable, RateLimitPlans};
+use crate::coordination::rate_limit::{
+    OVERRIDE_POLICY_NAME, PlanChoice, PlanTable, RateLimitPlans,
+};
 
 /// Reads the [`PlanChoice`] of a request (its plan, and its customer), for a layer built with
 /// [`RedisRateLimitLayer::plans`](super::RedisRateLimitLayer::plans): from an extension an
@@ -125,46 +127,46 @@ impl fmt::Debug for PlanChooser {
 }
 
 /// A layer's plans: the chooser, and the layer's configuration for each plan, made from the
-/// layer's own for the plans in force and made again once they change.
+/// layer's own when a request first meets the plan, and kept while the plan is unchanged.
 pub(crate) struct Plans {
     plans: RateLimitPlans,
     chooser: Option<PlanChooser>,
-    /// The configuration of each plan (by its index in the table), and the table it was
-    /// made for.
+    /// The configuration of each plan (by its index in the table), and the table it is
+    /// for: made again, empty, when the plans in force change.
     configs: ArcSwapOption<Configs>,
+    /// Held while `configs` is made for a new table: one request makes it, the others find
+    /// it.
+    remaking: std::sync::Mutex<()>,
 }
 
 struct Configs {
     table: Arc<PlanTable>,
-    by_plan: Vec<Arc<Config>>,
+    by_plan: Vec<OnceLock<Arc<Config>>>,
 }
 
 impl Plans {
     pub(crate) fn new(plans: RateLimitPlans) -> Self {
+        Self::with(plans, None)
+    }
+
+    fn with(plans: RateLimitPlans, chooser: Option<PlanChooser>) -> Self {
         Plans {
             plans,
-            chooser: None,
+            chooser,
             configs: ArcSwapOption::empty(),
+            remaking: std::sync::Mutex::new(()),
         }
     }
 
     /// The plans, the chooser replaced.
     pub(crate) fn choosing(&self, chooser: PlanChooser) -> Self {
-        Plans {
-            plans: self.plans.clone(),
-            chooser: Some(chooser),
-            configs: ArcSwapOption::empty(),
-        }
+        Self::with(self.plans.clone(), Some(chooser))
     }
 
     /// The same plans and chooser, for a layer whose configuration changed: the plans'
     /// configurations are made again from it.
     pub(crate) fn for_changed_layer(&self) -> Self {
-        Plans {
-            plans: self.plans.clone(),
-            chooser: self.chooser.clone(),
-            configs: ArcSwapOption::empty(),
-        }
+        Self::with(self.plans.clone(), self.chooser.clone())
     }
 
     /// The plans.
@@ -183,36 +185,67 @@ impl Plans {
         let index = table.choose(choice);
         let configs = self.configs.load();
         if let Some(configs) = &*configs
-            && Arc::ptr_eq(&configs.table, &*table)
+            && Arc::ptr_eq(&configs.table, &table)
         {
-            return configs.by_plan[index].clone();
+            return configs.by_plan[index]
+                .get_or_init(|| made(layer, &table, index))
+                .clone();
         }
-        let made = self.made_for(layer, &table);
-        let chosen = made.by_plan[index].clone();
-        self.configs.store(Some(Arc::new(made)));
-        chosen
+        drop(configs);
+        let configs = self.remade_for(&table);
+        configs.by_plan[index]
+            .get_or_init(|| made(layer, &table, index))
+            .clone()
     }
 
-    /// Each plan's configuration: `layer`'s, with the plan's limiter (its queue and deny
-    /// cache as the layer's), fields, metrics label and fail-open fallback.
-    fn made_for(&self, layer: &Config, table: &Arc<PlanTable>) -> Configs {
-        let by_plan = table
-            .plans()
-            .iter()
+    /// The configurations for `table`: those of the plans it keeps as they were (their
+    /// queues, deny caches and fallbacks go on), the others to be made on first use.
+    fn remade_for(&self, table: &Arc<PlanTable>) -> Arc<Configs> {
+        let _remaking = self
+            .remaking
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let old = self.configs.load_full();
+        if let Some(old) = &old
+            && Arc::ptr_eq(&old.table, table)
+        {
+            return old.clone();
+        }
+        let by_plan = (table.plans().iter())
             .map(|plan| {
-                let mut config = layer.clone();
-                config.plans = None;
-                config.limiter = plan.limiter.with_settings_of(&layer.limiter);
-                config.fields =
-                    crate::layer::headers::RateLimitFields::new(config.limiter.policies());
-                config.metrics = crate::telemetry::DecisionMetrics::new(config.limiter.name());
-                config.fallback = super::layer::fallback(&config);
-                Arc::new(config)
+                let kept = old.as_ref().and_then(|old| {
+                    let index = old.table.plans().iter().position(|was| {
+                        &*was.name != OVERRIDE_POLICY_NAME
+                            && was.name == plan.name
+                            && was.quota == plan.quota
+                    })?;
+                    old.by_plan[index].get().cloned()
+                });
+                let slot = OnceLock::new();
+                if let Some(config) = kept {
+                    let _ = slot.set(config);
+                }
+                slot
             })
             .collect();
-        Configs {
+        let configs = Arc::new(Configs {
             table: table.clone(),
             by_plan,
-        }
+        });
+        self.configs.store(Some(configs.clone()));
+        configs
     }
+}
+
+/// The configuration of the plan at `index` of `table`: `layer`'s, with the plan's limiter
+/// (its queue and deny cache as the layer's), fields, metrics label and fail-open fallback.
+fn made(layer: &Config, table: &PlanTable, index: usize) -> Arc<Config> {
+    let plan = &table.plans()[index];
+    let mut config = layer.clone();
+    config.plans = None;
+    config.limiter = plan.limiter.with_settings_of(&layer.limiter);
+    config.fields = crate::layer::headers::RateLimitFields::new(config.limiter.policies());
+    config.metrics = crate::telemetry::DecisionMetrics::new(config.limiter.name());
+    config.fallback = super::layer::fallback(&config);
+    Arc::new(config)
 }

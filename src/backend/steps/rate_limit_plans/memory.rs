@@ -17,9 +17,12 @@ impl MemoryStep for PlanSetReadStep<'_> {
         memory.step(|store, now| match store.get_mut(&key, now) {
             None => Ok(None),
             Some(entry) => match &entry.value {
-                Value::PlanSet(fields) => Ok(Some(
-                    fields.iter().map(|(f, v)| (f.clone(), v.clone())).collect(),
-                )),
+                Value::PlanSet(fields) => {
+                    version(fields, self.key)?;
+                    Ok(Some(
+                        fields.iter().map(|(f, v)| (f.clone(), v.clone())).collect(),
+                    ))
+                }
                 _ => Err(other_state(self.key, "plan set")),
             },
         })
@@ -37,17 +40,12 @@ impl MemoryStep for PlanSetWriteStep<'_> {
                 Some(_) => return Err(other_state(self.key, "plan set")),
             };
             let exists = !fields.is_empty();
-            let version = match fields.get(VERSION_FIELD) {
-                None => 0,
-                Some(digits) => std::str::from_utf8(digits)
-                    .ok()
-                    .and_then(|text| text.parse::<u64>().ok())
-                    .ok_or_else(|| {
-                        Error::corrupt_state(self.key, "the plan set version is not a count")
-                    })?,
-            };
+            let version = version(&fields, self.key)?;
             if self.seed && exists {
                 return Ok(PlanSetWritten::Exists(version));
+            }
+            if !self.seed && !exists {
+                return Ok(PlanSetWritten::Gone);
             }
             if !exists {
                 store.ensure_room_for(1, now)?;
@@ -64,4 +62,17 @@ impl MemoryStep for PlanSetWriteStep<'_> {
             Ok(PlanSetWritten::Written(version))
         })
     }
+}
+
+/// The plan set's version: 0 without the field, corrupt state naming `user_key` unless it is
+/// digits (as the script reads it).
+fn version(fields: &BTreeMap<Vec<u8>, Vec<u8>>, user_key: &[u8]) -> Result<u64> {
+    let Some(digits) = fields.get(VERSION_FIELD) else {
+        return Ok(0);
+    };
+    Some(digits)
+        .filter(|digits| !digits.is_empty() && digits.len() <= 15)
+        .filter(|digits| digits.iter().all(u8::is_ascii_digit))
+        .and_then(|digits| std::str::from_utf8(digits).ok()?.parse().ok())
+        .ok_or_else(|| Error::corrupt_state(user_key, "the plan set version is not a count"))
 }

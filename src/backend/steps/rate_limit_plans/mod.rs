@@ -21,7 +21,8 @@ pub(crate) struct PlanSetReadStep<'a> {
     pub(crate) key: &'a [u8],
 }
 
-/// A plan set's fields, `version` among them; `None` when there is no plan set.
+/// A plan set's fields, `version` among them; `None` when there is no plan set. A version
+/// that is no count (digits) is corrupt state, on both backends.
 pub(crate) type StoredPlanSet = Option<Vec<(Vec<u8>, Vec<u8>)>>;
 
 impl Step for PlanSetReadStep<'_> {
@@ -33,8 +34,8 @@ impl Step for PlanSetReadStep<'_> {
 /// One change of a field: its new value, or `None` to remove it.
 pub(crate) type FieldChange = (Vec<u8>, Option<Vec<u8>>);
 
-/// Writes `changes` to the plan set at `key` and counts a new version; with `seed`, writes
-/// them only where there is no plan set (then they are the whole set).
+/// Writes `changes` to the plan set at `key` and counts a new version, where there is one;
+/// with `seed`, writes them only where there is none (then they are the whole set).
 #[derive(Clone, Copy)]
 pub(crate) struct PlanSetWriteStep<'a> {
     /// The user key (the backend applies its prefix).
@@ -50,6 +51,9 @@ pub(crate) enum PlanSetWritten {
     Written(u64),
     /// A seed found a plan set, of version `n`: nothing was written.
     Exists(u64),
+    /// A change found no plan set: nothing was written (a change alone would make a set of
+    /// one field); seed it whole.
+    Gone,
 }
 
 impl Step for PlanSetWriteStep<'_> {

@@ -11,10 +11,10 @@ local function plan_set()
     if kind ~= 'hash' then
         return nil, {'corrupt', 1, 'the plan set key holds a ' .. kind .. ', not a hash'}
     end
-    local version = redis.call('HGET', KEYS[1], 'version')
-    local count = tonumber(version or '0')
-    if count == nil or count < 0 or count ~= math.floor(count) then
+    local version = redis.call('HGET', KEYS[1], 'version') or '0'
+    -- Digits only: tonumber would take '1e2', ' 5' or '0x10', which HINCRBY then refuses.
+    if not string.match(version, '^%d+$') or #version > 15 then
         return nil, {'corrupt', 1, 'the plan set version is not a count'}
     end
-    return 'hash', count
+    return 'hash', tonumber(version)
 end

@@ -59,6 +59,7 @@ impl RedisStep for PlanSetWriteStep<'_> {
         match (outcome.status(), outcome.len()) {
             (b"written", 1) => Ok(PlanSetWritten::Written(outcome.uint(0)?)),
             (b"exists", 1) => Ok(PlanSetWritten::Exists(outcome.uint(0)?)),
+            (b"gone", 0) => Ok(PlanSetWritten::Gone),
             _ => Err(outcome.unexpected()),
         }
     }

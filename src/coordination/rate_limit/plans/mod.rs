@@ -197,6 +197,9 @@ pub(crate) struct Inner {
     /// Held while a change made in this process is checked and applied: two at once on
     /// the plans in force would lose one.
     editing: tokio::sync::Mutex<()>,
+    /// Held while the stored plans are read and taken: an older read never replaces a
+    /// newer one.
+    reloading: tokio::sync::Mutex<()>,
 }
 
 impl RateLimitPlans {
@@ -413,7 +416,7 @@ impl RateLimitPlans {
                 Ok(())
             }
             Some(store) => self
-                .write(store, &changes, spec)
+                .write(&store.key, &changes, spec)
                 .await
                 .map_err(|err| err.context(&context)),
         }
@@ -501,6 +504,7 @@ impl RateLimitPlansBuilder {
                 table: ArcSwap::from_pointee(table),
                 store: None,
                 editing: tokio::sync::Mutex::new(()),
+                reloading: tokio::sync::Mutex::new(()),
             }),
         })
     }
@@ -535,28 +539,35 @@ impl RateLimitPlansBuilder {
     /// stored this configuration, which the next build then takes.
     pub async fn build_stored(self) -> Result<RateLimitPlans> {
         let (kit, spec) = self.parts();
+        let which = format!("the rate-limit plans {:?}", &*kit.name);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Err(Error::invalid_argument(
+                "stored plans are followed by a task: build them on a Tokio runtime",
+            )
+            .context(which));
+        };
         let table = built(&kit, spec)?;
         let (store, stopped) = stored::store(&kit);
+        let key = store.key.clone();
         let plans = RateLimitPlans {
             inner: Arc::new(Inner {
                 kit,
                 table: ArcSwap::from_pointee(table),
                 store: Some(store),
                 editing: tokio::sync::Mutex::new(()),
+                reloading: tokio::sync::Mutex::new(()),
             }),
         };
-        let which = format!("the rate-limit plans {:?}", plans.name());
-        let Some(store) = plans.inner.store.as_ref() else {
-            unreachable!("stored plans have a store");
-        };
-        match plans.seed_or_adopt(store).await {
+        match plans.seed_or_adopt(&key).await {
             Ok(()) => {}
-            Err(err) if err.is_unavailable() => {
+            // Redis away, or full: the configured plans stand in until the follower reads
+            // the stored ones (or stores these).
+            Err(err) if err.is_unavailable() || err.kind() == crate::ErrorKind::OutOfMemory => {
                 tracing::warn!(limit = %plans.name(), error = %err, "the stored rate-limit plans cannot be read; the configured plans are in force until they can");
             }
             Err(err) => return Err(err.context(which)),
         }
-        tokio::spawn(stored::follow(Arc::downgrade(&plans.inner), stopped));
+        runtime.spawn(stored::follow(Arc::downgrade(&plans.inner), stopped));
         Ok(plans)
     }
 
@@ -657,6 +668,13 @@ mod tests {
         .build()
         .expect_err("another window");
         assert!(sliding.to_string().contains("window"), "{sliding}");
+        // Stored as text of whole milliseconds: a window with a part of one would come back
+        // another.
+        let gcra = RateLimitPlans::builder(&Coordination::memory(), "api", PlanAlgorithm::Gcra)
+            .plan("free", Quota::new(1, Duration::from_micros(1500)))
+            .build()
+            .expect_err("1.5 ms");
+        assert!(gcra.to_string().contains("milliseconds"), "{gcra}");
     }
 
     #[test]

@@ -26,10 +26,17 @@ use crate::backend::steps::rate_limit_plans::{
 };
 use crate::coordination::name;
 use crate::coordination::rate_limit::Quota;
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 
-/// How often a process on the memory backend reads the plan set's version.
+/// How often a process on the memory backend reads the plan set (which announces nothing).
 pub(crate) const MEMORY_POLL: Duration = Duration::from_millis(50);
+/// How often the plan set is read where the server refuses a watch of it.
+const POLL_WITHOUT_WATCH: Duration = Duration::from_millis(250);
+/// How long a server that refused a watch is read without one before it is asked again.
+const WATCH_RETRY: Duration = Duration::from_secs(30);
+/// The shortest round of the follower: a watch that fires at once again and again costs no
+/// more.
+const MIN_ROUND: Duration = Duration::from_millis(10);
 /// The longest pause between two attempts to follow the plan set while the backend fails.
 const MOST_PAUSE: Duration = Duration::from_secs(2);
 
@@ -120,26 +127,39 @@ fn spec_of(limit: &str, fields: &[(Vec<u8>, Vec<u8>)]) -> (Spec, u64) {
 impl RateLimitPlans {
     /// Stores the plans in force where there is no plan set yet, and takes the stored ones
     /// where there is.
-    pub(crate) async fn seed_or_adopt(&self, store: &Store) -> Result<()> {
+    pub(crate) async fn seed_or_adopt(&self, key: &[u8]) -> Result<()> {
         let spec = self.inner.table.load().spec.clone();
-        let seed = PlanSetWriteStep {
-            key: &store.key,
-            changes: &fields(&spec),
-            seed: true,
-        };
-        match self.inner.kit.coordination.backend().run(seed).await? {
-            PlanSetWritten::Written(version) => {
+        match self.seed(key, &spec).await? {
+            Some(version) => {
                 self.adopt_built(spec, version);
                 Ok(())
             }
-            PlanSetWritten::Exists(_) => self.reload(store).await,
+            None => self.reload(key).await,
         }
     }
 
-    /// Reads the plan set and takes it, unless it is the version in force; stores the plans
-    /// in force again when it is gone.
-    pub(crate) async fn reload(&self, store: &Store) -> Result<()> {
-        let read = PlanSetReadStep { key: &store.key };
+    /// Stores `spec` whole where there is no plan set: its version, or `None` when there is
+    /// one already.
+    async fn seed(&self, key: &[u8], spec: &Spec) -> Result<Option<u64>> {
+        let seed = PlanSetWriteStep {
+            key,
+            changes: &fields(spec),
+            seed: true,
+        };
+        match self.inner.kit.coordination.backend().run(seed).await? {
+            PlanSetWritten::Written(version) => Ok(Some(version)),
+            PlanSetWritten::Exists(_) | PlanSetWritten::Gone => Ok(None),
+        }
+    }
+
+    /// Reads the plan set and takes it, unless it is what is in force; stores the plans in
+    /// force again when it is gone. One reload at a time, so that an older read never
+    /// replaces a newer one. Fails with the backend's error, or
+    /// [`InvalidArgument`](crate::ErrorKind::InvalidArgument) when no stored plan can be
+    /// used (the plans in force stay).
+    pub(crate) async fn reload(&self, key: &[u8]) -> Result<()> {
+        let _reloading = self.inner.reloading.lock().await;
+        let read = PlanSetReadStep { key };
         let Some(fields) = self
             .inner
             .kit
@@ -149,25 +169,30 @@ impl RateLimitPlans {
             .await?
         else {
             tracing::warn!(limit = %self.inner.kit.name, "the stored rate-limit plans are gone; storing this process's again");
-            return Box::pin(self.seed_or_adopt(store)).await;
+            let spec = self.inner.table.load().spec.clone();
+            if let Some(version) = self.seed(key, &spec).await? {
+                self.adopt_built(spec, version);
+            }
+            return Ok(());
         };
         let (spec, version) = spec_of(&self.inner.kit.name, &fields);
         // The content too: a set stored again after a loss counts its versions anew.
-        let current = self.inner.table.load();
+        let current = self.inner.table.load_full();
         if current.version == version && current.spec == spec {
             return Ok(());
         }
-        drop(current);
-        match Table::build(&self.inner.kit, spec, version) {
+        let previous = current.default_plan().name.clone();
+        match Table::build_lenient(&self.inner.kit, spec, version, Some(&previous)) {
             Ok(table) => {
                 tracing::info!(limit = %self.inner.kit.name, version, "rate-limit plans changed");
                 self.inner.table.store(Arc::new(table));
+                Ok(())
             }
             Err(err) => {
-                tracing::error!(limit = %self.inner.kit.name, version, error = %err, "the stored rate-limit plans cannot be used; the plans in force stay");
+                tracing::error!(limit = %self.inner.kit.name, version, error = %err, "no stored rate-limit plan can be used; the plans in force stay");
+                Err(err)
             }
         }
-        Ok(())
     }
 
     /// Takes `spec`, checked already, as the stored set's `version`: what this process has
@@ -179,26 +204,49 @@ impl RateLimitPlans {
     }
 
     /// Writes `changes` to the stored plan set, then reads it back (with what other processes
-    /// wrote meanwhile); `checked`: the plans in force with the changes, taken if the read
-    /// fails.
+    /// wrote meanwhile); `checked`: the plans in force with the changes, stored whole if the
+    /// set is gone, and taken if the read fails.
     pub(crate) async fn write(
         &self,
-        store: &Store,
+        key: &[u8],
         changes: &[FieldChange],
         checked: Spec,
     ) -> Result<()> {
         let write = PlanSetWriteStep {
-            key: &store.key,
+            key,
             changes,
             seed: false,
         };
-        let version = match self.inner.kit.coordination.backend().run(write).await? {
-            PlanSetWritten::Written(version) | PlanSetWritten::Exists(version) => version,
+        let backend = self.inner.kit.coordination.backend();
+        let version = match backend.run(write).await? {
+            PlanSetWritten::Written(version) => version,
+            // Lost (a restart without persistence, a deletion): stored whole, with the
+            // change; or, stored again meanwhile by another process, changed once more.
+            PlanSetWritten::Gone | PlanSetWritten::Exists(_) => {
+                match self.seed(key, &checked).await? {
+                    Some(version) => version,
+                    None => match backend.run(write).await? {
+                        PlanSetWritten::Written(version) => version,
+                        PlanSetWritten::Gone | PlanSetWritten::Exists(_) => {
+                            return Err(Error::new(
+                                ErrorKind::Transient,
+                                "the stored plans were lost and stored again while this change was written; try again",
+                            ));
+                        }
+                    },
+                }
+            }
         };
-        if self.reload(store).await.is_err() {
-            self.adopt_built(checked, version);
+        match self.reload(key).await {
+            Ok(()) => Ok(()),
+            // Stored, and what is stored now cannot be used (with another process's change).
+            Err(err) if err.kind() == ErrorKind::InvalidArgument => Err(err),
+            // Stored; the read back failed: this process takes its own change.
+            Err(_) => {
+                self.adopt_built(checked, version);
+                Ok(())
+            }
         }
-        Ok(())
     }
 }
 
@@ -213,10 +261,14 @@ pub(crate) fn store(kit: &Kit) -> (Store, watch::Receiver<()>) {
 }
 
 /// Follows the plan set of `plans` until they are dropped: a watch of its key, then a read;
-/// again at each change (see the module's docs).
+/// again at each change (see the module's docs). A server that refuses the watch (no RESP3,
+/// an ACL without `CLIENT`) is read every [`POLL_WITHOUT_WATCH`] instead, and asked for a
+/// watch again every [`WATCH_RETRY`].
 pub(crate) async fn follow(plans: Weak<Inner>, mut stopped: watch::Receiver<()>) {
     let mut pause = MEMORY_POLL;
+    let mut polling_since: Option<tokio::time::Instant> = None;
     loop {
+        let started = tokio::time::Instant::now();
         let Some(inner) = plans.upgrade() else {
             return;
         };
@@ -224,27 +276,57 @@ pub(crate) async fn follow(plans: Weak<Inner>, mut stopped: watch::Receiver<()>)
         let Some(store) = plans_now.inner.store.as_ref() else {
             return;
         };
+        let limit = plans_now.inner.kit.name.clone();
         let backend = plans_now.inner.kit.coordination.backend().clone();
-        let watched = backend.watch_key(&store.key).await;
-        let read = plans_now.reload(store).await;
+        let polling = polling_since.is_some_and(|since| since.elapsed() < WATCH_RETRY);
+        let watched = if polling {
+            Ok(None)
+        } else {
+            backend.watch_key(&store.key).await
+        };
+        let watched = match watched {
+            Err(err) if err.is_refused() => {
+                if polling_since.is_none() {
+                    tracing::warn!(%limit, error = %err, "the stored rate-limit plans cannot be watched; reading them every {POLL_WITHOUT_WATCH:?}");
+                }
+                polling_since = Some(tokio::time::Instant::now());
+                Ok(None)
+            }
+            other => other,
+        };
+        let read = plans_now.reload(&store.key).await;
         drop(plans_now);
+        let poll = if polling_since.is_some() {
+            POLL_WITHOUT_WATCH
+        } else {
+            MEMORY_POLL
+        };
         let waited = match (watched, read) {
             (Ok(Some(mut watch)), Ok(())) => {
                 pause = MEMORY_POLL;
+                // A watch that fires at once again and again (a connection that keeps
+                // failing) is asked no more often than every MIN_ROUND.
                 tokio::select! {
-                    () = watch.changed() => continue,
+                    () = async {
+                        watch.changed().await;
+                        tokio::time::sleep_until(started + MIN_ROUND).await;
+                    } => continue,
                     stopped = stopped.changed() => stopped,
                 }
             }
             (Ok(None), Ok(())) => {
                 pause = MEMORY_POLL;
                 tokio::select! {
-                    () = tokio::time::sleep(MEMORY_POLL) => continue,
+                    () = tokio::time::sleep(poll) => continue,
                     stopped = stopped.changed() => stopped,
                 }
             }
             (Err(err), _) | (_, Err(err)) => {
-                tracing::debug!(error = %err, ?pause, "cannot follow the stored rate-limit plans; the plans in force stay");
+                if err.is_unavailable() {
+                    tracing::debug!(%limit, error = %err, ?pause, "cannot follow the stored rate-limit plans; the plans in force stay");
+                } else {
+                    tracing::warn!(%limit, error = %err, ?pause, "cannot follow the stored rate-limit plans; the plans in force stay");
+                }
                 let waited = tokio::select! {
                     () = tokio::time::sleep(pause) => Ok(()),
                     stopped = stopped.changed() => stopped,

@@ -134,6 +134,51 @@ impl Table {
         })
     }
 
+    /// The plans a stored plan set says, each taken on its own: an entry the algorithm
+    /// refuses (written by hand, by another service's configuration, or by two changes
+    /// each valid alone) is left out with an error in the log rather than failing the rest;
+    /// a default that names no plan left keeps `previous` (the default in force) if it is
+    /// one, else the first plan. Fails only when no plan is left.
+    pub(crate) fn build_lenient(
+        kit: &Kit,
+        mut spec: Spec,
+        version: u64,
+        previous: Option<&str>,
+    ) -> Result<Table> {
+        let named = |name: Option<&str>, spec: &Spec| {
+            name.filter(|name| spec.plans.iter().any(|(known, _)| known == name))
+                .map(str::to_owned)
+        };
+        let reference = named(spec.default.as_deref(), &spec)
+            .or_else(|| named(previous, &spec))
+            .or_else(|| spec.plans.first().map(|(name, _)| name.clone()));
+        let window = reference
+            .as_deref()
+            .and_then(|name| spec.plans.iter().find(|(known, _)| known == name))
+            .map(|(_, quota)| quota.window())
+            .unwrap_or_default();
+        let limit = &*kit.name;
+        spec.plans.retain(|(name, quota)| {
+            let kept = check_name(name).and_then(|()| built(kit, Arc::from(name.as_str()), *quota, window));
+            if let Err(err) = &kept {
+                tracing::error!(limit, plan = %name, %quota, error = %err, "a stored rate-limit plan cannot be used; it is left out");
+            }
+            kept.is_ok()
+        });
+        spec.plans.truncate(MAX_PLANS);
+        spec.overrides.retain(|customer, quota| {
+            let kept = (!customer.is_empty() && customer.len() <= MAX_CUSTOMER_LEN)
+                .then(|| built(kit, Arc::from(OVERRIDE_POLICY_NAME), *quota, window));
+            let usable = matches!(kept, Some(Ok(_)));
+            if !usable {
+                tracing::error!(limit, customer = %String::from_utf8_lossy(customer), %quota, "a stored rate-limit override cannot be used; it is left out");
+            }
+            usable
+        });
+        spec.default = named(spec.default.as_deref(), &spec).or_else(|| named(previous, &spec));
+        Table::build(kit, spec, version)
+    }
+
     /// The index of the plan a request that made `choice` is decided by: its customer's
     /// override, else the plan it names, else the default.
     #[inline]
@@ -187,6 +232,13 @@ impl Table {
 /// plan's.
 fn built(kit: &Kit, name: Arc<str>, quota: Quota, window: Duration) -> Result<Plan> {
     let (c, limit) = (&kit.coordination, &*kit.name);
+    // Stored as configuration writes it, which counts whole milliseconds.
+    if !quota.window().subsec_nanos().is_multiple_of(1_000_000) {
+        return Err(Error::invalid_argument(format!(
+            "a plan's window is a whole number of milliseconds, not {:?}",
+            quota.window()
+        )));
+    }
     let windows_only = || {
         if quota.has_burst() {
             Err(Error::invalid_argument(
