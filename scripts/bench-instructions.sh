@@ -45,7 +45,8 @@ STEP_SECONDS="${STEP_SECONDS:-3}"
 REDIS_SERVER="${LEASEHOLD_REDIS7_SERVER:-/usr/bin/redis-server}"
 ALL_MODES=(bare governor-allowed governor-headers-allowed governor-rejected memory-allowed
     memory-rejected floor fixed-window floor-sliding sliding-window floor-token token-bucket
-    floor-gcra gcra peer-gcra floor-stacked stacked deny hot-key deny-one deny-distinct)
+    floor-gcra gcra peer-gcra floor-stacked stacked deny hot-key deny-one deny-distinct
+    plans-fixed-window plans-gcra)
 read -ra MODES <<<"${MODES:-${ALL_MODES[*]}}"
 
 work="$(mktemp -d /tmp/leasehold-instructions.XXXXXX)"
@@ -312,6 +313,8 @@ label() {
         hot-key) echo "hot-key tier: one hot key, batches of 1000" ;;
         deny-one) echo "deny cache of 100k clients: flood of one (429s)" ;;
         deny-distinct) echo "deny cache of 100k clients: each in turn (429s)" ;;
+        plans-fixed-window) echo "Redis fixed window, the default of two plans" ;;
+        plans-gcra) echo "Redis GCRA, the default of two plans" ;;
     esac
 }
 for mode in "${MODES[@]}"; do
@@ -366,6 +369,13 @@ if ran deny-distinct deny-one; then
     target "deny cache, 100k distinct clients / one client" \
         "${app[deny-distinct]}" "${app[deny-one]}" 1.10
 fi
+for pair in plans-fixed-window:fixed-window plans-gcra:gcra; do
+    if ran "${pair%%:*}" "${pair##*:}"; then
+        # The process: what choosing a plan per request adds to the same limit.
+        target "$(label "${pair%%:*}"): process / $(label "${pair##*:}")'s" \
+            "${app[${pair%%:*}]}" "${app[${pair##*:}]}" 1.03
+    fi
+done
 if ran hot-key bare; then
     target "hot-key tier: process + Redis, amortised / bare route" \
         "${sum[hot-key]}" "${app[bare]}" 1.15

@@ -12,6 +12,7 @@
 //! | `fixed-window` | leasehold's fixed-window layer over Redis, every request granted |
 //! | `sliding-window`, `token-bucket` | leasehold's sliding-window (10 segments) and token-bucket layers over Redis, every request granted |
 //! | `gcra`, `peer-gcra` | leasehold's GCRA layer over Redis, and `tower-rate-limiter`'s Redis GCRA, every request granted |
+//! | `plans-fixed-window`, `plans-gcra` | the fixed-window and GCRA layers' limits as the default of two plans (`RateLimitPlans`), the plan read per request from a header wrk does not send |
 //! | `stacked` | leasehold's stacked layer over Redis: two fixed windows (a minute and an hour), every request granted |
 //! | `deny` | leasehold's fixed window on one exhausted key, with the deny cache: every answer a local 429 |
 //! | `hot-key` | leasehold's fixed window over Redis on one hot key, every request granted, with the hot-key tier: batches of up to 1000 permits reserved, spent in process |
@@ -30,9 +31,11 @@ use axum::routing::get;
 use leasehold::Coordination;
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::backend::redis::RedisBackend;
-use leasehold::coordination::rate_limit::{FixedWindow, HotKeys, RateLimitPolicy, Refill};
+use leasehold::coordination::rate_limit::{
+    FixedWindow, HotKeys, PlanAlgorithm, Quota, RateLimitPlans, RateLimitPolicy, Refill,
+};
 use leasehold::layer::key::KeyExtractor;
-use leasehold::layer::rate_limit::RedisRateLimitLayer;
+use leasehold::layer::rate_limit::{PlanChooser, RedisRateLimitLayer};
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_rate_limiter::{GcraQuota, IpKeyExtractor, RateLimitLayer, RedisGcra};
@@ -216,6 +219,35 @@ async fn main() -> Result<(), Error> {
             }
             .key(KeyExtractor::peer_ip());
             // Settles the INCREX probe before the load starts.
+            layer.limiter().try_acquire(b"warm", 1).await?;
+            route.layer(layer)
+        }
+        "plans-fixed-window" | "plans-gcra" => {
+            // The same limits as the two modes above, as the default plan of two, chosen per
+            // request by a header that wrk does not send: what choosing costs.
+            let coordination = redis_coordination(&url, &mode).await?;
+            let (algorithm, quota, more) = if mode == "plans-gcra" {
+                let rate = u64::from(GCRA_RATE);
+                let quota = Quota::new(rate, GCRA_PERIOD).with_burst(rate);
+                (
+                    PlanAlgorithm::Gcra,
+                    quota,
+                    Quota::new(rate / 2, GCRA_PERIOD).with_burst(rate),
+                )
+            } else {
+                (
+                    PlanAlgorithm::FixedWindow,
+                    Quota::new(LIMIT, WINDOW),
+                    Quota::new(2 * LIMIT, WINDOW),
+                )
+            };
+            let plans = RateLimitPlans::builder(&coordination, "api", algorithm)
+                .plan("free", quota)
+                .plan("pro", more)
+                .build()?;
+            let layer = RedisRateLimitLayer::plans(plans)
+                .key(KeyExtractor::peer_ip())
+                .choose_plan(PlanChooser::header("x-plan"));
             layer.limiter().try_acquire(b"warm", 1).await?;
             route.layer(layer)
         }

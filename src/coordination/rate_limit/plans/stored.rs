@@ -34,8 +34,8 @@ pub(crate) const MEMORY_POLL: Duration = Duration::from_millis(50);
 const POLL_WITHOUT_WATCH: Duration = Duration::from_millis(250);
 /// How long a server that refused a watch is read without one before it is asked again.
 const WATCH_RETRY: Duration = Duration::from_secs(30);
-/// The shortest round of the follower: a watch that fires at once again and again costs no
-/// more.
+/// The shortest round of the follower once rounds come that fast: a watch that fires at
+/// once again and again costs no more.
 const MIN_ROUND: Duration = Duration::from_millis(10);
 /// The longest pause between two attempts to follow the plan set while the backend fails.
 const MOST_PAUSE: Duration = Duration::from_secs(2);
@@ -267,6 +267,7 @@ pub(crate) fn store(kit: &Kit) -> (Store, watch::Receiver<()>) {
 pub(crate) async fn follow(plans: Weak<Inner>, mut stopped: watch::Receiver<()>) {
     let mut pause = MEMORY_POLL;
     let mut polling_since: Option<tokio::time::Instant> = None;
+    let mut quick_rounds = 0_u32;
     loop {
         let started = tokio::time::Instant::now();
         let Some(inner) = plans.upgrade() else {
@@ -305,12 +306,19 @@ pub(crate) async fn follow(plans: Weak<Inner>, mut stopped: watch::Receiver<()>)
             (Ok(Some(mut watch)), Ok(())) => {
                 pause = MEMORY_POLL;
                 // A watch that fires at once again and again (a connection that keeps
-                // failing) is asked no more often than every MIN_ROUND.
+                // failing) is asked no more often than every MIN_ROUND once two rounds in a
+                // row were that short; a change is followed at once.
+                let floor = quick_rounds >= 2;
                 tokio::select! {
                     () = async {
                         watch.changed().await;
-                        tokio::time::sleep_until(started + MIN_ROUND).await;
-                    } => continue,
+                        if floor {
+                            tokio::time::sleep_until(started + MIN_ROUND).await;
+                        }
+                    } => {
+                        quick_rounds = if started.elapsed() < MIN_ROUND { quick_rounds + 1 } else { 0 };
+                        continue;
+                    }
                     stopped = stopped.changed() => stopped,
                 }
             }
