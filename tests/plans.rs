@@ -361,8 +361,7 @@ async fn a_limit_the_algorithm_refuses_is_refused_when_set_and_nothing_is_stored
 
 /// On a private server: checks under stored plans send the server no more commands than
 /// under plans kept in process (no read of the plans per check: the server's command
-/// statistics show it), and a plan set that is gone (deleted) is stored again from the plans
-/// in force.
+/// statistics show it).
 #[tokio::test]
 async fn a_check_under_stored_plans_costs_no_extra_command() {
     let behind = support::Behind::start("plans-commands");
@@ -407,7 +406,22 @@ async fn a_check_under_stored_plans_costs_no_extra_command() {
     #[allow(clippy::cast_precision_loss)]
     let extra = (spent[1] as f64 - spent[0] as f64) / 1000.0;
     assert!(extra < 0.05, "{spent:?} for 1000 checks each");
+}
 
+/// On a private server: a plan set that is gone (deleted: as a restart without persistence
+/// or an eviction leaves it) is stored again from the plans in force, also by a change made
+/// before that (stored whole, never a set of the one field changed); an entry written by
+/// hand that the algorithm refuses is left out, the others taken; and once the plans are
+/// dropped, their follower ends.
+#[tokio::test]
+async fn a_lost_or_hand_written_plan_set_never_reaches_a_request() {
+    let behind = support::Behind::start("plans-lost");
+    let coordination = behind.direct().await;
+    let plans = stored(&coordination).await;
+    plans
+        .set_plan("free", Quota::new(7, WINDOW))
+        .await
+        .expect("stored");
     let key = String::from_utf8_lossy(&coordination.backend().physical_key(b"rl:plans:6:stored"))
         .into_owned();
     let () = behind.server.cmd(&["DEL", &key]);
@@ -650,5 +664,88 @@ fn a_configuration_error_names_the_field_and_the_value() {
         for name in names {
             assert!(err.contains(name), "{text:?}: {err}");
         }
+    }
+}
+
+/// Changes made by three replicas in turn while the plan set's slot moves from master to
+/// master: each is stored (latency, not errors) and in force in every replica.
+#[tokio::test]
+async fn stored_plans_ride_out_a_slot_move() {
+    let cluster = std::sync::Arc::new(support::Cluster::start(support::ServerKind::Redis7));
+    let handles = cluster.handles("plans-slot-move", 3).await;
+    let mut replicas = Vec::new();
+    for handle in &handles {
+        replicas.push(stored(handle).await);
+    }
+    let key = handles[0].backend().physical_key(b"rl:plans:6:stored");
+    let slot = leasehold::backend::key_slot(&key);
+    let changing = async {
+        let mut limit = 6;
+        while limit < 200 {
+            replicas[limit as usize % 3]
+                .set_plan("free", Quota::new(limit, WINDOW))
+                .await
+                .unwrap_or_else(|err| panic!("the change to {limit}: {err}"));
+            for replica in &replicas {
+                until_free_is(replica, limit).await;
+            }
+            limit += 1;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        limit
+    };
+    let moving = cluster.move_slot_around(slot, 3);
+    tokio::pin!(moving);
+    tokio::pin!(changing);
+    // The changes go on while the slot moves, and at least until it has moved three times.
+    let mut moved = false;
+    loop {
+        tokio::select! {
+            () = &mut moving, if !moved => moved = true,
+            limit = &mut changing => {
+                assert!(moved, "the slot moved three times within {limit} changes");
+                break;
+            }
+        }
+    }
+}
+
+/// Stored plans across a Sentinel failover: the plans in force stay while the primary
+/// changes, every replica agrees on them once the new primary answers (the set as it
+/// replicated), and a change made after the failover is stored and in force everywhere.
+#[tokio::test]
+async fn stored_plans_ride_out_a_sentinel_failover() {
+    let setup = std::sync::Arc::new(support::SentinelSetup::start(support::ServerKind::Redis7));
+    let handles = setup.handles("plans-failover", 3).await;
+    let mut replicas = Vec::new();
+    for handle in &handles {
+        replicas.push(stored(handle).await);
+    }
+    replicas[0]
+        .set_plan("free", Quota::new(9, WINDOW))
+        .await
+        .expect("stored");
+    for replica in &replicas {
+        until_free_is(replica, 9).await;
+    }
+    let failing_over = setup.clone();
+    let failover = tokio::task::spawn_blocking(move || failing_over.failover());
+    // In force all along.
+    while !failover.is_finished() {
+        for replica in &replicas {
+            assert_eq!(replica.quota("free"), Some(Quota::new(9, WINDOW)));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    failover.await.expect("failed over");
+    support::eventually("the change after the failover is stored", async || {
+        replicas[1]
+            .set_plan("free", Quota::new(10, WINDOW))
+            .await
+            .is_ok()
+    })
+    .await;
+    for replica in &replicas {
+        until_free_is(replica, 10).await;
     }
 }
