@@ -309,7 +309,7 @@ async fn a_plan_changed_in_one_replica_applies_in_every_other(target: Target) {
     replicas[2].set_default_plan("pro").await.expect("stored");
     for replica in &replicas {
         support::eventually("the override and the default arrive", async || {
-            replica.customer_override("acme") == Some(Quota::new(20, WINDOW))
+            replica.customer_override("acme").await.ok() == Some(Some(Quota::new(20, WINDOW)))
                 && &*replica.default_plan() == "pro"
         })
         .await;
@@ -748,4 +748,159 @@ async fn stored_plans_ride_out_a_sentinel_failover() {
     for replica in &replicas {
         until_free_is(replica, 10).await;
     }
+}
+
+/// Customers' overrides of stored plans, at scale: stored beside the plans, each process
+/// holds only the customers its requests met, up to its bound; a held customer's checks cost
+/// no read, a customer beyond the bound one read per check; a change made in one process
+/// reaches the customers of every other. On a private server, whose command statistics
+/// count the reads.
+#[tokio::test]
+async fn overrides_are_looked_up_once_per_customer_and_bounded_in_each_process() {
+    let behind = support::Behind::start("plans-overrides");
+    let admin = stored(&behind.direct().await).await;
+    let serving =
+        RateLimitPlans::builder(&behind.direct().await, "stored", PlanAlgorithm::FixedWindow)
+            .plan("free", Quota::new(5, WINDOW))
+            .plan("pro", Quota::new(50, WINDOW))
+            .override_cache(2)
+            .build_stored()
+            .await
+            .expect("stored plans");
+    for (i, customer) in ["c0", "c1", "c2"].iter().enumerate() {
+        admin
+            .set_customer_override(customer, Quota::new(100 + i as u64, WINDOW))
+            .await
+            .expect("stored");
+    }
+    let calls = || -> u64 {
+        let stats: String = behind.server.cmd(&["INFO", "commandstats"]);
+        stats
+            .lines()
+            .filter(|line| line.starts_with("cmdstat_evalsha"))
+            .filter_map(|line| {
+                line.split_once("calls=")?
+                    .1
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    };
+    let check = async |customer: &str, key: &str| {
+        serving
+            .try_acquire(
+                PlanChoice::plan("free").customer(customer),
+                key.as_bytes(),
+                1,
+            )
+            .await
+            .expect("decided")
+    };
+    // Each customer gets its override; a customer without one, its plan.
+    support::eventually("the overrides are stored", async || {
+        check("c2", "k-c2").await.remaining() >= 90
+    })
+    .await;
+    assert_eq!(check("c0", "k-c0").await.remaining(), 99);
+    assert_eq!(check("nobody", "k-nobody").await.remaining(), 4);
+
+    // Held: one script per check (the decision's), no read (a read per check would be 40;
+    // the followers' own reads after the changes above may add one or two).
+    check("c0", "k-c0").await;
+    let before = calls();
+    for _ in 0..20 {
+        check("c0", "k-c0").await;
+    }
+    let spent = calls() - before;
+    assert!(
+        (20..=22).contains(&spent),
+        "{spent} scripts for 20 checks of a held customer"
+    );
+    // Three customers in turn over a bound of two: once each has been met, held ones would
+    // cost a script per check, but two cannot hold three.
+    for customer in ["c0", "c1", "c2"] {
+        check(customer, &format!("k-{customer}")).await;
+    }
+    let before = calls();
+    for round in 0..9 {
+        let customer = ["c0", "c1", "c2"][round % 3];
+        check(customer, &format!("k-{customer}")).await;
+    }
+    let spent = calls() - before;
+    assert!(
+        (10..=18).contains(&spent),
+        "{spent} scripts for 9 checks: some reads, at most one each"
+    );
+
+    // A change made by the admin reaches the serving process's customers.
+    admin
+        .set_customer_override("c0", Quota::new(7, WINDOW))
+        .await
+        .expect("stored");
+    support::eventually("the serving process takes the new override", async || {
+        serving.customer_override("c0").await.ok() == Some(Some(Quota::new(7, WINDOW)))
+    })
+    .await;
+    admin.remove_customer_override("c0").await.expect("stored");
+    support::eventually("the override is gone everywhere", async || {
+        serving.customer_override("c0").await.ok() == Some(None)
+    })
+    .await;
+}
+
+/// A layer over stored plans looks up a customer it does not hold before deciding its first
+/// request: the override applies from the first request on, shown in the fields.
+#[tokio::test]
+async fn a_layer_decides_a_customers_first_request_under_its_stored_override() {
+    let first = Target::Server(support::ServerKind::Redis7)
+        .coordination("plans-layer-override")
+        .await;
+    let handles = Target::Server(support::ServerKind::Redis7)
+        .handles(&first, 2)
+        .await;
+    let admin = stored(&handles[0]).await;
+    admin
+        .set_customer_override("acme", Quota::new(3, WINDOW))
+        .await
+        .expect("stored");
+    let layer = RedisRateLimitLayer::plans(stored(&handles[1]).await)
+        .key(KeyExtractor::header("x-api-key").expect("valid header"))
+        .choose_plan(PlanChooser::extension::<Account>());
+    let router = axum::Router::new()
+        .route("/", axum::routing::get(|| async { "ok" }))
+        .layer(layer)
+        .layer(axum::middleware::from_fn(
+            |mut request: Request<Body>, next: axum::middleware::Next| async move {
+                let id = (request.headers().get("x-api-key"))
+                    .and_then(|value| value.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                request.extensions_mut().insert(Account { id, plan: None });
+                next.run(request).await
+            },
+        ));
+    for _ in 0..3 {
+        let response = get(&router, "acme", None).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let policy = response.headers().get("ratelimit-policy").cloned();
+        assert_eq!(
+            policy.as_ref().and_then(|v| v.to_str().ok()),
+            Some("\"override\";q=3;w=600")
+        );
+    }
+    assert_eq!(
+        get(&router, "acme", None).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // Another customer: its plan, the default.
+    let response = get(&router, "beta", None).await;
+    assert_eq!(
+        response
+            .headers()
+            .get("ratelimit-policy")
+            .and_then(|v| v.to_str().ok()),
+        Some("\"free\";q=5;w=600")
+    );
 }

@@ -31,12 +31,13 @@ pub use hot_keys::{HotKeyStatistics, HotKeys};
 pub use limiter::RateLimiter;
 pub(crate) use limiter::{Now, Shortcuts};
 pub(crate) use plans::Table as PlanTable;
+pub use plans::{
+    DEFAULT_OVERRIDE_CACHE, MAX_CUSTOMER_LEN, MAX_PLAN_NAME_LEN, MAX_PLANS, OVERRIDE_POLICY_NAME,
+    PlanAlgorithm, PlanChoice, RateLimitPlans, RateLimitPlansBuilder,
+};
 #[cfg(feature = "serde")]
 pub use plans::{DEFAULT_SLIDING_SEGMENTS, RateLimitPlansConfig};
-pub use plans::{
-    MAX_CUSTOMER_LEN, MAX_PLAN_NAME_LEN, MAX_PLANS, OVERRIDE_POLICY_NAME, PlanAlgorithm,
-    PlanChoice, RateLimitPlans, RateLimitPlansBuilder,
-};
+pub(crate) use plans::{Plan, Resolved};
 pub(crate) use policy::Policies;
 pub use policy::{QuotaUnit, RateLimitPolicy};
 pub use queue::QueueOrder;

@@ -54,6 +54,31 @@ pub(crate) fn decide(
     Box::pin(decision(config, key, cost, admission, check))
 }
 
+/// A customer of stored plans to look up before its request is decided.
+pub(crate) struct LookUp {
+    pub(crate) plans: Arc<super::plan::Plans>,
+    pub(crate) customer: Vec<u8>,
+    pub(crate) plan: Option<String>,
+}
+
+/// The decision for `key`, once `lookup` found the customer's plan (bounded by the layer's
+/// timeout, as the decision that follows is).
+pub(crate) fn decide_after_lookup(
+    layer: Arc<Config>,
+    lookup: LookUp,
+    key: Vec<u8>,
+    cost: u64,
+    admission: Option<Admission>,
+    check: Check,
+) -> Deciding<Admitted> {
+    Box::pin(async move {
+        let config = (lookup.plans)
+            .looked_up(&layer, &lookup.customer, lookup.plan.as_deref())
+            .await;
+        decision(config, key, cost, admission, check).await
+    })
+}
+
 /// [`decide`]'s future, before it is boxed.
 async fn decision(
     config: Arc<Config>,

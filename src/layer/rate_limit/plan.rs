@@ -1,6 +1,7 @@
 //! A quota chosen per request: which plan a request names, and the layer's configuration for
 //! each plan.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
@@ -9,8 +10,9 @@ use http::request::Parts;
 
 use super::config::Config;
 use crate::coordination::rate_limit::{
-    OVERRIDE_POLICY_NAME, PlanChoice, PlanTable, RateLimitPlans,
+    OVERRIDE_POLICY_NAME, PlanChoice, PlanTable, Quota, RateLimitPlans,
 };
+use crate::coordination::rate_limit::{Plan, Resolved};
 
 /// Reads the [`PlanChoice`] of a request (its plan, and its customer), for a layer built with
 /// [`RedisRateLimitLayer::plans`](super::RedisRateLimitLayer::plans): from an extension an
@@ -137,6 +139,22 @@ pub(crate) struct Plans {
     /// Held while `configs` is made for a new table: one request makes it, the others find
     /// it.
     remaking: std::sync::Mutex<()>,
+    /// The configurations of stored customers' overrides, by quota.
+    override_configs: std::sync::Mutex<HashMap<Quota, Arc<Config>>>,
+}
+
+/// How many distinct override quotas a layer keeps a configuration for; beyond them, one is
+/// made for the request.
+const MAX_OVERRIDE_CONFIGS: usize = 1_024;
+
+/// The configuration a request is decided under, or what to find out first.
+pub(crate) enum Chosen {
+    Ready(Arc<Config>),
+    /// A customer of stored plans this process does not hold, with the plan it names.
+    LookUp {
+        customer: Vec<u8>,
+        plan: Option<String>,
+    },
 }
 
 struct Configs {
@@ -155,6 +173,7 @@ impl Plans {
             chooser,
             configs: ArcSwapOption::empty(),
             remaking: std::sync::Mutex::new(()),
+            override_configs: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
@@ -174,28 +193,89 @@ impl Plans {
         &self.plans
     }
 
-    /// The configuration a request is decided under: its plan's, made from `layer`'s.
+    /// The configuration a request is decided under: its plan's, made from `layer`'s; or,
+    /// for a customer of stored plans this process does not hold, what to look up first
+    /// ([`looked_up`](Self::looked_up)).
     #[inline]
-    pub(crate) fn config_for(&self, layer: &Config, parts: &Parts) -> Arc<Config> {
-        let table = self.plans.table();
+    pub(crate) fn config_for(&self, layer: &Config, parts: &Parts) -> Chosen {
         let choice = self
             .chooser
             .as_ref()
             .map_or_else(PlanChoice::default_plan, |chooser| chooser.choose(parts));
-        let index = table.choose(choice);
+        match self.plans.resolve_now(choice) {
+            Resolved::Plan(table, index) => Chosen::Ready(self.config_at(layer, &table, index)),
+            Resolved::Override(plan) => Chosen::Ready(self.override_config(layer, &plan)),
+            Resolved::LookUp(customer) => Chosen::LookUp {
+                customer: customer.to_vec(),
+                plan: choice.plan_name().map(str::to_owned),
+            },
+        }
+    }
+
+    /// The configuration of a request whose customer had to be looked up: its override's,
+    /// or its plan's when it has none, or when the lookup fails or outlasts the layer's
+    /// timeout (the backend's outage then meets the decision, and the failure policy
+    /// answers).
+    pub(crate) async fn looked_up(
+        &self,
+        layer: &Config,
+        customer: &[u8],
+        plan: Option<&str>,
+    ) -> Arc<Config> {
+        let choice = PlanChoice::plan_or_default(plan).customer(customer);
+        let found = match self.plans.store() {
+            Ok(store) => {
+                let lookup = self.plans.look_up(store, customer);
+                match tokio::time::timeout(layer.timeout, lookup).await {
+                    Ok(Ok(found)) => found,
+                    Ok(Err(_)) | Err(_) => None,
+                }
+            }
+            Err(_) => None,
+        };
+        match self.plans.resolved_with(choice, found) {
+            Resolved::Plan(table, index) => self.config_at(layer, &table, index),
+            Resolved::Override(plan) => self.override_config(layer, &plan),
+            Resolved::LookUp(_) => {
+                let table = self.plans.table();
+                let index = table.choose(PlanChoice::plan_or_default(plan));
+                self.config_at(layer, &table, index)
+            }
+        }
+    }
+
+    /// The configuration of the plan at `index` of `table`.
+    fn config_at(&self, layer: &Config, table: &Arc<PlanTable>, index: usize) -> Arc<Config> {
         let configs = self.configs.load();
         if let Some(configs) = &*configs
-            && Arc::ptr_eq(&configs.table, &table)
+            && Arc::ptr_eq(&configs.table, table)
         {
             return configs.by_plan[index]
-                .get_or_init(|| made(layer, &table, index))
+                .get_or_init(|| made(layer, &table.plans()[index]))
                 .clone();
         }
         drop(configs);
-        let configs = self.remade_for(&table);
+        let configs = self.remade_for(table);
         configs.by_plan[index]
-            .get_or_init(|| made(layer, &table, index))
+            .get_or_init(|| made(layer, &table.plans()[index]))
             .clone()
+    }
+
+    /// The configuration of a stored customer's override, one per distinct quota (as the
+    /// plans keep one limiter per quota).
+    fn override_config(&self, layer: &Config, plan: &Arc<Plan>) -> Arc<Config> {
+        let mut configs = self
+            .override_configs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(config) = configs.get(&plan.quota) {
+            return config.clone();
+        }
+        let config = made(layer, plan);
+        if configs.len() < MAX_OVERRIDE_CONFIGS {
+            configs.insert(plan.quota, config.clone());
+        }
+        config
     }
 
     /// The configurations for `table`: those of the plans it keeps as they were (their
@@ -237,10 +317,9 @@ impl Plans {
     }
 }
 
-/// The configuration of the plan at `index` of `table`: `layer`'s, with the plan's limiter
-/// (its queue and deny cache as the layer's), fields, metrics label and fail-open fallback.
-fn made(layer: &Config, table: &PlanTable, index: usize) -> Arc<Config> {
-    let plan = &table.plans()[index];
+/// The configuration of `plan`: `layer`'s, with the plan's limiter (its queue and deny cache
+/// as the layer's), fields, metrics label and fail-open fallback.
+fn made(layer: &Config, plan: &Plan) -> Arc<Config> {
     let mut config = layer.clone();
     config.plans = None;
     config.limiter = plan.limiter.with_settings_of(&layer.limiter);

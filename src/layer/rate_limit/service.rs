@@ -12,6 +12,7 @@ use super::answer;
 use super::check::Check;
 use super::config::Config;
 use super::future::{self, ResponseFuture};
+use super::plan::Chosen;
 use crate::coordination::rate_limit::Now;
 use crate::layer::admission::decide::{self, Failure};
 use crate::layer::admission::{self, ResponseBody};
@@ -82,10 +83,23 @@ where
         let chosen;
         let config = match &config.plans {
             None => config,
-            Some(plans) => {
-                chosen = plans.config_for(config, &parts);
-                &chosen
-            }
+            Some(plans) => match plans.config_for(config, &parts) {
+                Chosen::Ready(plan) => {
+                    chosen = plan;
+                    &chosen
+                }
+                // A customer of stored plans this process does not hold yet: looked up, then
+                // decided, in the decision's future (no shortcut: its plan is not known).
+                Chosen::LookUp { customer, plan } => {
+                    let looked_up = future::LookUp {
+                        plans: plans.clone(),
+                        customer,
+                        plan,
+                    };
+                    let settled = self.after_lookup(looked_up, key, &parts, clock);
+                    return self.answer(settled, parts, body);
+                }
+            },
         };
         let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
         let check = Check {
@@ -132,6 +146,38 @@ where
 }
 
 impl<S> RateLimit<S> {
+    /// The decision of a request whose customer must be looked up first: admitted by the
+    /// breaker as any other (the layer's configuration is every plan's there), then looked
+    /// up and decided in one future.
+    fn after_lookup(
+        &self,
+        lookup: future::LookUp,
+        key: Vec<u8>,
+        parts: &Parts,
+        clock: Clock,
+    ) -> answer::Settled {
+        let config = &self.config;
+        let cost = config.cost.as_ref().map_or(1, |cost| cost(parts));
+        let check = Check {
+            clock,
+            partition: config.partition.as_ref().map(|keys| keys.tag(&key)),
+        };
+        match decide::admit(config.breaker.as_ref()) {
+            Ok(admission) => answer::Settled::Later(future::decide_after_lookup(
+                config.clone(),
+                lookup,
+                key,
+                cost,
+                admission,
+                check,
+            )),
+            Err(failure) => {
+                let kept = config.fallback.is_some().then_some(key);
+                answer::failed(config.clone(), failure, kept, cost, check)
+            }
+        }
+    }
+
     /// The response future of a request: the inner service called now, or answered, or a
     /// decision (the backend's, the fail-open fallback's) awaited first.
     // Inlined into `call`, so that the request's parts are not copied on the way to a refusal.

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use crate::backend::memory::{MemoryBackend, Value, other_state};
 use crate::backend::steps::MemoryStep;
 use crate::backend::steps::rate_limit_plans::{
-    PlanSetReadStep, PlanSetWriteStep, PlanSetWritten, StoredPlanSet, VERSION_FIELD,
+    PlanSetFieldReadStep, PlanSetReadStep, PlanSetWriteStep, PlanSetWritten, StoredPlanSet,
+    VERSION_FIELD,
 };
 use crate::error::{Error, Result};
 
@@ -22,6 +23,23 @@ impl MemoryStep for PlanSetReadStep<'_> {
                     Ok(Some(
                         fields.iter().map(|(f, v)| (f.clone(), v.clone())).collect(),
                     ))
+                }
+                _ => Err(other_state(self.key, "plan set")),
+            },
+        })
+    }
+}
+
+/// One field of the set.
+impl MemoryStep for PlanSetFieldReadStep<'_> {
+    fn in_memory(&self, memory: &MemoryBackend) -> Result<Option<Vec<u8>>> {
+        let key = memory.physical_key(self.key);
+        memory.step(|store, now| match store.get_mut(&key, now) {
+            None => Ok(None),
+            Some(entry) => match &entry.value {
+                Value::PlanSet(fields) => {
+                    version(fields, self.key)?;
+                    Ok(fields.get(self.field).cloned())
                 }
                 _ => Err(other_state(self.key, "plan set")),
             },

@@ -2,8 +2,9 @@
 //! one hash per rate limit's plans, read whole and written change by change, each write
 //! counting its `version` field up, so that a process tells a new set from the one it has.
 //!
-//! Its fields are `version`, `default` (the default plan's name), `plan:<name>` and
-//! `override:<customer>` (each a quota as configuration writes it); the coordination side
+//! Its fields are `version`, `default` (the default plan's name) and `plan:<name>` (a quota
+//! as configuration writes it); the customers' overrides are a set of the same shape beside
+//! it (`version`, and a quota per customer), read one field at a time. The coordination side
 //! reads them.
 
 mod memory;
@@ -29,6 +30,21 @@ impl Step for PlanSetReadStep<'_> {
     const PRIMITIVE: &'static str = "rate_limit_plans";
     const NAME: &'static str = "plan_set_read";
     type Reply = StoredPlanSet;
+}
+
+/// Reads one field of the set at `key`: a customer's override, looked up when a request
+/// first names the customer.
+#[derive(Clone, Copy)]
+pub(crate) struct PlanSetFieldReadStep<'a> {
+    /// The user key (the backend applies its prefix).
+    pub(crate) key: &'a [u8],
+    pub(crate) field: &'a [u8],
+}
+
+impl Step for PlanSetFieldReadStep<'_> {
+    const PRIMITIVE: &'static str = "rate_limit_plans";
+    const NAME: &'static str = "plan_set_field_read";
+    type Reply = Option<Vec<u8>>;
 }
 
 /// One change of a field: its new value, or `None` to remove it.

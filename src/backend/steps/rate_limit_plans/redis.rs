@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use crate::backend::redis::{RedisBackend, Script, script};
 use crate::backend::steps::RedisStep;
 use crate::backend::steps::rate_limit_plans::{
-    PlanSetReadStep, PlanSetWriteStep, PlanSetWritten, StoredPlanSet,
+    PlanSetFieldReadStep, PlanSetReadStep, PlanSetWriteStep, PlanSetWritten, StoredPlanSet,
 };
 use crate::error::Result;
 
@@ -15,6 +15,12 @@ static READ: LazyLock<Script> = script!(
     "plan_set_read",
     "plan_set.lua",
     "plan_set_read.lua"
+);
+static READ_FIELD: LazyLock<Script> = script!(
+    read_only,
+    "plan_set_field_read",
+    "plan_set.lua",
+    "plan_set_field_read.lua"
 );
 static WRITE: LazyLock<Script> = script!(
     writes,
@@ -60,6 +66,20 @@ impl RedisStep for PlanSetWriteStep<'_> {
             (b"written", 1) => Ok(PlanSetWritten::Written(outcome.uint(0)?)),
             (b"exists", 1) => Ok(PlanSetWritten::Exists(outcome.uint(0)?)),
             (b"gone", 0) => Ok(PlanSetWritten::Gone),
+            _ => Err(outcome.unexpected()),
+        }
+    }
+}
+
+/// One field of the set.
+impl RedisStep for PlanSetFieldReadStep<'_> {
+    async fn on_redis(&self, redis: &RedisBackend) -> Result<Option<Vec<u8>>> {
+        let outcome = redis
+            .script_outcome(&READ_FIELD, &[self.key], self.field)
+            .await?;
+        match (outcome.status(), outcome.len()) {
+            (b"none", 0) => Ok(None),
+            (b"field", 1) => Ok(Some(outcome.bytes(0)?.to_vec())),
             _ => Err(outcome.unexpected()),
         }
     }

@@ -3,6 +3,7 @@
 
 #[cfg(feature = "serde")]
 mod config;
+mod overrides;
 mod stored;
 mod table;
 
@@ -11,7 +12,9 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
+pub use self::overrides::DEFAULT_OVERRIDE_CACHE;
 pub use self::table::MAX_CUSTOMER_LEN;
+pub(crate) use self::table::Plan;
 pub(crate) use self::table::Table;
 use self::table::{Kit, Spec};
 use super::{Quota, RateLimitDecision, RateLimiter};
@@ -155,6 +158,14 @@ impl<'a> PlanChoice<'a> {
 /// After a change, no more than the new quota is admitted per window; in the window of the
 /// change, no more than the larger of the two.
 ///
+/// Plans built with [`build`](RateLimitPlansBuilder::build) live in this process;
+/// [`build_stored`](RateLimitPlansBuilder::build_stored) keeps them in the backend, where
+/// every process follows them and a change made in one reaches the others. Stored plans keep
+/// the customers' overrides in the backend too, and each process only the customers its
+/// requests met ([`override_cache`](RateLimitPlansBuilder::override_cache)): a million
+/// overrides cost each process at most its bound, and a customer's first request there one
+/// read.
+///
 /// Cheap to clone: clones share the plans.
 ///
 /// # Example
@@ -215,6 +226,7 @@ impl RateLimitPlans {
             name: name.into(),
             algorithm,
             spec: Spec::default(),
+            override_cache: DEFAULT_OVERRIDE_CACHE,
         }
     }
 
@@ -244,10 +256,25 @@ impl RateLimitPlans {
             .map(|plan| plan.quota)
     }
 
-    /// The quota that overrides the plans for `customer`, if one does.
-    pub fn customer_override(&self, customer: impl AsRef<[u8]>) -> Option<Quota> {
-        let table = self.inner.table.load();
-        table.override_of(customer.as_ref()).map(|plan| plan.quota)
+    /// The quota that overrides the plans for `customer`, if one does. For stored plans,
+    /// read from the store unless this process holds it (see
+    /// [`override_cache`](RateLimitPlansBuilder::override_cache)).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn customer_override(&self, customer: impl AsRef<[u8]>) -> Result<Option<Quota>> {
+        let customer = customer.as_ref();
+        match &self.inner.store {
+            None => {
+                let table = self.inner.table.load();
+                Ok(table.override_of(customer).map(|plan| plan.quota))
+            }
+            Some(store) => match store.overrides.get(customer) {
+                Some(found) => Ok(found),
+                None => self.look_up(store, customer).await,
+            },
+        }
     }
 
     /// The version of the stored plan set in force: a count of its writes, the same in
@@ -259,9 +286,27 @@ impl RateLimitPlans {
     /// The limiter a request that made `choice` is decided by (see the type's docs); its
     /// [`policy`](RateLimiter::policy) has the plan's name (or [`OVERRIDE_POLICY_NAME`])
     /// and quota. For [`RateLimiter::acquire`]'s waits.
-    pub fn limiter(&self, choice: PlanChoice<'_>) -> RateLimiter {
-        let table = self.inner.table.load();
-        table.plans()[table.choose(choice)].limiter.clone()
+    ///
+    /// Fails only for stored plans, when a customer this process does not hold cannot be
+    /// looked up (the backend's error).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn limiter(&self, choice: PlanChoice<'_>) -> Result<RateLimiter> {
+        let resolved = match self.resolve_now(choice) {
+            Resolved::LookUp(customer) => {
+                let store = self.store()?;
+                let found = self.look_up(store, customer).await?;
+                self.resolved_with(choice, found)
+            }
+            resolved => resolved,
+        };
+        Ok(match resolved {
+            Resolved::Plan(table, index) => table.plans()[index].limiter.clone(),
+            Resolved::Override(plan) => plan.limiter.clone(),
+            Resolved::LookUp(_) => self.default_limiter(),
+        })
     }
 
     /// Asks for `permits` permits for the client `key` now, under the plan `choice` gets
@@ -276,7 +321,76 @@ impl RateLimitPlans {
         key: &[u8],
         permits: u64,
     ) -> Result<RateLimitDecision> {
-        self.limiter(choice).try_acquire(key, permits).await
+        self.limiter(choice).await?.try_acquire(key, permits).await
+    }
+
+    /// What decides a request that made `choice`, from what this process holds:
+    /// [`Resolved::LookUp`] when the choice names a customer of stored plans that it does
+    /// not hold.
+    #[inline]
+    pub(crate) fn resolve_now<'a>(&self, choice: PlanChoice<'a>) -> Resolved<'a> {
+        let table = self.inner.table.load_full();
+        match (&self.inner.store, choice.customer_id()) {
+            (Some(store), Some(customer)) => match store.overrides.get(customer) {
+                Some(found) => self.resolved_in(table, choice, found),
+                None => Resolved::LookUp(customer),
+            },
+            _ => {
+                let index = table.choose(choice);
+                Resolved::Plan(table, index)
+            }
+        }
+    }
+
+    /// What decides a request that made `choice`, once its customer's override is known.
+    pub(crate) fn resolved_with<'a>(
+        &self,
+        choice: PlanChoice<'a>,
+        found: Option<Quota>,
+    ) -> Resolved<'a> {
+        self.resolved_in(self.inner.table.load_full(), choice, found)
+    }
+
+    fn resolved_in<'a>(
+        &self,
+        table: Arc<Table>,
+        choice: PlanChoice<'a>,
+        found: Option<Quota>,
+    ) -> Resolved<'a> {
+        let plan = |table: Arc<Table>| {
+            let index = table.choose(PlanChoice::plan_or_default(choice.plan_name()));
+            Resolved::Plan(table, index)
+        };
+        let (Some(quota), Some(store)) = (found, &self.inner.store) else {
+            return plan(table);
+        };
+        match store.overrides.plan(quota, || {
+            table::override_plan(&self.inner.kit, quota, &table)
+        }) {
+            Ok(plan) => Resolved::Override(plan),
+            // Stored, then refused by this process's plans (a sliding window's other window):
+            // the plan the request names decides.
+            Err(_) => plan(table),
+        }
+    }
+
+    /// Reads `customer`'s override from the store, and keeps the answer (see
+    /// [`override_cache`](RateLimitPlansBuilder::override_cache)).
+    pub(crate) async fn look_up(
+        &self,
+        store: &stored::Store,
+        customer: &[u8],
+    ) -> Result<Option<Quota>> {
+        let generation = store.overrides.generation();
+        let found = stored::read_override(&self.inner.kit, &store.overrides_key, customer).await?;
+        store.overrides.insert(customer, generation, found);
+        Ok(found)
+    }
+
+    /// The store of stored plans.
+    pub(crate) fn store(&self) -> Result<&stored::Store> {
+        (self.inner.store.as_ref())
+            .ok_or_else(|| Error::invalid_argument("these plans are not stored"))
     }
 
     /// Sets the plan `name`'s quota, adding the plan if it is new: in this process at once,
@@ -361,16 +475,27 @@ impl RateLimitPlans {
         quota: Quota,
     ) -> Result<()> {
         let customer = customer.as_ref();
+        let what = format!(
+            "setting the override of {:?} to {quota}",
+            String::from_utf8_lossy(customer)
+        );
+        if let Some(store) = &self.inner.store {
+            let context = format!("{what} of the rate-limit plans {:?}", self.name());
+            let check = || {
+                table::check_customer(customer)?;
+                table::override_plan(&self.inner.kit, quota, &self.inner.table.load())
+            };
+            check().map_err(|err| err.context(&context))?;
+            return stored::write_override(&self.inner.kit, store, customer, Some(quota))
+                .await
+                .map_err(|err| err.context(&context));
+        }
         self.change(
             |spec| {
                 spec.overrides.insert(customer.to_vec(), quota);
-                let value = Some(quota.to_string().into_bytes());
-                Ok(vec![(stored::override_field(customer), value)])
+                Ok(Vec::new())
             },
-            format!(
-                "setting the override of {:?} to {quota}",
-                String::from_utf8_lossy(customer)
-            ),
+            what,
         )
         .await
     }
@@ -383,15 +508,22 @@ impl RateLimitPlans {
     /// As [`set_plan`](Self::set_plan)'s.
     pub async fn remove_customer_override(&self, customer: impl AsRef<[u8]>) -> Result<()> {
         let customer = customer.as_ref();
+        let what = format!(
+            "removing the override of {:?}",
+            String::from_utf8_lossy(customer)
+        );
+        if let Some(store) = &self.inner.store {
+            let context = format!("{what} of the rate-limit plans {:?}", self.name());
+            return stored::write_override(&self.inner.kit, store, customer, None)
+                .await
+                .map_err(|err| err.context(&context));
+        }
         self.change(
             |spec| {
                 spec.overrides.remove(customer);
-                Ok(vec![(stored::override_field(customer), None)])
+                Ok(Vec::new())
             },
-            format!(
-                "removing the override of {:?}",
-                String::from_utf8_lossy(customer)
-            ),
+            what,
         )
         .await
     }
@@ -433,6 +565,17 @@ impl RateLimitPlans {
     }
 }
 
+/// What decides a request (see [`RateLimitPlans::resolve_now`]).
+pub(crate) enum Resolved<'a> {
+    /// The plan at this index of the plans in force (a named plan, or an override kept in
+    /// the table).
+    Plan(Arc<Table>, usize),
+    /// A stored customer's override.
+    Override(Arc<Plan>),
+    /// A customer of stored plans this process does not hold: to look up.
+    LookUp(&'a [u8]),
+}
+
 /// Builds a [`RateLimitPlans`]: see [`RateLimitPlans::builder`].
 ///
 /// # Example
@@ -457,6 +600,7 @@ pub struct RateLimitPlansBuilder {
     name: String,
     algorithm: PlanAlgorithm,
     spec: Spec,
+    override_cache: usize,
 }
 
 impl RateLimitPlansBuilder {
@@ -475,11 +619,23 @@ impl RateLimitPlansBuilder {
     }
 
     /// A quota for one customer (as a [`PlanChoice`] names it), whatever plan its requests
-    /// name: a customer's own deal. A customer given twice keeps the later quota.
+    /// name: a customer's own deal. A customer given twice keeps the later quota. Stored
+    /// plans keep the overrides beside the plan set, and each process only those its requests
+    /// met (see [`override_cache`](Self::override_cache)).
     pub fn customer_override(mut self, customer: impl AsRef<[u8]>, quota: Quota) -> Self {
         self.spec
             .overrides
             .insert(customer.as_ref().to_vec(), quota);
+        self
+    }
+
+    /// How many customers stored plans keep in this process, with their override or the
+    /// fact that they have none: [`DEFAULT_OVERRIDE_CACHE`] by default. The first request of
+    /// a customer it does not hold reads its override from the store (one read, before the
+    /// decision); a full cache gives up an entry for it. Any change to the overrides, made in
+    /// any process, empties it in every process. Plans not stored keep every override.
+    pub fn override_cache(mut self, customers: usize) -> Self {
+        self.override_cache = customers.max(1);
         self
     }
 
@@ -538,6 +694,7 @@ impl RateLimitPlansBuilder {
     /// Cancel safe: dropped before it answers, nothing is followed; a seed it sent may have
     /// stored this configuration, which the next build then takes.
     pub async fn build_stored(self) -> Result<RateLimitPlans> {
+        let customers = self.override_cache;
         let (kit, spec) = self.parts();
         let which = format!("the rate-limit plans {:?}", &*kit.name);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -546,8 +703,12 @@ impl RateLimitPlansBuilder {
             )
             .context(which));
         };
-        let table = built(&kit, spec)?;
-        let (store, stopped) = stored::store(&kit);
+        // Checked with the overrides, which are stored beside the plans rather than in them.
+        built(&kit, spec.clone())?;
+        let mut plans_only = spec.clone();
+        plans_only.overrides.clear();
+        let table = built(&kit, plans_only)?;
+        let (store, stopped) = stored::store(&kit, customers);
         let key = store.key.clone();
         let plans = RateLimitPlans {
             inner: Arc::new(Inner {
@@ -558,7 +719,14 @@ impl RateLimitPlansBuilder {
                 reloading: tokio::sync::Mutex::new(()),
             }),
         };
-        match plans.seed_or_adopt(&key).await {
+        let seeded = match plans.seed_or_adopt(&key).await {
+            Ok(()) => {
+                let store = plans.store()?;
+                stored::seed_overrides(&plans.inner.kit, store, &spec).await
+            }
+            failed => failed,
+        };
+        match seeded {
             Ok(()) => {}
             // Redis away, or full: the configured plans stand in until the follower reads
             // the stored ones (or stores these).
@@ -677,8 +845,8 @@ mod tests {
         assert!(gcra.to_string().contains("milliseconds"), "{gcra}");
     }
 
-    #[test]
-    fn a_request_gets_its_override_else_its_plan_else_the_default() {
+    #[tokio::test]
+    async fn a_request_gets_its_override_else_its_plan_else_the_default() {
         let plans = builder()
             .plan("free", Quota::per_minute(5))
             .plan("pro", Quota::per_minute(50))
@@ -686,18 +854,21 @@ mod tests {
             .customer_override("acme", Quota::per_minute(20))
             .build()
             .expect("valid");
-        let quota = |choice: PlanChoice<'_>| plans.limiter(choice).policy().quota();
-        assert_eq!(quota(PlanChoice::plan("free")), 5);
-        assert_eq!(quota(PlanChoice::plan("gold")), 50);
-        assert_eq!(quota(PlanChoice::default_plan()), 50);
-        assert_eq!(quota(PlanChoice::plan("free").customer("acme")), 20);
-        assert_eq!(quota(PlanChoice::plan("free").customer("other")), 5);
-        assert_eq!(quota(PlanChoice::default_plan().customer("acme")), 20);
-        let acme = plans.limiter(PlanChoice::plan("free").customer("acme"));
+        let limiter =
+            async |choice: PlanChoice<'_>| plans.limiter(choice).await.expect("in process");
+        let quota = async |choice: PlanChoice<'_>| limiter(choice).await.policy().quota();
+        assert_eq!(quota(PlanChoice::plan("free")).await, 5);
+        assert_eq!(quota(PlanChoice::plan("gold")).await, 50);
+        assert_eq!(quota(PlanChoice::default_plan()).await, 50);
+        assert_eq!(quota(PlanChoice::plan("free").customer("acme")).await, 20);
+        assert_eq!(quota(PlanChoice::plan("free").customer("other")).await, 5);
+        assert_eq!(quota(PlanChoice::default_plan().customer("acme")).await, 20);
+        let acme = limiter(PlanChoice::plan("free").customer("acme")).await;
         assert_eq!(acme.policy().name(), OVERRIDE_POLICY_NAME);
-        assert_eq!(plans.limiter(PlanChoice::plan("free")).name(), "free");
+        assert_eq!(limiter(PlanChoice::plan("free")).await.name(), "free");
         assert_eq!(&*plans.default_plan(), "pro");
         assert_eq!(plans.quota("free"), Some(Quota::per_minute(5)));
-        assert_eq!(plans.customer_override("acme"), Some(Quota::per_minute(20)));
+        let acme = plans.customer_override("acme").await.expect("in process");
+        assert_eq!(acme, Some(Quota::per_minute(20)));
     }
 }

@@ -19,10 +19,12 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::overrides::OverrideCache;
 use super::table::{Kit, Spec, Table, check_name};
 use super::{Inner, RateLimitPlans};
 use crate::backend::steps::rate_limit_plans::{
-    FieldChange, PlanSetReadStep, PlanSetWriteStep, PlanSetWritten, VERSION_FIELD,
+    FieldChange, PlanSetFieldReadStep, PlanSetReadStep, PlanSetWriteStep, PlanSetWritten,
+    VERSION_FIELD,
 };
 use crate::coordination::name;
 use crate::coordination::rate_limit::Quota;
@@ -42,11 +44,14 @@ const MOST_PAUSE: Duration = Duration::from_secs(2);
 
 const DEFAULT_FIELD: &[u8] = b"default";
 const PLAN_PREFIX: &[u8] = b"plan:";
-const OVERRIDE_PREFIX: &[u8] = b"override:";
 
-/// Where a set of plans is stored, and the end of its follower.
+/// Where a set of plans is stored, what this process holds of its overrides, and the end
+/// of its follower.
 pub(crate) struct Store {
     pub(crate) key: Vec<u8>,
+    /// The customers' overrides: a set of the same shape, a quota per customer.
+    pub(crate) overrides_key: Vec<u8>,
+    pub(crate) overrides: OverrideCache,
     /// Dropped with the plans: ends the follower.
     _stop: watch::Sender<()>,
 }
@@ -54,6 +59,11 @@ pub(crate) struct Store {
 /// The plan set's key for the limit `name`.
 pub(crate) fn key(limit: &str) -> Vec<u8> {
     name::length_prefixed(b"rl:plans", limit.as_bytes())
+}
+
+/// The key of the customers' overrides of the limit `name`.
+pub(crate) fn overrides_key(limit: &str) -> Vec<u8> {
+    name::length_prefixed(b"rl:plan-overrides", limit.as_bytes())
 }
 
 /// The fields that store `spec` whole.
@@ -65,21 +75,18 @@ pub(crate) fn fields(spec: &Spec) -> Vec<FieldChange> {
     for (name, quota) in &spec.plans {
         fields.push((plan_field(name), Some(quota.to_string().into_bytes())));
     }
-    for (customer, quota) in &spec.overrides {
-        fields.push((
-            override_field(customer),
-            Some(quota.to_string().into_bytes()),
-        ));
-    }
     fields
+}
+
+/// The fields that store the overrides of `spec`: a quota per customer.
+pub(crate) fn override_fields(spec: &Spec) -> Vec<FieldChange> {
+    (spec.overrides.iter())
+        .map(|(customer, quota)| (customer.clone(), Some(quota.to_string().into_bytes())))
+        .collect()
 }
 
 pub(crate) fn plan_field(name: &str) -> Vec<u8> {
     [PLAN_PREFIX, name.as_bytes()].concat()
-}
-
-pub(crate) fn override_field(customer: &[u8]) -> Vec<u8> {
-    [OVERRIDE_PREFIX, customer].concat()
 }
 
 pub(crate) fn default_field(name: &str) -> FieldChange {
@@ -113,10 +120,6 @@ fn spec_of(limit: &str, fields: &[(Vec<u8>, Vec<u8>)]) -> (Spec, u64) {
             } else if let Some(quota) = quota() {
                 spec.plans.push((name, quota));
             }
-        } else if let Some(customer) = field.strip_prefix(OVERRIDE_PREFIX)
-            && let Some(quota) = quota()
-        {
-            spec.overrides.insert(customer.to_vec(), quota);
         }
     }
     spec.plans.sort_by(|a, b| a.0.cmp(&b.0));
@@ -250,14 +253,108 @@ impl RateLimitPlans {
     }
 }
 
-/// A store for the plans of `kit`, and its follower's end.
-pub(crate) fn store(kit: &Kit) -> (Store, watch::Receiver<()>) {
+/// A store for the plans of `kit`, holding up to `customers` overrides, and its follower's
+/// end.
+pub(crate) fn store(kit: &Kit, customers: usize) -> (Store, watch::Receiver<()>) {
     let (stop, stopped) = watch::channel(());
     let store = Store {
         key: key(&kit.name),
+        overrides_key: overrides_key(&kit.name),
+        overrides: OverrideCache::new(customers),
         _stop: stop,
     };
     (store, stopped)
+}
+
+/// Stores `spec`'s overrides where there are none stored yet.
+pub(crate) async fn seed_overrides(kit: &Kit, store: &Store, spec: &Spec) -> Result<()> {
+    if spec.overrides.is_empty() {
+        return Ok(());
+    }
+    let seed = PlanSetWriteStep {
+        key: &store.overrides_key,
+        changes: &override_fields(spec),
+        seed: true,
+    };
+    kit.coordination.backend().run(seed).await.map(drop)
+}
+
+/// `customer`'s stored override, if any; one that cannot be read is none, with an error in
+/// the log.
+pub(crate) async fn read_override(kit: &Kit, key: &[u8], customer: &[u8]) -> Result<Option<Quota>> {
+    let read = PlanSetFieldReadStep {
+        key,
+        field: customer,
+    };
+    let Some(value) = kit.coordination.backend().run_idempotent(read).await? else {
+        return Ok(None);
+    };
+    let text = std::str::from_utf8(&value).unwrap_or_default();
+    match text.parse::<Quota>() {
+        Ok(quota) => Ok(Some(quota)),
+        Err(err) => {
+            tracing::error!(limit = %kit.name, customer = %String::from_utf8_lossy(customer), error = %err, "a stored rate-limit override cannot be read; the customer's plan decides");
+            Ok(None)
+        }
+    }
+}
+
+/// Stores `customer`'s override (`None`: removes it), then forgets every customer here, as
+/// every other process does when it hears of the change.
+pub(crate) async fn write_override(
+    kit: &Kit,
+    store: &Store,
+    customer: &[u8],
+    quota: Option<Quota>,
+) -> Result<()> {
+    let changes = [(
+        customer.to_vec(),
+        quota.map(|quota| quota.to_string().into_bytes()),
+    )];
+    let backend = kit.coordination.backend();
+    let write = PlanSetWriteStep {
+        key: &store.overrides_key,
+        changes: &changes,
+        seed: false,
+    };
+    let written = match backend.run(write).await? {
+        PlanSetWritten::Written(_) => true,
+        // No override stored yet (or all lost): this one is the set, unless another process
+        // stored one meanwhile, and then it is written to it.
+        PlanSetWritten::Gone | PlanSetWritten::Exists(_) => {
+            let seed = PlanSetWriteStep {
+                seed: true,
+                ..write
+            };
+            match backend.run(seed).await? {
+                PlanSetWritten::Written(_) => true,
+                PlanSetWritten::Gone | PlanSetWritten::Exists(_) => {
+                    matches!(backend.run(write).await?, PlanSetWritten::Written(_))
+                }
+            }
+        }
+    };
+    store.overrides.clear();
+    if written {
+        Ok(())
+    } else {
+        Err(Error::new(
+            ErrorKind::Transient,
+            "the stored overrides were lost and stored again while this change was written; try again",
+        ))
+    }
+}
+
+/// The stored overrides' version (0: none stored).
+async fn overrides_version(kit: &Kit, store: &Store) -> Result<u64> {
+    let read = PlanSetFieldReadStep {
+        key: &store.overrides_key,
+        field: VERSION_FIELD,
+    };
+    let version = kit.coordination.backend().run_idempotent(read).await?;
+    Ok(version
+        .and_then(|digits| std::str::from_utf8(&digits).ok()?.parse().ok())
+        .unwrap_or(0))
 }
 
 /// Follows the plan set of `plans` until they are dropped: a watch of its key, then a read;
@@ -268,6 +365,7 @@ pub(crate) async fn follow(plans: Weak<Inner>, mut stopped: watch::Receiver<()>)
     let mut pause = MEMORY_POLL;
     let mut polling_since: Option<tokio::time::Instant> = None;
     let mut quick_rounds = 0_u32;
+    let mut overrides_seen: Option<u64> = None;
     loop {
         let started = tokio::time::Instant::now();
         let Some(inner) = plans.upgrade() else {
@@ -280,10 +378,19 @@ pub(crate) async fn follow(plans: Weak<Inner>, mut stopped: watch::Receiver<()>)
         let limit = plans_now.inner.kit.name.clone();
         let backend = plans_now.inner.kit.coordination.backend().clone();
         let polling = polling_since.is_some_and(|since| since.elapsed() < WATCH_RETRY);
-        let watched = if polling {
-            Ok(None)
+        let (watched, watched_overrides) = if polling {
+            (Ok(None), Ok(None))
         } else {
-            backend.watch_key(&store.key).await
+            (
+                backend.watch_key(&store.key).await,
+                backend.watch_key(&store.overrides_key).await,
+            )
+        };
+        // Either watch refused is both refused: the same server, the same rules.
+        let watched = match (watched, watched_overrides) {
+            (Ok(Some(plans)), Ok(Some(overrides))) => Ok(Some((plans, overrides))),
+            (Err(err), _) | (_, Err(err)) => Err(err),
+            _ => Ok(None),
         };
         let watched = match watched {
             Err(err) if err.is_refused() => {
@@ -295,7 +402,19 @@ pub(crate) async fn follow(plans: Weak<Inner>, mut stopped: watch::Receiver<()>)
             }
             other => other,
         };
-        let read = plans_now.reload(&store.key).await;
+        let read = match plans_now.reload(&store.key).await {
+            Ok(()) => overrides_version(&plans_now.inner.kit, store).await,
+            Err(err) => Err(err),
+        };
+        let read = read.map(|version| {
+            // The overrides changed: every customer is looked up again.
+            if overrides_seen
+                .replace(version)
+                .is_some_and(|seen| seen != version)
+            {
+                store.overrides.clear();
+            }
+        });
         drop(plans_now);
         let poll = if polling_since.is_some() {
             POLL_WITHOUT_WATCH
@@ -303,7 +422,7 @@ pub(crate) async fn follow(plans: Weak<Inner>, mut stopped: watch::Receiver<()>)
             MEMORY_POLL
         };
         let waited = match (watched, read) {
-            (Ok(Some(mut watch)), Ok(())) => {
+            (Ok(Some((mut watch, mut overrides))), Ok(())) => {
                 pause = MEMORY_POLL;
                 // A watch that fires at once again and again (a connection that keeps
                 // failing) is asked no more often than every MIN_ROUND once two rounds in a
@@ -311,7 +430,10 @@ pub(crate) async fn follow(plans: Weak<Inner>, mut stopped: watch::Receiver<()>)
                 let floor = quick_rounds >= 2;
                 tokio::select! {
                     () = async {
-                        watch.changed().await;
+                        tokio::select! {
+                            () = watch.changed() => {}
+                            () = overrides.changed() => {}
+                        }
                         if floor {
                             tokio::time::sleep_until(started + MIN_ROUND).await;
                         }
@@ -378,7 +500,12 @@ mod tests {
                 ("pro".to_owned(), Quota::per_minute(50))
             ]
         );
-        assert_eq!(read.overrides, spec.overrides);
+        assert!(
+            read.overrides.is_empty(),
+            "overrides are stored beside the plans"
+        );
+        let overrides = override_fields(&spec);
+        assert_eq!(overrides, [(b"acme".to_vec(), Some(b"5000/day".to_vec()))]);
     }
 
     #[test]
@@ -389,12 +516,10 @@ mod tests {
             (b"plan:free".to_vec(), b"10/min".to_vec()),
             (b"plan:bad".to_vec(), b"lots".to_vec()),
             (b"plan:a b".to_vec(), b"1/s".to_vec()),
-            (b"override:acme".to_vec(), b"?".to_vec()),
         ];
         let (spec, version) = spec_of("api", &stored);
         assert_eq!(version, 3);
         assert_eq!(spec.plans, [("free".to_owned(), Quota::per_minute(10))]);
         assert_eq!(spec.default, None, "a default that names no plan gives way");
-        assert!(spec.overrides.is_empty());
     }
 }

@@ -112,13 +112,7 @@ impl Table {
                     String::from_utf8_lossy(customer)
                 )
             };
-            if customer.is_empty() || customer.len() > MAX_CUSTOMER_LEN {
-                return Err(Error::invalid_argument(format!(
-                    "a customer's name must have 1 to {MAX_CUSTOMER_LEN} bytes, not {}",
-                    customer.len()
-                ))
-                .context(which()));
-            }
+            check_customer(customer).map_err(|err| err.context(which()))?;
             let plan = built(kit, Arc::from(OVERRIDE_POLICY_NAME), *quota, window)
                 .map_err(|err| err.context(which()))?;
             plans.push(plan);
@@ -228,6 +222,13 @@ impl Table {
     }
 }
 
+/// A customer's override of `quota`, checked against the plans of `table` (a sliding
+/// window's shares the default plan's window).
+pub(crate) fn override_plan(kit: &Kit, quota: Quota, table: &Table) -> Result<Plan> {
+    let window = table.default_plan().quota.window();
+    built(kit, Arc::from(OVERRIDE_POLICY_NAME), quota, window)
+}
+
 /// The plan `name` with `quota`, its limiter over the limit's keys; `window`: the default
 /// plan's.
 fn built(kit: &Kit, name: Arc<str>, quota: Quota, window: Duration) -> Result<Plan> {
@@ -278,6 +279,17 @@ fn built(kit: &Kit, name: Arc<str>, quota: Quota, window: Duration) -> Result<Pl
         name,
         quota,
     })
+}
+
+/// A customer's name, as overrides are stored under it: bounded.
+pub(crate) fn check_customer(customer: &[u8]) -> Result<()> {
+    if customer.is_empty() || customer.len() > MAX_CUSTOMER_LEN {
+        return Err(Error::invalid_argument(format!(
+            "a customer's name must have 1 to {MAX_CUSTOMER_LEN} bytes, not {}",
+            customer.len()
+        )));
+    }
+    Ok(())
 }
 
 /// A plan's name: shown to clients and as a metrics label, so short and printable.
