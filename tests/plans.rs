@@ -848,6 +848,62 @@ async fn overrides_are_looked_up_once_per_customer_and_bounded_in_each_process()
         serving.customer_override("c0").await.ok() == Some(None)
     })
     .await;
+
+    // A customer held as having no override gets the one set later in another process:
+    // the change empties every process's cache.
+    let held = stored(&behind.direct().await).await;
+    let quota_of = async |customer: &str| {
+        held.limiter(PlanChoice::plan("free").customer(customer))
+            .await
+            .expect("decided")
+            .policy()
+            .quota()
+    };
+    assert_eq!(quota_of("late").await, 5, "held: no override");
+    admin
+        .set_customer_override("late", Quota::new(33, WINDOW))
+        .await
+        .expect("stored");
+    support::eventually("the held customer gets its new override", async || {
+        quota_of("late").await == 33
+    })
+    .await;
+    // Any name is a customer's, `version` too, without touching the set's own count.
+    admin
+        .set_customer_override("version", Quota::new(44, WINDOW))
+        .await
+        .expect("stored");
+    support::eventually("the customer named version", async || {
+        quota_of("version").await == 44 && quota_of("c1").await == 101
+    })
+    .await;
+}
+
+/// Overrides configured in a process that stores its plans are stored beside them, for every
+/// other process (which has none configured) to find.
+#[tokio::test]
+async fn configured_overrides_are_stored_for_every_process() {
+    let first = Target::Server(support::ServerKind::Redis7)
+        .coordination("plans-configured-overrides")
+        .await;
+    let handles = Target::Server(support::ServerKind::Redis7)
+        .handles(&first, 2)
+        .await;
+    let configured = RateLimitPlans::builder(&handles[0], "stored", PlanAlgorithm::FixedWindow)
+        .plan("free", Quota::new(5, WINDOW))
+        .customer_override("acme", Quota::new(21, WINDOW))
+        .build_stored()
+        .await
+        .expect("stored plans");
+    let other = stored(&handles[1]).await;
+    assert_eq!(
+        other.customer_override("acme").await.expect("read"),
+        Some(Quota::new(21, WINDOW))
+    );
+    assert_eq!(
+        configured.customer_override("acme").await.expect("read"),
+        Some(Quota::new(21, WINDOW))
+    );
 }
 
 /// A layer over stored plans looks up a customer it does not hold before deciding its first

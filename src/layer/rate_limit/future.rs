@@ -61,8 +61,11 @@ pub(crate) struct LookUp {
     pub(crate) plan: Option<String>,
 }
 
-/// The decision for `key`, once `lookup` found the customer's plan (bounded by the layer's
-/// timeout, as the decision that follows is).
+/// The decision for `key`, once `lookup` found the customer's plan: the lookup within the
+/// layer's timeout, judged by the circuit breaker's `admission` (it is the request's first
+/// step on the backend), then the decision within its own. A lookup that fails is the
+/// request's failure, which the failure policy answers under the plan the request names (or
+/// the override this process was configured with).
 pub(crate) fn decide_after_lookup(
     layer: Arc<Config>,
     lookup: LookUp,
@@ -72,10 +75,26 @@ pub(crate) fn decide_after_lookup(
     check: Check,
 ) -> Deciding<Admitted> {
     Box::pin(async move {
-        let config = (lookup.plans)
-            .looked_up(&layer, &lookup.customer, lookup.plan.as_deref())
-            .await;
-        decision(config, key, cost, admission, check).await
+        let LookUp {
+            plans,
+            customer,
+            plan,
+        } = lookup;
+        let looked_up = decide::within(plans.look_up(&customer), layer.timeout, admission).await;
+        match looked_up {
+            Ok(found) => {
+                let config = plans.config_known(&layer, &customer, plan.as_deref(), found);
+                decision(config, key, cost, None, check).await
+            }
+            Err(failure) => {
+                let config = plans.config_unknown(&layer, &customer, plan.as_deref());
+                let kept = config.fallback.is_some().then_some(key);
+                match answer::failed(config, failure, kept, cost, check) {
+                    answer::Settled::Now(decision) => decision,
+                    answer::Settled::Later(fallback) => fallback.await,
+                }
+            }
+        }
     })
 }
 

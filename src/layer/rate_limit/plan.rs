@@ -139,12 +139,16 @@ pub(crate) struct Plans {
     /// Held while `configs` is made for a new table: one request makes it, the others find
     /// it.
     remaking: std::sync::Mutex<()>,
-    /// The configurations of stored customers' overrides, by quota.
-    override_configs: std::sync::Mutex<HashMap<Quota, Arc<Config>>>,
+    /// The configurations of stored customers' overrides, by the plan they share (kept
+    /// beside it, so that an address is never another plan's).
+    override_configs: std::sync::Mutex<HashMap<usize, OverrideConfig>>,
 }
 
-/// How many distinct override quotas a layer keeps a configuration for; beyond them, one is
-/// made for the request.
+/// An override plan and the layer's configuration for it.
+type OverrideConfig = (Arc<Plan>, Arc<Config>);
+
+/// How many override plans a layer keeps a configuration for; a new one beyond them takes
+/// the place of another.
 const MAX_OVERRIDE_CONFIGS: usize = 1_024;
 
 /// The configuration a request is decided under, or what to find out first.
@@ -212,27 +216,23 @@ impl Plans {
         }
     }
 
-    /// The configuration of a request whose customer had to be looked up: its override's,
-    /// or its plan's when it has none, or when the lookup fails or outlasts the layer's
-    /// timeout (the backend's outage then meets the decision, and the failure policy
-    /// answers).
-    pub(crate) async fn looked_up(
+    /// Reads `customer`'s override from the store (see [`RateLimitPlans`]'s docs).
+    pub(crate) async fn look_up(&self, customer: &[u8]) -> crate::Result<Option<Quota>> {
+        let store = self.plans.store()?;
+        self.plans.look_up(store, customer).await
+    }
+
+    /// The configuration of a request of `customer` naming `plan`, once the customer's
+    /// override is known to be `found`; `None` found while the store cannot be read: the
+    /// override this process was configured with, if any, else the plan.
+    pub(crate) fn config_known(
         &self,
         layer: &Config,
         customer: &[u8],
         plan: Option<&str>,
+        found: Option<Quota>,
     ) -> Arc<Config> {
         let choice = PlanChoice::plan_or_default(plan).customer(customer);
-        let found = match self.plans.store() {
-            Ok(store) => {
-                let lookup = self.plans.look_up(store, customer);
-                match tokio::time::timeout(layer.timeout, lookup).await {
-                    Ok(Ok(found)) => found,
-                    Ok(Err(_)) | Err(_) => None,
-                }
-            }
-            Err(_) => None,
-        };
         match self.plans.resolved_with(choice, found) {
             Resolved::Plan(table, index) => self.config_at(layer, &table, index),
             Resolved::Override(plan) => self.override_config(layer, &plan),
@@ -242,6 +242,18 @@ impl Plans {
                 self.config_at(layer, &table, index)
             }
         }
+    }
+
+    /// [`config_known`](Self::config_known) where the store could not answer: the override
+    /// this process was configured with stands in.
+    pub(crate) fn config_unknown(
+        &self,
+        layer: &Config,
+        customer: &[u8],
+        plan: Option<&str>,
+    ) -> Arc<Config> {
+        let configured = self.plans.configured_override(customer);
+        self.config_known(layer, customer, plan, configured)
     }
 
     /// The configuration of the plan at `index` of `table`.
@@ -261,20 +273,26 @@ impl Plans {
             .clone()
     }
 
-    /// The configuration of a stored customer's override, one per distinct quota (as the
-    /// plans keep one limiter per quota).
+    /// The configuration of a stored customer's override, one per plan the overrides share
+    /// (one per distinct quota); a full map gives up an entry for a new one.
     fn override_config(&self, layer: &Config, plan: &Arc<Plan>) -> Arc<Config> {
         let mut configs = self
             .override_configs
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(config) = configs.get(&plan.quota) {
+        let id = Arc::as_ptr(plan) as usize;
+        if let Some((kept, config)) = configs.get(&id)
+            && Arc::ptr_eq(kept, plan)
+        {
             return config.clone();
         }
         let config = made(layer, plan);
-        if configs.len() < MAX_OVERRIDE_CONFIGS {
-            configs.insert(plan.quota, config.clone());
+        if configs.len() >= MAX_OVERRIDE_CONFIGS
+            && let Some(evicted) = configs.keys().next().copied()
+        {
+            configs.remove(&evicted);
         }
+        configs.insert(id, (plan.clone(), config.clone()));
         config
     }
 

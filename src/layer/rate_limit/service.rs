@@ -171,9 +171,13 @@ impl<S> RateLimit<S> {
                 admission,
                 check,
             )),
+            // The circuit is open: no lookup either; the failure policy answers under the
+            // plan the request names (or the override this process was configured with).
             Err(failure) => {
+                let config =
+                    (lookup.plans).config_unknown(config, &lookup.customer, lookup.plan.as_deref());
                 let kept = config.fallback.is_some().then_some(key);
-                answer::failed(config.clone(), failure, kept, cost, check)
+                answer::failed(config, failure, kept, cost, check)
             }
         }
     }

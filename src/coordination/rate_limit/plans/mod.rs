@@ -297,7 +297,11 @@ impl RateLimitPlans {
         let resolved = match self.resolve_now(choice) {
             Resolved::LookUp(customer) => {
                 let store = self.store()?;
-                let found = self.look_up(store, customer).await?;
+                let found = match self.look_up(store, customer).await {
+                    Ok(found) => found,
+                    Err(err) if err.is_unavailable() => self.configured_override(customer),
+                    Err(err) => return Err(err),
+                };
                 self.resolved_with(choice, found)
             }
             resolved => resolved,
@@ -330,7 +334,12 @@ impl RateLimitPlans {
     #[inline]
     pub(crate) fn resolve_now<'a>(&self, choice: PlanChoice<'a>) -> Resolved<'a> {
         let table = self.inner.table.load_full();
-        match (&self.inner.store, choice.customer_id()) {
+        // A customer's name the store cannot hold is no customer: its plan decides, with no
+        // read (a request that names random customers cannot churn the cache).
+        let customer = choice
+            .customer_id()
+            .filter(|customer| table::check_customer(customer).is_ok());
+        match (&self.inner.store, customer) {
             (Some(store), Some(customer)) => match store.overrides.get(customer) {
                 Some(found) => self.resolved_in(table, choice, found),
                 None => Resolved::LookUp(customer),
@@ -364,7 +373,8 @@ impl RateLimitPlans {
         let (Some(quota), Some(store)) = (found, &self.inner.store) else {
             return plan(table);
         };
-        match store.overrides.plan(quota, || {
+        let window = table.default_plan().quota.window();
+        match (store.overrides).plan(quota, window, || {
             table::override_plan(&self.inner.kit, quota, &table)
         }) {
             Ok(plan) => Resolved::Override(plan),
@@ -375,7 +385,8 @@ impl RateLimitPlans {
     }
 
     /// Reads `customer`'s override from the store, and keeps the answer (see
-    /// [`override_cache`](RateLimitPlansBuilder::override_cache)).
+    /// [`override_cache`](RateLimitPlansBuilder::override_cache)). Fails with the backend's
+    /// error; [`configured_override`](Self::configured_override) then stands in.
     pub(crate) async fn look_up(
         &self,
         store: &stored::Store,
@@ -385,6 +396,13 @@ impl RateLimitPlans {
         let found = stored::read_override(&self.inner.kit, &store.overrides_key, customer).await?;
         store.overrides.insert(customer, generation, found);
         Ok(found)
+    }
+
+    /// `customer`'s override as this process was configured, which stands in while the
+    /// store cannot be read.
+    pub(crate) fn configured_override(&self, customer: &[u8]) -> Option<Quota> {
+        let store = self.inner.store.as_ref()?;
+        store.configured.get(customer).copied()
     }
 
     /// The store of stored plans.
@@ -681,8 +699,12 @@ impl RateLimitPlansBuilder {
     /// plans are read again. Plans the backend lost (a server restarted without
     /// persistence) are stored again from the plans in force.
     ///
-    /// The stored plan set is one hash with no expiry, `<prefix>rl:plans:<name length>:<name>`
-    /// (a held entry on the memory backend): configuration, as a fenced value is data.
+    /// The stored plan set is one hash with no expiry, `<prefix>rl:plans:<name length>:<name>`,
+    /// and the customers' overrides another, `<prefix>rl:plan-overrides:<name length>:<name>`
+    /// (held entries on the memory backend): configuration, as a fenced value is data. The
+    /// configured overrides are stored where none are (also once the backend answers, for a
+    /// process started while it did not, and after the set was lost); while the store cannot
+    /// be read, they stand in for a customer this process does not hold.
     ///
     /// Fails as [`build`](Self::build), or with the backend's refusal (an ACL, a script
     /// error; `CorruptState` for a key of another type). A backend that cannot be reached is
@@ -708,7 +730,7 @@ impl RateLimitPlansBuilder {
         let mut plans_only = spec.clone();
         plans_only.overrides.clear();
         let table = built(&kit, plans_only)?;
-        let (store, stopped) = stored::store(&kit, customers);
+        let (store, stopped) = stored::store(&kit, customers, spec.overrides.clone());
         let key = store.key.clone();
         let plans = RateLimitPlans {
             inner: Arc::new(Inner {
@@ -722,7 +744,7 @@ impl RateLimitPlansBuilder {
         let seeded = match plans.seed_or_adopt(&key).await {
             Ok(()) => {
                 let store = plans.store()?;
-                stored::seed_overrides(&plans.inner.kit, store, &spec).await
+                stored::seed_overrides(&plans.inner.kit, store).await
             }
             failed => failed,
         };
@@ -767,7 +789,13 @@ impl fmt::Debug for RateLimitPlans {
                     .collect::<Vec<_>>(),
             )
             .field("default", &table.default_plan().name)
-            .field("overrides", &table.override_count())
+            .field(
+                "overrides",
+                &match &self.inner.store {
+                    None => table.override_count(),
+                    Some(store) => store.overrides.held(),
+                },
+            )
             .field("version", &table.version)
             .field("stored", &self.inner.store.is_some())
             .finish()

@@ -6,11 +6,12 @@
 //! [`DEFAULT_OVERRIDE_CACHE`] (or the configured bound) entries in each process; the first
 //! request of a customer the cache does not hold costs one read of its field (also for a
 //! customer without an override: that answer is kept too), later ones nothing. Customers
-//! with the same quota share one limiter.
+//! with the same quota share one limiter (up to 1,024 distinct quotas at once).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use super::table::Plan;
 use crate::coordination::rate_limit::Quota;
@@ -18,8 +19,8 @@ use crate::coordination::rate_limit::Quota;
 /// How many customers' overrides (or their absence) a process keeps by default.
 pub const DEFAULT_OVERRIDE_CACHE: usize = 10_000;
 
-/// How many distinct override quotas a process keeps a limiter for; beyond them, a limiter
-/// is built for the request.
+/// How many distinct override quotas a process keeps a limiter for; a new one beyond them
+/// takes the place of another.
 const MAX_OVERRIDE_QUOTAS: usize = 1_024;
 
 /// What a process knows of the customers' overrides.
@@ -29,8 +30,9 @@ pub(crate) struct OverrideCache {
     /// answer, which may be older than the change that emptied it.
     generation: AtomicU64,
     entries: Mutex<HashMap<Box<[u8]>, Option<Quota>>>,
-    /// One plan per distinct override quota, shared by the customers that have it.
-    plans: Mutex<HashMap<Quota, Arc<Plan>>>,
+    /// One plan per distinct override quota (and default plan's window, which a sliding
+    /// window's plans share), shared by the customers that have it.
+    plans: Mutex<HashMap<(Quota, Duration), Arc<Plan>>>,
 }
 
 impl OverrideCache {
@@ -77,27 +79,31 @@ impl OverrideCache {
         entries.clear();
     }
 
-    /// The plan shared by the customers whose override is `quota`, made by `make` the first
-    /// time.
+    /// The plan shared by the customers whose override is `quota` while the default plan's
+    /// window is `window`, made by `make` the first time; a full map gives up an entry for
+    /// it.
     pub(crate) fn plan<E>(
         &self,
         quota: Quota,
+        window: Duration,
         make: impl FnOnce() -> Result<Plan, E>,
     ) -> Result<Arc<Plan>, E> {
         let mut plans = lock(&self.plans);
-        if let Some(plan) = plans.get(&quota) {
+        if let Some(plan) = plans.get(&(quota, window)) {
             return Ok(plan.clone());
         }
         let plan = Arc::new(make()?);
-        if plans.len() < MAX_OVERRIDE_QUOTAS {
-            plans.insert(quota, plan.clone());
+        if plans.len() >= MAX_OVERRIDE_QUOTAS
+            && let Some(evicted) = plans.keys().next().copied()
+        {
+            plans.remove(&evicted);
         }
+        plans.insert((quota, window), plan.clone());
         Ok(plan)
     }
 
     /// How many customers it holds.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
+    pub(crate) fn held(&self) -> usize {
         lock(&self.entries).len()
     }
 }
@@ -121,7 +127,7 @@ mod tests {
         cache.insert(b"acme", now, Some(Quota::per_minute(20)));
         cache.insert(b"beta", now, None);
         cache.insert(b"gamma", now, None);
-        assert_eq!(cache.len(), 2);
+        assert_eq!(cache.held(), 2);
         assert_eq!(cache.get(b"gamma"), Some(None));
     }
 }

@@ -2,9 +2,13 @@
 //! first write that seeds it, and the task that reads it again at each change.
 //!
 //! The plan set is one hash (`<prefix>rl:plans:<name length>:<name>`; a held entry on the
-//! memory backend) with the fields `version` (a count of its writes), `default`,
-//! `plan:<name>` and `override:<customer>`, each quota as configuration writes it
-//! (`100/min`). It has no expiry: it is configuration, as a fenced value is the user's data.
+//! memory backend) with the fields `version` (a count of its writes), `default` and
+//! `plan:<name>`, each quota as configuration writes it (`100/min`); the customers'
+//! overrides are another (`<prefix>rl:plan-overrides:<name length>:<name>`), with `version`
+//! and `c:<customer>` fields, read one customer at a time (see `overrides`). Neither has an
+//! expiry: they are configuration, as a fenced value is the user's data. Overrides lost
+//! (a restart without persistence) are stored again from the configured ones; those set at
+//! runtime since are lost with them.
 //!
 //! A process follows it through a watch of its key (client tracking on Redis: the server
 //! pushes an invalidation at every write), reading the whole set once the watch is set and
@@ -14,6 +18,8 @@
 //! gone (deleted, or lost with a server restarted without persistence) is stored again from
 //! the plans in force, so that no runtime change is lost to it.
 
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -44,14 +50,21 @@ const MOST_PAUSE: Duration = Duration::from_secs(2);
 
 const DEFAULT_FIELD: &[u8] = b"default";
 const PLAN_PREFIX: &[u8] = b"plan:";
+const CUSTOMER_PREFIX: &[u8] = b"c:";
 
 /// Where a set of plans is stored, what this process holds of its overrides, and the end
 /// of its follower.
 pub(crate) struct Store {
     pub(crate) key: Vec<u8>,
-    /// The customers' overrides: a set of the same shape, a quota per customer.
+    /// The customers' overrides: a set of the same shape, a quota per customer (its field
+    /// `c:<customer>`, apart from `version`).
     pub(crate) overrides_key: Vec<u8>,
     pub(crate) overrides: OverrideCache,
+    /// The overrides this process was configured with: stored where none are, and standing
+    /// in while the store cannot be read.
+    pub(crate) configured: BTreeMap<Vec<u8>, Quota>,
+    /// Whether the configured overrides were stored (or found stored ones).
+    overrides_seeded: AtomicBool,
     /// Dropped with the plans: ends the follower.
     _stop: watch::Sender<()>,
 }
@@ -78,11 +91,22 @@ pub(crate) fn fields(spec: &Spec) -> Vec<FieldChange> {
     fields
 }
 
-/// The fields that store the overrides of `spec`: a quota per customer.
-pub(crate) fn override_fields(spec: &Spec) -> Vec<FieldChange> {
-    (spec.overrides.iter())
-        .map(|(customer, quota)| (customer.clone(), Some(quota.to_string().into_bytes())))
+/// The fields that store `overrides`: a quota per customer.
+pub(crate) fn override_fields(overrides: &BTreeMap<Vec<u8>, Quota>) -> Vec<FieldChange> {
+    (overrides.iter())
+        .map(|(customer, quota)| {
+            (
+                customer_field(customer),
+                Some(quota.to_string().into_bytes()),
+            )
+        })
         .collect()
+}
+
+/// A customer's field in the overrides: prefixed, so that no customer's name is the set's
+/// `version`.
+fn customer_field(customer: &[u8]) -> Vec<u8> {
+    [CUSTOMER_PREFIX, customer].concat()
 }
 
 pub(crate) fn plan_field(name: &str) -> Vec<u8> {
@@ -255,37 +279,43 @@ impl RateLimitPlans {
 
 /// A store for the plans of `kit`, holding up to `customers` overrides, and its follower's
 /// end.
-pub(crate) fn store(kit: &Kit, customers: usize) -> (Store, watch::Receiver<()>) {
+pub(crate) fn store(
+    kit: &Kit,
+    customers: usize,
+    configured: BTreeMap<Vec<u8>, Quota>,
+) -> (Store, watch::Receiver<()>) {
     let (stop, stopped) = watch::channel(());
     let store = Store {
         key: key(&kit.name),
         overrides_key: overrides_key(&kit.name),
         overrides: OverrideCache::new(customers),
+        overrides_seeded: AtomicBool::new(configured.is_empty()),
+        configured,
         _stop: stop,
     };
     (store, stopped)
 }
 
-/// Stores `spec`'s overrides where there are none stored yet.
-pub(crate) async fn seed_overrides(kit: &Kit, store: &Store, spec: &Spec) -> Result<()> {
-    if spec.overrides.is_empty() {
+/// Stores the configured overrides where there are none stored (none configured: nothing).
+pub(crate) async fn seed_overrides(kit: &Kit, store: &Store) -> Result<()> {
+    if store.configured.is_empty() {
         return Ok(());
     }
     let seed = PlanSetWriteStep {
         key: &store.overrides_key,
-        changes: &override_fields(spec),
+        changes: &override_fields(&store.configured),
         seed: true,
     };
-    kit.coordination.backend().run(seed).await.map(drop)
+    kit.coordination.backend().run(seed).await?;
+    store.overrides_seeded.store(true, Ordering::Release);
+    Ok(())
 }
 
 /// `customer`'s stored override, if any; one that cannot be read is none, with an error in
 /// the log.
 pub(crate) async fn read_override(kit: &Kit, key: &[u8], customer: &[u8]) -> Result<Option<Quota>> {
-    let read = PlanSetFieldReadStep {
-        key,
-        field: customer,
-    };
+    let field = customer_field(customer);
+    let read = PlanSetFieldReadStep { key, field: &field };
     let Some(value) = kit.coordination.backend().run_idempotent(read).await? else {
         return Ok(None);
     };
@@ -308,7 +338,7 @@ pub(crate) async fn write_override(
     quota: Option<Quota>,
 ) -> Result<()> {
     let changes = [(
-        customer.to_vec(),
+        customer_field(customer),
         quota.map(|quota| quota.to_string().into_bytes()),
     )];
     let backend = kit.coordination.backend();
@@ -402,19 +432,31 @@ pub(crate) async fn follow(plans: Weak<Inner>, mut stopped: watch::Receiver<()>)
             }
             other => other,
         };
-        let read = match plans_now.reload(&store.key).await {
-            Ok(()) => overrides_version(&plans_now.inner.kit, store).await,
-            Err(err) => Err(err),
-        };
-        let read = read.map(|version| {
-            // The overrides changed: every customer is looked up again.
-            if overrides_seen
-                .replace(version)
-                .is_some_and(|seen| seen != version)
-            {
-                store.overrides.clear();
+        let reloaded = plans_now.reload(&store.key).await;
+        // The overrides' version, whatever became of the plans: their changes are their own.
+        let version = overrides_version(&plans_now.inner.kit, store).await;
+        let read = match (reloaded, version) {
+            (Ok(()), Ok(version)) => {
+                // The overrides changed, or were never read here: every customer is looked
+                // up again.
+                if overrides_seen.replace(version) != Some(version) {
+                    store.overrides.clear();
+                }
+                // Stored where none are: at start during an outage, or lost since.
+                let unseeded = !store.overrides_seeded.load(Ordering::Acquire);
+                if (unseeded || version == 0) && !store.configured.is_empty() {
+                    seed_overrides(&plans_now.inner.kit, store).await
+                } else {
+                    Ok(())
+                }
             }
-        });
+            (Err(err), _) | (_, Err(err)) => {
+                // Changes may go unheard until the next round: nothing held is trusted.
+                store.overrides.clear();
+                overrides_seen = None;
+                Err(err)
+            }
+        };
         drop(plans_now);
         let poll = if polling_since.is_some() {
             POLL_WITHOUT_WATCH
@@ -504,8 +546,8 @@ mod tests {
             read.overrides.is_empty(),
             "overrides are stored beside the plans"
         );
-        let overrides = override_fields(&spec);
-        assert_eq!(overrides, [(b"acme".to_vec(), Some(b"5000/day".to_vec()))]);
+        let overrides = override_fields(&spec.overrides);
+        assert_eq!(overrides, [(b"c:acme".to_vec(), Some(b"5000/day".to_vec()))]);
     }
 
     #[test]
