@@ -547,7 +547,10 @@ mod tests {
             "overrides are stored beside the plans"
         );
         let overrides = override_fields(&spec.overrides);
-        assert_eq!(overrides, [(b"c:acme".to_vec(), Some(b"5000/day".to_vec()))]);
+        assert_eq!(
+            overrides,
+            [(b"c:acme".to_vec(), Some(b"5000/day".to_vec()))]
+        );
     }
 
     #[test]
