@@ -960,3 +960,68 @@ async fn a_layer_decides_a_customers_first_request_under_its_stored_override() {
         Some("\"free\";q=5;w=600")
     );
 }
+
+/// A router over stored plans on `coordination`, failing as `policy` says: `/` keyed and
+/// chosen by `x-api-key` (the customer) under the plan `pro`.
+fn customers_router(
+    plans: RateLimitPlans,
+    policy: leasehold::layer::FailurePolicy,
+) -> axum::Router {
+    let layer = RedisRateLimitLayer::plans(plans)
+        .key(KeyExtractor::header("x-api-key").expect("valid header"))
+        .choose_plan(PlanChooser::extension::<Account>())
+        .failure_policy(policy);
+    axum::Router::new()
+        .route("/", axum::routing::get(|| async { "ok" }))
+        .layer(layer)
+        .layer(axum::middleware::from_fn(
+            |mut request: Request<Body>, next: axum::middleware::Next| async move {
+                let id = (request.headers().get("x-api-key"))
+                    .and_then(|value| value.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                let plan = Some("pro".to_owned());
+                request.extensions_mut().insert(Account { id, plan });
+                next.run(request).await
+            },
+        ))
+}
+
+/// Redis silent while a customer this process does not hold sends its first request: the
+/// lookup and the decision share the layer's timeout, so the failure policy answers within
+/// it (not after twice it): 503 with `Retry-After` failing closed; failing open, the fallback
+/// admits under the plan the request names. Timed from the moment the silence starts.
+#[tokio::test]
+async fn a_customers_first_request_during_an_outage_is_answered_within_the_timeout() {
+    use leasehold::layer::FailurePolicy;
+    let behind = support::Behind::start("plans-lookup-outage");
+    let admin = stored(&behind.direct().await).await;
+    admin
+        .set_customer_override("acme", Quota::new(3, WINDOW))
+        .await
+        .expect("stored");
+    // No circuit breaker: each request meets the silence itself.
+    let serving = behind
+        .through_proxy(|builder| builder)
+        .await
+        .circuit_breaker(None);
+    let closed = customers_router(stored(&serving).await, FailurePolicy::default());
+    let open = customers_router(stored(&serving).await, FailurePolicy::FailOpen);
+
+    behind.proxy.blackhole();
+    let silent_since = std::time::Instant::now();
+    let response = get(&closed, "acme", None).await;
+    let took = silent_since.elapsed();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(response.headers().contains_key("retry-after"));
+    let timeout = leasehold::layer::rate_limit::DEFAULT_DECISION_TIMEOUT;
+    assert!(
+        took < timeout + Duration::from_millis(300),
+        "answered {took:?} after the silence began, the timeout being {timeout:?}"
+    );
+    let started = std::time::Instant::now();
+    let response = get(&open, "beta", None).await;
+    assert_eq!(response.status(), StatusCode::OK, "the fallback admits");
+    assert!(started.elapsed() < timeout + Duration::from_millis(300));
+    behind.proxy.pass();
+}
