@@ -1025,3 +1025,34 @@ async fn a_customers_first_request_during_an_outage_is_answered_within_the_timeo
     assert!(started.elapsed() < timeout + Duration::from_millis(300));
     behind.proxy.pass();
 }
+
+/// With the circuit breaker open, a customer this process does not hold is answered at once
+/// under the plan its request names (no lookup is sent): failing open, by that plan's
+/// fallback, which admits pro's quota, not the default plan's 5.
+#[tokio::test]
+async fn an_open_breaker_answers_an_unknown_customer_under_its_named_plan() {
+    use leasehold::layer::FailurePolicy;
+    let behind = support::Behind::start("plans-lookup-breaker");
+    let serving = behind.through_proxy(|builder| builder).await;
+    let open = customers_router(stored(&serving).await, FailurePolicy::FailOpen);
+    behind.proxy.blackhole();
+    // New customers until one is answered at once: the breaker has opened.
+    let mut opened = false;
+    for i in 0..40 {
+        let started = std::time::Instant::now();
+        let response = get(&open, &format!("customer-{i}"), None).await;
+        assert_eq!(response.status(), StatusCode::OK, "failing open");
+        if started.elapsed() < Duration::from_millis(100) {
+            opened = true;
+            break;
+        }
+    }
+    assert!(opened, "the breaker opened");
+    // One more unknown customer, ten requests: pro's fallback admits them all (the default
+    // plan's would stop at 5).
+    for request in 0..10 {
+        let response = get(&open, "unknown", None).await;
+        assert_eq!(response.status(), StatusCode::OK, "request {request}");
+    }
+    behind.proxy.pass();
+}
