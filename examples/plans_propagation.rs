@@ -46,7 +46,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let deadline = stored + Duration::from_secs(10);
         while replicas
             .iter()
-            .any(|plans| plans.quota("free") != Some(quota))
+            .any(|plans| plans.quota("free") != Some(quota.into()))
         {
             if Instant::now() > deadline {
                 return Err(format!("change {change} not in force everywhere within 10 s").into());

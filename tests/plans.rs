@@ -254,7 +254,7 @@ async fn stored(coordination: &Coordination) -> RateLimitPlans {
 async fn until_free_is(plans: &RateLimitPlans, limit: u64) -> Duration {
     let started = std::time::Instant::now();
     loop {
-        if plans.quota("free") == Some(Quota::new(limit, WINDOW)) {
+        if plans.quota("free") == Some(Quota::new(limit, WINDOW).into()) {
             return started.elapsed();
         }
         assert!(
@@ -289,7 +289,7 @@ async fn a_plan_changed_in_one_replica_applies_in_every_other(target: Target) {
             .expect("stored");
         assert_eq!(
             replicas[limit as usize % 3].quota("free"),
-            Some(Quota::new(limit, WINDOW)),
+            Some(Quota::new(limit, WINDOW).into()),
             "in force at once where it was made"
         );
         for replica in &replicas {
@@ -309,14 +309,15 @@ async fn a_plan_changed_in_one_replica_applies_in_every_other(target: Target) {
     replicas[2].set_default_plan("pro").await.expect("stored");
     for replica in &replicas {
         support::eventually("the override and the default arrive", async || {
-            replica.customer_override("acme").await.ok() == Some(Some(Quota::new(20, WINDOW)))
+            replica.customer_override("acme").await.ok()
+                == Some(Some(Quota::new(20, WINDOW).into()))
                 && &*replica.default_plan() == "pro"
         })
         .await;
     }
     // A replica started now takes the stored plans over its configuration.
     let later = stored(&target.handles(&first, 1).await[0]).await;
-    assert_eq!(later.quota("free"), Some(Quota::new(15, WINDOW)));
+    assert_eq!(later.quota("free"), Some(Quota::new(15, WINDOW).into()));
     assert_eq!(&*later.default_plan(), "pro");
     // Decided under them: the override's 20.
     let decision = later
@@ -355,7 +356,7 @@ async fn a_limit_the_algorithm_refuses_is_refused_when_set_and_nothing_is_stored
     assert!(err.to_string().contains("burst"), "{err}");
     assert_eq!(plans.version(), version, "nothing stored");
     let again = stored(&coordination).await;
-    assert_eq!(again.quota("free"), Some(Quota::new(5, WINDOW)));
+    assert_eq!(again.quota("free"), Some(Quota::new(5, WINDOW).into()));
     assert_eq!(again.version(), version);
 }
 
@@ -430,7 +431,7 @@ async fn a_lost_or_hand_written_plan_set_never_reaches_a_request() {
         free.as_deref() == Some("7/600s")
     })
     .await;
-    assert_eq!(plans.quota("free"), Some(Quota::new(7, WINDOW)));
+    assert_eq!(plans.quota("free"), Some(Quota::new(7, WINDOW).into()));
 
     // Lost again, and changed at once (before the follower may store it again): stored
     // whole, the change with the rest, never a set of the one field changed.
@@ -456,11 +457,11 @@ async fn a_lost_or_hand_written_plan_set_never_reaches_a_request() {
     ]);
     let () = behind.server.cmd(&["HINCRBY", &key, "version", "1"]);
     support::eventually("the usable entries are taken", async || {
-        plans.quota("gold") == Some(Quota::new(90, WINDOW))
+        plans.quota("gold") == Some(Quota::new(90, WINDOW).into())
     })
     .await;
     assert_eq!(plans.quota("broken"), None);
-    assert_eq!(plans.quota("free"), Some(Quota::new(7, WINDOW)));
+    assert_eq!(plans.quota("free"), Some(Quota::new(7, WINDOW).into()));
 
     // Dropped, the plans' follower ends, and with it its watch.
     let redis = coordination.backend().as_redis().expect("Redis").clone();
@@ -484,7 +485,7 @@ async fn a_change_during_an_outage_is_refused_and_a_replica_started_then_catches
         .await
         .expect("stored");
     let follower = stored(&behind.through_proxy(|builder| builder).await).await;
-    assert_eq!(follower.quota("free"), Some(Quota::new(9, WINDOW)));
+    assert_eq!(follower.quota("free"), Some(Quota::new(9, WINDOW).into()));
 
     behind.proxy.refuse();
     behind.proxy.cut();
@@ -502,11 +503,15 @@ async fn a_change_during_an_outage_is_refused_and_a_replica_started_then_catches
         .await
         .expect_err("Redis away");
     assert!(err.is_unavailable() && !err.is_outcome_uncertain(), "{err}");
-    assert_eq!(follower.quota("free"), Some(Quota::new(9, WINDOW)), "kept");
+    assert_eq!(
+        follower.quota("free"),
+        Some(Quota::new(9, WINDOW).into()),
+        "kept"
+    );
 
     // Started during the outage: its configuration, until Redis answers.
     let started = stored(&behind.through_proxy(|builder| builder).await).await;
-    assert_eq!(started.quota("free"), Some(Quota::new(5, WINDOW)));
+    assert_eq!(started.quota("free"), Some(Quota::new(5, WINDOW).into()));
     behind.proxy.pass();
     until_free_is(&started, 9).await;
     writer
@@ -639,8 +644,21 @@ fn a_configuration_error_names_the_field_and_the_value() {
         config.algorithm,
         PlanAlgorithm::SlidingWindow { segments: 6 }
     );
-    assert_eq!(config.plans[1], ("pro".to_owned(), Quota::per_minute(60)));
+    assert_eq!(
+        config.plans[1],
+        ("pro".to_owned(), Quota::per_minute(60).into())
+    );
     assert_eq!(config.overrides[0].0, "acme");
+    let stacked =
+        read("algorithm = \"stacked\"\n[plans]\nfree = \"10/s, 1000/day\"\n").expect("valid");
+    assert_eq!(stacked.algorithm, PlanAlgorithm::Stacked);
+    assert_eq!(
+        stacked.plans[0].1,
+        leasehold::coordination::rate_limit::Quotas::from([
+            Quota::per_second(10),
+            Quota::per_day(1000)
+        ])
+    );
     for (text, names) in [
         (
             "algorithm = \"leaky\"\n[plans]\nfree = \"1/s\"",
@@ -733,7 +751,7 @@ async fn stored_plans_ride_out_a_sentinel_failover() {
     // In force all along.
     while !failover.is_finished() {
         for replica in &replicas {
-            assert_eq!(replica.quota("free"), Some(Quota::new(9, WINDOW)));
+            assert_eq!(replica.quota("free"), Some(Quota::new(9, WINDOW).into()));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -840,7 +858,7 @@ async fn overrides_are_looked_up_once_per_customer_and_bounded_in_each_process()
         .await
         .expect("stored");
     support::eventually("the serving process takes the new override", async || {
-        serving.customer_override("c0").await.ok() == Some(Some(Quota::new(7, WINDOW)))
+        serving.customer_override("c0").await.ok() == Some(Some(Quota::new(7, WINDOW).into()))
     })
     .await;
     admin.remove_customer_override("c0").await.expect("stored");
@@ -898,11 +916,11 @@ async fn configured_overrides_are_stored_for_every_process() {
     let other = stored(&handles[1]).await;
     assert_eq!(
         other.customer_override("acme").await.expect("read"),
-        Some(Quota::new(21, WINDOW))
+        Some(Quota::new(21, WINDOW).into())
     );
     assert_eq!(
         configured.customer_override("acme").await.expect("read"),
-        Some(Quota::new(21, WINDOW))
+        Some(Quota::new(21, WINDOW).into())
     );
 }
 
@@ -1055,4 +1073,50 @@ async fn an_open_breaker_answers_an_unknown_customer_under_its_named_plan() {
         assert_eq!(response.status(), StatusCode::OK, "request {request}");
     }
     behind.proxy.pass();
+}
+
+scenario!(a_stacked_plans_windows_are_judged_by_the_new_plan);
+
+/// Stacked plans (a window of 10 minutes and one of 20): the counts of every window carry
+/// over, each against the new plan's limit for it; a plan whose windows differ from the
+/// default plan's is refused, naming them.
+async fn a_stacked_plans_windows_are_judged_by_the_new_plan(target: Target) {
+    let coordination = target.coordination("plans-stacked").await;
+    let longer = Duration::from_secs(1200);
+    let plans = RateLimitPlans::builder(&coordination, "plans", PlanAlgorithm::Stacked)
+        .plan("free", [Quota::new(5, WINDOW), Quota::new(8, longer)])
+        .plan("pro", [Quota::new(50, WINDOW), Quota::new(80, longer)])
+        .build()
+        .expect("valid plans");
+    assert_eq!(granted(&plans, "pro", b"downgraded", 30).await, 30);
+    assert_eq!(granted(&plans, "free", b"downgraded", 60).await, 0);
+    assert_eq!(granted(&plans, "free", b"upgraded", 10).await, 5);
+    assert_eq!(granted(&plans, "pro", b"upgraded", 60).await, 45);
+    let decision = plans
+        .try_acquire(PlanChoice::plan("free"), b"fresh", 1)
+        .await
+        .expect("decided");
+    let states = decision.policy_states();
+    assert_eq!(states.len(), 2, "one state per window");
+    let shown: Vec<String> = plans
+        .limiter(PlanChoice::plan("free"))
+        .await
+        .expect("in process")
+        .policies()
+        .iter()
+        .map(|policy| policy.name().to_owned())
+        .collect();
+    assert_eq!(shown, ["free/600s", "free/1200s"]);
+
+    let err = RateLimitPlans::builder(&coordination, "other", PlanAlgorithm::Stacked)
+        .plan("free", [Quota::new(5, WINDOW), Quota::new(8, longer)])
+        .plan("odd", [Quota::new(5, WINDOW)])
+        .build()
+        .expect_err("other windows");
+    assert!(err.to_string().contains("600s, 1200s"), "{err}");
+    let err = RateLimitPlans::builder(&coordination, "other", PlanAlgorithm::FixedWindow)
+        .plan("free", [Quota::new(5, WINDOW), Quota::new(8, longer)])
+        .build()
+        .expect_err("two quotas");
+    assert!(err.to_string().contains("one quota"), "{err}");
 }

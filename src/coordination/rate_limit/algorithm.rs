@@ -28,15 +28,17 @@ impl Algorithm {
         }
     }
 
-    /// The same limiter, its single policy shown under `name` (a plan's): its keys stay the
-    /// limiter's. A stacked limiter keeps its policies' names.
+    /// The same limiter, its policy shown under `name` (a plan's; a stacked limiter's policies
+    /// as `<name>/<policy>`): its keys stay the limiter's.
     pub(crate) fn shown_as(mut self, name: std::sync::Arc<str>) -> Self {
         let policy = match &mut self {
             Algorithm::FixedWindow(limiter) => &mut limiter.policy,
             Algorithm::SlidingWindow(limiter) => &mut limiter.policy,
             Algorithm::TokenBucket(limiter) => &mut limiter.policy,
             Algorithm::Gcra(limiter) => &mut limiter.policy,
-            Algorithm::Stacked(_) => return self,
+            Algorithm::Stacked(limiter) => {
+                return Algorithm::Stacked(limiter.clone().shown_as(name));
+            }
         };
         *policy = policy.clone().renamed(name);
         self

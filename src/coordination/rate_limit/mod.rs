@@ -41,7 +41,7 @@ pub(crate) use plans::{Plan, Resolved};
 pub(crate) use policy::Policies;
 pub use policy::{QuotaUnit, RateLimitPolicy};
 pub use queue::QueueOrder;
-pub use quota::Quota;
+pub use quota::{Quota, Quotas};
 pub use sliding_window::SlidingWindow;
 pub use stacked::{MAX_STACKED_POLICIES, Stacked};
 pub use statistics::RateLimitStatistics;

@@ -196,3 +196,103 @@ mod tests {
         );
     }
 }
+
+/// What a plan allows: one [`Quota`], or for [`PlanAlgorithm::Stacked`](super::PlanAlgorithm::Stacked)
+/// several, each of its own window, all of them checked at once. Built from a `Quota` or an
+/// array or `Vec` of them, and written (and read) as configuration writes them, joined by
+/// commas: `10/s, 1000/day`.
+///
+/// # Example
+///
+/// ```
+/// use leasehold::coordination::rate_limit::{Quota, Quotas};
+///
+/// # fn main() -> leasehold::Result<()> {
+/// let one = Quotas::from(Quota::per_minute(100));
+/// assert_eq!(one.first(), Quota::per_minute(100));
+/// let stacked = Quotas::from([Quota::per_second(10), Quota::per_day(1000)]);
+/// assert_eq!(stacked.to_string(), "10/s, 1000/day");
+/// assert_eq!("10/s, 1000/day".parse::<Quotas>()?, stacked);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Quotas(Box<[Quota]>);
+
+impl Quotas {
+    /// The first quota (the only one, but for a stacked plan's).
+    ///
+    /// An empty list (only a `Vec` can make one) answers a quota of 0 per millisecond, which
+    /// every algorithm refuses when the plan is built.
+    pub fn first(&self) -> Quota {
+        self.0
+            .first()
+            .copied()
+            .unwrap_or(Quota::new(0, Duration::from_millis(1)))
+    }
+
+    /// Every quota, in order.
+    pub fn as_slice(&self) -> &[Quota] {
+        &self.0
+    }
+
+    /// How many quotas.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there is none (a plan refuses it).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl From<Quota> for Quotas {
+    fn from(quota: Quota) -> Self {
+        Quotas(Box::new([quota]))
+    }
+}
+
+impl<const N: usize> From<[Quota; N]> for Quotas {
+    fn from(quotas: [Quota; N]) -> Self {
+        Quotas(quotas.into())
+    }
+}
+
+impl From<Vec<Quota>> for Quotas {
+    fn from(quotas: Vec<Quota>) -> Self {
+        Quotas(quotas.into_boxed_slice())
+    }
+}
+
+impl PartialEq<Quota> for Quotas {
+    /// Equal to a single quota it holds alone.
+    fn eq(&self, other: &Quota) -> bool {
+        *self.0 == [*other]
+    }
+}
+
+impl fmt::Display for Quotas {
+    /// The quotas as configuration writes them, joined by `, `.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, quota) in self.0.iter().enumerate() {
+            if index > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{quota}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for Quotas {
+    type Err = crate::Error;
+
+    /// Quotas as [`Quota`] reads each, joined by commas.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let quotas = text
+            .split(',')
+            .map(str::parse::<Quota>)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Quotas::from(quotas))
+    }
+}

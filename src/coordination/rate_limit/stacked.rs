@@ -229,6 +229,21 @@ impl Stacked {
         })
     }
 
+    /// The same limiter shown as `name` (a plan's): its own name and each policy's first
+    /// part (`<name>/<policy>`); its keys stay the limiter's.
+    pub(super) fn shown_as(mut self, name: Arc<str>) -> Self {
+        let old = format!("{}/", self.name);
+        let renamed: Vec<RateLimitPolicy> = (self.policies.iter())
+            .map(|policy| {
+                let own = policy.name().strip_prefix(&old).unwrap_or(policy.name());
+                policy.clone().renamed(Arc::from(format!("{name}/{own}")))
+            })
+            .collect();
+        self.policies = renamed.into();
+        self.name = name;
+        self
+    }
+
     /// The policies, in the order given (and of every decision's
     /// [`policy_states`](RateLimitDecision::policy_states)).
     pub fn policies(&self) -> &[RateLimitPolicy] {

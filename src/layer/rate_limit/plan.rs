@@ -10,7 +10,7 @@ use http::request::Parts;
 
 use super::config::Config;
 use crate::coordination::rate_limit::{
-    OVERRIDE_POLICY_NAME, PlanChoice, PlanTable, Quota, RateLimitPlans,
+    OVERRIDE_POLICY_NAME, PlanChoice, PlanTable, Quotas, RateLimitPlans,
 };
 use crate::coordination::rate_limit::{Plan, Resolved};
 
@@ -217,7 +217,7 @@ impl Plans {
     }
 
     /// Reads `customer`'s override from the store (see [`RateLimitPlans`]'s docs).
-    pub(crate) async fn look_up(&self, customer: &[u8]) -> crate::Result<Option<Quota>> {
+    pub(crate) async fn look_up(&self, customer: &[u8]) -> crate::Result<Option<Quotas>> {
         let store = self.plans.store()?;
         self.plans.look_up(store, customer).await
     }
@@ -230,7 +230,7 @@ impl Plans {
         layer: &Config,
         customer: &[u8],
         plan: Option<&str>,
-        found: Option<Quota>,
+        found: Option<Quotas>,
     ) -> Arc<Config> {
         let choice = PlanChoice::plan_or_default(plan).customer(customer);
         match self.plans.resolved_with(choice, found) {

@@ -8,7 +8,7 @@ use serde::ser::{Serialize, Serializer};
 
 use super::{PlanAlgorithm, RateLimitPlans, RateLimitPlansBuilder};
 use crate::Coordination;
-use crate::coordination::rate_limit::Quota;
+use crate::coordination::rate_limit::{Quota, Quotas};
 
 /// The segments of a sliding window read from configuration that names none.
 pub const DEFAULT_SLIDING_SEGMENTS: u32 = 10;
@@ -28,9 +28,25 @@ impl Serialize for Quota {
     }
 }
 
+impl<'de> Deserialize<'de> for Quotas {
+    /// Quotas as configuration writes them, joined by commas (`10/s, 1000/day`).
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        text.parse().map_err(de::Error::custom)
+    }
+}
+
+impl Serialize for Quotas {
+    /// As configuration writes them: `10/s, 1000/day`.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 impl<'de> Deserialize<'de> for PlanAlgorithm {
     /// `fixed_window`, `sliding_window` (of [`DEFAULT_SLIDING_SEGMENTS`] segments; a
-    /// [`RateLimitPlansConfig`] takes `segments` beside it), `gcra` or `token_bucket`.
+    /// [`RateLimitPlansConfig`] takes `segments` beside it), `gcra`, `token_bucket` or
+    /// `stacked`.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let name = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
         algorithm(&name, None).map_err(de::Error::custom)
@@ -46,10 +62,11 @@ fn algorithm(name: &str, segments: Option<u32>) -> Result<PlanAlgorithm, String>
         },
         "gcra" => PlanAlgorithm::Gcra,
         "token_bucket" => PlanAlgorithm::TokenBucket,
+        "stacked" => PlanAlgorithm::Stacked,
         other => {
             return Err(format!(
-                "the algorithm is one of fixed_window, sliding_window, gcra and token_bucket, \
-                 not {other:?}"
+                "the algorithm is one of fixed_window, sliding_window, gcra, token_bucket and \
+                 stacked, not {other:?}"
             ));
         }
     };
@@ -63,7 +80,8 @@ fn algorithm(name: &str, segments: Option<u32>) -> Result<PlanAlgorithm, String>
 /// format serde reads (TOML, YAML, JSON, ...):
 ///
 /// ```toml
-/// algorithm = "fixed_window"   # or sliding_window (with segments = 10), gcra, token_bucket
+/// algorithm = "fixed_window"   # or sliding_window (with segments = 10), gcra, token_bucket,
+///                              # stacked (each plan "10/s, 1000/day")
 /// default = "free"             # the first plan when left out
 ///
 /// [plans]
@@ -90,7 +108,7 @@ fn algorithm(name: &str, segments: Option<u32>) -> Result<PlanAlgorithm, String>
 ///     r#"{ "algorithm": "gcra", "plans": { "free": "1/s burst 5", "pro": "20/s burst 40" } }"#,
 /// )?;
 /// let plans = config.builder(&Coordination::memory(), "api").build()?;
-/// assert_eq!(plans.quota("pro"), Some(Quota::per_second(20).with_burst(40)));
+/// assert_eq!(plans.quota("pro"), Some(Quota::per_second(20).with_burst(40).into()));
 /// assert_eq!(&*plans.default_plan(), "free");
 ///
 /// let wrong = serde_json::from_str::<RateLimitPlansConfig>(
@@ -108,9 +126,9 @@ pub struct RateLimitPlansConfig {
     /// The default plan's name; `None`: the first plan.
     pub default: Option<String>,
     /// The plans, in the order they were written.
-    pub plans: Vec<(String, Quota)>,
+    pub plans: Vec<(String, Quotas)>,
     /// Each customer's override.
-    pub overrides: Vec<(String, Quota)>,
+    pub overrides: Vec<(String, Quotas)>,
 }
 
 impl RateLimitPlansConfig {
@@ -124,13 +142,13 @@ impl RateLimitPlansConfig {
     ) -> RateLimitPlansBuilder {
         let mut builder = RateLimitPlans::builder(coordination, name, self.algorithm);
         for (plan, quota) in &self.plans {
-            builder = builder.plan(plan.as_str(), *quota);
+            builder = builder.plan(plan.as_str(), quota.clone());
         }
         if let Some(default) = &self.default {
             builder = builder.default_plan(default.as_str());
         }
         for (customer, quota) in &self.overrides {
-            builder = builder.customer_override(customer, *quota);
+            builder = builder.customer_override(customer, quota.clone());
         }
         builder
     }
@@ -162,8 +180,10 @@ impl<'de> Visitor<'de> for ConfigVisitor {
                 "algorithm" => algorithm_name = Some(map.next_value()?),
                 "segments" => segments = Some(map.next_value()?),
                 "default" => default = Some(map.next_value()?),
-                "plans" => plans = Some(map.next_value::<Quotas>()?.named("plans")?),
-                "overrides" => overrides = Some(map.next_value::<Quotas>()?.named("overrides")?),
+                "plans" => plans = Some(map.next_value::<QuotaTable>()?.named("plans")?),
+                "overrides" => {
+                    overrides = Some(map.next_value::<QuotaTable>()?.named("overrides")?)
+                }
                 other => {
                     return Err(de::Error::unknown_field(
                         other,
@@ -186,14 +206,14 @@ impl<'de> Visitor<'de> for ConfigVisitor {
 
 /// A table of quotas by name, in its order; each quota as text until it is named, so that
 /// an error says which.
-struct Quotas(Vec<(String, String)>);
+struct QuotaTable(Vec<(String, String)>);
 
-impl Quotas {
+impl QuotaTable {
     /// The quotas, an error naming `section.<name>` and the value.
-    fn named<E: de::Error>(self, section: &str) -> Result<Vec<(String, Quota)>, E> {
+    fn named<E: de::Error>(self, section: &str) -> Result<Vec<(String, Quotas)>, E> {
         self.0
             .into_iter()
-            .map(|(name, text)| match text.parse::<Quota>() {
+            .map(|(name, text)| match text.parse::<Quotas>() {
                 Ok(quota) => Ok((name, quota)),
                 Err(err) => Err(E::custom(format_args!("{section}.{name}: {err}"))),
             })
@@ -201,20 +221,20 @@ impl Quotas {
     }
 }
 
-impl<'de> Deserialize<'de> for Quotas {
+impl<'de> Deserialize<'de> for QuotaTable {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct QuotasVisitor;
         impl<'de> Visitor<'de> for QuotasVisitor {
-            type Value = Quotas;
+            type Value = QuotaTable;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a table of quotas by name, such as free = \"10/min\"")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Quotas, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<QuotaTable, A::Error> {
                 let mut quotas = Vec::new();
                 while let Some((name, text)) = map.next_entry::<String, String>()? {
                     quotas.push((name, text));
                 }
-                Ok(Quotas(quotas))
+                Ok(QuotaTable(quotas))
             }
         }
         deserializer.deserialize_map(QuotasVisitor)

@@ -17,7 +17,7 @@ pub use self::table::MAX_CUSTOMER_LEN;
 pub(crate) use self::table::Plan;
 pub(crate) use self::table::Table;
 use self::table::{Kit, Spec};
-use super::{Quota, RateLimitDecision, RateLimiter};
+use super::{Quotas, RateLimitDecision, RateLimiter};
 use crate::Coordination;
 use crate::backend::steps::rate_limit_plans::FieldChange;
 use crate::error::{Error, Result};
@@ -53,7 +53,7 @@ pub const OVERRIDE_POLICY_NAME: &str = "override";
 /// .plan("free", Quota::per_minute(30))
 /// .plan("pro", Quota::per_minute(600))
 /// .build()?;
-/// assert_eq!(plans.quota("pro"), Some(Quota::per_minute(600)));
+/// assert_eq!(plans.quota("pro"), Some(Quota::per_minute(600).into()));
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -71,6 +71,10 @@ pub enum PlanAlgorithm {
     Gcra,
     /// [`TokenBucket`](super::TokenBucket): a bucket of the quota's burst, `limit` tokens added per window.
     TokenBucket,
+    /// [`Stacked`](super::Stacked) fixed windows: a plan is several quotas ([`Quotas`]), one
+    /// per window, all checked at once. Every plan has the default plan's windows, in its
+    /// order (the state is one count per window), and differs in its limits.
+    Stacked,
 }
 
 /// What a request names for [`RateLimitPlans`]: its plan, and the customer whose override
@@ -153,7 +157,9 @@ impl<'a> PlanChoice<'a> {
 /// - **GCRA**: the theoretical arrival time carries over, and the new plan's spacing and
 ///   burst apply from it;
 /// - **token bucket**: the tokens left carry over (at most the new bucket's size), refilled
-///   at the new plan's rate from then on.
+///   at the new plan's rate from then on;
+/// - **stacked windows**: each window's count so far, against the new plan's limit for that
+///   window (plans share the windows).
 ///
 /// After a change, no more than the new quota is admitted per window; in the window of the
 /// change, no more than the larger of the two.
@@ -241,19 +247,19 @@ impl RateLimitPlans {
     }
 
     /// The named plans and their quotas, in order (the stored ones by name).
-    pub fn plans(&self) -> Vec<(Arc<str>, Quota)> {
+    pub fn plans(&self) -> Vec<(Arc<str>, Quotas)> {
         let table = self.inner.table.load();
         (table.named().iter())
-            .map(|plan| (plan.name.clone(), plan.quota))
+            .map(|plan| (plan.name.clone(), plan.quota.clone()))
             .collect()
     }
 
     /// The quota of the plan named `plan`, if there is one.
-    pub fn quota(&self, plan: &str) -> Option<Quota> {
+    pub fn quota(&self, plan: &str) -> Option<Quotas> {
         let table = self.inner.table.load();
         (table.named().iter())
             .find(|candidate| &*candidate.name == plan)
-            .map(|plan| plan.quota)
+            .map(|plan| plan.quota.clone())
     }
 
     /// The quota that overrides the plans for `customer`, if one does. For stored plans,
@@ -263,12 +269,12 @@ impl RateLimitPlans {
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
-    pub async fn customer_override(&self, customer: impl AsRef<[u8]>) -> Result<Option<Quota>> {
+    pub async fn customer_override(&self, customer: impl AsRef<[u8]>) -> Result<Option<Quotas>> {
         let customer = customer.as_ref();
         match &self.inner.store {
             None => {
                 let table = self.inner.table.load();
-                Ok(table.override_of(customer).map(|plan| plan.quota))
+                Ok(table.override_of(customer).map(|plan| plan.quota.clone()))
             }
             Some(store) => match store.overrides.get(customer) {
                 Some(found) => Ok(found),
@@ -355,7 +361,7 @@ impl RateLimitPlans {
     pub(crate) fn resolved_with<'a>(
         &self,
         choice: PlanChoice<'a>,
-        found: Option<Quota>,
+        found: Option<Quotas>,
     ) -> Resolved<'a> {
         self.resolved_in(self.inner.table.load_full(), choice, found)
     }
@@ -364,7 +370,7 @@ impl RateLimitPlans {
         &self,
         table: Arc<Table>,
         choice: PlanChoice<'a>,
-        found: Option<Quota>,
+        found: Option<Quotas>,
     ) -> Resolved<'a> {
         let plan = |table: Arc<Table>| {
             let index = table.choose(PlanChoice::plan_or_default(choice.plan_name()));
@@ -373,9 +379,9 @@ impl RateLimitPlans {
         let (Some(quota), Some(store)) = (found, &self.inner.store) else {
             return plan(table);
         };
-        let window = table.default_plan().quota.window();
-        match (store.overrides).plan(quota, window, || {
-            table::override_plan(&self.inner.kit, quota, &table)
+        let window = table.default_plan().quota.first().window();
+        match (store.overrides).plan(&quota, window, || {
+            table::override_plan(&self.inner.kit, &quota, &table)
         }) {
             Ok(plan) => Resolved::Override(plan),
             // Stored, then refused by this process's plans (a sliding window's other window):
@@ -391,18 +397,18 @@ impl RateLimitPlans {
         &self,
         store: &stored::Store,
         customer: &[u8],
-    ) -> Result<Option<Quota>> {
+    ) -> Result<Option<Quotas>> {
         let generation = store.overrides.generation();
         let found = stored::read_override(&self.inner.kit, &store.overrides_key, customer).await?;
-        store.overrides.insert(customer, generation, found);
+        store.overrides.insert(customer, generation, found.clone());
         Ok(found)
     }
 
     /// `customer`'s override as this process was configured, which stands in while the
     /// store cannot be read.
-    pub(crate) fn configured_override(&self, customer: &[u8]) -> Option<Quota> {
+    pub(crate) fn configured_override(&self, customer: &[u8]) -> Option<Quotas> {
         let store = self.inner.store.as_ref()?;
-        store.configured.get(customer).copied()
+        store.configured.get(customer).cloned()
     }
 
     /// The store of stored plans.
@@ -427,16 +433,16 @@ impl RateLimitPlans {
     ///
     /// Not cancel safe: dropped once sent, the change may be stored without this process
     /// taking it until its next read of the store.
-    pub async fn set_plan(&self, name: &str, quota: Quota) -> Result<()> {
+    pub async fn set_plan(&self, name: &str, quota: impl Into<Quotas>) -> Result<()> {
+        let quota = quota.into();
+        let what = format!("setting the plan {name:?} to {quota}");
+        let value = Some(quota.to_string().into_bytes());
         self.change(
             |spec| {
                 spec.set_plan(name, quota);
-                Ok(vec![(
-                    stored::plan_field(name),
-                    Some(quota.to_string().into_bytes()),
-                )])
+                Ok(vec![(stored::plan_field(name), value)])
             },
-            format!("setting the plan {name:?} to {quota}"),
+            what,
         )
         .await
     }
@@ -490,9 +496,10 @@ impl RateLimitPlans {
     pub async fn set_customer_override(
         &self,
         customer: impl AsRef<[u8]>,
-        quota: Quota,
+        quota: impl Into<Quotas>,
     ) -> Result<()> {
         let customer = customer.as_ref();
+        let quota = quota.into();
         let what = format!(
             "setting the override of {:?} to {quota}",
             String::from_utf8_lossy(customer)
@@ -501,7 +508,7 @@ impl RateLimitPlans {
             let context = format!("{what} of the rate-limit plans {:?}", self.name());
             let check = || {
                 table::check_customer(customer)?;
-                table::override_plan(&self.inner.kit, quota, &self.inner.table.load())
+                table::override_plan(&self.inner.kit, &quota, &self.inner.table.load())
             };
             check().map_err(|err| err.context(&context))?;
             return stored::write_override(&self.inner.kit, store, customer, Some(quota))
@@ -625,8 +632,8 @@ impl RateLimitPlansBuilder {
     /// A plan named `name` with `quota`; the first one given is the default unless
     /// [`default_plan`](Self::default_plan) names another. A name given twice keeps the
     /// later quota.
-    pub fn plan(mut self, name: impl Into<String>, quota: Quota) -> Self {
-        self.spec.set_plan(&name.into(), quota);
+    pub fn plan(mut self, name: impl Into<String>, quota: impl Into<Quotas>) -> Self {
+        self.spec.set_plan(&name.into(), quota.into());
         self
     }
 
@@ -640,10 +647,14 @@ impl RateLimitPlansBuilder {
     /// name: a customer's own deal. A customer given twice keeps the later quota. Stored
     /// plans keep the overrides beside the plan set, and each process only those its requests
     /// met (see [`override_cache`](Self::override_cache)).
-    pub fn customer_override(mut self, customer: impl AsRef<[u8]>, quota: Quota) -> Self {
+    pub fn customer_override(
+        mut self,
+        customer: impl AsRef<[u8]>,
+        quota: impl Into<Quotas>,
+    ) -> Self {
         self.spec
             .overrides
-            .insert(customer.as_ref().to_vec(), quota);
+            .insert(customer.as_ref().to_vec(), quota.into());
         self
     }
 
@@ -818,6 +829,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::coordination::rate_limit::Quota;
 
     fn builder() -> RateLimitPlansBuilder {
         RateLimitPlans::builder(&Coordination::memory(), "api", PlanAlgorithm::FixedWindow)
@@ -895,8 +907,8 @@ mod tests {
         assert_eq!(acme.policy().name(), OVERRIDE_POLICY_NAME);
         assert_eq!(limiter(PlanChoice::plan("free")).await.name(), "free");
         assert_eq!(&*plans.default_plan(), "pro");
-        assert_eq!(plans.quota("free"), Some(Quota::per_minute(5)));
+        assert_eq!(plans.quota("free"), Some(Quota::per_minute(5).into()));
         let acme = plans.customer_override("acme").await.expect("in process");
-        assert_eq!(acme, Some(Quota::per_minute(20)));
+        assert_eq!(acme, Some(Quota::per_minute(20).into()));
     }
 }

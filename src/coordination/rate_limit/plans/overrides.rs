@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use super::table::Plan;
-use crate::coordination::rate_limit::Quota;
+use crate::coordination::rate_limit::Quotas;
 
 /// How many customers' overrides (or their absence) a process keeps by default.
 pub const DEFAULT_OVERRIDE_CACHE: usize = 10_000;
@@ -29,10 +29,10 @@ pub(crate) struct OverrideCache {
     /// Counts the cache's emptyings: a lookup that began before one does not keep its
     /// answer, which may be older than the change that emptied it.
     generation: AtomicU64,
-    entries: Mutex<HashMap<Box<[u8]>, Option<Quota>>>,
+    entries: Mutex<HashMap<Box<[u8]>, Option<Quotas>>>,
     /// One plan per distinct override quota (and default plan's window, which a sliding
     /// window's plans share), shared by the customers that have it.
-    plans: Mutex<HashMap<(Quota, Duration), Arc<Plan>>>,
+    plans: Mutex<HashMap<(Quotas, Duration), Arc<Plan>>>,
 }
 
 impl OverrideCache {
@@ -47,8 +47,8 @@ impl OverrideCache {
 
     /// What the cache holds of `customer`: its override, that it has none, or nothing
     /// (`None`: look it up).
-    pub(crate) fn get(&self, customer: &[u8]) -> Option<Option<Quota>> {
-        lock(&self.entries).get(customer).copied()
+    pub(crate) fn get(&self, customer: &[u8]) -> Option<Option<Quotas>> {
+        lock(&self.entries).get(customer).cloned()
     }
 
     /// The generation a lookup starts in.
@@ -58,7 +58,7 @@ impl OverrideCache {
 
     /// Keeps what a lookup begun in `generation` found of `customer`, unless the cache was
     /// emptied since; a full cache gives up an entry for it.
-    pub(crate) fn insert(&self, customer: &[u8], generation: u64, found: Option<Quota>) {
+    pub(crate) fn insert(&self, customer: &[u8], generation: u64, found: Option<Quotas>) {
         let mut entries = lock(&self.entries);
         if self.generation.load(Ordering::Acquire) != generation {
             return;
@@ -84,21 +84,22 @@ impl OverrideCache {
     /// it.
     pub(crate) fn plan<E>(
         &self,
-        quota: Quota,
+        quota: &Quotas,
         window: Duration,
         make: impl FnOnce() -> Result<Plan, E>,
     ) -> Result<Arc<Plan>, E> {
         let mut plans = lock(&self.plans);
-        if let Some(plan) = plans.get(&(quota, window)) {
+        let key = (quota.clone(), window);
+        if let Some(plan) = plans.get(&key) {
             return Ok(plan.clone());
         }
         let plan = Arc::new(make()?);
         if plans.len() >= MAX_OVERRIDE_QUOTAS
-            && let Some(evicted) = plans.keys().next().copied()
+            && let Some(evicted) = plans.keys().next().cloned()
         {
             plans.remove(&evicted);
         }
-        plans.insert((quota, window), plan.clone());
+        plans.insert(key, plan.clone());
         Ok(plan)
     }
 
@@ -115,16 +116,17 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::coordination::rate_limit::Quota;
 
     #[test]
     fn a_lookup_older_than_a_change_is_not_kept_and_the_bound_holds() {
         let cache = OverrideCache::new(2);
         let before = cache.generation();
         cache.clear();
-        cache.insert(b"acme", before, Some(Quota::per_minute(20)));
+        cache.insert(b"acme", before, Some(Quota::per_minute(20).into()));
         assert_eq!(cache.get(b"acme"), None, "begun before the change");
         let now = cache.generation();
-        cache.insert(b"acme", now, Some(Quota::per_minute(20)));
+        cache.insert(b"acme", now, Some(Quota::per_minute(20).into()));
         cache.insert(b"beta", now, None);
         cache.insert(b"gamma", now, None);
         assert_eq!(cache.held(), 2);

@@ -33,7 +33,7 @@ use crate::backend::steps::rate_limit_plans::{
     VERSION_FIELD,
 };
 use crate::coordination::name;
-use crate::coordination::rate_limit::Quota;
+use crate::coordination::rate_limit::Quotas;
 use crate::error::{Error, ErrorKind, Result};
 
 /// How often a process on the memory backend reads the plan set (which announces nothing).
@@ -62,7 +62,7 @@ pub(crate) struct Store {
     pub(crate) overrides: OverrideCache,
     /// The overrides this process was configured with: stored where none are, and standing
     /// in while the store cannot be read.
-    pub(crate) configured: BTreeMap<Vec<u8>, Quota>,
+    pub(crate) configured: BTreeMap<Vec<u8>, Quotas>,
     /// Whether the configured overrides were stored (or found stored ones).
     overrides_seeded: AtomicBool,
     /// Dropped with the plans: ends the follower.
@@ -92,7 +92,7 @@ pub(crate) fn fields(spec: &Spec) -> Vec<FieldChange> {
 }
 
 /// The fields that store `overrides`: a quota per customer.
-pub(crate) fn override_fields(overrides: &BTreeMap<Vec<u8>, Quota>) -> Vec<FieldChange> {
+pub(crate) fn override_fields(overrides: &BTreeMap<Vec<u8>, Quotas>) -> Vec<FieldChange> {
     (overrides.iter())
         .map(|(customer, quota)| {
             (
@@ -127,7 +127,7 @@ fn spec_of(limit: &str, fields: &[(Vec<u8>, Vec<u8>)]) -> (Spec, u64) {
     for (field, value) in fields {
         let text = std::str::from_utf8(value).unwrap_or_default();
         let quota = || {
-            let quota = text.parse::<Quota>();
+            let quota = text.parse::<Quotas>();
             if let Err(err) = &quota {
                 tracing::error!(limit, field = %String::from_utf8_lossy(field), error = %err, "a stored rate-limit plan cannot be read; it is left out");
             }
@@ -282,7 +282,7 @@ impl RateLimitPlans {
 pub(crate) fn store(
     kit: &Kit,
     customers: usize,
-    configured: BTreeMap<Vec<u8>, Quota>,
+    configured: BTreeMap<Vec<u8>, Quotas>,
 ) -> (Store, watch::Receiver<()>) {
     let (stop, stopped) = watch::channel(());
     let store = Store {
@@ -313,14 +313,18 @@ pub(crate) async fn seed_overrides(kit: &Kit, store: &Store) -> Result<()> {
 
 /// `customer`'s stored override, if any; one that cannot be read is none, with an error in
 /// the log.
-pub(crate) async fn read_override(kit: &Kit, key: &[u8], customer: &[u8]) -> Result<Option<Quota>> {
+pub(crate) async fn read_override(
+    kit: &Kit,
+    key: &[u8],
+    customer: &[u8],
+) -> Result<Option<Quotas>> {
     let field = customer_field(customer);
     let read = PlanSetFieldReadStep { key, field: &field };
     let Some(value) = kit.coordination.backend().run_idempotent(read).await? else {
         return Ok(None);
     };
     let text = std::str::from_utf8(&value).unwrap_or_default();
-    match text.parse::<Quota>() {
+    match text.parse::<Quotas>() {
         Ok(quota) => Ok(Some(quota)),
         Err(err) => {
             tracing::error!(limit = %kit.name, customer = %String::from_utf8_lossy(customer), error = %err, "a stored rate-limit override cannot be read; the customer's plan decides");
@@ -335,7 +339,7 @@ pub(crate) async fn write_override(
     kit: &Kit,
     store: &Store,
     customer: &[u8],
-    quota: Option<Quota>,
+    quota: Option<Quotas>,
 ) -> Result<()> {
     let changes = [(
         customer_field(customer),
@@ -517,15 +521,16 @@ pub(crate) async fn follow(plans: Weak<Inner>, mut stopped: watch::Receiver<()>)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::coordination::rate_limit::Quota;
 
     #[test]
     fn the_fields_of_a_spec_read_back_as_it() {
         let mut spec = Spec::default();
-        spec.set_plan("pro", Quota::per_minute(50));
-        spec.set_plan("free", Quota::per_second(1).with_burst(5));
+        spec.set_plan("pro", Quota::per_minute(50).into());
+        spec.set_plan("free", Quota::per_second(1).with_burst(5).into());
         spec.default = Some("pro".into());
         spec.overrides
-            .insert(b"acme".to_vec(), Quota::per_day(5000));
+            .insert(b"acme".to_vec(), Quota::per_day(5000).into());
         let mut stored: Vec<(Vec<u8>, Vec<u8>)> = fields(&spec)
             .into_iter()
             .filter_map(|(field, value)| Some((field, value?)))
@@ -538,8 +543,8 @@ mod tests {
         assert_eq!(
             read.plans,
             [
-                ("free".to_owned(), Quota::per_second(1).with_burst(5)),
-                ("pro".to_owned(), Quota::per_minute(50))
+                ("free".to_owned(), Quota::per_second(1).with_burst(5).into()),
+                ("pro".to_owned(), Quota::per_minute(50).into())
             ]
         );
         assert!(
@@ -564,7 +569,10 @@ mod tests {
         ];
         let (spec, version) = spec_of("api", &stored);
         assert_eq!(version, 3);
-        assert_eq!(spec.plans, [("free".to_owned(), Quota::per_minute(10))]);
+        assert_eq!(
+            spec.plans,
+            [("free".to_owned(), Quota::per_minute(10).into())]
+        );
         assert_eq!(spec.default, None, "a default that names no plan gives way");
     }
 }

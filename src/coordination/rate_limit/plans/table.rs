@@ -3,13 +3,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::{MAX_PLAN_NAME_LEN, MAX_PLANS, OVERRIDE_POLICY_NAME, PlanAlgorithm, PlanChoice};
 use crate::Coordination;
 use crate::coordination::rate_limit::algorithm::Algorithm;
 use crate::coordination::rate_limit::{
-    FixedWindow, Gcra, Quota, RateLimiter, Refill, SlidingWindow, TokenBucket,
+    FixedWindow, Gcra, Quota, Quotas, RateLimitPolicy, RateLimiter, Refill, SlidingWindow, Stacked,
+    TokenBucket,
 };
 use crate::error::{Error, Result};
 
@@ -20,14 +20,14 @@ pub const MAX_CUSTOMER_LEN: usize = 256;
 /// plan), each customer's override.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Spec {
-    pub(crate) plans: Vec<(String, Quota)>,
+    pub(crate) plans: Vec<(String, Quotas)>,
     pub(crate) default: Option<String>,
-    pub(crate) overrides: BTreeMap<Vec<u8>, Quota>,
+    pub(crate) overrides: BTreeMap<Vec<u8>, Quotas>,
 }
 
 impl Spec {
     /// Sets the plan `name`'s quota, adding the plan at the end if it is new.
-    pub(crate) fn set_plan(&mut self, name: &str, quota: Quota) {
+    pub(crate) fn set_plan(&mut self, name: &str, quota: Quotas) {
         match self.plans.iter_mut().find(|(known, _)| known == name) {
             Some((_, known)) => *known = quota,
             None => self.plans.push((name.to_owned(), quota)),
@@ -68,7 +68,7 @@ pub(crate) struct Table {
 /// One quota and the limiter that decides under it.
 pub(crate) struct Plan {
     pub(crate) name: Arc<str>,
-    pub(crate) quota: Quota,
+    pub(crate) quota: Quotas,
     pub(crate) limiter: RateLimiter,
 }
 
@@ -95,11 +95,11 @@ impl Table {
                     Error::invalid_argument(format!("the default plan {name:?} is not a plan"))
                 })?,
         };
-        let window = spec.plans[default].1.window();
+        let reference = spec.plans[default].1.clone();
         let mut plans = Vec::with_capacity(spec.plans.len() + spec.overrides.len());
         for (name, quota) in &spec.plans {
             check_name(name)?;
-            let plan = built(kit, Arc::from(name.as_str()), *quota, window)
+            let plan = built(kit, Arc::from(name.as_str()), quota, &reference)
                 .map_err(|err| err.context(format_args!("the plan {name:?} ({quota})")))?;
             plans.push(plan);
         }
@@ -113,7 +113,7 @@ impl Table {
                 )
             };
             check_customer(customer).map_err(|err| err.context(which()))?;
-            let plan = built(kit, Arc::from(OVERRIDE_POLICY_NAME), *quota, window)
+            let plan = built(kit, Arc::from(OVERRIDE_POLICY_NAME), quota, &reference)
                 .map_err(|err| err.context(which()))?;
             plans.push(plan);
             overrides.insert(customer.clone().into_boxed_slice(), plans.len() - 1);
@@ -146,14 +146,14 @@ impl Table {
         let reference = named(spec.default.as_deref(), &spec)
             .or_else(|| named(previous, &spec))
             .or_else(|| spec.plans.first().map(|(name, _)| name.clone()));
-        let window = reference
+        let reference = reference
             .as_deref()
             .and_then(|name| spec.plans.iter().find(|(known, _)| known == name))
-            .map(|(_, quota)| quota.window())
-            .unwrap_or_default();
+            .map(|(_, quota)| quota.clone())
+            .unwrap_or_else(|| Quotas::from(Vec::new()));
         let limit = &*kit.name;
         spec.plans.retain(|(name, quota)| {
-            let kept = check_name(name).and_then(|()| built(kit, Arc::from(name.as_str()), *quota, window));
+            let kept = check_name(name).and_then(|()| built(kit, Arc::from(name.as_str()), quota, &reference));
             if let Err(err) = &kept {
                 tracing::error!(limit, plan = %name, %quota, error = %err, "a stored rate-limit plan cannot be used; it is left out");
             }
@@ -162,7 +162,7 @@ impl Table {
         spec.plans.truncate(MAX_PLANS);
         spec.overrides.retain(|customer, quota| {
             let kept = (!customer.is_empty() && customer.len() <= MAX_CUSTOMER_LEN)
-                .then(|| built(kit, Arc::from(OVERRIDE_POLICY_NAME), *quota, window));
+                .then(|| built(kit, Arc::from(OVERRIDE_POLICY_NAME), quota, &reference));
             let usable = matches!(kept, Some(Ok(_)));
             if !usable {
                 tracing::error!(limit, customer = %String::from_utf8_lossy(customer), %quota, "a stored rate-limit override cannot be used; it is left out");
@@ -224,24 +224,38 @@ impl Table {
 
 /// A customer's override of `quota`, checked against the plans of `table` (a sliding
 /// window's shares the default plan's window).
-pub(crate) fn override_plan(kit: &Kit, quota: Quota, table: &Table) -> Result<Plan> {
-    let window = table.default_plan().quota.window();
-    built(kit, Arc::from(OVERRIDE_POLICY_NAME), quota, window)
+pub(crate) fn override_plan(kit: &Kit, quota: &Quotas, table: &Table) -> Result<Plan> {
+    built(
+        kit,
+        Arc::from(OVERRIDE_POLICY_NAME),
+        quota,
+        &table.default_plan().quota,
+    )
 }
 
-/// The plan `name` with `quota`, its limiter over the limit's keys; `window`: the default
-/// plan's.
-fn built(kit: &Kit, name: Arc<str>, quota: Quota, window: Duration) -> Result<Plan> {
+/// The plan `name` with `quotas`, its limiter over the limit's keys; `reference`: the default
+/// plan's (a sliding window's plans share its window, a stacked limiter's its windows).
+fn built(kit: &Kit, name: Arc<str>, quotas: &Quotas, reference: &Quotas) -> Result<Plan> {
     let (c, limit) = (&kit.coordination, &*kit.name);
-    // Stored as configuration writes it, which counts whole milliseconds.
-    if !quota.window().subsec_nanos().is_multiple_of(1_000_000) {
+    for quota in quotas.as_slice() {
+        // Stored as configuration writes it, which counts whole milliseconds.
+        if !quota.window().subsec_nanos().is_multiple_of(1_000_000) {
+            return Err(Error::invalid_argument(format!(
+                "a plan's window is a whole number of milliseconds, not {:?}",
+                quota.window()
+            )));
+        }
+    }
+    let stacked = matches!(kit.algorithm, PlanAlgorithm::Stacked);
+    if quotas.is_empty() || (!stacked && quotas.len() > 1) {
         return Err(Error::invalid_argument(format!(
-            "a plan's window is a whole number of milliseconds, not {:?}",
-            quota.window()
+            "a plan has one quota (several for a stacked limiter's), not {}",
+            quotas.len()
         )));
     }
+    let quota = quotas.first();
     let windows_only = || {
-        if quota.has_burst() {
+        if quotas.as_slice().iter().any(|quota| quota.has_burst()) {
             Err(Error::invalid_argument(
                 "a window takes no burst (GCRA and the token bucket do)",
             ))
@@ -259,7 +273,8 @@ fn built(kit: &Kit, name: Arc<str>, quota: Quota, window: Duration) -> Result<Pl
         }
         PlanAlgorithm::SlidingWindow { segments } => {
             windows_only()?;
-            if quota.window() != window {
+            let window = reference.first().window();
+            if quota.window() != window && !reference.is_empty() {
                 return Err(Error::invalid_argument(format!(
                     "a sliding window's plans share the default plan's window, {window:?}"
                 )));
@@ -273,12 +288,49 @@ fn built(kit: &Kit, name: Arc<str>, quota: Quota, window: Duration) -> Result<Pl
             let refill = Refill::new(quota.limit(), quota.window());
             TokenBucket::new(c, limit, quota.burst(), refill)?.into()
         }
+        PlanAlgorithm::Stacked => {
+            windows_only()?;
+            let windows = |quotas: &Quotas| -> Vec<std::time::Duration> {
+                quotas
+                    .as_slice()
+                    .iter()
+                    .map(|quota| quota.window())
+                    .collect()
+            };
+            if !reference.is_empty() && windows(quotas) != windows(reference) {
+                return Err(Error::invalid_argument(format!(
+                    "a stacked limiter's plans share the default plan's windows, {}",
+                    reference
+                        .as_slice()
+                        .iter()
+                        .map(|quota| window_text(*quota))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            // Each window's policy named by its window (`day`, `90s`): `<plan>/day` once shown.
+            let policies = quotas.as_slice().iter().map(|quota| {
+                RateLimitPolicy::new(window_text(*quota), quota.limit(), quota.window())
+            });
+            Stacked::new(c, limit, policies)?.into()
+        }
     };
     Ok(Plan {
         limiter: RateLimiter::new(algorithm.shown_as(name.clone())),
         name,
-        quota,
+        quota: quotas.clone(),
     })
+}
+
+/// A quota's window as configuration writes it: `s`, `min`, `day`, `90s`.
+fn window_text(quota: Quota) -> String {
+    let text = quota.to_string();
+    let window = text.split_once('/').map_or("", |(_, rest)| rest);
+    window
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// A customer's name, as overrides are stored under it: bounded.
