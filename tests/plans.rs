@@ -1096,8 +1096,22 @@ async fn a_stacked_plans_windows_are_judged_by_the_new_plan(target: Target) {
         .try_acquire(PlanChoice::plan("free"), b"fresh", 1)
         .await
         .expect("decided");
-    let states = decision.policy_states();
-    assert_eq!(states.len(), 2, "one state per window");
+    assert!(decision.is_granted());
+    let left: Vec<u64> = decision
+        .policy_states()
+        .iter()
+        .map(|state| state.remaining())
+        .collect();
+    assert_eq!(left, [4, 7], "one state per window, each against its limit");
+    // The longer window decides: 9 spent under pro leave free's 8 spent over, though its
+    // 10-minute window (limit 10 here) has room.
+    let wide = RateLimitPlans::builder(&coordination, "wide", PlanAlgorithm::Stacked)
+        .plan("free", [Quota::new(10, WINDOW), Quota::new(8, longer)])
+        .plan("pro", [Quota::new(50, WINDOW), Quota::new(80, longer)])
+        .build()
+        .expect("valid plans");
+    assert_eq!(granted(&wide, "pro", b"client", 9).await, 9);
+    assert_eq!(granted(&wide, "free", b"client", 5).await, 0);
     let shown: Vec<String> = plans
         .limiter(PlanChoice::plan("free"))
         .await

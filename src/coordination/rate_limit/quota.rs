@@ -221,8 +221,8 @@ pub struct Quotas(Box<[Quota]>);
 impl Quotas {
     /// The first quota (the only one, but for a stacked plan's).
     ///
-    /// An empty list (only a `Vec` can make one) answers a quota of 0 per millisecond, which
-    /// every algorithm refuses when the plan is built.
+    /// An empty list (from an empty array or `Vec`) answers a quota of 0 per millisecond,
+    /// which every algorithm refuses when the plan is built.
     pub fn first(&self) -> Quota {
         self.0
             .first()

@@ -205,7 +205,8 @@ impl RedisRateLimitLayer {
     /// A layer whose quota is chosen per request among `plans` (see [`RateLimitPlans`]), by
     /// what the [chooser](Self::choose_plan) reads from the request: its customer's override
     /// if there is one, else the plan it names, else the default plan. The
-    /// chosen plan's name and quota are the `RateLimit-Policy` and `RateLimit` fields',
+    /// chosen plan's name and quota (a stacked plan's, one per window as `<plan>/<window>`)
+    /// are the `RateLimit-Policy` and `RateLimit` fields',
     /// [`RateLimitInfo`](super::RateLimitInfo)'s, the problem body's and the metrics'
     /// `policy` label (an override's name is
     /// [`OVERRIDE_POLICY_NAME`](crate::coordination::rate_limit::OVERRIDE_POLICY_NAME)).

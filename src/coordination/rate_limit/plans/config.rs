@@ -1,4 +1,5 @@
-//! Plans read from configuration (feature `serde`): a quota as text (`100/min`), the
+//! Plans read from configuration (feature `serde`): a quota as text (`100/min`; a stacked
+//! plan's several, `10/s, 1000/day`), the
 //! algorithm by its name, and the plans of a limit as one table.
 
 use std::fmt;
@@ -93,7 +94,8 @@ fn algorithm(name: &str, segments: Option<u32>) -> Result<PlanAlgorithm, String>
 /// ```
 ///
 /// A quota is written as [`Quota`] reads it (`100/min`, `10/s burst 20`, `5000/day`,
-/// `7/90s`). An error names the field and the value (`plans.pro: a quota is written ...,
+/// `7/90s`); a stacked plan's quotas joined by commas, as [`Quotas`] reads them
+/// (`10/s, 1000/day`). An error names the field and the value (`plans.pro: a quota is written ...,
 /// not "ten"`); the format adds where it is. The values are checked by the algorithm when
 /// the plans are built from it ([`builder`](Self::builder)).
 ///

@@ -73,7 +73,9 @@ pub enum PlanAlgorithm {
     TokenBucket,
     /// [`Stacked`](super::Stacked) fixed windows: a plan is several quotas ([`Quotas`]), one
     /// per window, all checked at once. Every plan has the default plan's windows, in its
-    /// order (the state is one count per window), and differs in its limits.
+    /// order (the state is one count per window, by position), and differs in its limits:
+    /// the windows change only with every plan's (one plan left, changed), and then a window's
+    /// count is read as the new window's until the old one ends.
     Stacked,
 }
 
@@ -290,8 +292,9 @@ impl RateLimitPlans {
     }
 
     /// The limiter a request that made `choice` is decided by (see the type's docs); its
-    /// [`policy`](RateLimiter::policy) has the plan's name (or [`OVERRIDE_POLICY_NAME`])
-    /// and quota. For [`RateLimiter::acquire`]'s waits.
+    /// [`policies`](RateLimiter::policies) have the plan's name (or
+    /// [`OVERRIDE_POLICY_NAME`]) and quota, a stacked plan's one per window as
+    /// `<plan>/<window>`. For [`RateLimiter::acquire`]'s waits.
     ///
     /// Fails only for stored plans, when a customer this process does not hold cannot be
     /// looked up (the backend's error).
@@ -379,8 +382,10 @@ impl RateLimitPlans {
         let (Some(quota), Some(store)) = (found, &self.inner.store) else {
             return plan(table);
         };
-        let window = table.default_plan().quota.first().window();
-        match (store.overrides).plan(&quota, window, || {
+        let windows = (table.default_plan().quota.as_slice().iter())
+            .map(|quota| quota.window())
+            .collect();
+        match (store.overrides).plan(&quota, windows, || {
             table::override_plan(&self.inner.kit, &quota, &table)
         }) {
             Ok(plan) => Resolved::Override(plan),

@@ -23,6 +23,9 @@ pub const DEFAULT_OVERRIDE_CACHE: usize = 10_000;
 /// takes the place of another.
 const MAX_OVERRIDE_QUOTAS: usize = 1_024;
 
+/// An override's quotas and the default plan's windows it was checked against.
+type PlanKey = (Quotas, Box<[Duration]>);
+
 /// What a process knows of the customers' overrides.
 pub(crate) struct OverrideCache {
     capacity: usize,
@@ -30,9 +33,9 @@ pub(crate) struct OverrideCache {
     /// answer, which may be older than the change that emptied it.
     generation: AtomicU64,
     entries: Mutex<HashMap<Box<[u8]>, Option<Quotas>>>,
-    /// One plan per distinct override quota (and default plan's window, which a sliding
-    /// window's plans share), shared by the customers that have it.
-    plans: Mutex<HashMap<(Quotas, Duration), Arc<Plan>>>,
+    /// One plan per distinct override quota and default plan's windows (which a sliding
+    /// window's or a stacked limiter's plans share), shared by the customers that have it.
+    plans: Mutex<HashMap<PlanKey, Arc<Plan>>>,
 }
 
 impl OverrideCache {
@@ -80,16 +83,16 @@ impl OverrideCache {
     }
 
     /// The plan shared by the customers whose override is `quota` while the default plan's
-    /// window is `window`, made by `make` the first time; a full map gives up an entry for
-    /// it.
+    /// windows are `windows`, made by `make` the first time (which checks the override
+    /// against them); a full map gives up an entry for it.
     pub(crate) fn plan<E>(
         &self,
         quota: &Quotas,
-        window: Duration,
+        windows: Box<[Duration]>,
         make: impl FnOnce() -> Result<Plan, E>,
     ) -> Result<Arc<Plan>, E> {
         let mut plans = lock(&self.plans);
-        let key = (quota.clone(), window);
+        let key = (quota.clone(), windows);
         if let Some(plan) = plans.get(&key) {
             return Ok(plan.clone());
         }
