@@ -14,18 +14,8 @@ use crate::error::{Error, Result};
 /// Every field of the plan set.
 impl MemoryStep for PlanSetReadStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<StoredPlanSet> {
-        let key = memory.physical_key(self.key);
-        memory.step(|store, now| match store.get_mut(&key, now) {
-            None => Ok(None),
-            Some(entry) => match &entry.value {
-                Value::PlanSet(fields) => {
-                    version(fields, self.key)?;
-                    Ok(Some(
-                        fields.iter().map(|(f, v)| (f.clone(), v.clone())).collect(),
-                    ))
-                }
-                _ => Err(other_state(self.key, "plan set")),
-            },
+        read(memory, self.key, |fields| {
+            fields.iter().map(|(f, v)| (f.clone(), v.clone())).collect()
         })
     }
 }
@@ -33,17 +23,7 @@ impl MemoryStep for PlanSetReadStep<'_> {
 /// One field of the set.
 impl MemoryStep for PlanSetFieldReadStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<Option<Vec<u8>>> {
-        let key = memory.physical_key(self.key);
-        memory.step(|store, now| match store.get_mut(&key, now) {
-            None => Ok(None),
-            Some(entry) => match &entry.value {
-                Value::PlanSet(fields) => {
-                    version(fields, self.key)?;
-                    Ok(fields.get(self.field).cloned())
-                }
-                _ => Err(other_state(self.key, "plan set")),
-            },
-        })
+        Ok(read(memory, self.key, |fields| fields.get(self.field).cloned())?.flatten())
     }
 }
 
@@ -80,6 +60,27 @@ impl MemoryStep for PlanSetWriteStep<'_> {
             Ok(PlanSetWritten::Written(version))
         })
     }
+}
+
+/// What `answer` makes of the plan set stored under the user key `key` (`None`: there is
+/// none), checked as the scripts check it: a version that is no count, or another
+/// primitive's state, is corrupt.
+fn read<T>(
+    memory: &MemoryBackend,
+    key: &[u8],
+    answer: impl FnOnce(&BTreeMap<Vec<u8>, Vec<u8>>) -> T,
+) -> Result<Option<T>> {
+    let physical = memory.physical_key(key);
+    memory.step(
+        |store, now| match store.get_mut(&physical, now).map(|entry| &entry.value) {
+            None => Ok(None),
+            Some(Value::PlanSet(fields)) => {
+                version(fields, key)?;
+                Ok(Some(answer(fields)))
+            }
+            Some(_) => Err(other_state(key, "plan set")),
+        },
+    )
 }
 
 /// The plan set's version: 0 without the field, corrupt state naming `user_key` unless it is

@@ -17,8 +17,7 @@ pub const DEFAULT_SLIDING_SEGMENTS: u32 = 10;
 impl<'de> Deserialize<'de> for Quota {
     /// A quota as configuration writes it (see [`Quota`'s `FromStr`](Quota#impl-FromStr-for-Quota)).
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-        text.parse().map_err(de::Error::custom)
+        from_text(deserializer)
     }
 }
 
@@ -32,8 +31,7 @@ impl Serialize for Quota {
 impl<'de> Deserialize<'de> for Quotas {
     /// Quotas as configuration writes them, joined by commas (`10/s, 1000/day`).
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-        text.parse().map_err(de::Error::custom)
+        from_text(deserializer)
     }
 }
 
@@ -42,6 +40,16 @@ impl Serialize for Quotas {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
     }
+}
+
+/// A value read from its text, as configuration writes it.
+fn from_text<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: std::str::FromStr<Err = crate::Error>,
+{
+    let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+    text.parse().map_err(de::Error::custom)
 }
 
 impl<'de> Deserialize<'de> for PlanAlgorithm {

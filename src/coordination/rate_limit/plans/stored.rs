@@ -239,31 +239,9 @@ impl RateLimitPlans {
         changes: &[FieldChange],
         checked: Spec,
     ) -> Result<()> {
-        let write = PlanSetWriteStep {
-            key,
-            changes,
-            seed: false,
-        };
-        let backend = self.inner.kit.coordination.backend();
-        let version = match backend.run(write).await? {
-            PlanSetWritten::Written(version) => version,
-            // Lost (a restart without persistence, a deletion): stored whole, with the
-            // change; or, stored again meanwhile by another process, changed once more.
-            PlanSetWritten::Gone | PlanSetWritten::Exists(_) => {
-                match self.seed(key, &checked).await? {
-                    Some(version) => version,
-                    None => match backend.run(write).await? {
-                        PlanSetWritten::Written(version) => version,
-                        PlanSetWritten::Gone | PlanSetWritten::Exists(_) => {
-                            return Err(Error::new(
-                                ErrorKind::Transient,
-                                "the stored plans were lost and stored again while this change was written; try again",
-                            ));
-                        }
-                    },
-                }
-            }
-        };
+        let whole = fields(&checked);
+        let written = write_or_store_whole(&self.inner.kit, key, changes, &whole).await?;
+        let version = written.ok_or_else(|| lost_meanwhile("plans"))?;
         match self.reload(key).await {
             Ok(()) => Ok(()),
             // Stored, and what is stored now cannot be used (with another process's change).
@@ -345,38 +323,54 @@ pub(crate) async fn write_override(
         customer_field(customer),
         quota.map(|quota| quota.to_string().into_bytes()),
     )];
+    // No override stored yet (or all lost): this one is the whole set.
+    let written = write_or_store_whole(kit, &store.overrides_key, &changes, &changes).await?;
+    store.overrides.clear();
+    written.map(drop).ok_or_else(|| lost_meanwhile("overrides"))
+}
+
+/// Writes `changes` to the set at `key`, where there is one: the version written. Where it
+/// is gone (never stored, or lost to a restart without persistence or a deletion), stores
+/// `whole` instead, the set as it is to be with the changes, since the changes alone would
+/// make a set of their fields; where another process stored it meanwhile, writes the changes
+/// to that one. `None` when it was lost again meanwhile.
+async fn write_or_store_whole(
+    kit: &Kit,
+    key: &[u8],
+    changes: &[FieldChange],
+    whole: &[FieldChange],
+) -> Result<Option<u64>> {
     let backend = kit.coordination.backend();
     let write = PlanSetWriteStep {
-        key: &store.overrides_key,
-        changes: &changes,
+        key,
+        changes,
         seed: false,
     };
-    let written = match backend.run(write).await? {
-        PlanSetWritten::Written(_) => true,
-        // No override stored yet (or all lost): this one is the set, unless another process
-        // stored one meanwhile, and then it is written to it.
-        PlanSetWritten::Gone | PlanSetWritten::Exists(_) => {
-            let seed = PlanSetWriteStep {
-                seed: true,
-                ..write
-            };
-            match backend.run(seed).await? {
-                PlanSetWritten::Written(_) => true,
-                PlanSetWritten::Gone | PlanSetWritten::Exists(_) => {
-                    matches!(backend.run(write).await?, PlanSetWritten::Written(_))
-                }
-            }
-        }
-    };
-    store.overrides.clear();
-    if written {
-        Ok(())
-    } else {
-        Err(Error::new(
-            ErrorKind::Transient,
-            "the stored overrides were lost and stored again while this change was written; try again",
-        ))
+    if let PlanSetWritten::Written(version) = backend.run(write).await? {
+        return Ok(Some(version));
     }
+    let seed = PlanSetWriteStep {
+        key,
+        changes: whole,
+        seed: true,
+    };
+    if let PlanSetWritten::Written(version) = backend.run(seed).await? {
+        return Ok(Some(version));
+    }
+    match backend.run(write).await? {
+        PlanSetWritten::Written(version) => Ok(Some(version)),
+        PlanSetWritten::Gone | PlanSetWritten::Exists(_) => Ok(None),
+    }
+}
+
+/// A change whose set was lost and stored again while it was written: to send again.
+fn lost_meanwhile(what: &str) -> Error {
+    Error::new(
+        ErrorKind::Transient,
+        format!(
+            "the stored {what} were lost and stored again while this change was written; try again"
+        ),
+    )
 }
 
 /// The stored overrides' version (0: none stored).
