@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
-use leasehold::coordination::lock::{FencedLease, FencedLock, LockAttempt};
+use leasehold::coordination::Attempt;
+use leasehold::coordination::lock::{FencedLease, FencedLock};
 
 /// Stands in for whatever the lock protects (a database row, a file service): it remembers
 /// the highest fencing token it has accepted and refuses lower ones. The check and the write
@@ -107,8 +108,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 async fn acquire(lock: &FencedLock, lease: Duration) -> Result<FencedLease, String> {
     for _ in 0..20 {
         match lock.try_acquire(lease).await.map_err(|e| e.to_string())? {
-            LockAttempt::Acquired(lease) => return Ok(lease),
-            LockAttempt::Busy { retry_after } => {
+            Attempt::Acquired(lease) => return Ok(lease),
+            Attempt::Busy { retry_after } => {
                 let wait = retry_after.unwrap_or(Duration::from_millis(100));
                 tokio::time::sleep(wait.min(Duration::from_secs(1))).await;
             }

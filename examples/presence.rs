@@ -55,7 +55,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let c = announced.pop().ok_or("three sessions")?;
     let b = announced.pop().ok_or("three sessions")?;
-    c.revoke().await?;
+    c.release().await?;
     let live = print_live("c left cleanly", &instances).await?;
     expect(&live, &["a", "b"])?;
     // b dies: nothing keeps its session alive any more. It stays listed until its lease

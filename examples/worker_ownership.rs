@@ -65,6 +65,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if handed_over < LEASE || handed_over > LEASE + Duration::from_millis(500) {
         return Err(format!("handed over after {handed_over:?}, not within one lease").into());
     }
-    b.revoke().await?;
+    b.release().await?;
     Ok(())
 }

@@ -789,7 +789,7 @@ async fn a_full_memory_backend_serves_new_clients_and_never_evicts_a_lease() {
         .try_acquire(Duration::from_secs(60))
         .await
         .expect("acquire")
-        .into_lease()
+        .acquired()
         .expect("free");
     let rate = RedisRateLimitLayer::fixed_window(&coordination, "rate", 2, Duration::from_secs(60))
         .expect("valid")
@@ -862,7 +862,7 @@ async fn released_lock_names_past_three_quarters_of_the_bound_leave_every_limit_
             .try_acquire(Duration::from_secs(60))
             .await
             .expect("acquire")
-            .into_lease()
+            .acquired()
             .expect("free");
         lease.release().await.expect("release");
     }
@@ -1161,7 +1161,7 @@ async fn redis_6_2_with_verbatim_script_replication_runs_every_step_with_or_with
             .try_acquire(Duration::from_secs(10))
             .await
             .expect(what)
-            .into_lease()
+            .acquired()
             .expect("free");
         assert!(
             lease.renew(Duration::from_secs(10)).await.expect(what),
@@ -1174,7 +1174,7 @@ async fn redis_6_2_with_verbatim_script_replication_runs_every_step_with_or_with
             .try_acquire(Duration::from_secs(10))
             .await
             .expect(what)
-            .into_permit()
+            .acquired()
             .expect("free");
         assert_eq!(semaphore.held().await.expect(what), 1, "{what}");
         permit.release().await.expect(what);
@@ -1593,20 +1593,15 @@ impl ClusterStep {
             ClusterStep::FixedWindow(limiter) => limiter.try_acquire(b"k", 1).await.map(drop),
             ClusterStep::CountDown(generation) => generation.count_down().await.map(drop),
             ClusterStep::Lock(lock) => {
-                let mut lease = lock.try_acquire(LEASE).await?.into_lease().expect("free");
+                let mut lease = lock.try_acquire(LEASE).await?.acquired().expect("free");
                 lease.release().await.map(drop)
             }
             ClusterStep::Permit(semaphore) => {
                 let permit = semaphore.try_acquire(LEASE).await?;
-                permit
-                    .into_permit()
-                    .expect("free")
-                    .release()
-                    .await
-                    .map(drop)
+                permit.acquired().expect("free").release().await.map(drop)
             }
             ClusterStep::WriteLease(lock) => {
-                let mut lease = lock.try_write(LEASE).await?.into_lease().expect("free");
+                let mut lease = lock.try_write(LEASE).await?.acquired().expect("free");
                 lease.release().await.map(drop)
             }
         }

@@ -10,7 +10,8 @@ use std::time::Duration;
 use leasehold::backend::key_slot;
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::backend::redis::RedisBackend;
-use leasehold::coordination::lock::{FencedLease, FencedLock, LockAttempt, Release};
+use leasehold::coordination::Attempt;
+use leasehold::coordination::lock::{FencedLease, FencedLock, Release};
 use leasehold::coordination::ownership::abandoned_releases;
 use leasehold::coordination::rw_lease::ReadWriteLock;
 use leasehold::coordination::semaphore::{Capacity, KeyedSemaphore, Semaphore};
@@ -27,15 +28,15 @@ async fn acquired(lock: &FencedLock, lease: Duration) -> FencedLease {
     lock.try_acquire(lease)
         .await
         .expect("try_acquire")
-        .into_lease()
+        .acquired()
         .expect("the lock is free")
 }
 
 /// How long the holder's lease has left, as a contender sees it; the lock must be held.
 async fn contender_wait(lock: &FencedLock) -> Option<Duration> {
     match lock.try_acquire(MINUTE).await.expect("try_acquire") {
-        LockAttempt::Busy { retry_after } => retry_after,
-        LockAttempt::Acquired(lease) => panic!("acquired a held lock: {lease:?}"),
+        Attempt::Busy { retry_after } => retry_after,
+        Attempt::Acquired(lease) => panic!("acquired a held lock: {lease:?}"),
     }
 }
 
@@ -106,7 +107,7 @@ async fn acquire_contend_and_release(target: Target) {
             wait <= MINUTE && wait > MINUTE - Duration::from_secs(5),
             "{wait:?}"
         );
-        assert!(held.into_lease().is_none());
+        assert!(held.acquired().is_none());
     }
     // Another replica, over its own connection, contends for the same keys.
     let replica = target.handles(&coordination, 1).await.remove(0);
@@ -194,7 +195,7 @@ async fn released_names_leave_no_key_without_an_expiry(target: Target) {
             .try_write(MINUTE)
             .await
             .expect("write")
-            .into_lease()
+            .acquired()
             .expect("free");
         writer.release().await.expect("release");
         keys.push(physical(&coordination, rw.counter_key()));
@@ -268,7 +269,7 @@ async fn a_stale_holder_cannot_touch_the_new_lease(target: Target) {
     eventually(
         "the stale lease expires and the lock is taken again",
         async || {
-            fresh = lock.try_acquire(MINUTE).await.expect("try").into_lease();
+            fresh = lock.try_acquire(MINUTE).await.expect("try").acquired();
             fresh.is_some()
         },
     )
@@ -547,7 +548,7 @@ async fn long_names_are_stored_as_their_digest(target: Target) {
         .try_acquire(&long, MINUTE)
         .await
         .expect("try")
-        .into_permit()
+        .acquired()
         .expect("free");
     assert!(
         !keyed
@@ -657,7 +658,7 @@ async fn concurrent_holders_never_overlap(target: Target) {
                 let lock = FencedLock::named(&coordination, "hot");
                 for _ in 0..ATTEMPTS {
                     let attempt = lock.try_acquire(MINUTE).await.expect("try");
-                    let Some(mut lease) = attempt.into_lease() else {
+                    let Some(mut lease) = attempt.acquired() else {
                         tokio::task::yield_now().await;
                         continue;
                     };
@@ -708,7 +709,7 @@ async fn a_dropped_lease_is_released_in_the_background(target: Target) {
         // A minute's lease: only the background release can free the lock this soon.
         let mut next = None;
         eventually("the dropped lease is released", async || {
-            next = lock.try_acquire(MINUTE).await.expect("try").into_lease();
+            next = lock.try_acquire(MINUTE).await.expect("try").acquired();
             next.is_some()
         })
         .await;
@@ -762,7 +763,7 @@ async fn a_cancelled_acquisition_is_released() {
     let other = FencedLock::named(&direct, "cancel");
     let mut lease = None;
     eventually("the cancelled acquisition is released", async || {
-        lease = other.try_acquire(MINUTE).await.expect("try").into_lease();
+        lease = other.try_acquire(MINUTE).await.expect("try").acquired();
         lease.is_some()
     })
     .await;
@@ -931,7 +932,7 @@ async fn a_grant_found_again_is_estimated_from_the_first_delivery() {
         .expect("bounded")
         .expect("task")
         .expect("granted on a resend")
-        .into_lease()
+        .acquired()
         .expect("its own grant");
     let key = physical(&direct, FencedLock::named(&direct, "estimate").lease_key());
     let key = String::from_utf8(key).expect("an ASCII key");
@@ -989,7 +990,7 @@ async fn a_grant_after_its_lease_ran_out_is_not_returned() {
         .await
         .expect("answered");
     assert!(
-        matches!(attempt, LockAttempt::Busy { retry_after: None }),
+        matches!(attempt, Attempt::Busy { retry_after: None }),
         "{attempt:?}"
     );
     assert_eq!(stalling.grant_writes(), writes + 2, "the grant ran");
@@ -1325,7 +1326,7 @@ impl support::holding::Held for LockLease {
             .try_acquire(support::holding::LEASE)
             .await
             .expect("try")
-            .into_lease()
+            .acquired()
         {
             Some(mut lease) => {
                 lease.release().await.expect("release");
@@ -1374,7 +1375,7 @@ async fn tokens_never_go_back_when_the_server_loses_its_counter() {
                 .try_acquire(MINUTE)
                 .await
                 .ok()
-                .and_then(LockAttempt::into_lease);
+                .and_then(Attempt::acquired);
             lease.is_some()
         })
         .await;
@@ -1632,7 +1633,7 @@ async fn durable_fencing_grants_only_what_a_replica_holds() {
             .try_acquire(lease)
             .await
             .expect("try")
-            .into_lease()
+            .acquired()
             .expect("the unconfirmed lease was released");
         assert!(free.release().await.expect("release").was_held());
     }
@@ -1640,7 +1641,7 @@ async fn durable_fencing_grants_only_what_a_replica_holds() {
     let mut back = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             match durable.try_acquire(lease).await {
-                Ok(attempt) => return attempt.into_lease().expect("free"),
+                Ok(attempt) => return attempt.acquired().expect("free"),
                 Err(err) => assert_eq!(err.kind(), ErrorKind::Transient, "{err}"),
             }
         }
@@ -1774,7 +1775,7 @@ async fn durable_fencing_on_a_cluster_without_replicas_fails_closed() {
             .try_acquire(Duration::from_secs(10))
             .await
             .expect("try")
-            .into_lease()
+            .acquired()
             .expect("released");
         assert!(free.release().await.expect("release").was_held());
     }
@@ -1794,7 +1795,7 @@ async fn a_waiter_whose_connections_fall_silent_hears_of_the_release_within_seco
         .try_acquire(Duration::from_secs(60))
         .await
         .expect("acquire")
-        .into_lease()
+        .acquired()
         .expect("free");
     let lock = FencedLock::named(&waiting_side, "silent");
     let waiter = tokio::spawn({
@@ -1833,7 +1834,7 @@ async fn a_waiter_whose_connections_fall_silent_hears_of_the_release_within_seco
                     .try_acquire(Duration::from_secs(60))
                     .await
                     .ok()
-                    .and_then(|attempt| attempt.into_lease());
+                    .and_then(|attempt| attempt.acquired());
             }
             taken.expect("taken")
         }

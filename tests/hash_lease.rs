@@ -18,7 +18,7 @@ async fn acquired(hash: &LeaseHash, field: &[u8], lease: Duration) -> FieldLease
     hash.try_acquire(field, lease)
         .await
         .expect("try_acquire")
-        .into_lease()
+        .acquired()
         .expect("the field is free")
 }
 
@@ -78,7 +78,7 @@ async fn a_stale_handle_cannot_touch_a_replacement_nor_another_field(target: Tar
             .try_acquire("job", MINUTE)
             .await
             .expect("try")
-            .into_lease();
+            .acquired();
         replacement.is_some()
     })
     .await;
@@ -512,7 +512,7 @@ impl support::holding::Held for OneField {
             .try_acquire("field", support::holding::LEASE)
             .await
             .expect("try")
-            .into_lease()
+            .acquired()
         {
             Some(mut lease) => {
                 lease.release().await.expect("release");

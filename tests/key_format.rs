@@ -67,31 +67,27 @@ async fn every_primitive_stores_its_keys_where_it_did() {
         stacked.try_acquire(b"client", 1).await.expect("stacked");
 
         let lock = FencedLock::named(c, "job");
-        let lease = lock.try_acquire(MINUTE).await.expect("lock").into_lease();
+        let lease = lock.try_acquire(MINUTE).await.expect("lock").acquired();
         std::mem::forget(lease.expect("free"));
         let semaphore = Semaphore::new(c, "job", 2).expect("valid");
         let permit = semaphore.try_acquire(MINUTE).await.expect("permit");
-        std::mem::forget(permit.into_permit().expect("free"));
+        std::mem::forget(permit.acquired().expect("free"));
         let keyed =
             KeyedSemaphore::new(c, "job", Capacity::per_key(2).and_global(4)).expect("valid");
         let permit = keyed.try_acquire(b"client", MINUTE).await.expect("permit");
-        std::mem::forget(permit.into_permit().expect("free"));
+        std::mem::forget(permit.acquired().expect("free"));
         let rw = ReadWriteLock::named(c, "job");
-        let lease = rw
-            .try_write(MINUTE)
-            .await
-            .expect("write lease")
-            .into_lease();
+        let lease = rw.try_write(MINUTE).await.expect("write lease").acquired();
         std::mem::forget(lease.expect("free"));
         let hash = LeaseHash::named(c, "job");
         let lease = hash
             .try_acquire("field", MINUTE)
             .await
             .expect("field lease");
-        std::mem::forget(lease.into_lease().expect("free"));
+        std::mem::forget(lease.acquired().expect("free"));
         // A name over 128 bytes is stored as its digest.
         let long = FencedLock::named(c, LONG_NAME);
-        let lease = long.try_acquire(MINUTE).await.expect("lock").into_lease();
+        let lease = long.try_acquire(MINUTE).await.expect("lock").acquired();
         std::mem::forget(lease.expect("free"));
         let latch = CountdownLatch::named(c, "job");
         let generation = latch.reset(1, None).await.expect("latch");
@@ -128,7 +124,7 @@ async fn every_primitive_stores_its_keys_where_it_did() {
             .try_acquire("job", MINUTE)
             .await
             .expect("redlock")
-            .into_lease();
+            .acquired();
         std::mem::forget(lease.expect("free"));
     })
     .await;

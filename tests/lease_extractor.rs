@@ -183,8 +183,8 @@ async fn a_held_lease_is_a_409_with_retry_after_and_is_free_once_the_handler_is_
             .await
             .expect("try")
         {
-            leasehold::coordination::lock::LockAttempt::Busy { .. } => break,
-            leasehold::coordination::lock::LockAttempt::Acquired(mut lease) => {
+            leasehold::coordination::Attempt::Busy { .. } => break,
+            leasehold::coordination::Attempt::Acquired(mut lease) => {
                 lease.release().await.expect("release");
                 assert!(Instant::now() < deadline, "the holder never took the lease");
                 tokio::time::sleep(Duration::from_millis(10)).await;
@@ -355,7 +355,7 @@ async fn a_spec_answers_its_own_rejections_and_keeps_retry_after() {
         .try_acquire(Duration::from_secs(30))
         .await
         .expect("try")
-        .into_lease()
+        .acquired()
         .expect("free");
     let router = Router::new()
         .route(
@@ -624,7 +624,7 @@ async fn names_from_requests_pick_no_slot_and_an_empty_one_is_refused() {
         .try_acquire(Duration::from_secs(5))
         .await
         .expect("try")
-        .into_lease()
+        .acquired()
         .expect("free");
     assert!(lease.fencing_token() > 0);
 }
@@ -862,7 +862,7 @@ async fn read_and_write_leases_and_permits_over_http() {
             .try_write(Duration::from_secs(5))
             .await
             .expect("try")
-            .into_lease()
+            .acquired()
         {
             Some(mut lease) => lease.release().await.expect("release").was_held(),
             None => false,
@@ -885,7 +885,7 @@ async fn read_and_write_leases_and_permits_over_http() {
             .try_write(Duration::from_secs(5))
             .await
             .expect("try")
-            .into_lease()
+            .acquired()
         {
             Some(mut lease) => lease.release().await.expect("release").was_held(),
             None => false,
@@ -1064,7 +1064,7 @@ async fn a_waiting_permit_polls_at_its_options_interval() {
         .try_acquire(Duration::from_secs(60))
         .await
         .expect("try")
-        .into_permit()
+        .acquired()
         .expect("free");
     let started = tokio::time::Instant::now();
     let waiting = tokio::spawn(async move {
@@ -1126,7 +1126,7 @@ async fn a_waiting_write_lease_keeps_new_readers_out() {
         .try_read(Duration::from_secs(30))
         .await
         .expect("try")
-        .into_lease()
+        .acquired()
         .expect("free");
     let writer = tokio::spawn(async move { http_get(&client(), addr, "/write", &[]).await });
     // The waiting writer's record is in the set.

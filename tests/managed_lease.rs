@@ -27,7 +27,7 @@ async fn a_waiter_is_woken_by_the_release_not_by_the_expiry(target: Target) {
         .try_acquire(Duration::from_secs(30))
         .await
         .expect("acquire")
-        .into_lease()
+        .acquired()
         .expect("free");
 
     let waiter = tokio::spawn(async move {
@@ -60,7 +60,7 @@ async fn a_waiter_takes_over_when_the_lease_expires(target: Target) {
         .try_acquire(Duration::from_millis(300))
         .await
         .expect("acquire")
-        .into_lease()
+        .acquired()
         .expect("free");
     // Never released: the waiter wakes at the lease's time left, without a notification
     // (Redis sends none for an expiry nobody reads in time).
@@ -90,7 +90,7 @@ async fn cancelling_a_wait_takes_nothing(target: Target) {
         .try_acquire(Duration::from_secs(30))
         .await
         .expect("acquire")
-        .into_lease()
+        .acquired()
         .expect("free");
     let waited = tokio::time::timeout(
         Duration::from_millis(150),
@@ -136,7 +136,7 @@ async fn a_managed_lease_outlives_its_lease_duration_until_released(target: Targ
         .try_acquire(Duration::from_secs(1))
         .await
         .expect("try")
-        .into_lease()
+        .acquired()
         .expect("released");
     assert!(next.fencing_token() > token);
 }

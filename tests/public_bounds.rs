@@ -42,6 +42,11 @@ fn every_public_type_is_send_sync_and_static() {
     bounds::<leasehold::backend::redis::ServerVersion>();
     bounds::<leasehold::backend::redis::TlsSettings>();
     bounds::<leasehold::coordination::ByOwner>();
+    bounds::<leasehold::coordination::Held<leasehold::coordination::lock::FencedLock>>();
+    bounds::<leasehold::coordination::Managed<leasehold::coordination::lock::FencedLock>>();
+    bounds::<leasehold::coordination::redlock::RedlockLease>();
+    bounds::<leasehold::coordination::redlock::ManagedRedlockLease>();
+    bounds::<leasehold::extract::HeldLease>();
     bounds::<leasehold::coordination::Coordination>();
     bounds::<leasehold::coordination::Detached>();
     bounds::<leasehold::coordination::ManagedOptions>();

@@ -202,7 +202,7 @@ async fn sessions(coordination: Coordination) -> Outcome {
     let mut worker = jobs.grant(Duration::from_secs(10)).await?;
     if worker.claim("job:42", "worker-a").await? == Claim::Claimed {
         // ... the work, with worker.keep_alive() every few seconds ...
-        worker.revoke().await?; // done: the mark goes at once
+        worker.release().await?; // done: the mark goes at once
     } // a worker that dies leaves the job to the next claim within one lease
 
     // Presence: each instance keeps a session alive with its address attached.
@@ -283,7 +283,7 @@ async fn redlock_over_independent_servers(five_nodes: Vec<Coordination>) -> Outc
 
     // Five independent deployments (not a cluster's nodes); the group shares the handles.
     let group = RedlockGroup::new(five_nodes)?.node_timeout(Duration::from_millis(50))?;
-    if let Some(mut lease) = group.try_acquire("invoice:42", Duration::from_secs(10)).await?.into_lease() {
+    if let Some(mut lease) = group.try_acquire("invoice:42", Duration::from_secs(10)).await?.acquired() {
         // Finish within lease.remaining_estimate(); send lease.fencing_token() with every write.
         lease.release().await?;
     }

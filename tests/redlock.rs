@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use leasehold::backend::redis::RedisBackend;
-use leasehold::coordination::lock::ManagedLease;
+use leasehold::coordination::redlock::ManagedRedlockLease;
 use leasehold::coordination::redlock::RedlockGroup;
 use leasehold::coordination::{ManagedOptions, Release};
 use leasehold::{Coordination, ErrorKind};
@@ -77,7 +77,7 @@ async fn warm_up(group: &RedlockGroup) {
         .try_acquire("warm-up", LEASE)
         .await
         .expect("try")
-        .into_lease()
+        .acquired()
         .expect("free");
     assert!(lease.release().await.expect("release").was_held());
 }
@@ -140,7 +140,7 @@ async fn two_of_five_down_still_make_a_quorum() {
         .try_acquire("two-down", LEASE)
         .await
         .expect("try")
-        .into_lease()
+        .acquired()
         .expect("free");
     servers[0].stop();
     servers[1].stop();
@@ -155,7 +155,7 @@ async fn two_of_five_down_still_make_a_quorum() {
         .try_acquire("two-down", LEASE)
         .await
         .expect("try")
-        .into_lease()
+        .acquired()
         .expect("three of five grant it");
     assert!(again.fencing_token() > held.fencing_token());
     assert!(again.release().await.expect("release").was_held());
@@ -181,7 +181,7 @@ async fn a_release_short_of_a_quorum_keeps_the_token_for_another() {
         .try_acquire("release", LEASE)
         .await
         .expect("try")
-        .into_lease()
+        .acquired()
         .expect("free");
     for server in &servers[..3] {
         server.pause_clients(1_000);
@@ -204,7 +204,7 @@ async fn a_release_short_of_a_quorum_keeps_the_token_for_another() {
         .try_acquire("release", LEASE)
         .await
         .expect("try")
-        .into_lease()
+        .acquired()
         .expect("released everywhere");
     assert!(next.release().await.expect("release").was_held());
 }
@@ -230,7 +230,7 @@ async fn a_node_slower_than_the_node_timeout_counts_as_failed() {
         .try_acquire("slow", LEASE)
         .await
         .expect("try")
-        .into_lease()
+        .acquired()
         .expect("four of five grant it");
     assert!(
         // Well under the 1.5 s stall: the round did not wait for the stalled node.
@@ -279,7 +279,7 @@ async fn a_renewal_one_node_left_unanswered_bounds_the_estimate_from_then_on() {
         .try_acquire("bounded", Duration::from_secs(60))
         .await
         .expect("try")
-        .into_lease()
+        .acquired()
         .expect("free");
     proxy.stall();
     let short = Duration::from_secs(2);
@@ -356,7 +356,7 @@ async fn taken(group: &RedlockGroup, name: &str, lease: Duration) -> u64 {
     loop {
         match group.try_acquire(name, lease).await {
             Ok(attempt) => {
-                let mut held = attempt.into_lease().expect("free");
+                let mut held = attempt.acquired().expect("free");
                 let token = held.fencing_token();
                 held.release().await.expect("release");
                 return token;
@@ -397,7 +397,7 @@ async fn one_server_reached_twice_votes_once() {
     servers[1].stop();
     match group.try_acquire("twice", LEASE).await {
         Ok(attempt) => assert!(
-            attempt.into_lease().is_none(),
+            attempt.acquired().is_none(),
             "one server made a quorum of two"
         ),
         Err(err) => assert!(
@@ -496,7 +496,7 @@ async fn two_contenders_never_both_hold_it() {
                         continue;
                     }
                 };
-                if let Some(mut held) = attempt.into_lease() {
+                if let Some(mut held) = attempt.acquired() {
                     let from = Instant::now();
                     tokio::time::sleep(Duration::from_millis(1)).await;
                     let to = Instant::now();
@@ -583,9 +583,9 @@ async fn a_renewal_that_loses_its_quorum_fires_the_signal_before_anyone_acquires
         .try_acquire("renewal", lease)
         .await
         .expect("try")
-        .into_lease()
+        .acquired()
         .expect("free");
-    let kept = ManagedLease::keep(held, &ManagedOptions::new().lease(lease)).expect("keep");
+    let kept = ManagedRedlockLease::keep(held, &ManagedOptions::new().lease(lease)).expect("keep");
     let mut lost = kept.ownership();
     for server in &servers[..2] {
         let deleted: i64 = server.cmd(&["DEL", &key]);
@@ -602,7 +602,7 @@ async fn a_renewal_that_loses_its_quorum_fires_the_signal_before_anyone_acquires
                 .try_acquire("renewal", Duration::from_secs(5))
                 .await
                 .expect("try")
-                .into_lease()
+                .acquired()
             {
                 let at = Instant::now();
                 lease.release().await.expect("release");
@@ -650,7 +650,7 @@ async fn a_detached_lease_goes_on_by_its_owner_token_on_a_quorum() {
         .try_acquire("detached", LEASE)
         .await
         .expect("try")
-        .into_lease()
+        .acquired()
         .expect("free");
     let fencing_token = held.fencing_token();
     let detached = held.detach().await.expect("held");
@@ -668,7 +668,7 @@ async fn a_detached_lease_goes_on_by_its_owner_token_on_a_quorum() {
             .try_acquire("detached", LEASE)
             .await
             .expect("try")
-            .into_lease()
+            .acquired()
             .is_none(),
         "still held"
     );
@@ -698,7 +698,7 @@ async fn a_detached_lease_goes_on_by_its_owner_token_on_a_quorum() {
         .try_acquire("detached", LEASE)
         .await
         .expect("try")
-        .into_lease()
+        .acquired()
         .expect("free again");
     assert!(next.fencing_token() > fencing_token);
     assert!(next.release().await.expect("release").was_held());
@@ -756,7 +756,7 @@ async fn the_lease_extractor_takes_a_redlock_lease() {
         .try_acquire("ledger", Duration::from_secs(30))
         .await
         .expect("try")
-        .into_lease()
+        .acquired()
         .expect("free");
     let refused = support::http::get(&client, addr, "/ledger", &[]).await;
     assert_eq!(refused.status, http::StatusCode::CONFLICT, "{refused:?}");

@@ -21,7 +21,7 @@ async fn read(lock: &ReadWriteLock, lease: Duration) -> RwLease {
     lock.try_read(lease)
         .await
         .expect("try_read")
-        .into_lease()
+        .acquired()
         .expect("readable")
 }
 
@@ -29,12 +29,12 @@ async fn write(lock: &ReadWriteLock, lease: Duration) -> RwLease {
     lock.try_write(lease)
         .await
         .expect("try_write")
-        .into_lease()
+        .acquired()
         .expect("writable")
 }
 
 async fn readable(lock: &ReadWriteLock) -> bool {
-    match lock.try_read(MINUTE).await.expect("try_read").into_lease() {
+    match lock.try_read(MINUTE).await.expect("try_read").acquired() {
         Some(mut lease) => {
             assert!(lease.release().await.expect("release").was_held());
             true
@@ -44,12 +44,7 @@ async fn readable(lock: &ReadWriteLock) -> bool {
 }
 
 async fn writable(lock: &ReadWriteLock) -> bool {
-    match lock
-        .try_write(MINUTE)
-        .await
-        .expect("try_write")
-        .into_lease()
-    {
+    match lock.try_write(MINUTE).await.expect("try_write").acquired() {
         Some(mut lease) => {
             assert!(lease.release().await.expect("release").was_held());
             true
@@ -177,7 +172,7 @@ async fn a_stale_handle_cannot_touch_a_replacement(target: Target) {
     let mut stale = write(&lock, Duration::from_millis(150)).await;
     let mut replacement = None;
     eventually("the short write lease expires", async || {
-        replacement = lock.try_write(MINUTE).await.expect("try").into_lease();
+        replacement = lock.try_write(MINUTE).await.expect("try").acquired();
         replacement.is_some()
     })
     .await;
@@ -1009,7 +1004,7 @@ async fn binary_names(target: Target) {
         .try_write(MINUTE)
         .await
         .expect("try")
-        .into_lease()
+        .acquired()
         .expect("free");
     let same = ReadWriteLock::named(&coordination, name);
     assert!(
@@ -1035,7 +1030,7 @@ async fn a_dropped_lease_is_released_in_the_background(target: Target) {
             Access::Write => lock.try_write(MINUTE).await,
             _ => lock.try_read(MINUTE).await,
         };
-        let lease = lease.expect("try").into_lease().expect("free");
+        let lease = lease.expect("try").acquired().expect("free");
         assert!(!writable(&lock).await, "{access:?}: held");
         drop(lease);
         eventually("the dropped lease is released", async || {
@@ -1086,7 +1081,7 @@ impl support::holding::Held for WriteLease {
             .try_write(support::holding::LEASE)
             .await
             .expect("try")
-            .into_lease()
+            .acquired()
         {
             Some(mut lease) => {
                 lease.release().await.expect("release");

@@ -9,11 +9,9 @@ use std::time::Duration;
 
 use leasehold::backend::key_slot;
 use leasehold::backend::redis::RedisBackend;
-use leasehold::coordination::Release;
 use leasehold::coordination::ownership::abandoned_releases;
-use leasehold::coordination::semaphore::{
-    Attempt, Capacity, KeyedSemaphore, Semaphore, SemaphorePermit,
-};
+use leasehold::coordination::semaphore::{Capacity, KeyedSemaphore, Semaphore, SemaphorePermit};
+use leasehold::coordination::{Attempt, Release};
 use leasehold::{Coordination, ErrorKind};
 use support::eventually;
 use support::target::{Target, scenario, server_ms};
@@ -33,7 +31,7 @@ async fn acquired(semaphore: &Semaphore, expiry: Duration) -> SemaphorePermit {
         .try_acquire(expiry)
         .await
         .expect("try_acquire")
-        .into_permit()
+        .acquired()
         .expect("a free slot")
 }
 
@@ -92,7 +90,7 @@ async fn capacity_is_respected_and_full_says_when_a_slot_frees(target: Target) {
             wait <= Duration::from_secs(30) && wait > Duration::from_secs(25),
             "{wait:?}"
         );
-        assert!(full.into_permit().is_none());
+        assert!(full.acquired().is_none());
     }
     assert_eq!(
         semaphore.held().await.expect("held"),
@@ -125,7 +123,7 @@ async fn release_frees_a_slot_once(target: Target) {
     let semaphore = Semaphore::new(&coordination, "jobs", 1).expect("valid");
     let mut permit = acquired(&semaphore, MINUTE).await;
     assert!(!permit.is_released());
-    assert_eq!(permit.expiry(), MINUTE);
+    assert_eq!(permit.lease(), MINUTE);
     assert!(permit.remaining_estimate() <= MINUTE);
     assert!(is_full(&semaphore).await);
 
@@ -259,7 +257,7 @@ async fn memory_permits_follow_the_paused_clock() {
     // Renewal counts from the renewal.
     tokio::time::advance(Duration::from_secs(8)).await;
     assert!(second.renew(Duration::from_secs(5)).await.expect("renew"));
-    assert_eq!(second.expiry(), Duration::from_secs(5));
+    assert_eq!(second.lease(), Duration::from_secs(5));
     assert_eq!(second.remaining_estimate(), Duration::from_secs(5));
     tokio::time::advance(Duration::from_secs(4)).await;
     assert!(second.verify_still_held().await.expect("verify"));
@@ -291,7 +289,7 @@ async fn renewal_extends_or_finds_the_permit_lost(target: Target) {
     let semaphore = Semaphore::new(&coordination, "jobs", 2).expect("valid");
     let mut permit = acquired(&semaphore, Duration::from_secs(30)).await;
     assert!(permit.renew(2 * MINUTE).await.expect("renew"));
-    assert_eq!(permit.expiry(), 2 * MINUTE);
+    assert_eq!(permit.lease(), 2 * MINUTE);
     let left = permit.remaining_estimate();
     assert!(left <= 2 * MINUTE && left > MINUTE, "{left:?}");
     let wait = semaphore_full_wait(&semaphore).await;
@@ -299,7 +297,7 @@ async fn renewal_extends_or_finds_the_permit_lost(target: Target) {
 
     // A shorter expiry shortens it.
     assert!(permit.renew(MINUTE).await.expect("renew"));
-    assert_eq!(permit.expiry(), MINUTE);
+    assert_eq!(permit.lease(), MINUTE);
     assert!(permit.remaining_estimate() <= MINUTE);
     assert!(permit.verify_still_held().await.expect("verify"));
 
@@ -409,7 +407,7 @@ async fn a_keyed_waiter_is_woken_by_a_release_of_another_key(target: Target) {
         .try_acquire(b"alice", MINUTE)
         .await
         .expect("try")
-        .into_permit()
+        .acquired()
         .expect("free");
     let waiting = tokio::spawn(async move { waiter.acquire(b"bob", MINUTE).await });
     support::until_waiting(&handles[1..2], 1).await;
@@ -488,14 +486,14 @@ async fn nothing_is_left_behind(target: Target) {
         .try_acquire(b"a", MINUTE)
         .await
         .expect("try")
-        .into_permit()
+        .acquired()
         .expect("free");
     let keyed_dropped = keyed.try_acquire(b"b", MINUTE).await.expect("try");
     let keyed_expiring = keyed
         .try_acquire(b"c", Duration::from_millis(100))
         .await
         .expect("try")
-        .into_permit()
+        .acquired()
         .expect("free");
     let granted_by = server_ms(&coordination).await;
     assert!(keyed_dropped.is_acquired());
@@ -570,7 +568,7 @@ async fn keyed_capacity_is_per_key_and_global_all_or_nothing(target: Target) {
     );
 
     // Releasing alice's permit frees both of its slots.
-    let mut alice = alice.into_permit().expect("acquired");
+    let mut alice = alice.acquired().expect("acquired");
     assert!(alice.release().await.expect("release").was_held());
     assert_eq!(
         keyed.held(b"alice").await.expect("held"),
@@ -634,7 +632,7 @@ async fn keyed_keys_share_a_slot(target: Target) {
             .try_acquire(b"client}{", MINUTE)
             .await
             .expect("one slot")
-            .into_permit()
+            .acquired()
             .expect("free");
         assert_eq!(target.raw(&[b"EXISTS", &per_key]), redis::Value::Int(1));
         assert_eq!(target.raw(&[b"EXISTS", &global]), redis::Value::Int(1));
@@ -676,7 +674,7 @@ async fn binary_names_and_keys(target: Target) {
         .try_acquire(client, MINUTE)
         .await
         .expect("try")
-        .into_permit()
+        .acquired()
         .expect("free");
     assert_eq!(keyed.held(client).await.expect("held"), (Some(1), Some(1)));
     assert_eq!(
@@ -775,7 +773,7 @@ async fn concurrent_holders_never_exceed_the_capacity(target: Target) {
                 let mut granted = 0u32;
                 for _ in 0..ATTEMPTS {
                     let attempt = semaphore.try_acquire(MINUTE).await.expect("try");
-                    let Some(mut permit) = attempt.into_permit() else {
+                    let Some(mut permit) = attempt.acquired() else {
                         tokio::task::yield_now().await;
                         continue;
                     };
@@ -885,7 +883,7 @@ async fn invalid_arguments_are_refused_before_anything_is_sent() {
     assert!(coordination_is_empty(&coordination));
     // Sub-millisecond parts are dropped.
     let permit = acquired(&semaphore, Duration::from_micros(1_500)).await;
-    assert_eq!(permit.expiry(), Duration::from_millis(1));
+    assert_eq!(permit.lease(), Duration::from_millis(1));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1075,7 +1073,7 @@ async fn a_lost_delivery_landing_after_the_release_is_released_too() {
         .expect("bounded")
         .expect("task")
         .expect("sent again on a new connection")
-        .into_permit()
+        .acquired()
         .expect("granted");
     assert!(permit.release().await.expect("release").was_held());
     assert_eq!(watching.held().await.expect("held"), 0);
@@ -1270,7 +1268,7 @@ impl support::holding::Held for OnePermit {
             .try_acquire(support::holding::LEASE)
             .await
             .expect("acquire")
-            .into_permit()
+            .acquired()
             .expect("free");
         leasehold::coordination::semaphore::ManagedPermit::keep(permit, options).expect("keep")
     }
@@ -1297,7 +1295,7 @@ impl support::holding::Held for OnePermit {
             .try_acquire(support::holding::LEASE)
             .await
             .expect("try")
-            .into_permit()
+            .acquired()
         {
             Some(mut permit) => {
                 permit.release().await.expect("release");
@@ -1336,7 +1334,7 @@ async fn a_detached_keyed_permit_goes_on_by_its_owner_token(target: Target) {
         .try_acquire(b"alice", MINUTE)
         .await
         .expect("try")
-        .into_permit()
+        .acquired()
         .expect("free");
     let detached = permit.detach().await.expect("held");
     assert_eq!(detached.fencing_token(), None);
@@ -1366,7 +1364,7 @@ async fn a_detached_keyed_permit_goes_on_by_its_owner_token(target: Target) {
             .try_acquire(b"bob", MINUTE)
             .await
             .expect("try")
-            .into_permit()
+            .acquired()
             .is_some(),
         "the global slot is free again"
     );

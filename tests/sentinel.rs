@@ -135,7 +135,7 @@ async fn the_first_acquisition_after_a_failover_reads_the_new_primarys_clock() {
         .try_acquire(Duration::from_secs(30))
         .await
         .expect("acquire")
-        .into_lease()
+        .acquired()
         .expect("free");
     lease.release().await.expect("release");
 
@@ -149,7 +149,7 @@ async fn the_first_acquisition_after_a_failover_reads_the_new_primarys_clock() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     let mut lease = loop {
         match lock.try_acquire(Duration::from_secs(30)).await {
-            Ok(attempt) => break attempt.into_lease().expect("free"),
+            Ok(attempt) => break attempt.acquired().expect("free"),
             Err(err) => {
                 assert!(err.is_unavailable(), "during the failover: {err}");
                 assert!(

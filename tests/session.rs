@@ -83,7 +83,7 @@ async fn attached_keys_live_and_go_with_their_lease(target: Target) {
     assert_eq!(listed, expected);
 
     assert!(first.keep_alive().await.expect("keep alive"));
-    assert_eq!(first.revoke().await.expect("revoke"), Release::Released);
+    assert_eq!(first.release().await.expect("revoke"), Release::Released);
     assert_eq!(space.get("a").await.expect("get"), None);
     assert_eq!(space.get(binary).await.expect("get"), None);
     assert_eq!(
@@ -92,7 +92,7 @@ async fn attached_keys_live_and_go_with_their_lease(target: Target) {
         "the second lease's name stays"
     );
     assert_eq!(
-        first.revoke().await.expect("again"),
+        first.release().await.expect("again"),
         Release::AlreadyReleased
     );
     // By its id, from anywhere: nothing comes back.
@@ -118,7 +118,7 @@ async fn attached_keys_live_and_go_with_their_lease(target: Target) {
         let err = second.put(&name, &value).await.expect_err("out of bounds");
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     }
-    assert_eq!(second.revoke().await.expect("revoke"), Release::Released);
+    assert_eq!(second.release().await.expect("revoke"), Release::Released);
     assert!(space.list().await.expect("list").is_empty());
 }
 
@@ -178,8 +178,8 @@ async fn a_lease_holds_a_bounded_number_of_keys(target: Target) {
     assert_eq!(err.kind(), ErrorKind::CapacityExceeded);
     let state = session.state().await.expect("state").expect("live");
     assert_eq!(state.keys().len(), MAX_KEYS_PER_SESSION as usize);
-    assert_eq!(other.revoke().await.expect("revoke"), Release::Released);
-    assert_eq!(session.revoke().await.expect("revoke"), Release::Released);
+    assert_eq!(other.release().await.expect("revoke"), Release::Released);
+    assert_eq!(session.release().await.expect("revoke"), Release::Released);
     assert!(space.list().await.expect("list").is_empty());
 }
 
@@ -214,7 +214,7 @@ async fn attached_keys_are_gone_within_50_ms_of_their_lease(target: Target) {
 
     let mut revoked = space.grant(MINUTE).await.expect("grant");
     assert!(revoked.put("r", "v").await.expect("put"));
-    revoked.revoke().await.expect("revoke");
+    revoked.release().await.expect("revoke");
     assert_eq!(space.get("r").await.expect("get"), None);
 }
 
@@ -273,8 +273,8 @@ async fn edges_of_the_bound_and_of_memory() {
             ErrorKind::InvalidArgument
         );
     }
-    first.revoke().await.expect("revoke");
-    second.revoke().await.expect("revoke");
+    first.release().await.expect("revoke");
+    second.release().await.expect("revoke");
 }
 
 /// A keep-alive is one round trip, whatever the lease holds: one `EVALSHA` that extends
@@ -314,7 +314,7 @@ async fn a_keep_alive_extends_every_key_in_one_command() {
             "key {i} not extended"
         );
     }
-    session.revoke().await.expect("revoke");
+    session.release().await.expect("revoke");
 }
 
 /// A put and a keep-alive held by the network (the connection broken) while the lease is
@@ -447,7 +447,7 @@ async fn a_put_or_delete_delivered_after_its_deadline_undoes_nothing() {
             "the held {held_step} undid the put that settled it"
         );
     }
-    session.revoke().await.expect("revoke");
+    session.release().await.expect("revoke");
 }
 
 /// A managed session's keeper keeps it alive past many leases; with the server stalled it
@@ -571,7 +571,7 @@ async fn claim_turn(
             }
         }
         let stay = occupancy.stay().await;
-        let revoked = session.revoke().await;
+        let revoked = session.release().await;
         return occupancy.released(stay, revoked);
     }
 }
@@ -642,14 +642,14 @@ async fn a_server_that_evicts_keys_refuses_sessions_and_warns_lock_holders() {
         .grant(MINUTE)
         .await
         .expect("noeviction");
-    session.revoke().await.expect("revoke");
+    session.release().await.expect("revoke");
     let () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
     let () = server.cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
     let mut session = Sessions::named(&connect().await, "jobs")
         .grant(MINUTE)
         .await
         .expect("no maxmemory: nothing is evicted");
-    session.revoke().await.expect("revoke");
+    session.release().await.expect("revoke");
 }
 
 /// A session's expiries key evicted (as a server that evicts despite the refusal above, or
@@ -728,7 +728,7 @@ async fn a_name_whose_expiry_was_evicted_is_neither_claimed_again_nor_kept_silen
         second.claim("job:42", "b").await.expect("claim"),
         Claim::Claimed
     );
-    second.revoke().await.expect("revoke");
+    second.release().await.expect("revoke");
 }
 
 scenario!(a_sessions_own_answers_and_the_order_of_a_list);
@@ -764,11 +764,11 @@ async fn a_sessions_own_answers_and_the_order_of_a_list(target: Target) {
         .expect_err("under a millisecond");
     assert_eq!(refused.kind(), ErrorKind::InvalidArgument, "{refused}");
 
-    assert_eq!(soon.revoke().await.expect("revoke"), Release::Released);
+    assert_eq!(soon.release().await.expect("revoke"), Release::Released);
     assert!(soon.is_released());
     assert_eq!(soon.claim("x", "v").await.expect("claim"), Claim::NotHeld);
     assert!(!soon.verify_still_held().await.expect("verify"));
-    late.revoke().await.expect("revoke");
+    late.release().await.expect("revoke");
 }
 
 /// A server that will not say whether it evicts (`CONFIG` refused, as managed services
@@ -782,7 +782,7 @@ async fn a_server_that_refuses_config_is_trusted_with_one_warning() {
     let space = Sessions::named(&coordination, "jobs");
     for _ in 0..3 {
         let mut session = space.grant(MINUTE).await.expect("granted");
-        session.revoke().await.expect("revoke");
+        session.release().await.expect("revoke");
     }
     assert_eq!(
         logs.count("WARN", "cannot tell whether Redis evicts keys"),

@@ -465,12 +465,12 @@ async fn every_kind_of_holding_is_counted_held_while_it_is() {
         nodes.push(connect(shared(kind).url(), "held-kinds-redlock").await);
     }
     let group = RedlockGroup::new(nodes).expect("three nodes");
-    let redlock = ManagedLease::keep(
+    let redlock = leasehold::coordination::redlock::ManagedRedlockLease::keep(
         group
             .try_acquire("r", lease)
             .await
             .expect("try")
-            .into_lease()
+            .acquired()
             .expect("free"),
         &options,
     )
@@ -488,7 +488,7 @@ async fn every_kind_of_holding_is_counted_held_while_it_is() {
     }
     assert!(field.release().await.expect("release").was_held());
     assert!(read.release().await.expect("release").was_held());
-    assert!(session.revoke().await.expect("revoke").was_held());
+    assert!(session.release().await.expect("revoke").was_held());
     assert!(redlock.release().await.expect("release").was_held());
     let taken = recorded.take();
     for kind in kinds {

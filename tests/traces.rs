@@ -150,7 +150,7 @@ fn a_release_given_up_names_no_client_key_above_debug() {
         lock.try_acquire(Duration::from_secs(60))
             .await
             .expect("try")
-            .into_lease()
+            .acquired()
             .expect("free")
     });
     let token = lease.owner_token().to_string();

@@ -16,7 +16,7 @@
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> leasehold::Result<()> {
 /// let lock = FencedLock::named(&Coordination::memory(), "report");
-/// let mut lease = lock.try_acquire(Duration::from_secs(30)).await?.into_lease().expect("free");
+/// let mut lease = lock.try_acquire(Duration::from_secs(30)).await?.acquired().expect("free");
 /// assert_eq!(lease.release().await?, Release::Released);
 /// assert_eq!(lease.release().await?, Release::AlreadyReleased);
 /// # Ok(()) }

@@ -13,8 +13,10 @@ use super::spec::LeaseSpec;
 use super::taking::{request_name, take};
 use super::while_held::{HoldingLost, while_held};
 use crate::Coordination;
+use crate::coordination::Managed;
 use crate::coordination::lock::{FencedLock, ManagedLease};
 use crate::coordination::ownership::OwnershipLost;
+use crate::coordination::redlock::ManagedRedlockLease;
 #[cfg(doc)]
 use crate::layer::key::KeyError;
 
@@ -130,8 +132,50 @@ use crate::layer::key::KeyError;
 /// # }
 /// ```
 pub struct Lease<R> {
-    lease: ManagedLease,
+    lease: HeldLease,
     spec: PhantomData<fn() -> R>,
+}
+
+/// The managed lease a [`Lease`] holds: a fenced lock's, or a Redlock group's when its
+/// [`LeaseRequest`] named one (see [`LeaseRequest::redlock`]).
+///
+/// # Example
+///
+/// ```
+/// use leasehold::extract::{HeldLease, Lease};
+///
+/// fn keep_beyond_the_handler<R>(lease: Lease<R>) -> u64 {
+///     match lease.into_managed() {
+///         HeldLease::Lock(lease) => lease.fencing_token(),
+///         HeldLease::Redlock(lease) => lease.fencing_token(),
+///     }
+/// }
+/// # let _ = keep_beyond_the_handler::<()>;
+/// ```
+#[derive(Debug)]
+pub enum HeldLease {
+    /// A fenced lock's lease.
+    Lock(ManagedLease),
+    /// A Redlock group's lease.
+    Redlock(ManagedRedlockLease),
+}
+
+impl HeldLease {
+    /// The fencing token to send with every protected write.
+    pub fn fencing_token(&self) -> u64 {
+        match self {
+            HeldLease::Lock(lease) => lease.fencing_token(),
+            HeldLease::Redlock(lease) => lease.fencing_token(),
+        }
+    }
+
+    /// The signal that fires if the lease is lost.
+    pub fn ownership(&self) -> OwnershipLost {
+        match self {
+            HeldLease::Lock(lease) => lease.ownership(),
+            HeldLease::Redlock(lease) => lease.ownership(),
+        }
+    }
 }
 
 impl<R> Lease<R> {
@@ -159,13 +203,13 @@ impl<R> Lease<R> {
     }
 
     /// The managed lease itself.
-    pub fn managed(&self) -> &ManagedLease {
+    pub fn managed(&self) -> &HeldLease {
         &self.lease
     }
 
     /// The managed lease, to keep it beyond the handler (see
     /// [`ManagedOptions::release_on_drop`](crate::coordination::ManagedOptions::release_on_drop)).
-    pub fn into_managed(self) -> ManagedLease {
+    pub fn into_managed(self) -> HeldLease {
         self.lease
     }
 }
@@ -204,7 +248,9 @@ where
                     || group.acquire(&name, options.lease_duration()),
                 )
                 .await?;
-                return ManagedLease::keep(lease, options).map_err(Reason::failed);
+                return Managed::keep(lease, options)
+                    .map(HeldLease::Redlock)
+                    .map_err(Reason::failed);
             }
             let lock = FencedLock::named(&coordination, &name);
             let lease = take(
@@ -216,7 +262,9 @@ where
                 || lock.acquire_with(options),
             )
             .await?;
-            ManagedLease::keep(lease, options).map_err(Reason::failed)
+            Managed::keep(lease, options)
+                .map(HeldLease::Lock)
+                .map_err(Reason::failed)
         };
         match taken.await {
             Ok(lease) => Ok(Lease {

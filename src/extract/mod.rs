@@ -24,7 +24,7 @@ mod taking;
 mod while_held;
 
 pub use crate::layer::rate_limit::{MissingRateLimitInfo, RateLimitInfo};
-pub use lease::Lease;
+pub use lease::{HeldLease, Lease};
 pub use permit::{Permit, PermitRequest, PermitSpec};
 pub use rejection::LeaseRejection;
 pub use rw_lease::{ReadLease, WriteLease};

@@ -40,7 +40,7 @@ impl Waiter {
         match self {
             Waiter::Invalidation => lock.acquire(LEASE).await.expect("acquire"),
             Waiter::Polling => loop {
-                if let Some(lease) = lock.try_acquire(LEASE).await.expect("try").into_lease() {
+                if let Some(lease) = lock.try_acquire(LEASE).await.expect("try").acquired() {
                     return lease;
                 }
                 tokio::time::sleep(POLL).await;
@@ -55,7 +55,7 @@ async fn hand_over(holder: &FencedLock, waiter_lock: &FencedLock, waiter: Waiter
         .try_acquire(LEASE)
         .await
         .expect("try")
-        .into_lease()
+        .acquired()
         .expect("free at the start of an iteration");
     let waiter_lock = waiter_lock.clone();
     let waiting = tokio::spawn(async move {

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{FieldAttempt, FieldLease};
+use super::FieldLease;
 use crate::Coordination;
 use crate::backend::Backend;
 use crate::backend::steps::hash_lease::{
@@ -15,6 +15,7 @@ use crate::coordination::name;
 use crate::coordination::owner::{
     Acquire, Acquisition, HoldingKeys, acquire_waiting, expiry_ms, lease_expiry, try_acquire,
 };
+use crate::coordination::{Attempt, Held};
 use crate::coordination::{ByOwner, DEFAULT_POLL_INTERVAL, ManagedOptions, OwnerToken};
 use crate::error::Result;
 
@@ -99,7 +100,7 @@ impl LeaseHash {
         &self,
         field: impl AsRef<[u8]>,
         lease: Duration,
-    ) -> Result<FieldAttempt> {
+    ) -> Result<Attempt<FieldLease>> {
         let keys = Arc::new(self.field_keys(field.as_ref()));
         Self::try_field(&keys, lease).await
     }
@@ -148,9 +149,9 @@ impl LeaseHash {
         ByOwner::new(Arc::new(self.field_keys(field.as_ref())), owner)
     }
 
-    async fn try_field(keys: &Arc<FieldKeys>, lease: Duration) -> Result<FieldAttempt> {
+    async fn try_field(keys: &Arc<FieldKeys>, lease: Duration) -> Result<Attempt<FieldLease>> {
         let lease_ms = expiry_ms("a lease", lease)?;
-        try_acquire(keys, lease_ms, |holding, ()| FieldLease::new(holding)).await
+        try_acquire(keys, lease_ms, |holding, ()| Held::new(holding, ())).await
     }
 
     fn field_keys(&self, field: &[u8]) -> FieldKeys {
@@ -171,7 +172,9 @@ impl fmt::Debug for LeaseHash {
 }
 
 /// The user key of a lease hash (the backend applies its prefix) and one of its fields.
-pub(super) struct FieldKeys {
+/// Public in name only, as the [`HeldKind`](crate::coordination::HeldKind) of a lease hash
+/// must be: it is not reachable from outside the crate.
+pub struct FieldKeys {
     backend: Backend,
     key: Vec<u8>,
     field: Vec<u8>,

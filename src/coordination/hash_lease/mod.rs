@@ -63,32 +63,3 @@ mod lease_hash;
 
 pub use field_lease::{FieldLease, ManagedFieldLease};
 pub use lease_hash::LeaseHash;
-
-use crate::coordination::Attempt;
-
-/// The outcome of [`LeaseHash::try_acquire`](LeaseHash::try_acquire): a lease, or
-/// [`Attempt::Busy`] with the holder's time left (see [`Attempt`]).
-///
-/// # Example
-///
-/// ```
-/// use std::time::Duration;
-/// use leasehold::Coordination;
-/// use leasehold::coordination::hash_lease::{FieldAttempt, LeaseHash};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> leasehold::Result<()> {
-/// let devices = LeaseHash::named(&Coordination::memory(), "user:7:devices");
-/// let attempt: FieldAttempt = devices.try_acquire("phone", Duration::from_secs(30)).await?;
-/// let lease = attempt.into_lease().expect("the field was free");
-/// assert_eq!(lease.field(), b"phone");
-/// # Ok(()) }
-/// ```
-pub type FieldAttempt = Attempt<FieldLease>;
-
-impl Attempt<FieldLease> {
-    /// The lease, if the field was acquired.
-    pub fn into_lease(self) -> Option<FieldLease> {
-        self.acquired()
-    }
-}

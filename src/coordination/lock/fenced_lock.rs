@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Durability, FencedLease, LockAttempt};
+use super::{Durability, FencedLease};
 use crate::Coordination;
 use crate::backend::redis::Replication;
 use crate::backend::steps::fenced_lock::{
@@ -18,6 +18,7 @@ use crate::coordination::owner::{
     try_acquire,
 };
 use crate::coordination::ownership::Primitive;
+use crate::coordination::{Attempt, Held};
 use crate::coordination::{ByOwner, DEFAULT_POLL_INTERVAL, ManagedOptions, OwnerToken};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -32,7 +33,7 @@ use crate::error::{Error, ErrorKind, Result};
 ///
 /// [`try_acquire`](Self::try_acquire) is immediate: it never waits, queues or polls, and
 /// promises no fairness; a caller that finds the lock held decides whether and when to retry
-/// (its [`retry_after`](LockAttempt::retry_after) says when the lease runs out).
+/// (its [`retry_after`](Attempt::retry_after) says when the lease runs out).
 /// [`acquire`](Self::acquire) waits for the lock, woken when its lease key changes. See [`FencedLease`] for renewing, releasing and what failures do.
 ///
 /// Cheap to clone: clones share the same keys.
@@ -97,11 +98,11 @@ use crate::error::{Error, ErrorKind, Result};
 /// let lock = FencedLock::new(&coordination, "{invoice:42}:lease", "{invoice:42}:fence")?;
 /// assert_eq!(lock.counter_key(), b"{invoice:42}:fence");
 ///
-/// let mut first = lock.try_acquire(Duration::from_secs(30)).await?.into_lease().expect("free");
+/// let mut first = lock.try_acquire(Duration::from_secs(30)).await?.acquired().expect("free");
 /// assert!(!lock.try_acquire(Duration::from_secs(30)).await?.is_acquired());
 /// first.release().await?;
 ///
-/// let second = lock.try_acquire(Duration::from_secs(30)).await?.into_lease().expect("free");
+/// let second = lock.try_acquire(Duration::from_secs(30)).await?.acquired().expect("free");
 /// assert!(second.fencing_token() > first.fencing_token());
 /// # Ok(()) }
 /// ```
@@ -266,7 +267,7 @@ impl FencedLock {
     /// A grant whose answer arrives after `lease` has already run out by the local clock
     /// (measured from before the request was sent) is not handed out: its lease is released
     /// by owner token in the background, and the answer is
-    /// [`LockAttempt::Busy`] with no `retry_after`. The counter has then moved on, as it
+    /// [`Attempt::Busy`] with no `retry_after`. The counter has then moved on, as it
     /// does for any grant whose answer is lost: fencing tokens can skip values.
     ///
     /// # Cancel safety
@@ -287,9 +288,9 @@ impl FencedLock {
     /// the network past its release is then a no-op, and cannot take the lock after it. A
     /// request that arrives after its deadline while the caller still waits fails with
     /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout), certainly without effect.
-    pub async fn try_acquire(&self, lease: Duration) -> Result<LockAttempt> {
+    pub async fn try_acquire(&self, lease: Duration) -> Result<Attempt<FencedLease>> {
         let lease_ms = expiry_ms("a lease", lease)?;
-        try_acquire(&self.keys, lease_ms, FencedLease::new).await
+        try_acquire(&self.keys, lease_ms, Held::new).await
     }
 
     /// Takes the lock, waiting as long as it takes; see [`try_acquire`](Self::try_acquire)
@@ -352,7 +353,7 @@ impl fmt::Debug for FencedLock {
 
 /// The user keys of a lock (the backend applies its prefix) on their backend. Acquisition
 /// runs over both keys; every step on a held lease touches the lease key alone.
-pub(crate) struct LockKeys {
+pub struct LockKeys {
     backend: Backend,
     lease: Vec<u8>,
     counter: Vec<u8>,

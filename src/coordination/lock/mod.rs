@@ -6,7 +6,7 @@
 //!   and its random [owner token](FencedLease::owner_token).
 //!
 //! [`FencedLock::try_acquire`] takes the lock now or says how long its holder has left
-//! ([`LockAttempt`]); [`FencedLock::acquire`] waits for it, woken when the lease key changes
+//! ([`Attempt`](crate::coordination::Attempt)); [`FencedLock::acquire`] waits for it, woken when the lease key changes
 //! (on Redis) rather than polling. The owner
 //! token guards renewal, verification and release, so a stale holder can never extend or
 //! delete a later holder's lease ([`Release`] says what a release found). A lease that its
@@ -49,9 +49,9 @@
 //! let lock = FencedLock::named(&Coordination::memory(), "invoice:42");
 //! let resource = Resource(Mutex::new((0, String::new())));
 //!
-//! let slow = lock.try_acquire(Duration::from_secs(1)).await?.into_lease().expect("free");
+//! let slow = lock.try_acquire(Duration::from_secs(1)).await?.acquired().expect("free");
 //! tokio::time::sleep(Duration::from_secs(2)).await; // paused past its lease
-//! let fresh = lock.try_acquire(Duration::from_secs(1)).await?.into_lease().expect("expired");
+//! let fresh = lock.try_acquire(Duration::from_secs(1)).await?.acquired().expect("expired");
 //!
 //! assert!(resource.write(fresh.fencing_token(), "new owner"));
 //! assert!(!resource.write(slow.fencing_token(), "stale owner")); // refused
@@ -65,8 +65,6 @@ mod durability;
 mod fenced_lease;
 mod fenced_lock;
 
-use crate::coordination::Attempt;
-
 /// What a release found: the answer every held primitive shares, re-exported here where the
 /// lock's lease first used it.
 pub use crate::coordination::Release;
@@ -74,31 +72,3 @@ pub use durability::{DEFAULT_DURABILITY_TIMEOUT, Durability, MAX_DURABILITY_TIME
 pub use fenced_lease::{FencedLease, ManagedLease};
 pub use fenced_lock::FencedLock;
 pub(crate) use fenced_lock::LockKeys;
-
-/// The outcome of [`FencedLock::try_acquire`](FencedLock::try_acquire): a lease, or
-/// [`Attempt::Busy`] with the holder's time left (see [`Attempt`], shared with the
-/// semaphores).
-///
-/// # Example
-///
-/// ```
-/// use std::time::Duration;
-/// use leasehold::Coordination;
-/// use leasehold::coordination::lock::{FencedLock, LockAttempt};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> leasehold::Result<()> {
-/// let lock = FencedLock::named(&Coordination::memory(), "report");
-/// let attempt: LockAttempt = lock.try_acquire(Duration::from_secs(10)).await?;
-/// let lease = attempt.into_lease().expect("the lock was free");
-/// assert!(lease.fencing_token() >= 1);
-/// # Ok(()) }
-/// ```
-pub type LockAttempt = Attempt<FencedLease>;
-
-impl Attempt<FencedLease> {
-    /// The lease, if the lock was acquired.
-    pub fn into_lease(self) -> Option<FencedLease> {
-        self.acquired()
-    }
-}

@@ -89,7 +89,7 @@ where
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> leasehold::Result<()> {
 /// let lock = FencedLock::named(&Coordination::memory(), "import:7");
-/// let lease = lock.try_acquire(Duration::from_secs(30)).await?.into_lease().expect("free");
+/// let lease = lock.try_acquire(Duration::from_secs(30)).await?.acquired().expect("free");
 /// let token = lease.detach().await.expect("held").into_owner_token();
 ///
 /// let held = lock.by_owner(token);

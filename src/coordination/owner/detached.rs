@@ -22,7 +22,7 @@ use super::OwnerToken;
 /// let coordination = Coordination::memory();
 /// let sessions = LeaseHash::named(&coordination, "user:7:sessions");
 /// let lease = sessions.try_acquire("phone", Duration::from_secs(30)).await?;
-/// let lease = lease.into_lease().expect("free");
+/// let lease = lease.acquired().expect("free");
 ///
 /// // The request ends; the session goes on, and its token goes to the client.
 /// let detached = lease.detach().await.expect("still held");

@@ -1,15 +1,9 @@
-//! One held thing (a lock's lease, a semaphore's permit): its owner token, its state, its
-//! conservative local estimate, and what each step on it does when it fails. Written once;
-//! [`FencedLease`](crate::coordination::lock::FencedLease) and
-//! [`SemaphorePermit`](crate::coordination::semaphore::SemaphorePermit) add a fencing token
-//! or an optional expiry on top.
+//! One held thing (a lock's lease, a semaphore's permit, a session, ...): its owner token,
+//! its state, its conservative local estimate, and what each step on it does when it fails.
+//! Written once, under the public [`Held`](crate::coordination::Held) handle.
 //!
-//! | state | renew | verify | release | drop |
-//! |---|---|---|---|---|
-//! | **held** | `false`, not sent, past the estimate. Sent otherwise: renewed → held, the estimate counts from before this request (never for more than an earlier unanswered renewal asked, which may still arrive); gone or another's → **lost**; failed certainly without effect → as before; may have applied (no answer, cancelled) → held, the estimate the earlier of the old one and the one asked for | `false`, not sent, past the estimate; else asked, and `false` if the estimate ran out meanwhile; a failure changes nothing | sent → **released**; a failure that may pass is retried once, bounded; unconfirmed while it may have applied → **uncertain**; refused certainly without effect → as before; refused after it may have applied (a script that failed part way, an unreadable reply) → **uncertain** | released in the background |
-//! | **uncertain** (a release may have run) | `false`, not sent | `false`, not sent | sent, which settles it | released in the background |
-//! | **lost** | `false`, not sent | `false`, not sent | sent (owner-checked: it finds nothing of this holder's) | nothing |
-//! | **released** | `false`, not sent | `false`, not sent | nothing sent: already released | nothing |
+//! The states and what each step does in each are the public contract:
+//! [the holding table](crate::coordination::ownership#the-holding-table).
 //!
 //! Every step compares the owner token on the backend, so a stale handle, or a late command
 //! of one, can never renew or remove another holder's holding; a renewal only extends a
@@ -28,7 +22,8 @@ use super::{
 use crate::error::Result;
 use crate::telemetry::Renewal;
 
-/// The state of a holding (see the [table](self)).
+/// The state of a holding (see the
+/// [table](crate::coordination::ownership#the-holding-table)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum State {
     Held,

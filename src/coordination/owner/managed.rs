@@ -1,10 +1,12 @@
-//! What every managed holding shares, written once: the owner token, the keeper that renews
-//! the holding and tells its loss, and the release asked of the keeper. The public managed
-//! types wrap it and add what their primitive has (a fencing token, an access, a field).
+//! The one public managed handle of a held thing, written once: the owner token, the keeper
+//! that renews the holding and tells its loss, the release asked of the keeper, and each
+//! primitive's own part beside them.
 
+use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 
-use super::{Detached, Holding, HoldingKeys, Keeper};
+use super::{Detached, Held, HeldKind, HoldingKeys, Keeper};
 use crate::backend::steps::lease_release::LeaseReleaseReply;
 use crate::coordination::ownership::OwnershipLost;
 use crate::coordination::{ManagedOptions, Release};
@@ -32,59 +34,150 @@ impl ReleaseReply for bool {
     }
 }
 
-/// A holding kept by a keeper: renewed, told lost, released on request.
-pub(crate) struct Managed<K: HoldingKeys> {
-    owner_token: String,
-    keeper: Keeper<K>,
+/// A [`Held`] handle kept by a background task: renewed at half its lease until it is
+/// released, dropped (by default), lost, or past its lifetime limit, as its
+/// [`ManagedOptions`] say. Ownership loss (a renewal that finds the holding gone or another
+/// holder's, or renewals failing until the local estimate ran out) fires [`OwnershipLost`],
+/// before the holding is released: stop the protected work then. A stall shorter than the
+/// estimate costs nothing.
+///
+/// Like [`Held`], it is the same for every held primitive
+/// ([`ManagedLease`](crate::coordination::lock::ManagedLease),
+/// [`ManagedRedlockLease`](crate::coordination::redlock::ManagedRedlockLease),
+/// [`ManagedPermit`](crate::coordination::semaphore::ManagedPermit),
+/// [`ManagedRwLease`](crate::coordination::rw_lease::ManagedRwLease),
+/// [`ManagedFieldLease`](crate::coordination::hash_lease::ManagedFieldLease),
+/// [`ManagedSession`](crate::coordination::session::ManagedSession)); what is each
+/// primitive's own, and how to acquire one, is in its own module.
+///
+/// Release on drop is best-effort: it never blocks and never removes another owner's
+/// holding (releases check the owner token).
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use leasehold::Coordination;
+/// use leasehold::coordination::{ManagedOptions, Release};
+/// use leasehold::coordination::lock::{FencedLock, ManagedLease};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> leasehold::Result<()> {
+/// let lock = FencedLock::named(&Coordination::memory(), "nightly-report");
+/// let options = ManagedOptions::new().lease(Duration::from_secs(10));
+/// let lease = ManagedLease::acquire(&lock, &options).await?;
+/// let mut lost = lease.ownership();
+/// let token = lease.fencing_token();
+///
+/// let work = async { /* writes carrying `token` */ };
+/// tokio::select! {
+///     () = work => {}
+///     reason = lost.lost() => println!("stopped: {reason}"),
+/// }
+/// assert_eq!(lease.release().await?, Release::Released);
+/// # let _ = token;
+/// # Ok(()) }
+/// ```
+pub struct Managed<P: HeldKind> {
+    pub(crate) owner_token: String,
+    pub(crate) keys: Arc<P::Keys>,
+    keeper: Keeper<P::Keys>,
+    pub(crate) own: P::Own,
 }
 
-impl<K: HoldingKeys> Managed<K>
-where
-    K::Released: ReleaseReply,
-{
-    /// Keeps `holding` as `options` say. Fails for invalid options, or without a tokio
-    /// runtime to run the keeper (then `holding` is dropped, which releases it).
-    pub(crate) fn keep(holding: Holding<K>, options: &ManagedOptions) -> Result<Self> {
+impl<P: HeldKind> Managed<P> {
+    /// Takes over `held` and keeps it as `options` say. A Redlock lease is renewed on every
+    /// node of its group, and a renewal that misses its quorum ends it (the signal fires,
+    /// then its token is removed from every node).
+    ///
+    /// Fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for
+    /// invalid options (for a Redlock lease, also a lease not longer than three of its node
+    /// timeouts), or without a tokio runtime to run the keeper (then `held` is dropped,
+    /// which releases it).
+    pub fn keep(held: Held<P>, options: &ManagedOptions) -> Result<Managed<P>> {
         options.validate()?;
-        let owner_token = holding.token().to_owned();
+        let Held { holding, own } = held;
+        holding.keys().check_expiry(options.lease_duration())?;
         Ok(Managed {
-            owner_token,
+            owner_token: holding.token().to_owned(),
+            keys: Arc::clone(holding.keys()),
             keeper: Keeper::spawn(holding, options.keep())?,
+            own,
         })
     }
 
-    pub(crate) fn owner_token(&self) -> &str {
+    /// The owner token of the holding.
+    pub fn owner_token(&self) -> &str {
         &self.owner_token
     }
 
-    pub(crate) fn ownership(&self) -> OwnershipLost {
+    /// The signal that fires when ownership is lost (or the holding released or detached).
+    pub fn ownership(&self) -> OwnershipLost {
         self.keeper.ownership()
     }
 
-    pub(crate) fn is_lost(&self) -> bool {
+    /// Whether ownership is lost.
+    pub fn is_lost(&self) -> bool {
         self.keeper.ownership().is_lost()
     }
 
-    /// Stops renewing (a renewal in flight answered first), lets go of the holding
-    /// unreleased and fires the ownership signal as detached (see [`Keeper::detach`]):
-    /// `None` when the keeper had already ended (lost, or released at its limit) or the
-    /// holding is no longer held. Asked when first polled; dropped before it answers, what
-    /// was let go of is released in the background.
-    pub(crate) async fn detach(self) -> Option<Detached> {
-        self.keeper.detach().await
+    /// Stops renewing, fires [`OwnershipLost`] with
+    /// [`LossReason::Detached`](crate::coordination::ownership::LossReason::Detached), and
+    /// lets go of the holding without releasing it, as [`Held::detach`] does: `None` when
+    /// it was no longer held (lost, or released at its lifetime limit), then told as a loss.
+    ///
+    /// # Cancel safety
+    ///
+    /// Nothing is asked until the future is first polled (dropped unpolled, the keeper goes
+    /// on as its options say); then a renewal in flight is answered first, and dropped
+    /// before it returns, the holding is released in the background.
+    pub async fn detach(mut self) -> Option<Detached> {
+        if !P::settle_kept(&mut self).await {
+            // Not known to be what it was: dropped, as the handle would be.
+            return None;
+        }
+        let fencing_token = P::fencing_token(&self.own);
+        self.keeper
+            .detach()
+            .await
+            .map(|detached| detached.with_fencing_token(fencing_token))
     }
 
-    /// Stops renewing, fires the ownership signal as released, then releases
-    /// (owner-checked); asked of the keeper at once, so it goes on if the future is dropped.
-    pub(crate) fn release(self) -> impl Future<Output = Result<Release>> + Send + use<K> {
+    /// Stops renewing, fires [`OwnershipLost`] with
+    /// [`LossReason::Released`](crate::coordination::ownership::LossReason::Released), then
+    /// releases the holding (owner-checked): [`Release::Released`] when it was still held,
+    /// [`Release::AlreadyReleased`] when it no longer was (lost, or released at its lifetime
+    /// limit), [`Release::NotOwned`] when another holder's lease stands in its place. A
+    /// failure is [`Held::release`]'s (one more attempt on an unavailable backend, bounded
+    /// by about a second); a release that may have run without an answer goes on in the
+    /// background.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe in effect: the release is asked of the keeper when this is
+    /// called, and goes on there if the future is dropped, polled or not.
+    pub fn release(self) -> impl Future<Output = Result<Release>> + Send + use<P> {
         let released = self.keeper.release();
         async move {
             // The keeper ended before: the holding was lost, or released at its lifetime
             // limit.
             match released.await {
-                Some(released) => released.map(K::Released::into_release),
+                Some(released) => released.map(ReleaseReply::into_release),
                 None => Ok(Release::AlreadyReleased),
             }
         }
+    }
+}
+
+impl<P: HeldKind> fmt::Debug for Managed<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut debug = f.debug_struct(P::MANAGED);
+        debug.field("keys", &format_args!("{}", self.keys));
+        if !P::OWN.is_empty() {
+            debug.field(P::OWN, &self.own);
+        }
+        debug
+            .field("lost", &self.keeper.ownership().reason())
+            .finish_non_exhaustive()
     }
 }

@@ -1,6 +1,8 @@
-//! What the semaphore and the fenced lock share about owners: random owner tokens, and the
-//! release of what a token holds once its holder can no longer wait for it (bounded attempts,
-//! background retries, and a count of the releases given up).
+//! The kit every held primitive stands on: its public handles ([`Held`], [`Managed`]), the
+//! holding under them, the keys trait a primitive implements ([`HoldingKeys`]), the
+//! acquisition, the keeper, random owner tokens, and the release of what a token holds once
+//! its holder can no longer wait for it (bounded attempts, background retries, and a count
+//! of the releases given up).
 //!
 //! Every release here is owner-checked, so a late one can never remove another holder's lease
 //! or permit: at worst it finds it gone or owned by someone else.
@@ -9,6 +11,7 @@ mod acquisition;
 mod by_owner;
 mod detached;
 mod guard;
+mod held;
 mod holding;
 mod holding_keys;
 mod keeper;
@@ -23,11 +26,12 @@ pub(crate) use acquisition::{Acquire, Acquisition, try_acquire};
 pub use by_owner::ByOwner;
 pub use detached::Detached;
 pub(crate) use guard::ReleaseOnDrop;
+pub use held::{Held, HeldKind};
 pub(crate) use holding::Holding;
 pub(crate) use holding_keys::{HoldingKeys, Renewed};
 pub(crate) use keeper::{KeepOptions, Keeper};
 pub(crate) use lease::{expiry_ms, lease_expiry};
-pub(crate) use managed::Managed;
+pub use managed::Managed;
 pub(crate) use release::{
     forget_in_background, release_bounded, release_in_background, release_in_background_after,
     worth_retrying,
@@ -64,8 +68,8 @@ mod tests {
                 .await
                 .expect("try");
             (
-                lease.into_lease().expect("free"),
-                permit.into_permit().expect("free"),
+                lease.acquired().expect("free"),
+                permit.acquired().expect("free"),
             )
         });
         drop(runtime);

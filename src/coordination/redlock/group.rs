@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::RedlockLease;
 use super::nodes::release_everywhere;
 use super::nodes::{GroupKeys, node_token, with_drift};
 use crate::Coordination;
 use crate::backend::steps::redlock::RedlockRaiseStep;
-use crate::coordination::lock::{FencedLease, LockAttempt, LockKeys};
+use crate::coordination::Held;
+use crate::coordination::lock::LockKeys;
 use crate::coordination::name;
 use crate::coordination::owner::{
     Acquire, Acquisition, Holding, HoldingKeys, ReleaseOnDrop, ReleaseStage, expiry_ms, new_token,
@@ -45,7 +47,7 @@ pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(100);
 /// let nodes = [Coordination::memory(), Coordination::memory(), Coordination::memory()];
 /// let group = RedlockGroup::new(nodes)?.node_timeout(Duration::from_millis(50))?;
 ///
-/// let Some(mut lease) = group.try_acquire("invoice:42", Duration::from_secs(10)).await?.into_lease()
+/// let Some(mut lease) = group.try_acquire("invoice:42", Duration::from_secs(10)).await?.acquired()
 /// else {
 ///     return Ok(()); // another process holds it
 /// };
@@ -153,7 +155,7 @@ impl RedlockGroup {
         &self,
         name: impl AsRef<[u8]>,
         lease: Duration,
-    ) -> Result<LockAttempt> {
+    ) -> Result<Attempt<RedlockLease>> {
         let lease_ms = expiry_ms("a lease", lease)?;
         check_lease(lease, self.node_timeout)?;
         let keys = Arc::new(self.keys(name.as_ref()));
@@ -168,7 +170,7 @@ impl RedlockGroup {
     /// # Cancel safety
     ///
     /// Cancel safe, as [`try_acquire`](Self::try_acquire) is.
-    pub async fn acquire(&self, name: impl AsRef<[u8]>, lease: Duration) -> Result<FencedLease> {
+    pub async fn acquire(&self, name: impl AsRef<[u8]>, lease: Duration) -> Result<RedlockLease> {
         let name = name.as_ref();
         loop {
             match self.try_acquire(name, lease).await? {
@@ -186,9 +188,9 @@ impl RedlockGroup {
 
     /// The lease named `name` held under `owner`, from any process: renewed on every node
     /// (a quorum deciding, the lease let go everywhere when it misses one), verified by a
-    /// quorum and released on every node, with the checks a Redlock [`FencedLease`]'s own
+    /// quorum and released on every node, with the checks a [`RedlockLease`]'s own
     /// steps make (see [`ByOwner`]), for a lease whose handle was
-    /// [detached](FencedLease::detach). Nothing is sent until a step is asked. The group must
+    /// [detached](Held::detach). Nothing is sent until a step is asked. The group must
     /// list the same nodes in the same order as the one that took the lease: each node holds
     /// a token of its own, derived from `owner` and the node's place.
     pub fn by_owner(&self, name: impl AsRef<[u8]>, owner: OwnerToken) -> ByOwner {
@@ -239,7 +241,11 @@ enum Vote {
 }
 
 /// One acquisition round for `token` (see [`RedlockGroup::try_acquire`]).
-async fn round(keys: &Arc<GroupKeys>, token: String, lease_ms: u64) -> Result<LockAttempt> {
+async fn round(
+    keys: &Arc<GroupKeys>,
+    token: String,
+    lease_ms: u64,
+) -> Result<Attempt<RedlockLease>> {
     let started = Instant::now();
     let node_ms = with_drift(lease_ms);
     let owned = token.clone();
@@ -359,10 +365,7 @@ async fn round(keys: &Arc<GroupKeys>, token: String, lease_ms: u64) -> Result<Lo
                 guard.disarm();
             }
         }
-        return Ok(Attempt::Acquired(FencedLease::redlock(
-            holding,
-            fencing_token,
-        )));
+        return Ok(Attempt::Acquired(Held::new(holding, fencing_token)));
     }
     // No lease: the token goes from every node now, so that this process's next round is
     // not kept out by its own partial grants, and again (the guards) once late deliveries
@@ -435,7 +438,11 @@ async fn write_back(keys: &GroupKeys, granted: &[(usize, u64)]) -> Result<u64> {
 /// The answer to a round without a lease: an error when the nodes that failed leave no
 /// quorum possible (each node's cause in its message), busy otherwise, with when expiries
 /// alone free a quorum of the nodes (the holders' time left there).
-fn settle_failed_round(keys: &GroupKeys, votes: &[Vote], granted: usize) -> Result<LockAttempt> {
+fn settle_failed_round(
+    keys: &GroupKeys,
+    votes: &[Vote],
+    granted: usize,
+) -> Result<Attempt<RedlockLease>> {
     let quorum = keys.quorum();
     let failed: Vec<String> = votes
         .iter()
@@ -476,7 +483,7 @@ fn settle_failed_round(keys: &GroupKeys, votes: &[Vote], granted: usize) -> Resu
 }
 
 /// Refuses a lease a round could spend: not longer than three node timeouts.
-pub(crate) fn check_lease(lease: Duration, node_timeout: Duration) -> Result<()> {
+pub(super) fn check_lease(lease: Duration, node_timeout: Duration) -> Result<()> {
     if lease <= node_timeout.saturating_mul(3) {
         return Err(Error::invalid_argument(format!(
             "a Redlock lease of {lease:?} could be spent by one round, whose nodes have \

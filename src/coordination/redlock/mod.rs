@@ -4,10 +4,9 @@
 //! - [`RedlockGroup`]: the nodes (each a [`Coordination`](crate::Coordination) of its own,
 //!   shared, not owned) and the node timeout; [`try_acquire`](RedlockGroup::try_acquire)
 //!   runs one round, [`acquire`](RedlockGroup::acquire) waits.
-//! - The lease is a [`FencedLease`](crate::coordination::lock::FencedLease) held on a
-//!   quorum, with the group's fencing token: every step of it goes to every node.
-//!   [`ManagedLease::keep`](crate::coordination::lock::ManagedLease::keep) keeps one
-//!   renewed, with the ownership signal, and a
+//! - [`RedlockLease`]: the lease held on a quorum, with the group's fencing token: every
+//!   step of it goes to every node. [`ManagedRedlockLease`] keeps one renewed, with the
+//!   ownership signal, and a
 //!   [`LeaseRequest::redlock`](crate::extract::LeaseRequest::redlock) has the `Lease`
 //!   extractor take one.
 //!
@@ -88,8 +87,8 @@
 //! | release | not counted | not counted | an error (uncertain): the handle keeps its token for another release |
 
 mod group;
+mod lease;
 mod nodes;
 
-pub(crate) use group::check_lease;
 pub use group::{DEFAULT_NODE_TIMEOUT, RedlockGroup};
-pub(crate) use nodes::{GroupKeys, release_everywhere};
+pub use lease::{ManagedRedlockLease, RedlockLease};

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 
-use super::check_lease;
+use super::group::check_lease;
 use crate::backend::Backend;
 use crate::backend::steps::lease_release::LeaseReleaseReply;
 use crate::coordination::lock::LockKeys;
@@ -18,7 +18,7 @@ use crate::coordination::ownership::Primitive;
 use crate::error::{Error, ErrorKind, Result};
 
 /// The lock's keys on each node, and how long a node may take to answer.
-pub(crate) struct GroupKeys {
+pub struct GroupKeys {
     pub(super) nodes: Vec<Arc<LockKeys>>,
     pub(crate) node_timeout: Duration,
 }

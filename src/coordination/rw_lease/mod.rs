@@ -116,8 +116,6 @@ mod read_write_lock;
 pub use lease::{ManagedRwLease, RwLease};
 pub use read_write_lock::{DEFAULT_WAITING_BOUND, ReadWriteLock};
 
-use crate::coordination::Attempt;
-
 /// What a [`RwLease`] allows: shared reading, or exclusive writing.
 ///
 /// # Example
@@ -130,7 +128,7 @@ use crate::coordination::Attempt;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> leasehold::Result<()> {
 /// let lock = ReadWriteLock::named(&Coordination::memory(), "catalog");
-/// let lease = lock.try_write(Duration::from_secs(10)).await?.into_lease().expect("free");
+/// let lease = lock.try_write(Duration::from_secs(10)).await?.acquired().expect("free");
 /// assert_eq!(lease.access(), Access::Write);
 /// # Ok(()) }
 /// ```
@@ -140,34 +138,4 @@ pub enum Access {
     Read,
     /// Exclusive: no reader and no other writer holds the lease meanwhile.
     Write,
-}
-
-/// The outcome of [`ReadWriteLock::try_read`](ReadWriteLock::try_read) and
-/// [`try_write`](ReadWriteLock::try_write): a lease, or [`Attempt::Busy`] with how long
-/// until the holders in the way run out (see [`Attempt`], shared with the lock and the
-/// semaphores).
-///
-/// # Example
-///
-/// ```
-/// use std::time::Duration;
-/// use leasehold::Coordination;
-/// use leasehold::coordination::rw_lease::{ReadWriteLock, RwAttempt};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> leasehold::Result<()> {
-/// let lock = ReadWriteLock::named(&Coordination::memory(), "catalog");
-/// let reading: RwAttempt = lock.try_read(Duration::from_secs(10)).await?;
-/// let _reader = reading.into_lease().expect("nobody writes");
-/// let writing = lock.try_write(Duration::from_secs(10)).await?;
-/// assert!(writing.retry_after().is_some(), "a reader holds it");
-/// # Ok(()) }
-/// ```
-pub type RwAttempt = Attempt<RwLease>;
-
-impl Attempt<RwLease> {
-    /// The lease, if it was acquired.
-    pub fn into_lease(self) -> Option<RwLease> {
-        self.acquired()
-    }
 }

@@ -4,13 +4,15 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Access, RwAttempt, RwLease};
+use super::lease::RwOwn;
+use super::{Access, RwLease};
 use crate::Coordination;
 use crate::backend::Backend;
 use crate::backend::steps::rw_lease::{
     RwAcquireReply, RwAcquireStep, RwDowngradeReply, RwDowngradeStep, RwHeld, RwReleaseStep,
     RwRenewStep, RwStep, RwVerifyStep,
 };
+use crate::coordination::Held;
 use crate::coordination::name;
 use crate::coordination::owner::{
     Acquire, Acquisition, HoldingKeys, acquire_waiting, expiry_ms, forget_in_background,
@@ -57,8 +59,8 @@ use crate::error::{Error, Result};
 /// let lock = ReadWriteLock::named(&Coordination::memory(), "catalog");
 /// let lease = Duration::from_secs(10);
 ///
-/// let mut first = lock.try_read(lease).await?.into_lease().expect("free");
-/// let mut second = lock.try_read(lease).await?.into_lease().expect("readers share");
+/// let mut first = lock.try_read(lease).await?.acquired().expect("free");
+/// let mut second = lock.try_read(lease).await?.acquired().expect("readers share");
 /// assert!(!lock.try_write(lease).await?.is_acquired(), "readers hold it");
 ///
 /// first.release().await?;
@@ -150,7 +152,7 @@ impl ReadWriteLock {
     /// answer stays unknown), a lease it may have been granted is released
     /// by owner token in the background, once the step's deadline on the server has passed
     /// so that a late delivery cannot take it again.
-    pub async fn try_read(&self, lease: Duration) -> Result<RwAttempt> {
+    pub async fn try_read(&self, lease: Duration) -> Result<Attempt<RwLease>> {
         self.try_acquire(Access::Read, lease, None).await
     }
 
@@ -160,7 +162,7 @@ impl ReadWriteLock {
     /// # Cancel safety
     ///
     /// Cancel safe in effect, as [`try_read`](Self::try_read) is.
-    pub async fn try_write(&self, lease: Duration) -> Result<RwAttempt> {
+    pub async fn try_write(&self, lease: Duration) -> Result<Attempt<RwLease>> {
         self.try_acquire(Access::Write, lease, None).await
     }
 
@@ -239,7 +241,7 @@ impl ReadWriteLock {
         access: Access,
         lease: Duration,
         waiting: Option<(&str, Duration)>,
-    ) -> Result<RwAttempt> {
+    ) -> Result<Attempt<RwLease>> {
         let lease_ms = expiry_ms("a lease", lease)?;
         let waiting = match waiting {
             Some((waiter, bound)) => Some((waiter, expiry_ms("a waiting bound", bound)?)),
@@ -251,7 +253,7 @@ impl ReadWriteLock {
             waiting: waiting.map(|(waiter, bound_ms)| (waiter.to_owned(), bound_ms)),
         };
         try_acquire(&self.keys, ask, |holding, fencing_token| {
-            RwLease::new(holding, access, fencing_token)
+            Held::new(holding, RwOwn::new(access, fencing_token))
         })
         .await
     }
@@ -276,7 +278,7 @@ impl fmt::Debug for ReadWriteLock {
 
 /// The user keys of a read-write lease set and of its writers' fencing counter, in one slot
 /// (the backend applies its prefix), on their backend.
-pub(super) struct RwKeys {
+pub struct RwKeys {
     backend: Backend,
     key: Vec<u8>,
     counter: Vec<u8>,
@@ -313,7 +315,7 @@ impl RwKeys {
 }
 
 /// What an acquisition asks of the set.
-pub(super) struct RwAsk {
+pub struct RwAsk {
     /// A write lease, or a read lease.
     write: bool,
     /// The lease, in whole milliseconds.

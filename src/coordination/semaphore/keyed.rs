@@ -4,10 +4,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::permit::{acquire_permit, acquire_permit_with, try_acquire_permit};
 use super::sets::PermitSets;
-use super::{Attempt, Capacity, SemaphorePermit};
+use super::{Capacity, SemaphorePermit};
 use crate::Coordination;
 use crate::backend::Backend;
+use crate::coordination::Attempt;
 use crate::coordination::{ByOwner, DEFAULT_POLL_INTERVAL, ManagedOptions, OwnerToken, name};
 use crate::error::{Error, Result};
 
@@ -125,8 +127,12 @@ impl KeyedSemaphore {
     ///
     /// As for [`Semaphore::try_acquire`](super::Semaphore::try_acquire): a permit whose
     /// answer was lost or whose future was dropped mid-flight is released in the background.
-    pub async fn try_acquire(&self, key: &[u8], expiry: Duration) -> Result<Attempt> {
-        SemaphorePermit::try_acquire(&Arc::new(self.sets(key)), expiry).await
+    pub async fn try_acquire(
+        &self,
+        key: &[u8],
+        expiry: Duration,
+    ) -> Result<Attempt<SemaphorePermit>> {
+        try_acquire_permit(&Arc::new(self.sets(key)), expiry).await
     }
 
     /// Takes a permit for `key`, waiting as long as it takes; see
@@ -146,7 +152,7 @@ impl KeyedSemaphore {
     /// replayed, and a permit it may have been granted is released by owner token in the
     /// background (see [`try_acquire`](Self::try_acquire)).
     pub async fn acquire(&self, key: &[u8], expiry: Duration) -> Result<SemaphorePermit> {
-        SemaphorePermit::acquire(&Arc::new(self.sets(key)), expiry, DEFAULT_POLL_INTERVAL).await
+        acquire_permit(&Arc::new(self.sets(key)), expiry, DEFAULT_POLL_INTERVAL).await
     }
 
     /// [`acquire`](Self::acquire) with the lease (as the expiry) and the poll interval of
@@ -157,13 +163,13 @@ impl KeyedSemaphore {
         key: &[u8],
         options: &ManagedOptions,
     ) -> Result<SemaphorePermit> {
-        SemaphorePermit::acquire_with(&Arc::new(self.sets(key)), options).await
+        acquire_permit_with(&Arc::new(self.sets(key)), options).await
     }
 
     /// The permit of the client key `key` held under `owner`, from any process: renewed,
     /// verified and released in both its sets with the checks a [`SemaphorePermit`]'s own
     /// steps make (see [`ByOwner`]), for a permit whose handle was
-    /// [detached](SemaphorePermit::detach). Nothing is sent until a step is asked.
+    /// [detached](crate::coordination::Held::detach). Nothing is sent until a step is asked.
     pub fn by_owner(&self, key: &[u8], owner: OwnerToken) -> ByOwner {
         ByOwner::new(Arc::new(self.sets(key)), owner)
     }

@@ -5,7 +5,7 @@
 //! - [`KeyedSemaphore`]: a capacity per client key and/or a global one, both taken in one
 //!   atomic step (for example at most 2 concurrent exports per user and 20 in all).
 //!
-//! [`try_acquire`](Semaphore::try_acquire) is immediate ([`Attempt`]);
+//! [`try_acquire`](Semaphore::try_acquire) is immediate ([`Attempt`](crate::coordination::Attempt));
 //! [`acquire`](Semaphore::acquire) waits for a permit. Neither queues nor promises fairness.
 //! Each permit ([`SemaphorePermit`]) is held under its own owner token, expires at a time on
 //! the backend's clock, and is pruned by the next step once expired, so capacity
@@ -16,18 +16,14 @@
 //! releases that had to be given up.
 //! [`ManagedPermit`] renews a permit by itself and says when it is lost.
 
-mod attempt;
 mod capacity;
 mod keyed;
-mod managed;
 mod permit;
 #[allow(clippy::module_inception)] // the type the module is named after
 mod semaphore;
 mod sets;
 
-pub use attempt::Attempt;
 pub use capacity::Capacity;
 pub use keyed::KeyedSemaphore;
-pub use managed::ManagedPermit;
-pub use permit::SemaphorePermit;
+pub use permit::{ManagedPermit, SemaphorePermit};
 pub use semaphore::Semaphore;

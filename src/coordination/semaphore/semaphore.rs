@@ -4,9 +4,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::SemaphorePermit;
+use super::permit::{acquire_permit, acquire_permit_with, try_acquire_permit};
 use super::sets::PermitSets;
-use super::{Attempt, SemaphorePermit};
 use crate::Coordination;
+use crate::coordination::Attempt;
 use crate::coordination::{ByOwner, DEFAULT_POLL_INTERVAL, ManagedOptions, OwnerToken, name};
 use crate::error::{Error, Result};
 
@@ -64,7 +66,7 @@ use crate::error::{Error, Result};
 /// assert!(!semaphore.try_acquire(Duration::from_secs(30)).await?.is_acquired());
 /// assert_eq!(semaphore.held().await?, 2);
 ///
-/// let mut a = a.into_permit().expect("acquired");
+/// let mut a = a.acquired().expect("acquired");
 /// assert_eq!(a.release().await?, Release::Released);
 /// assert_eq!(semaphore.held().await?, 1);
 /// # Ok(()) }
@@ -136,8 +138,8 @@ impl Semaphore {
     /// does not stay taken; its expiry is the fallback if that release fails too. On Redis the
     /// request carries a deadline on the server's clock and the release waits until it has
     /// passed, so a request delayed past its release is a no-op when it arrives.
-    pub async fn try_acquire(&self, expiry: Duration) -> Result<Attempt> {
-        SemaphorePermit::try_acquire(&self.sets, expiry).await
+    pub async fn try_acquire(&self, expiry: Duration) -> Result<Attempt<SemaphorePermit>> {
+        try_acquire_permit(&self.sets, expiry).await
     }
 
     /// Takes a permit, waiting as long as it takes; see [`try_acquire`](Self::try_acquire)
@@ -157,19 +159,19 @@ impl Semaphore {
     /// replayed, and a permit it may have been granted is released by owner token in the
     /// background (see [`try_acquire`](Self::try_acquire)).
     pub async fn acquire(&self, expiry: Duration) -> Result<SemaphorePermit> {
-        SemaphorePermit::acquire(&self.sets, expiry, DEFAULT_POLL_INTERVAL).await
+        acquire_permit(&self.sets, expiry, DEFAULT_POLL_INTERVAL).await
     }
 
     /// [`acquire`](Self::acquire) with the lease (as the expiry) and the poll interval of
     /// `options`, validated first: what the [`Permit`](crate::extract::Permit) extractor
     /// waits with.
     pub(crate) async fn acquire_with(&self, options: &ManagedOptions) -> Result<SemaphorePermit> {
-        SemaphorePermit::acquire_with(&self.sets, options).await
+        acquire_permit_with(&self.sets, options).await
     }
 
     /// The permit held under `owner`, from any process: renewed, verified and released with
     /// the checks a [`SemaphorePermit`]'s own steps make (see [`ByOwner`]), for a permit
-    /// whose handle was [detached](SemaphorePermit::detach). Nothing is sent until a step
+    /// whose handle was [detached](crate::coordination::Held::detach). Nothing is sent until a step
     /// is asked.
     pub fn by_owner(&self, owner: OwnerToken) -> ByOwner {
         ByOwner::new(Arc::clone(&self.sets), owner)

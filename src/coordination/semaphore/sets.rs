@@ -12,7 +12,7 @@ use crate::error::{Error, ErrorKind, Result};
 
 /// The storage keys of a semaphore's sets (one or two, in one slot) on their backend; every
 /// step on a permit runs over all of them at once.
-pub(super) struct PermitSets {
+pub struct PermitSets {
     backend: Backend,
     keys: Vec<Vec<u8>>,
     /// The capacity of each set, in the order of the keys.

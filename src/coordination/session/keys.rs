@@ -15,7 +15,7 @@ use crate::coordination::ownership::Primitive;
 use crate::error::Result;
 
 /// The user keys of one space (the backend applies its prefix), all under one hash tag.
-pub(crate) struct SpaceNames {
+pub struct SpaceNames {
     backend: Backend,
     /// `session:{<len>:<name>}`: the start of every key of the space.
     tagged: Vec<u8>,

@@ -1,24 +1,21 @@
-//! One session: a lease with the keys attached to it.
-
-use std::fmt;
-use std::time::Duration;
+//! One session: a lease with the keys attached to it, what a [`Sessions`] space holds, and
+//! what its handles add to the shared lifecycle ([`Held`]): the keys.
 
 use super::keys::SpaceNames;
-use super::{Claim, SessionState, delete_on, put_on};
-use crate::coordination::owner::{Holding, expiry_ms};
-use crate::coordination::{Detached, Release};
+use super::{Claim, SessionState, Sessions, delete_on, put_on};
+use crate::coordination::{Held, HeldKind};
 use crate::error::Result;
 
 /// A lease of a [`Sessions`](super::Sessions) space with the keys attached to it: while it
 /// lives, so do they; its keep-alive extends it and every one of them in one step, and its
-/// revoke (or its expiry, with nothing to clean up) removes them all.
+/// release (or its expiry, with nothing to clean up) removes them all.
 ///
 /// The lease id is a random owner token that only this handle knows; every step compares it
-/// on the backend, so a stale handle can neither keep alive, write under, nor revoke a
+/// on the backend, so a stale handle can neither keep alive, write under, nor release a
 /// lease that is not its own any more. It fails closed as every held handle does: past its
 /// conservative [`remaining_estimate`](Self::remaining_estimate), nothing is written or
 /// renewed, and a keep-alive that finds the lease gone marks the handle lost. Dropping it
-/// revokes it in the background; [`detach`](Self::detach) lets it live on without the
+/// releases it in the background; [`detach`](Held::detach) lets it live on without the
 /// handle. [`ManagedSession`](super::ManagedSession) keeps one alive with the ownership
 /// signal.
 ///
@@ -41,39 +38,23 @@ use crate::error::Result;
 /// let state = session.state().await?.expect("live");
 /// assert_eq!(state.keys(), [b"worker:a".to_vec()]);
 ///
-/// assert_eq!(session.revoke().await?, Release::Released);
+/// assert_eq!(session.release().await?, Release::Released);
 /// assert_eq!(workers.get("worker:a").await?, None);
 /// # Ok(()) }
 /// ```
-pub struct Session {
-    holding: Holding<SpaceNames>,
+pub type Session = Held<Sessions>;
+
+impl HeldKind for Sessions {
+    type Keys = SpaceNames;
+    type Own = ();
+    const HANDLE: &'static str = "Session";
+    const MANAGED: &'static str = "ManagedSession";
 }
 
-impl Session {
-    pub(super) fn new(holding: Holding<SpaceNames>) -> Self {
-        Session { holding }
-    }
-
+impl Held<Sessions> {
     /// The lease id: its owner token, 32 lower-case hex digits (128 random bits).
     pub fn id(&self) -> &str {
         self.holding.token()
-    }
-
-    /// The lease asked at the grant or at the last answered keep-alive.
-    pub fn lease(&self) -> Duration {
-        self.holding.expiry().unwrap_or_default()
-    }
-
-    /// A conservative local estimate of the time the lease has left, measured from before
-    /// the request that set its expiry was sent; zero once revoked, lost, uncertain, or past
-    /// it.
-    pub fn remaining_estimate(&self) -> Duration {
-        self.holding.remaining_estimate().unwrap_or_default()
-    }
-
-    /// Whether this handle no longer holds its lease: revoked by it, or found gone.
-    pub fn is_released(&self) -> bool {
-        self.holding.is_released()
     }
 
     /// Attaches `name` to the lease with `value`: the key lives exactly as long as the lease
@@ -157,33 +138,6 @@ impl Session {
         self.renew(lease).await
     }
 
-    /// Gives the lease, and every key attached to it, a new expiry of `lease` from now on
-    /// the backend's clock, in one step, if it is still live under this handle's id.
-    /// `Ok(false)`: it is gone (the handle is then lost), or nothing was sent because the
-    /// handle no longer counts on it. A lease under a millisecond or over about 34 years
-    /// fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) before
-    /// anything is sent. A keep-alive without an answer leaves the handle held with the
-    /// estimate both outcomes guarantee.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe in effect: dropped after it was sent, the handle stays as an unanswered
-    /// keep-alive leaves it.
-    pub async fn renew(&mut self, lease: Duration) -> Result<bool> {
-        let lease_ms = expiry_ms("a session lease", lease)?;
-        self.holding.renew(Some(lease_ms)).await
-    }
-
-    /// Whether the lease is still live under this handle's id, asked of the backend;
-    /// `Ok(false)` without asking once the handle no longer counts on it.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only reads.
-    pub async fn verify_still_held(&self) -> Result<bool> {
-        self.holding.verify().await
-    }
-
     /// The lease's time to live and its attached keys, as the backend has them now; `None`
     /// when it is not live.
     ///
@@ -192,50 +146,5 @@ impl Session {
     /// Cancel safe: it only reads.
     pub async fn state(&self) -> Result<Option<SessionState>> {
         super::state_of(self.holding.keys(), self.id()).await
-    }
-
-    /// Revokes the lease: it and every key still attached to it are removed at once.
-    /// [`Release::Released`] when it was live, [`Release::AlreadyReleased`] when it was not
-    /// (what it left is removed all the same), or when this handle had revoked it already
-    /// (then nothing is sent). Repeat-safe; a late keep-alive or put finds nothing.
-    ///
-    /// On an unavailable backend one more revoke is tried, bounded by about a second; a
-    /// revoke that may have run without an answer leaves the handle uncertain: revoke
-    /// again, or drop it to revoke in the background.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe in effect: dropped after it was sent, the revoke goes on in the
-    /// background and the handle counts as revoked.
-    pub async fn revoke(&mut self) -> Result<Release> {
-        Ok(Release::from_found(self.holding.release().await?))
-    }
-
-    /// Lets go of the session without revoking it, for another owner to go on with by its
-    /// id (see [`Detached`] and [`Sessions::by_owner`](super::Sessions::by_owner)): it and
-    /// its keys live until it expires or is revoked by that id. `None` when this handle no
-    /// longer holds it; it is then dropped as the handle is.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropped before it returns, the session is revoked in the background, as when the
-    /// handle is dropped.
-    pub async fn detach(self) -> Option<Detached> {
-        self.holding.detach().await
-    }
-
-    /// The holding, to be kept by a [`ManagedSession`](super::ManagedSession).
-    pub(super) fn into_holding(self) -> Holding<SpaceNames> {
-        self.holding
-    }
-}
-
-impl fmt::Debug for Session {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Session")
-            .field("space", &format_args!("{}", self.holding.keys()))
-            .field("lease", &self.lease())
-            .field("state", &self.holding.state())
-            .finish_non_exhaustive()
     }
 }

@@ -61,7 +61,7 @@
 //! | put | fails, nothing written | fails (`CapacityExceeded` at the bound), nothing written | fails; never sent again, and it lands before its deadline on the server's clock or not at all: put again once the error's `retry_after` has passed to settle |
 //! | claim, delete | fails, nothing written | fails, nothing written | fails; never sent again (a copy landing after a later step of the lease would undo it), and it lands before its deadline or not at all: claim or delete again once the error's `retry_after` has passed to settle |
 //! | keep-alive | the handle keeps its estimate; a managed one retries while the estimate lasts, and its signal fires when it runs out, even with no server to ask | as unavailable | the handle keeps what both outcomes guarantee |
-//! | revoke | tried once more, bounded; else the handle is uncertain and revokes again (or in the background when dropped) | fails, the handle as before | as unavailable |
+//! | release | tried once more, bounded; else the handle is uncertain and releases again (or in the background when dropped) | fails, the handle as before | as unavailable |
 //!
 //! A late keep-alive or put (delayed in the network past a revoke or an expiry) finds no
 //! live lease and changes nothing: nothing comes back. A put, claim or delete also carries
@@ -175,7 +175,7 @@ fn check_name(name: &[u8]) -> Result<()> {
 /// let mut second = jobs.grant(Duration::from_secs(10)).await?;
 /// assert_eq!(first.claim("job:42", "worker-a").await?, Claim::Claimed);
 /// assert_eq!(second.claim("job:42", "worker-b").await?, Claim::Taken);
-/// first.revoke().await?;
+/// first.release().await?;
 /// assert_eq!(second.claim("job:42", "worker-b").await?, Claim::Claimed);
 /// # Ok(()) }
 /// ```

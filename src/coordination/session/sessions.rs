@@ -9,7 +9,7 @@ use super::{MAX_KEY_NAME_LEN, MAX_LISTED, Session, SessionState, check_name};
 use crate::Coordination;
 use crate::backend::steps::session::{SessionGetStep, SessionListStep};
 use crate::coordination::owner::{expiry_ms, try_acquire};
-use crate::coordination::{Attempt, ByOwner, OwnerToken};
+use crate::coordination::{Attempt, ByOwner, Held, OwnerToken};
 use crate::error::{Error, ErrorKind, Result};
 
 /// A named space of sessions (leases with attached keys), on one backend and, on a cluster,
@@ -85,7 +85,7 @@ impl Sessions {
                 ),
             ));
         }
-        match try_acquire(&self.keys, lease_ms, |holding, ()| Session::new(holding)).await? {
+        match try_acquire(&self.keys, lease_ms, Held::new).await? {
             Attempt::Acquired(session) => Ok(session),
             // Only a grant answered after its lease ran out by the local estimate.
             Attempt::Busy { .. } => Err(Error::new(

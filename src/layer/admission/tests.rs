@@ -148,7 +148,7 @@ async fn held_filler(
         .try_acquire(MINUTE)
         .await
         .expect("the only key")
-        .into_permit()
+        .acquired()
         .expect("free")
 }
 

@@ -14,8 +14,8 @@ use tower_service::Service;
 use super::answer;
 use super::config::Config;
 use super::guard::StreamGuard;
+use crate::coordination::Attempt;
 use crate::coordination::circuit_breaker::Admission;
-use crate::coordination::semaphore::Attempt;
 use crate::layer::admission::{self, Deciding, Decision, ResponseBody, decide};
 use crate::telemetry::{Clock, Decided};
 
