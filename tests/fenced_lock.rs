@@ -17,7 +17,7 @@ use leasehold::coordination::rw_lease::ReadWriteLock;
 use leasehold::coordination::semaphore::{Capacity, KeyedSemaphore, Semaphore};
 use leasehold::{Coordination, ErrorKind};
 use support::proxy::Direction;
-use support::target::{Target, scenario, server_ms};
+use support::target::{Target, scenario};
 use support::{Cluster, Server, ServerKind, eventually, unique_prefix};
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -842,15 +842,6 @@ impl Stalling {
         }
     }
 
-    /// Waits until the handle's connection answers again: every request it sent before has
-    /// then run.
-    async fn settle(&self) {
-        eventually("the server answers", async || {
-            self.coordination.server_time().await.is_ok()
-        })
-        .await;
-    }
-
     /// The writes a grant makes, counted by the server: two per grant (the counter, by
     /// `INCR` or `SET`, and the lease, by `SET`); renewals and releases make none of these.
     /// Waits for a pause to end.
@@ -1003,110 +994,6 @@ async fn a_grant_after_its_lease_ran_out_is_not_returned() {
     let mut next = acquired(&stalling.lock, MINUTE).await;
     assert!(next.fencing_token() > lost);
     assert_eq!(next.release().await.expect("release"), Release::Released);
-}
-
-#[tokio::test]
-async fn an_unanswered_renewal_keeps_the_lease_with_the_narrower_estimate() {
-    let stalling = Stalling::start().await;
-    let mut lease = acquired(&stalling.lock, MINUTE).await;
-    stalling.server.pause_clients(400);
-    let err = lease
-        .renew(Duration::from_secs(10))
-        .await
-        .expect_err("no answer in time");
-    assert!(err.is_outcome_uncertain(), "{err}");
-    // Held, with what both outcomes guarantee: the renewal's 10 s (shorter than the minute
-    // left), counted from before it was sent.
-    assert!(!lease.is_released());
-    let estimate = lease.remaining_estimate();
-    assert!(
-        estimate <= Duration::from_secs(10) && !estimate.is_zero(),
-        "{estimate:?}"
-    );
-    stalling.settle().await;
-    // Renewing again is safe: a renewal only extends a lease it still finds as its own.
-    assert!(lease.renew(MINUTE).await.expect("renew after the stall"));
-    assert!(lease.verify_still_held().await.expect("verify"));
-    assert_eq!(lease.release().await.expect("release"), Release::Released);
-    let mut next = acquired(&stalling.lock, MINUTE).await;
-    assert_eq!(next.release().await.expect("release"), Release::Released);
-    assert!(stalling.coordination.server_time().await.is_ok());
-}
-
-#[tokio::test]
-async fn renewal_after_the_estimate_ran_out_sends_nothing() {
-    let stalling = Stalling::start().await;
-    let mut lease = acquired(&stalling.lock, Duration::from_millis(50)).await;
-    eventually("the estimate runs out", async || {
-        lease.remaining_estimate().is_zero()
-    })
-    .await;
-    let sent = stalling.calls("evalsha");
-    assert!(!lease.renew(MINUTE).await.expect("renew"));
-    assert!(!lease.verify_still_held().await.expect("verify"));
-    assert_eq!(stalling.calls("evalsha"), sent, "nothing was sent");
-    assert!(!lease.is_released());
-    let granted_by = server_ms(&stalling.coordination).await;
-    eventually("the lease expires on the server", async || {
-        server_ms(&stalling.coordination).await > granted_by + 50 && !stalling.lease_exists()
-    })
-    .await;
-    assert_eq!(
-        lease.release().await.expect("release"),
-        Release::AlreadyReleased
-    );
-}
-
-#[tokio::test]
-async fn an_unanswered_release_is_retried_once_then_uncertain() {
-    let stalling = Stalling::start().await;
-    let mut lease = acquired(&stalling.lock, MINUTE).await;
-    stalling.server.pause_clients(600);
-    let err = lease.release().await.expect_err("no answer in time");
-    assert!(err.is_outcome_uncertain(), "{err}");
-    // The retry (bounded) could not confirm it either: uncertain, unusable for work.
-    assert!(!lease.is_released());
-    assert_eq!(lease.remaining_estimate(), Duration::ZERO);
-    assert!(!lease.verify_still_held().await.expect("uncertain"));
-    assert!(!lease.renew(MINUTE).await.expect("uncertain"));
-    // Only release may be retried; once the server answers, the cleanup is confirmed (the
-    // stalled releases ran first, so the lease is gone).
-    let mut answer = None;
-    eventually("a release is confirmed", async || {
-        answer = lease.release().await.ok();
-        answer.is_some()
-    })
-    .await;
-    assert_eq!(answer, Some(Release::AlreadyReleased));
-    assert!(lease.is_released());
-    assert!(!stalling.lease_exists());
-}
-
-/// A verification only reads: one without an answer is sent again while `transient_retry`
-/// lasts (latency), and one without an answer for longer fails as uncertain and leaves the
-/// lease held.
-#[tokio::test]
-async fn an_unanswered_verification_leaves_the_lease_held() {
-    let stalling = Stalling::start().await;
-    let mut lease = acquired(&stalling.lock, MINUTE).await;
-    stalling.server.pause_clients(300);
-    assert!(lease.verify_still_held().await.expect("sent again"));
-    stalling.server.pause_clients(1500);
-    let err = lease
-        .verify_still_held()
-        .await
-        .expect_err("no answer in time");
-    assert!(err.is_outcome_uncertain(), "{err}");
-    assert!(!lease.is_released());
-    assert!(lease.remaining_estimate() > Duration::ZERO);
-    let mut answer = None;
-    eventually("a verification answers", async || {
-        answer = lease.verify_still_held().await.ok();
-        answer.is_some()
-    })
-    .await;
-    assert_eq!(answer, Some(true));
-    assert_eq!(lease.release().await.expect("release"), Release::Released);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1293,58 +1180,22 @@ impl support::holding::Held for LockLease {
     const FENCED: bool = true;
     const EXCLUSIVE: bool = true;
     const WHAT: &'static str = "lease";
-    type Managed = leasehold::coordination::lock::ManagedLease;
+    type Kind = FencedLock;
 
-    async fn hold(
+    async fn try_acquire(
         coordination: &Coordination,
-        options: &leasehold::coordination::ManagedOptions,
-    ) -> Self::Managed {
-        let lock = FencedLock::named(coordination, "resource");
-        leasehold::coordination::lock::ManagedLease::try_acquire(&lock, options)
+        lease: Duration,
+    ) -> leasehold::Result<Attempt<FencedLease>> {
+        FencedLock::named(coordination, "resource")
+            .try_acquire(lease)
             .await
-            .expect("acquire")
-            .expect("free")
-    }
-
-    fn ownership(held: &Self::Managed) -> leasehold::coordination::ownership::OwnershipLost {
-        held.ownership()
-    }
-
-    async fn release(held: Self::Managed) -> bool {
-        held.release().await.is_ok()
-    }
-
-    async fn try_take(coordination: &Coordination) -> leasehold::Result<bool> {
-        let lock = FencedLock::named(coordination, "resource");
-        let lease = support::holding::LEASE;
-        Ok(lock.try_acquire(lease).await?.is_acquired())
-    }
-
-    async fn contend(coordination: &Coordination) -> bool {
-        let lock = FencedLock::named(coordination, "resource");
-        match lock
-            .try_acquire(support::holding::LEASE)
-            .await
-            .expect("try")
-            .acquired()
-        {
-            Some(mut lease) => {
-                lease.release().await.expect("release");
-                true
-            }
-            None => false,
-        }
-    }
-
-    async fn detach(held: Self::Managed) -> Option<leasehold::coordination::Detached> {
-        held.detach().await
     }
 
     fn by_owner(
         coordination: &Coordination,
         owner: leasehold::coordination::OwnerToken,
     ) -> leasehold::coordination::ByOwner {
-        leasehold::coordination::lock::FencedLock::named(coordination, "resource").by_owner(owner)
+        FencedLock::named(coordination, "resource").by_owner(owner)
     }
 }
 

@@ -479,51 +479,15 @@ impl support::holding::Held for OneField {
     const EXCLUSIVE: bool = true;
     const WHAT: &'static str = "field lease";
     const SERVER: support::ServerKind = support::ServerKind::Redis8;
-    type Managed = ManagedFieldLease;
+    type Kind = LeaseHash;
 
-    async fn hold(
+    async fn try_acquire(
         coordination: &Coordination,
-        options: &leasehold::coordination::ManagedOptions,
-    ) -> Self::Managed {
-        let hash = LeaseHash::named(coordination, "resource");
-        ManagedFieldLease::try_acquire(&hash, "field", options)
+        lease: Duration,
+    ) -> leasehold::Result<leasehold::coordination::Attempt<FieldLease>> {
+        LeaseHash::named(coordination, "resource")
+            .try_acquire("field", lease)
             .await
-            .expect("acquire")
-            .expect("free")
-    }
-
-    fn ownership(held: &Self::Managed) -> leasehold::coordination::ownership::OwnershipLost {
-        held.ownership()
-    }
-
-    async fn release(held: Self::Managed) -> bool {
-        held.release().await.is_ok()
-    }
-
-    async fn try_take(coordination: &Coordination) -> leasehold::Result<bool> {
-        let hash = LeaseHash::named(coordination, "resource");
-        let lease = support::holding::LEASE;
-        Ok(hash.try_acquire("field", lease).await?.is_acquired())
-    }
-
-    async fn contend(coordination: &Coordination) -> bool {
-        let hash = LeaseHash::named(coordination, "resource");
-        match hash
-            .try_acquire("field", support::holding::LEASE)
-            .await
-            .expect("try")
-            .acquired()
-        {
-            Some(mut lease) => {
-                lease.release().await.expect("release");
-                true
-            }
-            None => false,
-        }
-    }
-
-    async fn detach(held: Self::Managed) -> Option<leasehold::coordination::Detached> {
-        held.detach().await
     }
 
     fn by_owner(

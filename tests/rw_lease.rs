@@ -1048,51 +1048,17 @@ struct WriteLease;
 impl support::holding::Held for WriteLease {
     const FENCED: bool = true;
     const WHAT: &'static str = "write lease";
-    type Managed = ManagedRwLease;
+    type Kind = ReadWriteLock;
 
-    async fn hold(
+    async fn try_acquire(
         coordination: &Coordination,
-        options: &leasehold::coordination::ManagedOptions,
-    ) -> Self::Managed {
-        let lock = ReadWriteLock::named(coordination, "resource");
-        ManagedRwLease::try_write(&lock, options)
+        lease: Duration,
+    ) -> leasehold::Result<
+        leasehold::coordination::Attempt<leasehold::coordination::rw_lease::RwLease>,
+    > {
+        ReadWriteLock::named(coordination, "resource")
+            .try_write(lease)
             .await
-            .expect("acquire")
-            .expect("free")
-    }
-
-    fn ownership(held: &Self::Managed) -> leasehold::coordination::ownership::OwnershipLost {
-        held.ownership()
-    }
-
-    async fn release(held: Self::Managed) -> bool {
-        held.release().await.is_ok()
-    }
-
-    async fn try_take(coordination: &Coordination) -> leasehold::Result<bool> {
-        let lock = ReadWriteLock::named(coordination, "resource");
-        let lease = support::holding::LEASE;
-        Ok(lock.try_write(lease).await?.is_acquired())
-    }
-
-    async fn contend(coordination: &Coordination) -> bool {
-        let lock = ReadWriteLock::named(coordination, "resource");
-        match lock
-            .try_write(support::holding::LEASE)
-            .await
-            .expect("try")
-            .acquired()
-        {
-            Some(mut lease) => {
-                lease.release().await.expect("release");
-                true
-            }
-            None => false,
-        }
-    }
-
-    async fn detach(held: Self::Managed) -> Option<leasehold::coordination::Detached> {
-        held.detach().await
     }
 
     fn by_owner(

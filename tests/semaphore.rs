@@ -1,5 +1,5 @@
-//! Semaphores against every server kind, the cluster and the memory backend, and their
-//! failure rules against a private server that is made to stall (`CLIENT PAUSE`).
+//! Semaphores against every server kind, the cluster and the memory backend, and the rules
+//! every holding keeps (`holding_rules`, on a server that is made to stall among them).
 
 mod support;
 
@@ -887,155 +887,8 @@ async fn invalid_arguments_are_refused_before_anything_is_sent() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Failure rules, on a private server that stalls every client (see `support::stalling`).
-
-/// The stalling server, with a semaphore of one permit whose scripts it has cached.
-struct Stalling {
-    on: support::stalling::Stalling,
-    semaphore: Semaphore,
-}
-
-impl std::ops::Deref for Stalling {
-    type Target = support::stalling::Stalling;
-
-    fn deref(&self) -> &Self::Target {
-        &self.on
-    }
-}
-
-impl Stalling {
-    async fn start() -> Stalling {
-        let on = support::stalling::Stalling::start().await;
-        let semaphore = Semaphore::new(&on.coordination, "jobs", 1).expect("valid");
-        let mut warm = acquired(&semaphore, MINUTE).await;
-        assert!(warm.verify_still_held().await.expect("verify"));
-        assert!(warm.renew(MINUTE).await.expect("renew"));
-        assert!(warm.release().await.expect("release").was_held());
-        assert_eq!(semaphore.held().await.expect("held"), 0);
-        Stalling { on, semaphore }
-    }
-
-    /// Waits for the pause to end and for the semaphore to be empty.
-    async fn wait_until_empty(&self) {
-        eventually("the semaphore is empty", async || {
-            self.semaphore.held().await.is_ok_and(|held| held == 0)
-        })
-        .await;
-    }
-}
-
-/// An acquisition whose answer does not come within the response timeout is sent again
-/// (its token and deadline unchanged) while `transient_retry` lasts: once the server answers,
-/// the first delivery grants and the others find its token: one permit.
-#[tokio::test]
-async fn an_acquisition_without_an_answer_is_sent_again_and_granted_once() {
-    let stalling = Stalling::start().await;
-    stalling.server.pause_clients(400);
-    let mut permit = acquired(&stalling.semaphore, MINUTE).await;
-    assert_eq!(stalling.semaphore.held().await.expect("held"), 1);
-    assert!(permit.release().await.expect("release").was_held());
-    assert_eq!(stalling.semaphore.held().await.expect("held"), 0);
-}
-
-/// An acquisition that gets no answer for longer than `transient_retry` is uncertain: once
-/// the server answers, every delivery runs (the first grants a permit that never expires, the
-/// others find its token), then the release of its token that the failure spawned.
-#[tokio::test]
-async fn an_acquisition_without_an_answer_for_the_bound_is_released() {
-    let stalling = Stalling::start().await;
-    let (zadd, zrem) = (stalling.calls("zadd"), stalling.calls("zrem"));
-    stalling.server.pause_clients(1500);
-    let err = stalling
-        .semaphore
-        .try_acquire(MINUTE)
-        .await
-        .expect_err("no answer in time");
-    assert!(err.is_outcome_uncertain(), "{err}");
-    stalling.wait_until_empty().await;
-    // Two ZADDs at least: the out-of-memory guard (which changes nothing) and the grant.
-    assert!(
-        stalling.calls("zadd") >= zadd + 2,
-        "the stalled acquisition ran"
-    );
-    // Every attempt of the background release that timed out during the pause ran too.
-    assert!(stalling.calls("zrem") > zrem, "its token was released");
-    assert!(stalling.coordination.server_time().await.is_ok());
-}
-
-#[tokio::test]
-async fn an_unanswered_renewal_keeps_the_permit_and_can_be_retried() {
-    let stalling = Stalling::start().await;
-    let mut permit = acquired(&stalling.semaphore, 5 * MINUTE).await;
-    stalling.server.pause_clients(400);
-    let err = permit.renew(MINUTE).await.expect_err("no answer in time");
-    assert!(err.is_outcome_uncertain(), "{err}");
-    // Held, with the estimate both outcomes guarantee: the renewal's minute, from before it
-    // was sent.
-    assert!(!permit.is_released());
-    let estimate = permit.remaining_estimate();
-    assert!(estimate <= MINUTE && !estimate.is_zero(), "{estimate:?}");
-    eventually("the stall is over", async || {
-        stalling.semaphore.held().await.is_ok_and(|held| held == 1)
-    })
-    .await;
-    assert!(permit.renew(MINUTE).await.expect("renew after the stall"));
-    assert!(permit.verify_still_held().await.expect("verify"));
-    assert!(permit.release().await.expect("release").was_held());
-}
-
-#[tokio::test]
-async fn a_failed_release_is_retried_once_then_uncertain() {
-    let stalling = Stalling::start().await;
-    let mut permit = acquired(&stalling.semaphore, MINUTE).await;
-    stalling.server.pause_clients(600);
-    let err = permit.release().await.expect_err("no answer in time");
-    assert!(err.is_outcome_uncertain(), "{err}");
-    // The retry (bounded) could not confirm it either: uncertain, unusable for work.
-    assert!(!permit.is_released());
-    assert_eq!(permit.remaining_estimate(), Duration::ZERO);
-    assert!(!permit.verify_still_held().await.expect("uncertain"));
-    assert!(!permit.renew(MINUTE).await.expect("uncertain"));
-    // Only release may be retried; once the server answers, the cleanup is confirmed (the
-    // stalled releases ran first, so the permit is no longer held).
-    let mut answer = None;
-    eventually("a release is confirmed", async || {
-        answer = permit.release().await.ok();
-        answer.is_some()
-    })
-    .await;
-    assert_eq!(
-        answer,
-        Some(leasehold::coordination::Release::AlreadyReleased)
-    );
-    assert!(permit.is_released());
-    assert_eq!(stalling.semaphore.held().await.expect("held"), 0);
-}
-
-#[tokio::test]
-async fn a_failed_verification_leaves_the_permit_held() {
-    let stalling = Stalling::start().await;
-    let permit = acquired(&stalling.semaphore, MINUTE).await;
-    // A verification only reads: one without an answer is sent again while
-    // `transient_retry` lasts, and fails as uncertain once it has not answered for longer.
-    stalling.server.pause_clients(300);
-    assert!(permit.verify_still_held().await.expect("sent again"));
-    stalling.server.pause_clients(1500);
-    let err = permit
-        .verify_still_held()
-        .await
-        .expect_err("no answer in time");
-    assert!(err.is_outcome_uncertain(), "{err}");
-    assert!(!permit.is_released());
-    assert!(permit.remaining_estimate() > Duration::ZERO);
-    let mut answer = None;
-    eventually("a verification answers", async || {
-        answer = permit.verify_still_held().await.ok();
-        answer.is_some()
-    })
-    .await;
-    assert_eq!(answer, Some(true));
-    assert_eq!(stalling.semaphore.held().await.expect("held"), 1);
-}
+// Failure rules of the semaphore's own (the rules every holding keeps on a stalling server are
+// `holding_rules`).
 
 /// An acquisition whose first delivery is held by the network (its connection reset under
 /// it) is sent again on a new connection and granted; the holder releases it; then the held
@@ -1257,56 +1110,14 @@ struct OnePermit;
 
 impl support::holding::Held for OnePermit {
     const WHAT: &'static str = "permit";
-    type Managed = leasehold::coordination::semaphore::ManagedPermit;
+    type Kind = Semaphore;
 
-    async fn hold(
+    async fn try_acquire(
         coordination: &Coordination,
-        options: &leasehold::coordination::ManagedOptions,
-    ) -> Self::Managed {
+        lease: Duration,
+    ) -> leasehold::Result<Attempt<SemaphorePermit>> {
         let semaphore = Semaphore::new(coordination, "resource", 1).expect("valid");
-        let permit = semaphore
-            .try_acquire(support::holding::LEASE)
-            .await
-            .expect("acquire")
-            .acquired()
-            .expect("free");
-        leasehold::coordination::semaphore::ManagedPermit::keep(permit, options).expect("keep")
-    }
-
-    fn ownership(held: &Self::Managed) -> leasehold::coordination::ownership::OwnershipLost {
-        held.ownership()
-    }
-
-    async fn release(held: Self::Managed) -> bool {
-        held.release().await.is_ok()
-    }
-
-    async fn try_take(coordination: &Coordination) -> leasehold::Result<bool> {
-        let semaphore = Semaphore::new(coordination, "resource", 1).expect("valid");
-        Ok(semaphore
-            .try_acquire(support::holding::LEASE)
-            .await?
-            .is_acquired())
-    }
-
-    async fn contend(coordination: &Coordination) -> bool {
-        let semaphore = Semaphore::new(coordination, "resource", 1).expect("valid");
-        match semaphore
-            .try_acquire(support::holding::LEASE)
-            .await
-            .expect("try")
-            .acquired()
-        {
-            Some(mut permit) => {
-                permit.release().await.expect("release");
-                true
-            }
-            None => false,
-        }
-    }
-
-    async fn detach(held: Self::Managed) -> Option<leasehold::coordination::Detached> {
-        held.detach().await
+        semaphore.try_acquire(lease).await
     }
 
     fn by_owner(

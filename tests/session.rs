@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use leasehold::backend::key_slot;
 use leasehold::coordination::session::{
-    Claim, MAX_KEY_NAME_LEN, MAX_KEYS_PER_SESSION, MAX_VALUE_LEN, ManagedSession, Sessions,
+    Claim, MAX_KEY_NAME_LEN, MAX_KEYS_PER_SESSION, MAX_VALUE_LEN, ManagedSession, Session, Sessions,
 };
 use leasehold::coordination::{ManagedOptions, Release};
 use leasehold::{Coordination, ErrorKind};
@@ -790,3 +790,41 @@ async fn a_server_that_refuses_config_is_trusted_with_one_warning() {
         "one warning per handle"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The rules every self-renewing holding keeps (`support::holding`), for a session that claims
+// the resource: one worker's at a time.
+
+struct ClaimingSession;
+
+impl support::holding::Held for ClaimingSession {
+    const WHAT: &'static str = "session";
+    type Kind = Sessions;
+
+    /// A session granted for `lease` that claims the name `"resource"`; busy (the session
+    /// released) when another live session holds it.
+    async fn try_acquire(
+        coordination: &Coordination,
+        lease: Duration,
+    ) -> leasehold::Result<leasehold::coordination::Attempt<Session>> {
+        let mut session = Sessions::named(coordination, "resource")
+            .grant(lease)
+            .await?;
+        match session.claim("resource", "holder").await? {
+            Claim::Claimed => Ok(leasehold::coordination::Attempt::Acquired(session)),
+            _ => {
+                session.release().await?;
+                Ok(leasehold::coordination::Attempt::Busy { retry_after: None })
+            }
+        }
+    }
+
+    fn by_owner(
+        coordination: &Coordination,
+        owner: leasehold::coordination::OwnerToken,
+    ) -> leasehold::coordination::ByOwner {
+        Sessions::named(coordination, "resource").by_owner(owner)
+    }
+}
+
+holding_rules!(ClaimingSession);

@@ -6,6 +6,11 @@
 //! release, a late acquisition takes nothing, a release asked during a renewal wins over the
 //! late renewal, an acquisition delivered twice is granted again, and a holding detached
 //! from its handle goes on by its owner token, from another connection, with the same checks.
+//! On a private server that stalls every client (`support::stalling`), each step of a plain
+//! handle left without an answer keeps the holding table: an acquisition is sent again and
+//! granted once, or released once it is uncertain; a grant that comes too late is released;
+//! a renewal keeps the narrower estimate; past the estimate nothing is sent; a release is
+//! retried once, then uncertain; a verification changes nothing.
 
 use std::future::Future;
 use std::time::Duration;
@@ -13,7 +18,9 @@ use std::time::Duration;
 use leasehold::Coordination;
 use leasehold::backend::redis::RedisBackend;
 use leasehold::coordination::ownership::{LossReason, OwnershipLost};
-use leasehold::coordination::{ByOwner, Detached, ManagedOptions, OwnerToken, Release};
+use leasehold::coordination::{
+    Attempt, ByOwner, HeldKind, Managed, ManagedOptions, OwnerToken, Release,
+};
 use tokio::time::Instant;
 
 use super::proxy::Proxy;
@@ -24,7 +31,9 @@ use crate::support;
 pub const LEASE: Duration = Duration::from_secs(3);
 
 /// A held primitive, as its rules need it: one resource named `"resource"` that one holder
-/// at a time may hold.
+/// at a time may hold. Its handles are the crate's one [`Held`](leasehold::coordination::Held)
+/// and [`Managed`]: the rules need only how to take the resource and how to reach a
+/// holding by its owner token.
 pub trait Held {
     /// What it is, in the rules' messages.
     const WHAT: &'static str;
@@ -37,35 +46,52 @@ pub trait Held {
     /// Whether its holder writes with a fencing token (a lock's lease, a write lease), which
     /// a detached holding carries.
     const FENCED: bool = false;
-    /// Its managed holding.
-    type Managed: Send + 'static;
+    /// The primitive.
+    type Kind: HeldKind;
 
-    /// Takes the resource, kept as `options` say; panics when it is not free.
-    fn hold(
+    /// Takes the resource now for `lease`, if it is free.
+    fn try_acquire(
         coordination: &Coordination,
-        options: &ManagedOptions,
-    ) -> impl Future<Output = Self::Managed> + Send;
-
-    /// The managed holding's ownership signal.
-    fn ownership(held: &Self::Managed) -> OwnershipLost;
-
-    /// Releases the managed holding: whether the release was answered.
-    fn release(held: Self::Managed) -> impl Future<Output = bool> + Send + 'static;
-
-    /// Tries to take the resource for [`LEASE`]: `Ok(true)` when taken, which is then
-    /// dropped (released in the background).
-    fn try_take(
-        coordination: &Coordination,
-    ) -> impl Future<Output = leasehold::Result<bool>> + Send;
-
-    /// Whether another holder can take the resource now; it releases at once when it could.
-    fn contend(coordination: &Coordination) -> impl Future<Output = bool> + Send;
-
-    /// Lets go of the managed holding without releasing it.
-    fn detach(held: Self::Managed) -> impl Future<Output = Option<Detached>> + Send + 'static;
+        lease: Duration,
+    ) -> impl Future<Output = leasehold::Result<Attempt<Handle<Self>>>> + Send;
 
     /// The resource's holding under `owner`, reached by its token alone.
     fn by_owner(coordination: &Coordination, owner: OwnerToken) -> ByOwner;
+}
+
+/// The handle of `H`'s holdings.
+pub type Handle<H> = leasehold::coordination::Held<<H as Held>::Kind>;
+
+/// Takes the resource for [`LEASE`] and keeps it as `options` say; panics when it is not
+/// free.
+async fn keep<H: Held>(coordination: &Coordination, options: &ManagedOptions) -> Managed<H::Kind> {
+    let held = H::try_acquire(coordination, LEASE)
+        .await
+        .expect("acquire")
+        .acquired()
+        .unwrap_or_else(|| panic!("{}: not free", H::WHAT));
+    Managed::keep(held, options).expect("keep")
+}
+
+/// Tries to take the resource for [`LEASE`]: `Ok(true)` when taken, which is then dropped
+/// (released in the background).
+async fn try_take<H: Held>(coordination: &Coordination) -> leasehold::Result<bool> {
+    Ok(H::try_acquire(coordination, LEASE).await?.is_acquired())
+}
+
+/// Whether another holder can take the resource now; it releases at once when it could.
+async fn contend<H: Held>(coordination: &Coordination) -> bool {
+    match H::try_acquire(coordination, LEASE)
+        .await
+        .expect("try")
+        .acquired()
+    {
+        Some(mut held) => {
+            held.release().await.expect("release");
+            true
+        }
+        None => false,
+    }
 }
 
 /// Expands every rule as a test for `$held` (a type of the test file implementing [`Held`]), in a module
@@ -120,6 +146,41 @@ macro_rules! holding_rules {
             async fn a_renewal_by_owner_token_delivered_after_the_release_brings_nothing_back() {
                 rules::a_renewal_by_owner_token_delivered_after_the_release_brings_nothing_back::<super::$held>().await
             }
+
+            #[tokio::test]
+            async fn an_unanswered_acquisition_is_sent_again_and_granted_once() {
+                rules::an_unanswered_acquisition_is_sent_again_and_granted_once::<super::$held>().await
+            }
+
+            #[tokio::test]
+            async fn an_acquisition_unanswered_past_its_bound_is_released() {
+                rules::an_acquisition_unanswered_past_its_bound_is_released::<super::$held>().await
+            }
+
+            #[tokio::test]
+            async fn a_grant_answered_after_its_lease_ran_out_is_busy_and_released() {
+                rules::a_grant_answered_after_its_lease_ran_out_is_busy_and_released::<super::$held>().await
+            }
+
+            #[tokio::test]
+            async fn an_unanswered_renewal_keeps_it_with_the_narrower_estimate() {
+                rules::an_unanswered_renewal_keeps_it_with_the_narrower_estimate::<super::$held>().await
+            }
+
+            #[tokio::test]
+            async fn past_its_estimate_nothing_is_sent() {
+                rules::past_its_estimate_nothing_is_sent::<super::$held>().await
+            }
+
+            #[tokio::test]
+            async fn an_unanswered_release_is_retried_once_then_uncertain() {
+                rules::an_unanswered_release_is_retried_once_then_uncertain::<super::$held>().await
+            }
+
+            #[tokio::test]
+            async fn an_unanswered_verification_leaves_it_held() {
+                rules::an_unanswered_verification_leaves_it_held::<super::$held>().await
+            }
         }
     };
 }
@@ -127,19 +188,19 @@ macro_rules! holding_rules {
 /// A managed holding, kept until dropped, with its ownership signal.
 struct Holding<H: Held> {
     ownership: OwnershipLost,
-    _held: H::Managed,
+    _held: Managed<H::Kind>,
 }
 
-/// Takes the resource as [`Held::hold`] does, detached (kept after its handle is dropped)
+/// Takes the resource as [`keep`] does, detached (kept after its handle is dropped)
 /// with a lifetime limit when one is given.
 async fn hold<H: Held>(coordination: &Coordination, lifetime: Option<Duration>) -> Holding<H> {
     let options = ManagedOptions::new()
         .lease(LEASE)
         .release_on_drop(lifetime.is_none())
         .max_lifetime(lifetime);
-    let held = H::hold(coordination, &options).await;
+    let held = keep::<H>(coordination, &options).await;
     Holding {
-        ownership: H::ownership(&held),
+        ownership: held.ownership(),
         _held: held,
     }
 }
@@ -184,7 +245,7 @@ pub async fn a_stall_shorter_than_the_estimate_costs_nothing<H: Held>() {
             held.ownership.reason()
         );
         assert!(
-            !H::contend(&contender).await,
+            !contend::<H>(&contender).await,
             "{what}: another holder took it at {:?}",
             acquired.elapsed()
         );
@@ -208,7 +269,7 @@ pub async fn a_stall_longer_than_the_estimate_ends_ownership_before_anyone_takes
     // The contender polls from its own connection until it gets the resource.
     let taken_at = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
-            if H::contend(&contender).await {
+            if contend::<H>(&contender).await {
                 return Instant::now();
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -254,12 +315,12 @@ pub async fn the_lifetime_limit_is_told_before_the_release<H: Held>() {
     assert_eq!(reason, LossReason::LifetimeLimit, "{what}");
     // Told first: the release has not reached the server yet.
     assert!(
-        !H::contend(&contender).await,
+        !contend::<H>(&contender).await,
         "{what}: released before the holder was told"
     );
     // Then released, long before its lease would expire.
     let deadline = Instant::now() + Duration::from_secs(2);
-    while !H::contend(&contender).await {
+    while !contend::<H>(&contender).await {
         assert!(Instant::now() < deadline, "{what}: never released");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -279,14 +340,14 @@ pub async fn a_late_acquisition_leaves_nothing_once_delivered<H: Held>() {
         })
         .await;
     // The scripts are loaded: the held command is an EVALSHA that runs as it arrives.
-    assert!(H::contend(&holder).await);
+    assert!(contend::<H>(&holder).await);
     let calls = || support::target::command_calls(server, "evalsha");
     let before = calls();
     // The lock's fencing counter stays, by design; nothing else may.
     let keys = server.count_keys(prefix.as_bytes());
 
     proxy.stall();
-    let err = H::try_take(&holder)
+    let err = try_take::<H>(&holder)
         .await
         .expect_err("no answer within the response timeout");
     assert!(err.is_outcome_uncertain(), "{what}: {err}");
@@ -310,7 +371,7 @@ pub async fn a_late_acquisition_leaves_nothing_once_delivered<H: Held>() {
         "{what}: the late acquisition took it"
     );
     let contender = behind.direct().await;
-    assert!(H::contend(&contender).await, "{what}");
+    assert!(contend::<H>(&contender).await, "{what}");
 }
 
 /// A managed holding whose keeper is renewing it when its holder asks for the release: the
@@ -327,8 +388,8 @@ pub async fn a_release_asked_during_a_renewal_frees_it_and_the_late_renewal_chan
         .through_proxy(|builder| builder.response_timeout(Duration::from_millis(300)))
         .await;
     let contender = behind.direct().await;
-    let held = H::hold(&holder, &ManagedOptions::new().lease(LEASE)).await;
-    let release = move || tokio::spawn(H::release(held));
+    let held = keep::<H>(&holder, &ManagedOptions::new().lease(LEASE)).await;
+    let release = move || tokio::spawn(async move { held.release().await.is_ok() });
     let calls = || support::target::command_calls(server, "evalsha");
     // Held from just before the renewal (due at half the lease) until it has left the client.
     tokio::time::sleep(LEASE / 2 - Duration::from_millis(300)).await;
@@ -349,14 +410,14 @@ pub async fn a_release_asked_during_a_renewal_frees_it_and_the_late_renewal_chan
             .expect("the release task"),
         "{what}: released"
     );
-    assert!(H::contend(&contender).await, "{what}: free");
+    assert!(contend::<H>(&contender).await, "{what}: free");
     // The held renewal (and the first release) arrive now, and find nothing of the holder's.
     let before = calls();
     proxy.deliver_held();
     support::eventually("the held commands run", async || calls() >= before + 2).await;
     assert!(calls() > ran + 2, "the renewal ran after the release");
     assert!(
-        H::contend(&contender).await,
+        contend::<H>(&contender).await,
         "{what}: the late renewal brought it back"
     );
 }
@@ -372,7 +433,7 @@ pub async fn an_acquisition_delivered_twice_is_granted_again<H: Held>() {
     let contender = behind.direct().await;
     behind.proxy.take_delivered();
     let held = hold::<H>(&holder, None).await;
-    let reply = support::proxy::replay_last_script(&behind.server, &behind.proxy.take_delivered());
+    let reply = support::proxy::replay_first_script(&behind.server, &behind.proxy.take_delivered());
     let redis::Value::Array(fields) = &reply else {
         panic!("{what}: a reply table: {reply:?}");
     };
@@ -382,12 +443,12 @@ pub async fn an_acquisition_delivered_twice_is_granted_again<H: Held>() {
         "{what}: the duplicate answered {reply:?}"
     );
     assert!(
-        !H::contend(&contender).await,
+        !contend::<H>(&contender).await,
         "{what}: held once, by its holder"
     );
     drop(held);
     support::eventually("the release frees it", async || {
-        H::contend(&contender).await
+        contend::<H>(&contender).await
     })
     .await;
 }
@@ -400,9 +461,9 @@ pub async fn a_detached_holding_goes_on_by_its_owner_token_elsewhere<H: Held>() 
     let what = H::WHAT;
     let proxy = Proxy::to_port(shared(H::SERVER).port());
     let (holder, other) = sides::<H>(&proxy, "detached").await;
-    let held = H::hold(&holder, &ManagedOptions::new().lease(LEASE)).await;
-    let mut ownership = H::ownership(&held);
-    let detached = H::detach(held).await.expect("held");
+    let held = keep::<H>(&holder, &ManagedOptions::new().lease(LEASE)).await;
+    let mut ownership = held.ownership();
+    let detached = held.detach().await.expect("held");
     let reason = tokio::time::timeout(Duration::from_secs(1), ownership.lost())
         .await
         .expect("told");
@@ -416,7 +477,7 @@ pub async fn a_detached_holding_goes_on_by_its_owner_token_elsewhere<H: Held>() 
     let left = detached.remaining_estimate();
     assert!(left <= LEASE && left > LEASE / 2, "{what}: {left:?} left");
     assert!(
-        !H::contend(&other).await,
+        !contend::<H>(&other).await,
         "{what}: still held once detached"
     );
 
@@ -430,7 +491,7 @@ pub async fn a_detached_holding_goes_on_by_its_owner_token_elsewhere<H: Held>() 
         Release::AlreadyReleased
     };
     assert_eq!(release, expected, "{what}: a stranger's release");
-    assert!(!H::contend(&other).await, "{what}: a stranger freed it");
+    assert!(!contend::<H>(&other).await, "{what}: a stranger freed it");
 
     let owner = H::by_owner(&other, detached.owner_token().clone());
     assert_eq!(owner.owner_token(), detached.owner_token(), "{what}");
@@ -449,7 +510,7 @@ pub async fn a_detached_holding_goes_on_by_its_owner_token_elsewhere<H: Held>() 
     // Past the expiry it had when detached: the renewal by token holds it.
     tokio::time::sleep_until(renewed_at + LEASE + Duration::from_millis(200)).await;
     assert!(
-        !H::contend(&other).await,
+        !contend::<H>(&other).await,
         "{what}: the renewal did not hold"
     );
     assert!(owner.verify().await.expect("verify"), "{what}");
@@ -458,7 +519,7 @@ pub async fn a_detached_holding_goes_on_by_its_owner_token_elsewhere<H: Held>() 
         Release::Released,
         "{what}"
     );
-    assert!(H::contend(&other).await, "{what}: released");
+    assert!(contend::<H>(&other).await, "{what}: released");
     assert!(!owner.verify().await.expect("verify"), "{what}");
     assert!(
         !owner.renew(LEASE).await.expect("renew"),
@@ -469,7 +530,7 @@ pub async fn a_detached_holding_goes_on_by_its_owner_token_elsewhere<H: Held>() 
         Release::AlreadyReleased,
         "{what}"
     );
-    assert!(H::contend(&other).await, "{what}: came back");
+    assert!(contend::<H>(&other).await, "{what}: came back");
 }
 
 /// A renewal by owner token held by the network (its client's connection broken meanwhile)
@@ -483,8 +544,8 @@ pub async fn a_renewal_by_owner_token_delivered_after_the_release_brings_nothing
         .through_proxy(|builder| builder.response_timeout(Duration::from_millis(300)))
         .await;
     let direct = behind.direct().await;
-    let held = H::hold(&direct, &ManagedOptions::new().lease(LEASE)).await;
-    let token = H::detach(held).await.expect("held").into_owner_token();
+    let held = keep::<H>(&direct, &ManagedOptions::new().lease(LEASE)).await;
+    let token = held.detach().await.expect("held").into_owner_token();
     // The scripts are loaded on the server: the held renewal is an EVALSHA.
     assert!(
         H::by_owner(&late, token.clone())
@@ -520,7 +581,7 @@ pub async fn a_renewal_by_owner_token_delivered_after_the_release_brings_nothing
         "{what}: the late renewal renewed: {answered:?}"
     );
     assert!(
-        H::contend(&direct).await,
+        contend::<H>(&direct).await,
         "{what}: the late renewal brought it back"
     );
 }
@@ -532,14 +593,14 @@ pub async fn a_detach_asked_during_a_renewal_waits_for_its_answer<H: Held>() {
     let what = H::WHAT;
     let proxy = Proxy::to_port(shared(H::SERVER).port());
     let (holder, other) = sides::<H>(&proxy, "detach-renewing").await;
-    let held = H::hold(&holder, &ManagedOptions::new().lease(LEASE)).await;
+    let held = keep::<H>(&holder, &ManagedOptions::new().lease(LEASE)).await;
     let acquired = Instant::now();
     // Held from just before the renewal (due at half the lease) until it has left.
     tokio::time::sleep_until(acquired + LEASE / 2 - Duration::from_millis(200)).await;
     let sent = proxy.sent();
     proxy.stall();
     proxy.until_sent(sent, "the renewal is sent").await;
-    let detach = tokio::spawn(H::detach(held));
+    let detach = tokio::spawn(held.detach());
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         !detach.is_finished(),
@@ -564,6 +625,220 @@ pub async fn a_detach_asked_during_a_renewal_waits_for_its_answer<H: Held>() {
     let owner = H::by_owner(&other, detached.into_owner_token());
     assert_eq!(
         owner.release().await.expect("release"),
+        Release::Released,
+        "{what}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A plain handle's steps left without an answer, on a private server that stalls every client.
+
+/// The stalling server, with the primitive's scripts cached, and a patient handle to it.
+async fn stalling<H: Held>() -> (super::stalling::Stalling, Coordination) {
+    let stalling = super::stalling::Stalling::start_on(H::SERVER).await;
+    let mut warm = H::try_acquire(&stalling.coordination, MINUTE)
+        .await
+        .expect("warm")
+        .acquired()
+        .expect("free");
+    assert!(warm.verify_still_held().await.expect("verify"));
+    assert!(warm.renew(MINUTE).await.expect("renew"));
+    assert_eq!(warm.release().await.expect("release"), Release::Released);
+    // The patient handle warmed too: what it asks once (a session's eviction policy) is
+    // asked before any pause.
+    let patient = stalling.patient().await;
+    assert!(contend::<H>(&patient).await, "{}: free", H::WHAT);
+    (stalling, patient)
+}
+
+/// A minute: longer than every test here.
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// Takes the resource for `lease`; panics when it is not free.
+async fn acquired<H: Held>(coordination: &Coordination, lease: Duration) -> Handle<H> {
+    H::try_acquire(coordination, lease)
+        .await
+        .expect("acquire")
+        .acquired()
+        .unwrap_or_else(|| panic!("{}: not free", H::WHAT))
+}
+
+/// An acquisition whose answer does not come within the response timeout is sent again (its
+/// token and deadline unchanged) while `transient_retry` lasts: once the server answers, the
+/// first delivery grants and the others find its token. Held once: nobody else takes it, and
+/// its one release frees it.
+pub async fn an_unanswered_acquisition_is_sent_again_and_granted_once<H: Held>() {
+    let what = H::WHAT;
+    let (stalling, patient) = stalling::<H>().await;
+    stalling.server.pause_clients(400);
+    let mut held = acquired::<H>(&stalling.coordination, MINUTE).await;
+    assert!(!contend::<H>(&patient).await, "{what}: held by another");
+    assert_eq!(
+        held.release().await.expect("release"),
+        Release::Released,
+        "{what}"
+    );
+    assert!(contend::<H>(&patient).await, "{what}: granted twice");
+}
+
+/// An acquisition that gets no answer for longer than `transient_retry` is uncertain: once
+/// the server answers, every delivery runs, then the release of its token that the failure
+/// spawned. Nothing stays held.
+pub async fn an_acquisition_unanswered_past_its_bound_is_released<H: Held>() {
+    let what = H::WHAT;
+    let (stalling, patient) = stalling::<H>().await;
+    stalling.server.pause_clients(1500);
+    let err = H::try_acquire(&stalling.coordination, MINUTE)
+        .await
+        .expect_err("no answer in time");
+    assert!(err.is_outcome_uncertain(), "{what}: {err}");
+    support::eventually("the stalled grant is released", async || {
+        contend::<H>(&patient).await
+    })
+    .await;
+}
+
+/// A grant whose answer comes after the lease it asked for ran out: nobody can use it, so it
+/// is answered as busy with no time to wait (a session's grant: as timed out), and released
+/// by its token.
+pub async fn a_grant_answered_after_its_lease_ran_out_is_busy_and_released<H: Held>() {
+    let what = H::WHAT;
+    let (stalling, patient) = stalling::<H>().await;
+    stalling.server.pause_clients(400);
+    let attempt = H::try_acquire(&patient, Duration::from_millis(250)).await;
+    assert!(
+        match &attempt {
+            Ok(attempt) => matches!(attempt, Attempt::Busy { retry_after: None }),
+            Err(err) => err.kind() == leasehold::ErrorKind::Timeout,
+        },
+        "{what}: {attempt:?}"
+    );
+    support::eventually("the late grant is released", async || {
+        contend::<H>(&stalling.coordination).await
+    })
+    .await;
+}
+
+/// A renewal without an answer leaves the handle held, with what both outcomes guarantee:
+/// the renewal's expiry when it is the shorter, counted from before it was sent. Renewing
+/// again is safe.
+pub async fn an_unanswered_renewal_keeps_it_with_the_narrower_estimate<H: Held>() {
+    let what = H::WHAT;
+    let (stalling, patient) = stalling::<H>().await;
+    let mut held = acquired::<H>(&stalling.coordination, MINUTE).await;
+    stalling.server.pause_clients(400);
+    let err = held
+        .renew(Duration::from_secs(10))
+        .await
+        .expect_err("no answer in time");
+    assert!(err.is_outcome_uncertain(), "{what}: {err}");
+    assert!(!held.is_released(), "{what}");
+    let estimate = held.remaining_estimate();
+    assert!(
+        estimate <= Duration::from_secs(10) && !estimate.is_zero(),
+        "{what}: {estimate:?}"
+    );
+    support::eventually("the server answers", async || {
+        stalling.coordination.server_time().await.is_ok()
+    })
+    .await;
+    assert!(
+        held.renew(MINUTE).await.expect("renew after the stall"),
+        "{what}"
+    );
+    assert!(held.verify_still_held().await.expect("verify"), "{what}");
+    assert!(!contend::<H>(&patient).await, "{what}: taken while held");
+    assert_eq!(
+        held.release().await.expect("release"),
+        Release::Released,
+        "{what}"
+    );
+}
+
+/// Past its estimate, a handle renews and verifies nothing, and sends nothing; once the
+/// backend let it go, its release finds nothing.
+pub async fn past_its_estimate_nothing_is_sent<H: Held>() {
+    let what = H::WHAT;
+    let (stalling, patient) = stalling::<H>().await;
+    let mut held = acquired::<H>(&stalling.coordination, Duration::from_millis(200)).await;
+    support::eventually("the estimate runs out", async || {
+        held.remaining_estimate().is_zero()
+    })
+    .await;
+    let sent = stalling.calls("evalsha");
+    assert!(!held.renew(MINUTE).await.expect("renew"), "{what}");
+    assert!(!held.verify_still_held().await.expect("verify"), "{what}");
+    assert_eq!(stalling.calls("evalsha"), sent, "{what}: nothing was sent");
+    assert!(!held.is_released(), "{what}");
+    support::eventually("it expires on the server", async || {
+        contend::<H>(&patient).await
+    })
+    .await;
+    assert_eq!(
+        held.release().await.expect("release"),
+        Release::AlreadyReleased,
+        "{what}"
+    );
+}
+
+/// A release without an answer is retried once, bounded; unconfirmed, the handle is
+/// uncertain (unusable for work, its estimate zero, renewals and verifications answered
+/// `false` without sending), and only a release settles it.
+pub async fn an_unanswered_release_is_retried_once_then_uncertain<H: Held>() {
+    let what = H::WHAT;
+    let (stalling, patient) = stalling::<H>().await;
+    let mut held = acquired::<H>(&stalling.coordination, MINUTE).await;
+    stalling.server.pause_clients(600);
+    let err = held.release().await.expect_err("no answer in time");
+    assert!(err.is_outcome_uncertain(), "{what}: {err}");
+    assert!(!held.is_released(), "{what}");
+    assert_eq!(held.remaining_estimate(), Duration::ZERO, "{what}");
+    assert!(
+        !held.verify_still_held().await.expect("uncertain"),
+        "{what}"
+    );
+    assert!(!held.renew(MINUTE).await.expect("uncertain"), "{what}");
+    // Once the server answers, the cleanup is confirmed (the stalled releases ran first).
+    let mut answer = None;
+    support::eventually("a release is confirmed", async || {
+        answer = held.release().await.ok();
+        answer.is_some()
+    })
+    .await;
+    assert_eq!(answer, Some(Release::AlreadyReleased), "{what}");
+    assert!(held.is_released(), "{what}");
+    assert!(contend::<H>(&patient).await, "{what}: still held");
+}
+
+/// A verification only reads: one without an answer is sent again while `transient_retry`
+/// lasts (latency), and one without an answer for longer fails as uncertain and leaves the
+/// handle held.
+pub async fn an_unanswered_verification_leaves_it_held<H: Held>() {
+    let what = H::WHAT;
+    let (stalling, _patient) = stalling::<H>().await;
+    let mut held = acquired::<H>(&stalling.coordination, MINUTE).await;
+    stalling.server.pause_clients(300);
+    assert!(
+        held.verify_still_held().await.expect("sent again"),
+        "{what}"
+    );
+    stalling.server.pause_clients(1500);
+    let err = held
+        .verify_still_held()
+        .await
+        .expect_err("no answer in time");
+    assert!(err.is_outcome_uncertain(), "{what}: {err}");
+    assert!(!held.is_released(), "{what}");
+    assert!(held.remaining_estimate() > Duration::ZERO, "{what}");
+    let mut answer = None;
+    support::eventually("a verification answers", async || {
+        answer = held.verify_still_held().await.ok();
+        answer.is_some()
+    })
+    .await;
+    assert_eq!(answer, Some(true), "{what}");
+    assert_eq!(
+        held.release().await.expect("release"),
         Release::Released,
         "{what}"
     );

@@ -584,15 +584,27 @@ fn set_reset_on_close(fd: RawFd) {
 /// [`Proxy::take_delivered`]), as a network that delivers a command twice would; returns the
 /// server's reply.
 pub fn replay_last_script(server: &super::Server, delivered: &[u8]) -> redis::Value {
+    replay_script(server, delivered, true)
+}
+
+/// As [`replay_last_script`], with the first script among `delivered`: an acquisition
+/// followed by steps of its own (a session's grant, then its claim).
+pub fn replay_first_script(server: &super::Server, delivered: &[u8]) -> redis::Value {
+    replay_script(server, delivered, false)
+}
+
+fn replay_script(server: &super::Server, delivered: &[u8], last: bool) -> redis::Value {
     let commands = parse_commands(delivered);
-    let script = commands
-        .iter()
-        .rev()
-        .find(|args| {
-            let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
-            name.starts_with("EVAL")
-        })
-        .unwrap_or_else(|| panic!("no script among {} commands delivered", commands.len()));
+    let is_script = |args: &&Vec<Vec<u8>>| {
+        let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
+        name.starts_with("EVAL")
+    };
+    let script = if last {
+        commands.iter().rev().find(is_script)
+    } else {
+        commands.iter().find(is_script)
+    }
+    .unwrap_or_else(|| panic!("no script among {} commands delivered", commands.len()));
     let mut cmd = redis::cmd(&String::from_utf8_lossy(&script[0]));
     for arg in &script[1..] {
         cmd.arg(arg.as_slice());

@@ -26,7 +26,12 @@ impl Stalling {
     /// primitive's scripts before pausing: a `NOSCRIPT` answer during a pause would time out
     /// before the script itself is sent.
     pub async fn start() -> Stalling {
-        let server = Server::start(ServerKind::Redis7, &[]);
+        Stalling::start_on(ServerKind::Redis7).await
+    }
+
+    /// [`start`](Self::start), with a server of `kind`.
+    pub async fn start_on(kind: ServerKind) -> Stalling {
+        let server = Server::start(kind, &[]);
         let coordination = Stalling::handle(&server, RESPONSE_TIMEOUT).await;
         Stalling {
             server,
