@@ -24,11 +24,6 @@
 -- cluster slot migrates a script may not touch a key of it that is not there: each key's
 -- last access is the write that may empty it, which comes last.
 
-local function now_ms()
-    local time = redis.call('TIME')
-    return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000), time
-end
-
 local KINDS = {'zset', 'zset', 'hash', 'hash'}
 local ROLES = {'the leases key', 'the candidates key', 'the values key', 'the leader key'}
 

@@ -13,7 +13,7 @@
 --         {'late'}      the step arrived after ARGV[3]: nothing changed
 --         {'corrupt', i, what}
 local now, time = now_ms()
-if ARGV[3] ~= '0' and now > tonumber(ARGV[3]) then
+if past(ARGV[3], now) then
     return {'late'}
 end
 local refused = corrupt()

@@ -16,6 +16,7 @@ static CAMPAIGN: LazyLock<Script> = script!(
     "election_campaign",
     "../out_of_memory.lua",
     "../fencing_counter.lua",
+    "../clock.lua",
     "election.lua",
     "election_campaign.lua"
 );
@@ -23,6 +24,7 @@ static PROCLAIM: LazyLock<Script> = script!(
     writes,
     "election_proclaim",
     "../fencing_counter.lua",
+    "../clock.lua",
     "election.lua",
     "election_proclaim.lua"
 );
@@ -30,6 +32,7 @@ static RESIGN: LazyLock<Script> = script!(
     writes,
     "election_resign",
     "../fencing_counter.lua",
+    "../clock.lua",
     "election.lua",
     "election_resign.lua"
 );
@@ -37,6 +40,7 @@ static LEADER: LazyLock<Script> = script!(
     read_only,
     "election_leader",
     "../fencing_counter.lua",
+    "../clock.lua",
     "election.lua",
     "election_leader.lua"
 );

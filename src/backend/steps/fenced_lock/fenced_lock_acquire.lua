@@ -20,8 +20,8 @@
 --         {'held', pttl}       pttl = the existing lease's PTTL in ms (-1: no expiry)
 --         {'corrupt', i, what} KEYS[i] holds something else; nothing changed
 
-local time = redis.call('TIME')
-if ARGV[3] ~= '0' and time[1] * 1000 + math.floor(time[2] / 1000) > ARGV[3] + 0 then
+local now, time = now_ms()
+if past(ARGV[3], now) then
     return {'late'}
 end
 

@@ -14,6 +14,7 @@ use crate::error::Result;
 static ACQUIRE: LazyLock<Script> = script!(
     writes,
     "fenced_lock_acquire",
+    "../clock.lua",
     "fenced_lock.lua",
     "../fencing_counter.lua",
     "fenced_lock_acquire.lua"

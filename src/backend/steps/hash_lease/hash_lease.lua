@@ -11,16 +11,6 @@
 -- {'corrupt', 1, what} means KEYS[1] holds something else (or has a key-level expiry), and
 -- the script changed nothing.
 
--- Whole numbers as digits: Redis may print a Lua number argument in exponent form.
-local function digits(n)
-    return string.format('%.0f', n)
-end
-
-local function now_ms()
-    local time = redis.call('TIME')
-    return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-end
-
 -- {'corrupt', ...} when KEYS[1] is neither absent nor a hash without a key-level expiry.
 local function corrupt()
     local kind = redis.call('TYPE', KEYS[1])['ok']

@@ -13,7 +13,7 @@
 --                          expiry, which only something else than this crate can have set)
 --         {'corrupt', 1, what}
 local now = now_ms()
-if ARGV[4] ~= '0' and now > tonumber(ARGV[4]) then
+if past(ARGV[4], now) then
     return {'late'}
 end
 local refused = corrupt()

@@ -20,24 +20,28 @@ use crate::error::Result;
 static ACQUIRE: LazyLock<Script> = script!(
     writes,
     "hash_lease_acquire",
+    "../clock.lua",
     "hash_lease.lua",
     "hash_lease_acquire.lua"
 );
 static RENEW: LazyLock<Script> = script!(
     writes,
     "hash_lease_renew",
+    "../clock.lua",
     "hash_lease.lua",
     "hash_lease_renew.lua"
 );
 static VERIFY: LazyLock<Script> = script!(
     read_only,
     "hash_lease_verify",
+    "../clock.lua",
     "hash_lease.lua",
     "hash_lease_verify.lua"
 );
 static RELEASE: LazyLock<Script> = script!(
     writes,
     "hash_lease_release",
+    "../clock.lua",
     "hash_lease.lua",
     "hash_lease_release.lua"
 );

@@ -14,6 +14,7 @@ use crate::error::Result;
 static ACQUIRE: LazyLock<Script> = script!(
     writes,
     "rw_lease_acquire",
+    "../clock.lua",
     "rw_lease.lua",
     "../out_of_memory.lua",
     "../fencing_counter.lua",
@@ -22,24 +23,28 @@ static ACQUIRE: LazyLock<Script> = script!(
 static RENEW: LazyLock<Script> = script!(
     writes,
     "rw_lease_renew",
+    "../clock.lua",
     "rw_lease.lua",
     "rw_lease_renew.lua"
 );
 static VERIFY: LazyLock<Script> = script!(
     read_only,
     "rw_lease_verify",
+    "../clock.lua",
     "rw_lease.lua",
     "rw_lease_verify.lua"
 );
 static RELEASE: LazyLock<Script> = script!(
     writes,
     "rw_lease_release",
+    "../clock.lua",
     "rw_lease.lua",
     "rw_lease_release.lua"
 );
 static DOWNGRADE: LazyLock<Script> = script!(
     writes,
     "rw_lease_downgrade",
+    "../clock.lua",
     "rw_lease.lua",
     "rw_lease_downgrade.lua"
 );

@@ -33,16 +33,6 @@ local RANGE = 281474976710656 -- 2^48: each kind of waiter's scores are its base
 local WRITER_WAITS, READER_ADMITTED, READER_WAITS = RANGE, 2 * RANGE, 3 * RANGE
 local WAITERS = {WRITER_WAITS, READER_ADMITTED, READER_WAITS}
 
-local function now_ms()
-    local time = redis.call('TIME')
-    return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-end
-
--- Whole numbers as digits: Redis may print a Lua number argument in exponent form.
-local function digits(n)
-    return string.format('%.0f', n)
-end
-
 -- The members KEYS[1] holds, counted by corrupt() and kept by every write below. Redis
 -- deletes the set with its last member, and while its Cluster slot moves, a script may touch
 -- no key that is not there any more (the node answers 'non local key', after the writes

@@ -25,7 +25,7 @@
 -- Out of memory (OOM under noeviction) the server refuses every acquisition but a
 -- duplicate's, before anything changed. A writer's counter is validated before any write.
 local now = now_ms()
-if ARGV[4] ~= '0' and now > tonumber(ARGV[4]) then
+if past(ARGV[4], now) then
     return {'late'}
 end
 local refused = corrupt()

@@ -14,6 +14,7 @@ use crate::error::Result;
 static ACQUIRE: LazyLock<Script> = script!(
     writes,
     "semaphore_acquire",
+    "../clock.lua",
     "semaphore.lua",
     "../out_of_memory.lua",
     "semaphore_acquire.lua"
@@ -21,12 +22,14 @@ static ACQUIRE: LazyLock<Script> = script!(
 static RELEASE: LazyLock<Script> = script!(
     writes,
     "semaphore_release",
+    "../clock.lua",
     "semaphore.lua",
     "semaphore_release.lua"
 );
 static RENEW: LazyLock<Script> = script!(
     writes,
     "semaphore_renew",
+    "../clock.lua",
     "semaphore.lua",
     "semaphore_renew.lua"
 );
@@ -34,12 +37,14 @@ static RENEW: LazyLock<Script> = script!(
 static VERIFY: LazyLock<Script> = script!(
     writes,
     "semaphore_verify",
+    "../clock.lua",
     "semaphore.lua",
     "semaphore_verify.lua"
 );
 static HELD: LazyLock<Script> = script!(
     read_only,
     "semaphore_held",
+    "../clock.lua",
     "semaphore.lua",
     "semaphore_held.lua"
 );

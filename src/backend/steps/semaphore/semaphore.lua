@@ -17,16 +17,6 @@ local function corrupt(i)
     return {'corrupt', i, "the semaphore key does not hold a semaphore's sorted set"}
 end
 
-local function now_ms()
-    local time = redis.call('TIME')
-    return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-end
-
--- Whole numbers as digits: Redis may print a Lua number argument in exponent form.
-local function digits(n)
-    return string.format('%.0f', n)
-end
-
 local function is_inf(score)
     return score == 'inf' or score == '+inf' or tonumber(score) == math.huge
 end

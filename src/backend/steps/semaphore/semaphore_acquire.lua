@@ -25,8 +25,7 @@ local expiry = tonumber(ARGV[2])
 local n = #KEYS
 
 local now = now_ms()
-local not_after = tonumber(ARGV[3 + n])
-if not_after > 0 and now > not_after then
+if past(ARGV[3 + n], now) then
     return {'late'}
 end
 

@@ -15,24 +15,28 @@ static GRANT: LazyLock<Script> = script!(
     writes,
     "session_grant",
     "../out_of_memory.lua",
+    "../clock.lua",
     "session.lua",
     "session_grant.lua"
 );
 static KEEP_ALIVE: LazyLock<Script> = script!(
     writes,
     "session_keep_alive",
+    "../clock.lua",
     "session.lua",
     "session_keep_alive.lua"
 );
 static REVOKE: LazyLock<Script> = script!(
     writes,
     "session_revoke",
+    "../clock.lua",
     "session.lua",
     "session_revoke.lua"
 );
 static VERIFY: LazyLock<Script> = script!(
     read_only,
     "session_verify",
+    "../clock.lua",
     "session.lua",
     "session_verify.lua"
 );
@@ -40,21 +44,35 @@ static PUT: LazyLock<Script> = script!(
     writes,
     "session_put",
     "../out_of_memory.lua",
+    "../clock.lua",
     "session.lua",
     "session_put.lua"
 );
 static DELETE: LazyLock<Script> = script!(
     writes,
     "session_delete",
+    "../clock.lua",
     "session.lua",
     "session_delete.lua"
 );
-static GET: LazyLock<Script> = script!(read_only, "session_get", "session.lua", "session_get.lua");
-static LIST: LazyLock<Script> =
-    script!(read_only, "session_list", "session.lua", "session_list.lua");
+static GET: LazyLock<Script> = script!(
+    read_only,
+    "session_get",
+    "../clock.lua",
+    "session.lua",
+    "session_get.lua"
+);
+static LIST: LazyLock<Script> = script!(
+    read_only,
+    "session_list",
+    "../clock.lua",
+    "session.lua",
+    "session_list.lua"
+);
 static LEASE: LazyLock<Script> = script!(
     read_only,
     "session_lease",
+    "../clock.lua",
     "session.lua",
     "session_lease.lua"
 );

@@ -21,21 +21,6 @@
 -- when every key it declares exists, so each one accesses a key for the last time with the
 -- write that may empty it, and removes what ran out (`prune`) after everything else.
 
--- Whole numbers as digits: Redis may print a Lua number argument in exponent form.
-local function digits(n)
-    return string.format('%.0f', n)
-end
-
-local function now_ms()
-    local time = redis.call('TIME')
-    return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-end
-
--- Whether a step's deadline (ms since the epoch; '0': none) is past at `now`.
-local function past(deadline, now)
-    return deadline ~= '0' and now > tonumber(deadline)
-end
-
 local KINDS = {'zset', 'zset', 'hash', 'set'}
 local ROLES = {'the leases key', 'the expiries key', 'the attached keys key', 'the key set of a lease'}
 

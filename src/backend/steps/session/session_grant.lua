@@ -10,7 +10,7 @@
 --                      twice): nothing changed
 --         {'corrupt', i, what}
 local now = now_ms()
-if ARGV[3] ~= '0' and now > tonumber(ARGV[3]) then
+if past(ARGV[3], now) then
     return {'late'}
 end
 local refused = corrupt()
