@@ -140,6 +140,7 @@ pub mod extract;
 mod jitter;
 pub mod layer;
 mod outage_log;
+mod response;
 mod retry_after;
 pub mod telemetry;
 mod time;

@@ -10,8 +10,8 @@ use http::request::Parts;
 
 use crate::error::{Error, ErrorKind};
 use crate::layer::key::KeyError;
-use crate::layer::responses::{Answer, Responses, key_error_detail, log_key_error};
 use crate::layer::{Rejection, RejectionKind};
+use crate::response::{Answer, Responses, key_error_detail, log_key_error};
 
 /// The application's own answer to a rejection: a spec's `rejection_response`.
 pub(super) type OwnAnswer = fn(&Rejection<'_>, &Parts) -> Option<Response<Bytes>>;

@@ -9,9 +9,9 @@ use super::rejection::Reason;
 use super::spec::Taking;
 use crate::Coordination;
 use crate::coordination::Attempt;
+use crate::coordination::circuit_breaker::{self, Failure};
 use crate::coordination::circuit_breaker::{Admission, Breaker};
 use crate::error::{Error, ErrorKind, Result};
-use crate::layer::admission::decide::{self, Failure};
 use crate::outage_log::Outcome;
 
 /// What the extractors' events call their backend.
@@ -76,7 +76,8 @@ where
         )));
     }
     // While the circuit is open, nothing is sent: not the wait, nor the last try.
-    let admission = decide::admit(breaker).map_err(|_| Reason::Unavailable(circuit_open()))?;
+    let admission =
+        circuit_breaker::admit(breaker).map_err(|_| Reason::Unavailable(circuit_open()))?;
     if taking.max_wait.is_zero() {
         return once(taking, admission, busy, attempt()).await;
     }
@@ -88,7 +89,7 @@ where
         // Gave up waiting: one last try, which also says how long the holders have left.
         Err(_) => {
             let admission =
-                decide::admit(breaker).map_err(|_| Reason::Unavailable(circuit_open()))?;
+                circuit_breaker::admit(breaker).map_err(|_| Reason::Unavailable(circuit_open()))?;
             once(taking, admission, busy, attempt()).await
         }
     }
@@ -111,19 +112,18 @@ async fn once<T>(
     attempt: impl Future<Output = Result<Attempt<T>>>,
 ) -> std::result::Result<T, Reason> {
     let timeout = taking.timeout;
-    let attempt =
-        decide::within(attempt, timeout, admission)
-            .await
-            .map_err(|failure| match failure {
-                Failure::Backend(err) => Reason::failed(err),
-                Failure::TimedOut(_) | Failure::CircuitOpen => Reason::Unavailable(
-                    Error::new(
-                        ErrorKind::Timeout,
-                        format!("no answer from the lease backend within {timeout:?}"),
-                    )
-                    .uncertain(true),
-                ),
-            })?;
+    let attempt = circuit_breaker::within(attempt, timeout, admission)
+        .await
+        .map_err(|failure| match failure {
+            Failure::Backend(err) => Reason::failed(err),
+            Failure::TimedOut(_) | Failure::CircuitOpen => Reason::Unavailable(
+                Error::new(
+                    ErrorKind::Timeout,
+                    format!("no answer from the lease backend within {timeout:?}"),
+                )
+                .uncertain(true),
+            ),
+        })?;
     match attempt {
         Attempt::Acquired(held) => Ok(held),
         Attempt::Busy { retry_after } => Err(busy(retry_after_of(

@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+use crate::coordination::circuit_breaker::Failure;
+use crate::outage_log::{OutageLog, Outcome};
+
 /// What a layer does when the backend is **unavailable**: it does not answer in time, cannot
 /// be reached, or says it cannot take the command right now (a failover in progress; see
 /// [`Error::is_unavailable`](crate::Error::is_unavailable)).
@@ -67,6 +70,27 @@ impl FailurePolicy {
         Verdict::Unavailable(crate::retry_after::at_least_a_second(
             hint.or(Some(retry_after)),
         ))
+    }
+}
+
+impl FailurePolicy {
+    /// The verdict on a step that gave no decision, told to the layer's outage log (which
+    /// logs an outage once, not each request). `limit` names the layer's limit in the events
+    /// ("rate limit").
+    pub(crate) fn judge(
+        self,
+        failure: &Failure,
+        limit: &'static str,
+        outages: &OutageLog,
+    ) -> Verdict {
+        let unavailable = failure.is_unavailable();
+        let verdict = self.verdict(unavailable, failure.retry_hint());
+        let outcome = match verdict {
+            Verdict::Pass => Outcome::FailedOpen,
+            Verdict::Unavailable(_) => Outcome::answered_503(unavailable),
+        };
+        outages.failed(limit, failure, outcome);
+        verdict
     }
 }
 

@@ -46,13 +46,10 @@
 pub(crate) mod admission;
 pub mod concurrency_limit;
 mod failure;
-pub(crate) mod headers;
 pub mod key;
 pub mod rate_limit;
-mod rejection;
-pub(crate) mod responses;
 
 pub use crate::coordination::circuit_breaker::{CircuitBreaker, CircuitState};
+pub use crate::response::{Rejection, RejectionKind};
 pub use admission::ResponseBody;
 pub use failure::FailurePolicy;
-pub use rejection::{Rejection, RejectionKind};

@@ -12,7 +12,7 @@ use pin_project_lite::pin_project;
 use tokio::sync::oneshot;
 
 use crate::BoxError;
-use crate::layer::responses::Answer;
+use crate::response::Answer;
 
 /// What an admitted response holds until its body ends (a concurrency layer's permit). The
 /// shared body knows no layer: it asks its guard whether the stream must be cut, and tells

@@ -11,7 +11,7 @@ use tower_service::Service;
 
 use super::body::ResponseBody;
 use super::{Decision, Grant, Refusal};
-use crate::layer::responses::Answer;
+use crate::response::Answer;
 
 /// A decision the backend is taking.
 pub(crate) type Deciding<G> = Pin<Box<dyn Future<Output = Decision<G>> + Send>>;

@@ -3,8 +3,9 @@
 //!
 //! A layer's service turns a request into a [`Decision`] at once (a key error, a rejection
 //! the deny cache knows, an open circuit) or into a boxed future that ends in one, built from
-//! [`decide::within`] (the layer's timeout, the circuit breaker) and
-//! [`Failure::verdict`](decide::Failure::verdict) (the failure policy). The shared
+//! [`circuit_breaker::within`](crate::coordination::circuit_breaker::within) (the layer's
+//! timeout, the circuit breaker) and
+//! [`FailurePolicy::judge`](crate::layer::FailurePolicy::judge) (the failure policy). The shared
 //! [`ResponseFuture`] awaits it, lets the [`Grant`] prepare the request, calls the inner
 //! service, and hands its response to the grant. A refusal is data (the layer's
 //! [`Refusal`]) until the future writes its [`Answer`] (the one builder of 429, 503 and
@@ -12,7 +13,6 @@
 //! it. Both layers answer with the one [`ResponseBody`].
 
 mod body;
-pub(crate) mod decide;
 mod future;
 #[cfg(test)]
 mod tests;
@@ -24,7 +24,7 @@ pub(crate) use future::{Deciding, ResponseFuture};
 use http::request::Parts;
 use http::{Request, Response};
 
-use crate::layer::responses::Answer;
+use crate::response::Answer;
 
 /// What a layer decided for one request.
 pub(crate) enum Decision<G: Grant> {

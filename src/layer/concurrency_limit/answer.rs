@@ -9,13 +9,13 @@ use http::{Request, Response, StatusCode};
 use super::config::Config;
 use super::fallback::Shortage;
 use super::guard::StreamGuard;
+use crate::coordination::circuit_breaker::Failure;
 use crate::error::Error;
-use crate::layer::admission::decide::Failure;
 use crate::layer::admission::{Decision, Grant, Refusal, ResponseBody};
 use crate::layer::failure::Verdict;
-use crate::layer::headers::RATELIMIT_POLICY;
-use crate::layer::responses::Answer;
 use crate::layer::{Rejection, RejectionKind};
+use crate::response::Answer;
+use crate::response::headers::RATELIMIT_POLICY;
 use crate::telemetry::{Clock, Decided};
 
 /// The permit is held by the response body, until it ends.
@@ -110,7 +110,10 @@ pub(crate) fn failed(
     failure: Failure,
     clock: Clock,
 ) -> Decision<StreamGuard> {
-    let retry_after = match failure.verdict(config.failure, "concurrency limit", &config.outages) {
+    let retry_after = match config
+        .failure
+        .judge(&failure, "concurrency limit", &config.outages)
+    {
         Verdict::Pass => match config.local.take(key) {
             Ok(local) => {
                 config.metrics.record(Decided::FailedOpen, clock);

@@ -9,7 +9,7 @@ use crate::coordination::circuit_breaker::Breaker;
 use crate::coordination::semaphore::KeyedSemaphore;
 use crate::layer::FailurePolicy;
 use crate::layer::key::KeyExtractor;
-use crate::layer::responses::Responses;
+use crate::response::Responses;
 
 /// The configuration a layer shares with every service it makes.
 #[derive(Clone)]

@@ -15,8 +15,9 @@ use super::answer;
 use super::config::Config;
 use super::guard::StreamGuard;
 use crate::coordination::Attempt;
+use crate::coordination::circuit_breaker;
 use crate::coordination::circuit_breaker::Admission;
-use crate::layer::admission::{self, Deciding, Decision, ResponseBody, decide};
+use crate::layer::admission::{self, Deciding, Decision, ResponseBody};
 use crate::telemetry::{Clock, Decided};
 
 pin_project! {
@@ -51,7 +52,7 @@ pub(crate) fn acquire(
         // Built here, in the boxed future, and moved once (into the timeout).
         let semaphore = config.semaphore.clone();
         let attempt = semaphore.try_acquire(&key, config.lease);
-        let decided = decide::within(attempt, config.timeout, admission).await;
+        let decided = circuit_breaker::within(attempt, config.timeout, admission).await;
         if decided.is_ok() {
             config.outages.decided("concurrency limit");
         }

@@ -17,10 +17,11 @@ use crate::coordination::MAX_MANAGED_LEASE;
 use crate::coordination::circuit_breaker::{Breaker, CircuitBreaker, CircuitState};
 use crate::coordination::semaphore::{Capacity, KeyedSemaphore};
 use crate::error::Result;
+use crate::layer::FailurePolicy;
 use crate::layer::Rejection;
 use crate::layer::key::KeyExtractor;
-use crate::layer::responses::Responses;
-use crate::layer::{FailurePolicy, headers};
+use crate::response::Responses;
+use crate::response::headers;
 
 /// The lease of a response's permit unless [`lease`](RedisConcurrencyLimitLayer::lease)
 /// says otherwise: renewed every half of it while the body streams, and the time a crashed

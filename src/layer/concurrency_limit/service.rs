@@ -10,8 +10,9 @@ use tower_service::Service;
 use super::answer;
 use super::config::Config;
 use super::future::{self, ResponseFuture};
+use crate::coordination::circuit_breaker;
 use crate::layer::ResponseBody;
-use crate::layer::admission::{self, decide};
+use crate::layer::admission;
 
 /// A service that holds a permit of a shared semaphore for each request, from before `S`
 /// is called to the end of the response body; built by
@@ -115,7 +116,7 @@ impl<S> ConcurrencyLimit<S> {
         S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
     {
         let config = &self.config;
-        let admission = match decide::admit(config.breaker.as_ref()) {
+        let admission = match circuit_breaker::admit(config.breaker.as_ref()) {
             Ok(admission) => admission,
             // The circuit is open: nothing is sent, the failure policy answers at once.
             Err(failure) => {

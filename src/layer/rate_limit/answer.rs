@@ -10,14 +10,14 @@ use super::check::Check;
 use super::config::Config;
 use super::info::{FailedOpen, RateLimitInfo};
 use super::partition::PartitionTag;
+use crate::coordination::circuit_breaker::Failure;
 use crate::coordination::rate_limit::{RateLimitDecision, RateLimitPolicy, RateLimiter};
 use crate::error::Error;
-use crate::layer::admission::decide::Failure;
 use crate::layer::admission::{Deciding, Decision, Grant, Refusal, ResponseBody};
 use crate::layer::failure::Verdict;
-use crate::layer::headers;
-use crate::layer::responses::Answer;
 use crate::layer::{Rejection, RejectionKind};
+use crate::response::Answer;
+use crate::response::headers;
 use crate::telemetry::Decided;
 
 /// What a request the layer let through carries.
@@ -270,7 +270,10 @@ pub(crate) fn failed(
     cost: u64,
     check: Check,
 ) -> Settled {
-    match failure.verdict(config.failure, "rate limit", &config.outages) {
+    match config
+        .failure
+        .judge(&failure, "rate limit", &config.outages)
+    {
         Verdict::Pass => match (config.fallback.clone(), key) {
             (Some(fallback), Some(key)) => {
                 Settled::Later(Box::pin(fall_back(config, fallback, key, cost, check)))
@@ -343,9 +346,11 @@ fn insert_fields(
     partition: Option<PartitionTag>,
     fields: &mut HeaderMap,
 ) {
-    config
-        .fields
-        .insert(fields, decision.policy_states(), partition.as_ref());
+    config.fields.insert(
+        fields,
+        decision.policy_states(),
+        partition.as_ref().map(PartitionTag::as_bytes),
+    );
     if config.legacy_headers {
         let index = enforced_binding(policies, decision);
         if let (Some(policy), Some(state)) =

@@ -10,7 +10,7 @@ use crate::coordination::rate_limit::{RateLimiter, Shortcuts};
 use crate::layer::CircuitState;
 use crate::layer::FailurePolicy;
 use crate::layer::key::KeyExtractor;
-use crate::layer::responses::Responses;
+use crate::response::Responses;
 
 /// What a request costs, in permits.
 pub(crate) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
@@ -36,7 +36,7 @@ pub(crate) struct Config {
     pub(crate) partition: Option<super::partition::PartitionKeys>,
     pub(crate) max_wait: Option<Duration>,
     /// The rate-limit fields' fixed parts, serialized once: the policies never change.
-    pub(crate) fields: crate::layer::headers::RateLimitFields,
+    pub(crate) fields: crate::response::headers::RateLimitFields,
     /// This instance's share of each policy, for the fallback.
     pub(crate) fail_open_share: f64,
     /// How many client keys the fallback counts at once.

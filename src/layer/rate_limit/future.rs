@@ -16,8 +16,8 @@ use super::answer::{self, Admitted, Granted};
 use super::check::Check;
 use super::config::Config;
 use crate::coordination::circuit_breaker::Admission;
+use crate::coordination::circuit_breaker::{self, Failure};
 use crate::coordination::rate_limit::RateLimitDecision;
-use crate::layer::admission::decide::{self, Failure};
 use crate::layer::admission::{self, Deciding, Decision, ResponseBody};
 use crate::outage_log::OutageLog;
 use crate::telemetry::Decided;
@@ -80,7 +80,8 @@ pub(crate) fn decide_after_lookup(
             customer,
             plan,
         } = lookup;
-        let looked_up = decide::within(plans.look_up(&customer), layer.timeout, admission).await;
+        let looked_up =
+            circuit_breaker::within(plans.look_up(&customer), layer.timeout, admission).await;
         match looked_up {
             Ok(found) => {
                 let config = plans.config_known(&layer, &customer, plan.as_deref(), found);
@@ -118,7 +119,7 @@ async fn decision(
             // shortcut was asked in `call`, before this was boxed.
             let limiter = config.limiter.clone();
             let attempt = async move { limiter.decide_remotely(&key, cost).await };
-            decide::within(attempt, config.timeout, admission).await
+            circuit_breaker::within(attempt, config.timeout, admission).await
         }
     };
     let decided = heard(&config.outages, decided);
@@ -153,7 +154,7 @@ async fn waiting(
             decided.map_err(Failure::Backend)?
         }
         None => {
-            decide::within(
+            circuit_breaker::within(
                 limiter.first_from_the_backend(key, cost),
                 config.timeout,
                 admission,

@@ -21,7 +21,7 @@ use crate::error::Result;
 use crate::layer::FailurePolicy;
 use crate::layer::Rejection;
 use crate::layer::key::KeyExtractor;
-use crate::layer::responses::Responses;
+use crate::response::Responses;
 
 /// Default bound on the wait for a decision.
 pub const DEFAULT_DECISION_TIMEOUT: Duration = Duration::from_millis(500);
@@ -88,7 +88,7 @@ impl RedisRateLimitLayer {
         let metrics = crate::telemetry::DecisionMetrics::new(limiter.name());
         RedisRateLimitLayer {
             config: Arc::new(Config {
-                fields: crate::layer::headers::RateLimitFields::new(limiter.policies()),
+                fields: crate::response::headers::RateLimitFields::new(limiter.policies()),
                 limiter,
                 key: KeyExtractor::peer_ip(),
                 cost: None,

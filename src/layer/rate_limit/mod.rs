@@ -19,7 +19,6 @@ pub use future::ResponseFuture;
 pub use info::MissingRateLimitInfo;
 pub use info::RateLimitInfo;
 pub use layer::{DEFAULT_DECISION_TIMEOUT, DEFAULT_FALLBACK_KEYS, RedisRateLimitLayer};
-pub(crate) use partition::PartitionTag;
 pub use plan::{ChoosesPlan, PlanChooser};
 pub use service::RateLimit;
 pub use shadow::{ShadowSwitch, set_shadow_mode, shadow_mode};

@@ -341,7 +341,7 @@ fn made(layer: &Config, plan: &Plan) -> Arc<Config> {
     let mut config = layer.clone();
     config.plans = None;
     config.limiter = plan.limiter.with_settings_of(&layer.limiter);
-    config.fields = crate::layer::headers::RateLimitFields::new(config.limiter.policies());
+    config.fields = crate::response::headers::RateLimitFields::new(config.limiter.policies());
     config.metrics = crate::telemetry::DecisionMetrics::new(config.limiter.name());
     config.fallback = super::layer::fallback(&config);
     Arc::new(config)

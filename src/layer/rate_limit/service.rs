@@ -13,8 +13,8 @@ use super::check::Check;
 use super::config::Config;
 use super::future::{self, ResponseFuture};
 use super::plan::Chosen;
+use crate::coordination::circuit_breaker::{self, Failure};
 use crate::coordination::rate_limit::Now;
-use crate::layer::admission::decide::{self, Failure};
 use crate::layer::admission::{self, ResponseBody};
 use crate::telemetry::Clock;
 
@@ -125,7 +125,7 @@ where
                 let kept = config.fallback.is_some().then_some(key);
                 future::settle(config.clone(), decided, kept, cost, check)
             }
-            Now::Backend => match decide::admit(config.breaker.as_ref()) {
+            Now::Backend => match circuit_breaker::admit(config.breaker.as_ref()) {
                 Ok(admission) => answer::Settled::Later(future::decide(
                     config.clone(),
                     key,
@@ -162,7 +162,7 @@ impl<S> RateLimit<S> {
             clock,
             partition: config.partition.as_ref().map(|keys| keys.tag(&key)),
         };
-        match decide::admit(config.breaker.as_ref()) {
+        match circuit_breaker::admit(config.breaker.as_ref()) {
             Ok(admission) => answer::Settled::Later(future::decide_after_lookup(
                 config.clone(),
                 lookup,

@@ -29,7 +29,6 @@ use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use sfv::{Integer, KeyRef, ListSerializer, StringRef, key_ref};
 
 use crate::coordination::rate_limit::{PolicyState, QuotaUnit, RateLimitPolicy};
-use crate::layer::rate_limit::PartitionTag;
 
 /// `RateLimit-Policy`: the policies that apply to the request.
 pub(crate) const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -146,10 +145,10 @@ impl RateLimitFields {
     pub(crate) fn rate_limit(
         &self,
         states: &[PolicyState],
-        partition: Option<&PartitionTag>,
+        partition: Option<&[u8]>,
     ) -> Option<HeaderValue> {
         // `;pk=:<tag>:` after each member, where the layer shows partition keys.
-        let pk = partition.map_or(&[][..], PartitionTag::as_bytes);
+        let pk = partition.unwrap_or_default();
         let pk_len = if pk.is_empty() { 0 } else { pk.len() + 6 };
         let members = || {
             self.names.iter().filter_map(|(index, name)| {
@@ -198,7 +197,7 @@ impl RateLimitFields {
         &self,
         headers: &mut HeaderMap,
         states: &[PolicyState],
-        partition: Option<&PartitionTag>,
+        partition: Option<&[u8]>,
     ) {
         if let Some(value) = &self.policy {
             headers.append(RATELIMIT_POLICY, value.clone());

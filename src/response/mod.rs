@@ -1,6 +1,14 @@
-//! The responses the layers and the `Lease` extractor write themselves, built in one place:
-//! status, `Retry-After`, a text or problem+json body, the application's own answers, and the
-//! answer to a request whose key cannot be derived.
+//! The responses the layers and the extractors write themselves, built in one place beside
+//! both: status, `Retry-After`, a text or problem+json body, the rate-limit fields
+//! ([`headers`]), the application's own answers ([`Rejection`], public as
+//! [`layer::Rejection`](crate::layer::Rejection)), and the answer to a request whose key cannot
+//! be derived.
+
+pub(crate) mod headers;
+mod rejection;
+
+pub(crate) use rejection::RejectionFn;
+pub use rejection::{Rejection, RejectionKind};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,9 +19,9 @@ use http::request::Parts;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 
 use crate::error::Error;
-use crate::layer::headers;
+
 use crate::layer::key::KeyError;
-use crate::layer::rejection::{Rejection, RejectionFn, RejectionKind};
+
 use crate::telemetry::Throttle;
 
 /// How a layer words the answers it writes, the same options on every layer.

@@ -1,6 +1,10 @@
 //! A circuit breaker for the acquisitions made through one handle or layer, so that a dead or
 //! silent backend is not hammered and does not cost every request its timeout.
 
+mod within;
+
+pub(crate) use within::{Failure, admit, within};
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;

@@ -1,5 +1,6 @@
-//! Asking the backend for a decision: within the layer's timeout, past the circuit breaker,
-//! and what the failure policy makes of a failure. The same rules for every layer.
+//! Asking the backend for a decision within a timeout, past the circuit breaker: the same
+//! rules for every layer and extractor. What a failure then means for a request (the failure
+//! policy) is the layer's.
 
 use std::fmt;
 use std::future::Future;
@@ -10,12 +11,9 @@ use std::time::Duration;
 
 use pin_project_lite::pin_project;
 
+use super::{Admission, Breaker};
 use crate::backend::caller_bound;
-use crate::coordination::circuit_breaker::{Admission, Breaker};
 use crate::error::{Error, Result};
-use crate::layer::FailurePolicy;
-use crate::layer::failure::Verdict;
-use crate::outage_log::{OutageLog, Outcome};
 
 /// Why the backend gave no decision.
 #[derive(Debug)]
@@ -48,30 +46,11 @@ impl Failure {
     }
 
     /// When the backend expects to succeed again, where it says.
-    fn retry_hint(&self) -> Option<Duration> {
+    pub(crate) fn retry_hint(&self) -> Option<Duration> {
         match self {
             Failure::Backend(err) => err.retry_after(),
             Failure::TimedOut(_) | Failure::CircuitOpen => None,
         }
-    }
-
-    /// The failure policy's verdict, told to the layer's outage log (which logs an outage
-    /// once, not each request). `limit` names the layer's limit in the events ("rate
-    /// limit").
-    pub(crate) fn verdict(
-        &self,
-        policy: FailurePolicy,
-        limit: &'static str,
-        outages: &OutageLog,
-    ) -> Verdict {
-        let unavailable = self.is_unavailable();
-        let verdict = policy.verdict(unavailable, self.retry_hint());
-        let outcome = match verdict {
-            Verdict::Pass => Outcome::FailedOpen,
-            Verdict::Unavailable(_) => Outcome::answered_503(unavailable),
-        };
-        outages.failed(limit, self, outcome);
-        verdict
     }
 }
 
@@ -85,7 +64,7 @@ impl fmt::Display for Failure {
     }
 }
 
-/// Permission from the breaker (if the layer has one) to send an attempt: `Ok(None)` without
+/// Permission from the breaker (if the caller has one) to send an attempt: `Ok(None)` without
 /// a breaker, [`Failure::CircuitOpen`] while it is open.
 pub(crate) fn admit(breaker: Option<&Arc<Breaker>>) -> Result<Option<Admission>, Failure> {
     match breaker {
@@ -95,7 +74,7 @@ pub(crate) fn admit(breaker: Option<&Arc<Breaker>>) -> Result<Option<Admission>,
 }
 
 pin_project! {
-    /// An attempt bounded by the layer's timeout (see [`within`]).
+    /// An attempt bounded by its caller's timeout (see [`within`]).
     pub(crate) struct Within<F> {
         #[pin]
         attempt: tokio::time::Timeout<F>,
@@ -110,7 +89,7 @@ pin_project! {
 /// At the timeout the attempt is dropped (which every step allows: see their cancel safety;
 /// a permit it may have been granted is released in the background). The timeout is a
 /// verdict on the backend only when the server answered nothing on the handle meanwhile
-/// (see [`Admission::timed_out`]): the layer's own timeout can also come from a busy
+/// (see [`Admission::timed_out`]): the caller's own timeout can also come from a busy
 /// runtime or one slow step while the backend is healthy.
 ///
 /// The attempt is polled within a [`caller_bound`] of `timeout`: the backend arms no
