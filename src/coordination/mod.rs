@@ -46,6 +46,7 @@ pub use release::Release;
 use std::time::Duration;
 
 use crate::backend::Backend;
+use crate::backend::delivery::Delivery;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::RedisBackend;
 use crate::error::Result;

@@ -45,6 +45,7 @@ mod target;
 mod tls;
 mod watch;
 
+use crate::backend::delivery::Resends;
 pub use builder::{
     DEFAULT_CONNECTION_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, DEFAULT_TRANSIENT_RETRY,
     RedisBackendBuilder,
@@ -745,13 +746,13 @@ impl RedisBackend {
 /// The pace of sending again what failed without effect (see [`RedisBackend::send`]): from
 /// the start of the outage, within the transient-retry bound, with jittered pauses doubling
 /// from [`TRANSIENT_RETRY_FIRST_PAUSE`] to [`TRANSIENT_RETRY_MAX_PAUSE`].
-struct Retry {
+pub(crate) struct Retry {
     /// The end of the bound, and the pauses; set at the first failure.
     state: Option<(tokio::time::Instant, Backoff)>,
 }
 
 impl Retry {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Retry { state: None }
     }
 
@@ -774,16 +775,6 @@ impl Retry {
         tracing::debug!(error = %failure, retry_in = ?wait, "transient failure; sending again");
         tokio::time::sleep(wait).await;
         true
-    }
-}
-
-/// The pace of sending again a step whose delivery is uncertain (see
-/// [`RedisBackend::resend_after`]): the same bound and pauses as [`Retry`].
-pub(crate) struct Resends(Retry);
-
-impl Resends {
-    pub(crate) fn new() -> Self {
-        Resends(Retry::new())
     }
 }
 

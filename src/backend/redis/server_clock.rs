@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+pub(crate) use crate::backend::delivery::Deadline;
+
 /// How far the local and the server clocks may drift apart per second of an anchor's age
 /// (1 ms per second is 1000 ppm, twice what NTP allows a clock to slew).
 const DRIFT_PER_SECOND_MS: u64 = 1;
@@ -54,17 +56,6 @@ impl Anchor {
 pub(super) struct ServerClock {
     anchor: Mutex<Anchor>,
     refreshing: AtomicBool,
-}
-
-/// A deadline for a command on the server's clock, and the local instant by which the server
-/// has certainly passed it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Deadline {
-    /// Milliseconds since the epoch on the server's clock; the command is a no-op after it.
-    pub(crate) server_ms: u64,
-    /// From this local instant on, the server's clock is past `server_ms`: a command carrying
-    /// it can no longer take effect, wherever it is.
-    pub(crate) passed_at: Instant,
 }
 
 /// The one refresh of a clock in flight; the next may start once this drops.

@@ -3,8 +3,10 @@
 //! A step is a plain value (its keys and arguments) that implements [`Step`] (its reply
 //! type), [`RedisStep`] (how Redis runs it) and [`MemoryStep`] (how the memory backend runs
 //! it). Coordination builds a step and hands it to [`Backend::run`], the one place that
-//! looks at which backend it has; nothing above the backend matches on its variants, and
-//! the shared backend types hold no primitive's code.
+//! chooses how a step runs; how it travels (deadlines, resends, watches, the server's clock)
+//! is the other seam, [`Delivery`](super::delivery::Delivery), chosen in one place too.
+//! Nothing above the backend matches on its variants, and the shared backend types hold no
+//! primitive's code.
 //!
 //! Each primitive's folder holds all of its backend code:
 //!

@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend::Backend;
+use crate::backend::delivery::Delivery;
 
 /// Settings of a circuit breaker that stops new decisions (rate-limit decisions, concurrency
 /// permits, the extractors' leases and permits: "acquisitions" below) from reaching a

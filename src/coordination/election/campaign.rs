@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::names::ElectionNames;
 use super::withdraw::Withdraw;
 use super::{Leader, Leadership, Observer};
+use crate::backend::delivery::Delivery;
 use crate::backend::steps::election::{CampaignReply, CampaignStep, LeaderStep, Leading};
 use crate::coordination::owner::{acquire_waiting, new_token};
 use crate::coordination::session::{MAX_VALUE_LEN, ManagedSession, Sessions};

@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::names::ElectionNames;
+use crate::backend::delivery::Delivery;
 use crate::backend::steps::election::{LeaderStep, Leading};
 use crate::coordination::ownership::{LossReason, OwnershipLost};
 

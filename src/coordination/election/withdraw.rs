@@ -9,7 +9,8 @@ use tokio::runtime::Handle;
 use tokio::time::Instant;
 
 use super::names::ElectionNames;
-use crate::backend::redis::Deadline;
+use crate::backend::delivery::Deadline;
+use crate::backend::delivery::Delivery;
 use crate::backend::steps::election::ResignStep;
 use crate::backoff::Backoff;
 

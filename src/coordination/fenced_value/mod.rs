@@ -48,6 +48,7 @@ use std::fmt;
 
 use crate::Coordination;
 use crate::backend::Backend;
+use crate::backend::delivery::Delivery;
 use crate::backend::steps::fenced_value::{FencedReadStep, FencedWriteReply, FencedWriteStep};
 use crate::coordination::name;
 use crate::error::{Error, Result};

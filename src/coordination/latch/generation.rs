@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::CountdownLatch;
+use crate::backend::delivery::Delivery;
 use crate::backend::steps::latch::{
     LatchCountDownReply, LatchCountDownStep, LatchRead, LatchReadStep,
 };

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Holding, HoldingKeys, ReleaseOnDrop, ReleaseStage, new_token};
-use crate::backend::redis::Resends;
+use crate::backend::delivery::{Delivery, Resends};
 use crate::coordination::Attempt;
 use crate::error::{Error, Result};
 

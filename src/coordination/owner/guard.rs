@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use super::{HoldingKeys, ReleaseStage, release_in_background_after};
 use crate::backend::Backend;
-use crate::backend::redis::Deadline;
+use crate::backend::delivery::Deadline;
+use crate::backend::delivery::Delivery;
 
 /// Releases what a token holds in the background if dropped while armed: for a request whose
 /// future may be dropped after it was sent, leaving the holding's fate unknown.

@@ -467,7 +467,7 @@ mod tests {
             backend: backend.clone(),
         });
         let passed_at = Instant::now() + Duration::from_secs(2);
-        let deadline = crate::backend::redis::Deadline {
+        let deadline = crate::backend::delivery::Deadline {
             server_ms: 0,
             passed_at,
         };
@@ -507,7 +507,7 @@ mod tests {
             abandoned: Box::leak(Box::new(AbandonedCounters::new())),
             backend: backend.clone(),
         });
-        let deadline = crate::backend::redis::Deadline {
+        let deadline = crate::backend::delivery::Deadline {
             server_ms: 0,
             passed_at: Instant::now() + Duration::from_secs(2),
         };

@@ -11,6 +11,7 @@ use tokio::runtime::Handle;
 use tokio::time::Instant;
 
 use super::{HoldingKeys, ReleaseStage};
+use crate::backend::delivery::Delivery;
 use crate::backoff::Backoff;
 use crate::coordination::ownership::AbandonCause;
 use crate::error::{Error, ErrorKind, Result};

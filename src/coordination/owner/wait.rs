@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend::Backend;
-use crate::backend::redis::KeyWatch;
+use crate::backend::delivery::{Delivery, Watch};
 use crate::coordination::Attempt;
 use crate::error::Result;
 
@@ -77,7 +77,7 @@ where
 }
 
 /// Completes when the first of `watches` fires.
-async fn any_changed(watches: &mut [KeyWatch]) {
+async fn any_changed(watches: &mut [Watch]) {
     let mut changes: Vec<Pin<Box<dyn Future<Output = ()> + Send + '_>>> = watches
         .iter_mut()
         .map(|watch| Box::pin(watch.changed()) as Pin<Box<dyn Future<Output = ()> + Send>>)

@@ -4,6 +4,7 @@ use super::policy::Policies;
 use super::{
     FixedWindow, Gcra, RateLimitDecision, RateLimitPolicy, SlidingWindow, Stacked, TokenBucket,
 };
+use crate::backend::delivery::Delivery;
 use crate::error::Result;
 
 /// One of the crate's rate-limit algorithms, each decided by one atomic backend step.

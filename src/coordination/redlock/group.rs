@@ -10,6 +10,7 @@ use super::RedlockLease;
 use super::nodes::release_everywhere;
 use super::nodes::{GroupKeys, node_token, with_drift};
 use crate::Coordination;
+use crate::backend::delivery::Delivery;
 use crate::backend::steps::redlock::RedlockRaiseStep;
 use crate::coordination::Held;
 use crate::coordination::lock::LockKeys;

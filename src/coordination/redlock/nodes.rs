@@ -11,6 +11,7 @@ use tokio::task::JoinSet;
 
 use super::group::check_lease;
 use crate::backend::Backend;
+use crate::backend::delivery::Delivery;
 use crate::backend::steps::lease_release::LeaseReleaseReply;
 use crate::coordination::lock::LockKeys;
 use crate::coordination::owner::{HoldingKeys, Renewed};

@@ -8,6 +8,7 @@ use super::lease::RwOwn;
 use super::{Access, RwLease};
 use crate::Coordination;
 use crate::backend::Backend;
+use crate::backend::delivery::Delivery;
 use crate::backend::steps::rw_lease::{
     RwAcquireReply, RwAcquireStep, RwDowngradeReply, RwDowngradeStep, RwHeld, RwReleaseStep,
     RwRenewStep, RwStep, RwVerifyStep,

@@ -96,7 +96,8 @@ pub use sessions::Sessions;
 
 use std::time::Duration;
 
-use crate::backend::redis::Deadline;
+use crate::backend::delivery::Deadline;
+use crate::backend::delivery::Delivery;
 use crate::backend::steps::session::{
     SessionDeleteReply, SessionDeleteStep, SessionLeaseStep, SessionPutReply, SessionPutStep,
 };

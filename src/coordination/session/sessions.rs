@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::keys::SpaceNames;
 use super::{MAX_KEY_NAME_LEN, MAX_LISTED, Session, SessionState, check_name};
 use crate::Coordination;
+use crate::backend::delivery::Delivery;
 use crate::backend::steps::session::{SessionGetStep, SessionListStep};
 use crate::coordination::owner::{expiry_ms, try_acquire};
 use crate::coordination::{Attempt, ByOwner, Held, OwnerToken};

@@ -28,6 +28,7 @@ use tokio::sync::watch;
 use super::overrides::OverrideCache;
 use super::table::{Kit, Spec, Table, check_name};
 use super::{Inner, RateLimitPlans};
+use crate::backend::delivery::Delivery;
 use crate::backend::steps::rate_limit_plans::{
     FieldChange, PlanSetFieldReadStep, PlanSetReadStep, PlanSetWriteStep, PlanSetWritten,
     VERSION_FIELD,
