@@ -13,10 +13,10 @@ use super::spec::LeaseSpec;
 use super::taking::{request_name, take};
 use super::while_held::{HoldingLost, while_held};
 use crate::Coordination;
-use crate::coordination::Managed;
 use crate::coordination::lock::{FencedLock, ManagedLease};
 use crate::coordination::ownership::OwnershipLost;
 use crate::coordination::redlock::ManagedRedlockLease;
+use crate::coordination::{Detached, Managed, Release};
 #[cfg(doc)]
 use crate::layer::key::KeyError;
 
@@ -175,6 +175,50 @@ impl HeldLease {
             HeldLease::Lock(lease) => lease.ownership(),
             HeldLease::Redlock(lease) => lease.ownership(),
         }
+    }
+
+    /// The owner token of the lease.
+    pub fn owner_token(&self) -> &str {
+        match self {
+            HeldLease::Lock(lease) => lease.owner_token(),
+            HeldLease::Redlock(lease) => lease.owner_token(),
+        }
+    }
+
+    /// Whether ownership is lost.
+    pub fn is_lost(&self) -> bool {
+        match self {
+            HeldLease::Lock(lease) => lease.is_lost(),
+            HeldLease::Redlock(lease) => lease.is_lost(),
+        }
+    }
+
+    /// Stops renewing and lets go of the lease without releasing it (see
+    /// [`Managed::detach`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Managed::detach`]'s.
+    pub async fn detach(self) -> Option<Detached> {
+        match self {
+            HeldLease::Lock(lease) => lease.detach().await,
+            HeldLease::Redlock(lease) => lease.detach().await,
+        }
+    }
+
+    /// Stops renewing and releases the lease (see [`Managed::release`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe in effect: the release is asked of the keeper when this is
+    /// called, and goes on there if the future is dropped, polled or not.
+    pub fn release(self) -> impl Future<Output = crate::error::Result<Release>> + Send {
+        // Asked of the keeper now, whichever it keeps.
+        let released: std::pin::Pin<Box<dyn Future<Output = _> + Send>> = match self {
+            HeldLease::Lock(lease) => Box::pin(lease.release()),
+            HeldLease::Redlock(lease) => Box::pin(lease.release()),
+        };
+        released
     }
 }
 

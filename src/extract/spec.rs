@@ -260,9 +260,9 @@ impl LeaseRequest {
     }
 
     /// For a [`Lease`](super::Lease): takes the lease on a quorum of `group`'s nodes (a
-    /// [`FencedLease`](crate::coordination::lock::FencedLease) on the group, kept by a
-    /// [`ManagedLease`](crate::coordination::lock::ManagedLease) with the group's fencing
-    /// token) rather than as a fenced lock on the router's
+    /// [`RedlockLease`](crate::coordination::redlock::RedlockLease), kept as a
+    /// [`ManagedRedlockLease`](crate::coordination::redlock::ManagedRedlockLease) with the
+    /// group's fencing token: [`HeldLease::Redlock`](super::HeldLease::Redlock)) rather than as a fenced lock on the router's
     /// [`Coordination`](crate::Coordination). A request that waits tries a round every 50 ms at most. The
     /// other extractors ignore it.
     ///

@@ -683,19 +683,22 @@ pub async fn an_unanswered_acquisition_is_sent_again_and_granted_once<H: Held>()
 
 /// An acquisition that gets no answer for longer than `transient_retry` is uncertain: once
 /// the server answers, every delivery runs, then the release of its token that the failure
-/// spawned. Nothing stays held.
+/// spawned. Nothing stays held, and no key is left.
 pub async fn an_acquisition_unanswered_past_its_bound_is_released<H: Held>() {
     let what = H::WHAT;
     let (stalling, patient) = stalling::<H>().await;
+    let (keys, scripts) = (stalling.server.count_keys(b""), stalling.calls("evalsha"));
     stalling.server.pause_clients(1500);
     let err = H::try_acquire(&stalling.coordination, MINUTE)
         .await
         .expect_err("no answer in time");
     assert!(err.is_outcome_uncertain(), "{what}: {err}");
-    support::eventually("the stalled grant is released", async || {
-        contend::<H>(&patient).await
+    // The stalled acquisition ran once the pause ended, and its release after it.
+    support::eventually("the stalled acquisition and its release run", async || {
+        stalling.calls("evalsha") >= scripts + 2 && stalling.server.count_keys(b"") == keys
     })
     .await;
+    assert!(contend::<H>(&patient).await, "{what}: still held");
 }
 
 /// A grant whose answer comes after the lease it asked for ran out: nobody can use it, so it
@@ -704,6 +707,7 @@ pub async fn an_acquisition_unanswered_past_its_bound_is_released<H: Held>() {
 pub async fn a_grant_answered_after_its_lease_ran_out_is_busy_and_released<H: Held>() {
     let what = H::WHAT;
     let (stalling, patient) = stalling::<H>().await;
+    let keys = stalling.server.count_keys(b"");
     stalling.server.pause_clients(400);
     let attempt = H::try_acquire(&patient, Duration::from_millis(250)).await;
     assert!(
@@ -713,10 +717,15 @@ pub async fn a_grant_answered_after_its_lease_ran_out_is_busy_and_released<H: He
         },
         "{what}: {attempt:?}"
     );
+    // The grant ran (it was answered), and its release leaves no key.
     support::eventually("the late grant is released", async || {
-        contend::<H>(&stalling.coordination).await
+        stalling.server.count_keys(b"") == keys
     })
     .await;
+    assert!(
+        contend::<H>(&stalling.coordination).await,
+        "{what}: still held"
+    );
 }
 
 /// A renewal without an answer leaves the handle held, with what both outcomes guarantee:

@@ -72,6 +72,8 @@ pub type FieldLease = Held<LeaseHash>;
 /// ```
 pub type ManagedFieldLease = Managed<LeaseHash>;
 
+impl crate::coordination::owner::Sealed for LeaseHash {}
+
 impl HeldKind for LeaseHash {
     type Keys = FieldKeys;
     type Own = ();
@@ -80,7 +82,8 @@ impl HeldKind for LeaseHash {
 }
 
 impl Held<LeaseHash> {
-    /// The field this lease holds.
+    /// The field this lease holds, as stored (a name longer than
+    /// [`MAX_NAME_LEN`](crate::coordination::MAX_NAME_LEN) is stored as its digest).
     pub fn field(&self) -> &[u8] {
         self.holding.keys().field()
     }
@@ -125,7 +128,7 @@ impl Managed<LeaseHash> {
         }
     }
 
-    /// The field this lease holds.
+    /// The field this lease holds, as stored (see [`FieldLease::field`](Held::field)).
     pub fn field(&self) -> &[u8] {
         self.keys.field()
     }

@@ -31,7 +31,7 @@
 //!
 //! # Failures
 //!
-//! As the [fenced lock's](crate::coordination::lock::FencedLease#failures): an acquisition
+//! As every held handle's ([`Held`](crate::coordination::Held#failures)): an acquisition
 //! that may have applied is released by owner token once its server-side deadline has
 //! passed; a renewal without an answer leaves the lease held with the earlier of the two
 //! expiries; a release without an answer leaves it uncertain until released again. The

@@ -85,6 +85,8 @@ pub type FencedLease = Held<FencedLock>;
 /// ```
 pub type ManagedLease = Managed<FencedLock>;
 
+impl crate::coordination::owner::Sealed for FencedLock {}
+
 impl HeldKind for FencedLock {
     type Keys = LockKeys;
     /// The fencing token.

@@ -21,9 +21,9 @@ use crate::error::Result;
 /// [`ReadWriteLock`](crate::coordination::rw_lease::ReadWriteLock),
 /// [`LeaseHash`](crate::coordination::hash_lease::LeaseHash) and
 /// [`Sessions`](crate::coordination::session::Sessions)); a type outside the crate cannot.
-// Sealed by its bounds: `HoldingKeys` and `ReleaseReply` are the crate's own.
+// `HoldingKeys` and `ReleaseReply` are the crate's own, and so is `Sealed`.
 #[allow(private_bounds)]
-pub trait HeldKind: Sized + Send + Sync + 'static {
+pub trait HeldKind: sealed::Sealed + Sized + Send + Sync + 'static {
     /// Where the holdings live and the owner-checked steps on them.
     #[doc(hidden)]
     type Keys: HoldingKeys<Released: ReleaseReply>;
@@ -59,6 +59,12 @@ pub trait HeldKind: Sized + Send + Sync + 'static {
     fn settle_kept(_kept: &mut super::Managed<Self>) -> impl Future<Output = bool> + Send {
         std::future::ready(true)
     }
+}
+
+/// The seal of [`HeldKind`]: a type outside the crate cannot implement it, so that the trait
+/// may grow.
+pub(crate) mod sealed {
+    pub trait Sealed {}
 }
 
 /// A holding of the primitive `P` (see [`HeldKind`]): a lock's lease
@@ -304,7 +310,11 @@ impl<P: HeldKind> fmt::Debug for Held<P> {
             debug.field(P::OWN, &self.own);
         }
         debug
-            .field("owner_token", &self.holding.token())
+            // A credential: shown as far as a log needs to tell holdings apart.
+            .field(
+                "owner_token",
+                &format_args!("{}…", super::shown_token(self.holding.token())),
+            )
             .field("lease", &self.lease())
             .field("state", &self.holding.state())
             .finish()

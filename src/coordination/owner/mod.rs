@@ -26,6 +26,7 @@ pub(crate) use acquisition::{Acquire, Acquisition, try_acquire};
 pub use by_owner::ByOwner;
 pub use detached::Detached;
 pub(crate) use guard::ReleaseOnDrop;
+pub(crate) use held::sealed::Sealed;
 pub use held::{Held, HeldKind};
 pub(crate) use holding::Holding;
 pub(crate) use holding_keys::{HoldingKeys, Renewed};

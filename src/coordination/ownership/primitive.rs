@@ -27,7 +27,7 @@ pub enum Primitive {
     ReadWriteLease,
     /// A [`FieldLease`](crate::coordination::hash_lease::FieldLease) (and its managed form).
     FieldLease,
-    /// A [`FencedLease`](crate::coordination::lock::FencedLease) on a
+    /// A [`RedlockLease`](crate::coordination::redlock::RedlockLease) on a
     /// [`RedlockGroup`](crate::coordination::redlock::RedlockGroup) (and its managed form):
     /// its releases on the whole group. Each node's release is counted as a
     /// [`FencedLease`](Self::FencedLease)'s.

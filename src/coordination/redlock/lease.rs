@@ -57,6 +57,8 @@ pub type RedlockLease = Held<RedlockGroup>;
 /// ```
 pub type ManagedRedlockLease = Managed<RedlockGroup>;
 
+impl crate::coordination::owner::Sealed for RedlockGroup {}
+
 impl HeldKind for RedlockGroup {
     type Keys = GroupKeys;
     /// The fencing token.

@@ -97,7 +97,7 @@ pub type ManagedRwLease = Managed<ReadWriteLock>;
 
 /// What a read-write lease's handle knows of its own: its access, and a write lease's
 /// fencing token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct RwOwn {
     mode: Mode,
     fencing_token: Option<u64>,
@@ -110,6 +110,16 @@ enum Mode {
     Write,
     /// A downgrade was sent without an answer: a reader, which sends it again.
     Downgrading,
+}
+
+/// Shown as its access, and a write lease's fencing token.
+impl std::fmt::Debug for RwOwn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.fencing_token {
+            Some(token) => write!(f, "{:?} (fencing token {token})", self.access()),
+            None => write!(f, "{:?}", self.access()),
+        }
+    }
 }
 
 impl RwOwn {
@@ -160,6 +170,8 @@ impl RwOwn {
     }
 }
 
+impl crate::coordination::owner::Sealed for ReadWriteLock {}
+
 impl HeldKind for ReadWriteLock {
     type Keys = RwKeys;
     type Own = RwOwn;
@@ -208,7 +220,7 @@ impl Held<ReadWriteLock> {
     /// `Ok(false)`: it is gone (the handle is then lost), or nothing was sent because the
     /// handle is released, lost, uncertain or past its estimate. A failure that certainly
     /// changed nothing leaves it a write lease; one that may have applied leaves it a reader
-    /// (see [Failures](#failures)), and calling `downgrade` again settles it.
+    /// (see [Failures](RwLease#failures)), and calling `downgrade` again settles it.
     ///
     /// # Cancel safety
     ///

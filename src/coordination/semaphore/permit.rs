@@ -19,6 +19,9 @@ use crate::error::Result;
 /// handle **fails closed**. Past its [estimate](Held::remaining_estimate), the permit may be
 /// another holder's slot by now: stop the work it guards, and release it (which settles it).
 ///
+/// Its [`verify_still_held`](Held::verify_still_held) prunes expired permits, so on Redis it
+/// runs on the primary and needs write permission for the key.
+///
 /// # Example
 ///
 /// ```
@@ -84,6 +87,8 @@ pub type SemaphorePermit = Held<Semaphore>;
 /// # Ok(()) }
 /// ```
 pub type ManagedPermit = Managed<Semaphore>;
+
+impl crate::coordination::owner::Sealed for Semaphore {}
 
 impl HeldKind for Semaphore {
     type Keys = PermitSets;

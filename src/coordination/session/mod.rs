@@ -86,12 +86,9 @@
 mod keys;
 pub(crate) use keys::SpaceNames;
 mod lease;
-mod managed;
 mod sessions;
 
-pub use lease::Session;
-
-pub use managed::ManagedSession;
+pub use lease::{ManagedSession, Session};
 pub use sessions::Sessions;
 
 use std::time::Duration;
