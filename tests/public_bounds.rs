@@ -148,3 +148,201 @@ fn every_public_type_is_send_sync_and_static() {
     bounds::<leasehold::layer::key::IpNet>();
     bounds::<leasehold::layer::key::KeyErrorKind>();
 }
+
+/// A future's bound in the table below: `Send`, so that a task on a multi-threaded runtime
+/// may hold it across an await (what an axum handler or a `tokio::spawn` asks).
+fn sent<F: std::future::Future + Send>(future: F) {
+    drop(future);
+}
+
+/// The same, for a future that also owns everything it uses.
+fn sent_static<F: std::future::Future + Send + 'static>(future: F) {
+    drop(future);
+}
+
+/// Every public `async fn` and every public method that returns a future gives a `Send`
+/// future (and an owned one where it takes its handle by value). Each is built and dropped
+/// unpolled, on the memory backend: only its type is asked about.
+#[tokio::test]
+async fn every_public_future_is_send() {
+    use std::time::Duration;
+
+    use leasehold::Coordination;
+    use leasehold::coordination::fenced_value::FencedValue;
+    use leasehold::coordination::hash_lease::{LeaseHash, ManagedFieldLease};
+    use leasehold::coordination::latch::CountdownLatch;
+    use leasehold::coordination::lock::{FencedLock, ManagedLease};
+    use leasehold::coordination::rate_limit::{
+        FixedWindow, Gcra, RateLimitPolicy, Refill, SlidingWindow, Stacked, TokenBucket,
+    };
+    use leasehold::coordination::redlock::RedlockGroup;
+    use leasehold::coordination::rw_lease::{ManagedRwLease, ReadWriteLock};
+    use leasehold::coordination::semaphore::{KeyedSemaphore, ManagedPermit, Semaphore};
+    use leasehold::coordination::session::{ManagedSession, Sessions};
+    use leasehold::coordination::{Managed, ManagedOptions, OwnerToken};
+
+    let minute = Duration::from_secs(60);
+    let c = Coordination::memory();
+    let options = ManagedOptions::new().lease(Duration::from_secs(10));
+    let token: OwnerToken = "0".repeat(32).parse().expect("a token");
+
+    sent(c.server_time());
+    sent(c.ready());
+    sent(c.backend().server_time());
+    sent(Coordination::connect("redis://127.0.0.1:1", "p:"));
+    sent(leasehold::backend::redis::RedisBackend::standalone("redis://127.0.0.1:1").connect());
+
+    // Rate limits.
+    let fixed = FixedWindow::new(&c, "f", 5, minute).expect("valid");
+    sent(fixed.try_acquire(b"k", 1));
+    sent(fixed.return_reserved());
+    sent(
+        SlidingWindow::new(&c, "s", 5, minute, 6)
+            .expect("valid")
+            .try_acquire(b"k", 1),
+    );
+    sent(
+        TokenBucket::new(&c, "t", 5, Refill::new(1, minute))
+            .expect("valid")
+            .try_acquire(b"k", 1),
+    );
+    sent(
+        Gcra::new(&c, "g", 5, minute, 2)
+            .expect("valid")
+            .try_acquire(b"k", 1),
+    );
+    let stacked = Stacked::new(&c, "st", [RateLimitPolicy::new("m", 5, minute)]).expect("valid");
+    sent(stacked.try_acquire(b"k", 1));
+
+    // The lock, and the one held lifecycle (the same for every held primitive).
+    let lock = FencedLock::named(&c, "lock");
+    sent(lock.try_acquire(minute));
+    sent(lock.acquire(minute));
+    sent(
+        lock.clone()
+            .durable(leasehold::coordination::lock::Durability::replicas(1).expect("valid")),
+    );
+    sent(ManagedLease::acquire(&lock, &options));
+    sent(ManagedLease::try_acquire(&lock, &options));
+    let by_owner = lock.by_owner(token.clone());
+    sent(by_owner.renew(minute));
+    sent(by_owner.verify());
+    sent(by_owner.release());
+    let mut lease = lock
+        .try_acquire(minute)
+        .await
+        .expect("try")
+        .acquired()
+        .expect("free");
+    sent(lease.verify_still_held());
+    sent(lease.renew(minute));
+    sent(lease.release());
+    sent_static(lease.detach());
+    let kept = ManagedLease::try_acquire(&FencedLock::named(&c, "kept"), &options)
+        .await
+        .expect("try")
+        .expect("free");
+    let mut lost = kept.ownership();
+    sent(lost.lost());
+    sent_static(kept.release());
+    let kept = ManagedLease::try_acquire(&FencedLock::named(&c, "kept2"), &options)
+        .await
+        .expect("try")
+        .expect("free");
+    sent_static(kept.detach());
+
+    // Redlock.
+    let group = RedlockGroup::new([c.clone(), Coordination::memory(), Coordination::memory()])
+        .expect("three nodes");
+    sent(group.try_acquire("r", minute));
+    sent(group.acquire("r", minute));
+
+    // Semaphores.
+    let semaphore = Semaphore::new(&c, "sem", 2).expect("valid");
+    sent(semaphore.try_acquire(minute));
+    sent(semaphore.acquire(minute));
+    sent(semaphore.held());
+    sent(ManagedPermit::acquire(&semaphore, &options));
+    sent(ManagedPermit::try_acquire(&semaphore, &options));
+    let keyed = KeyedSemaphore::new(
+        &c,
+        "keyed",
+        leasehold::coordination::semaphore::Capacity::per_key(2),
+    )
+    .expect("valid");
+    sent(keyed.try_acquire(b"k", minute));
+    sent(keyed.acquire(b"k", minute));
+    sent(keyed.held(b"k"));
+
+    // Read-write leases.
+    let rw = ReadWriteLock::named(&c, "rw");
+    sent(rw.try_read(minute));
+    sent(rw.try_write(minute));
+    sent(rw.read(minute));
+    sent(rw.write(minute));
+    sent(ManagedRwLease::read(&rw, &options));
+    sent(ManagedRwLease::write(&rw, &options));
+    sent(ManagedRwLease::try_read(&rw, &options));
+    sent(ManagedRwLease::try_write(&rw, &options));
+    let mut writer = rw
+        .try_write(minute)
+        .await
+        .expect("try")
+        .acquired()
+        .expect("free");
+    sent(writer.downgrade());
+    let mut managed_writer = Managed::keep(writer, &options).expect("keep");
+    sent(managed_writer.downgrade());
+
+    // Hash leases.
+    let hash = LeaseHash::named(&c, "hash");
+    sent(hash.try_acquire("f", minute));
+    sent(hash.acquire("f", minute));
+    sent(ManagedFieldLease::acquire(&hash, "f", &options));
+    sent(ManagedFieldLease::try_acquire(&hash, "f", &options));
+
+    // The latch.
+    let latch = CountdownLatch::named(&c, "latch");
+    sent(latch.create(2, None));
+    sent(latch.reset(2, None));
+    sent(latch.join());
+    let generation = latch.create(2, None).await.expect("create").expect("new");
+    sent(generation.count_down());
+    sent(generation.count());
+    sent(generation.wait());
+
+    // The fenced value.
+    let value = FencedValue::named(&c, "value");
+    sent(value.write(1, "v"));
+    sent(value.read());
+
+    // Sessions and elections.
+    let space = Sessions::named(&c, "space");
+    sent(space.grant(minute));
+    sent(space.get("n"));
+    sent(space.list());
+    sent(space.state_of(&token));
+    sent(ManagedSession::grant(&space, &options));
+    let mut session = space.grant(minute).await.expect("grant");
+    sent(session.put("n", "v"));
+    sent(session.claim("n", "v"));
+    sent(session.delete("n"));
+    sent(session.keep_alive());
+    sent(session.state());
+    let managed = ManagedSession::grant(&space, &options)
+        .await
+        .expect("grant");
+    sent(managed.put("n", "v"));
+    sent(managed.claim("n", "v"));
+    sent(managed.delete("n"));
+    sent(managed.state());
+    let election = leasehold::coordination::election::Election::named(&space, "lead");
+    sent(election.campaign(&managed, "me"));
+    sent(election.leader());
+    let mut observer = election.observe();
+    sent(observer.changed());
+    let leadership = election.campaign(&managed, "me").await.expect("campaign");
+    sent(leadership.proclaim("v"));
+    sent(leadership.is_leader());
+    sent_static(leadership.resign());
+}
