@@ -9,22 +9,8 @@ use leasehold::backend::Backend;
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::backend::redis::{RedisBackend, Script};
 use leasehold::{Coordination, ErrorKind};
+use support::target::{Target, scenario};
 use support::{Server, ServerKind, cluster, shared, unique_prefix};
-
-/// Where a scenario runs.
-#[derive(Clone, Copy, Debug)]
-enum Target {
-    Server(ServerKind),
-    Cluster,
-    Memory,
-}
-
-const REDIS6: Target = Target::Server(ServerKind::Redis6);
-const REDIS7: Target = Target::Server(ServerKind::Redis7);
-const REDIS8: Target = Target::Server(ServerKind::Redis8);
-const VALKEY8: Target = Target::Server(ServerKind::Valkey8);
-const CLUSTER: Target = Target::Cluster;
-const MEMORY: Target = Target::Memory;
 
 /// A binary prefix, to show prefixes are not treated as text.
 fn binary_prefix(test: &str) -> Vec<u8> {
@@ -37,7 +23,7 @@ async fn redis_backend(target: Target, prefix: &[u8]) -> RedisBackend {
     let builder = match target {
         Target::Server(kind) => RedisBackend::standalone(shared(kind).unix_url()),
         Target::Cluster => RedisBackend::cluster(cluster().urls()),
-        Target::Memory => unreachable!("not a Redis target"),
+        Target::Memory | Target::Increx => unreachable!("not a Redis target of this suite"),
     };
     builder
         .key_prefix(prefix)
@@ -70,7 +56,7 @@ fn raw_get(target: Target, key: &[u8]) -> Option<Vec<u8>> {
                 .expect("cluster connection");
             cmd.query(&mut conn).expect("GET")
         }
-        Target::Memory => unreachable!("not a Redis target"),
+        Target::Memory | Target::Increx => unreachable!("not a Redis target of this suite"),
     }
 }
 
@@ -79,7 +65,7 @@ fn flush_scripts(target: Target) {
     let nodes: Vec<&Server> = match target {
         Target::Server(kind) => vec![shared(kind)],
         Target::Cluster => cluster().nodes().iter().collect(),
-        Target::Memory => unreachable!("not a Redis target"),
+        Target::Memory | Target::Increx => unreachable!("not a Redis target of this suite"),
     };
     for node in nodes {
         let () = node.cmd(&["SCRIPT", "FLUSH"]);
@@ -95,25 +81,9 @@ fn unix_now() -> Duration {
         .expect("clock after 1970")
 }
 
-/// Generates one `#[tokio::test]` per target for a scenario `async fn(Target)`.
-macro_rules! conformance {
-    ($scenario:ident: $($name:ident => $target:expr),+ $(,)?) => {
-        mod $scenario {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::$scenario($target).await
-                }
-            )+
-        }
-    };
-}
-
 // ---------------------------------------------------------------------------------------------
 
-conformance!(the_server_version_is_read_on_connect:
-    redis6 => super::REDIS6, redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
-    cluster => super::CLUSTER);
+scenario!(the_server_version_is_read_on_connect redis);
 
 async fn the_server_version_is_read_on_connect(target: Target) {
     let backend = redis_backend(target, b"").await;
@@ -148,9 +118,7 @@ async fn a_server_below_the_floor_is_refused_naming_its_version() {
 
 // ---------------------------------------------------------------------------------------------
 
-conformance!(server_time_is_the_backends_clock:
-    redis6 => super::REDIS6, redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
-    cluster => super::CLUSTER, memory => super::MEMORY);
+scenario!(server_time_is_the_backends_clock);
 
 async fn server_time_is_the_backends_clock(target: Target) {
     let coordination = Coordination::new(backend(target, b"").await);
@@ -193,9 +161,7 @@ end
 return { KEYS[1], KEYS[2], redis.call('GET', KEYS[2]) }
 "#;
 
-conformance!(script_call_with_binary_keys_and_prefix:
-    redis6 => super::REDIS6, redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
-    cluster => super::CLUSTER);
+scenario!(script_call_with_binary_keys_and_prefix redis);
 
 async fn script_call_with_binary_keys_and_prefix(target: Target) {
     let prefix = binary_prefix("binary-keys");
@@ -224,8 +190,8 @@ async fn script_call_with_binary_keys_and_prefix(target: Target) {
 
 // ---------------------------------------------------------------------------------------------
 
-conformance!(nested_prefixes_never_share_a_key:
-    redis7 => super::REDIS7, cluster => super::CLUSTER);
+scenario!(nested_prefixes_never_share_a_key:
+    redis7 => Target::Server(ServerKind::Redis7), cluster => Target::Cluster);
 
 /// Two services whose prefixes are prefixes of one another (`…a:` and `…a:b:`): the first's
 /// key `b:{n}` and the second's `{n}` were one Redis key when prefixes were joined raw, so
@@ -260,9 +226,7 @@ async fn nested_prefixes_never_share_a_key(target: Target) {
     );
 }
 
-conformance!(noscript_is_recovered_after_script_flush:
-    redis6 => super::REDIS6, redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
-    cluster => super::CLUSTER);
+scenario!(noscript_is_recovered_after_script_flush redis);
 
 async fn noscript_is_recovered_after_script_flush(target: Target) {
     let prefix = unique_prefix("noscript");
@@ -296,9 +260,7 @@ async fn noscript_is_recovered_after_script_flush(target: Target) {
 
 // ---------------------------------------------------------------------------------------------
 
-conformance!(cross_slot_keys_are_rejected_before_sending:
-    redis6 => super::REDIS6, redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
-    cluster => super::CLUSTER);
+scenario!(cross_slot_keys_are_rejected_before_sending redis);
 
 async fn cross_slot_keys_are_rejected_before_sending(target: Target) {
     let prefix = unique_prefix("cross-slot");
@@ -329,8 +291,7 @@ async fn cross_slot_keys_are_rejected_before_sending(target: Target) {
 
 // ---------------------------------------------------------------------------------------------
 
-conformance!(reconnects_after_the_server_restarts:
-    redis6 => super::REDIS6, redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8);
+scenario!(reconnects_after_the_server_restarts servers);
 
 async fn reconnects_after_the_server_restarts(target: Target) {
     let Target::Server(kind) = target else {
@@ -382,8 +343,7 @@ async fn reconnects_after_the_server_restarts(target: Target) {
 
 // ---------------------------------------------------------------------------------------------
 
-conformance!(timeout_is_reported_as_uncertain:
-    redis6 => super::REDIS6, redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8);
+scenario!(timeout_is_reported_as_uncertain servers);
 
 /// Busy-waits on the server clock for ARGV[1] ms, then writes KEYS[1].
 const SLOW_SOURCE: &str = r#"
@@ -438,9 +398,7 @@ async fn timeout_is_reported_as_uncertain(target: Target) {
 
 // ---------------------------------------------------------------------------------------------
 
-conformance!(hash_field_expiry_is_probed:
-    redis6 => super::REDIS6, redis7 => super::REDIS7, redis8 => super::REDIS8, valkey8 => super::VALKEY8,
-    cluster => super::CLUSTER);
+scenario!(hash_field_expiry_is_probed redis);
 
 async fn hash_field_expiry_is_probed(target: Target) {
     let backend = redis_backend(target, b"").await;
@@ -464,12 +422,12 @@ async fn hash_field_expiry_is_probed(target: Target) {
 
 #[tokio::test]
 async fn capabilities_are_shared_by_clones_of_one_handle() {
-    let backend = redis_backend(REDIS7, b"").await;
+    let backend = redis_backend(Target::Server(ServerKind::Redis7), b"").await;
     let clone = backend.clone();
     backend.capabilities().record_increx_rejected();
     assert!(!clone.capabilities().should_try_increx());
     // A separately connected handle has its own state.
-    let other = redis_backend(REDIS7, b"").await;
+    let other = redis_backend(Target::Server(ServerKind::Redis7), b"").await;
     assert!(other.capabilities().should_try_increx());
 }
 

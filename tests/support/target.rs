@@ -132,11 +132,13 @@ impl Target {
 /// - `scenario!(name: redis7 => Target::Server(ServerKind::Redis7), ...)`: the targets given;
 /// - `scenario!(name)`: every server kind, the cluster and the memory backend;
 /// - `scenario!(name redis)`: every server kind and the cluster;
-/// - `scenario!(name field_expiry)`: the servers with hash field expiry (Redis 8.2 here) and
-///   the memory backend; `scenario!(name without_field_expiry)`: the other servers and the
-///   cluster.
+/// - `scenario!(name servers)`: every server kind, one server each;
+/// - `scenario!(name field_expiry)`: the targets with hash field expiry (Redis 8.2 here, and
+///   the memory backend); `scenario!(name without_field_expiry)`: the Redis targets without
+///   it.
 ///
-/// The INCREX target is never implied: a test file that wants it lists it.
+/// The targets and what each has are listed once, in [`targets!`]; the INCREX target is never
+/// implied: a test file that wants it lists it.
 #[allow(unused_macros)] // by the test binaries that have no scenarios
 macro_rules! scenario {
     ($scenario:ident: $($name:ident => $target:expr),+ $(,)?) => {
@@ -151,40 +153,71 @@ macro_rules! scenario {
             )+
         }
     };
-    ($scenario:ident redis) => {
-        $crate::support::target::scenario!($scenario:
-            redis6 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis6),
-            redis7 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis7),
-            redis8 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis8),
-            valkey8 => $crate::support::target::Target::Server($crate::support::ServerKind::Valkey8),
-            cluster => $crate::support::target::Target::Cluster);
-    };
-    // The servers with hash field expiry (Redis 7.4+, Valkey 9.0+: Redis 8.2 here), and the
-    // memory backend.
-    ($scenario:ident field_expiry) => {
-        $crate::support::target::scenario!($scenario:
-            redis8 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis8),
-            memory => $crate::support::target::Target::Memory);
-    };
-    // The servers without it.
-    ($scenario:ident without_field_expiry) => {
-        $crate::support::target::scenario!($scenario:
-            redis6 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis6),
-            redis7 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis7),
-            valkey8 => $crate::support::target::Target::Server($crate::support::ServerKind::Valkey8),
-            cluster => $crate::support::target::Target::Cluster);
-    };
-    ($scenario:ident) => {
-        $crate::support::target::scenario!($scenario:
-            redis6 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis6),
-            redis7 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis7),
-            redis8 => $crate::support::target::Target::Server($crate::support::ServerKind::Redis8),
-            valkey8 => $crate::support::target::Target::Server($crate::support::ServerKind::Valkey8),
-            cluster => $crate::support::target::Target::Cluster,
-            memory => $crate::support::target::Target::Memory);
+    ($scenario:ident $($filter:ident)?) => {
+        $crate::support::target::targets!(
+            $crate::support::target::select, $scenario [$($filter)?] []
+        );
     };
 }
 pub(crate) use scenario;
+
+/// Every target a scenario may run on, listed once: what it has (a Redis server or cluster;
+/// hash field expiry; one server), its name, and the target. Hands the list to `$then`.
+#[allow(unused_macros)]
+macro_rules! targets {
+    ($then:path, $($args:tt)*) => {
+        $then!($($args)*
+            [redis: yes, field_expiry: no, server: yes] redis6
+                ($crate::support::target::Target::Server($crate::support::ServerKind::Redis6))
+            [redis: yes, field_expiry: no, server: yes] redis7
+                ($crate::support::target::Target::Server($crate::support::ServerKind::Redis7))
+            [redis: yes, field_expiry: yes, server: yes] redis8
+                ($crate::support::target::Target::Server($crate::support::ServerKind::Redis8))
+            [redis: yes, field_expiry: no, server: yes] valkey8
+                ($crate::support::target::Target::Server($crate::support::ServerKind::Valkey8))
+            [redis: yes, field_expiry: no, server: no] cluster
+                ($crate::support::target::Target::Cluster)
+            [redis: no, field_expiry: yes, server: no] memory
+                ($crate::support::target::Target::Memory)
+        );
+    };
+}
+pub(crate) use targets;
+
+/// Keeps the targets of [`targets!`]'s list that `$filter` asks for (see [`scenario!`]), then
+/// expands the scenario over them.
+#[allow(unused_macros)]
+macro_rules! select {
+    // The list is done.
+    ($scenario:ident [$($filter:ident)?] [$($kept:tt)*]) => {
+        $crate::support::target::scenario!($scenario: $($kept)*);
+    };
+    // Every target.
+    ($scenario:ident [] [$($kept:tt)*] [$($has:tt)*] $name:ident $target:tt $($rest:tt)*) => {
+        $crate::support::target::select!($scenario [] [$($kept)* $name => $target,] $($rest)*);
+    };
+    // The Redis targets.
+    ($scenario:ident [redis] [$($kept:tt)*] [redis: yes, $($has:tt)*] $name:ident $target:tt $($rest:tt)*) => {
+        $crate::support::target::select!($scenario [redis] [$($kept)* $name => $target,] $($rest)*);
+    };
+    // One server each.
+    ($scenario:ident [servers] [$($kept:tt)*] [redis: $r:tt, field_expiry: $f:tt, server: yes] $name:ident $target:tt $($rest:tt)*) => {
+        $crate::support::target::select!($scenario [servers] [$($kept)* $name => $target,] $($rest)*);
+    };
+    // Hash field expiry.
+    ($scenario:ident [field_expiry] [$($kept:tt)*] [redis: $r:tt, field_expiry: yes, $($has:tt)*] $name:ident $target:tt $($rest:tt)*) => {
+        $crate::support::target::select!($scenario [field_expiry] [$($kept)* $name => $target,] $($rest)*);
+    };
+    // The Redis targets without it.
+    ($scenario:ident [without_field_expiry] [$($kept:tt)*] [redis: yes, field_expiry: no, $($has:tt)*] $name:ident $target:tt $($rest:tt)*) => {
+        $crate::support::target::select!($scenario [without_field_expiry] [$($kept)* $name => $target,] $($rest)*);
+    };
+    // Not asked for: skipped.
+    ($scenario:ident [$filter:ident] [$($kept:tt)*] [$($has:tt)*] $name:ident $target:tt $($rest:tt)*) => {
+        $crate::support::target::select!($scenario [$filter] [$($kept)*] $($rest)*);
+    };
+}
+pub(crate) use select;
 
 /// The physical key of a limiter's client key: `rl:<algorithm_tag>:<len>:<name>:<key>` under
 /// the handle's prefix (see each limiter's docs); Redis handles only.
