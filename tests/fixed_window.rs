@@ -578,7 +578,8 @@ async fn an_acl_without_scripts_still_counts_one_permit_steps() {
 
 // ---------------------------------------------------------------------------------------------
 
-every_target!(concurrent_callers_never_exceed_the_limit);
+// The contract suite (`rate_limit_contract.rs`) runs this on every other target.
+scenario!(concurrent_callers_never_exceed_the_limit: increx => Target::Increx);
 
 async fn concurrent_callers_never_exceed_the_limit(target: Target) {
     const LIMIT: u64 = 50;

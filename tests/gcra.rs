@@ -8,7 +8,7 @@ use leasehold::backend::memory::MemoryBackend;
 use leasehold::coordination::rate_limit::Gcra;
 use leasehold::{Coordination, ErrorKind};
 use support::ServerKind;
-use support::target::{Target, concurrent_grants, is_granted, scenario, storage_key};
+use support::target::{Target, is_granted, scenario, storage_key};
 
 async fn server_micros(coordination: &Coordination) -> u64 {
     let now = coordination.backend().server_time().await.expect("TIME");
@@ -419,26 +419,4 @@ async fn invalid_configuration_is_rejected_at_construction() {
         assert_eq!(limiter.policy().window(), period);
         assert_eq!(limiter.burst(), burst);
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-
-scenario!(concurrent_callers_never_exceed_the_burst);
-
-async fn concurrent_callers_never_exceed_the_burst(target: Target) {
-    const BURST: u64 = 50;
-    const CALLERS: usize = 8;
-    const ATTEMPTS: usize = 40;
-    let first = target.coordination("concurrent").await;
-    // Several independent connections (separate handles) sharing one prefix, as replicas do.
-    let handles = target.handles(&first, CALLERS).await;
-    // T = 72 s: nothing refills while the test runs.
-    let granted = concurrent_grants(handles, ATTEMPTS, |coordination| {
-        Gcra::new(coordination, "api", 50, Duration::from_secs(3600), BURST).expect("valid")
-    })
-    .await;
-    assert_eq!(
-        granted, BURST,
-        "{CALLERS}×{ATTEMPTS} attempts against a burst of {BURST}"
-    );
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::coordination::rate_limit::SlidingWindow;
 use leasehold::{Coordination, ErrorKind};
-use support::target::{Target, concurrent_grants, is_granted, scenario, server_ms, storage_key};
+use support::target::{Target, is_granted, scenario, server_ms, storage_key};
 
 /// The segments of a sliding-window key: segment end (ms since the epoch) → count, without
 /// the summary fields.
@@ -546,26 +546,4 @@ async fn invalid_configuration_is_rejected_at_construction() {
     ] {
         SlidingWindow::new(&coordination, "api", limit, window, segments).expect("valid");
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-
-scenario!(concurrent_callers_never_exceed_the_limit);
-
-async fn concurrent_callers_never_exceed_the_limit(target: Target) {
-    const LIMIT: u64 = 50;
-    const CALLERS: usize = 8;
-    const ATTEMPTS: usize = 40;
-    let first = target.coordination("concurrent").await;
-    // Several independent connections (separate handles) sharing one prefix, as replicas do.
-    let handles = target.handles(&first, CALLERS).await;
-    // Nothing is freed for a minute: every grant counts against the limit.
-    let granted = concurrent_grants(handles, ATTEMPTS, |coordination| {
-        SlidingWindow::new(coordination, "api", LIMIT, MINUTE, 6).expect("valid")
-    })
-    .await;
-    assert_eq!(
-        granted, LIMIT,
-        "{CALLERS}×{ATTEMPTS} attempts against a limit of {LIMIT}"
-    );
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use leasehold::backend::memory::MemoryBackend;
 use leasehold::coordination::rate_limit::{Refill, TokenBucket};
 use leasehold::{Coordination, ErrorKind};
-use support::target::{Target, concurrent_grants, is_granted, scenario, server_ms, storage_key};
+use support::target::{Target, is_granted, scenario, server_ms, storage_key};
 
 /// The stored "<tokens>:<refilled at ms>".
 fn stored(target: Target, key: &[u8]) -> (u64, u64) {
@@ -534,36 +534,4 @@ async fn the_policy_is_the_limit_per_time_to_refill_an_empty_bucket() {
         assert_eq!(policy.quota(), limit);
         assert_eq!(policy.window(), window, "{limit} {per_period} {period:?}");
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-
-scenario!(concurrent_callers_never_exceed_the_bucket);
-
-async fn concurrent_callers_never_exceed_the_bucket(target: Target) {
-    const LIMIT: u64 = 50;
-    const CALLERS: usize = 8;
-    const ATTEMPTS: usize = 40;
-    let first = target.coordination("concurrent").await;
-    // Several independent connections (separate handles) sharing one prefix, as replicas do.
-    let handles = target.handles(&first, CALLERS).await;
-    // One token an hour: nothing refills during the test.
-    let granted = concurrent_grants(handles, ATTEMPTS, |coordination| {
-        TokenBucket::new(coordination, "api", LIMIT, Refill::new(1, 60 * MINUTE)).expect("valid")
-    })
-    .await;
-    assert_eq!(
-        granted, LIMIT,
-        "{CALLERS}×{ATTEMPTS} attempts against a bucket of {LIMIT}"
-    );
-    let limiter =
-        TokenBucket::new(&first, "api", LIMIT, Refill::new(1, 60 * MINUTE)).expect("valid");
-    assert_eq!(
-        limiter
-            .try_acquire(b"hot", 0)
-            .await
-            .expect("probe")
-            .remaining(),
-        0
-    );
 }
