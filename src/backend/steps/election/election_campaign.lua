@@ -12,11 +12,7 @@
 --         {'no_lease'}  the candidate's lease is not live: nothing changed
 --         {'late'}      the step arrived after ARGV[3]: nothing changed
 --         {'corrupt', i, what}
-local now, time = now_ms()
-if past(ARGV[3], now) then
-    return {'late'}
-end
-local refused = corrupt()
+local now, time, refused = first_checks(ARGV[3])
 if refused then
     return refused
 end

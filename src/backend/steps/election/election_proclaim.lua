@@ -7,8 +7,7 @@
 -- ARGV[3]  the new value
 --
 -- Returns {'proclaimed'}, {'not_leader'} (nothing changed), or {'corrupt', i, what}.
-local now = now_ms()
-local refused = corrupt()
+local now, _, refused = first_checks()
 if refused then
     return refused
 end

@@ -6,8 +6,7 @@
 --
 -- Returns {'resigned'} (it led: the leader key names it and its lease lives), {'left'} (it
 --         waited, was not a candidate, or its lease is gone), or {'corrupt', i, what}.
-local now, time = now_ms()
-local refused = corrupt()
+local now, time, refused = first_checks()
 if refused then
     return refused
 end

@@ -18,6 +18,7 @@ static CAMPAIGN: LazyLock<Script> = script!(
     "../fencing_counter.lua",
     "../clock.lua",
     "election.lua",
+    "../first_checks.lua",
     "election_campaign.lua"
 );
 static PROCLAIM: LazyLock<Script> = script!(
@@ -26,6 +27,7 @@ static PROCLAIM: LazyLock<Script> = script!(
     "../fencing_counter.lua",
     "../clock.lua",
     "election.lua",
+    "../first_checks.lua",
     "election_proclaim.lua"
 );
 static RESIGN: LazyLock<Script> = script!(
@@ -34,6 +36,7 @@ static RESIGN: LazyLock<Script> = script!(
     "../fencing_counter.lua",
     "../clock.lua",
     "election.lua",
+    "../first_checks.lua",
     "election_resign.lua"
 );
 static LEADER: LazyLock<Script> = script!(

@@ -12,11 +12,7 @@
 --         {'held', pttl}   another lease holds the field; pttl = its time left in ms (-1: no
 --                          expiry, which only something else than this crate can have set)
 --         {'corrupt', 1, what}
-local now = now_ms()
-if past(ARGV[4], now) then
-    return {'late'}
-end
-local refused = corrupt()
+local now, _, refused = first_checks(ARGV[4])
 if refused then
     return refused
 end

@@ -22,6 +22,7 @@ static ACQUIRE: LazyLock<Script> = script!(
     "hash_lease_acquire",
     "../clock.lua",
     "hash_lease.lua",
+    "../first_checks.lua",
     "hash_lease_acquire.lua"
 );
 static RENEW: LazyLock<Script> = script!(

@@ -18,6 +18,7 @@ static ACQUIRE: LazyLock<Script> = script!(
     "rw_lease.lua",
     "../out_of_memory.lua",
     "../fencing_counter.lua",
+    "../first_checks.lua",
     "rw_lease_acquire.lua"
 );
 static RENEW: LazyLock<Script> = script!(

@@ -24,11 +24,7 @@
 --         {'corrupt', 1, what}
 -- Out of memory (OOM under noeviction) the server refuses every acquisition but a
 -- duplicate's, before anything changed. A writer's counter is validated before any write.
-local now = now_ms()
-if past(ARGV[4], now) then
-    return {'late'}
-end
-local refused = corrupt()
+local now, _, refused = first_checks(ARGV[4])
 if refused then
     return refused
 end

@@ -17,6 +17,7 @@ static GRANT: LazyLock<Script> = script!(
     "../out_of_memory.lua",
     "../clock.lua",
     "session.lua",
+    "../first_checks.lua",
     "session_grant.lua"
 );
 static KEEP_ALIVE: LazyLock<Script> = script!(
@@ -24,6 +25,7 @@ static KEEP_ALIVE: LazyLock<Script> = script!(
     "session_keep_alive",
     "../clock.lua",
     "session.lua",
+    "../first_checks.lua",
     "session_keep_alive.lua"
 );
 static REVOKE: LazyLock<Script> = script!(
@@ -31,6 +33,7 @@ static REVOKE: LazyLock<Script> = script!(
     "session_revoke",
     "../clock.lua",
     "session.lua",
+    "../first_checks.lua",
     "session_revoke.lua"
 );
 static VERIFY: LazyLock<Script> = script!(
@@ -46,6 +49,7 @@ static PUT: LazyLock<Script> = script!(
     "../out_of_memory.lua",
     "../clock.lua",
     "session.lua",
+    "../first_checks.lua",
     "session_put.lua"
 );
 static DELETE: LazyLock<Script> = script!(
@@ -53,6 +57,7 @@ static DELETE: LazyLock<Script> = script!(
     "session_delete",
     "../clock.lua",
     "session.lua",
+    "../first_checks.lua",
     "session_delete.lua"
 );
 static GET: LazyLock<Script> = script!(

@@ -9,11 +9,7 @@
 -- Returns {'deleted'} (it was live), {'none'} (not this lease's, or not live: a dead one
 -- of this lease's is removed all the same), {'late'} (past ARGV[3]: nothing removed), or
 -- {'corrupt', i, what}.
-local now = now_ms()
-if past(ARGV[3], now) then
-    return {'late'}
-end
-local refused = corrupt()
+local now, _, refused = first_checks(ARGV[3])
 if refused then
     return refused
 end

@@ -9,11 +9,7 @@
 --         {'granted'}  also when the id holds a live lease already (this grant delivered
 --                      twice): nothing changed
 --         {'corrupt', i, what}
-local now = now_ms()
-if past(ARGV[3], now) then
-    return {'late'}
-end
-local refused = corrupt()
+local now, _, refused = first_checks(ARGV[3])
 if refused then
     return refused
 end

@@ -10,8 +10,7 @@
 --         entry is the lease's, its score gone), which no step leaves behind and eviction
 --         of the expiries key does: the holder is told rather than renewed while another
 --         session could claim the name.
-local now = now_ms()
-local refused = corrupt()
+local now, _, refused = first_checks()
 if refused then
     return refused
 end

@@ -15,11 +15,7 @@
 --         {'no_lease'} (no live lease under the id: nothing written), {'full'}
 --         (the lease holds ARGV[4] names and this is not one: nothing written), {'late'}
 --         (past ARGV[6]: nothing written), or {'corrupt', i, what}.
-local now = now_ms()
-if past(ARGV[6], now) then
-    return {'late'}
-end
-local refused = corrupt()
+local now, _, refused = first_checks(ARGV[6])
 if refused then
     return refused
 end

@@ -6,8 +6,7 @@
 --
 -- Returns {'released'} (the lease was live), {'none'} (it was not; what it left is
 -- removed all the same), or {'corrupt', i, what}.
-local now = now_ms()
-local refused = corrupt()
+local now, _, refused = first_checks()
 if refused then
     return refused
 end
