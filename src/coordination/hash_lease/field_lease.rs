@@ -118,14 +118,10 @@ impl Managed<LeaseHash> {
         options: &ManagedOptions,
     ) -> Result<Option<ManagedFieldLease>> {
         options.validate()?;
-        match hash
-            .try_acquire(field, options.lease_duration())
-            .await?
-            .acquired()
-        {
-            Some(lease) => Managed::keep(lease, options).map(Some),
-            None => Ok(None),
-        }
+        Managed::kept(
+            hash.try_acquire(field, options.lease_duration()).await?,
+            options,
+        )
     }
 
     /// The field this lease holds, as stored (see [`FieldLease::field`](Held::field)).

@@ -136,10 +136,7 @@ impl Managed<FencedLock> {
         options: &ManagedOptions,
     ) -> Result<Option<ManagedLease>> {
         options.validate()?;
-        match lock.try_acquire(options.lease_duration()).await?.acquired() {
-            Some(lease) => Managed::keep(lease, options).map(Some),
-            None => Ok(None),
-        }
+        Managed::kept(lock.try_acquire(options.lease_duration()).await?, options)
     }
 
     /// The fencing token to send with every protected write (see

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::{Detached, Held, HeldKind, HoldingKeys, Keeper};
 use crate::backend::steps::lease_release::LeaseReleaseReply;
 use crate::coordination::ownership::OwnershipLost;
-use crate::coordination::{ManagedOptions, Release};
+use crate::coordination::{Attempt, ManagedOptions, Release};
 use crate::error::Result;
 
 /// What a primitive's release step answers, as the one [`Release`] every primitive gives.
@@ -104,6 +104,18 @@ impl<P: HeldKind> Managed<P> {
             keeper: Keeper::spawn(holding, options.keep())?,
             own,
         })
+    }
+
+    /// What a managed form's `try_acquire` answers: what `attempt` acquired, kept as
+    /// `options` say; `None` when it was busy.
+    pub(crate) fn kept(
+        attempt: Attempt<Held<P>>,
+        options: &ManagedOptions,
+    ) -> Result<Option<Self>> {
+        attempt
+            .acquired()
+            .map(|held| Managed::keep(held, options))
+            .transpose()
     }
 
     /// The owner token of the holding.

@@ -277,10 +277,7 @@ impl Managed<ReadWriteLock> {
         options: &ManagedOptions,
     ) -> Result<Option<ManagedRwLease>> {
         options.validate()?;
-        match lock.try_read(options.lease_duration()).await?.acquired() {
-            Some(lease) => Managed::keep(lease, options).map(Some),
-            None => Ok(None),
-        }
+        Managed::kept(lock.try_read(options.lease_duration()).await?, options)
     }
 
     /// Takes the write lease on `lock` now if it can (see [`ReadWriteLock::try_write`]) and
@@ -294,10 +291,7 @@ impl Managed<ReadWriteLock> {
         options: &ManagedOptions,
     ) -> Result<Option<ManagedRwLease>> {
         options.validate()?;
-        match lock.try_write(options.lease_duration()).await?.acquired() {
-            Some(lease) => Managed::keep(lease, options).map(Some),
-            None => Ok(None),
-        }
+        Managed::kept(lock.try_write(options.lease_duration()).await?, options)
     }
 
     /// A write lease's fencing token (`None` for a read lease), kept through a downgrade: see

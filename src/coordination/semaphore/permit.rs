@@ -120,14 +120,10 @@ impl Managed<Semaphore> {
         options: &ManagedOptions,
     ) -> Result<Option<ManagedPermit>> {
         options.validate()?;
-        match semaphore
-            .try_acquire(options.lease_duration())
-            .await?
-            .acquired()
-        {
-            Some(permit) => Managed::keep(permit, options).map(Some),
-            None => Ok(None),
-        }
+        Managed::kept(
+            semaphore.try_acquire(options.lease_duration()).await?,
+            options,
+        )
     }
 }
 
