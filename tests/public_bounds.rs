@@ -160,9 +160,10 @@ fn sent_static<F: std::future::Future + Send + 'static>(future: F) {
     drop(future);
 }
 
-/// Every public `async fn` and every public method that returns a future gives a `Send`
-/// future (and an owned one where it takes its handle by value). Each is built and dropped
-/// unpolled, on the memory backend: only its type is asked about.
+/// The public futures of the coordination primitives, of the held lifecycle, of sessions and
+/// of elections are `Send` (and owned where they take their handle by value); the plans'
+/// are checked in `plans.rs`, the layers' above. Each is built and dropped unpolled, on the
+/// memory backend: only its type is asked about.
 #[tokio::test]
 async fn every_public_future_is_send() {
     use std::time::Duration;
