@@ -65,12 +65,16 @@ pub type Handle<H> = leasehold::coordination::Held<<H as Held>::Kind>;
 /// Takes the resource for [`LEASE`] and keeps it as `options` say; panics when it is not
 /// free.
 async fn keep<H: Held>(coordination: &Coordination, options: &ManagedOptions) -> Managed<H::Kind> {
-    let held = H::try_acquire(coordination, LEASE)
+    Managed::keep(acquired::<H>(coordination, LEASE).await, options).expect("keep")
+}
+
+/// Takes the resource for `lease`; panics when it is not free.
+async fn acquired<H: Held>(coordination: &Coordination, lease: Duration) -> Handle<H> {
+    H::try_acquire(coordination, lease)
         .await
         .expect("acquire")
         .acquired()
-        .unwrap_or_else(|| panic!("{}: not free", H::WHAT));
-    Managed::keep(held, options).expect("keep")
+        .unwrap_or_else(|| panic!("{}: not free", H::WHAT))
 }
 
 /// Tries to take the resource for [`LEASE`]: `Ok(true)` when taken, which is then dropped
@@ -636,11 +640,7 @@ pub async fn a_detach_asked_during_a_renewal_waits_for_its_answer<H: Held>() {
 /// The stalling server, with the primitive's scripts cached, and a patient handle to it.
 async fn stalling<H: Held>() -> (super::stalling::Stalling, Coordination) {
     let stalling = super::stalling::Stalling::start_on(H::SERVER).await;
-    let mut warm = H::try_acquire(&stalling.coordination, MINUTE)
-        .await
-        .expect("warm")
-        .acquired()
-        .expect("free");
+    let mut warm = acquired::<H>(&stalling.coordination, MINUTE).await;
     assert!(warm.verify_still_held().await.expect("verify"));
     assert!(warm.renew(MINUTE).await.expect("renew"));
     assert_eq!(warm.release().await.expect("release"), Release::Released);
@@ -653,15 +653,6 @@ async fn stalling<H: Held>() -> (super::stalling::Stalling, Coordination) {
 
 /// A minute: longer than every test here.
 const MINUTE: Duration = Duration::from_secs(60);
-
-/// Takes the resource for `lease`; panics when it is not free.
-async fn acquired<H: Held>(coordination: &Coordination, lease: Duration) -> Handle<H> {
-    H::try_acquire(coordination, lease)
-        .await
-        .expect("acquire")
-        .acquired()
-        .unwrap_or_else(|| panic!("{}: not free", H::WHAT))
-}
 
 /// An acquisition whose answer does not come within the response timeout is sent again (its
 /// token and deadline unchanged) while `transient_retry` lasts: once the server answers, the
