@@ -1096,6 +1096,7 @@ async fn a_duplicate_acquisition_checks_the_counter() {
     let acquire = leasehold::backend::redis::Script::new(
         "fenced_lock_acquire",
         concat!(
+            include_str!("../src/backend/steps/key_kinds.lua"),
             include_str!("../src/backend/steps/clock.lua"),
             include_str!("../src/backend/steps/fenced_lock/fenced_lock.lua"),
             include_str!("../src/backend/steps/fencing_counter.lua"),

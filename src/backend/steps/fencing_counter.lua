@@ -27,12 +27,9 @@ local FENCING_MAX = '9223372036854775807'
 -- The counter's value as a digit string (false when absent), or nil and why `key` is
 -- corrupt: a counter is a string of decimal digits, as INCR reads them.
 local function fencing_counter(key)
-    local kind = redis.call('TYPE', key)['ok']
-    if kind == 'none' then
-        return false
-    end
+    local kind, why = kind_of(key, 'string', 'the counter key', 'counter')
     if kind ~= 'string' then
-        return nil, 'the counter key holds a ' .. kind .. ', not a counter'
+        return kind and false, why
     end
     local value = redis.call('GET', key)
     if string.sub(value, 1, 1) == '-' then

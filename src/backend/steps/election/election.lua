@@ -29,13 +29,7 @@ local ROLES = {'the leases key', 'the candidates key', 'the values key', 'the le
 
 -- {'corrupt', ...} when a key holds another type than its role's.
 local function corrupt()
-    for i = 1, math.min(#KEYS, 4) do
-        local kind = redis.call('TYPE', KEYS[i])['ok']
-        if kind ~= 'none' and kind ~= KINDS[i] then
-            return {'corrupt', i, ROLES[i] .. ' holds a ' .. kind .. ', not a ' .. KINDS[i]}
-        end
-    end
-    return nil
+    return wrong_kind(KINDS, ROLES)
 end
 
 -- The expiry of candidate `id`'s lease when it is live at `now` (and `id` is not `gone`);

@@ -14,6 +14,7 @@ use crate::error::Result;
 static CAMPAIGN: LazyLock<Script> = script!(
     writes,
     "election_campaign",
+    "../key_kinds.lua",
     "../out_of_memory.lua",
     "../fencing_counter.lua",
     "../clock.lua",
@@ -24,6 +25,7 @@ static CAMPAIGN: LazyLock<Script> = script!(
 static PROCLAIM: LazyLock<Script> = script!(
     writes,
     "election_proclaim",
+    "../key_kinds.lua",
     "../fencing_counter.lua",
     "../clock.lua",
     "election.lua",
@@ -33,6 +35,7 @@ static PROCLAIM: LazyLock<Script> = script!(
 static RESIGN: LazyLock<Script> = script!(
     writes,
     "election_resign",
+    "../key_kinds.lua",
     "../fencing_counter.lua",
     "../clock.lua",
     "election.lua",
@@ -42,6 +45,7 @@ static RESIGN: LazyLock<Script> = script!(
 static LEADER: LazyLock<Script> = script!(
     read_only,
     "election_leader",
+    "../key_kinds.lua",
     "../fencing_counter.lua",
     "../clock.lua",
     "election.lua",

@@ -5,19 +5,16 @@
 -- element names the outcome; {'corrupt', i, what} means KEYS[i] holds something else, and the
 -- script changed nothing.
 
--- The owner token stored in the lease key: false when there is no lease; nil and the key's
--- type when the key holds something other than a string.
+-- The owner token stored in the lease key: false when there is no lease; nil and why when
+-- the key holds something other than a string.
 local function lease_owner(key)
-    local kind = redis.call('TYPE', key)['ok']
-    if kind == 'none' then
-        return false
-    end
+    local kind, why = kind_of(key, 'string', 'the lease key', 'lease')
     if kind ~= 'string' then
-        return nil, kind
+        return kind and false, why
     end
     return redis.call('GET', key)
 end
 
-local function corrupt_lease(kind)
-    return {'corrupt', 1, 'the lease key holds a ' .. kind .. ', not a lease'}
+local function corrupt_lease(why)
+    return {'corrupt', 1, why}
 end

@@ -25,9 +25,9 @@ if past(ARGV[3], now) then
     return {'late'}
 end
 
-local owner, kind = lease_owner(KEYS[1])
+local owner, why = lease_owner(KEYS[1])
 if owner == nil then
-    return corrupt_lease(kind)
+    return corrupt_lease(why)
 end
 if owner == ARGV[1] then
     local token, problem = fencing_counter(KEYS[2])

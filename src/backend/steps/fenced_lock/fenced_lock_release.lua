@@ -7,9 +7,9 @@
 -- Returns {'released'}, {'no_key'} (no lease: expired or released before),
 --         {'other_owner'} (another owner's lease: left alone), or
 --         {'corrupt', 1, what} when the key is not a lease (nothing changed).
-local owner, kind = lease_owner(KEYS[1])
+local owner, why = lease_owner(KEYS[1])
 if owner == nil then
-    return corrupt_lease(kind)
+    return corrupt_lease(why)
 end
 if not owner then
     return {'no_key'}

@@ -7,9 +7,9 @@
 --
 -- Returns {'renewed'}, {'not_owner'} (no lease, or another owner's: left alone), or
 --         {'corrupt', 1, what} when the key is not a lease (nothing changed).
-local owner, kind = lease_owner(KEYS[1])
+local owner, why = lease_owner(KEYS[1])
 if owner == nil then
-    return corrupt_lease(kind)
+    return corrupt_lease(why)
 end
 if owner ~= ARGV[1] then
     return {'not_owner'}

@@ -5,9 +5,9 @@
 --
 -- Returns {'held'}, {'not_held'}, or {'corrupt', 1, what} when the key is not a lease.
 -- Reads only: it goes as EVALSHA_RO where the server has it.
-local owner, kind = lease_owner(KEYS[1])
+local owner, why = lease_owner(KEYS[1])
 if owner == nil then
-    return corrupt_lease(kind)
+    return corrupt_lease(why)
 end
 if owner == ARGV[1] then
     return {'held'}

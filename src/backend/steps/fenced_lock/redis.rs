@@ -14,6 +14,7 @@ use crate::error::Result;
 static ACQUIRE: LazyLock<Script> = script!(
     writes,
     "fenced_lock_acquire",
+    "../key_kinds.lua",
     "../clock.lua",
     "fenced_lock.lua",
     "../fencing_counter.lua",
@@ -22,18 +23,21 @@ static ACQUIRE: LazyLock<Script> = script!(
 static RENEW: LazyLock<Script> = script!(
     writes,
     "fenced_lock_renew",
+    "../key_kinds.lua",
     "fenced_lock.lua",
     "fenced_lock_renew.lua"
 );
 static RELEASE: LazyLock<Script> = script!(
     writes,
     "fenced_lock_release",
+    "../key_kinds.lua",
     "fenced_lock.lua",
     "fenced_lock_release.lua"
 );
 static VERIFY: LazyLock<Script> = script!(
     read_only,
     "fenced_lock_verify",
+    "../key_kinds.lua",
     "fenced_lock.lua",
     "fenced_lock_verify.lua"
 );

@@ -10,12 +10,9 @@
 -- fenced value is a hash without expiry (one that expires forgets its highest token, and
 -- would let a stale write in), with a token from 1 to FENCING_MAX and a value.
 local function fenced_token()
-    local kind = redis.call('TYPE', KEYS[1])['ok']
-    if kind == 'none' then
-        return false
-    end
+    local kind, why = kind_of(KEYS[1], 'hash', 'the fenced value key', 'fenced value')
     if kind ~= 'hash' then
-        return nil, 'the fenced value key holds a ' .. kind .. ', not a fenced value'
+        return kind and false, why
     end
     if redis.call('PTTL', KEYS[1]) ~= -1 then
         return nil, 'the fenced value has an expiry, so its highest token could be lost'

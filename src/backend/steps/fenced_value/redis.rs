@@ -11,6 +11,7 @@ use crate::error::Result;
 static WRITE: LazyLock<Script> = script!(
     writes,
     "fenced_value_write",
+    "../key_kinds.lua",
     "../fencing_counter.lua",
     "fenced_value.lua",
     "fenced_value_write.lua"
@@ -18,6 +19,7 @@ static WRITE: LazyLock<Script> = script!(
 static READ: LazyLock<Script> = script!(
     read_only,
     "fenced_value_read",
+    "../key_kinds.lua",
     "../fencing_counter.lua",
     "fenced_value.lua",
     "fenced_value_read.lua"

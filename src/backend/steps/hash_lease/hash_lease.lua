@@ -13,12 +13,9 @@
 
 -- {'corrupt', ...} when KEYS[1] is neither absent nor a hash without a key-level expiry.
 local function corrupt()
-    local kind = redis.call('TYPE', KEYS[1])['ok']
-    if kind == 'none' then
-        return nil
-    end
+    local kind, why = kind_of(KEYS[1], 'hash', 'the lease hash key', 'hash')
     if kind ~= 'hash' then
-        return {'corrupt', 1, 'the lease hash key holds a ' .. kind .. ', not a hash'}
+        return kind == nil and {'corrupt', 1, why} or nil
     end
     if redis.call('PTTL', KEYS[1]) >= 0 then
         return {'corrupt', 1, 'the lease hash has a key-level expiry, which would end every lease in it at once'}

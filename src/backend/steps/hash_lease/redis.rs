@@ -20,6 +20,7 @@ use crate::error::Result;
 static ACQUIRE: LazyLock<Script> = script!(
     writes,
     "hash_lease_acquire",
+    "../key_kinds.lua",
     "../clock.lua",
     "hash_lease.lua",
     "../first_checks.lua",
@@ -28,6 +29,7 @@ static ACQUIRE: LazyLock<Script> = script!(
 static RENEW: LazyLock<Script> = script!(
     writes,
     "hash_lease_renew",
+    "../key_kinds.lua",
     "../clock.lua",
     "hash_lease.lua",
     "hash_lease_renew.lua"
@@ -35,6 +37,7 @@ static RENEW: LazyLock<Script> = script!(
 static VERIFY: LazyLock<Script> = script!(
     read_only,
     "hash_lease_verify",
+    "../key_kinds.lua",
     "../clock.lua",
     "hash_lease.lua",
     "hash_lease_verify.lua"
@@ -42,6 +45,7 @@ static VERIFY: LazyLock<Script> = script!(
 static RELEASE: LazyLock<Script> = script!(
     writes,
     "hash_lease_release",
+    "../key_kinds.lua",
     "../clock.lua",
     "hash_lease.lua",
     "hash_lease_release.lua"

@@ -57,6 +57,16 @@ local function latch_state(key)
     return gen, n
 end
 
+-- Both keys checked, then the latch's generation and count (false when there is none):
+-- `nil, gen, count`, or `{'corrupt', i, what}` first when either key holds anything else.
+local function checked_state()
+    local gen, count = latch_state(KEYS[1])
+    if gen == nil then
+        return corrupt()
+    end
+    return completions_corrupt(), gen, count
+end
+
 -- Whether the generation `gen` completed (and is remembered). Reads only.
 local function completed(gen)
     return redis.call('ZSCORE', KEYS[2], gen) ~= false

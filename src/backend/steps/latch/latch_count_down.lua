@@ -16,11 +16,7 @@
 --
 -- Out of memory (OOM under noeviction), a count-down still counts: it grows the latch by its
 -- own record only, and refusing it would leave the generation one short for good.
-local gen, count = latch_state(KEYS[1])
-if gen == nil then
-    return corrupt()
-end
-local refused = completions_corrupt()
+local refused, gen, count = checked_state()
 if refused then
     return refused
 end

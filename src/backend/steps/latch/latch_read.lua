@@ -10,11 +10,7 @@
 -- completed), {'none'} (no latch, or ARGV[1] names another generation that did not
 -- complete), or {'corrupt', i, what}. Reads only: it goes as EVALSHA_RO where the server
 -- has it.
-local gen, count = latch_state(KEYS[1])
-if gen == nil then
-    return corrupt()
-end
-local refused = completions_corrupt()
+local refused, gen, count = checked_state()
 if refused then
     return refused
 end

@@ -12,11 +12,7 @@
 -- Returns {'set'}, {'exists'} (a latch exists and ARGV[4] is '0': nothing changed), or
 -- {'corrupt', i, what}. Out of memory (OOM under noeviction), a generation is not started:
 -- the server refuses the script before it changed anything.
-local gen = latch_state(KEYS[1])
-if gen == nil then
-    return corrupt()
-end
-local refused = completions_corrupt()
+local refused, gen = checked_state()
 if refused then
     return refused
 end

@@ -4,12 +4,9 @@
 -- ARGV[1]  the field
 --
 -- Returns {'none'} (no set, or no such field), {'field', value}, or {'corrupt', 1, what}.
-local kind, problem = plan_set()
-if kind == nil then
-    return problem
-end
-if kind == 'none' then
-    return {'none'}
+local nothing = nothing_to_read()
+if nothing then
+    return nothing
 end
 local value = redis.call('HGET', KEYS[1], ARGV[1])
 if not value then

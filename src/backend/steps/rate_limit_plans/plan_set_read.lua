@@ -3,12 +3,9 @@
 -- KEYS[1]  the plan set
 --
 -- Returns {'none'}, {'set', field, value, ...}, or {'corrupt', 1, what}.
-local kind, problem = plan_set()
-if kind == nil then
-    return problem
-end
-if kind == 'none' then
-    return {'none'}
+local nothing = nothing_to_read()
+if nothing then
+    return nothing
 end
 local fields = redis.call('HGETALL', KEYS[1])
 table.insert(fields, 1, 'set')

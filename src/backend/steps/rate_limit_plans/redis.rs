@@ -13,18 +13,21 @@ use crate::error::Result;
 static READ: LazyLock<Script> = script!(
     read_only,
     "plan_set_read",
+    "../key_kinds.lua",
     "plan_set.lua",
     "plan_set_read.lua"
 );
 static READ_FIELD: LazyLock<Script> = script!(
     read_only,
     "plan_set_field_read",
+    "../key_kinds.lua",
     "plan_set.lua",
     "plan_set_field_read.lua"
 );
 static WRITE: LazyLock<Script> = script!(
     writes,
     "plan_set_write",
+    "../key_kinds.lua",
     "plan_set.lua",
     "plan_set_write.lua"
 );

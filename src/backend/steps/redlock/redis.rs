@@ -10,6 +10,7 @@ use crate::error::Result;
 static RAISE: LazyLock<Script> = script!(
     writes,
     "redlock_raise",
+    "../key_kinds.lua",
     "../fencing_counter.lua",
     "redlock_raise.lua"
 );

@@ -14,6 +14,7 @@ use crate::error::Result;
 static ACQUIRE: LazyLock<Script> = script!(
     writes,
     "rw_lease_acquire",
+    "../key_kinds.lua",
     "../clock.lua",
     "rw_lease.lua",
     "../out_of_memory.lua",

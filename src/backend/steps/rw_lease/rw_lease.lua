@@ -174,3 +174,21 @@ local function holder(token, now)
     end
     return nil
 end
+
+-- For a step on the entry of owner token ARGV[1] that must pass out of memory (a renewal, a
+-- downgrade: they grow nothing): prunes with writes, then answers `nil`, the server's time
+-- and the holder's member, kind and deadline; or the step's reply first: {'corrupt', 1,
+-- what}, or {'not_owner'} when the token holds no live entry.
+local function own_entry()
+    local refused = corrupt()
+    if refused then
+        return refused
+    end
+    local now = now_ms()
+    prune_even_out_of_memory(now)
+    local member, kind, deadline = holder(ARGV[1], now)
+    if not member then
+        return {'not_owner'}
+    end
+    return nil, now, member, kind, deadline
+end

@@ -7,17 +7,9 @@
 --
 -- Returns {'downgraded'}, {'already_read'} (it holds a read lease: an earlier downgrade
 --         whose answer was lost applied), {'not_owner'} (gone), or {'corrupt', 1, what}.
-local refused = corrupt()
-if refused then
-    return refused
-end
-local now = now_ms()
--- Writes whatever the prune finds: a downgrade grows nothing, and out of memory it must
--- pass as a renewal does (its first write below would otherwise be refused).
-prune_even_out_of_memory(now)
-local member, kind, deadline = holder(ARGV[1], now)
-if not member then
-    return {'not_owner'}
+local answer, now, member, kind, deadline = own_entry()
+if answer then
+    return answer
 end
 if kind == 'r' then
     return {'already_read'}

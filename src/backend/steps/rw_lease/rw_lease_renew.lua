@@ -8,15 +8,9 @@
 --
 -- Returns {'renewed'}, {'not_owner'} (gone: expired, released, or never granted), or
 --         {'corrupt', 1, what} (nothing changed).
-local refused = corrupt()
-if refused then
-    return refused
-end
-local now = now_ms()
-prune_even_out_of_memory(now)
-local member, kind = holder(ARGV[1], now)
-if not member then
-    return {'not_owner'}
+local answer, now, member, kind = own_entry()
+if answer then
+    return answer
 end
 local deadline = now + tonumber(ARGV[2])
 if kind == 'w' then

@@ -60,6 +60,25 @@ local function inspect_all()
     return capacities, sizes
 end
 
+-- For a step on the permit of owner token ARGV[1]: its member and the server's time, once
+-- every key is checked; or `nil, nil, {'corrupt', i, what}` when KEYS[i] is not a
+-- semaphore set.
+local function permit_step()
+    local valid, index = inspect_all()
+    if not valid then
+        return nil, nil, corrupt(index)
+    end
+    return 'p:' .. ARGV[1], (now_ms())
+end
+
+-- The score of a permit that expires `expiry` ms after `now`; 0 for one that never does.
+local function expiry_score(now, expiry)
+    if expiry > 0 then
+        return digits(now + expiry)
+    end
+    return 'inf'
+end
+
 -- Removes the expired permits; returns how many.
 local function prune(key, now)
     return redis.call('ZREMRANGEBYSCORE', key, 0, digits(now))

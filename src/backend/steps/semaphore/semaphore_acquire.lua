@@ -90,10 +90,7 @@ if full then
     return {'full', wait}
 end
 
-local score = 'inf'
-if expiry > 0 then
-    score = digits(now + expiry)
-end
+local score = expiry_score(now, expiry)
 for i = 1, n do
     redis.call('ZADD', KEYS[i], digits(-tonumber(ARGV[2 + i])), 'c', score, member)
     settle(KEYS[i])

@@ -6,14 +6,10 @@
 --
 -- Returns {'released'} when the permit was held (and is now released), {'not_held'} when it
 -- was not, or {'corrupt', i, what} when KEYS[i] is not a semaphore set (nothing changed).
-local member = 'p:' .. ARGV[1]
-
-local valid, index = inspect_all()
-if not valid then
-    return corrupt(index)
+local member, now, refused = permit_step()
+if refused then
+    return refused
 end
-
-local now = now_ms()
 local released = 'not_held'
 for i = 1, #KEYS do
     local changed = prune(KEYS[i], now)

@@ -8,16 +8,12 @@
 --
 -- Returns {'renewed'}, {'lost'} when the permit was lost, or {'corrupt', i, what} when
 -- KEYS[i] is not a semaphore set (nothing changed).
-local member = 'p:' .. ARGV[1]
+local member, now, refused = permit_step()
+if refused then
+    return refused
+end
 local expiry = tonumber(ARGV[2])
 local n = #KEYS
-
-local valid, index = inspect_all()
-if not valid then
-    return corrupt(index)
-end
-
-local now = now_ms()
 local held = true
 for i = 1, n do
     prune(KEYS[i], now)
@@ -34,10 +30,7 @@ if not held then
     return {'lost'}
 end
 
-local score = 'inf'
-if expiry > 0 then
-    score = digits(now + expiry)
-end
+local score = expiry_score(now, expiry)
 for i = 1, n do
     redis.call('ZADD', KEYS[i], 'XX', score, member)
     settle(KEYS[i])

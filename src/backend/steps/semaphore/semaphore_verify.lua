@@ -6,15 +6,11 @@
 --
 -- Returns {'held'}, {'not_held'}, or {'corrupt', i, what} when KEYS[i] is not a semaphore
 -- set (nothing changed).
-local member = 'p:' .. ARGV[1]
-
-local valid, index = inspect_all()
-if not valid then
-    return corrupt(index)
-end
-
-local now = now_ms()
 local held = 'held'
+local member, now, refused = permit_step()
+if refused then
+    return refused
+end
 for i = 1, #KEYS do
     -- A set settled away held only its capacity: not this permit. It is not read again once
     -- deleted (a node refuses a script that touches a key it deleted while the slot moves).

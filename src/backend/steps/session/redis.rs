@@ -14,6 +14,7 @@ use crate::error::Result;
 static GRANT: LazyLock<Script> = script!(
     writes,
     "session_grant",
+    "../key_kinds.lua",
     "../out_of_memory.lua",
     "../clock.lua",
     "session.lua",
@@ -23,6 +24,7 @@ static GRANT: LazyLock<Script> = script!(
 static KEEP_ALIVE: LazyLock<Script> = script!(
     writes,
     "session_keep_alive",
+    "../key_kinds.lua",
     "../clock.lua",
     "session.lua",
     "../first_checks.lua",
@@ -31,6 +33,7 @@ static KEEP_ALIVE: LazyLock<Script> = script!(
 static REVOKE: LazyLock<Script> = script!(
     writes,
     "session_revoke",
+    "../key_kinds.lua",
     "../clock.lua",
     "session.lua",
     "../first_checks.lua",
@@ -39,6 +42,7 @@ static REVOKE: LazyLock<Script> = script!(
 static VERIFY: LazyLock<Script> = script!(
     read_only,
     "session_verify",
+    "../key_kinds.lua",
     "../clock.lua",
     "session.lua",
     "session_verify.lua"
@@ -46,6 +50,7 @@ static VERIFY: LazyLock<Script> = script!(
 static PUT: LazyLock<Script> = script!(
     writes,
     "session_put",
+    "../key_kinds.lua",
     "../out_of_memory.lua",
     "../clock.lua",
     "session.lua",
@@ -55,6 +60,7 @@ static PUT: LazyLock<Script> = script!(
 static DELETE: LazyLock<Script> = script!(
     writes,
     "session_delete",
+    "../key_kinds.lua",
     "../clock.lua",
     "session.lua",
     "../first_checks.lua",
@@ -63,6 +69,7 @@ static DELETE: LazyLock<Script> = script!(
 static GET: LazyLock<Script> = script!(
     read_only,
     "session_get",
+    "../key_kinds.lua",
     "../clock.lua",
     "session.lua",
     "session_get.lua"
@@ -70,6 +77,7 @@ static GET: LazyLock<Script> = script!(
 static LIST: LazyLock<Script> = script!(
     read_only,
     "session_list",
+    "../key_kinds.lua",
     "../clock.lua",
     "session.lua",
     "session_list.lua"
@@ -77,6 +85,7 @@ static LIST: LazyLock<Script> = script!(
 static LEASE: LazyLock<Script> = script!(
     read_only,
     "session_lease",
+    "../key_kinds.lua",
     "../clock.lua",
     "session.lua",
     "session_lease.lua"

@@ -29,13 +29,7 @@ local LOST_EXPIRY = 'a held name has lost its expiry (keys evicted?)'
 
 -- {'corrupt', ...} when a key holds another type than its role's.
 local function corrupt()
-    for i = 1, #KEYS do
-        local kind = redis.call('TYPE', KEYS[i])['ok']
-        if kind ~= 'none' and kind ~= KINDS[i] then
-            return {'corrupt', i, ROLES[i] .. ' holds a ' .. kind .. ', not a ' .. KINDS[i]}
-        end
-    end
-    return nil
+    return wrong_kind(KINDS, ROLES)
 end
 
 -- The expiry of lease `id` when it is live at `now`; nil otherwise.
@@ -50,6 +44,21 @@ end
 -- The lease id of an attached key's entry, and its value.
 local function split(entry)
     return string.sub(entry, 1, 32), string.sub(entry, 33)
+end
+
+-- The names lease `id` put (KEYS[4]) that are still its own, and those the set still lists
+-- that another lease took since. Reads only.
+local function own_names(id)
+    local own, stale = {}, {}
+    for _, name in ipairs(redis.call('SMEMBERS', KEYS[4])) do
+        local entry = redis.call('HGET', KEYS[3], name)
+        if entry and split(entry) == id then
+            own[#own + 1] = name
+        else
+            stale[#stale + 1] = name
+        end
+    end
+    return own, stale
 end
 
 -- Removes what ran out by `now`: the leases, and up to 64 attached keys (a step never does

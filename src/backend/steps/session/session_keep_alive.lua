@@ -18,16 +18,10 @@ if not lease_expiry(ARGV[1], now) then
     return {'gone'}
 end
 -- The lease's own names, read before any write: one that lost its expiry is refused whole.
-local own, stale = {}, {}
-for _, name in ipairs(redis.call('SMEMBERS', KEYS[4])) do
-    local entry = redis.call('HGET', KEYS[3], name)
-    if entry and split(entry) == ARGV[1] then
-        if not redis.call('ZSCORE', KEYS[2], name) then
-            return {'corrupt', 2, LOST_EXPIRY}
-        end
-        own[#own + 1] = name
-    else
-        stale[#stale + 1] = name
+local own, stale = own_names(ARGV[1])
+for _, name in ipairs(own) do
+    if not redis.call('ZSCORE', KEYS[2], name) then
+        return {'corrupt', 2, LOST_EXPIRY}
     end
 end
 -- A first write the server never refuses out of memory (a removal; the lease is live, so

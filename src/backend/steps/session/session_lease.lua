@@ -15,10 +15,7 @@ if not at then
     return {'none'}
 end
 local reply = {'lease', at - now}
-for _, name in ipairs(redis.call('SMEMBERS', KEYS[4])) do
-    local entry = redis.call('HGET', KEYS[3], name)
-    if entry and split(entry) == ARGV[1] then
-        reply[#reply + 1] = name
-    end
+for _, name in ipairs(own_names(ARGV[1])) do
+    reply[#reply + 1] = name
 end
 return reply

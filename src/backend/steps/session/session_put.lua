@@ -43,14 +43,7 @@ end
 local entry = redis.call('HGET', KEYS[3], ARGV[2])
 local own_already = entry and split(entry) == ARGV[1]
 if not own_already and redis.call('SCARD', KEYS[4]) >= tonumber(ARGV[4]) then
-    local own = 0
-    for _, name in ipairs(redis.call('SMEMBERS', KEYS[4])) do
-        local entry = redis.call('HGET', KEYS[3], name)
-        if entry and split(entry) == ARGV[1] then
-            own = own + 1
-        end
-    end
-    if own >= tonumber(ARGV[4]) then
+    if #own_names(ARGV[1]) >= tonumber(ARGV[4]) then
         return {'full'}
     end
 end

@@ -11,13 +11,7 @@ if refused then
     return refused
 end
 local live = lease_expiry(ARGV[1], now)
-local own = {}
-for _, name in ipairs(redis.call('SMEMBERS', KEYS[4])) do
-    local entry = redis.call('HGET', KEYS[3], name)
-    if entry and split(entry) == ARGV[1] then
-        own[#own + 1] = name
-    end
-end
+local own = own_names(ARGV[1])
 -- Each key's last access is the write that may empty it.
 if #own > 0 then
     redis.call('HDEL', KEYS[3], unpack(own))
