@@ -203,11 +203,12 @@ impl<S: Sync> LeaseSpec<S> for ReportRebuild {
 }
 
 /// The lease comes first: a path that names no report is its rejection, in the service's JSON.
-async fn rebuild(lease: Lease<ReportRebuild>, Path(id): Path<u64>) -> String {
+async fn rebuild(lease: Lease<ReportRebuild>, Path(id): Path<u64>) -> impl IntoResponse {
     // Every write of the rebuild would carry the token, so that storage refuses a late one.
     let token = lease.fencing_token();
     tokio::time::sleep(REBUILD_TIME).await;
-    format!("{{\"report\":{id},\"fencing_token\":{token}}}\n")
+    let body = format!("{{\"report\":{id},\"fencing_token\":{token}}}\n");
+    ([(CONTENT_TYPE, "application/json")], body)
 }
 
 /// The service's routes and limits on `coordination`, behind `trusted` proxies.

@@ -9,7 +9,7 @@
 //!
 //! Arguments: `[CONCURRENCY=64] [SECONDS=5] [MODE=limiter] [ALGO=fixed_window]`. ALGO is one
 //! of `fixed_window`, `sliding_window` (10 segments), `token_bucket`, `gcra`, `stacked`
-//! (2 policies); their settings are in `bench/micro/benches/algorithms/mod.rs`, and every call is
+//! (2 policies); their settings are in `benches/micro/benches/algorithms/mod.rs`, and every call is
 //! granted. MODE:
 //!
 //! - `limiter`: the limiter's `acquire`;
@@ -24,7 +24,7 @@
 //! The output is one line, `decisions/s <n>`, preceded by details on stderr.
 //! `scripts/bench.sh` runs every algorithm next to `redis-benchmark`.
 
-#[path = "../bench/micro/benches/algorithms/mod.rs"]
+#[path = "../benches/micro/benches/algorithms/mod.rs"]
 mod algorithms;
 
 use std::sync::Arc;

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Instructions per HTTP request, counted by valgrind's callgrind, of every contender in one
 # table: the crate's layers, their peers (tower_governor, tower-rate-limiter) and the
-# hand-written floors, all served by bench/peers (see its header for the modes). Wall-clock
+# hand-written floors, all served by benches/peers (see its header for the modes). Wall-clock
 # figures move by 10-40% on shared cores; instruction counts repeat, so a change in what a
 # decision costs shows here even when req/s cannot tell it from noise. scripts/bench-peers.sh
 # is the wall-clock check that the counts translate into requests per second.
 #
-# For each mode this starts the bench/peers server under `valgrind --tool=callgrind` and, for
+# For each mode this starts the benches/peers server under `valgrind --tool=callgrind` and, for
 # the modes that use Redis, a private redis-server under callgrind too. After a warm-up (one
 # second of wrk: scripts loaded, connections made, the INCREX probe settled) both counters
 # are zeroed (`callgrind_control --zero`), `wrk -t1 -c8 -d${DURATION}s` drives the server,
@@ -56,10 +56,10 @@ source "$root/scripts/bench-lib.sh"
 require_tools "apt-get install -y valgrind redis-server redis-tools wrk curl" \
     valgrind callgrind_control "$REDIS_SERVER" redis-cli redis-benchmark wrk curl cargo
 
-echo "==> cargo build --release (bench/peers, load_limiter)" >&2
-cargo build --release --quiet --ignore-rust-version --manifest-path bench/peers/Cargo.toml
+echo "==> cargo build --release (benches/peers, load_limiter)" >&2
+cargo build --release --quiet --ignore-rust-version --manifest-path benches/peers/Cargo.toml
 cargo build --release --quiet --example load_limiter
-bin="${CARGO_TARGET_DIR:-$root/bench/peers/target}/release/leasehold-peers-bench"
+bin="${CARGO_TARGET_DIR:-$root/benches/peers/target}/release/leasehold-peers-bench"
 limiter_bin="${CARGO_TARGET_DIR:-$root/target}/release/examples/load_limiter"
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
 
@@ -120,8 +120,8 @@ rejects() {
 # modes, nothing for the others.
 wrk_script() { # mode
     case "$1" in
-        deny-one) echo "-s bench/peers/one-client.lua" ;;
-        deny-distinct) echo "-s bench/peers/distinct-clients.lua" ;;
+        deny-one) echo "-s benches/peers/one-client.lua" ;;
+        deny-distinct) echo "-s benches/peers/distinct-clients.lua" ;;
     esac
 }
 
@@ -283,7 +283,7 @@ valgrind_version="$(valgrind --version | sed 's/^valgrind-//')"
 redis_version="$("$REDIS_SERVER" --version | sed -n 's/.* v=\([^ ]*\).*/\1/p')"
 cat <<EOF
 
-Instructions per HTTP request, callgrind (valgrind $valgrind_version): the bench/peers
+Instructions per HTTP request, callgrind (valgrind $valgrind_version): the benches/peers
 process and Redis $redis_version (TCP loopback), wrk -t1 -c8 -d${DURATION}s after 1 s of warm-up.
 Load average before the run: $load (it does not change instruction counts).
 

@@ -3,7 +3,7 @@
 # algorithm beside tower_governor's keyed limiter under the same clients (KEYS of them, one
 # request each), and Redis's used_memory per key for each algorithm (REDIS_KEYS of them, on a
 # private redis-server with no persistence). Each contender runs in a process of its own
-# (bench/peers' memory_per_key, see its header), and the target is printed with each row:
+# (benches/peers' memory_per_key, see its header), and the target is printed with each row:
 # the memory backend at most tower_governor's bytes per key.
 #
 # Environment: KEYS (1000000), REDIS_KEYS (100000), LEASEHOLD_REDIS7_SERVER (redis-server
@@ -25,9 +25,9 @@ work="$(mktemp -d /tmp/leasehold-memory.XXXXXX)"
 source "$root/scripts/bench-lib.sh"
 require_tools "apt-get install -y redis-server redis-tools" "$REDIS_SERVER" redis-cli cargo
 
-echo "==> cargo build --release (bench/peers)" >&2
-cargo build --release --quiet --ignore-rust-version --manifest-path bench/peers/Cargo.toml
-bin="${CARGO_TARGET_DIR:-$root/bench/peers/target}/release/memory_per_key"
+echo "==> cargo build --release (benches/peers)" >&2
+cargo build --release --quiet --ignore-rust-version --manifest-path benches/peers/Cargo.toml
+bin="${CARGO_TARGET_DIR:-$root/benches/peers/target}/release/memory_per_key"
 
 # contender keys -> the bytes per key it printed.
 per_key() {

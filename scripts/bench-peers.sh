@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The peers in the project's own benchmark: HTTP req/s under wrk of one route behind
 # leasehold's layers, next to the crates a user would compare them with and the hand-written
-# floor, all served by bench/peers (its own crate, so that the peers are dependencies of this
+# floor, all served by benches/peers (its own crate, so that the peers are dependencies of this
 # bench alone) against one private Redis on loopback TCP, and printed as the ratios issue 22
 # asks for, each against its baseline from the same round:
 #
@@ -50,9 +50,9 @@ work="$(mktemp -d /tmp/leasehold-peers.XXXXXX)"
 source "$root/scripts/bench-lib.sh"
 require_tools "apt-get install -y redis-server redis-tools wrk curl" "$REDIS_SERVER" redis-cli wrk curl cargo
 
-echo "==> cargo build --release (bench/peers)" >&2
-cargo build --release --quiet --ignore-rust-version --manifest-path bench/peers/Cargo.toml
-bin="${CARGO_TARGET_DIR:-$root/bench/peers/target}/release/leasehold-peers-bench"
+echo "==> cargo build --release (benches/peers)" >&2
+cargo build --release --quiet --ignore-rust-version --manifest-path benches/peers/Cargo.toml
+bin="${CARGO_TARGET_DIR:-$root/benches/peers/target}/release/leasehold-peers-bench"
 
 
 redis_port="$(free_port)"

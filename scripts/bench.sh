@@ -3,7 +3,7 @@
 # private Redis 7.0 and printed as tables of ratios to baselines measured in the same run:
 #
 #   1. for each algorithm (fixed window, sliding window with 10 segments, token bucket, GCRA,
-#      stacked fixed windows with 2 policies; settings in bench/micro/benches/algorithms/mod.rs, every
+#      stacked fixed windows with 2 policies; settings in benches/micro/benches/algorithms/mod.rs, every
 #      call granted): limiter decisions/s (examples/load_limiter.rs) at 1 and 64 concurrent
 #      callers, and redis-rs' own EVALSHA of the same script at 1 and 64 (the fixed window's
 #      limiter sends its script for larger steps only: one permit goes as plain commands), next to

@@ -12,7 +12,7 @@ scripts/install-test-deps.sh
 echo "==> cargo fmt --check"
 cargo fmt --all --check
 # The peers' benchmark is a workspace of its own (its dependencies stay out of this one).
-cargo fmt --manifest-path bench/peers/Cargo.toml --check
+cargo fmt --manifest-path benches/peers/Cargo.toml --check
 
 echo "==> cargo clippy"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
@@ -28,7 +28,7 @@ for needed in LICENSE-MIT LICENSE-APACHE README.md CHANGELOG.md \
     src/backend/steps/fixed_window/fixed_window.lua examples/quickstart.rs examples/api_service.rs; do
     grep -qx "$needed" <<<"$listing" || { echo "the package lacks $needed" >&2; exit 1; }
 done
-if grep -E '^(tests|bench|scripts|\.ci)/|^examples/load_' <<<"$listing"; then
+if grep -E '^(tests|benches|scripts|\.ci)/|^examples/load_' <<<"$listing"; then
     echo "the package ships files its users do not need (above)" >&2
     exit 1
 fi

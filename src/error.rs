@@ -1,4 +1,5 @@
-//! The crate's one error type.
+//! The crate's one error type, [`Error`], with its [`ErrorKind`], and the [`Result`] every
+//! fallible call returns. All three are also at the crate's root: `leasehold::Result`.
 
 use std::borrow::Cow;
 use std::error::Error as StdError;

@@ -134,7 +134,7 @@
 pub mod backend;
 mod backoff;
 pub mod coordination;
-mod error;
+pub mod error;
 #[cfg(feature = "axum")]
 pub mod extract;
 mod jitter;

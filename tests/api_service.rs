@@ -292,6 +292,7 @@ async fn a_stream_holds_its_slot_and_a_rebuild_its_lease() {
         (second, first)
     };
     assert_eq!(ran.status, StatusCode::OK, "{}", text(&ran));
+    assert_eq!(ran.header("content-type"), Some("application/json"));
     assert_json_refusal(&refused, StatusCode::CONFLICT, "rebuild_in_progress");
     // The spec's cap, not the running rebuild's whole lease.
     assert!(

@@ -131,6 +131,7 @@ use crate::layer::key::KeyError;
 /// # let _ = app;
 /// # }
 /// ```
+#[doc = include_str!("debug_handler.md")]
 pub struct Lease<R> {
     lease: HeldLease,
     spec: PhantomData<fn() -> R>,

@@ -170,6 +170,7 @@ impl PermitRequest {
 ///     .with_state(Coordination::memory());
 /// # let _ = app;
 /// ```
+#[doc = include_str!("debug_handler.md")]
 pub struct Permit<R> {
     permit: ManagedPermit,
     spec: PhantomData<fn() -> R>,

@@ -60,6 +60,7 @@ use crate::coordination::rw_lease::{Access, ManagedRwLease, ReadWriteLock};
 ///     .with_state(Coordination::memory());
 /// # let _ = app;
 /// ```
+#[doc = include_str!("debug_handler.md")]
 pub struct ReadLease<R> {
     lease: ManagedRwLease,
     spec: PhantomData<fn() -> R>,
@@ -112,6 +113,7 @@ pub struct ReadLease<R> {
 ///     .with_state(Coordination::memory());
 /// # let _ = app;
 /// ```
+#[doc = include_str!("debug_handler.md")]
 pub struct WriteLease<R> {
     lease: ManagedRwLease,
     spec: PhantomData<fn() -> R>,

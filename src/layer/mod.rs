@@ -52,4 +52,7 @@ pub mod rate_limit;
 pub use crate::coordination::circuit_breaker::{CircuitBreaker, CircuitState};
 pub use crate::response::{Rejection, RejectionKind};
 pub use admission::ResponseBody;
+pub use concurrency_limit::RedisConcurrencyLimitLayer;
 pub use failure::FailurePolicy;
+pub use key::KeyExtractor;
+pub use rate_limit::RedisRateLimitLayer;

@@ -62,12 +62,11 @@ pub enum RejectionKind {
 ///
 /// ```
 /// use std::time::Duration;
-/// use bytes::Bytes;
-/// use http::request::Parts;
-/// use http::{Response, StatusCode};
+/// use axum::body::Bytes;
+/// use axum::http::Response;
+/// use axum::http::request::Parts;
 /// use leasehold::Coordination;
-/// use leasehold::layer::rate_limit::RedisRateLimitLayer;
-/// use leasehold::layer::{Rejection, RejectionKind};
+/// use leasehold::layer::{RedisRateLimitLayer, Rejection, RejectionKind};
 ///
 /// /// JSON bodies for the refusals clients meet, for clients that take JSON; the crate's
 /// /// answers for the rest.
@@ -81,7 +80,8 @@ pub enum RejectionKind {
 ///         RejectionKind::LeaseHeld => "busy",
 ///         _ => return None,
 ///     };
-///     let body = format!(r#"{{"error":"{code}","message":"{}"}}"#, rejection.detail());
+///     // serde_json escapes the message: a detail may hold quotes.
+///     let body = serde_json::json!({ "error": code, "message": rejection.detail() }).to_string();
 ///     Response::builder()
 ///         .status(rejection.status())
 ///         .header("content-type", "application/json")

@@ -16,7 +16,7 @@
 //! | `stacked` | leasehold's stacked layer over Redis: two fixed windows (a minute and an hour), every request granted |
 //! | `deny` | leasehold's fixed window on one exhausted key, with the deny cache: every answer a local 429 |
 //! | `hot-key` | leasehold's fixed window over Redis on one hot key, every request granted, with the hot-key tier: batches of up to 1000 permits reserved, spent in process |
-//! | `deny-one`, `deny-distinct` | leasehold's fixed window on the memory backend keyed by the `x-client` header, with a deny cache holding 100,000 exhausted clients (`0` to `99999`, rejected once each at start): the load sends one client (`deny-one`) or each in turn (`deny-distinct`, wrk's `bench/peers/distinct-clients.lua`); every answer a local 429 |
+//! | `deny-one`, `deny-distinct` | leasehold's fixed window on the memory backend keyed by the `x-client` header, with a deny cache holding 100,000 exhausted clients (`0` to `99999`, rejected once each at start): the load sends one client (`deny-one`) or each in turn (`deny-distinct`, wrk's `benches/peers/distinct-clients.lua`); every answer a local 429 |
 //!
 //! The limited modes but `deny`, `hot-key` and the two `deny-*` key on the peer's IP address, as users do. Arguments: `MODE PORT`;
 //! `REDIS_URL` for the Redis modes (default `redis://127.0.0.1:6379`).
