@@ -40,7 +40,7 @@ pub use attempt::Attempt;
 pub(crate) use managed_options::DEFAULT_POLL_INTERVAL;
 pub use managed_options::{MAX_MANAGED_LEASE, MIN_MANAGED_LEASE, ManagedOptions};
 pub use name::{HASHED_NAME_PREFIX, MAX_NAME_LEN};
-pub use owner::{ByOwner, Detached, Held, HeldKind, Managed, OwnerToken};
+pub use owner::{Acquirable, ByOwner, Detached, Held, HeldKind, Managed, OwnerToken};
 pub use release::Release;
 
 use std::time::Duration;

@@ -1,9 +1,9 @@
 //! tower layers: rate and concurrency limits over HTTP.
 //!
-//! - [`rate_limit`]: [`RedisRateLimitLayer`](rate_limit::RedisRateLimitLayer) answers
+//! - [`rate_limit`]: [`RedisRateLimitLayer`] answers
 //!   `429` with `Retry-After` and the IETF `RateLimit`/`RateLimit-Policy` fields.
 //! - [`concurrency_limit`]:
-//!   [`RedisConcurrencyLimitLayer`](concurrency_limit::RedisConcurrencyLimitLayer) holds a
+//!   [`RedisConcurrencyLimitLayer`] holds a
 //!   slot of a shared semaphore for each request until its response body ends, renewing it
 //!   while the body streams.
 //! - [`key`]: how a layer derives the client key from a request (global, peer IP, client IP

@@ -3,7 +3,9 @@
 
 use super::FencedLock;
 use super::fenced_lock::LockKeys;
-use crate::coordination::{Held, HeldKind, Managed, ManagedOptions};
+use std::time::Duration;
+
+use crate::coordination::{Acquirable, Attempt, Held, HeldKind, Managed, ManagedOptions};
 use crate::error::Result;
 
 /// A lease on a [`FencedLock`](super::FencedLock): the lock is held under a random owner
@@ -94,54 +96,14 @@ impl HeldKind for FencedLock {
     const HANDLE: &'static str = "FencedLease";
     const MANAGED: &'static str = "ManagedLease";
     const OWN: &'static str = "fencing_token";
-
-    fn fencing_token(own: &u64) -> Option<u64> {
-        Some(*own)
-    }
 }
 
-impl Held<FencedLock> {
-    /// The fencing token: greater than every token granted before it for the same lock, even
-    /// when the lock's counter was lost (see
-    /// [Tokens never go back](super::FencedLock#tokens-never-go-back)); at least the
-    /// server's clock in microseconds since the epoch at the acquisition, and at most
-    /// `i64::MAX`, exact over that whole range. A renewal keeps it, and so does a
-    /// [detached](Held::detach) lease. Tokens skip values.
-    pub fn fencing_token(&self) -> u64 {
-        self.own
-    }
-}
-
-impl Managed<FencedLock> {
-    /// Waits for `lock` (see [`FencedLock::acquire`]: invalidations on Redis, attempts every
-    /// [poll interval](ManagedOptions::poll_interval) elsewhere), then keeps its lease
-    /// as `options` say.
-    ///
-    /// # Cancel safety
-    ///
-    /// This method is cancel safe, as [`FencedLock::acquire`] is.
-    pub async fn acquire(lock: &FencedLock, options: &ManagedOptions) -> Result<ManagedLease> {
-        let lease = lock.acquire_with(options).await?;
-        Managed::keep(lease, options)
+impl Acquirable for FencedLock {
+    async fn acquire_held(&self, options: &ManagedOptions) -> Result<FencedLease> {
+        self.acquire_with(options).await
     }
 
-    /// Takes `lock` now if it is free (see [`FencedLock::try_acquire`]) and keeps its lease;
-    /// `None` when it is held.
-    ///
-    /// # Cancel safety
-    ///
-    /// This method is cancel safe in effect, as [`FencedLock::try_acquire`] is.
-    pub async fn try_acquire(
-        lock: &FencedLock,
-        options: &ManagedOptions,
-    ) -> Result<Option<ManagedLease>> {
-        options.validate()?;
-        Managed::kept(lock.try_acquire(options.lease_duration()).await?, options)
-    }
-
-    /// The fencing token to send with every protected write (see
-    /// [`FencedLease::fencing_token`](Held::fencing_token)).
-    pub fn fencing_token(&self) -> u64 {
-        self.own
+    async fn try_acquire_held(&self, lease: Duration) -> Result<Attempt<FencedLease>> {
+        self.try_acquire(lease).await
     }
 }

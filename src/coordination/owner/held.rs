@@ -27,9 +27,9 @@ pub trait HeldKind: sealed::Sealed + Sized + Send + Sync + 'static {
     /// Where the holdings live and the owner-checked steps on them.
     #[doc(hidden)]
     type Keys: HoldingKeys<Released: ReleaseReply>;
-    /// What a handle keeps of its own beside the holding.
+    /// What a handle keeps of its own beside the holding: a `u64` is its fencing token.
     #[doc(hidden)]
-    type Own: fmt::Debug + Send + Sync + 'static;
+    type Own: OwnPart;
     /// The handle's name in `Debug`.
     #[doc(hidden)]
     const HANDLE: &'static str;
@@ -39,12 +39,6 @@ pub trait HeldKind: sealed::Sealed + Sized + Send + Sync + 'static {
     /// What [`Own`](Self::Own) is called in `Debug`; empty: nothing to show.
     #[doc(hidden)]
     const OWN: &'static str = "";
-
-    /// The fencing token a detached holding carries on.
-    #[doc(hidden)]
-    fn fencing_token(_own: &Self::Own) -> Option<u64> {
-        None
-    }
 
     /// Settles, before the handle lets go of its holding, what the primitive's own steps
     /// left unsettled (a downgrade sent without an answer): `false` when it cannot, and the
@@ -58,6 +52,25 @@ pub trait HeldKind: sealed::Sealed + Sized + Send + Sync + 'static {
     #[doc(hidden)]
     fn settle_kept(_kept: &mut super::Managed<Self>) -> impl Future<Output = bool> + Send {
         std::future::ready(true)
+    }
+}
+
+/// What a handle keeps of its own beside its holding (nothing, a fencing token, an access),
+/// and the fencing token a detached holding carries on.
+pub(crate) trait OwnPart: fmt::Debug + Send + Sync + 'static {
+    fn fencing_token(&self) -> Option<u64>;
+}
+
+impl OwnPart for () {
+    fn fencing_token(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// A fencing token, and nothing else: a lock's lease, a Redlock lease.
+impl OwnPart for u64 {
+    fn fencing_token(&self) -> Option<u64> {
+        Some(*self)
     }
 }
 
@@ -294,11 +307,28 @@ impl<P: HeldKind> Held<P> {
         if !P::settle(&mut self).await {
             return None;
         }
-        let fencing_token = P::fencing_token(&self.own);
+        let fencing_token = self.own.fencing_token();
         self.holding
             .detach()
             .await
             .map(|detached| detached.with_fencing_token(fencing_token))
+    }
+}
+
+/// What a lock's lease and a Redlock lease add to the lifecycle: their fencing token.
+impl<P: HeldKind<Own = u64>> Held<P> {
+    /// The fencing token: greater than every token granted before it under the same name
+    /// (for a lock even when its counter was lost, see
+    /// [Tokens never go back](crate::coordination::lock::FencedLock#tokens-never-go-back);
+    /// for a [Redlock group](crate::coordination::redlock) as long as a quorum of its nodes
+    /// keeps its counter); at least the server's clock in microseconds since the epoch at the
+    /// acquisition, and at most `i64::MAX`. A renewal keeps it, and so does a
+    /// [detached](Held::detach) lease. Tokens skip values.
+    ///
+    /// Send it with every write to the protected resource, and have the resource refuse a
+    /// token lower than the highest it has accepted.
+    pub fn fencing_token(&self) -> u64 {
+        self.own
     }
 }
 

@@ -6,7 +6,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use super::{Detached, Held, HeldKind, HoldingKeys, Keeper};
+use super::{Detached, Held, HeldKind, HoldingKeys, Keeper, OwnPart};
 use crate::backend::steps::lease_release::LeaseReleaseReply;
 use crate::coordination::ownership::OwnershipLost;
 use crate::coordination::{Attempt, ManagedOptions, Release};
@@ -148,7 +148,7 @@ impl<P: HeldKind> Managed<P> {
             // Not known to be what it was: dropped, as the handle would be.
             return None;
         }
-        let fencing_token = P::fencing_token(&self.own);
+        let fencing_token = self.own.fencing_token();
         self.keeper
             .detach()
             .await
@@ -178,6 +178,70 @@ impl<P: HeldKind> Managed<P> {
                 None => Ok(Release::AlreadyReleased),
             }
         }
+    }
+}
+
+/// A primitive with one kind of holding, taken by waiting or at once: a
+/// [`FencedLock`](crate::coordination::lock::FencedLock)'s lease, a
+/// [`Semaphore`](crate::coordination::semaphore::Semaphore)'s permit. What gives
+/// [`Managed::acquire`] and [`Managed::try_acquire`]; sealed.
+pub trait Acquirable: HeldKind {
+    /// Waits for a holding, as the primitive's `acquire` does, with the options' lease and
+    /// poll interval.
+    #[doc(hidden)]
+    fn acquire_held(
+        &self,
+        options: &ManagedOptions,
+    ) -> impl Future<Output = Result<Held<Self>>> + Send;
+    /// Takes a holding now if one is free, as the primitive's `try_acquire` does.
+    #[doc(hidden)]
+    fn try_acquire_held(
+        &self,
+        lease: std::time::Duration,
+    ) -> impl Future<Output = Result<Attempt<Held<Self>>>> + Send;
+}
+
+/// Taking and keeping at once, for a primitive with one kind of holding.
+impl<P: Acquirable> Managed<P> {
+    /// Waits for `primitive` as its `acquire` does (see
+    /// [`FencedLock::acquire`](crate::coordination::lock::FencedLock::acquire),
+    /// [`Semaphore::acquire`](crate::coordination::semaphore::Semaphore::acquire)), with the
+    /// options' lease and [poll interval](ManagedOptions::poll_interval), then keeps what it
+    /// took as `options` say.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe, as the primitive's `acquire` is: dropped while it waits,
+    /// it takes nothing, and a grant that lands after is released.
+    pub async fn acquire(primitive: &P, options: &ManagedOptions) -> Result<Managed<P>> {
+        let held = primitive.acquire_held(options).await?;
+        Managed::keep(held, options)
+    }
+
+    /// Takes `primitive` now if it is free (see its `try_acquire`) and keeps it; `None`
+    /// when it is held.
+    ///
+    /// # Cancel safety
+    ///
+    /// This method is cancel safe in effect, as the primitive's `try_acquire` is.
+    pub async fn try_acquire(
+        primitive: &P,
+        options: &ManagedOptions,
+    ) -> Result<Option<Managed<P>>> {
+        options.validate()?;
+        Managed::kept(
+            primitive.try_acquire_held(options.lease_duration()).await?,
+            options,
+        )
+    }
+}
+
+/// What a kept lock's lease and a kept Redlock lease add: their fencing token.
+impl<P: HeldKind<Own = u64>> Managed<P> {
+    /// The fencing token to send with every protected write (see
+    /// [`Held::fencing_token`](Held#method.fencing_token)).
+    pub fn fencing_token(&self) -> u64 {
+        self.own
     }
 }
 

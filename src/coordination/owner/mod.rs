@@ -26,12 +26,14 @@ pub(crate) use acquisition::{Acquire, Acquisition, try_acquire};
 pub use by_owner::ByOwner;
 pub use detached::Detached;
 pub(crate) use guard::ReleaseOnDrop;
+pub(crate) use held::OwnPart;
 pub(crate) use held::sealed::Sealed;
 pub use held::{Held, HeldKind};
 pub(crate) use holding::Holding;
 pub(crate) use holding_keys::{HoldingKeys, Renewed};
 pub(crate) use keeper::{KeepOptions, Keeper};
 pub(crate) use lease::{expiry_ms, lease_expiry};
+pub use managed::Acquirable;
 pub use managed::Managed;
 pub(crate) use release::{
     forget_in_background, release_bounded, release_in_background, release_in_background_after,

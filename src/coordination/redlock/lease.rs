@@ -66,26 +66,4 @@ impl HeldKind for RedlockGroup {
     const HANDLE: &'static str = "RedlockLease";
     const MANAGED: &'static str = "ManagedRedlockLease";
     const OWN: &'static str = "fencing_token";
-
-    fn fencing_token(own: &u64) -> Option<u64> {
-        Some(*own)
-    }
-}
-
-impl Held<RedlockGroup> {
-    /// The group's fencing token: greater than every token the group granted before for
-    /// the same name, as long as a quorum of its nodes keeps its counter (see the
-    /// [module documentation](super)). A renewal keeps it, and so does a
-    /// [detached](Held::detach) lease.
-    pub fn fencing_token(&self) -> u64 {
-        self.own
-    }
-}
-
-impl Managed<RedlockGroup> {
-    /// The fencing token to send with every protected write (see
-    /// [`RedlockLease::fencing_token`](Held::fencing_token)).
-    pub fn fencing_token(&self) -> u64 {
-        self.own
-    }
 }

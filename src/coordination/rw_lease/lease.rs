@@ -172,16 +172,19 @@ impl RwOwn {
 
 impl crate::coordination::owner::Sealed for ReadWriteLock {}
 
+/// A write lease's fencing token, kept through a downgrade.
+impl crate::coordination::owner::OwnPart for RwOwn {
+    fn fencing_token(&self) -> Option<u64> {
+        self.fencing_token
+    }
+}
+
 impl HeldKind for ReadWriteLock {
     type Keys = RwKeys;
     type Own = RwOwn;
     const HANDLE: &'static str = "RwLease";
     const MANAGED: &'static str = "ManagedRwLease";
     const OWN: &'static str = "access";
-
-    fn fencing_token(own: &RwOwn) -> Option<u64> {
-        own.fencing_token
-    }
 
     /// A downgrade sent without an answer is sent again, so that what is handed on is
     /// known to read.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::Semaphore;
 use super::sets::PermitSets;
 use crate::coordination::owner::{HoldingKeys, acquire_waiting, try_acquire};
-use crate::coordination::{Attempt, Held, HeldKind, Managed, ManagedOptions};
+use crate::coordination::{Acquirable, Attempt, Held, HeldKind, Managed, ManagedOptions};
 use crate::error::Result;
 
 /// One permit of a [`Semaphore`](super::Semaphore) or a
@@ -97,33 +97,13 @@ impl HeldKind for Semaphore {
     const MANAGED: &'static str = "ManagedPermit";
 }
 
-impl Managed<Semaphore> {
-    /// Waits for a permit of `semaphore` (see [`Semaphore::acquire`]) and keeps it as
-    /// `options` say.
-    ///
-    /// # Cancel safety
-    ///
-    /// This method is cancel safe, as [`Semaphore::acquire`] is.
-    pub async fn acquire(semaphore: &Semaphore, options: &ManagedOptions) -> Result<ManagedPermit> {
-        let permit = semaphore.acquire_with(options).await?;
-        Managed::keep(permit, options)
+impl Acquirable for Semaphore {
+    async fn acquire_held(&self, options: &ManagedOptions) -> Result<SemaphorePermit> {
+        self.acquire_with(options).await
     }
 
-    /// Takes a permit of `semaphore` now if one is free (see [`Semaphore::try_acquire`]) and
-    /// keeps it; `None` when every permit is held.
-    ///
-    /// # Cancel safety
-    ///
-    /// This method is cancel safe in effect, as [`Semaphore::try_acquire`] is.
-    pub async fn try_acquire(
-        semaphore: &Semaphore,
-        options: &ManagedOptions,
-    ) -> Result<Option<ManagedPermit>> {
-        options.validate()?;
-        Managed::kept(
-            semaphore.try_acquire(options.lease_duration()).await?,
-            options,
-        )
+    async fn try_acquire_held(&self, expiry: Duration) -> Result<Attempt<SemaphorePermit>> {
+        self.try_acquire(expiry).await
     }
 }
 
