@@ -2,9 +2,21 @@
 //! [tower](https://docs.rs/tower) and [axum](https://docs.rs/axum) services.
 //!
 //! When a service runs as many replicas behind a load balancer, limits and ownership must be
-//! shared. `leasehold` keeps them in Redis (or Valkey) and takes every decision atomically
-//! on the server, with the server's clock, in one script call (or one pipeline of native
-//! commands) per step.
+//! shared. `leasehold` keeps them in Redis (or Valkey) and decides on the server, with the
+//! server's clock: each step of a primitive is one Lua script on one server, which Redis runs
+//! atomically. Where a step is not one script, its docs say so:
+//!
+//! - a fixed window's step of one permit, outside a Cluster, is one pipeline of native
+//!   commands (`INCREX` and `PTTL`, or `SET NX PX`, `INCR` and `PTTL`) whose one deciding
+//!   write is the count;
+//! - a [Redlock](coordination::redlock) round goes to several independent servers, each
+//!   deciding its part in one script, and the majority decides the whole;
+//! - some answers are given in the process, on purpose: the fail-open fallback while Redis
+//!   cannot decide (each instance's share of a quota, not coordinated), the deny cache's
+//!   rejections until a retry time Redis gave, the hot-key tier's grants of permits Redis
+//!   reserved first, and the waiting queue's order;
+//! - [durable fencing](coordination::lock::FencedLock::durable) follows the script with a
+//!   `WAIT` for the replicas.
 //!
 //! The crate has three layers:
 //!
@@ -15,9 +27,12 @@
 //!   answers `429` with `Retry-After` and the IETF `RateLimit` fields, and
 //!   [`RedisConcurrencyLimitLayer`](layer::concurrency_limit::RedisConcurrencyLimitLayer)
 //!   holds a concurrency permit for the life of a streaming response;
-//! - axum extractors ([`extract`]): [`Lease`](extract::Lease) hands a handler a held,
-//!   self-renewing fenced lease, and [`RateLimitInfo`](extract::RateLimitInfo) the
-//!   rate-limit decision.
+//! - axum extractors ([`extract`]) that hand a handler what it holds for the request,
+//!   self-renewing, named by a spec that reads the router's state:
+//!   [`Lease`](extract::Lease) (a fenced lease), [`ReadLease`](extract::ReadLease) and
+//!   [`WriteLease`](extract::WriteLease) (a read-write lease), [`Permit`](extract::Permit) (a
+//!   semaphore permit); and [`RateLimitInfo`](extract::RateLimitInfo), the rate-limit
+//!   decision.
 //!
 //! # Quickstart
 //!
@@ -69,12 +84,37 @@
 //! Without HTTP, the same limiter is a [`coordination::rate_limit::FixedWindow`]; every
 //! primitive starts from a [`Coordination`] handle.
 //!
+//! # The manual
+//!
+//! The [`manual`] holds one page per subject, each starting with the question it answers:
+//!
+//! - [Rate limiting a router](manual::rate_limiting): keys, the fields and `429`, **which
+//!   algorithm to choose**, stacked limits, hot keys, the waiting queue, the deny cache,
+//!   shadow mode;
+//! - [Plans, overrides and runtime limits](manual::plans): a quota per customer;
+//! - [Streaming and concurrency limits](manual::concurrency): the concurrency layer, the
+//!   `Permit` extractor, semaphores;
+//! - [Locks, leases and fencing](manual::locks): **how to run a job on one replica**, fencing
+//!   tokens, the `Lease` extractor;
+//! - [Coordination across replicas](manual::coordination): latches, read-write leases,
+//!   hash-field leases, sessions, leader election, Redlock;
+//! - [Operations](manual::operations): metrics and a Grafana dashboard, traces, readiness,
+//!   shadow mode, TLS;
+//! - [Deploying Redis](manual::deploying_redis): persistence, eviction, Sentinel, Cluster,
+//!   the ACL commands;
+//! - [The failure model](manual::failure_model), [security](manual::security),
+//!   [upgrading](manual::upgrading) and [performance](manual::performance).
+//!
+//! The [`coordination`] module's docs choose among the primitives: when to use each, and what
+//! it costs on Redis.
+//!
 //! # More than one limit on a route
 //!
 //! [`RedisRateLimitLayer::stacked`](layer::rate_limit::RedisRateLimitLayer::stacked) checks
 //! several fixed windows on one key in one atomic step, all or nothing, and lists each in
 //! the response fields: 10 per second and 10,000 per day, say. Other algorithms (sliding
-//! window, token bucket, GCRA) have a constructor of their own on the layer.
+//! window, token bucket, GCRA) have a constructor of their own on the layer; the manual says
+//! [which to choose](manual::rate_limiting#which-algorithm).
 //!
 //! ```
 //! # fn main() -> leasehold::Result<()> {
@@ -98,7 +138,10 @@
 //!   request holds its slot until its response body ends, renewed while it streams.
 //! - [`Lease<R>`](extract::Lease) runs a handler only while it holds the lease `R` names
 //!   (one import per tenant, say), with a fencing token for every protected write; a request
-//!   that finds it held gets `409` with `Retry-After`.
+//!   that finds it held gets `409` with `Retry-After`. [`ReadLease<R>`](extract::ReadLease)
+//!   and [`WriteLease<R>`](extract::WriteLease) share a lease among readers or hold it for
+//!   one writer, and [`Permit<R>`](extract::Permit) holds one of a semaphore's permits
+//!   (`429` when none is free).
 //!
 //! # Your own answers
 //!
@@ -118,11 +161,14 @@
 //! Every step says what happens when Redis is unavailable (no answer: the layers' failure
 //! policy decides), refuses (an ACL, a Lua error, out of memory: always an error, never a
 //! pass) or leaves the outcome uncertain (a reply lost: cleaned up by owner token, fenced by
-//! a server-time deadline). See [`Error`] and the README's failure-model table.
+//! a server-time deadline). See [`Error`] and [the failure model](manual::failure_model).
 //!
 //! # Feature flags
 //!
-//! - `axum` (default): axum extractors.
+//! - `axum` (default): axum extractors and integration.
+//! - `metrics`: metrics through the `metrics` facade (see [`telemetry`] for their names).
+//! - `serde`: limits from configuration: `Quota` (`"100/min"`, `"10/s burst 20"`), `Quotas`,
+//!   `PlanAlgorithm` and `RateLimitPlansConfig` deserialize from TOML, YAML, JSON, ...
 //! - `tls`: `rediss://` connections through rustls.
 //! - `test-util`: hooks for tests that look inside the backends; not for production.
 
@@ -139,6 +185,7 @@ pub mod error;
 pub mod extract;
 mod jitter;
 pub mod layer;
+pub mod manual;
 mod outage_log;
 mod response;
 mod retry_after;

@@ -1,6 +1,7 @@
 //! The failure model over HTTP: both layers (and what stands behind them) against a real Redis
 //! reached through the fault proxy, or made to refuse (ACL, a rotated password, a full memory
-//! backend). Each test is a row of the README's "Failure model" table.
+//! backend). Each test is a row of the maintainers' table in `docs/failure-model.md`, which
+//! `tests/docs_index.rs` checks names only tests that exist.
 
 #![cfg(feature = "axum")]
 

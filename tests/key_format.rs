@@ -2,7 +2,7 @@
 //! the client key `client`), the exact keys each one leaves in Redis. A change that moves a
 //! key makes an old and a new replica use different keys for the same thing during a rolling
 //! deploy (and starts fencing tokens again at 1): it must come with a CHANGELOG entry and an
-//! upgrade note in the README, and change this test.
+//! upgrade note in `docs/upgrading.md`, and change this test.
 
 mod support;
 

@@ -699,3 +699,139 @@ async fn the_example_serves_the_decisions_on_its_metrics_route() {
         );
     }
 }
+
+/// The Grafana dashboard of the manual (`docs/grafana-dashboard.json`) queries only the
+/// metrics the crate emits, each under its name as a Prometheus exporter renders it (a
+/// histogram's `_bucket`, `_sum` and `_count` series, or the summary's own name), and every
+/// one of them in some panel; its panels read the templated `$datasource`.
+#[test]
+fn the_dashboard_names_only_metrics_the_crate_emits() {
+    use std::collections::BTreeSet;
+
+    // Every name the crate emits: the telemetry module's constants, read from its source,
+    // so that a metric added there without a panel fails here.
+    let source = include_str!("../src/telemetry/mod.rs");
+    let emitted: BTreeSet<&str> = source
+        .lines()
+        .filter_map(|line| {
+            let constant = line.trim().strip_prefix("pub const ")?;
+            let (_, value) = constant.split_once(": &str = \"")?;
+            value.strip_suffix("\";")
+        })
+        .collect();
+    let public: BTreeSet<&str> = [
+        telemetry::DECISIONS,
+        telemetry::DECISION_SECONDS,
+        telemetry::QUEUED_PERMITS,
+        telemetry::CONCURRENCY_DECISIONS,
+        telemetry::CONCURRENCY_DECISION_SECONDS,
+        telemetry::BACKEND_ERRORS,
+        telemetry::LEASES_HELD,
+        telemetry::RENEWALS,
+        telemetry::LEASES_LOST,
+        telemetry::ABANDONED_RELEASES,
+        telemetry::CIRCUIT_STATE,
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(
+        emitted, public,
+        "the source's constants are the public ones"
+    );
+    let histograms = [
+        telemetry::DECISION_SECONDS,
+        telemetry::CONCURRENCY_DECISION_SECONDS,
+    ];
+    // A name as the exporter renders it, back to the name the crate records.
+    let recorded = |name: &str| -> String {
+        for suffix in ["_bucket", "_sum", "_count"] {
+            if let Some(base) = name.strip_suffix(suffix)
+                && histograms.contains(&base)
+            {
+                return base.to_owned();
+            }
+        }
+        name.to_owned()
+    };
+    // Every `leasehold_...` name in a text.
+    let names_in = |text: &str| -> Vec<String> {
+        let mut names = Vec::new();
+        let mut rest = text;
+        while let Some(at) = rest.find("leasehold_") {
+            let tail = &rest[at..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+                .unwrap_or(tail.len());
+            names.push(tail[..end].to_owned());
+            rest = &tail[end..];
+        }
+        names
+    };
+
+    let dashboard: serde_json::Value =
+        serde_json::from_str(include_str!("../docs/grafana-dashboard.json"))
+            .expect("the dashboard is JSON");
+    // Anywhere in the dashboard (queries, variables, descriptions): only emitted names.
+    let mut strings = Vec::new();
+    let mut stack = vec![&dashboard];
+    while let Some(value) = stack.pop() {
+        match value {
+            serde_json::Value::String(text) => strings.push(text.as_str()),
+            serde_json::Value::Array(items) => stack.extend(items),
+            serde_json::Value::Object(fields) => stack.extend(fields.values()),
+            _ => {}
+        }
+    }
+    for text in &strings {
+        for name in names_in(text) {
+            assert!(
+                emitted.contains(recorded(&name).as_str()),
+                "the dashboard names {name}, which the crate does not emit: {text}"
+            );
+        }
+    }
+
+    // The panels' queries: every emitted name in one at least, from the templated source.
+    let variables = dashboard["templating"]["list"]
+        .as_array()
+        .expect("template variables");
+    assert!(
+        variables
+            .iter()
+            .any(|variable| variable["name"] == "datasource"
+                && variable["type"] == "datasource"
+                && variable["query"] == "prometheus"),
+        "a `datasource` variable of Prometheus sources"
+    );
+    let mut queried = BTreeSet::new();
+    let mut panels: Vec<&serde_json::Value> = dashboard["panels"]
+        .as_array()
+        .expect("panels")
+        .iter()
+        .collect();
+    while let Some(panel) = panels.pop() {
+        if let Some(inner) = panel["panels"].as_array() {
+            panels.extend(inner);
+        }
+        let Some(targets) = panel["targets"].as_array() else {
+            continue;
+        };
+        assert_eq!(
+            panel["datasource"]["uid"], "${datasource}",
+            "{}: the templated source",
+            panel["title"]
+        );
+        for target in targets {
+            let expr = target["expr"].as_str().expect("a Prometheus query");
+            assert_eq!(target["datasource"]["uid"], "${datasource}", "{expr}");
+            for name in names_in(expr) {
+                queried.insert(recorded(&name));
+            }
+        }
+    }
+    let missing: Vec<&&str> = emitted
+        .iter()
+        .filter(|name| !queried.contains(**name))
+        .collect();
+    assert!(missing.is_empty(), "no panel queries {missing:?}");
+}

@@ -151,7 +151,7 @@ impl Algorithm {
             Algorithm::Gcra => "gcra",
             Algorithm::Stacked => "st",
         };
-        // The backend ends every prefix with `|` (see the README's Backends section).
+        // The backend ends every prefix with `|` (see `docs/deploying-redis.md`, Key prefixes).
         format!("{prefix}|rl:{tag}:{}:{NAME}:{client_key}", NAME.len())
     }
 
