@@ -283,7 +283,6 @@
 
 mod attempt;
 pub(crate) mod circuit_breaker;
-pub mod election;
 pub mod fenced_value;
 pub mod hash_lease;
 pub mod latch;
@@ -293,11 +292,17 @@ pub(crate) mod name;
 mod owner;
 pub mod ownership;
 pub mod rate_limit;
-pub mod redlock;
 mod release;
 pub mod rw_lease;
 pub mod semaphore;
 pub mod session;
+
+/// Leader election stands on sessions: its module lives in theirs.
+#[doc(inline)]
+pub use session::election;
+/// Redlock stands on the lock's keys, one lease per node: its module lives in the lock's.
+#[doc(inline)]
+pub use lock::redlock;
 
 pub use attempt::Attempt;
 pub(crate) use managed_options::DEFAULT_POLL_INTERVAL;

@@ -64,6 +64,7 @@
 mod durability;
 mod fenced_lease;
 mod fenced_lock;
+pub mod redlock;
 
 /// What a release found: the answer every held primitive shares, re-exported here where the
 /// lock's lease first used it.

@@ -83,6 +83,7 @@
 //! keep-alive, fail with [`ErrorKind::CorruptState`]. A lease's set of names evicted is not
 //! noticed: its names lapse with the lease's next keep-alive.
 
+pub mod election;
 mod keys;
 pub(crate) use keys::SpaceNames;
 mod lease;
