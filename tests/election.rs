@@ -606,27 +606,25 @@ async fn a_paused_leader_learns_it_lost_and_is_fenced() {
 /// that meets the slot half-moved costs latency, not an error, and no two lead at once.
 #[tokio::test]
 async fn candidates_take_turns_while_the_slot_moves() {
-    let cluster = std::sync::Arc::new(support::Cluster::start(ServerKind::Redis7));
-    let candidates = cluster.handles("election-slot-move", 4).await;
-    let slot = leasehold::backend::key_slot(
-        &candidates[0]
-            .backend()
-            .physical_key(b"session:{5:nodes}:leases"),
-    );
-    cluster
-        .exclusive_turns_while_moving(slot, &candidates, leading_turn)
-        .await;
+    support::turns::while_its_slot_moves(
+        ServerKind::Redis7,
+        "election-slot-move",
+        b"session:{5:nodes}:leases",
+        leading_turn,
+    )
+    .await;
 }
 
 /// The same across a Sentinel failover (the primary killed): only a leadership the old
 /// primary granted but had not replicated may overlap another, and its resign tells.
 #[tokio::test]
 async fn candidates_take_turns_across_a_sentinel_failover() {
-    let setup = std::sync::Arc::new(support::SentinelSetup::start(ServerKind::Redis7));
-    let candidates = setup.handles("election-failover", 4).await;
-    setup
-        .exclusive_turns_across_failover(&candidates, leading_turn)
-        .await;
+    support::turns::across_a_sentinel_failover(
+        ServerKind::Redis7,
+        "election-failover",
+        leading_turn,
+    )
+    .await;
 }
 
 /// One candidate's turn: a session, a campaign (a lost session, or a campaign failing on

@@ -18,7 +18,7 @@ use leasehold::coordination::semaphore::{Capacity, KeyedSemaphore, Semaphore};
 use leasehold::{Coordination, ErrorKind};
 use support::proxy::Direction;
 use support::target::{Target, scenario};
-use support::{Cluster, Server, ServerKind, eventually, unique_prefix};
+use support::{Server, ServerKind, eventually, unique_prefix};
 
 const MINUTE: Duration = Duration::from_secs(60);
 /// 2^53: the first integer after it is the first a double cannot hold.
@@ -1067,14 +1067,8 @@ async fn read_only_steps_go_as_evalsha_ro_unless_the_acl_denies_it() {
 /// errors, and no two holders ever hold it at once. A private cluster: its slot map changes.
 #[tokio::test]
 async fn waiting_acquisitions_ride_out_a_slot_move() {
-    let cluster = Arc::new(Cluster::start(ServerKind::Redis7));
-    let holders = cluster.handles("slot-move", 4).await;
-    let slot = key_slot(&physical(
-        &holders[0],
-        FencedLock::named(&holders[0], "moving").lease_key(),
-    ));
-    cluster
-        .exclusive_turns_while_moving(slot, &holders, lock_turn)
+    let (lease_key, _) = named_keys(b"moving");
+    support::turns::while_its_slot_moves(ServerKind::Redis7, "slot-move", &lease_key, lock_turn)
         .await;
 }
 
@@ -1149,10 +1143,7 @@ async fn a_duplicate_acquisition_checks_the_counter() {
 /// acknowledged was lost with it, which its release tells.
 #[tokio::test]
 async fn waiting_acquisitions_ride_out_a_sentinel_failover() {
-    let setup = std::sync::Arc::new(support::SentinelSetup::start(support::ServerKind::Redis7));
-    let holders = setup.handles("lock-failover", 4).await;
-    setup
-        .exclusive_turns_across_failover(&holders, lock_turn)
+    support::turns::across_a_sentinel_failover(ServerKind::Redis7, "lock-failover", lock_turn)
         .await;
 }
 

@@ -346,13 +346,14 @@ async fn a_yes_from_the_field_expiry_probe_is_kept_and_a_no_asked_again() {
 /// errors, never two holders at once, and the field keeps its expiry through the migration.
 #[tokio::test]
 async fn field_leases_ride_out_a_slot_move() {
-    let cluster = std::sync::Arc::new(support::Cluster::start(support::ServerKind::Redis8));
-    let holders = cluster.handles("hash-slot-move", 4).await;
-    let hash = LeaseHash::named(&holders[0], "moving");
-    let slot = leasehold::backend::key_slot(&physical(&holders[0], &hash));
-    cluster
-        .exclusive_turns_while_moving(slot, &holders, field_turn)
-        .await;
+    let hash = LeaseHash::named(&Coordination::memory(), "moving");
+    support::turns::while_its_slot_moves(
+        support::ServerKind::Redis8,
+        "hash-slot-move",
+        hash.key(),
+        field_turn,
+    )
+    .await;
 }
 
 /// Four holders, each with a handle of its own, take turns at one field lease while the
@@ -362,11 +363,12 @@ async fn field_leases_ride_out_a_slot_move() {
 /// probed for it on its new connection.
 #[tokio::test]
 async fn field_leases_ride_out_a_sentinel_failover() {
-    let setup = std::sync::Arc::new(support::SentinelSetup::start(support::ServerKind::Redis8));
-    let holders = setup.handles("hash-failover", 4).await;
-    setup
-        .exclusive_turns_across_failover(&holders, field_turn)
-        .await;
+    support::turns::across_a_sentinel_failover(
+        support::ServerKind::Redis8,
+        "hash-failover",
+        field_turn,
+    )
+    .await;
 }
 
 /// One holder's turn at the field `field` of the hash `moving`: see

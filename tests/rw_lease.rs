@@ -956,13 +956,14 @@ async fn a_waiting_writer_does_not_wake_itself_round_after_round() {
 /// moves from master to master: latency, not errors, and never two writers at once.
 #[tokio::test]
 async fn write_leases_ride_out_a_slot_move() {
-    let cluster = std::sync::Arc::new(support::Cluster::start(ServerKind::Redis7));
-    let holders = cluster.handles("rw-slot-move", 4).await;
-    let lock = ReadWriteLock::named(&holders[0], "moving");
-    let slot = leasehold::backend::key_slot(&physical(&holders[0], &lock));
-    cluster
-        .exclusive_turns_while_moving(slot, &holders, write_turn)
-        .await;
+    let lock = ReadWriteLock::named(&Coordination::memory(), "moving");
+    support::turns::while_its_slot_moves(
+        ServerKind::Redis7,
+        "rw-slot-move",
+        lock.key(),
+        write_turn,
+    )
+    .await;
 }
 
 /// Four holders, each with a handle of its own, take turns at one write lease while the
@@ -971,11 +972,7 @@ async fn write_leases_ride_out_a_slot_move() {
 /// acknowledged was lost with it, which its release tells.
 #[tokio::test]
 async fn write_leases_ride_out_a_sentinel_failover() {
-    let setup = std::sync::Arc::new(support::SentinelSetup::start(support::ServerKind::Redis7));
-    let holders = setup.handles("rw-failover", 4).await;
-    setup
-        .exclusive_turns_across_failover(&holders, write_turn)
-        .await;
+    support::turns::across_a_sentinel_failover(ServerKind::Redis7, "rw-failover", write_turn).await;
 }
 
 /// One holder's turn at the write lease of `moving`: see [`support::turns::exclusive_turns`].

@@ -1030,12 +1030,13 @@ async fn out_of_memory_refuses_new_permits_and_renews_held_ones() {
 /// slot moves from master to master: latency, not errors, and never two permits at once.
 #[tokio::test]
 async fn permits_ride_out_a_slot_move() {
-    let cluster = Arc::new(support::Cluster::start(support::ServerKind::Redis7));
-    let holders = cluster.handles("sem-slot-move", 4).await;
-    let slot = key_slot(&physical(&holders[0], &semaphore_key(b"moving")));
-    cluster
-        .exclusive_turns_while_moving(slot, &holders, permit_turn)
-        .await;
+    support::turns::while_its_slot_moves(
+        support::ServerKind::Redis7,
+        "sem-slot-move",
+        &semaphore_key(b"moving"),
+        permit_turn,
+    )
+    .await;
 }
 
 /// Four holders, each with a handle of its own, take turns at a semaphore of one permit while the
@@ -1044,11 +1045,12 @@ async fn permits_ride_out_a_slot_move() {
 /// acknowledged was lost with it, which its release tells.
 #[tokio::test]
 async fn permits_ride_out_a_sentinel_failover() {
-    let setup = std::sync::Arc::new(support::SentinelSetup::start(support::ServerKind::Redis7));
-    let holders = setup.handles("sem-failover", 4).await;
-    setup
-        .exclusive_turns_across_failover(&holders, permit_turn)
-        .await;
+    support::turns::across_a_sentinel_failover(
+        support::ServerKind::Redis7,
+        "sem-failover",
+        permit_turn,
+    )
+    .await;
 }
 
 /// One holder's turn at the semaphore `moving` of one permit: see

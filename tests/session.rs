@@ -8,14 +8,13 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::backend::key_slot;
 use leasehold::coordination::session::{
     Claim, MAX_KEY_NAME_LEN, MAX_KEYS_PER_SESSION, MAX_VALUE_LEN, ManagedSession, Session, Sessions,
 };
 use leasehold::coordination::{ManagedOptions, Release};
 use leasehold::{Coordination, ErrorKind};
 use support::target::{Target, scenario};
-use support::{Cluster, ServerKind};
+use support::ServerKind;
 use tokio::time::Instant;
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -517,26 +516,20 @@ async fn a_managed_session_is_kept_and_told_lost_when_the_server_stalls() {
 /// ever hold the job at once.
 #[tokio::test]
 async fn workers_take_turns_at_a_job_while_its_slot_moves() {
-    let cluster = Arc::new(Cluster::start(ServerKind::Redis7));
-    let workers = cluster.handles("session-slot-move", 4).await;
-    let slot = key_slot(
-        &workers[0]
-            .backend()
-            .physical_key(b"session:{4:jobs}:leases"),
-    );
-    cluster
-        .exclusive_turns_while_moving(slot, &workers, claim_turn)
-        .await;
+    support::turns::while_its_slot_moves(
+        ServerKind::Redis7,
+        "session-slot-move",
+        b"session:{4:jobs}:leases",
+        claim_turn,
+    )
+    .await;
 }
 
 /// The same across a Sentinel failover (the primary killed): only a claim the old primary
 /// acknowledged but had not replicated may overlap another, and its revoke tells.
 #[tokio::test]
 async fn workers_take_turns_at_a_job_across_a_sentinel_failover() {
-    let setup = Arc::new(support::SentinelSetup::start(ServerKind::Redis7));
-    let workers = setup.handles("session-failover", 4).await;
-    setup
-        .exclusive_turns_across_failover(&workers, claim_turn)
+    support::turns::across_a_sentinel_failover(ServerKind::Redis7, "session-failover", claim_turn)
         .await;
 }
 

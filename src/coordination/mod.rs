@@ -297,12 +297,12 @@ pub mod rw_lease;
 pub mod semaphore;
 pub mod session;
 
-/// Leader election stands on sessions: its module lives in theirs.
-#[doc(inline)]
-pub use session::election;
 /// Redlock stands on the lock's keys, one lease per node: its module lives in the lock's.
 #[doc(inline)]
 pub use lock::redlock;
+/// Leader election stands on sessions: its module lives in theirs.
+#[doc(inline)]
+pub use session::election;
 
 pub use attempt::Attempt;
 pub(crate) use managed_options::DEFAULT_POLL_INTERVAL;

@@ -160,3 +160,35 @@ where
     );
     occupancy
 }
+
+/// Four holders, each with a handle of its own (as four processes), take turns at one
+/// exclusive thing on a private `kind` cluster (its slot map changes) while the slot of
+/// `key` (a user key, on the first handle) moves from master to master three times, as a
+/// reshard moves it: see [`Cluster::exclusive_turns_while_moving`](super::Cluster::exclusive_turns_while_moving).
+/// `test` names the handles' prefix.
+pub async fn while_its_slot_moves<F, Fut>(kind: super::ServerKind, test: &str, key: &[u8], turn: F)
+where
+    F: Fn(Coordination, Arc<Occupancy>) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<(), String>> + Send,
+{
+    let cluster = Arc::new(super::Cluster::start(kind));
+    let holders = cluster.handles(test, 4).await;
+    let slot = leasehold::backend::key_slot(&holders[0].backend().physical_key(key));
+    cluster
+        .exclusive_turns_while_moving(slot, &holders, turn)
+        .await;
+}
+
+/// Four holders, each with a handle of its own, take turns at one exclusive thing on a
+/// private `kind` Sentinel setup while its primary is killed and its replica elected: see
+/// [`SentinelSetup::exclusive_turns_across_failover`](super::SentinelSetup::exclusive_turns_across_failover).
+/// `test` names the handles' prefix.
+pub async fn across_a_sentinel_failover<F, Fut>(kind: super::ServerKind, test: &str, turn: F)
+where
+    F: Fn(Coordination, Arc<Occupancy>) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<(), String>> + Send,
+{
+    let setup = Arc::new(super::SentinelSetup::start(kind));
+    let holders = setup.handles(test, 4).await;
+    setup.exclusive_turns_across_failover(&holders, turn).await;
+}
