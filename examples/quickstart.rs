@@ -58,7 +58,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr = listener.local_addr()?;
     println!("backend: {backend}");
     println!("policy:  GET /hello allows 5 requests per 10 s per client IP");
-    // Five requests, then the sixth's status line and fields: the block the README shows.
+    // Five requests, then the sixth's status line and fields: the block the manual's "What a client sees" shows.
     println!(
         "try:     for i in $(seq 5); do curl -s -o /dev/null http://{addr}/hello; done; curl -si http://{addr}/hello | grep -iE '^(http|ratelimit|retry-after)'"
     );

@@ -6,9 +6,9 @@
 //! server's clock: each step of a primitive is one Lua script on one server, which Redis runs
 //! atomically. Where a step is not one script, its docs say so:
 //!
-//! - a fixed window's step of one permit, outside a Cluster, is one pipeline of native
-//!   commands (`INCREX` and `PTTL`, or `SET NX PX`, `INCR` and `PTTL`) whose one deciding
-//!   write is the count;
+//! - a fixed window's step outside a Cluster may be one pipeline of native commands whose
+//!   one deciding write is the count: `INCREX` and `PTTL` where the server has `INCREX`,
+//!   otherwise `SET NX PX`, `INCR` and `PTTL` for a step of one permit;
 //! - a [Redlock](coordination::redlock) round goes to several independent servers, each
 //!   deciding its part in one script, and the majority decides the whole;
 //! - some answers are given in the process, on purpose: the fail-open fallback while Redis

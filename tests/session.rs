@@ -13,8 +13,8 @@ use leasehold::coordination::session::{
 };
 use leasehold::coordination::{ManagedOptions, Release};
 use leasehold::{Coordination, ErrorKind};
-use support::target::{Target, scenario};
 use support::ServerKind;
+use support::target::{Target, scenario};
 use tokio::time::Instant;
 
 const MINUTE: Duration = Duration::from_secs(60);

@@ -1,8 +1,6 @@
-//! How every managed holding is kept: one options type for
-//! [`ManagedLease`](super::lock::ManagedLease),
-//! [`ManagedPermit`](super::semaphore::ManagedPermit),
-//! [`ManagedRwLease`](super::rw_lease::ManagedRwLease) and
-//! [`ManagedFieldLease`](super::hash_lease::ManagedFieldLease).
+//! How every managed holding is kept: one options type for every
+//! [`Managed`](super::Managed) handle (a lease, a permit, a read-write or field lease, a
+//! session, a Redlock lease).
 
 use std::time::Duration;
 
@@ -26,10 +24,7 @@ pub const MIN_MANAGED_LEASE: Duration = Duration::from_millis(100);
 /// what it holds if its owner chose so; the price is that a crash keeps it as long.
 pub const MAX_MANAGED_LEASE: Duration = Duration::from_secs(3600);
 
-/// How a managed holding ([`ManagedLease`](super::lock::ManagedLease),
-/// [`ManagedPermit`](super::semaphore::ManagedPermit),
-/// [`ManagedRwLease`](super::rw_lease::ManagedRwLease),
-/// [`ManagedFieldLease`](super::hash_lease::ManagedFieldLease)) is kept: the lease asked of the backend
+/// How a managed holding (every [`Managed`](super::Managed) handle) is kept: the lease asked of the backend
 /// on each renewal (renewed at half of it), whether dropping the handle releases it, a
 /// lifetime limit for work that outlives its handle, and how often a waiting acquisition
 /// tries again where it cannot wait for invalidations.

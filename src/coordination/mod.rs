@@ -5,7 +5,7 @@
 //! `Coordination::connect(url, "myapp:")` for state every replica shares through Redis. Each
 //! step of a primitive is one atomic script on one server, decided with that server's clock,
 //! except a [`redlock`] round, which spans several independent servers, and a fixed window's
-//! step of one permit, which may be one pipeline of native commands (see [`rate_limit`]).
+//! step outside a Cluster, which may be one pipeline of native commands (see [`rate_limit`]).
 //!
 //! # Choosing a primitive
 //!
@@ -13,7 +13,7 @@
 //! |---|---|---|---|
 //! | at most N requests per period, per client | [`rate_limit`] | one round trip | one per client key |
 //! | one holder at a time, with a fencing token | [`lock`] | one script | two per name |
-//! | at most N holders at once, in all or per key | [`semaphore`] | one script | one sorted set (two for a keyed one) |
+//! | at most N holders at once, in all or per key | [`semaphore`] | one script | one sorted set; a keyed one, a set per client key and a global set, a step touching two |
 //! | many readers, or one writer | [`rw_lease`] | one script | one sorted set and a counter |
 //! | many named leases in one group | [`hash_lease`] | one script | one hash per group |
 //! | wait until N pieces of work are done | [`latch`] | one script | a hash and a sorted set |

@@ -16,7 +16,8 @@ use crate::outage_log::{OutageLog, Outcome};
 /// the cause: a limit is never lifted because the backend said no.
 ///
 /// Either way the request never hangs: the layer's timeout bounds the wait for a decision,
-/// and a `tracing` event records every failure (`warn` for unavailability).
+/// and an outage is logged once per layer at `WARN` (`ERROR` for a refusal), with a summary
+/// every 10 seconds while it lasts; each request's failure at `DEBUG`.
 ///
 /// # Example
 ///

@@ -25,7 +25,8 @@
 //! Label values:
 //!
 //! - `policy`: the rate limiter's name, as given to its constructor (a stacked limiter's
-//!   own name, not its policies'); `limit`: the concurrency limit's name.
+//!   own name, not its policies'); behind plans, the chosen plan's name, or `override` for a
+//!   customer's override; `limit`: the concurrency limit's name.
 //! - `decision`: `allowed` and `limited` (the backend decided, or the deny cache or hot-key
 //!   tier for it), `failed_open` (the backend could not decide and the failure policy
 //!   answered in this process: the fail-open fallback admitted the request, or refused it
@@ -38,7 +39,7 @@
 //! - `primitive`: a step's primitive, by its folder of steps (`fixed_window`,
 //!   `sliding_window`, `token_bucket`, `gcra`, `stacked_window`, `semaphore`, `fenced_lock`,
 //!   `fenced_value`, `rw_lease`, `hash_lease`, `latch`, `redlock`, `session`, `election`,
-//!   `server_time`), or a held one (`fenced_lease`, `semaphore_permit`, `read_write_lease`,
+//!   `rate_limit_plans`, `server_time`), or a held one (`fenced_lease`, `semaphore_permit`, `read_write_lease`,
 //!   `hash_field_lease`, `redlock_lease`, `session`, and `election` for a deposed leader's
 //!   `deposed` loss).
 //! - `step`: the step, by its name in the crate: `fixed_window`, `fixed_window_reserve`,
@@ -50,7 +51,8 @@
 //!   `field_verify`, `field_release`; `latch_set`, `latch_count_down`, `latch_read`;
 //!   `session_grant`, `session_keep_alive`, `session_verify`, `session_revoke`,
 //!   `session_put`, `session_get`, `session_delete`, `session_list`, `session_lease`;
-//!   `campaign`, `proclaim`, `resign`, `leader`; `server_time`.
+//!   `campaign`, `proclaim`, `resign`, `leader`; `plan_set_read`, `plan_set_field_read`,
+//!   `plan_set_write`; `server_time`.
 //! - `class`: `unavailable`, `refused`, or `uncertain` (it may have applied, whichever of
 //!   the two it is: see [`Error::is_outcome_uncertain`](crate::Error::is_outcome_uncertain)).
 //! - `outcome`: `renewed`, `lost` (found gone or another's), `failed` (certainly not

@@ -228,7 +228,7 @@ impl RedisBackend {
         cmd
     }
 
-    /// The key Redis stores for a user key (see `docs/deploying-redis.md`, Key prefixes): a test hook
+    /// The key Redis stores for a user key (see [Key prefixes](crate::manual::deploying_redis#key-prefixes)): a test hook
     /// (feature `test-util`), for tests that look at the keys themselves.
     #[cfg(feature = "test-util")]
     pub fn physical_key(&self, key: &[u8]) -> Vec<u8> {

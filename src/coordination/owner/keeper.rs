@@ -1,4 +1,4 @@
-//! The one keeper of self-renewing holdings (a lock's lease, a semaphore's permit).
+//! The one keeper of every self-renewing holding ([`Managed`](super::Managed)).
 //!
 //! A task owns the holding and:
 //!

@@ -37,7 +37,7 @@
 //!
 //! A lease, and a key, is live while its expiry is after the server's clock: a read needs
 //! no cleanup to be exact, so an attached key is gone from the millisecond its lease
-//! expires or is revoked. Every step that moves a lease's expiry moves its keys' in the
+//! expires or is released. Every step that moves a lease's expiry moves its keys' in the
 //! same script. A grant, a put and a keep-alive remove the leases that ran out and at
 //! most 64 attached keys that did; the space's keys expire with its latest lease, so an
 //! idle space leaves nothing behind. A lease's name set may still list a name another
@@ -47,7 +47,7 @@
 //!
 //! # Bounds
 //!
-//! A lease holds at most [`MAX_KEYS_PER_SESSION`] names (a revoke or keep-alive then
+//! A lease holds at most [`MAX_KEYS_PER_SESSION`] names (a release or keep-alive then
 //! touches at most that many); a name is 1 to [`MAX_KEY_NAME_LEN`] bytes and a value at
 //! most [`MAX_VALUE_LEN`]; [`Sessions::list`] reads at most [`MAX_LISTED`] keys, in one
 //! reply as large as their values: keep values small (an address, a worker's name) where a
