@@ -797,3 +797,83 @@ async fn a_lease_key_without_expiry_is_waited_for_at_the_poll_interval() {
     // A round every 50 ms or so, each an acquisition and its release on the free node.
     assert!(rounds <= 40, "{rounds} scripts in 500 ms: a busy spin");
 }
+
+/// A waiter watches the lease key on every node: while a holder keeps a quorum it runs no
+/// round at all (its watches tell it the keys are there), and the holder's release wakes it
+/// to take the lease.
+#[tokio::test]
+async fn a_waiter_runs_no_round_while_a_quorum_is_held_and_takes_the_lease_once_released() {
+    let servers = five("redlock-wake");
+    let prefix = unique_prefix("redlock");
+    let holder = RedlockGroup::new(handles(&servers, &prefix).await).expect("five nodes");
+    // A node timeout that a loaded machine's registration never misses: a node that did not
+    // answer in time would count as maybe free, and a round would go.
+    let waiter = RedlockGroup::new(handles(&servers, &prefix).await)
+        .expect("five nodes")
+        .node_timeout(Duration::from_secs(1))
+        .expect("a node timeout");
+    warm_up(&waiter).await;
+    let mut held = holder
+        .try_acquire("wake", LEASE)
+        .await
+        .expect("try")
+        .acquired()
+        .expect("free");
+    let waiting = tokio::spawn(async move { waiter.acquire("wake", LEASE).await });
+    // The waiter's first registrations find the quorum held: no round, then or after.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let before: Vec<u64> = servers
+        .iter()
+        .map(|server| support::target::command_calls(server, "evalsha"))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let rounds: u64 = servers
+        .iter()
+        .zip(&before)
+        .map(|(server, before)| support::target::command_calls(server, "evalsha") - before)
+        .sum();
+    assert_eq!(rounds, 0, "scripts sent while the quorum was held");
+    assert!(!waiting.is_finished(), "the waiter took a held lease");
+    assert_eq!(held.release().await.expect("release"), Release::Released);
+    let mut lease = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the waiter takes the lease once it is released")
+        .expect("waiter")
+        .expect("acquire");
+    assert!(lease.fencing_token() > held.fencing_token());
+    assert_eq!(lease.release().await.expect("release"), Release::Released);
+}
+
+/// A node that cannot be watched (here an in-process one, which announces nothing) counts as
+/// maybe free, so a waiter runs rounds while a holder keeps the quorum with it; each busy
+/// round's own grants, given back on the free nodes, fire its watches there, and it must not
+/// take them for the holder's release: it waits on the holder's nodes, rounds at most 50 ms
+/// apart, and never spins.
+#[tokio::test]
+async fn a_waiter_beside_a_node_it_cannot_watch_does_not_spin_on_its_own_rounds() {
+    let servers = five("redlock-unwatched");
+    let prefix = unique_prefix("redlock");
+    let mut nodes = handles(&servers[..4], &prefix).await;
+    nodes.insert(2, Coordination::memory());
+    let holder = RedlockGroup::new(nodes.clone()).expect("five nodes");
+    let waiter = RedlockGroup::new(nodes.clone()).expect("five nodes");
+    warm_up(&waiter).await;
+    let _held = holder
+        .try_acquire("spin", LEASE)
+        .await
+        .expect("try")
+        .acquired()
+        .expect("free");
+    // The holder keeps nodes 0, 1 and the in-process 2; nodes 3 and 4 are free.
+    for (server, node) in servers[2..4].iter().zip(&nodes[3..]) {
+        let () = server.cmd(&["DEL", &lease_key(node, "spin")]);
+    }
+    let free = &servers[3];
+    let before = support::target::command_calls(free, "evalsha");
+    let waited =
+        tokio::time::timeout(Duration::from_millis(500), waiter.acquire("spin", LEASE)).await;
+    assert!(waited.is_err(), "the holder keeps a quorum");
+    let scripts = support::target::command_calls(free, "evalsha") - before;
+    // A round every 50 ms or so, each an acquisition and its release on the free node.
+    assert!(scripts <= 40, "{scripts} scripts in 500 ms: a busy spin");
+}

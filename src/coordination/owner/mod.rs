@@ -41,7 +41,7 @@ pub(crate) use release::{
 };
 pub use token::OwnerToken;
 pub(crate) use token::{new_token, shown as shown_token};
-pub(crate) use wait::acquire_waiting;
+pub(crate) use wait::{acquire_waiting, jittered, register, wait_for_change};
 
 #[cfg(test)]
 mod tests {

@@ -36,44 +36,86 @@ pub(crate) async fn acquire_waiting<T, A>(
 where
     A: Future<Output = Result<Attempt<T>>>,
 {
+    let watched: Vec<(&Backend, &[u8])> = keys.iter().map(|key| (backend, *key)).collect();
     loop {
         // Registered before the try: a change during it is not missed.
-        let mut watches = Vec::with_capacity(keys.len());
-        for key in keys {
-            match backend.watch_key(key).await {
-                Ok(Some(watch)) => watches.push(watch),
-                Ok(None) => break,
-                Err(err) => {
-                    tracing::debug!(error = %err, "cannot watch the key; polling instead");
-                    break;
-                }
-            }
-        }
-        let watching = !keys.is_empty() && watches.len() == keys.len();
+        let registered = register(&watched, None).await;
+        let watching = !keys.is_empty() && registered.iter().all(Option::is_some);
+        let mut watches: Vec<Watch> = registered.into_iter().flatten().collect();
         let retry_after = match attempt().await? {
             Attempt::Acquired(held) => return Ok(held),
             Attempt::Busy { retry_after } => retry_after,
         };
-        let now = Instant::now();
         let pause = if watching { None } else { Some(jittered(poll)) };
-        let wake = [
-            retry_after.map(|left| crate::time::after(now, left)),
-            pause.map(|pause| now + pause),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        let sleep = async {
-            match wake {
-                Some(wake) => tokio::time::sleep_until(wake).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            () = any_changed(&mut watches), if watching => {}
-            () = sleep => {}
-        }
+        wait_for_change(&mut watches, retry_after, pause).await;
     }
+}
+
+/// Sleeps until one of `watches` fires (`true`), or until the earlier of `retry_after` and
+/// `pause` from now (`false`); without either, until a watch fires.
+pub(crate) async fn wait_for_change(
+    watches: &mut [Watch],
+    retry_after: Option<Duration>,
+    pause: Option<Duration>,
+) -> bool {
+    let now = Instant::now();
+    let wake = [
+        retry_after.map(|left| crate::time::after(now, left)),
+        pause.map(|pause| now + pause),
+    ]
+    .into_iter()
+    .flatten()
+    .min();
+    let sleep = async {
+        match wake {
+            Some(wake) => tokio::time::sleep_until(wake).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = any_changed(watches), if !watches.is_empty() => true,
+        () = sleep => false,
+    }
+}
+
+/// A watch on every key, registered at once, each within `bound`: `None` for a key whose
+/// backend announces nothing, refuses, or does not answer in time (it is polled instead).
+pub(crate) async fn register(
+    keys: &[(&Backend, &[u8])],
+    bound: Option<Duration>,
+) -> Vec<Option<Watch>> {
+    let mut pending: Vec<Pin<Box<dyn Future<Output = Option<Watch>> + Send + '_>>> = keys
+        .iter()
+        .map(|&(backend, key)| {
+            Box::pin(async move {
+                let registered = match bound {
+                    Some(bound) => tokio::time::timeout(bound, backend.watch_key(key))
+                        .await
+                        .unwrap_or_else(|_| Ok(None)),
+                    None => backend.watch_key(key).await,
+                };
+                registered.unwrap_or_else(|err| {
+                    tracing::debug!(error = %err, "cannot watch the key; polling instead");
+                    None
+                })
+            }) as Pin<Box<dyn Future<Output = Option<Watch>> + Send + '_>>
+        })
+        .collect();
+    let mut done: Vec<Option<Option<Watch>>> = keys.iter().map(|_| None).collect();
+    poll_fn(|cx| {
+        let mut all = true;
+        for (slot, future) in done.iter_mut().zip(pending.iter_mut()) {
+            if slot.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(watch) => *slot = Some(watch),
+                    Poll::Pending => all = false,
+                }
+            }
+        }
+        if all { Poll::Ready(()) } else { Poll::Pending }
+    })
+    .await;
+    done.into_iter().map(Option::flatten).collect()
 }
 
 /// Completes when the first of `watches` fires.
@@ -96,6 +138,6 @@ async fn any_changed(watches: &mut [Watch]) {
 }
 
 /// `interval` plus or minus up to a tenth, at random, at least a millisecond.
-fn jittered(interval: Duration) -> Duration {
+pub(crate) fn jittered(interval: Duration) -> Duration {
     crate::jitter::around(interval, 10).max(Duration::from_millis(1))
 }

@@ -71,7 +71,7 @@ local function permit_step()
     return 'p:' .. ARGV[1], (now_ms())
 end
 
--- The score of a permit that expires `expiry` ms after `now`; 0 for one that never does.
+-- The score of a permit that expires `expiry` ms after `now`; 'inf' when `expiry` is 0 (never).
 local function expiry_score(now, expiry)
     if expiry > 0 then
         return digits(now + expiry)

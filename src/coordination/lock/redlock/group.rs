@@ -10,19 +10,26 @@ use super::RedlockLease;
 use super::nodes::release_everywhere;
 use super::nodes::{GroupKeys, node_token, with_drift};
 use crate::Coordination;
+use crate::backend::Backend;
 use crate::backend::delivery::Delivery;
 use crate::backend::steps::redlock::RedlockRaiseStep;
 use crate::coordination::Held;
 use crate::coordination::lock::LockKeys;
 use crate::coordination::name;
 use crate::coordination::owner::{
-    Acquire, Acquisition, Holding, HoldingKeys, ReleaseOnDrop, ReleaseStage, expiry_ms, new_token,
+    Acquire, Acquisition, Holding, HoldingKeys, ReleaseOnDrop, ReleaseStage, expiry_ms, jittered,
+    new_token, register, wait_for_change,
 };
 use crate::coordination::{Attempt, ByOwner, DEFAULT_POLL_INTERVAL, OwnerToken};
 use crate::error::{Error, ErrorKind, Result};
 
 /// How long a node has to answer each step by default.
 pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// The random pause, from the first to the second, before a waiter tries again after a round
+/// that found every node free and missed its quorum all the same: other waiters took part of
+/// the nodes at the same time, and all give them back.
+const SPLIT_BACKOFF: (Duration, Duration) = (Duration::from_millis(1), Duration::from_millis(5));
 
 /// A quorum lease over an odd number (at least three) of independent Redis deployments: the
 /// Redlock algorithm, with a fencing token of its own. See the [module
@@ -164,26 +171,64 @@ impl RedlockGroup {
         round(&keys, token, lease_ms).await
     }
 
-    /// Waits for the lease named `name`: a round, and after a busy one a pause (when the
-    /// holders' leases run out, at most 50 ms, with jitter) before the next. An error ends
-    /// the wait; bound it with `tokio::time::timeout`.
+    /// Waits for the lease named `name`, woken as a [`FencedLock`]'s waiter is: it watches
+    /// the lease key on every node (the servers' invalidations), each watch reading the key's
+    /// time left, and runs a round only when a quorum of nodes may be free (their key gone,
+    /// or a node that cannot be watched). While holders keep a quorum it waits until the key
+    /// changes on one of their nodes or their leases run out. A busy round
+    /// waits only on the nodes held by others (its own grants, given back, fire the others'
+    /// watches), or 50 ms (with jitter); a round that found every node free and still missed
+    /// its quorum (waiters that split the votes) tries again after a random 1 to 5 ms. Where
+    /// a node cannot be watched, rounds are at most 50 ms apart. An error ends the wait;
+    /// bound it with `tokio::time::timeout`.
+    ///
+    /// Fails at once, as [`try_acquire`](Self::try_acquire) does, for a lease it refuses.
+    ///
+    /// [`FencedLock`]: crate::coordination::lock::FencedLock
     ///
     /// # Cancel safety
     ///
     /// Cancel safe, as [`try_acquire`](Self::try_acquire) is.
     pub async fn acquire(&self, name: impl AsRef<[u8]>, lease: Duration) -> Result<RedlockLease> {
+        expiry_ms("a lease", lease)?;
+        check_lease(lease, self.node_timeout)?;
         let name = name.as_ref();
+        let keys = self.keys(name);
+        let watched: Vec<(&Backend, &[u8])> = keys
+            .nodes
+            .iter()
+            .map(|node| (node.backend(), node.lease_key()))
+            .collect();
         loop {
-            match self.try_acquire(name, lease).await? {
-                Attempt::Acquired(lease) => return Ok(lease),
-                Attempt::Busy { retry_after } => {
-                    let pause = retry_after
-                        .unwrap_or(DEFAULT_POLL_INTERVAL)
-                        .min(DEFAULT_POLL_INTERVAL);
-                    let tenth = pause / 10;
-                    tokio::time::sleep(crate::jitter::between(pause - tenth, pause + tenth)).await;
+            // Registered before the round: a change during it is not missed.
+            let registered = register(&watched, Some(self.node_timeout)).await;
+            let unknown = registered.iter().filter(|watch| watch.is_none()).count();
+            // The nodes held by another at registration: their changes are the ones to wait
+            // for (a round's own grants, given back, change the others).
+            let mut held: Vec<_> = registered
+                .into_iter()
+                .flatten()
+                .filter(|watch| watch.ttl().exists())
+                .collect();
+            let may_be_free = self.nodes.len() - held.len();
+            let mut retry_after = None;
+            let mut busy_round = false;
+            if may_be_free >= self.quorum() {
+                match self.try_acquire(name, lease).await? {
+                    Attempt::Acquired(lease) => return Ok(lease),
+                    Attempt::Busy {
+                        retry_after: holders_left,
+                    } => (retry_after, busy_round) = (holders_left, true),
+                }
+                if held.is_empty() && unknown == 0 {
+                    // Every node was free: other waiters took part of them at once.
+                    tokio::time::sleep(crate::jitter::between(SPLIT_BACKOFF.0, SPLIT_BACKOFF.1))
+                        .await;
+                    continue;
                 }
             }
+            let pause = (unknown > 0 || busy_round).then(|| jittered(DEFAULT_POLL_INTERVAL));
+            wait_for_change(&mut held, retry_after, pause).await;
         }
     }
 
