@@ -124,6 +124,21 @@ async fn settings_that_cannot_be_kept_are_refused() {
         .await
         .expect_err("spent by a round");
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    // A waiting acquisition refuses it at once, even while the name is held.
+    let _held = group
+        .try_acquire("short", Duration::from_secs(10))
+        .await
+        .expect("try")
+        .acquired()
+        .expect("free");
+    let err = tokio::time::timeout(
+        Duration::from_secs(1),
+        group.acquire("short", Duration::from_millis(300)),
+    )
+    .await
+    .expect("refused at once, not waited for")
+    .expect_err("spent by a round");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
 }
 
 /// Two of five nodes down: a quorum of three grants the lease, renews it, and answers its
