@@ -39,20 +39,34 @@ fn hash_tag(key: &[u8]) -> &[u8] {
     key
 }
 
+/// CRC16 (XMODEM) a byte at a time: the memory backend hashes every step's key to choose its
+/// shard, so the slot must cost a lookup per byte, not eight shifts.
 fn crc16_xmodem(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in data {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
+    data.iter().fold(0u16, |crc, &byte| {
+        (crc << 8) ^ CRC16_TABLE[usize::from((crc >> 8) as u8 ^ byte)]
+    })
+}
+
+/// The CRC16 (XMODEM, polynomial 0x1021) of every byte value.
+const CRC16_TABLE: [u16; 256] = {
+    let mut table = [0u16; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut crc = (byte as u16) << 8;
+        let mut bit = 0;
+        while bit < 8 {
             crc = if crc & 0x8000 != 0 {
                 (crc << 1) ^ 0x1021
             } else {
                 crc << 1
             };
+            bit += 1;
         }
+        table[byte] = crc;
+        byte += 1;
     }
-    crc
-}
+    table
+};
 
 /// Fails with [`ErrorKind::CrossSlot`] unless every key hashes to the same slot.
 pub(crate) fn ensure_same_slot<K: AsRef<[u8]>>(keys: &[K]) -> Result<()> {
