@@ -803,14 +803,18 @@ async fn a_lease_key_without_expiry_is_waited_for_at_the_poll_interval() {
         let () = server.cmd(&["SET", &lease_key(node, "stuck"), "someone"]);
     }
     let group = RedlockGroup::new(nodes).expect("five nodes");
-    let free = &servers[4];
+    assert_waits_without_spinning(&group, "stuck", &servers[4]).await;
+}
+
+/// Waits 500 ms for `name`, which stays held, and asserts that the wait sent no more scripts
+/// to the free node `free` than a round every 50 ms or so would (each an acquisition and
+/// its release).
+async fn assert_waits_without_spinning(group: &RedlockGroup, name: &str, free: &Server) {
     let before = support::target::command_calls(free, "evalsha");
-    let waited =
-        tokio::time::timeout(Duration::from_millis(500), group.acquire("stuck", LEASE)).await;
-    assert!(waited.is_err(), "three nodes are taken for good");
-    let rounds = support::target::command_calls(free, "evalsha") - before;
-    // A round every 50 ms or so, each an acquisition and its release on the free node.
-    assert!(rounds <= 40, "{rounds} scripts in 500 ms: a busy spin");
+    let waited = tokio::time::timeout(Duration::from_millis(500), group.acquire(name, LEASE)).await;
+    assert!(waited.is_err(), "{name} is held: no quorum is free");
+    let scripts = support::target::command_calls(free, "evalsha") - before;
+    assert!(scripts <= 40, "{scripts} scripts in 500 ms: a busy spin");
 }
 
 /// A waiter watches the lease key on every node: while a holder keeps a quorum it runs no
@@ -883,12 +887,5 @@ async fn a_waiter_beside_a_node_it_cannot_watch_does_not_spin_on_its_own_rounds(
     for (server, node) in servers[2..4].iter().zip(&nodes[3..]) {
         let () = server.cmd(&["DEL", &lease_key(node, "spin")]);
     }
-    let free = &servers[3];
-    let before = support::target::command_calls(free, "evalsha");
-    let waited =
-        tokio::time::timeout(Duration::from_millis(500), waiter.acquire("spin", LEASE)).await;
-    assert!(waited.is_err(), "the holder keeps a quorum");
-    let scripts = support::target::command_calls(free, "evalsha") - before;
-    // A round every 50 ms or so, each an acquisition and its release on the free node.
-    assert!(scripts <= 40, "{scripts} scripts in 500 ms: a busy spin");
+    assert_waits_without_spinning(&waiter, "spin", &servers[3]).await;
 }

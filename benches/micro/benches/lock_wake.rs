@@ -15,6 +15,8 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
+mod quantiles;
+
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
@@ -122,22 +124,12 @@ fn main() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(1_000);
-    let mut times = runtime.block_on(async {
+    let times = runtime.block_on(async {
         let mut times = Vec::with_capacity(hand_overs);
         for _ in 0..hand_overs {
             times.push(hand_over(&holder, &waiter, Waiter::Invalidation).await);
         }
         times
     });
-    if times.is_empty() {
-        return;
-    }
-    times.sort();
-    let at = |q: f64| times[((times.len() as f64 * q).ceil() as usize).clamp(1, times.len()) - 1];
-    println!(
-        "lock hand-over, woken by invalidation, {hand_overs} hand-overs: p50 {:?}, p99 {:?}, worst {:?}",
-        at(0.50),
-        at(0.99),
-        at(1.0)
-    );
+    quantiles::print("lock hand-over, woken by invalidation", times);
 }

@@ -17,6 +17,8 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
+mod quantiles;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -54,7 +56,7 @@ fn main() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(1_000);
-    let mut times = runtime.block_on(async {
+    let times = runtime.block_on(async {
         let mut groups = Vec::with_capacity(CONTENDERS);
         for _ in 0..CONTENDERS {
             let mut nodes = Vec::with_capacity(NODES);
@@ -113,17 +115,8 @@ fn main() {
             .take(hand_overs)
             .collect::<Vec<Duration>>()
     });
-    if times.is_empty() {
-        return;
-    }
-    times.sort();
-    let at = |q: f64| times[((times.len() as f64 * q).ceil() as usize).clamp(1, times.len()) - 1];
-    println!(
-        "redlock hand-over, {CONTENDERS} contenders over {NODES} servers, {} hand-overs: \
-         p50 {:?}, p99 {:?}, worst {:?}",
-        times.len(),
-        at(0.50),
-        at(0.99),
-        at(1.0)
+    quantiles::print(
+        &format!("redlock hand-over, {CONTENDERS} contenders over {NODES} servers"),
+        times,
     );
 }
