@@ -27,7 +27,7 @@ impl MemoryStep for FencedAcquireStep<'_> {
         let counter_key = memory.physical_key(step.counter_key);
         ensure_same_slot(&[&lease_key, &counter_key])?;
         let clock = memory.clock();
-        memory.step(|store, now| {
+        memory.step(&lease_key, |store, now| {
             match lease(store, &lease_key, now, step.lease_key)? {
                 // This acquisition delivered twice: no acquisition moves the counter while
                 // its lease stands, so the counter is its token.
@@ -83,7 +83,7 @@ impl MemoryStep for LeaseRenewStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
         let (step, lease_ms) = (self.lease, self.lease_ms);
         let lease_key = memory.physical_key(step.lease_key);
-        memory.step(|store, now| {
+        memory.step(&lease_key, |store, now| {
             if !is_owner(store, &lease_key, now, step)? {
                 return Ok(false);
             }
@@ -98,7 +98,9 @@ impl MemoryStep for LeaseVerifyStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
         let LeaseVerifyStep(step) = *self;
         let lease_key = memory.physical_key(step.lease_key);
-        memory.step(|store, now| is_owner(store, &lease_key, now, step))
+        memory.step(&lease_key, |store, now| {
+            is_owner(store, &lease_key, now, step)
+        })
     }
 }
 
@@ -107,7 +109,7 @@ impl MemoryStep for LeaseReleaseStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<LeaseReleaseReply> {
         let LeaseReleaseStep(step) = *self;
         let lease_key = memory.physical_key(step.lease_key);
-        memory.step(|store, now| {
+        memory.step(&lease_key, |store, now| {
             let reply = match lease(store, &lease_key, now, step.lease_key)? {
                 Lease::None => LeaseReleaseReply::NoLease,
                 Lease::Owner(owner, _) if owner == step.token => LeaseReleaseReply::Released,
@@ -192,7 +194,9 @@ mod tests {
             assert_eq!(release(&backend, "a"), LeaseReleaseReply::Released);
             if round == 1 {
                 // Lost, as a restart without persistence loses it.
-                backend.step(|store, _| store.remove(&backend.physical_key(COUNTER)));
+                backend.step(&backend.physical_key(COUNTER), |store, _| {
+                    store.remove(&backend.physical_key(COUNTER))
+                });
             }
             tokio::time::advance(Duration::from_micros(1)).await;
         }
@@ -228,7 +232,7 @@ mod tests {
     }
 
     fn stored(backend: &MemoryBackend, key: &[u8]) -> Option<(Value, Option<Moment>)> {
-        backend.step(|store, now| {
+        backend.step(&backend.physical_key(key), |store, now| {
             store
                 .get_mut(&backend.physical_key(key), now)
                 .map(|entry| (entry.value.clone(), entry.expires_at()))
@@ -237,7 +241,7 @@ mod tests {
 
     fn put(backend: &MemoryBackend, key: &[u8], value: Value, expires_in: Option<Duration>) {
         backend
-            .step(|store, now| {
+            .step(&backend.physical_key(key), |store, now| {
                 let key = backend.physical_key(key);
                 store.insert(&key, value, expires_in.map(|d| now + d), now)
             })
@@ -354,7 +358,9 @@ mod tests {
             assert_eq!(stored(&backend, LEASE), None);
         }
 
-        backend.step(|store, _| store.remove(&backend.physical_key(COUNTER)));
+        backend.step(&backend.physical_key(COUNTER), |store, _| {
+            store.remove(&backend.physical_key(COUNTER))
+        });
         put(&backend, LEASE, Value::Int(7), None);
         let step = LeaseStep {
             lease_key: LEASE,
