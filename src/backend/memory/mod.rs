@@ -24,12 +24,6 @@
 //!   its expiry: that client may be admitted again within its window (one client per
 //!   eviction, counted by [`MemoryBackend::evictions`]), rather than every new client being
 //!   refused. No other client's state is touched, however many keys are held.
-//!
-//! A backend of at least 65,536 keys (the default 100,000 among them) is split into 16
-//! shards by the keys' hash tags (the keys of one step share a tag, as on a Redis Cluster
-//! they share a slot), each with a sixteenth of the bound and a lock of its own: steps on
-//! keys of different shards decide in parallel, and each shard keeps the rules above for
-//! its part. A smaller backend is one shard.
 
 pub(crate) mod clock;
 mod store;
@@ -45,13 +39,6 @@ use std::time::Duration;
 use self::clock::{Clock, Moment};
 use crate::backend::KeyPrefix;
 use crate::error::{Error, Result};
-
-/// How many shards a large store is split into.
-const SHARDS: usize = 16;
-
-/// The bound from which the store is split: each shard then holds at least 4,096 keys, so
-/// that how keys fall among the shards moves little of what each may take.
-const SHARDED_FROM: usize = SHARDS * 4_096;
 
 /// Default bound on the number of live keys.
 pub const DEFAULT_MAX_KEYS: usize = 100_000;
@@ -78,11 +65,7 @@ pub struct MemoryBackend {
 }
 
 struct Shared {
-    /// The store, split into [`SHARDS`] shards by the keys' hash tags when the bound is at
-    /// least [`SHARDED_FROM`] keys (one shard below): steps on keys of different shards
-    /// decide in parallel. Every step's keys share a hash tag (as on a Redis Cluster they
-    /// share a slot), so a step takes one shard's lock.
-    shards: Box<[Mutex<Store>]>,
+    store: Mutex<Store>,
     clock: Clock,
     prefix: KeyPrefix,
 }
@@ -102,26 +85,19 @@ impl MemoryBackend {
     }
 
     fn with_settings(max_keys: usize, prefix: KeyPrefix) -> Self {
-        Self::with_stores(max_keys, Store::new, prefix)
+        Self::with_store(Store::new(max_keys), prefix)
     }
 
     /// A backend for rate-limit state alone, all of whose `max_keys` keys it may take (a
     /// layer's fail-open fallback, which holds nothing).
     pub(crate) fn for_rate_limits(max_keys: usize) -> Self {
-        Self::with_stores(max_keys, Store::for_rate_limits, KeyPrefix::default())
+        Self::with_store(Store::for_rate_limits(max_keys), KeyPrefix::default())
     }
 
-    /// A backend whose `max_keys` are shared among its shards, each made by `store` with its
-    /// part of the bound.
-    fn with_stores(max_keys: usize, store: fn(usize) -> Store, prefix: KeyPrefix) -> Self {
-        let count = if max_keys >= SHARDED_FROM { SHARDS } else { 1 };
-        let shards = (0..count)
-            // The remainder goes to the first shards, one key each.
-            .map(|i| Mutex::new(store(max_keys / count + usize::from(i < max_keys % count))))
-            .collect();
+    fn with_store(store: Store, prefix: KeyPrefix) -> Self {
         MemoryBackend {
             shared: Arc::new(Shared {
-                shards,
+                store: Mutex::new(store),
                 clock: Clock::new(),
                 prefix,
             }),
@@ -138,9 +114,7 @@ impl MemoryBackend {
     #[cfg(feature = "test-util")]
     pub fn len(&self) -> usize {
         let now = self.shared.clock.now();
-        (0..self.shared.shards.len())
-            .map(|i| self.lock_shard(i).len(now))
-            .sum()
+        self.lock_store().len(now)
     }
 
     /// The members of the read-write lease set stored under the user key `key` (holders
@@ -151,7 +125,7 @@ impl MemoryBackend {
         let now = self.shared.clock.now();
         let physical = self.physical_key(key);
         match self
-            .lock_store(&physical)
+            .lock_store()
             .get_mut(&physical, now)
             .map(|entry| &entry.value)
         {
@@ -168,9 +142,7 @@ impl MemoryBackend {
 
     /// The bound on live keys.
     pub fn max_keys(&self) -> usize {
-        (0..self.shared.shards.len())
-            .map(|i| self.lock_shard(i).max_keys())
-            .sum()
+        self.lock_store().max_keys()
     }
 
     /// How many rate-limit entries were evicted so far to make room for new keys in a full
@@ -178,9 +150,7 @@ impl MemoryBackend {
     /// that grows says the bound is too small for the keys in use (or that a flood of client
     /// keys is under way).
     pub fn evictions(&self) -> u64 {
-        (0..self.shared.shards.len())
-            .map(|i| self.lock_shard(i).evictions())
-            .sum()
+        self.lock_store().evictions()
     }
 
     /// The configured key prefix.
@@ -189,11 +159,9 @@ impl MemoryBackend {
     }
 
     /// Runs one atomic step on the store at the current instant with the physical keys.
-    /// Runs one atomic step at the current instant on the shard of `key`, a physical key of
-    /// the step: every key a step touches shares its hash tag, so its shard.
-    pub(crate) fn step<R>(&self, key: &[u8], f: impl FnOnce(&mut Store, Moment) -> R) -> R {
+    pub(crate) fn step<R>(&self, f: impl FnOnce(&mut Store, Moment) -> R) -> R {
         let now = self.shared.clock.now();
-        f(&mut self.lock_store(key), now)
+        f(&mut self.lock_store(), now)
     }
 
     /// Runs one step at once: for the steps' own tests.
@@ -214,53 +182,13 @@ impl MemoryBackend {
         KeyBytes::concat(self.shared.prefix.written(), key)
     }
 
-    /// The shard of the physical key `key`, locked.
-    fn lock_store(&self, key: &[u8]) -> MutexGuard<'_, Store> {
-        let shards = self.shared.shards.len();
-        let shard = if shards == 1 {
-            0
-        } else {
-            shard_of(key, shards)
-        };
-        self.lock_shard(shard)
-    }
-
-    fn lock_shard(&self, shard: usize) -> MutexGuard<'_, Store> {
+    fn lock_store(&self) -> MutexGuard<'_, Store> {
         // Steps validate before they write, so a panic cannot leave a half-applied step.
-        self.shared.shards[shard]
+        self.shared
+            .store
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
-}
-
-/// The shard of a physical key among `shards`: a hash of its hash tag (the text between its
-/// first `{` and the next `}`, when not empty; else the whole key), so that the keys of one
-/// step, which share a tag as they share a Cluster slot, share a shard. Word by word, a few
-/// instructions each: every step pays it.
-fn shard_of(key: &[u8], shards: usize) -> usize {
-    let tagged = match key.iter().position(|&b| b == b'{') {
-        Some(open) => {
-            let rest = &key[open + 1..];
-            match rest.iter().position(|&b| b == b'}') {
-                Some(close) if close > 0 => &rest[..close],
-                _ => key,
-            }
-        }
-        None => key,
-    };
-    let mut hash: u64 = tagged.len() as u64;
-    let mut words = tagged.chunks_exact(8);
-    for word in words.by_ref() {
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(word);
-        hash = (hash.rotate_left(5) ^ u64::from_le_bytes(bytes))
-            .wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    let mut last = [0u8; 8];
-    last[..words.remainder().len()].copy_from_slice(words.remainder());
-    hash = (hash.rotate_left(5) ^ u64::from_le_bytes(last)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    // The high bits are the best mixed.
-    ((hash >> 32) as usize) % shards
 }
 
 /// The error of a step that finds another primitive's state under its user key `key`.
@@ -331,41 +259,6 @@ impl MemoryBackendBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Keys that share a hash tag share a shard, whatever surrounds the tag; a key without
-    /// a tag (or with an empty one) is hashed whole; shards are all used.
-    #[test]
-    fn keys_of_one_tag_share_a_shard_and_keys_spread() {
-        for tag in ["a", "invoice:42", "a much longer tag than eight bytes"] {
-            let shard = shard_of(format!("p|lock:{{{tag}}}:lease").as_bytes(), SHARDS);
-            for key in [format!("{{{tag}}}"), format!("x|{{{tag}}}:fence:{{other}}")] {
-                assert_eq!(shard_of(key.as_bytes(), SHARDS), shard, "{key}");
-            }
-        }
-        assert_eq!(shard_of(b"k{}", SHARDS), shard_of(b"k{}", SHARDS));
-        let used: std::collections::HashSet<usize> = (0..1_000)
-            .map(|i| shard_of(format!("|rl:gcra:4:name:client-{i}").as_bytes(), SHARDS))
-            .collect();
-        assert_eq!(used.len(), SHARDS);
-    }
-
-    /// A large backend is split, and its bound is the sum of its shards'; a small one is not.
-    #[test]
-    fn a_large_backend_is_split_and_keeps_its_bound() {
-        for (max_keys, shards) in [
-            (10, 1),
-            (SHARDED_FROM - 1, 1),
-            (SHARDED_FROM, SHARDS),
-            (100_001, SHARDS),
-        ] {
-            let backend = MemoryBackend::builder()
-                .max_keys(max_keys)
-                .build()
-                .expect("valid");
-            assert_eq!(backend.shared.shards.len(), shards, "{max_keys}");
-            assert_eq!(backend.max_keys(), max_keys);
-        }
-    }
     use crate::backend::steps::MemoryStep;
     use crate::backend::steps::fixed_window::FixedWindowStep;
     use crate::backend::steps::gcra::GcraStep;
@@ -386,13 +279,11 @@ mod tests {
         let backend = MemoryBackend::new();
         let stored = |value: Value| {
             backend
-                .step(&backend.physical_key(b"k"), |store, now| {
-                    store.insert(&backend.physical_key(b"k"), value, None, now)
-                })
+                .step(|store, now| store.insert(&backend.physical_key(b"k"), value, None, now))
                 .expect("insert");
         };
         let unchanged = |value: Value| {
-            let now_value = backend.step(&backend.physical_key(b"k"), |store, now| {
+            let now_value = backend.step(|store, now| {
                 store
                     .get_mut(&backend.physical_key(b"k"), now)
                     .map(|e| e.value.clone())

@@ -65,7 +65,7 @@ fn with_election<R>(
 ) -> Result<R> {
     let leases_key = memory.physical_key(keys.leases);
     let election_key = memory.physical_key(keys.candidates);
-    memory.step(&leases_key, |store, now| {
+    memory.step(|store, now| {
         // Both keys' kinds checked before anything is taken out of them: a refusal changes
         // nothing.
         if let Some(entry) = store.get_mut(&leases_key, now)

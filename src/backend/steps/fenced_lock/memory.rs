@@ -27,7 +27,7 @@ impl MemoryStep for FencedAcquireStep<'_> {
         let counter_key = memory.physical_key(step.counter_key);
         ensure_same_slot(&[&lease_key, &counter_key])?;
         let clock = memory.clock();
-        memory.step(&lease_key, |store, now| {
+        memory.step(|store, now| {
             match lease(store, &lease_key, now, step.lease_key)? {
                 // This acquisition delivered twice: no acquisition moves the counter while
                 // its lease stands, so the counter is its token.
@@ -83,7 +83,7 @@ impl MemoryStep for LeaseRenewStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
         let (step, lease_ms) = (self.lease, self.lease_ms);
         let lease_key = memory.physical_key(step.lease_key);
-        memory.step(&lease_key, |store, now| {
+        memory.step(|store, now| {
             if !is_owner(store, &lease_key, now, step)? {
                 return Ok(false);
             }
@@ -98,9 +98,7 @@ impl MemoryStep for LeaseVerifyStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
         let LeaseVerifyStep(step) = *self;
         let lease_key = memory.physical_key(step.lease_key);
-        memory.step(&lease_key, |store, now| {
-            is_owner(store, &lease_key, now, step)
-        })
+        memory.step(|store, now| is_owner(store, &lease_key, now, step))
     }
 }
 
@@ -109,7 +107,7 @@ impl MemoryStep for LeaseReleaseStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<LeaseReleaseReply> {
         let LeaseReleaseStep(step) = *self;
         let lease_key = memory.physical_key(step.lease_key);
-        memory.step(&lease_key, |store, now| {
+        memory.step(|store, now| {
             let reply = match lease(store, &lease_key, now, step.lease_key)? {
                 Lease::None => LeaseReleaseReply::NoLease,
                 Lease::Owner(owner, _) if owner == step.token => LeaseReleaseReply::Released,
@@ -194,9 +192,7 @@ mod tests {
             assert_eq!(release(&backend, "a"), LeaseReleaseReply::Released);
             if round == 1 {
                 // Lost, as a restart without persistence loses it.
-                backend.step(&backend.physical_key(COUNTER), |store, _| {
-                    store.remove(&backend.physical_key(COUNTER))
-                });
+                backend.step(|store, _| store.remove(&backend.physical_key(COUNTER)));
             }
             tokio::time::advance(Duration::from_micros(1)).await;
         }
@@ -232,7 +228,7 @@ mod tests {
     }
 
     fn stored(backend: &MemoryBackend, key: &[u8]) -> Option<(Value, Option<Moment>)> {
-        backend.step(&backend.physical_key(key), |store, now| {
+        backend.step(|store, now| {
             store
                 .get_mut(&backend.physical_key(key), now)
                 .map(|entry| (entry.value.clone(), entry.expires_at()))
@@ -241,7 +237,7 @@ mod tests {
 
     fn put(backend: &MemoryBackend, key: &[u8], value: Value, expires_in: Option<Duration>) {
         backend
-            .step(&backend.physical_key(key), |store, now| {
+            .step(|store, now| {
                 let key = backend.physical_key(key);
                 store.insert(&key, value, expires_in.map(|d| now + d), now)
             })
@@ -358,9 +354,7 @@ mod tests {
             assert_eq!(stored(&backend, LEASE), None);
         }
 
-        backend.step(&backend.physical_key(COUNTER), |store, _| {
-            store.remove(&backend.physical_key(COUNTER))
-        });
+        backend.step(|store, _| store.remove(&backend.physical_key(COUNTER)));
         put(&backend, LEASE, Value::Int(7), None);
         let step = LeaseStep {
             lease_key: LEASE,

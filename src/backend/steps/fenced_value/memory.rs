@@ -10,7 +10,7 @@ use crate::error::Result;
 impl MemoryStep for FencedWriteStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<FencedWriteReply> {
         let key = memory.physical_key(self.key);
-        memory.step(&key, |store, now| {
+        memory.step(|store, now| {
             match store.get_mut(&key, now).map(|entry| &mut entry.value) {
                 Some(Value::Fenced { token, .. }) if *token > self.token => {
                     return Ok(FencedWriteReply::Stale { highest: *token });
@@ -43,12 +43,12 @@ impl MemoryStep for FencedWriteStep<'_> {
 impl MemoryStep for FencedReadStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<Option<(u64, Vec<u8>)>> {
         let key = memory.physical_key(self.key);
-        memory.step(&key, |store, now| {
-            match store.get_mut(&key, now).map(|entry| &entry.value) {
+        memory.step(
+            |store, now| match store.get_mut(&key, now).map(|entry| &entry.value) {
                 None => Ok(None),
                 Some(Value::Fenced { token, value }) => Ok(Some((*token, value.to_vec()))),
                 Some(_) => Err(other_state(self.key, "fenced value")),
-            }
-        })
+            },
+        )
     }
 }

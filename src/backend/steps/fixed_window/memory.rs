@@ -17,7 +17,7 @@ impl MemoryStep for FixedWindowStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<FixedWindowReply> {
         let step = self;
         let key = memory.physical_key(step.key);
-        memory.step(&key, |store, now| {
+        memory.step(|store, now| {
             let entry = store.get_mut(&key, now);
             let (count, expires_at) = counter(entry.as_deref(), step.key)?;
             // A live key has time left, so this is never 0 ms, as with Redis' PTTL.
@@ -73,7 +73,7 @@ impl MemoryStep for FixedWindowReserveStep<'_> {
         let step = self;
         let key = memory.physical_key(step.key);
         let clock = memory.clock();
-        memory.step(&key, |store, now| {
+        memory.step(|store, now| {
             let (count, expires_at) = counter(store.get_mut(&key, now).as_deref(), step.key)?;
             let ttl_ms = |deadline| millis_until(deadline, now);
             let left = step.limit.saturating_sub(count);
@@ -148,7 +148,7 @@ impl MemoryStep for FixedWindowReturnStep<'_> {
         let step = self;
         let key = memory.physical_key(step.key);
         let clock = memory.clock();
-        memory.step(&key, |store, now| {
+        memory.step(|store, now| {
             let (count, expires_at) = counter(store.get_mut(&key, now).as_deref(), step.key)?;
             let Some(deadline) = expires_at else {
                 return Ok(0);

@@ -17,7 +17,7 @@ impl MemoryStep for GcraStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<RateLimitReply> {
         let step = self;
         let key = memory.physical_key(step.key);
-        memory.step(&key, |store, now| {
+        memory.step(|store, now| {
             let entry = store.get_mut(&key, now);
             let ahead = match entry.as_deref() {
                 None => 0,

@@ -92,7 +92,7 @@ fn with_fields<R>(
     step: impl FnOnce(&mut Fields, Moment) -> Result<R>,
 ) -> Result<R> {
     let key = memory.physical_key(user_key);
-    memory.step(&key, |store, now| {
+    memory.step(|store, now| {
         let mut fields = match store.get_mut(&key, now).map(|entry| &mut entry.value) {
             None => Fields::new(),
             Some(Value::FieldLeases(fields)) => std::mem::take(&mut **fields),

@@ -18,7 +18,7 @@ use crate::error::Result;
 impl MemoryStep for LatchSetStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<LatchSetReply> {
         let keys = Physical::of(memory, self.keys);
-        memory.step(&keys.latch, |store, now| {
+        memory.step(|store, now| {
             let exists = latch(store, &keys, self.keys, now)?.is_some();
             let remembered = completions(store, &keys, self.keys, now)?.is_some();
             if exists && !self.replace {
@@ -52,7 +52,7 @@ impl MemoryStep for LatchSetStep<'_> {
 impl MemoryStep for LatchCountDownStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<LatchCountDownReply> {
         let keys = Physical::of(memory, self.keys);
-        memory.step(&keys.latch, |store, now| {
+        memory.step(|store, now| {
             // What the latch holds for this generation: its count, and what this count-down
             // left if it counted already.
             let found = match latch(store, &keys, self.keys, now)? {
@@ -101,7 +101,7 @@ impl MemoryStep for LatchCountDownStep<'_> {
 impl MemoryStep for LatchReadStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<LatchRead> {
         let keys = Physical::of(memory, self.keys);
-        memory.step(&keys.latch, |store, now| {
+        memory.step(|store, now| {
             let current = match latch(store, &keys, self.keys, now)? {
                 Some(Value::Latch(latch))
                     if self
@@ -236,11 +236,9 @@ mod tests {
     use super::*;
     use crate::error::ErrorKind;
 
-    /// In one hash tag, as the crate names a latch's keys: a step's keys share a slot on a
-    /// Cluster, and a shard in memory.
     const KEYS: LatchKeys<'static> = LatchKeys {
-        latch: b"{l}",
-        completions: b"{l}:done",
+        latch: b"l",
+        completions: b"l:done",
     };
 
     fn set(generation: &str, count: u64, replace: bool) -> LatchSetStep<'_> {
@@ -402,7 +400,7 @@ mod tests {
         );
         for key in [KEYS.latch, KEYS.completions] {
             backend
-                .step(&backend.physical_key(key), |store, now| {
+                .step(|store, now| {
                     store.insert(&backend.physical_key(key), Value::Int(3), None, now)
                 })
                 .expect("insert");
@@ -413,9 +411,7 @@ mod tests {
             ] {
                 assert_eq!(err.expect_err("corrupt").kind(), ErrorKind::CorruptState);
             }
-            backend.step(&backend.physical_key(key), |store, _| {
-                store.remove(&backend.physical_key(key))
-            });
+            backend.step(|store, _| store.remove(&backend.physical_key(key)));
         }
     }
 }

@@ -31,7 +31,7 @@ impl MemoryStep for PlanSetFieldReadStep<'_> {
 impl MemoryStep for PlanSetWriteStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<PlanSetWritten> {
         let key = memory.physical_key(self.key);
-        memory.step(&key, |store, now| {
+        memory.step(|store, now| {
             let mut fields = match store.get_mut(&key, now).map(|entry| &entry.value) {
                 None => BTreeMap::new(),
                 Some(Value::PlanSet(fields)) => (**fields).clone(),
@@ -71,16 +71,16 @@ fn read<T>(
     answer: impl FnOnce(&BTreeMap<Vec<u8>, Vec<u8>>) -> T,
 ) -> Result<Option<T>> {
     let physical = memory.physical_key(key);
-    memory.step(&physical, |store, now| {
-        match store.get_mut(&physical, now).map(|entry| &entry.value) {
+    memory.step(
+        |store, now| match store.get_mut(&physical, now).map(|entry| &entry.value) {
             None => Ok(None),
             Some(Value::PlanSet(fields)) => {
                 version(fields, key)?;
                 Ok(Some(answer(fields)))
             }
             Some(_) => Err(other_state(key, "plan set")),
-        }
-    })
+        },
+    )
 }
 
 /// The plan set's version: 0 without the field, corrupt state naming `user_key` unless it is

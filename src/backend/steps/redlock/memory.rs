@@ -11,7 +11,7 @@ impl MemoryStep for RedlockRaiseStep<'_> {
         let key = memory.physical_key(self.counter_key);
         let token = i64::try_from(self.token)
             .map_err(|_| Error::invalid_argument("a fencing token above i64::MAX"))?;
-        memory.step(&key, |store, now| {
+        memory.step(|store, now| {
             let counter = fencing_counter::read(store, &key, now, self.counter_key)?;
             if counter.is_none_or(|counter| counter < token) {
                 if counter.is_none() {

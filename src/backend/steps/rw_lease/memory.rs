@@ -267,7 +267,7 @@ fn with_members<R>(
     step: impl FnOnce(&mut Members, &mut Store, Moment) -> Result<R>,
 ) -> Result<R> {
     let key = memory.physical_key(user_key);
-    memory.step(&key, |store, now| {
+    memory.step(|store, now| {
         let mut members = match store.get_mut(&key, now).map(|entry| &mut entry.value) {
             None => Members::new(),
             Some(Value::RwLease(members)) => std::mem::take(&mut **members),
@@ -370,9 +370,7 @@ mod tests {
                 token: "reader",
             }))
             .expect("release");
-        backend.step(&backend.physical_key(b"{rw}:fence"), |store, _| {
-            store.remove(&backend.physical_key(b"{rw}:fence"))
-        });
+        backend.step(|store, _| store.remove(&backend.physical_key(b"{rw}:fence")));
         tokio::time::advance(std::time::Duration::from_micros(1)).await;
         let after = token(acquire(&backend, true, "next")).expect("a write token");
         assert!(after > first, "{after} after {first}");

@@ -23,7 +23,7 @@ impl MemoryStep for SemaphoreAcquireStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<SemaphoreAcquireReply> {
         let step = self;
         let keys = physical_keys(memory, step.keys)?;
-        memory.step(&keys[0], |store, now| {
+        memory.step(|store, now| {
             check_all(store, &keys, step.keys, now)?;
             // This acquisition delivered twice: its permit is a grant, not a full set.
             if holds_everywhere(store, &keys, step.token, now) {
@@ -92,7 +92,7 @@ impl MemoryStep for PermitReleaseStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
         let PermitReleaseStep(step) = self;
         let keys = physical_keys(memory, step.keys)?;
-        memory.step(&keys[0], |store, now| {
+        memory.step(|store, now| {
             check_all(store, &keys, step.keys, now)?;
             let mut released = false;
             for key in &keys {
@@ -112,7 +112,7 @@ impl MemoryStep for PermitRenewStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
         let (step, expiry_ms) = (self.permit, self.expiry_ms);
         let keys = physical_keys(memory, step.keys)?;
-        memory.step(&keys[0], |store, now| {
+        memory.step(|store, now| {
             check_all(store, &keys, step.keys, now)?;
             let deadline = deadline(now, expiry_ms)?;
             let held = holds_everywhere(store, &keys, step.token, now);
@@ -135,7 +135,7 @@ impl MemoryStep for PermitVerifyStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<bool> {
         let PermitVerifyStep(step) = self;
         let keys = physical_keys(memory, step.keys)?;
-        memory.step(&keys[0], |store, now| {
+        memory.step(|store, now| {
             check_all(store, &keys, step.keys, now)?;
             Ok(holds_everywhere(store, &keys, step.token, now))
         })
@@ -147,7 +147,7 @@ impl MemoryStep for SemaphoreHeldStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<Vec<u32>> {
         let user_keys = self.keys;
         let keys = physical_keys(memory, user_keys)?;
-        memory.step(&keys[0], |store, now| {
+        memory.step(|store, now| {
             check_all(store, &keys, user_keys, now)?;
             Ok(keys
                 .iter()
@@ -276,7 +276,7 @@ mod tests {
     async fn another_primitives_state_is_corrupt_and_left_alone() {
         let backend = MemoryBackend::new();
         backend
-            .step(&backend.physical_key(b"{s}:b"), |store, now| {
+            .step(|store, now| {
                 store.insert(&backend.physical_key(b"{s}:b"), Value::Int(7), None, now)
             })
             .expect("insert");
@@ -302,7 +302,7 @@ mod tests {
         }
         // Nothing was created beside it, and it is unchanged.
         assert_eq!(backend.len(), 1);
-        let value = backend.step(&backend.physical_key(b"{s}:b"), |store, now| {
+        let value = backend.step(|store, now| {
             store
                 .get_mut(&backend.physical_key(b"{s}:b"), now)
                 .map(|e| e.value.clone())
@@ -315,7 +315,7 @@ mod tests {
         let backend = MemoryBackend::new();
         let keys = [b"s".to_vec()];
         let expires = |backend: &MemoryBackend| {
-            backend.step(&backend.physical_key(b"s"), |store, now| {
+            backend.step(|store, now| {
                 store
                     .get_mut(&backend.physical_key(b"s"), now)
                     .map(|e| e.expires_at())
@@ -365,9 +365,7 @@ mod tests {
     async fn a_full_store_refuses_both_keys_or_neither() {
         let backend = MemoryBackend::builder().max_keys(2).build().expect("valid");
         backend
-            .step(b"other", |store, now| {
-                store.insert(b"other", Value::Int(1), None, now)
-            })
+            .step(|store, now| store.insert(b"other", Value::Int(1), None, now))
             .expect("insert");
         let keys = [b"{s}:a".to_vec(), b"{s}:b".to_vec()];
         let err = backend

@@ -45,7 +45,7 @@ fn with_space<R>(
     step: impl FnOnce(&mut Space, Moment) -> Result<R>,
 ) -> Result<R> {
     let key = memory.physical_key(keys.leases);
-    memory.step(&key, |store, now| {
+    memory.step(|store, now| {
         let mut space = match store.get_mut(&key, now).map(|entry| &mut entry.value) {
             None => Space::default(),
             Some(Value::Sessions { leases, entries }) => Space {

@@ -16,7 +16,7 @@ impl MemoryStep for SlidingWindowStep<'_> {
         let step = self;
         let key = memory.physical_key(step.key);
         let clock = memory.clock();
-        memory.step(&key, |store, now| {
+        memory.step(|store, now| {
             let window = Duration::from_millis(step.window_ms);
             let live = |end: Moment| end + window > now;
             let segments = match store.get_mut(&key, now) {

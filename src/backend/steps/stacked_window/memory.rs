@@ -14,7 +14,7 @@ impl MemoryStep for StackedWindowStep<'_> {
     fn in_memory(&self, memory: &MemoryBackend) -> Result<StackedWindowReply> {
         let step = self;
         let key = memory.physical_key(step.key);
-        memory.step(&key, |store, now| {
+        memory.step(|store, now| {
             let stored = match store.get_mut(&key, now) {
                 None => None,
                 Some(entry) => match &entry.value {
@@ -128,7 +128,7 @@ mod tests {
         };
         let reply = backend.run(step).expect("step");
         assert!(reply.granted);
-        let expires = backend.step(&backend.physical_key(b"k"), |store, now| {
+        let expires = backend.step(|store, now| {
             store
                 .get_mut(&backend.physical_key(b"k"), now)
                 .and_then(|e| e.expires_at())

@@ -15,7 +15,7 @@ impl MemoryStep for TokenBucketStep<'_> {
         let step = self;
         let key = memory.physical_key(step.key);
         let period = Duration::from_millis(step.period_ms);
-        memory.step(&key, |store, now| {
+        memory.step(|store, now| {
             let (mut tokens, mut refilled_at) = match store.get_mut(&key, now) {
                 None => (step.limit, now),
                 Some(entry) => match entry.value {
