@@ -39,8 +39,8 @@ fn hash_tag(key: &[u8]) -> &[u8] {
     key
 }
 
-/// CRC16 (XMODEM) a byte at a time: the memory backend hashes every step's key to choose its
-/// shard, so the slot must cost a lookup per byte, not eight shifts.
+/// CRC16 (XMODEM) a byte at a time: a table lookup per byte rather than eight shifts, since
+/// every multi-key step hashes its keys before it is sent.
 fn crc16_xmodem(data: &[u8]) -> u16 {
     data.iter().fold(0u16, |crc, &byte| {
         (crc << 8) ^ CRC16_TABLE[usize::from((crc >> 8) as u8 ^ byte)]
