@@ -190,10 +190,10 @@ impl RedlockGroup {
     ///
     /// Cancel safe, as [`try_acquire`](Self::try_acquire) is.
     pub async fn acquire(&self, name: impl AsRef<[u8]>, lease: Duration) -> Result<RedlockLease> {
-        expiry_ms("a lease", lease)?;
+        let lease_ms = expiry_ms("a lease", lease)?;
         check_lease(lease, self.node_timeout)?;
-        let name = name.as_ref();
-        let keys = self.keys(name);
+        // Checked and built once for every round of the wait.
+        let keys = Arc::new(self.keys(name.as_ref()));
         let watched: Vec<(&Backend, &[u8])> = keys
             .nodes
             .iter()
@@ -214,7 +214,7 @@ impl RedlockGroup {
             let mut retry_after = None;
             let mut busy_round = false;
             if may_be_free >= self.quorum() {
-                match self.try_acquire(name, lease).await? {
+                match round(&keys, new_token()?, lease_ms).await? {
                     Attempt::Acquired(lease) => return Ok(lease),
                     Attempt::Busy {
                         retry_after: holders_left,
