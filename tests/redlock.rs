@@ -792,8 +792,8 @@ async fn the_lease_extractor_takes_a_redlock_lease() {
 }
 
 /// A node whose lease key has no expiry (something else's, or corrupt) never frees by
-/// itself: a waiting acquisition polls at its interval, never spins at round-trip speed
-/// across every node.
+/// itself: a waiting acquisition sends at most a round per poll interval (none while its
+/// watches show the keys there), never spins at round-trip speed across every node.
 #[tokio::test]
 async fn a_lease_key_without_expiry_is_waited_for_at_the_poll_interval() {
     let servers = five("redlock-no-expiry");
